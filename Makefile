@@ -1,0 +1,45 @@
+# proofswarm — the two commands: `make demo` and `make test`.
+# Every target installs what it needs (project-local venv, pinned Node packages, Kubo).
+SHELL := /bin/bash
+PY := .venv/bin/python
+KUBO_VERSION := v0.42.0
+FORGE := node_modules/.bin/forge
+VENV_STAMP := .venv/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
+NODE_STAMP := node_modules/.installed-$(shell sha256sum package-lock.json | cut -c1-12)
+KUBO := .tools/bin/ipfs-$(KUBO_VERSION)
+
+export PATH := $(CURDIR)/node_modules/.bin:$(CURDIR)/.tools/bin:$(PATH)
+export PROOFSWARM_IPFS_BIN := $(CURDIR)/$(KUBO)
+
+.PHONY: demo test install contracts test-forge test-py bench clean
+
+install: $(VENV_STAMP) $(NODE_STAMP) $(KUBO) contracts
+
+$(VENV_STAMP): pyproject.toml
+	@test -x $(PY) || python3 -m venv .venv
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@rm -f .venv/.installed-* && touch $@
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@rm -f node_modules/.installed-* && touch $@
+
+$(KUBO):
+	scripts/install_kubo.sh $(KUBO_VERSION) $@
+
+contracts: $(NODE_STAMP)
+	cd contracts && ../$(FORGE) build --quiet
+
+demo: install
+	$(PY) -m deploy.demo
+
+test: install
+	cd contracts && ../$(FORGE) test
+	$(PY) -m pytest -q
+
+bench: install
+	$(PY) -m bench.gas
+
+clean:
+	rm -rf contracts/out contracts/cache .devnet runs
