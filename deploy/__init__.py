@@ -1,0 +1,1 @@
+"""Local devnet (anvil + Kubo + contracts), deployments and pool configuration."""

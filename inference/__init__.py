@@ -1,0 +1,1 @@
+"""Model loading and generation with hidden-state capture; prefill for verification."""

@@ -1,0 +1,1 @@
+"""Checks on a completion: TOPLOC proofs, sampling replay, termination, prompt assignment. Pure torch, no I/O."""

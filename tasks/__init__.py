@@ -1,0 +1,1 @@
+"""Tasks, datasets and exact reward verifiers shared by worker, validator and trainer."""

@@ -1,0 +1,1 @@
+"""GRPO trainer: loss, advantages, filtering, the training loop and intake of work."""

@@ -1,0 +1,1 @@
+"""The validator role: check every submission and attest or challenge it."""

@@ -1,0 +1,1 @@
+"""The worker role: stake, join, sync weights, generate rollouts with proofs, submit."""
