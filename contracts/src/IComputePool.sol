@@ -95,5 +95,4 @@ interface IComputePool {
     error NotWorkOwner(bytes32 workId, address caller);
     error NotClaimable(bytes32 workId, WorkStatus status);
     error RewardLocked(bytes32 workId, uint64 unlockAt);
-    error TooManySamples(uint32 nSamples);
 }
