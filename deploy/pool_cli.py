@@ -20,31 +20,13 @@ from web3.logs import DISCARD
 
 from ledger_client.chain import Ledger
 from ledger_client.cid import InvalidCid, cid_to_digest
-from ledger_client.cli import UsageError, add_chain_args, load_devnet_info, one_line_errors, print_json, resolve_chain_args
+from ledger_client.cli import UsageError, parse_amount, add_chain_args, load_devnet_info, one_line_errors, print_json, resolve_chain_args
 from ledger_client.keys import load_account
 
 STATUS = {0: "none", 1: "active", 2: "closed"}
 
 
-def _amount(v: object) -> int:
-    """Base units: an int, or a string like "100e18" / "1_000"."""
-    if isinstance(v, bool):
-        raise ValueError("amount must be a number")
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str):
-        s = v.replace("_", "").strip()
-        if "e" in s:
-            mant, exp = s.split("e", 1)
-            if "." in mant:
-                whole, frac = mant.split(".", 1)
-                return int(whole + frac) * 10 ** (int(exp) - len(frac))
-            return int(mant) * 10 ** int(exp)
-        return int(s)
-    raise ValueError("amount must be an integer number of base units")
-
-
-Amount = Annotated[int, BeforeValidator(_amount), Field(ge=0)]
+Amount = Annotated[int, BeforeValidator(parse_amount), Field(ge=0)]
 
 
 class PoolConfig(BaseModel):
@@ -187,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         result = {"pool_id": pool_id, "funded": cfg.funding}
     elif args.command == "fund":
         try:
-            amount = _amount(args.amount)
+            amount = parse_amount(args.amount)
         except ValueError:
             raise UsageError(f"amount {args.amount!r} is not a number of base units") from None
         if amount <= 0:

@@ -52,6 +52,24 @@ def one_line_errors(main: Callable[..., int | None]) -> Callable[..., int]:
     return wrapper
 
 
+def parse_amount(v: object) -> int:
+    """Base units: an int, or a string like "100e18" / "1_000"."""
+    if isinstance(v, bool):
+        raise ValueError("amount must be a number")
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        s = v.replace("_", "").strip()
+        if "e" in s:
+            mant, exp = s.split("e", 1)
+            if "." in mant:
+                whole, frac = mant.split(".", 1)
+                return int(whole + frac) * 10 ** (int(exp) - len(frac))
+            return int(mant) * 10 ** int(exp)
+        return int(s)
+    raise ValueError("amount must be an integer number of base units")
+
+
 def print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=str))
 
