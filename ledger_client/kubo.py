@@ -52,6 +52,10 @@ class KuboNotFound(KuboError):
     """No reachable peer provided the content in time (or, offline, it is not held locally)."""
 
 
+class KuboContentTooLarge(KuboError):
+    """Content is longer than the caller's limit (streaming stopped there)."""
+
+
 class PeerInfo(BaseModel):
     """What ``ipfs id`` says about a node."""
 
@@ -207,9 +211,11 @@ class KuboClient:
         *,
         timeout: float | None = None,
         on_bytes: Callable[[int], None] | None = None,
+        max_bytes: int | None = None,
     ) -> str:
         """Stream ``cid`` into ``destination`` (via a temp file renamed at the end) and return
-        the sha256 hex of what was written. ``on_bytes`` is called with each chunk's size."""
+        the sha256 hex of what was written. ``on_bytes`` is called with each chunk's size;
+        more than ``max_bytes`` raises :class:`KuboContentTooLarge` and writes nothing."""
         destination = Path(destination)
         destination.parent.mkdir(parents=True, exist_ok=True)
         hasher = hashlib.sha256()
@@ -219,8 +225,12 @@ class KuboClient:
                 chunks = self._ipfs.cat(
                     cid, opts=self._deadline(timeout), stream=True, timeout=self._http_timeout(timeout)
                 )
+                written = 0
                 try:
                     for chunk in chunks:
+                        written += len(chunk)
+                        if max_bytes is not None and written > max_bytes:
+                            raise KuboContentTooLarge(f"cat {cid}: more than {max_bytes} bytes")
                         out.write(chunk)
                         hasher.update(chunk)
                         if on_bytes is not None:

@@ -198,7 +198,7 @@ class KuboNode:
         Ports default to 0 (the kernel picks free ones; the chosen ones are read back from the
         daemon). ``offline`` runs without any networking: add/cat/pin work, swarm does not.
         """
-        binary = binary or find_ipfs_binary()
+        binary = Path(binary or find_ipfs_binary()).absolute()
         repo = Path(repo).resolve()
         repo.mkdir(parents=True, exist_ok=True)
         if _running_pid(repo) is not None:
