@@ -103,10 +103,14 @@ def parse_manifest(data: bytes) -> CheckpointManifest:
     try:
         manifest = CheckpointManifest.model_validate(document)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'manifest'}: {err['msg']}" for err in exc.errors()[:3]
-        )
-        raise InvalidManifest(f"manifest is invalid: {problems}") from None
+        errors = exc.errors()
+        missing = [".".join(str(p) for p in e["loc"]) for e in errors if e["type"] == "missing"]
+        problems = [f"missing fields {', '.join(missing)}"] if missing else []
+        problems += [
+            f"{'.'.join(str(p) for p in e['loc']) or 'manifest'}: {e['msg']}"
+            for e in errors if e["type"] != "missing"
+        ][:3]
+        raise InvalidManifest(f"manifest is invalid: {'; '.join(problems)}") from None
     stored = [f.name for f in manifest.shards] + [f.name for f in manifest.tokenizer_files]
     if len(stored) != len(set(stored)):
         raise InvalidManifest("manifest names the same file twice")
