@@ -52,6 +52,10 @@ class KuboNotFound(KuboError):
     """No reachable peer provided the content in time (or, offline, it is not held locally)."""
 
 
+class InvalidKuboAddress(KuboError, ValueError):
+    """The configured Kubo API address is neither a multiaddr nor an http:// URL."""
+
+
 class KuboContentTooLarge(KuboError):
     """Content is longer than the caller's limit (streaming stopped there)."""
 
@@ -71,14 +75,16 @@ def api_multiaddr_of(api: str) -> str:
     if api.startswith("http://"):
         host, _, port = api.removeprefix("http://").rstrip("/").rpartition(":")
         if not host or not port.isdigit():
-            raise ValueError(f"{api!r} is not an http://host:port URL")
+            raise InvalidKuboAddress(f"Kubo API address {api!r} is not an http://host:port URL")
         kind = "ip6" if host.startswith("[") else ("ip4" if host.replace(".", "").isdigit() else "dns")
         return f"/{kind}/{host.strip('[]')}/tcp/{port}"
-    raise ValueError(f"{api!r} is neither a multiaddr nor an http:// URL")
+    raise InvalidKuboAddress(f"Kubo API address {api!r} is neither a multiaddr nor an http:// URL")
 
 
 def _url_of(multiaddr: str) -> str:
     parts = multiaddr.split("/")
+    if len(parts) < 5 or parts[1] not in ("ip4", "ip6", "dns", "dns4", "dns6") or parts[3] != "tcp":
+        raise InvalidKuboAddress(f"Kubo API address {multiaddr!r} is not /ip4|ip6|dns/<host>/tcp/<port>")
     host = f"[{parts[2]}]" if parts[1] == "ip6" else parts[2]
     return f"http://{host}:{parts[4]}"
 
@@ -103,7 +109,7 @@ class KuboClient:
             try:
                 client = ipfshttpclient.Client(self.api_multiaddr, session=True, timeout=self.timeout)
             except ipfs_errors.AddressError as exc:
-                raise KuboUnreachable(f"bad Kubo API address {self.api_multiaddr}: {exc}") from exc
+                raise InvalidKuboAddress(f"bad Kubo API address {self.api_multiaddr}: {exc}") from exc
             self._local.client = client
             with self._lock:
                 self._clients.append(client)
