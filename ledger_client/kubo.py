@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import tempfile
 import threading
@@ -286,6 +287,21 @@ class KuboClient:
     def provide(self, cid: str, *, recursive: bool = True) -> None:
         """Announce to the routing system that this node provides ``cid`` (and its blocks)."""
         self._post("routing/provide", [cid], {"recursive": str(recursive).lower()})
+
+    def find_providers(self, cid: str, *, limit: int = 20, timeout: float = 10.0) -> set[str]:
+        """Peer ids that announce ``cid`` on the DHT (as far as this node can find in ``timeout``)."""
+        query = [("arg", cid), ("num-providers", str(limit)), ("timeout", f"{timeout:g}s")]
+        with self._errors(f"routing findprovs {cid}"):
+            response = requests.post(f"{self.api_url}/api/v0/routing/findprovs", params=query,
+                                     timeout=timeout + 10)
+        if response.status_code != 200:
+            _raise_for_rpc(f"routing findprovs {cid}", response)
+        providers: set[str] = set()
+        for line in response.text.splitlines():
+            event = json.loads(line)
+            if event.get("Type") == 4:  # routing.Provider
+                providers.update(p["ID"] for p in event.get("Responses") or [])
+        return providers
 
     def repo_gc(self) -> None:
         """Delete unpinned blocks."""

@@ -23,6 +23,7 @@ def test_a_worker_that_fetched_serves_the_next_one_after_the_publisher_left(
         fetched_b = fetch_checkpoint(b, published.digest, tmp_path / "b", timeout=30)
         assert len(fetched_b.downloaded) == 6
 
+        assert worker_b.peer_id in c.find_providers(published.manifest_cid)
         trainer.stop()
         assert trainer.peer_id not in c.swarm_peers()
         assert not c.has_local(published.manifest_cid)
