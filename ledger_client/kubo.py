@@ -53,6 +53,10 @@ class KuboNotFound(KuboError):
     """No reachable peer provided the content in time (or, offline, it is not held locally)."""
 
 
+class KuboDiskFull(KuboError):
+    """The disk holding the Kubo repo is full."""
+
+
 class InvalidKuboAddress(KuboError, ValueError):
     """The configured Kubo API address is neither a multiaddr nor an http:// URL."""
 
@@ -229,25 +233,30 @@ class KuboClient:
         fd, tmp_name = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".part")
         # Plain requests here: ipfshttpclient streams in whatever pieces arrive (~4 KiB), which
         # costs a third more CPU than reading 1 MiB at a time (see docs/benchmarks-ipfs.md).
-        deadline = timeout or self.timeout
+        # No Kubo deadline either: a big file on a slow link may take long; what must not last
+        # is silence, so `timeout` is the longest wait for the next bytes.
+        idle = timeout or self.timeout
         try:
-            with os.fdopen(fd, "wb") as out, self._errors(f"cat {cid}"), requests.post(
-                f"{self.api_url}/api/v0/cat",
-                params={"arg": cid, "timeout": f"{deadline:g}s"},
-                stream=True,
-                timeout=self._http_timeout(timeout),
-            ) as response:
-                if response.status_code != 200:
-                    _raise_for_rpc(f"cat {cid}", response)
-                written = 0
-                for chunk in response.iter_content(_STREAM_CHUNK):
-                    written += len(chunk)
-                    if max_bytes is not None and written > max_bytes:
-                        raise KuboContentTooLarge(f"cat {cid}: more than {max_bytes} bytes")
-                    out.write(chunk)
-                    hasher.update(chunk)
-                    if on_bytes is not None:
-                        on_bytes(len(chunk))
+            with os.fdopen(fd, "wb") as out, self._errors(f"cat {cid}"):
+                try:
+                    with requests.post(f"{self.api_url}/api/v0/cat", params={"arg": cid}, stream=True,
+                                       timeout=(5.0, idle)) as response:
+                        if response.status_code != 200:
+                            _raise_for_rpc(f"cat {cid}", response)
+                        written = 0
+                        for chunk in response.iter_content(_STREAM_CHUNK):
+                            written += len(chunk)
+                            if max_bytes is not None and written > max_bytes:
+                                raise KuboContentTooLarge(f"cat {cid}: more than {max_bytes} bytes")
+                            out.write(chunk)
+                            hasher.update(chunk)
+                            if on_bytes is not None:
+                                on_bytes(len(chunk))
+                except (requests.ReadTimeout, requests.ConnectionError) as exc:
+                    # a stall mid-stream surfaces as ConnectionError wrapping urllib3's ReadTimeoutError
+                    if isinstance(exc, requests.ReadTimeout) or "Read timed out" in str(exc):
+                        raise KuboNotFound(f"cat {cid}: no data for {idle:g}s from any reachable peer") from None
+                    raise
             os.replace(tmp_name, destination)
         except BaseException:
             Path(tmp_name).unlink(missing_ok=True)
@@ -334,4 +343,6 @@ def _raise_for_message(what: str, message: str) -> None:
         raise KuboNotFound(f"{what}: no reachable peer provided it in time")
     if "not found locally" in message:
         raise KuboNotFound(f"{what}: not held by this offline node")
+    if "no space left on device" in message:
+        raise KuboDiskFull(f"{what}: the disk of the Kubo repo is full")
     raise KuboError(f"{what}: {message}")
