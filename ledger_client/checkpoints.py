@@ -425,8 +425,14 @@ def fetch_checkpoint(
             progress.file_done(stored.name)
 
         with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="shard") as pool:
-            for future in [pool.submit(fetch_one, f) for f in missing]:
-                future.result()
+            futures = [pool.submit(fetch_one, f) for f in missing]
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException:
+                for future in futures:  # stop at once; verified files stay for the next attempt
+                    future.cancel()
+                raise
 
         _write_local_metadata(folder, manifest, manifest_cid)
         for stored in files:

@@ -144,6 +144,35 @@ def test_interrupted_fetch_resumes_and_replaces_only_bad_files(
     assert_bit_identical(load_state_dict(second), state)
 
 
+class InterruptAfterFirstFile:
+    """Progress sink that interrupts the fetch like Ctrl-C once the first file is in place."""
+
+    def start(self, total_bytes: int, total_files: int) -> None:
+        pass
+
+    def advance(self, n_bytes: int) -> None:
+        pass
+
+    def file_done(self, name: str) -> None:
+        raise KeyboardInterrupt
+
+
+def test_a_fetch_interrupted_midway_resumes_without_downloading_verified_shards_again(
+    kubo: KuboClient, state: dict[str, torch.Tensor], tmp_path: Path
+) -> None:
+    published = publish_checkpoint(kubo, state, step=3, shard_bytes=SMALL_SHARD)
+    with pytest.raises(KeyboardInterrupt):
+        fetch_checkpoint(kubo, published.digest, tmp_path, parallel=1, progress=InterruptAfterFirstFile())
+    with pytest.raises(CheckpointIncomplete):
+        load_state_dict(tmp_path / published.manifest_cid)
+    resumed = fetch_checkpoint(kubo, published.digest, tmp_path)
+    names = [s.name for s in published.manifest.shards]
+    # the shard in flight when the interrupt came may finish too; the rest were cancelled
+    assert names[0] in resumed.reused and len(resumed.reused) <= 2
+    assert sorted(resumed.reused + resumed.downloaded) == sorted(names)
+    assert_bit_identical(load_state_dict(resumed), state)
+
+
 def _republish_with(kubo: KuboClient, published: checkpoints.PublishedCheckpoint, **shard_changes: Any) -> str:
     document = json.loads(published.manifest.to_bytes())
     document["shards"][0].update(shard_changes)
