@@ -1,1 +1,1 @@
-pytest_plugins = ["tests.conftest_kubo"]
+pytest_plugins = ["tests.conftest_kubo", "tests.conftest_chain"]
