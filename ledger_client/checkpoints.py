@@ -578,7 +578,9 @@ def load_state_dict(checkpoint: FetchedCheckpoint | Path) -> dict[str, torch.Ten
 
 def load_into(model: torch.nn.Module, checkpoint: FetchedCheckpoint | Path) -> torch.nn.Module:
     """Make the memory-mapped tensors of ``checkpoint`` the parameters of ``model`` (strict: every
-    name must match; no copy of the weights is made)."""
+    name must match; no copy of the weights is made). The model's own initial parameters are
+    freed once replaced; build it on the meta device to skip even those, if it has no
+    non-persistent buffers (Hugging Face rotary embeddings have one)."""
     state_dict = load_state_dict(checkpoint)
     model.load_state_dict(state_dict, strict=True, assign=True)
     tie_weights = getattr(model, "tie_weights", None)
