@@ -13,6 +13,8 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ledger_client.cid import cid_to_digest
+
 SCHEMA_VERSION: Final = 1
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -47,6 +49,12 @@ class StoredFile(BaseModel):
             raise ValueError(f"{name!r} is not a plain file name")
         return name
 
+    @field_validator("cid")
+    @classmethod
+    def _usable_cid(cls, cid: str) -> str:
+        cid_to_digest(cid)  # raises InvalidCid, a ValueError, on anything we cannot fetch
+        return cid
+
 
 class Shard(StoredFile):
     """One safetensors file of the checkpoint and the tensors it holds."""
@@ -69,6 +77,13 @@ class CheckpointManifest(BaseModel):
     aliases: dict[str, str] = Field(
         description="tensor name -> name of the stored tensor it shares memory with (tied weights)"
     )
+
+    @field_validator("parent")
+    @classmethod
+    def _parent_is_a_cid(cls, parent: str | None) -> str | None:
+        if parent is not None:
+            cid_to_digest(parent)
+        return parent
 
     @property
     def total_bytes(self) -> int:

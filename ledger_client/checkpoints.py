@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -417,12 +418,19 @@ def fetch_checkpoint(
         missing = [f for f in files if f.name not in reused]
         _check_free_space(folder, sum(f.size for f in missing))
         retried: dict[str, int] = {}
+        stop = threading.Event()
 
         def fetch_one(stored: StoredFile) -> None:
-            retried_count = _download_verified(kubo, stored, folder, retries, timeout, progress)
-            if retried_count:
-                retried[stored.name] = retried_count
-            progress.file_done(stored.name)
+            if stop.is_set():  # another shard failed or the fetch was interrupted
+                return
+            try:
+                retried_count = _download_verified(kubo, stored, folder, retries, timeout, progress)
+                if retried_count:
+                    retried[stored.name] = retried_count
+                progress.file_done(stored.name)
+            except BaseException:
+                stop.set()
+                raise
 
         with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="shard") as pool:
             futures = [pool.submit(fetch_one, f) for f in missing]
@@ -430,8 +438,7 @@ def fetch_checkpoint(
                 for future in futures:
                     future.result()
             except BaseException:
-                for future in futures:  # stop at once; verified files stay for the next attempt
-                    future.cancel()
+                stop.set()  # verified files stay for the next attempt
                 raise
 
         _write_local_metadata(folder, manifest, manifest_cid)

@@ -14,16 +14,18 @@ from ledger_client.checkpoint_manifest import (
     parse_manifest,
 )
 from ledger_client.checkpoints import plan_shards, split_aliases
+from ledger_client.cid import DAG_PB, digest_to_cid, raw_cid_of
 
 SHA = "ab" * 32
+SHARD_CID = digest_to_cid(bytes(32), DAG_PB)
 VALID = {
     "schema_version": 1,
     "step": 7,
     "parent": None,
     "config": {"model_type": "llama"},
-    "tokenizer_files": [{"name": "tokenizer.json", "cid": "bafk", "sha256": SHA, "size": 3}],
+    "tokenizer_files": [{"name": "tokenizer.json", "cid": raw_cid_of(b"tok"), "sha256": SHA, "size": 3}],
     "dtype": "bfloat16",
-    "shards": [{"name": "model-00001-of-00001.safetensors", "cid": "bafy", "sha256": SHA, "size": 10,
+    "shards": [{"name": "model-00001-of-00001.safetensors", "cid": SHARD_CID, "sha256": SHA, "size": 10,
                 "tensors": ["w", "b"]}],
     "aliases": {"head": "w"},
 }
@@ -63,6 +65,8 @@ def test_missing_fields_are_refused(missing: str) -> None:
         _with(shards=[]),
         _with(shards=[{**VALID["shards"][0], "sha256": "xyz"}]),  # type: ignore[dict-item]
         _with(shards=[{**VALID["shards"][0], "name": "../../etc/passwd"}]),  # type: ignore[dict-item]
+        _with(shards=[{**VALID["shards"][0], "cid": "QmNotACid"}]),  # type: ignore[dict-item]
+        _with(parent="not-a-cid"),
         _with(aliases={"head": "nowhere"}),
         _with(aliases={"w": "b"}),
         _with(shards=[VALID["shards"][0], {**VALID["shards"][0], "name": "other.safetensors"}]),  # type: ignore[index]
