@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import tempfile
 import threading
@@ -52,6 +53,18 @@ class KuboNotFound(KuboError):
     """No reachable peer provided the content in time (or, offline, it is not held locally)."""
 
 
+class KuboDiskFull(KuboError):
+    """The disk holding the Kubo repo is full."""
+
+
+class InvalidKuboAddress(KuboError, ValueError):
+    """The configured Kubo API address is neither a multiaddr nor an http:// URL."""
+
+
+class KuboContentTooLarge(KuboError):
+    """Content is longer than the caller's limit (streaming stopped there)."""
+
+
 class PeerInfo(BaseModel):
     """What ``ipfs id`` says about a node."""
 
@@ -67,14 +80,16 @@ def api_multiaddr_of(api: str) -> str:
     if api.startswith("http://"):
         host, _, port = api.removeprefix("http://").rstrip("/").rpartition(":")
         if not host or not port.isdigit():
-            raise ValueError(f"{api!r} is not an http://host:port URL")
+            raise InvalidKuboAddress(f"Kubo API address {api!r} is not an http://host:port URL")
         kind = "ip6" if host.startswith("[") else ("ip4" if host.replace(".", "").isdigit() else "dns")
         return f"/{kind}/{host.strip('[]')}/tcp/{port}"
-    raise ValueError(f"{api!r} is neither a multiaddr nor an http:// URL")
+    raise InvalidKuboAddress(f"Kubo API address {api!r} is neither a multiaddr nor an http:// URL")
 
 
 def _url_of(multiaddr: str) -> str:
     parts = multiaddr.split("/")
+    if len(parts) < 5 or parts[1] not in ("ip4", "ip6", "dns", "dns4", "dns6") or parts[3] != "tcp":
+        raise InvalidKuboAddress(f"Kubo API address {multiaddr!r} is not /ip4|ip6|dns/<host>/tcp/<port>")
     host = f"[{parts[2]}]" if parts[1] == "ip6" else parts[2]
     return f"http://{host}:{parts[4]}"
 
@@ -97,9 +112,11 @@ class KuboClient:
         client = getattr(self._local, "client", None)
         if client is None:
             try:
-                client = ipfshttpclient.Client(self.api_multiaddr, session=True, timeout=self.timeout)
+                client = ipfshttpclient.Client(
+                    self.api_multiaddr, session=True, timeout=self.timeout, chunk_size=_STREAM_CHUNK
+                )
             except ipfs_errors.AddressError as exc:
-                raise KuboUnreachable(f"bad Kubo API address {self.api_multiaddr}: {exc}") from exc
+                raise InvalidKuboAddress(f"bad Kubo API address {self.api_multiaddr}: {exc}") from exc
             self._local.client = client
             with self._lock:
                 self._clients.append(client)
@@ -114,12 +131,7 @@ class KuboClient:
         except (ipfs_errors.TimeoutError, requests.Timeout) as exc:
             raise KuboTimeout(f"Kubo at {self.api_multiaddr} timed out: {what}") from exc
         except ipfs_errors.ErrorResponse as exc:
-            message = " ".join(str(exc).split())
-            if "context deadline exceeded" in message:
-                raise KuboNotFound(f"{what}: no reachable peer provided it in time") from exc
-            if "not found locally" in message:
-                raise KuboNotFound(f"{what}: not held by this offline node") from exc
-            raise KuboError(f"{what}: {message}") from exc
+            _raise_for_message(what, str(exc))
         except ipfs_errors.Error as exc:
             raise KuboError(f"{what}: {exc}") from exc
 
@@ -132,7 +144,7 @@ class KuboClient:
                 f"{self.api_url}/api/v0/{path}", params=query, timeout=timeout or self.timeout
             )
         if response.status_code != 200:
-            raise KuboError(f"{path} {' '.join(args)}: {_rpc_message(response)}")
+            _raise_for_rpc(f"{path} {' '.join(args)}".strip(), response)
         return response.json() if response.content else None
 
     def close(self) -> None:
@@ -207,26 +219,44 @@ class KuboClient:
         *,
         timeout: float | None = None,
         on_bytes: Callable[[int], None] | None = None,
+        max_bytes: int | None = None,
     ) -> str:
         """Stream ``cid`` into ``destination`` (via a temp file renamed at the end) and return
-        the sha256 hex of what was written. ``on_bytes`` is called with each chunk's size."""
+        the sha256 hex of what was written. ``on_bytes`` is called with each chunk's size;
+        more than ``max_bytes`` raises :class:`KuboContentTooLarge` and writes nothing.
+
+        Check the length or hash: Kubo reports an error that happens mid-stream only in an HTTP
+        trailer that no Python HTTP client reads, so such a stream arrives as a short file."""
         destination = Path(destination)
         destination.parent.mkdir(parents=True, exist_ok=True)
         hasher = hashlib.sha256()
         fd, tmp_name = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".part")
+        # Plain requests here: ipfshttpclient streams in whatever pieces arrive (~4 KiB), which
+        # costs a third more CPU than reading 1 MiB at a time (see docs/benchmarks-ipfs.md).
+        # No Kubo deadline either: a big file on a slow link may take long; what must not last
+        # is silence, so `timeout` is the longest wait for the next bytes.
+        idle = timeout or self.timeout
         try:
             with os.fdopen(fd, "wb") as out, self._errors(f"cat {cid}"):
-                chunks = self._ipfs.cat(
-                    cid, opts=self._deadline(timeout), stream=True, timeout=self._http_timeout(timeout)
-                )
                 try:
-                    for chunk in chunks:
-                        out.write(chunk)
-                        hasher.update(chunk)
-                        if on_bytes is not None:
-                            on_bytes(len(chunk))
-                finally:
-                    chunks.close()
+                    with requests.post(f"{self.api_url}/api/v0/cat", params={"arg": cid}, stream=True,
+                                       timeout=(5.0, idle)) as response:
+                        if response.status_code != 200:
+                            _raise_for_rpc(f"cat {cid}", response)
+                        written = 0
+                        for chunk in response.iter_content(_STREAM_CHUNK):
+                            written += len(chunk)
+                            if max_bytes is not None and written > max_bytes:
+                                raise KuboContentTooLarge(f"cat {cid}: more than {max_bytes} bytes")
+                            out.write(chunk)
+                            hasher.update(chunk)
+                            if on_bytes is not None:
+                                on_bytes(len(chunk))
+                except (requests.ReadTimeout, requests.ConnectionError) as exc:
+                    # a stall mid-stream surfaces as ConnectionError wrapping urllib3's ReadTimeoutError
+                    if isinstance(exc, requests.ReadTimeout) or "Read timed out" in str(exc):
+                        raise KuboNotFound(f"cat {cid}: no data for {idle:g}s from any reachable peer") from None
+                    raise
             os.replace(tmp_name, destination)
         except BaseException:
             Path(tmp_name).unlink(missing_ok=True)
@@ -267,6 +297,21 @@ class KuboClient:
         """Announce to the routing system that this node provides ``cid`` (and its blocks)."""
         self._post("routing/provide", [cid], {"recursive": str(recursive).lower()})
 
+    def find_providers(self, cid: str, *, limit: int = 20, timeout: float = 10.0) -> set[str]:
+        """Peer ids that announce ``cid`` on the DHT (as far as this node can find in ``timeout``)."""
+        query = [("arg", cid), ("num-providers", str(limit)), ("timeout", f"{timeout:g}s")]
+        with self._errors(f"routing findprovs {cid}"):
+            response = requests.post(f"{self.api_url}/api/v0/routing/findprovs", params=query,
+                                     timeout=timeout + 10)
+        if response.status_code != 200:
+            _raise_for_rpc(f"routing findprovs {cid}", response)
+        providers: set[str] = set()
+        for line in response.text.splitlines():
+            event = json.loads(line)
+            if event.get("Type") == 4:  # routing.Provider
+                providers.update(p["ID"] for p in event.get("Responses") or [])
+        return providers
+
     def repo_gc(self) -> None:
         """Delete unpinned blocks."""
         with self._errors("repo gc"):
@@ -283,8 +328,21 @@ class KuboClient:
         return (5.0, (timeout or self.timeout) + 10.0)
 
 
-def _rpc_message(response: requests.Response) -> str:
+def _raise_for_rpc(what: str, response: requests.Response) -> None:
+    """Raise the named error for a failed RPC response."""
     try:
-        return str(response.json().get("Message", response.text)).strip()
+        message = str(response.json().get("Message", response.text))
     except ValueError:
-        return response.text.strip() or f"HTTP {response.status_code}"
+        message = response.text or f"HTTP {response.status_code}"
+    _raise_for_message(what, message)
+
+
+def _raise_for_message(what: str, message: str) -> None:
+    message = " ".join(message.split())
+    if "context deadline exceeded" in message:
+        raise KuboNotFound(f"{what}: no reachable peer provided it in time")
+    if "not found locally" in message:
+        raise KuboNotFound(f"{what}: not held by this offline node")
+    if "no space left on device" in message:
+        raise KuboDiskFull(f"{what}: the disk of the Kubo repo is full")
+    raise KuboError(f"{what}: {message}")

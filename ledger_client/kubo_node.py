@@ -45,9 +45,6 @@ _PRIVATE_CONFIG: dict[str, object] = {
     "Swarm.Transports.Network.WebTransport": False,
     "Swarm.Transports.Network.WebRTCDirect": False,
     "Swarm.DisableNatPortMap": True,
-    "Addresses.API": "/ip4/127.0.0.1/tcp/0",
-    "Addresses.Gateway": "/ip4/127.0.0.1/tcp/0",
-    "Addresses.Swarm": ["/ip4/127.0.0.1/tcp/0"],
     "Addresses.Announce": [],
     "Addresses.NoAnnounce": [],
 }
@@ -198,7 +195,7 @@ class KuboNode:
         Ports default to 0 (the kernel picks free ones; the chosen ones are read back from the
         daemon). ``offline`` runs without any networking: add/cat/pin work, swarm does not.
         """
-        binary = binary or find_ipfs_binary()
+        binary = Path(binary or find_ipfs_binary()).absolute()
         repo = Path(repo).resolve()
         repo.mkdir(parents=True, exist_ok=True)
         if _running_pid(repo) is not None:
@@ -206,11 +203,12 @@ class KuboNode:
         env = {**os.environ, "IPFS_PATH": str(repo), "IPFS_TELEMETRY": "off"}
         if not (repo / "config").exists():
             _run(binary, ["init", "--profile", "test", "--empty-repo"], env)
-        settings = dict(_PRIVATE_CONFIG)
-        settings["Addresses.API"] = f"/ip4/127.0.0.1/tcp/{api_port}"
-        settings["Addresses.Gateway"] = f"/ip4/127.0.0.1/tcp/{gateway_port}"
-        settings["Addresses.Swarm"] = [f"/ip4/127.0.0.1/tcp/{swarm_port}"]
-        _apply_config(repo, settings)
+        _apply_config(repo, {
+            **_PRIVATE_CONFIG,
+            "Addresses.API": f"/ip4/127.0.0.1/tcp/{api_port}",
+            "Addresses.Gateway": f"/ip4/127.0.0.1/tcp/{gateway_port}",
+            "Addresses.Swarm": [f"/ip4/127.0.0.1/tcp/{swarm_port}"],
+        })
 
         (repo / "api").unlink(missing_ok=True)
         log_path = repo / LOG_FILE
@@ -246,15 +244,21 @@ class KuboNode:
         pid = _running_pid(repo)
         if pid is None:
             raise KuboStartError(f"no Kubo daemon is running for {repo}")
-        api = (repo / "api").read_text().strip()
+        try:
+            api = (repo / "api").read_text().strip()
+        except OSError:
+            raise KuboStartError(f"the Kubo daemon for {repo} has not published its API address") from None
         node = cls(repo, pid, api, None, "", [], offline=False)
         node._refresh_identity()
         return node
 
     def _refresh_identity(self) -> None:
-        response = requests.post(f"{self.api_url}/api/v0/id", timeout=10)
-        response.raise_for_status()
-        identity = response.json()
+        try:
+            response = requests.post(f"{self.api_url}/api/v0/id", timeout=10)
+            response.raise_for_status()
+            identity = response.json()
+        except (requests.RequestException, ValueError) as exc:
+            raise KuboStartError(f"Kubo for {self.repo} does not answer at {self.api_multiaddr}: {exc}") from None
         self.peer_id = identity["ID"]
         self.swarm_multiaddrs = [a for a in identity.get("Addresses") or [] if "/127.0.0.1/" in a]
 

@@ -81,5 +81,9 @@ def test_content_added_on_one_node_is_fetched_by_a_connected_peer(kubo_swarm: Ku
 
 def test_online_search_for_missing_content_ends_at_the_deadline(kubo_swarm: KuboSwarm) -> None:
     (node,) = kubo_swarm(1)
-    with KuboClient(node.api_multiaddr) as client, pytest.raises(KuboNotFound, match="in time"):
-        client.cat(raw_cid_of(os.urandom(32)), timeout=1)
+    with KuboClient(node.api_multiaddr) as client:
+        with pytest.raises(KuboNotFound, match="in time"):
+            client.cat(raw_cid_of(os.urandom(32)), timeout=1)
+        with pytest.raises(KuboNotFound, match="no data for 1s"):
+            client.cat_to_file(raw_cid_of(os.urandom(32)), node.repo / "never", timeout=1)
+    assert not (node.repo / "never").exists()
