@@ -11,6 +11,8 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
+from ledger_client.checkpoint_manifest import CheckpointError
+from ledger_client.cid import InvalidCid, InvalidDigest
 from ledger_client.errors import LedgerError
 from ledger_client.kubo import KuboError
 from ledger_client.kubo_node import KuboBinaryNotFound, KuboStartError
@@ -39,7 +41,8 @@ def one_line_errors(main: Callable[..., int | None]) -> Callable[..., int]:
             where = ".".join(str(p) for p in first["loc"]) or "config"
             print(f"error: invalid configuration: {where}: {first['msg']}", file=sys.stderr)
             return EXIT_USAGE
-        except (LedgerError, KuboError, KuboBinaryNotFound, KuboStartError) as exc:
+        except (LedgerError, KuboError, KuboBinaryNotFound, KuboStartError, CheckpointError, InvalidCid,
+                InvalidDigest) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_ERROR
         except KeyboardInterrupt:
