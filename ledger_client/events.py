@@ -9,7 +9,9 @@ among the watched logs of that transaction), so an event whose transaction was r
 new block is not delivered twice, and an event whose transaction vanished is reported once as
 `Removed(event)`.
 
-Call `commit()` after handling a batch: the state file is written atomically, so after a crash
+With `state_path=None` the cursor lives in memory and its owner persists `.state` (a plain JSON
+dict) itself, e.g. inside the trainer's checkpoint. Otherwise call `commit()` after handling a
+batch: the state file is written atomically, so after a crash
 the batch is delivered again (at least once); consumers make their handling idempotent (e.g. a
 validator checks the on-chain status before sending a verdict).
 """
@@ -50,7 +52,7 @@ class EventCursor:
         self,
         contract: BoundContract,
         names: Iterable[str],
-        state_path: str | Path,
+        state_path: str | Path | None,
         confirmations: int = 0,
         start_block: int = 0,
         batch_blocks: int = 2_000,
@@ -59,7 +61,7 @@ class EventCursor:
         self.w3: Web3 = contract.w3
         self.contract = contract
         self.names = sorted(set(names))
-        self.state_path = Path(state_path)
+        self.state_path = Path(state_path) if state_path is not None else None
         self.confirmations = confirmations
         self.batch_blocks = batch_blocks
         self.history_blocks = history_blocks
@@ -79,7 +81,7 @@ class EventCursor:
     def _load(self, start_block: int) -> dict:
         fresh = {"chain_id": self.chain_id, "address": self.contract.address, "events": self.names,
                  "next_block": start_block, "recorded": {}, "delivered": {}}
-        if not self.state_path.exists():
+        if self.state_path is None or not self.state_path.exists():
             return fresh
         try:
             state = json.loads(self.state_path.read_text())
@@ -95,7 +97,9 @@ class EventCursor:
         return state
 
     def commit(self) -> None:
-        """Persist the cursor atomically."""
+        """Persist the cursor atomically (in-memory cursors persist `state` themselves, e.g. in a checkpoint)."""
+        if self.state_path is None:
+            raise LedgerError("this event cursor has no state file; persist .state with your own checkpoint")
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.state_path.with_name(f".{self.state_path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(self.state))
