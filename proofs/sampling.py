@@ -14,7 +14,7 @@ Replay with tolerance. The validator recomputes logits l' on its own hardware; t
 from the worker's by numerical noise. With a logit tolerance eps (the largest |l - l'| the
 pool accepts as noise), token t at step i passes when both hold:
 
-    nucleus:  e^(2 eps / T) * mass'({v : l'[v] > l'[t] + 2 eps}) < p
+    nucleus:  e^(-2 eps / T) * mass'({v : l'[v] > l'[t] + 2 eps}) < p
     argmax:   l'[t] / T + g[t] >= max over v in Core of (l'[v] / T + g[v]) - 2 eps / T
               where Core = {v : e^(2 eps / T) * mass'({u : l'[u] > l'[v] - 2 eps}) < p}
 
@@ -162,7 +162,7 @@ def replay(
             return suffix.gather(1, first_above)
 
         token_logit = logits.gather(1, tokens[:, None])
-        in_nucleus = (inflation * mass_above(token_logit + 2 * logit_tolerance) < top_p).squeeze(1)
+        in_nucleus = (mass_above(token_logit + 2 * logit_tolerance) / inflation < top_p).squeeze(1)
         core = inflation * mass_above(logits - 2 * logit_tolerance) < top_p
         best = scores.masked_fill(~core, -math.inf).max(dim=-1).values
     else:
