@@ -24,7 +24,11 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from inference.backend import Completion, InferenceError, Prefill, SamplingParams
-from proofs.sampling import GumbelStream, sample_token
+from proofs.sampling import GumbelStream, gumbel, sample_token
+
+
+NO_EOS = -1
+"""eos_token_id that disables stopping: every completion runs to max_tokens (benchmarks)."""
 
 
 class TorchBackend:
@@ -36,8 +40,11 @@ class TorchBackend:
         compute_dtype: torch.dtype = torch.float32,
         pad_token_id: int | None = None,
         eos_token_id: int | None = None,
+        prefill_padding_side: Literal["left", "right"] = "right",
+        prefill_chunk_size: int | None = None,
     ) -> None:
-        """Converts `model` in place to `compute_dtype` and eval mode."""
+        """Converts `model` in place to `compute_dtype` and eval mode. The prefill options
+        are the defaults of `prefill_batch` (how the validator batches its recomputation)."""
         config = model.config
         for attribute in ("final_logit_softcapping", "logit_scale"):
             if getattr(config, attribute, None):
@@ -54,6 +61,8 @@ class TorchBackend:
         pad = pad_token_id if pad_token_id is not None else config.pad_token_id
         self.pad_token_id = int(pad) if pad is not None else self._eos
         self.vocab_size = int(self.lm_head.weight.shape[0])
+        self.prefill_padding_side = prefill_padding_side
+        self.prefill_chunk_size = prefill_chunk_size
 
     @property
     def eos_token_id(self) -> int:
@@ -105,11 +114,20 @@ class TorchBackend:
             log_probs = torch.log_softmax(logits / scale, dim=-1)
             step_hidden = hidden.to(torch.bfloat16)
             next_ids = torch.full((batch, 1), self.pad_token_id, dtype=torch.long)
+            noise = None
+            if streams is not None:
+                noise = gumbel(torch.stack([
+                    streams[row].next_uniform(self.vocab_size) if active[row]
+                    else torch.ones(self.vocab_size)
+                    for row in range(batch)
+                ]))
             for row in range(batch):
                 if not active[row]:
                     continue
-                noise = streams[row].next(self.vocab_size) if streams is not None else None
-                token = sample_token(logits[row], noise, params.temperature, params.top_p)
+                token = sample_token(
+                    logits[row], noise[row] if noise is not None else None,
+                    params.temperature, params.top_p,
+                )
                 tokens[row].append(token)
                 logprobs[row].append(float(log_probs[row, token]))
                 hiddens[row].append(step_hidden[row])
@@ -147,7 +165,7 @@ class TorchBackend:
     def prefill_batch(
         self,
         pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
-        padding_side: Literal["left", "right"] = "right",
+        padding_side: Literal["left", "right"] | None = None,
         chunk_size: int | None = None,
     ) -> list[Prefill]:
         """Prefill many (prompt, completion) pairs in one padded batch.
@@ -157,6 +175,8 @@ class TorchBackend:
         """
         if not pairs:
             return []
+        padding_side = padding_side or self.prefill_padding_side
+        chunk_size = chunk_size or self.prefill_chunk_size
         if chunk_size is not None and chunk_size < 1:
             raise InferenceError("chunk_size must be positive")
         sequences: list[list[int]] = []

@@ -73,9 +73,18 @@ class GumbelStream:
             raise SamplingSpecError(f"seed {seed} outside [0, 2^{SEED_BITS})")
         self._generator = torch.Generator(device="cpu").manual_seed(seed)
 
+    def next_uniform(self, vocab_size: int) -> torch.Tensor:
+        """The step's uniforms u (float32 [V]); gumbel(u) turns them into the noise."""
+        return torch.rand(vocab_size, generator=self._generator, dtype=torch.float32)
+
     def next(self, vocab_size: int) -> torch.Tensor:
-        u = torch.rand(vocab_size, generator=self._generator, dtype=torch.float32)
-        return -torch.log(-torch.log(u.clamp_min(torch.finfo(torch.float32).tiny)))
+        """The step's Gumbel noise g = -log(-log(u)) (float32 [V])."""
+        return gumbel(self.next_uniform(vocab_size))
+
+
+def gumbel(uniform: torch.Tensor) -> torch.Tensor:
+    """-log(-log(u)) elementwise, with u = 0 mapped to the smallest positive float32."""
+    return -torch.log(-torch.log(uniform.clamp_min(torch.finfo(torch.float32).tiny)))
 
 
 def nucleus_mask(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
@@ -145,7 +154,7 @@ def replay(
         return ReplayResult(n_tokens=n, failed_positions=failed, max_score_gap=float(gap.max()))
 
     stream = GumbelStream(seed)
-    noise = torch.stack([stream.next(vocab) for _ in range(n)])
+    noise = gumbel(torch.stack([stream.next_uniform(vocab) for _ in range(n)]))
     scores = logits / temperature + noise
     slack = 2 * logit_tolerance / temperature
     if top_p < 1.0:
