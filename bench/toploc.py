@@ -31,7 +31,7 @@ from inference.torch_backend import NO_EOS, TorchBackend
 from inference.verify import FP32_THRESHOLDS, CompletionRecord, VerifyConfig, verify_completions
 from proofs.assignment import assign_prompts
 from proofs.sampling import derive_seed
-from proofs.toploc import PAPER_THRESHOLDS, Thresholds, build_proofs
+from proofs.toploc import PAPER_THRESHOLDS, Thresholds, build_proofs, build_proofs_batch
 
 POOL_SEED = b"proofswarm-bench-pool"
 WORKER = "0x" + "5a" * 20
@@ -394,7 +394,7 @@ def measure_performance(
         start = time.perf_counter()
         completions = worker.generate(prompts, setup.params, seeds)
         mid = time.perf_counter()
-        proofs = [build_proofs(c.hidden) for c in completions]
+        proofs = build_proofs_batch([c.hidden for c in completions])
         gen_proofs.append(time.perf_counter() - start)
         prove.append(time.perf_counter() - mid)
         records = [

@@ -238,3 +238,10 @@ def test_proof_bytes_match_the_reference_and_verify_both_ways(tmp_path: Path) ->
         assert mine == theirs
         assert all(v == (0, 0.0, 0.0) for v in verdicts)
         assert accept(verify_proofs(hidden, theirs))
+
+
+def test_batch_building_equals_one_by_one() -> None:
+    from proofs.toploc import build_proofs_batch
+
+    hiddens = [_hidden(40, 64, 1), torch.zeros(0, 64), _hidden(1, 16, 2), _hidden(64, 64, 3)]
+    assert build_proofs_batch(hiddens) == [build_proofs(h) for h in hiddens]
