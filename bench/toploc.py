@@ -283,6 +283,9 @@ class Outcome:
     completions: int
     rejected: int
     failed_checks: dict[str, int] = field(default_factory=dict)
+    tokens: int = 0
+    max_replay_gap: float = 0.0
+    """Largest sampling-replay score gap seen (honest runs: the measured numerical noise)."""
 
     @property
     def correct(self) -> bool:
@@ -291,18 +294,25 @@ class Outcome:
 
 def _judge(
     setup: SuiteSetup, validator: TorchBackend, records: list[CompletionRecord],
-    thresholds: Thresholds,
-) -> tuple[int, dict[str, int]]:
+    thresholds: Thresholds, name: str, honest: bool,
+) -> Outcome:
     config = setup.verify_config().model_copy(update={"thresholds": thresholds})
     verdicts = verify_completions(
         validator, records, config, expected_prompts=setup.assigned(),
         expected_seeds=setup.seeds(),
     )
     failed: dict[str, int] = {}
+    gaps = [0.0]
     for v in verdicts:
-        for name in v.failed:
-            failed[name] = failed.get(name, 0) + 1
-    return sum(not v.passed for v in verdicts), failed
+        for check in v.failed:
+            failed[check] = failed.get(check, 0) + 1
+        sampling = v.check("sampling")
+        if sampling is not None:
+            gaps.append(sampling.details["max_score_gap"])
+    return Outcome(
+        name, honest, len(records), sum(not v.passed for v in verdicts), failed,
+        tokens=sum(len(r.completion_ids) for r in records), max_replay_gap=max(gaps),
+    )
 
 
 def run_suite(
@@ -324,15 +334,14 @@ def run_suite(
             generated[key] = run_worker(setup, batch_size=run.batch_size, threads=run.threads)[1]
         records = generated[key]
         for t in profiles:
-            rejected, failed = _judge(
-                setup, validators[(run.padding_side, run.prefill_chunk)], records, t
-            )
-            results[_profile_name(t)].append(Outcome(run.name, True, len(records), rejected, failed))
+            validator = validators[(run.padding_side, run.prefill_chunk)]
+            results[_profile_name(t)].append(_judge(setup, validator, records, t, run.name, True))
     for name, build in attacks(setup).items():
         records = build()
         for t in profiles:
-            rejected, failed = _judge(setup, default_validator, records, t)
-            results[_profile_name(t)].append(Outcome(name, False, len(records), rejected, failed))
+            results[_profile_name(t)].append(
+                _judge(setup, default_validator, records, t, name, False)
+            )
     return results
 
 
@@ -457,6 +466,11 @@ def main() -> None:
         print(format_suite(outcomes, f"attack & honesty suite, thresholds: {profile}"))
     main_outcomes = suites["fp32"]
     c = confusion(main_outcomes)
+    honest = [o for o in main_outcomes if o.honest]
+    print(f"\nsampling replay on honest runs: {sum(o.tokens for o in honest)} tokens, "
+          f"{c['false_positive']} completions rejected, largest score gap "
+          f"{max(o.max_replay_gap for o in honest):.2e} (allowed: 2*eps/T = "
+          f"{2 * setup.logit_tolerance / setup.params.temperature:.0e})")
     print(json.dumps({
         "proof_bytes_per_32_tokens": perf["proof_bytes_per_32_tokens"],
         "prover_overhead": round(perf["prover_overhead"], 5),
@@ -470,6 +484,8 @@ def main() -> None:
         "completions_dishonest": c["true_positive"] + c["false_negative"],
         "completions_rejected_honest": c["false_positive"],
         "paper_thresholds_detected": sum(o.correct for o in suites["paper"] if not o.honest),
+        "honest_tokens_replayed": sum(o.tokens for o in honest),
+        "honest_max_replay_gap": max(o.max_replay_gap for o in honest),
     }))
 
 
