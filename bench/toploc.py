@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 from transformers import LlamaForCausalLM
@@ -254,12 +255,14 @@ def attacks(setup: SuiteSetup) -> dict[str, Callable[[], list[CompletionRecord]]
 class HonestRun:
     batch_size: int
     threads: int
-    padding_side: str
+    padding_side: Literal["left", "right"]
     prefill_chunk: int | None
 
     @property
     def name(self) -> str:
-        chunk = f"chunked prefill {self.prefill_chunk}" if self.prefill_chunk else "one-pass prefill"
+        chunk = (
+            f"chunked prefill {self.prefill_chunk}" if self.prefill_chunk else "one-pass prefill"
+        )
         return (f"honest: batch {self.batch_size}, {self.threads} thread(s), "
                 f"{self.padding_side}-padded, {chunk}")
 
@@ -322,8 +325,9 @@ def run_suite(
     profiles = thresholds or [setup.thresholds]
     results: dict[str, list[Outcome]] = {_profile_name(t): [] for t in profiles}
     validators = {
-        (side, chunk): TorchBackend(setup.policy(), prefill_padding_side=side,  # type: ignore[arg-type]
-                                    prefill_chunk_size=chunk)
+        (side, chunk): TorchBackend(
+            setup.policy(), prefill_padding_side=side, prefill_chunk_size=chunk
+        )
         for side, chunk in {(r.padding_side, r.prefill_chunk) for r in honest_runs(setup)}
     }
     default_validator = validators[("right", None)]

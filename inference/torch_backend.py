@@ -70,7 +70,9 @@ class TorchBackend:
 
     def _check_ids(self, ids: Sequence[int], what: str) -> None:
         if any(not 0 <= t < self.vocab_size for t in ids):
-            raise InferenceError(f"{what} has token ids outside the vocabulary [0, {self.vocab_size})")
+            raise InferenceError(
+                f"{what} has token ids outside the vocabulary [0, {self.vocab_size})"
+            )
 
     # ---- generation ---------------------------------------------------------------------
 

@@ -37,13 +37,14 @@ on CPU float32 compute are ~1e-5 (docs/benchmarks-toploc.md); pools with bf16 or
 cross-hardware workers must raise it to their measured noise."""
 
 FP32_THRESHOLDS = Thresholds(min_exp_matches=125, max_mant_err_mean=0.05, max_mant_err_median=0.0)
-"""TOPLOC thresholds for pools whose reference computation is float32 (the CPU torch backend):
-in 4392 honest chunk comparisons across batch sizes, padding sides, thread counts and chunked
-prefill not one top-k value differed (float32 noise, ~1e-6 relative, flips a bf16 rounding only
-for values within 1e-6 of a rounding boundary: ~0.03 expected flips per 128 points; the
-thresholds allow 3 exponent flips and 6 single-unit mantissa flips per chunk), while the paper's thresholds (sized for
-bf16 GPU kernels and large models) let small tampering through on a tiny model. See
-docs/benchmarks-toploc.md for the measured distributions."""
+"""TOPLOC thresholds for pools whose reference computation is float32 (the CPU torch backend).
+
+In 4392 honest chunk comparisons across batch sizes, padding sides, thread counts and chunked
+prefill not one top-k value differed: float32 noise (~1e-6 relative) flips a bf16 rounding only
+for values within that distance of a rounding boundary, ~0.03 expected flips per 128 points.
+These thresholds allow 3 exponent flips and 6 single-unit mantissa flips per chunk. The paper's
+thresholds, sized for bf16 GPU kernels on large models, let small tampering through on a tiny
+model. Measurements: docs/benchmarks-toploc.md."""
 
 
 class VerifyConfig(BaseModel):

@@ -169,7 +169,9 @@ def _evaluate(coeffs: np.ndarray, points: np.ndarray) -> np.ndarray:
 
 def _as_bf16(hidden: torch.Tensor) -> torch.Tensor:
     if hidden.dim() != 2:
-        raise ProofFormatError(f"hidden states must be [n_tokens, d], got shape {tuple(hidden.shape)}")
+        raise ProofFormatError(
+            f"hidden states must be [n_tokens, d], got shape {tuple(hidden.shape)}"
+        )
     return hidden.detach().to(device="cpu", dtype=torch.bfloat16).contiguous()
 
 

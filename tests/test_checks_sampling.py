@@ -65,7 +65,9 @@ def test_nucleus_is_the_smallest_prefix_reaching_top_p() -> None:
     assert nucleus_mask(logits, 1.0, 1.0).all()
 
 
-def _sample_sequence(logits: torch.Tensor, seed: int, temperature: float, top_p: float) -> list[int]:
+def _sample_sequence(
+    logits: torch.Tensor, seed: int, temperature: float, top_p: float
+) -> list[int]:
     stream = GumbelStream(seed) if temperature > 0 else None
     return [
         sample_token(row, stream.next(row.numel()) if stream else None, temperature, top_p)

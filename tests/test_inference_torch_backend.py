@@ -54,7 +54,8 @@ def test_greedy_matches_transformers_generate() -> None:
             torch.tensor([PROMPTS[0]]), do_sample=False, max_new_tokens=16, min_new_tokens=16,
             pad_token_id=0,
         )
-    assert completion.token_ids == reference[0, len(PROMPTS[0]) :].tolist()[: len(completion.token_ids)]
+    generated = reference[0, len(PROMPTS[0]) :].tolist()
+    assert completion.token_ids == generated[: len(completion.token_ids)]
 
 
 def test_seeded_generation_is_reproducible_and_batch_independent() -> None:
