@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from inference.backend import InferenceBackend, SamplingParams
 from proofs.sampling import replay
@@ -80,14 +80,16 @@ class CheckResult(BaseModel):
 
 
 class Verdict(BaseModel):
-    """All checks run on one completion."""
+    """All checks run on one completion; `model_dump()` is the evidence JSON."""
 
     checks: list[CheckResult]
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def passed(self) -> bool:
         return all(c.passed for c in self.checks)
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def failed(self) -> list[CheckName]:
         return [c.name for c in self.checks if not c.passed]

@@ -37,6 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 _SEED_DOMAIN = b"proofswarm/sampling-seed/v1"
 SEED_BITS = 63
+REPLAY_BLOCK = 128
+"""Rows replayed at once (bounds memory to REPLAY_BLOCK x vocab floats per tensor)."""
 
 
 class SamplingSpecError(ValueError):
@@ -154,29 +156,49 @@ def replay(
         return ReplayResult(n_tokens=n, failed_positions=failed, max_score_gap=float(gap.max()))
 
     stream = GumbelStream(seed)
-    noise = gumbel(torch.stack([stream.next_uniform(vocab) for _ in range(n)]))
+    failed: list[int] = []
+    max_gap = -math.inf
+    for begin in range(0, n, REPLAY_BLOCK):
+        rows = logits[begin : begin + REPLAY_BLOCK]
+        noise = gumbel(torch.stack([stream.next_uniform(vocab) for _ in range(rows.shape[0])]))
+        gap, in_nucleus = _replay_block(
+            rows, tokens[begin : begin + REPLAY_BLOCK], noise, temperature, top_p,
+            logit_tolerance,
+        )
+        bad = (gap > 2 * logit_tolerance / temperature) | ~in_nucleus
+        failed += (bad.nonzero().flatten() + begin).tolist()
+        max_gap = max(max_gap, float(gap.max()))
+    return ReplayResult(n_tokens=n, failed_positions=failed, max_score_gap=max_gap)
+
+
+def _replay_block(
+    logits: torch.Tensor,
+    tokens: torch.Tensor,
+    noise: torch.Tensor,
+    temperature: float,
+    top_p: float,
+    logit_tolerance: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(score gap, nucleus check) per row of a block of float32 logits [b, V]."""
     scores = logits / temperature + noise
-    slack = 2 * logit_tolerance / temperature
-    if top_p < 1.0:
-        probs = torch.softmax(logits / temperature, dim=-1)
-        inflation = math.exp(slack)
-        ascending, order = logits.sort(dim=-1)
-        sorted_probs = probs.gather(1, order)
-        # suffix[j] = mass of the sorted entries j.. V-1; suffix[V] = 0
-        suffix = torch.cat([sorted_probs.flip(-1).cumsum(-1).flip(-1), torch.zeros(n, 1)], dim=1)
+    token_scores = scores.gather(1, tokens[:, None]).squeeze(1)
+    if top_p >= 1.0:
+        return scores.max(dim=-1).values - token_scores, torch.ones_like(tokens, dtype=torch.bool)
+    inflation = math.exp(2 * logit_tolerance / temperature)
+    probs = torch.softmax(logits / temperature, dim=-1)
+    ascending, order = logits.sort(dim=-1)
+    sorted_probs = probs.gather(1, order)
+    # suffix[j] = mass of the sorted entries j .. V-1; suffix[V] = 0
+    suffix = torch.cat(
+        [sorted_probs.flip(-1).cumsum(-1).flip(-1), torch.zeros(logits.shape[0], 1)], dim=1
+    )
 
-        def mass_above(threshold: torch.Tensor) -> torch.Tensor:
-            """mass'({u : l'[u] > threshold}) per row, for thresholds [n, k]."""
-            first_above = torch.searchsorted(ascending, threshold.contiguous(), right=True)
-            return suffix.gather(1, first_above)
+    def mass_above(threshold: torch.Tensor) -> torch.Tensor:
+        """mass'({u : l'[u] > threshold}) per row, for thresholds [b, k]."""
+        return suffix.gather(1, torch.searchsorted(ascending, threshold.contiguous(), right=True))
 
-        token_logit = logits.gather(1, tokens[:, None])
-        in_nucleus = (mass_above(token_logit + 2 * logit_tolerance) / inflation < top_p).squeeze(1)
-        core = inflation * mass_above(logits - 2 * logit_tolerance) < top_p
-        best = scores.masked_fill(~core, -math.inf).max(dim=-1).values
-    else:
-        in_nucleus = torch.ones(n, dtype=torch.bool)
-        best = scores.max(dim=-1).values
-    gap = best - scores.gather(1, tokens[:, None]).squeeze(1)
-    failed = ((gap > slack) | ~in_nucleus).nonzero().flatten().tolist()
-    return ReplayResult(n_tokens=n, failed_positions=failed, max_score_gap=float(gap.max()))
+    token_logit = logits.gather(1, tokens[:, None])
+    in_nucleus = (mass_above(token_logit + 2 * logit_tolerance) / inflation < top_p).squeeze(1)
+    core = inflation * mass_above(logits - 2 * logit_tolerance) < top_p
+    best = scores.masked_fill(~core, -math.inf).max(dim=-1).values
+    return best - token_scores, in_nucleus

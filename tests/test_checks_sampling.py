@@ -185,3 +185,12 @@ def test_assignment_check_and_errors() -> None:
         assign_prompts(POOL, ALICE, 5, 0, 10, 11)
     with pytest.raises(AssignmentError):
         assign_prompts(POOL, ALICE, -1, 0, 10, 1)
+
+
+def test_replay_of_long_sequences_crosses_blocks_in_stream_order() -> None:
+    gen = torch.Generator().manual_seed(0)
+    logits = 3 * torch.randn(300, 30, generator=gen)
+    tokens = _sample_sequence(logits, 5, 0.8, 0.9)
+    assert replay(logits, tokens, 5, 0.8, 0.9, 1e-3).passed
+    tokens[200] = (tokens[200] + 1) % 30
+    assert replay(logits, tokens, 5, 0.8, 0.9, 1e-3).failed_positions == [200]

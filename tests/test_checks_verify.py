@@ -103,3 +103,12 @@ def test_paper_thresholds_are_the_default() -> None:
     assert VerifyConfig(sampling=PARAMS).thresholds == PAPER_THRESHOLDS
     with pytest.raises(ValueError):
         verify_completions(_model(), [], CONFIG, expected_prompts=[[1]])
+
+
+def test_verdict_serialises_as_evidence(honest) -> None:
+    backend, prompts, seeds, records = honest
+    bad = records[1].model_copy(update={"seed": seeds[1] + 1})
+    verdict = verify_completion(backend, bad, CONFIG, prompts[1], seeds[1])
+    evidence = verdict.model_dump(mode="json")
+    assert evidence["passed"] is False and evidence["failed"] == ["seed"]
+    assert evidence["checks"][1]["reason"].startswith("seed")
