@@ -39,3 +39,13 @@ def load_settings(settings_cls: type[S], toml_path: str | Path | None, argv: lis
     cli = CliSettingsSource(_FromToml, cli_parse_args=argv, cli_prog_name=settings_cls.__name__.lower())
     loaded = _FromToml(_cli_settings_source=cli)
     return settings_cls.model_validate(loaded.model_dump())
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for a CLI: the first field error of a ValidationError, else the message."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "config"
+        return f"invalid setting {where}: {first['msg']}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -64,4 +64,5 @@ SOLVERS: dict[str, Callable[[str], str]] = {
     "copy": lambda d: d,
     "sort": lambda d: "".join(sorted(d)),
     "sum": lambda d: str(sum(int(c) for c in d)),
+    "max": lambda d: max(d),
 }

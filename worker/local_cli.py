@@ -24,7 +24,7 @@ from pydantic_settings import BaseSettings, CliSettingsSource, SettingsConfigDic
 
 from ledger_client.local_store import PolicyStoreError, latest_policy, load_policy, read_progress
 from ledger_client.rollouts import RolloutFileError, write_rollout_file
-from ledger_client.settings import load_settings
+from ledger_client.settings import describe_error, load_settings
 from tasks.base import TaskError
 from tasks.registry import TaskSpec, build_task
 from worker.rollouts import SamplingConfig, make_rollouts
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         config = load_settings(LocalWorkerConfig, toml, args)
         written = run_worker(config)
     except (FileNotFoundError, ValidationError, TaskError, PolicyStoreError, RolloutFileError) as exc:
-        print(f"error: {exc}".splitlines()[0], file=sys.stderr)
+        print(f"error: {describe_error(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
