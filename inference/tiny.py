@@ -66,13 +66,19 @@ def build_tiny_llama(
     max_positions: int = 1024,
     dtype: torch.dtype = torch.float32,
     tie_embeddings: bool = False,
+    lm_head_std: float | None = None,
 ) -> LlamaForCausalLM:
     """A randomly initialised LlamaForCausalLM, deterministic in `seed`.
 
     The special-token ids of `build_char_tokenizer` are written into the config, so
     `generate`/`save_pretrained` behave as with a real checkpoint. `dtype` may be
-    torch.bfloat16 (the pool's policy dtype) or torch.float32.
+    torch.bfloat16 (the pool's policy dtype) or torch.float32. `lm_head_std` re-initialises the
+    (untied) LM head with that standard deviation: about 2/sqrt(hidden) gives logits with the
+    spread of a trained model's (peaked next-token distributions) instead of the near-uniform
+    ones of a fresh init.
     """
+    if lm_head_std is not None and tie_embeddings:
+        raise ValueError("lm_head_std needs an untied LM head")
     if hidden % heads != 0:
         raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads})")
     config = LlamaConfig(
@@ -94,6 +100,8 @@ def build_tiny_llama(
     with torch.random.fork_rng(devices=fork_devices):
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)
+        if lm_head_std is not None:
+            torch.nn.init.normal_(model.lm_head.weight, std=lm_head_std)
     model.to(dtype)
     model.eval()
     return model

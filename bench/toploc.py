@@ -1,0 +1,497 @@
+"""TOPLOC benchmark and the attack & honesty suite.
+
+    python -m bench.toploc [--quick]
+
+Prints proof size, prover overhead (generation with vs without proofs, same run), verification
+speedup (generation wall time / verification wall time) and verification tokens/s for a model of
+a few million parameters and completions of >= 256 tokens; then the confusion matrix of the
+attack & honesty suite (tests/test_toploc_attacks.py runs the same suite). Last line: one JSON
+object.
+
+The suite's adversarial workers live here (not in the worker CLI): each builds submissions with
+the real libraries and one dishonest change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+from transformers import LlamaForCausalLM
+
+from inference.backend import Completion, SamplingParams
+from inference.tiny import BOS_ID, EOS_ID, build_char_tokenizer, build_tiny_llama
+from inference.torch_backend import NO_EOS, TorchBackend
+from inference.verify import FP32_THRESHOLDS, CompletionRecord, VerifyConfig, verify_completions
+from proofs.assignment import assign_prompts
+from proofs.sampling import derive_seed
+from proofs.toploc import PAPER_THRESHOLDS, Thresholds, build_proofs, build_proofs_batch
+
+POOL_SEED = b"proofswarm-bench-pool"
+WORKER = "0x" + "5a" * 20
+STEP = 3
+DATASET = [
+    f"Q{i}: what is {a} {op} {b}? Answer with a number."
+    for i, (a, op, b) in enumerate(
+        [(12, "+", 7), (9, "*", 8), (40, "-", 13), (6, "+", 55), (81, "/", 9), (14, "*", 3),
+         (99, "-", 45), (23, "+", 19), (7, "*", 7), (64, "/", 8), (30, "+", 12), (18, "-", 9)]
+    )
+]
+
+
+@dataclass(frozen=True)
+class SuiteSetup:
+    """Model shape, pool parameters and how many prompts each scenario submits."""
+
+    hidden: int = 128
+    layers: int = 4
+    n_prompts: int = 4
+    params: SamplingParams = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=64)
+    thresholds: Thresholds = FP32_THRESHOLDS
+    logit_tolerance: float = 1e-3
+
+    @property
+    def vocab(self) -> int:
+        return len(build_char_tokenizer())
+
+    def policy(self, seed: int = 0) -> LlamaForCausalLM:
+        """The pool's bf16 policy (seed 0) or another model of the same shape."""
+        return build_tiny_llama(
+            self.vocab, seed, hidden=self.hidden, layers=self.layers, dtype=torch.bfloat16,
+            lm_head_std=2.0 / self.hidden**0.5,
+        )
+
+    def assigned(self) -> list[list[int]]:
+        tokenizer = build_char_tokenizer()
+        indices = assign_prompts(POOL_SEED, WORKER, STEP, 0, len(DATASET), self.n_prompts)
+        return [[BOS_ID, *tokenizer.encode(DATASET[i])] for i in indices]
+
+    def unassigned(self) -> list[list[int]]:
+        tokenizer = build_char_tokenizer()
+        taken = set(assign_prompts(POOL_SEED, WORKER, STEP, 0, len(DATASET), self.n_prompts))
+        free = [i for i in range(len(DATASET)) if i not in taken][: self.n_prompts]
+        return [[BOS_ID, *tokenizer.encode(DATASET[i])] for i in free]
+
+    def seeds(self) -> list[int]:
+        return [derive_seed(POOL_SEED, WORKER, STEP, j) for j in range(self.n_prompts)]
+
+    def verify_config(self) -> VerifyConfig:
+        return VerifyConfig(
+            sampling=self.params, thresholds=self.thresholds, logit_tolerance=self.logit_tolerance
+        )
+
+
+@contextmanager
+def _threads(n: int) -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _records(prompts: list[list[int]], completions: list[Completion]) -> list[CompletionRecord]:
+    return [
+        CompletionRecord(
+            prompt_ids=p, completion_ids=c.token_ids, proofs=build_proofs(c.hidden), seed=c.seed,
+            finish_reason=c.finish_reason,
+        )
+        for p, c in zip(prompts, completions)
+    ]
+
+
+def run_worker(
+    setup: SuiteSetup,
+    model: LlamaForCausalLM | None = None,
+    prompts: list[list[int]] | None = None,
+    params: SamplingParams | None = None,
+    compute_dtype: torch.dtype = torch.float32,
+    batch_size: int | None = None,
+    threads: int = 1,
+) -> tuple[list[list[int]], list[CompletionRecord]]:
+    """Generate with proofs like the worker does; returns (prompts used, records)."""
+    model = model if model is not None else setup.policy()
+    prompts = prompts if prompts is not None else setup.assigned()
+    backend = TorchBackend(model, compute_dtype=compute_dtype)
+    seeds = setup.seeds()
+    step = batch_size or len(prompts)
+    completions: list[Completion] = []
+    with _threads(threads):
+        for start in range(0, len(prompts), step):
+            completions += backend.generate(
+                prompts[start : start + step], params or setup.params, seeds[start : start + step]
+            )
+    return prompts, _records(prompts, completions)
+
+
+# ---- adversaries ----------------------------------------------------------------------------
+
+
+def _perturbed_layer(setup: SuiteSetup, layer: int) -> LlamaForCausalLM:
+    model = setup.policy()
+    gen = torch.Generator().manual_seed(100 + layer)
+    with torch.no_grad():
+        for p in model.model.layers[layer].parameters():
+            noise = 1 + 0.01 * torch.randn(p.shape, generator=gen)
+            p.copy_((p.float() * noise).to(p.dtype))
+    return model
+
+
+def _int8_weights(setup: SuiteSetup) -> LlamaForCausalLM:
+    """Per-output-channel symmetric int8 quantisation of every matrix (dequantised)."""
+    model = setup.policy()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                w = p.float()
+                scale = w.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / 127
+                p.copy_(((w / scale).round().clamp(-127, 127) * scale).to(p.dtype))
+    return model
+
+
+def _claim_assigned(setup: SuiteSetup, records: list[CompletionRecord]) -> list[CompletionRecord]:
+    return [r.model_copy(update={"prompt_ids": p}) for r, p in zip(records, setup.assigned())]
+
+
+def _alter_prompt_token(setup: SuiteSetup) -> list[CompletionRecord]:
+    altered = [list(p) for p in setup.assigned()]
+    for p in altered:
+        p[len(p) // 2] = p[len(p) // 2] + 1 if p[len(p) // 2] + 1 < setup.vocab else 4
+    return _claim_assigned(setup, run_worker(setup, prompts=altered)[1])
+
+
+def _alter_completion_token(setup: SuiteSetup) -> list[CompletionRecord]:
+    records = run_worker(setup)[1]
+    out = []
+    for r in records:
+        ids = list(r.completion_ids)
+        i = len(ids) // 2
+        ids[i] = ids[i] + 1 if ids[i] + 5 < setup.vocab else 5
+        out.append(r.model_copy(update={"completion_ids": ids}))
+    return out
+
+
+def _truncate(setup: SuiteSetup, fake_eos: bool) -> list[CompletionRecord]:
+    records = run_worker(setup)[1]
+    out = []
+    for r in records:
+        keep = r.completion_ids[: max(1, len(r.completion_ids) // 2)]
+        if keep[-1] == EOS_ID:
+            keep = keep[:-1] or [5]
+        if fake_eos:
+            keep = keep + [EOS_ID]
+        out.append(r.model_copy(update={
+            "completion_ids": keep, "finish_reason": "eos" if fake_eos else "length",
+            "proofs": r.proofs[: -(-len(keep) // 32)],
+        }))
+    return out
+
+
+def _copy_proofs(setup: SuiteSetup) -> list[CompletionRecord]:
+    records = run_worker(setup)[1]
+    donors = run_worker(setup, prompts=setup.unassigned())[1]
+    return [
+        r.model_copy(update={"proofs": (d.proofs + r.proofs)[: len(r.proofs)]})
+        for r, d in zip(records, donors)
+    ]
+
+
+def _corrupt_proofs(setup: SuiteSetup) -> list[CompletionRecord]:
+    out = []
+    for r in run_worker(setup)[1]:
+        proof = bytearray(r.proofs[0])
+        proof[101] ^= 0x10
+        out.append(r.model_copy(update={"proofs": [bytes(proof), *r.proofs[1:]]}))
+    return out
+
+
+def _own_seeds(setup: SuiteSetup) -> list[CompletionRecord]:
+    """Samples with seeds of its choosing (e.g. to fish for lucky completions)."""
+    prompts = setup.assigned()
+    backend = TorchBackend(setup.policy())
+    completions = backend.generate(prompts, setup.params, [7 + j for j in range(len(prompts))])
+    return _records(prompts, completions)
+
+
+def attacks(setup: SuiteSetup) -> dict[str, Callable[[], list[CompletionRecord]]]:
+    """Every attack of the suite: name -> function building the dishonest submission."""
+    p = setup.params
+    table: dict[str, Callable[[], list[CompletionRecord]]] = {
+        "weights from another seed": lambda: run_worker(setup, model=setup.policy(seed=1))[1],
+    }
+    for layer in range(setup.layers):
+        table[f"layer {layer} perturbed by 1%"] = (
+            lambda layer=layer: run_worker(setup, model=_perturbed_layer(setup, layer))[1]
+        )
+    table.update({
+        "lower precision: bf16 compute": lambda: run_worker(setup, compute_dtype=torch.bfloat16)[1],
+        "lower precision: fp16 compute": lambda: run_worker(setup, compute_dtype=torch.float16)[1],
+        "lower precision: int8 weights": lambda: run_worker(setup, model=_int8_weights(setup))[1],
+        "one prompt token altered": lambda: _alter_prompt_token(setup),
+        "one completion token altered": lambda: _alter_completion_token(setup),
+        "completion truncated": lambda: _truncate(setup, fake_eos=False),
+        "completion truncated + EOS": lambda: _truncate(setup, fake_eos=True),
+        "greedy instead of sampling": lambda: run_worker(
+            setup, params=p.model_copy(update={"temperature": 0.0}))[1],
+        "sampling at temperature 0.7": lambda: run_worker(
+            setup, params=p.model_copy(update={"temperature": 0.7}))[1],
+        "proof copied from another completion": lambda: _copy_proofs(setup),
+        "proof bytes corrupted": lambda: _corrupt_proofs(setup),
+        "prompt not the assigned one": lambda: run_worker(setup, prompts=setup.unassigned())[1],
+        "seed not the derived one": lambda: _own_seeds(setup),
+    })
+    return table
+
+
+@dataclass(frozen=True)
+class HonestRun:
+    batch_size: int
+    threads: int
+    padding_side: Literal["left", "right"]
+    prefill_chunk: int | None
+
+    @property
+    def name(self) -> str:
+        chunk = (
+            f"chunked prefill {self.prefill_chunk}" if self.prefill_chunk else "one-pass prefill"
+        )
+        return (f"honest: batch {self.batch_size}, {self.threads} thread(s), "
+                f"{self.padding_side}-padded, {chunk}")
+
+
+def honest_runs(setup: SuiteSetup) -> list[HonestRun]:
+    return [
+        HonestRun(batch, threads, side, chunk)
+        for batch in (1, setup.n_prompts)
+        for threads in (1, 2)
+        for side, chunk in (("right", None), ("left", 8))
+    ]
+
+
+# ---- running the suite ----------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    name: str
+    honest: bool
+    completions: int
+    rejected: int
+    failed_checks: dict[str, int] = field(default_factory=dict)
+    tokens: int = 0
+    max_replay_gap: float = 0.0
+    """Largest sampling-replay score gap seen (honest runs: the measured numerical noise)."""
+
+    @property
+    def correct(self) -> bool:
+        return self.rejected == 0 if self.honest else self.rejected == self.completions
+
+
+def _judge(
+    setup: SuiteSetup, validator: TorchBackend, records: list[CompletionRecord],
+    thresholds: Thresholds, name: str, honest: bool,
+) -> Outcome:
+    config = setup.verify_config().model_copy(update={"thresholds": thresholds})
+    verdicts = verify_completions(
+        validator, records, config, expected_prompts=setup.assigned(),
+        expected_seeds=setup.seeds(),
+    )
+    failed: dict[str, int] = {}
+    gaps = [0.0]
+    for v in verdicts:
+        for check in v.failed:
+            failed[check] = failed.get(check, 0) + 1
+        sampling = v.check("sampling")
+        if sampling is not None:
+            gaps.append(sampling.details["max_score_gap"])
+    return Outcome(
+        name, honest, len(records), sum(not v.passed for v in verdicts), failed,
+        tokens=sum(len(r.completion_ids) for r in records), max_replay_gap=max(gaps),
+    )
+
+
+def run_suite(
+    setup: SuiteSetup, thresholds: list[Thresholds] | None = None
+) -> dict[str, list[Outcome]]:
+    """Run every honest and dishonest scenario; outcomes per threshold profile name."""
+    profiles = thresholds or [setup.thresholds]
+    results: dict[str, list[Outcome]] = {_profile_name(t): [] for t in profiles}
+    validators = {
+        (side, chunk): TorchBackend(
+            setup.policy(), prefill_padding_side=side, prefill_chunk_size=chunk
+        )
+        for side, chunk in {(r.padding_side, r.prefill_chunk) for r in honest_runs(setup)}
+    }
+    default_validator = validators[("right", None)]
+    generated: dict[tuple[int, int], list[CompletionRecord]] = {}
+    for run in honest_runs(setup):
+        key = (run.batch_size, run.threads)
+        if key not in generated:
+            generated[key] = run_worker(setup, batch_size=run.batch_size, threads=run.threads)[1]
+        records = generated[key]
+        for t in profiles:
+            validator = validators[(run.padding_side, run.prefill_chunk)]
+            results[_profile_name(t)].append(_judge(setup, validator, records, t, run.name, True))
+    for name, build in attacks(setup).items():
+        records = build()
+        for t in profiles:
+            results[_profile_name(t)].append(
+                _judge(setup, default_validator, records, t, name, False)
+            )
+    return results
+
+
+def _profile_name(t: Thresholds) -> str:
+    if t == PAPER_THRESHOLDS:
+        return "paper"
+    if t == FP32_THRESHOLDS:
+        return "fp32"
+    return "custom"
+
+
+def confusion(outcomes: list[Outcome]) -> dict[str, int]:
+    """Completion-level confusion counts (positive = dishonest)."""
+    return {
+        "true_positive": sum(o.rejected for o in outcomes if not o.honest),
+        "false_negative": sum(o.completions - o.rejected for o in outcomes if not o.honest),
+        "false_positive": sum(o.rejected for o in outcomes if o.honest),
+        "true_negative": sum(o.completions - o.rejected for o in outcomes if o.honest),
+    }
+
+
+def format_suite(outcomes: list[Outcome], title: str) -> str:
+    """Per-scenario table and the confusion matrix, as text."""
+    lines = [title, f"{'scenario':<62} {'rejected':>9}  failed checks"]
+    for o in outcomes:
+        mark = "ok " if o.correct else "BAD"
+        checks = ", ".join(f"{k}:{v}" for k, v in sorted(o.failed_checks.items())) or "-"
+        lines.append(f"{mark} {o.name:<58} {o.rejected:>4}/{o.completions:<4}  {checks}")
+    c = confusion(outcomes)
+    lines += [
+        "confusion matrix (completions)   verdict: reject   verdict: accept",
+        f"  dishonest                        {c['true_positive']:>15}   {c['false_negative']:>15}",
+        f"  honest                           {c['false_positive']:>15}   {c['true_negative']:>15}",
+    ]
+    return "\n".join(lines)
+
+
+# ---- performance ----------------------------------------------------------------------------
+
+
+def measure_performance(
+    hidden: int, layers: int, batch: int, tokens: int, repeats: int
+) -> dict[str, float]:
+    """Generation with and without proofs (same backend, same prompts) and verification."""
+    setup = SuiteSetup(hidden=hidden, layers=layers, n_prompts=batch,
+                       params=SamplingParams(temperature=1.0, max_tokens=tokens))
+    prompts = (setup.assigned() * batch)[:batch]
+    seeds = [derive_seed(POOL_SEED, WORKER, STEP, j) for j in range(batch)]
+    # no stop token, so that every completion has exactly `tokens` tokens
+    worker = TorchBackend(setup.policy(), eos_token_id=NO_EOS)
+    validator = TorchBackend(setup.policy(), eos_token_id=NO_EOS)
+    n_params = sum(p.numel() for p in worker.model.parameters())
+    gen_plain, gen_proofs, prove, verify = [], [], [], []
+    records: list[CompletionRecord] = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        worker.generate(prompts, setup.params, seeds)
+        gen_plain.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        completions = worker.generate(prompts, setup.params, seeds)
+        mid = time.perf_counter()
+        proofs = build_proofs_batch([c.hidden for c in completions])
+        gen_proofs.append(time.perf_counter() - start)
+        prove.append(time.perf_counter() - mid)
+        records = [
+            CompletionRecord(prompt_ids=p, completion_ids=c.token_ids, proofs=pr, seed=c.seed,
+                             finish_reason="length")
+            for p, c, pr in zip(prompts, completions, proofs)
+        ]
+        config = setup.verify_config()
+        start = time.perf_counter()
+        verdicts = verify_completions(validator, records, config)
+        verify.append(time.perf_counter() - start)
+        assert all(v.passed for v in verdicts), [v.failed for v in verdicts]
+    n_tokens = sum(len(r.completion_ids) for r in records)
+    best = min
+    return {
+        "params": n_params,
+        "batch": batch,
+        "tokens_per_completion": tokens,
+        "proof_bytes_per_32_tokens": len(records[0].proofs[0]),
+        "gen_s": best(gen_plain),
+        "gen_with_proofs_s": best(gen_proofs),
+        "prove_s": best(prove),
+        "prover_overhead": best(prove) / best(gen_plain),
+        "prover_overhead_wall": max(0.0, best(gen_proofs) / best(gen_plain) - 1),
+        "verify_s": best(verify),
+        "verify_speedup": best(gen_plain) / best(verify),
+        "verify_tokens_per_s": n_tokens / best(verify),
+        "gen_tokens_per_s": n_tokens / best(gen_plain),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller run (about a minute)")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.quick:
+        perf = measure_performance(hidden=256, layers=4, batch=4, tokens=256, repeats=2)
+    else:
+        perf = measure_performance(hidden=384, layers=6, batch=8, tokens=512, repeats=3)
+    print(f"model: {perf['params'] / 1e6:.2f} M parameters, batch {perf['batch']}, "
+          f"{perf['tokens_per_completion']} tokens per completion, {args.threads} CPU thread(s)")
+    rows = [
+        ("proof bytes per 32 tokens", f"{perf['proof_bytes_per_32_tokens']}"),
+        ("generation (no proofs)", f"{perf['gen_s']:.3f} s, {perf['gen_tokens_per_s']:.0f} tok/s"),
+        ("proof building", f"{perf['prove_s'] * 1000:.1f} ms"),
+        ("prover overhead (prove / generate)", f"{perf['prover_overhead']:.4f}"),
+        ("verification (prefill + all checks)", f"{perf['verify_s']:.3f} s"),
+        ("verification speedup (generate / verify)", f"{perf['verify_speedup']:.1f}x"),
+        ("verification tokens/s", f"{perf['verify_tokens_per_s']:.0f}"),
+    ]
+    for label, value in rows:
+        print(f"  {label:<44} {value}")
+
+    setup = SuiteSetup(n_prompts=4 if args.quick else 8)
+    suites = run_suite(setup, [FP32_THRESHOLDS, PAPER_THRESHOLDS])
+    for profile, outcomes in suites.items():
+        print()
+        print(format_suite(outcomes, f"attack & honesty suite, thresholds: {profile}"))
+    main_outcomes = suites["fp32"]
+    c = confusion(main_outcomes)
+    honest = [o for o in main_outcomes if o.honest]
+    print(f"\nsampling replay on honest runs: {sum(o.tokens for o in honest)} tokens, "
+          f"{c['false_positive']} completions rejected, largest score gap "
+          f"{max(o.max_replay_gap for o in honest):.2e} (allowed: 2*eps/T = "
+          f"{2 * setup.logit_tolerance / setup.params.temperature:.0e})")
+    print(json.dumps({
+        "proof_bytes_per_32_tokens": perf["proof_bytes_per_32_tokens"],
+        "prover_overhead": round(perf["prover_overhead"], 5),
+        "verify_speedup": round(perf["verify_speedup"], 2),
+        "verify_tokens_per_s": round(perf["verify_tokens_per_s"], 1),
+        "detected": sum(o.correct for o in main_outcomes if not o.honest),
+        "attacks": sum(not o.honest for o in main_outcomes),
+        "false_positives": sum(not o.correct for o in main_outcomes if o.honest),
+        "honest": sum(o.honest for o in main_outcomes),
+        "completions_rejected_dishonest": c["true_positive"],
+        "completions_dishonest": c["true_positive"] + c["false_negative"],
+        "completions_rejected_honest": c["false_positive"],
+        "paper_thresholds_detected": sum(o.correct for o in suites["paper"] if not o.honest),
+        "honest_tokens_replayed": sum(o.tokens for o in honest),
+        "honest_max_replay_gap": max(o.max_replay_gap for o in honest),
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""Torch backend for Hugging Face causal LMs: batched generation with a KV cache, seeded
+Gumbel-max sampling, per-token logprobs and capture of the final hidden states from the same
+forward pass that produces the logits; prefill for the validator.
+
+The model is split into its decoder (`get_decoder()`, whose `last_hidden_state` is the output
+of the final norm) and its LM head (`get_output_embeddings()`); logits are computed as
+lm_head(last_hidden_state), so the captured hidden state is by construction exactly what the
+LM head consumed. Models whose logits are not a plain function of that (logit soft-capping,
+scaling) are refused.
+
+Precision: the policy is a bf16 checkpoint. By default the backend computes in float32 (bf16
+weights upcast exactly) and casts hidden states to bf16 for proofs: float32 is fast on CPUs and
+makes honest runs agree to far below one bf16 unit, which is what lets the checks tell a model
+run in lower precision from the real one. `compute_dtype=torch.bfloat16` runs in bf16, as a
+GPU worker would; the pool's thresholds must then allow bf16 noise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from inference.backend import Completion, InferenceError, Prefill, SamplingParams
+from proofs.sampling import GumbelStream, gumbel, sample_token
+
+
+NO_EOS = -1
+"""eos_token_id that disables stopping: every completion runs to max_tokens (benchmarks)."""
+
+
+class TorchBackend:
+    """InferenceBackend over an in-memory Hugging Face causal LM."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        compute_dtype: torch.dtype = torch.float32,
+        pad_token_id: int | None = None,
+        eos_token_id: int | None = None,
+        prefill_padding_side: Literal["left", "right"] = "right",
+        prefill_chunk_size: int | None = None,
+    ) -> None:
+        """Converts `model` in place to `compute_dtype` and eval mode. The prefill options
+        are the defaults of `prefill_batch` (how the validator batches its recomputation)."""
+        config = model.config
+        for attribute in ("final_logit_softcapping", "logit_scale"):
+            if getattr(config, attribute, None):
+                raise InferenceError(f"models with {attribute} are not supported")
+        self.model = model.to(compute_dtype).eval()
+        self.decoder = model.get_decoder()
+        self.lm_head = model.get_output_embeddings()
+        eos = eos_token_id if eos_token_id is not None else config.eos_token_id
+        if isinstance(eos, list):
+            eos = eos[0]
+        if eos is None:
+            raise InferenceError("model config has no eos_token_id; pass eos_token_id")
+        self._eos = int(eos)
+        pad = pad_token_id if pad_token_id is not None else config.pad_token_id
+        self.pad_token_id = int(pad) if pad is not None else self._eos
+        self.vocab_size = int(self.lm_head.weight.shape[0])
+        self.prefill_padding_side = prefill_padding_side
+        self.prefill_chunk_size = prefill_chunk_size
+
+    @property
+    def eos_token_id(self) -> int:
+        return self._eos
+
+    def _check_ids(self, ids: Sequence[int], what: str) -> None:
+        if any(not 0 <= t < self.vocab_size for t in ids):
+            raise InferenceError(
+                f"{what} has token ids outside the vocabulary [0, {self.vocab_size})"
+            )
+
+    # ---- generation ---------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def generate(
+        self, prompts: Sequence[Sequence[int]], params: SamplingParams, seeds: Sequence[int]
+    ) -> list[Completion]:
+        """Generate one completion per prompt in a single left-padded batch."""
+        if len(prompts) != len(seeds):
+            raise InferenceError(f"{len(prompts)} prompts but {len(seeds)} seeds")
+        if not prompts:
+            return []
+        for prompt in prompts:
+            if not prompt:
+                raise InferenceError("empty prompt")
+            self._check_ids(prompt, "prompt")
+        batch = len(prompts)
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((batch, width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((batch, width), dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            input_ids[row, width - len(prompt) :] = torch.tensor(list(prompt))
+            mask[row, width - len(prompt) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp_min(0)
+        cache = DynamicCache(config=self.model.config)
+        out = self.decoder(
+            input_ids=input_ids, attention_mask=mask, position_ids=positions, cache=cache,
+            use_cache=True,
+        )
+        hidden = out.last_hidden_state[:, -1]
+        next_position = positions[:, -1:] + 1
+
+        streams = [GumbelStream(s) for s in seeds] if params.temperature > 0 else None
+        scale = params.temperature if params.temperature > 0 else 1.0
+        tokens: list[list[int]] = [[] for _ in range(batch)]
+        logprobs: list[list[float]] = [[] for _ in range(batch)]
+        hiddens: list[list[torch.Tensor]] = [[] for _ in range(batch)]
+        active = [True] * batch
+        for step in range(params.max_tokens):
+            logits = self.lm_head(hidden).float()
+            log_probs = torch.log_softmax(logits / scale, dim=-1)
+            step_hidden = hidden.to(torch.bfloat16)
+            next_ids = torch.full((batch, 1), self.pad_token_id, dtype=torch.long)
+            noise = None
+            if streams is not None:
+                noise = gumbel(torch.stack([
+                    streams[row].next_uniform(self.vocab_size) if active[row]
+                    else torch.ones(self.vocab_size)
+                    for row in range(batch)
+                ]))
+            for row in range(batch):
+                if not active[row]:
+                    continue
+                token = sample_token(
+                    logits[row], noise[row] if noise is not None else None,
+                    params.temperature, params.top_p,
+                )
+                tokens[row].append(token)
+                logprobs[row].append(float(log_probs[row, token]))
+                hiddens[row].append(step_hidden[row])
+                next_ids[row, 0] = token
+                if token == self._eos:
+                    active[row] = False
+            if not any(active) or step + 1 == params.max_tokens:
+                break
+            mask = torch.cat([mask, torch.ones((batch, 1), dtype=torch.long)], dim=1)
+            out = self.decoder(
+                input_ids=next_ids, attention_mask=mask, position_ids=next_position,
+                cache=out.cache, use_cache=True,
+            )
+            hidden = out.last_hidden_state[:, -1]
+            next_position = next_position + 1
+
+        return [
+            Completion(
+                token_ids=tokens[row],
+                logprobs=logprobs[row],
+                hidden=torch.stack(hiddens[row]),
+                finish_reason="eos" if tokens[row][-1] == self._eos else "length",
+                seed=int(seeds[row]),
+            )
+            for row in range(batch)
+        ]
+
+    # ---- prefill (validator side) ---------------------------------------------------------
+
+    def prefill(self, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> Prefill:
+        """Hidden states and logits of the completion positions, in one forward pass."""
+        return self.prefill_batch([(prompt_ids, completion_ids)])[0]
+
+    @torch.inference_mode()
+    def prefill_batch(
+        self,
+        pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
+        padding_side: Literal["left", "right"] | None = None,
+        chunk_size: int | None = None,
+    ) -> list[Prefill]:
+        """Prefill many (prompt, completion) pairs in one padded batch.
+
+        `chunk_size` feeds the sequences through the KV cache `chunk_size` positions at a time
+        (chunked prefill) instead of in one pass; the results agree up to float noise.
+        """
+        if not pairs:
+            return []
+        padding_side = padding_side or self.prefill_padding_side
+        chunk_size = chunk_size or self.prefill_chunk_size
+        if chunk_size is not None and chunk_size < 1:
+            raise InferenceError("chunk_size must be positive")
+        sequences: list[list[int]] = []
+        for prompt, completion in pairs:
+            if not prompt:
+                raise InferenceError("empty prompt")
+            self._check_ids(prompt, "prompt")
+            self._check_ids(completion, "completion")
+            sequences.append(list(prompt) + list(completion)[:-1])
+        batch = len(sequences)
+        width = max(len(s) for s in sequences)
+        input_ids = torch.full((batch, width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((batch, width), dtype=torch.long)
+        offsets = []
+        for row, seq in enumerate(sequences):
+            start = width - len(seq) if padding_side == "left" else 0
+            input_ids[row, start : start + len(seq)] = torch.tensor(seq)
+            mask[row, start : start + len(seq)] = 1
+            offsets.append(start)
+        positions = (mask.cumsum(-1) - 1).clamp_min(0)
+
+        step = chunk_size or width
+        cache = DynamicCache(config=self.model.config)
+        parts = []
+        for begin in range(0, width, step):
+            end = min(begin + step, width)
+            out = self.decoder(
+                input_ids=input_ids[:, begin:end], attention_mask=mask[:, :end],
+                position_ids=positions[:, begin:end], cache=cache, use_cache=True,
+            )
+            cache = out.cache
+            parts.append(out.last_hidden_state)
+        hidden_all = torch.cat(parts, dim=1)
+
+        results = []
+        for row, (prompt, completion) in enumerate(pairs):
+            first = offsets[row] + len(prompt) - 1
+            hidden = hidden_all[row, first : first + len(completion)]
+            results.append(
+                Prefill(hidden=hidden.to(torch.bfloat16), logits=self.lm_head(hidden).float())
+            )
+        return results

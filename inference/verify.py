@@ -1,0 +1,218 @@
+"""One-call verification of submitted completions (the validator's inner loop).
+
+Checks, cheapest first; the prefill runs only when the structural checks pass:
+  prompt       the completion answers the prompt the validator assigned (token ids equal)
+  seed         the sampling seed is the one derived for (pool, worker, step, sample index)
+  termination  EOS only at the end; "length" means exactly max_tokens; EOS plausible
+  sampling     every token replays under the seeded Gumbel rule from recomputed logits
+  toploc       the proofs match the recomputed hidden states (per-chunk statistics)
+Each check reports its measured statistics so a challenge can carry them as evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+
+from inference.backend import InferenceBackend, SamplingParams
+from proofs.sampling import replay
+from proofs.termination import DEFAULT_MIN_EOS_PROB, check_termination
+from proofs.toploc import (
+    DEFAULT_CHUNK,
+    DEFAULT_TOPK,
+    PAPER_THRESHOLDS,
+    ProofFormatError,
+    Thresholds,
+    failing_chunks,
+    verify_proofs,
+)
+
+CheckName = Literal["prompt", "seed", "termination", "sampling", "toploc"]
+
+DEFAULT_LOGIT_TOLERANCE = 1e-3
+"""eps of the replay rule, in logit units. Measured honest worker/validator logit differences
+on CPU float32 compute are ~1e-5 (docs/benchmarks-toploc.md); pools with bf16 or
+cross-hardware workers must raise it to their measured noise."""
+
+FP32_THRESHOLDS = Thresholds(min_exp_matches=125, max_mant_err_mean=0.05, max_mant_err_median=0.0)
+"""TOPLOC thresholds for pools whose reference computation is float32 (the CPU torch backend).
+
+In 4392 honest chunk comparisons across batch sizes, padding sides, thread counts and chunked
+prefill not one top-k value differed: float32 noise (~1e-6 relative) flips a bf16 rounding only
+for values within that distance of a rounding boundary, ~0.03 expected flips per 128 points.
+These thresholds allow 3 exponent flips and 6 single-unit mantissa flips per chunk. The paper's
+thresholds, sized for bf16 GPU kernels on large models, let small tampering through on a tiny
+model. Measurements: docs/benchmarks-toploc.md."""
+
+
+class VerifyConfig(BaseModel):
+    """The pool's verification parameters."""
+
+    model_config = ConfigDict(frozen=True)
+
+    sampling: SamplingParams
+    thresholds: Thresholds = PAPER_THRESHOLDS
+    logit_tolerance: float = Field(DEFAULT_LOGIT_TOLERANCE, ge=0)
+    min_eos_prob: float = Field(DEFAULT_MIN_EOS_PROB, ge=0, le=1)
+    chunk: int = Field(DEFAULT_CHUNK, ge=1)
+    topk: int = Field(DEFAULT_TOPK, ge=1)
+
+
+class CompletionRecord(BaseModel):
+    """What a worker submits for one completion (as read from its rollout file)."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    proofs: list[bytes]
+    seed: int
+    finish_reason: str
+
+
+class CheckResult(BaseModel):
+    """One check's verdict and the statistics it measured."""
+
+    name: CheckName
+    passed: bool
+    reason: str = ""
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class Verdict(BaseModel):
+    """All checks run on one completion; `model_dump()` is the evidence JSON."""
+
+    checks: list[CheckResult]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def failed(self) -> list[CheckName]:
+        return [c.name for c in self.checks if not c.passed]
+
+    def check(self, name: CheckName) -> CheckResult | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+
+def _structural_checks(
+    record: CompletionRecord,
+    config: VerifyConfig,
+    eos_token_id: int,
+    expected_prompt: Sequence[int] | None,
+    expected_seed: int | None,
+) -> list[CheckResult]:
+    checks = []
+    if expected_prompt is not None:
+        same = list(expected_prompt) == record.prompt_ids
+        checks.append(CheckResult(
+            name="prompt", passed=same, reason="" if same else "prompt is not the assigned one",
+        ))
+    if expected_seed is not None:
+        same = expected_seed == record.seed
+        checks.append(CheckResult(
+            name="seed", passed=same,
+            reason="" if same else f"seed {record.seed} is not the derived seed {expected_seed}",
+        ))
+    if record.finish_reason != "eos":
+        term = check_termination(
+            record.completion_ids, record.finish_reason, config.sampling.max_tokens, eos_token_id
+        )
+        checks.append(CheckResult(name="termination", passed=term.passed, reason=term.reason))
+    elif not record.completion_ids or record.completion_ids[-1] != eos_token_id:
+        checks.append(CheckResult(
+            name="termination", passed=False, reason="finish_reason eos but no final EOS",
+        ))
+    return checks
+
+
+def verify_completions(
+    backend: InferenceBackend,
+    records: Sequence[CompletionRecord],
+    config: VerifyConfig,
+    expected_prompts: Sequence[Sequence[int] | None] | None = None,
+    expected_seeds: Sequence[int | None] | None = None,
+) -> list[Verdict]:
+    """Verify many completions with one batched prefill; one Verdict per record.
+
+    `expected_prompts` / `expected_seeds` (per record, from the assignment PRF and
+    proofs.sampling.derive_seed) enable the prompt and seed checks.
+    """
+    n = len(records)
+    prompts = list(expected_prompts) if expected_prompts is not None else [None] * n
+    seeds = list(expected_seeds) if expected_seeds is not None else [None] * n
+    if len(prompts) != n or len(seeds) != n:
+        raise ValueError("expected_prompts and expected_seeds need one entry per record")
+    eos = backend.eos_token_id
+    early = [_structural_checks(r, config, eos, p, s) for r, p, s in zip(records, prompts, seeds)]
+    todo = [i for i in range(n) if all(c.passed for c in early[i])]
+    prefills = backend.prefill_batch(
+        [(records[i].prompt_ids, records[i].completion_ids) for i in todo]
+    ) if todo else []
+    verdicts = [Verdict(checks=checks) for checks in early]
+    params = config.sampling
+    for i, prefill in zip(todo, prefills):
+        record, checks = records[i], early[i]
+        if record.finish_reason == "eos":
+            term = check_termination(
+                record.completion_ids, record.finish_reason, params.max_tokens, eos,
+                last_logits=prefill.logits[-1], temperature=params.temperature,
+                min_eos_prob=config.min_eos_prob,
+            )
+            checks = [c for c in checks if c.name != "termination"]
+            checks.append(CheckResult(
+                name="termination", passed=term.passed, reason=term.reason,
+                details={"eos_prob": term.eos_prob},
+            ))
+        replayed = replay(
+            prefill.logits, record.completion_ids, record.seed, params.temperature,
+            params.top_p, config.logit_tolerance,
+        )
+        checks.append(CheckResult(
+            name="sampling", passed=replayed.passed,
+            reason="" if replayed.passed else
+            f"{len(replayed.failed_positions)} of {replayed.n_tokens} tokens do not replay",
+            details={
+                "failed_positions": replayed.failed_positions[:64],
+                "max_score_gap": replayed.max_score_gap,
+                "logit_tolerance": config.logit_tolerance,
+            },
+        ))
+        checks.append(_toploc_check(prefill.hidden, record.proofs, config))
+        verdicts[i] = Verdict(checks=checks)
+    return verdicts
+
+
+def _toploc_check(hidden: Any, proofs: list[bytes], config: VerifyConfig) -> CheckResult:
+    try:
+        results = verify_proofs(hidden, proofs, config.chunk, config.topk)
+    except ProofFormatError as err:
+        return CheckResult(name="toploc", passed=False, reason=f"malformed proofs: {err}")
+    bad = failing_chunks(results, config.thresholds)
+    return CheckResult(
+        name="toploc", passed=not bad,
+        reason="" if not bad else f"{len(bad)} of {len(results)} chunks outside thresholds",
+        details={
+            "failing_chunks": bad,
+            "exp_mismatches": [r.exp_mismatches for r in results],
+            "mant_err_mean": [r.mant_err_mean for r in results],
+            "mant_err_median": [r.mant_err_median for r in results],
+            "thresholds": config.thresholds.model_dump(),
+        },
+    )
+
+
+def verify_completion(
+    backend: InferenceBackend,
+    record: CompletionRecord,
+    config: VerifyConfig,
+    expected_prompt: Sequence[int] | None = None,
+    expected_seed: int | None = None,
+) -> Verdict:
+    """Verify one completion (see verify_completions)."""
+    return verify_completions(
+        backend, [record], config, [expected_prompt], [expected_seed]
+    )[0]

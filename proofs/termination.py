@@ -1,0 +1,70 @@
+"""Termination check: a completion stops at its first EOS or exactly at max_tokens.
+
+Rules, with n = number of completion tokens:
+- EOS may only be the last token;
+- finish_reason "eos": n >= 1, the last token is EOS, and EOS is plausible under the
+  validator's recomputed distribution at that position: p(EOS) >= min_eos_prob (at the
+  sampling temperature; the replay check separately checks it was the sampled token);
+- finish_reason "length": n == max_tokens and the last token is not EOS.
+Anything else (e.g. a completion cut short without EOS) fails.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict
+
+DEFAULT_MIN_EOS_PROB = 1e-6
+
+
+class TerminationResult(BaseModel):
+    """Verdict of the termination check with the reason when it fails."""
+
+    model_config = ConfigDict(frozen=True)
+
+    passed: bool
+    reason: str = ""
+    eos_prob: float | None = None
+
+
+def check_termination(
+    token_ids: list[int],
+    finish_reason: Literal["eos", "length"] | str,
+    max_tokens: int,
+    eos_token_id: int,
+    last_logits: torch.Tensor | None = None,
+    temperature: float = 1.0,
+    min_eos_prob: float = DEFAULT_MIN_EOS_PROB,
+) -> TerminationResult:
+    """Apply the rules above; `last_logits` [V] are the recomputed logits of the last token."""
+    n = len(token_ids)
+    if n > max_tokens:
+        return TerminationResult(passed=False, reason=f"{n} tokens exceed max_tokens {max_tokens}")
+    if eos_token_id in token_ids[:-1]:
+        return TerminationResult(passed=False, reason="EOS before the last token")
+    if finish_reason == "length":
+        if n != max_tokens:
+            return TerminationResult(
+                passed=False, reason=f"stopped at {n} of {max_tokens} tokens without EOS"
+            )
+        if token_ids[-1] == eos_token_id:
+            return TerminationResult(passed=False, reason="finish_reason length but ends in EOS")
+        return TerminationResult(passed=True)
+    if finish_reason != "eos":
+        return TerminationResult(passed=False, reason=f"unknown finish_reason {finish_reason!r}")
+    if n == 0 or token_ids[-1] != eos_token_id:
+        return TerminationResult(passed=False, reason="finish_reason eos but no final EOS")
+    if last_logits is None:
+        return TerminationResult(passed=False, reason="no recomputed logits for the EOS position")
+    scale = temperature if temperature > 0 else 1.0
+    eos_prob = float(torch.softmax(last_logits.float() / scale, dim=-1)[eos_token_id])
+    if not eos_prob >= min_eos_prob:
+        return TerminationResult(
+            passed=False,
+            reason=f"EOS implausible: p={eos_prob:.3g} < {min_eos_prob:.3g}",
+            eos_prob=eos_prob,
+        )
+    return TerminationResult(passed=True, eos_prob=eos_prob if math.isfinite(eos_prob) else None)

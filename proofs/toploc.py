@@ -1,0 +1,300 @@
+"""TOPLOC: locality-sensitive proofs of inference (arXiv 2501.16007), reference encoding.
+
+Prover: the final hidden states of the generated tokens (the LM head's input, cast to bf16)
+are cut into chunks of `chunk` tokens (the last chunk takes what remains). For each chunk the
+`topk` entries of largest magnitude of the flattened (tokens x hidden) tensor are taken as
+points (x = flat index, y = raw bf16 bit pattern). x is reduced modulo the largest m <= 65497
+under which the indices stay distinct, and the unique polynomial of degree < topk through the
+points is interpolated over GF(65497). A proof is the modulus as 2 big-endian bytes followed by
+the topk monomial coefficients (ascending powers) as 2 big-endian bytes each: 258 bytes for
+topk = 128. This is byte-for-byte the encoding of the reference implementation.
+
+Verifier: recompute the hidden states by one prefill, take the verifier's own top-k of each
+chunk, evaluate the proof polynomial at those indices and compare bf16 exponents and mantissas.
+
+Extension of the reference for small chunks: when a chunk has fewer than `topk` entries (a
+short last chunk of a model with a small hidden size), every entry is a point and the
+coefficient list is zero-padded to `topk`, so every proof still has 2 + 2*topk bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+GF_PRIME = 65497
+"""The prime field of the interpolation (the largest prime below 2**16 - 38, as in the paper)."""
+DEFAULT_CHUNK = 32
+DEFAULT_TOPK = 128
+MISSING_STAT = float(2**64)
+"""Mantissa statistic reported when no exponent matches (as in the reference)."""
+
+_BF16_EXP_MASK = 0x7F80
+_BF16_EXP_SHIFT = 7
+_BF16_MANT_MASK = 0x007F
+
+
+class ProofFormatError(ValueError):
+    """A proof is malformed or the proof list does not fit the hidden states."""
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    """Comparison of one proof against the verifier's recomputed activations."""
+
+    exp_mismatches: int
+    mant_err_mean: float
+    mant_err_median: float
+    n_points: int = DEFAULT_TOPK
+
+
+class Thresholds(BaseModel):
+    """Chunk acceptance thresholds. Defaults are the paper's: a chunk passes when at least
+    90 of 128 exponents match, the mean mantissa error is <= 10 and its median <= 8."""
+
+    model_config = ConfigDict(frozen=True)
+
+    min_exp_matches: int = Field(90, ge=0)
+    """Out of `per_points` points; scaled (rounded up) for chunks with fewer points."""
+    per_points: int = Field(DEFAULT_TOPK, gt=0)
+    max_mant_err_mean: float = Field(10.0, ge=0)
+    max_mant_err_median: float = Field(8.0, ge=0)
+
+
+PAPER_THRESHOLDS = Thresholds()
+
+
+def chunk_passes(result: ChunkResult, thresholds: Thresholds = PAPER_THRESHOLDS) -> bool:
+    """Whether one chunk is within the thresholds."""
+    needed = math.ceil(thresholds.min_exp_matches * result.n_points / thresholds.per_points)
+    return (
+        result.n_points - result.exp_mismatches >= needed
+        and result.mant_err_mean <= thresholds.max_mant_err_mean
+        and result.mant_err_median <= thresholds.max_mant_err_median
+    )
+
+
+def failing_chunks(
+    results: list[ChunkResult], thresholds: Thresholds = PAPER_THRESHOLDS
+) -> list[int]:
+    """Indices of the chunks outside the thresholds."""
+    return [i for i, r in enumerate(results) if not chunk_passes(r, thresholds)]
+
+
+def accept(results: list[ChunkResult], thresholds: Thresholds = PAPER_THRESHOLDS) -> bool:
+    """A completion's proofs are accepted when every chunk passes."""
+    return not failing_chunks(results, thresholds)
+
+
+def proof_size(topk: int = DEFAULT_TOPK) -> int:
+    """Bytes per proof: 2 for the modulus plus 2 per coefficient."""
+    return 2 + 2 * topk
+
+
+def n_chunks(n_tokens: int, chunk: int = DEFAULT_CHUNK) -> int:
+    """Number of proofs for a completion of n_tokens."""
+    return -(-n_tokens // chunk)
+
+
+# ---- GF(65497) arithmetic (vectorised over chunks with numpy int64) -------------------------
+
+
+@lru_cache(maxsize=1)
+def _inverse_table() -> np.ndarray:
+    """inv[a] = a^(p-2) mod p for every a in GF(p); inv[0] = 0 (never used)."""
+    base = np.arange(GF_PRIME, dtype=np.int64)
+    result = np.ones(GF_PRIME, dtype=np.int64)
+    exponent = GF_PRIME - 2
+    while exponent:
+        if exponent & 1:
+            result = result * base % GF_PRIME
+        base = base * base % GF_PRIME
+        exponent >>= 1
+    result[0] = 0
+    return result
+
+
+def _injective_modulus(x: np.ndarray) -> int:
+    """Largest m <= GF_PRIME for which the values of x are pairwise distinct mod m."""
+    if int(x.max()) < GF_PRIME:
+        return GF_PRIME
+    for m in range(GF_PRIME, 0, -1):
+        if np.unique(x % m).size == x.size:
+            return m
+    raise ProofFormatError("no injective modulus found")  # unreachable for distinct x
+
+
+def _interpolate(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Monomial coefficients (ascending) of the polynomials through (x[c], y[c]) over GF(p).
+
+    x, y: int64 [chunks, k] with the x of each row distinct mod p. Newton divided
+    differences, then expansion of the Newton form, both O(k^2) and vectorised over rows.
+    """
+    p = GF_PRIME
+    inv = _inverse_table()
+    k = x.shape[1]
+    dd = y % p
+    for j in range(1, k):
+        numer = (dd[:, j:] - dd[:, j - 1 : -1]) % p
+        denom = (x[:, j:] - x[:, :-j]) % p
+        dd[:, j:] = numer * inv[denom] % p
+    coeffs = np.zeros_like(dd)
+    coeffs[:, 0] = dd[:, k - 1]
+    for i in range(k - 2, -1, -1):
+        shifted = np.zeros_like(coeffs)
+        shifted[:, 1:] = coeffs[:, :-1]
+        coeffs = (shifted - x[:, i : i + 1] * coeffs) % p
+        coeffs[:, 0] = (coeffs[:, 0] + dd[:, i]) % p
+    return coeffs
+
+
+def _evaluate(coeffs: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Horner evaluation over GF(p): coeffs [chunks, K], points [chunks, k] -> [chunks, k]."""
+    p = GF_PRIME
+    acc = np.repeat(coeffs[:, -1:], points.shape[1], axis=1)
+    for m in range(coeffs.shape[1] - 2, -1, -1):
+        acc = (acc * points + coeffs[:, m : m + 1]) % p
+    return acc
+
+
+# ---- chunking and top-k ---------------------------------------------------------------------
+
+
+def _as_bf16(hidden: torch.Tensor) -> torch.Tensor:
+    if hidden.dim() != 2:
+        raise ProofFormatError(
+            f"hidden states must be [n_tokens, d], got shape {tuple(hidden.shape)}"
+        )
+    return hidden.detach().to(device="cpu", dtype=torch.bfloat16).contiguous()
+
+
+def _chunk_topk(
+    hidden_bf16: torch.Tensor, chunk: int, topk: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per chunk: (flat indices, bf16 bit patterns) of the top-k entries by magnitude."""
+    points = []
+    for start in range(0, hidden_bf16.shape[0], chunk):
+        flat = hidden_bf16[start : start + chunk].reshape(-1)
+        k = min(topk, flat.numel())
+        idx = flat.abs().topk(k).indices
+        bits = flat[idx].view(torch.uint16).to(torch.int64)
+        points.append((idx.numpy(), bits.numpy()))
+    return points
+
+
+def _group_by_size(items: list[tuple[np.ndarray, np.ndarray]]) -> dict[int, list[int]]:
+    groups: dict[int, list[int]] = {}
+    for i, (idx, _) in enumerate(items):
+        groups.setdefault(idx.size, []).append(i)
+    return groups
+
+
+# ---- public API ------------------------------------------------------------------------------
+
+
+def build_proofs(
+    hidden: torch.Tensor, chunk: int = DEFAULT_CHUNK, topk: int = DEFAULT_TOPK
+) -> list[bytes]:
+    """TOPLOC proofs for the hidden states [n_tokens, d] of one completion's generated tokens.
+
+    Returns one proof of 2 + 2*topk bytes per chunk of `chunk` tokens; [] for no tokens.
+    Float32 inputs are cast to bf16 first (the proof commits to the bf16 values).
+    """
+    return build_proofs_batch([hidden], chunk, topk)[0]
+
+
+def build_proofs_batch(
+    hiddens: Sequence[torch.Tensor], chunk: int = DEFAULT_CHUNK, topk: int = DEFAULT_TOPK
+) -> list[list[bytes]]:
+    """`build_proofs` for many completions at once (one vectorised interpolation)."""
+    if chunk <= 0 or topk <= 0:
+        raise ValueError("chunk and topk must be positive")
+    if topk > 0xFFFF:
+        raise ValueError("topk must fit the 2-byte encoding")
+    points: list[tuple[np.ndarray, np.ndarray]] = []
+    owners: list[int] = []
+    for owner, hidden in enumerate(hiddens):
+        hidden_bf16 = _as_bf16(hidden)
+        if hidden_bf16.shape[0] and hidden_bf16.shape[1] == 0:
+            raise ProofFormatError("hidden size is zero")
+        chunk_points = _chunk_topk(hidden_bf16, chunk, topk)
+        points += chunk_points
+        owners += [owner] * len(chunk_points)
+    encoded: list[bytes] = [b""] * len(points)
+    for k, members in _group_by_size(points).items():
+        moduli = np.array([_injective_modulus(points[i][0]) for i in members], dtype=np.int64)
+        x = np.stack([points[i][0] for i in members]) % moduli[:, None]
+        y = np.stack([points[i][1] for i in members])
+        coeffs = np.zeros((len(members), topk), dtype=np.int64)
+        coeffs[:, :k] = _interpolate(x, y)
+        header = moduli.astype(">u2").reshape(-1, 1).view(np.uint8)
+        body = coeffs.astype(">u2").view(np.uint8)
+        rows = np.concatenate([header, body], axis=1)
+        for row, i in enumerate(members):
+            encoded[i] = rows[row].tobytes()
+    proofs: list[list[bytes]] = [[] for _ in hiddens]
+    for owner, proof in zip(owners, encoded):
+        proofs[owner].append(proof)
+    return proofs
+
+
+def decode_proof(proof: bytes, topk: int = DEFAULT_TOPK) -> tuple[int, list[int]]:
+    """(modulus, coefficients) of one proof; ProofFormatError when it is malformed."""
+    if len(proof) != proof_size(topk):
+        raise ProofFormatError(f"proof has {len(proof)} bytes, expected {proof_size(topk)}")
+    values = np.frombuffer(proof, dtype=">u2").astype(np.int64)
+    modulus, coeffs = int(values[0]), values[1:]
+    if not 0 < modulus <= GF_PRIME:
+        raise ProofFormatError(f"proof modulus {modulus} is outside 1..{GF_PRIME}")
+    if int(coeffs.max()) >= GF_PRIME:
+        raise ProofFormatError("proof coefficient outside GF(65497)")
+    return modulus, coeffs.tolist()
+
+
+def _fp_parts(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return (bits & _BF16_EXP_MASK) >> _BF16_EXP_SHIFT, bits & _BF16_MANT_MASK
+
+
+def verify_proofs(
+    hidden: torch.Tensor,
+    proofs: list[bytes],
+    chunk: int = DEFAULT_CHUNK,
+    topk: int = DEFAULT_TOPK,
+) -> list[ChunkResult]:
+    """Compare proofs against recomputed hidden states [n_tokens, d]; one result per chunk.
+
+    Raises ProofFormatError when a proof is malformed or the number of proofs does not match
+    the number of chunks of the hidden states.
+    """
+    hidden_bf16 = _as_bf16(hidden)
+    expected = n_chunks(hidden_bf16.shape[0], chunk)
+    if len(proofs) != expected:
+        raise ProofFormatError(f"{len(proofs)} proofs for {expected} chunks")
+    if expected == 0:
+        return []
+    decoded = [decode_proof(p, topk) for p in proofs]
+    points = _chunk_topk(hidden_bf16, chunk, topk)
+    results: list[ChunkResult] = [ChunkResult(0, 0.0, 0.0)] * len(points)
+    for k, members in _group_by_size(points).items():
+        moduli = np.array([decoded[i][0] for i in members], dtype=np.int64)
+        coeffs = np.array([decoded[i][1] for i in members], dtype=np.int64)
+        x = np.stack([points[i][0] for i in members]) % moduli[:, None]
+        claimed = _evaluate(coeffs, x)
+        claimed_exp, claimed_mant = _fp_parts(claimed)
+        own_exp, own_mant = _fp_parts(np.stack([points[i][1] for i in members]))
+        for row, i in enumerate(members):
+            mismatch = claimed_exp[row] != own_exp[row]
+            errors = np.abs(claimed_mant[row] - own_mant[row])[~mismatch]
+            if errors.size:
+                mean, median = float(errors.mean()), float(statistics.median(errors.tolist()))
+            else:
+                mean = median = MISSING_STAT
+            results[i] = ChunkResult(int(mismatch.sum()), mean, median, k)
+    return results

@@ -1,0 +1,114 @@
+"""The one-call verifier: verdicts, evidence statistics, cheap checks before the prefill."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from inference.backend import SamplingParams
+from inference.tiny import BOS_ID, EOS_ID, build_char_tokenizer, build_tiny_llama
+from inference.torch_backend import TorchBackend
+from inference.verify import (
+    FP32_THRESHOLDS,
+    CompletionRecord,
+    VerifyConfig,
+    verify_completion,
+    verify_completions,
+)
+from proofs.sampling import derive_seed
+from proofs.toploc import PAPER_THRESHOLDS, build_proofs
+
+TOKENIZER = build_char_tokenizer()
+PARAMS = SamplingParams(temperature=1.0, max_tokens=40)
+CONFIG = VerifyConfig(sampling=PARAMS, thresholds=FP32_THRESHOLDS)
+WORKER = "0x" + "11" * 20
+
+
+def _model() -> TorchBackend:
+    return TorchBackend(build_tiny_llama(len(TOKENIZER), 0, hidden=64, layers=2,
+                                         lm_head_std=0.25, dtype=torch.bfloat16))
+
+
+@pytest.fixture(scope="module")
+def honest() -> tuple[TorchBackend, list[list[int]], list[int], list[CompletionRecord]]:
+    backend = _model()
+    prompts = [[BOS_ID, *TOKENIZER.encode(t)] for t in ("1+1=", "Say hi.", "abc")]
+    seeds = [derive_seed(b"pool", WORKER, 1, j) for j in range(3)]
+    completions = backend.generate(prompts, PARAMS, seeds)
+    records = [
+        CompletionRecord(prompt_ids=p, completion_ids=c.token_ids, proofs=build_proofs(c.hidden),
+                         seed=c.seed, finish_reason=c.finish_reason)
+        for p, c in zip(prompts, completions)
+    ]
+    return backend, prompts, seeds, records
+
+
+def test_honest_completions_pass_every_check_with_statistics(honest) -> None:
+    backend, prompts, seeds, records = honest
+    verdicts = verify_completions(_model(), records, CONFIG, prompts, seeds)
+    for verdict in verdicts:
+        assert verdict.passed and verdict.failed == []
+        names = [c.name for c in verdict.checks]
+        assert names == ["prompt", "seed", "termination", "sampling", "toploc"]
+        toploc = verdict.check("toploc")
+        assert toploc is not None and toploc.details["failing_chunks"] == []
+        assert toploc.details["exp_mismatches"] == [0] * len(toploc.details["mant_err_mean"])
+        sampling = verdict.check("sampling")
+        assert sampling is not None and sampling.details["max_score_gap"] <= 2e-3
+
+
+def test_structural_failures_skip_the_prefill_and_say_why(honest) -> None:
+    backend, prompts, seeds, records = honest
+    wrong_prompt = verify_completion(backend, records[0], CONFIG, prompts[1], seeds[0])
+    assert wrong_prompt.failed == ["prompt"] and wrong_prompt.check("toploc") is None
+    wrong_seed = verify_completion(backend, records[0], CONFIG, prompts[0], seeds[1])
+    assert wrong_seed.failed == ["seed"]
+    short = records[0].model_copy(update={
+        "completion_ids": [5, 6, 7], "finish_reason": "length", "proofs": records[0].proofs[:1],
+    })
+    verdict = verify_completion(backend, short, CONFIG)
+    assert verdict.failed == ["termination"]
+    assert "without EOS" in verdict.check("termination").reason
+
+
+def test_tampered_completion_fails_with_evidence(honest) -> None:
+    backend, prompts, seeds, records = honest
+    record = records[0]
+    ids = list(record.completion_ids)
+    ids[3] = 10 if ids[3] != 10 else 11
+    verdict = verify_completion(backend, record.model_copy(update={"completion_ids": ids}),
+                                CONFIG, prompts[0], seeds[0])
+    sampling = verdict.check("sampling")
+    assert sampling is not None and not sampling.passed
+    assert 3 in sampling.details["failed_positions"]
+    malformed = record.model_copy(update={"proofs": [b"\x00" * 10]})
+    toploc = verify_completion(backend, malformed, CONFIG).check("toploc")
+    assert toploc is not None and not toploc.passed and "malformed" in toploc.reason
+
+
+def test_eos_must_be_final_and_plausible(honest) -> None:
+    backend, _, _, records = honest
+    record = records[0]
+    fake = record.model_copy(update={
+        "completion_ids": [*record.completion_ids[:5], EOS_ID], "finish_reason": "eos",
+        "proofs": record.proofs[:1],
+    })
+    strict = CONFIG.model_copy(update={"min_eos_prob": 0.99})
+    verdict = verify_completion(backend, fake, strict)
+    assert "termination" in verdict.failed
+    assert "implausible" in verdict.check("termination").reason
+
+
+def test_paper_thresholds_are_the_default() -> None:
+    assert VerifyConfig(sampling=PARAMS).thresholds == PAPER_THRESHOLDS
+    with pytest.raises(ValueError):
+        verify_completions(_model(), [], CONFIG, expected_prompts=[[1]])
+
+
+def test_verdict_serialises_as_evidence(honest) -> None:
+    backend, prompts, seeds, records = honest
+    bad = records[1].model_copy(update={"seed": seeds[1] + 1})
+    verdict = verify_completion(backend, bad, CONFIG, prompts[1], seeds[1])
+    evidence = verdict.model_dump(mode="json")
+    assert evidence["passed"] is False and evidence["failed"] == ["seed"]
+    assert evidence["checks"][1]["reason"].startswith("seed")

@@ -1,0 +1,247 @@
+"""TOPLOC proofs: encoding, byte compatibility with the reference library, verification."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+import torch
+
+from proofs.toploc import (
+    GF_PRIME,
+    PAPER_THRESHOLDS,
+    ChunkResult,
+    ProofFormatError,
+    Thresholds,
+    accept,
+    build_proofs,
+    decode_proof,
+    failing_chunks,
+    n_chunks,
+    verify_proofs,
+)
+
+
+def _hidden(n: int, d: int, seed: int = 0) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(n, d, generator=gen).to(torch.bfloat16)
+
+
+# ---- format ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n_tokens", [1, 31, 32, 33, 64, 100])
+def test_one_258_byte_proof_per_32_tokens(n_tokens: int) -> None:
+    proofs = build_proofs(_hidden(n_tokens, 64))
+    assert len(proofs) == n_chunks(n_tokens) == -(-n_tokens // 32)
+    assert all(len(p) == 258 for p in proofs)
+
+
+def test_proof_is_modulus_then_big_endian_coefficients_of_the_interpolating_polynomial() -> None:
+    hidden = _hidden(32, 64, seed=3)
+    (proof,) = build_proofs(hidden)
+    modulus, coeffs = decode_proof(proof)
+    assert proof[:2] == modulus.to_bytes(2, "big") and modulus == GF_PRIME
+    assert proof[2:4] == coeffs[0].to_bytes(2, "big")
+    flat = hidden.reshape(-1)
+    idx = flat.abs().topk(128).indices.tolist()
+    for i in idx[:16]:
+        value = sum(c * pow(i % modulus, e, GF_PRIME) for e, c in enumerate(coeffs)) % GF_PRIME
+        assert value == flat[i].view(torch.uint16).item()
+
+
+def test_modulus_is_the_largest_that_keeps_indices_distinct() -> None:
+    # Indices 7 and 7 + 65497 collide mod 65497, so a smaller modulus must be chosen.
+    hidden = torch.zeros(32, 4096, dtype=torch.bfloat16)
+    flat = hidden.view(-1)
+    flat[7], flat[7 + GF_PRIME] = 5.0, -6.0
+    flat[1000:1126] = 2.0
+    (proof,) = build_proofs(hidden)
+    modulus, _ = decode_proof(proof)
+    top = flat.float().abs().topk(128).indices.numpy()
+    assert modulus < GF_PRIME
+    assert np.unique(top % modulus).size == 128
+    assert all(np.unique(top % m).size < 128 for m in range(modulus + 1, GF_PRIME + 1))
+    assert accept(verify_proofs(hidden, [proof]))
+
+
+def test_edge_cases_empty_single_token_repeated_values_all_zero() -> None:
+    assert build_proofs(torch.zeros(0, 64)) == []
+    assert verify_proofs(torch.zeros(0, 64), []) == []
+    for hidden in (
+        _hidden(1, 16),  # fewer entries than topk: every entry is a point
+        torch.full((32, 64), 0.5, dtype=torch.bfloat16),  # all values repeated
+        torch.zeros(40, 64, dtype=torch.bfloat16),
+    ):
+        proofs = build_proofs(hidden)
+        assert all(len(p) == 258 for p in proofs)
+        results = verify_proofs(hidden, proofs)
+        assert all(r.exp_mismatches == 0 and r.mant_err_mean == 0 for r in results)
+        assert accept(results)
+
+
+def test_float32_hidden_is_committed_as_bf16() -> None:
+    hidden = torch.randn(40, 64)
+    assert build_proofs(hidden) == build_proofs(hidden.to(torch.bfloat16))
+
+
+# ---- verification ---------------------------------------------------------------------------
+
+
+def test_same_activations_verify_exactly() -> None:
+    hidden = _hidden(70, 128)
+    results = verify_proofs(hidden, build_proofs(hidden))
+    assert results == [ChunkResult(0, 0.0, 0.0, 128)] * 3
+    assert accept(results)
+
+
+def test_tiny_noise_passes_large_change_fails_only_its_chunk() -> None:
+    hidden = _hidden(96, 128).float()
+    proofs = build_proofs(hidden)
+    gen = torch.Generator().manual_seed(1)
+    noisy = hidden * (1 + 1e-4 * torch.randn(hidden.shape, generator=gen))
+    assert accept(verify_proofs(noisy, proofs))
+    changed = hidden.clone()
+    changed[32:64] = torch.randn(32, 128, generator=gen)
+    results = verify_proofs(changed, proofs)
+    assert failing_chunks(results) == [1]
+    assert not accept(results)
+
+
+def test_thresholds_are_the_papers() -> None:
+    ok = ChunkResult(exp_mismatches=38, mant_err_mean=10.0, mant_err_median=8.0)
+    assert accept([ok])
+    assert not accept([ChunkResult(39, 0.0, 0.0)])  # only 89 of 128 exponents match
+    assert not accept([ChunkResult(0, 10.01, 0.0)])
+    assert not accept([ChunkResult(0, 0.0, 8.5)])
+    strict = Thresholds(min_exp_matches=128, max_mant_err_mean=0.5, max_mant_err_median=0)
+    assert not accept([ChunkResult(0, 1.0, 0.0)], strict)
+    assert PAPER_THRESHOLDS.min_exp_matches == 90
+
+
+def test_thresholds_scale_with_points_of_small_chunks() -> None:
+    # 64 points: ceil(90 * 64 / 128) = 45 matches needed.
+    assert accept([ChunkResult(19, 0.0, 0.0, n_points=64)])
+    assert not accept([ChunkResult(20, 0.0, 0.0, n_points=64)])
+
+
+def test_malformed_proofs_are_refused_by_name() -> None:
+    hidden = _hidden(40, 64)
+    proofs = build_proofs(hidden)
+    with pytest.raises(ProofFormatError):
+        verify_proofs(hidden, proofs[:1])
+    with pytest.raises(ProofFormatError):
+        verify_proofs(hidden, [proofs[0], proofs[1][:-2]])
+    with pytest.raises(ProofFormatError):
+        verify_proofs(hidden, [b"\x00\x00" + proofs[0][2:], proofs[1]])
+    with pytest.raises(ProofFormatError):
+        verify_proofs(hidden, [proofs[0], b"\xff\xff" * 129])
+    with pytest.raises(ProofFormatError):
+        build_proofs(torch.zeros(3, 4, 5))
+
+
+def test_corrupted_proof_bytes_fail() -> None:
+    hidden = _hidden(32, 128)
+    (proof,) = build_proofs(hidden)
+    for position in (2, 100, 257):
+        corrupted = bytearray(proof)
+        corrupted[position] ^= 0x01
+        assert not accept(verify_proofs(hidden, [bytes(corrupted)]))
+
+
+# ---- byte compatibility with the reference implementation (test-only dependency) ------------
+
+
+def _reference_ndd() -> ModuleType:
+    """The reference's interpolation module (independent of torch's C++ ABI)."""
+    spec = importlib.util.find_spec("toploc")
+    if spec is None or spec.submodule_search_locations is None:
+        pytest.skip("reference library not installed (test-only dependency: toploc==0.1.6)")
+    csrc = Path(next(iter(spec.submodule_search_locations))) / "C" / "csrc"
+    shared = sorted(csrc.glob("ndd*.so"))
+    if not shared:
+        pytest.skip("reference library has no compiled ndd module")
+    ndd_spec = importlib.util.spec_from_file_location("ndd", shared[0])
+    assert ndd_spec is not None and ndd_spec.loader is not None
+    module = importlib.util.module_from_spec(ndd_spec)
+    ndd_spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("shape", [(32, 64), (70, 256), (5, 64), (33, 4096)])
+def test_coefficients_match_the_reference_interpolation(shape: tuple[int, int]) -> None:
+    ndd = _reference_ndd()
+    hidden = _hidden(*shape, seed=11)
+    proofs = build_proofs(hidden)
+    for c, proof in enumerate(proofs):
+        flat = hidden[c * 32 : (c + 1) * 32].reshape(-1)
+        idx = flat.abs().topk(min(128, flat.numel())).indices
+        modulus, coeffs = decode_proof(proof)
+        xs = [i % modulus for i in idx.tolist()]
+        ys = flat[idx].view(torch.uint16).to(torch.int64).tolist()
+        assert coeffs[: len(xs)] == ndd.compute_newton_coefficients(xs, ys)
+        assert ndd.evaluate_polynomials(coeffs, xs) == ys
+
+
+_REFERENCE_SCRIPT = """
+import os, sys, importlib.util, torch
+from pathlib import Path
+spec = importlib.util.find_spec("toploc")
+source = Path(next(iter(spec.submodule_search_locations))) / "C" / "csrc" / "poly.cpp"
+try:
+    from toploc.C.csrc import poly as ref
+except ImportError:  # wheel built for another torch ABI: build its shipped source locally
+    from torch.utils.cpp_extension import load
+    build = Path(sys.argv[2]); build.mkdir(parents=True, exist_ok=True)
+    load(name="poly", sources=[str(source)], build_directory=str(build), is_python_module=False)
+    so = importlib.util.spec_from_file_location("poly", build / "poly.so")
+    ref = importlib.util.module_from_spec(so); so.loader.exec_module(ref)
+data = torch.load(sys.argv[1])
+out = {"proofs": [], "verify": []}
+for hidden, ours in zip(data["hidden"], data["ours"]):
+    proofs = []
+    for start in range(0, hidden.shape[0], 32):
+        flat = hidden[start : start + 32].reshape(-1)
+        idx = flat.abs().topk(128).indices
+        proofs.append(ref.ProofPoly.from_points_tensor(idx, flat[idx]).to_bytes())
+    out["proofs"].append(proofs)
+    results = ref.verify_proofs_bytes(hidden, ours, 32, 128)
+    out["verify"].append([(r.exp_mismatches, r.mant_err_mean, r.mant_err_median) for r in results])
+torch.save(out, sys.argv[1] + ".out")
+sys.stdout.flush()
+os._exit(0)  # the locally built module may not tear down cleanly
+"""
+
+
+@pytest.mark.slow
+def test_proof_bytes_match_the_reference_and_verify_both_ways(tmp_path: Path) -> None:
+    """Runs the reference library (built from its own source when its wheel does not match
+    the local torch) in a subprocess and compares bytes and verification both ways."""
+    if importlib.util.find_spec("toploc") is None:
+        pytest.skip("reference library not installed (test-only dependency: toploc==0.1.6)")
+    shapes = [(64, 128), (96, 2048), (45, 4096)]
+    hiddens = [_hidden(*shape, seed=5) for shape in shapes]
+    ours = [build_proofs(h) for h in hiddens]
+    data = tmp_path / "data.pt"
+    torch.save({"hidden": hiddens, "ours": ours}, data)
+    build = Path.home() / ".cache" / "proofswarm" / "toploc-reference"
+    subprocess.run(
+        [sys.executable, "-c", _REFERENCE_SCRIPT, str(data), str(build)], check=True, timeout=900
+    )
+    out = torch.load(str(data) + ".out")
+    for hidden, mine, theirs, verdicts in zip(hiddens, ours, out["proofs"], out["verify"]):
+        assert mine == theirs
+        assert all(v == (0, 0.0, 0.0) for v in verdicts)
+        assert accept(verify_proofs(hidden, theirs))
+
+
+def test_batch_building_equals_one_by_one() -> None:
+    from proofs.toploc import build_proofs_batch
+
+    hiddens = [_hidden(40, 64, 1), torch.zeros(0, 64), _hidden(1, 16, 2), _hidden(64, 64, 3)]
+    assert build_proofs_batch(hiddens) == [build_proofs(h) for h in hiddens]
