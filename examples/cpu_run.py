@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -30,7 +29,9 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from inference.tiny import build_char_tokenizer, build_tiny_llama
+from inference.torch_backend import TorchBackend
 from ledger_client.local_store import LocalPolicyStore
+from proofs.assignment import assign_prompts
 from tasks.base import Task
 from tasks.registry import TaskSpec, build_task
 from trainer.config import ModelSpec, TrainerConfig
@@ -40,6 +41,7 @@ from trainer.work_source import InMemorySource, LocalDirectorySource
 from worker.local_cli import DONE_MARKER
 from worker.rollouts import SamplingConfig, greedy_accuracy, make_rollouts
 
+SYNC_WORKER = "0x" + "00" * 19 + "01"
 SORT_TASK = TaskSpec(name="sort", seed=0, params={"min_digits": 3, "max_digits": 4})
 
 
@@ -169,7 +171,6 @@ def run_sync(spec: RunSpec, run_dir: Path, log: bool = False) -> RunResult:
     accuracy = lambda m: {"accuracy": greedy_accuracy(m, tokenizer, task, spec.eval_problems, spec.max_tokens)}  # noqa: E731
     trainer = Trainer(config, model, source, evaluate=accuracy, eval_every=spec.eval_every)
     sampling = SamplingConfig(group_size=spec.group_size, temperature=spec.temperature, max_tokens=spec.max_tokens)
-    rng = random.Random(0)
     trainer.start()
     start = _last_accuracy(trainer)
     generated, files, gen_s = 0, 0, 0.0
@@ -178,8 +179,8 @@ def run_sync(spec: RunSpec, run_dir: Path, log: bool = False) -> RunResult:
     while trainer.step < config.max_steps and time.perf_counter() - started < spec.budget_s:
         t0 = time.perf_counter()
         while not trainer.ready():
-            indices = [rng.randrange(2**62) for _ in range(spec.prompts_per_file)]
-            batch = make_rollouts(model, tokenizer, task, spec.task, indices, sampling, trainer.step, "0" * 64, "0x" + "00" * 20)
+            indices = assign_prompts(bytes(32), SYNC_WORKER, trainer.step, files, 2**62, spec.prompts_per_file)
+            batch = make_rollouts(TorchBackend(model), tokenizer, task, spec.task, indices, sampling, trainer.step, "0" * 64, SYNC_WORKER, nonce=files)
             source.put(f"{files:06d}", batch)
             files += 1
             generated += len(batch.samples)

@@ -13,7 +13,6 @@ It stops when `<run_dir>/trainer.done` appears (or after --max-files files).
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,8 @@ from ledger_client.rollouts import RolloutFileError, write_rollout_file
 from ledger_client.settings import describe_error, load_settings
 from tasks.base import TaskError
 from tasks.registry import TaskSpec, build_task
+from inference.torch_backend import TorchBackend
+from proofs.assignment import assign_prompts
 from worker.rollouts import SamplingConfig, make_rollouts
 
 DONE_MARKER = "trainer.done"
@@ -46,7 +47,7 @@ class LocalWorkerConfig(BaseSettings):
     async_level: int = Field(2, ge=0)
     prompts_per_file: int = Field(8, ge=1)
     address: str = Field("0x" + "00" * 19 + "01", pattern=r"^0x[0-9a-fA-F]{40}$")
-    pool_seed: int = 0
+    pool_seed: str = Field("00" * 32, pattern=r"^[0-9a-fA-F]{64}$", description="32-byte pool seed, hex")
     max_files: int = Field(0, ge=0, description="stop after this many files (0 = until the trainer is done)")
     poll_interval_s: float = Field(0.01, gt=0)
     threads: int = Field(1, ge=1)
@@ -54,16 +55,6 @@ class LocalWorkerConfig(BaseSettings):
     @property
     def files_per_step(self) -> int:
         return max(1, self.batch_samples // (self.prompts_per_file * self.group_size))
-
-
-def assign_prompts(pool_seed: int, worker: str, step: int, nonce: int, n: int, dataset_size: int) -> list[int]:
-    """Train-prompt indices for (pool, worker, step, nonce): a keyed hash, so a worker
-    cannot choose its prompts and a validator can recompute them."""
-    indices = []
-    for i in range(n):
-        material = f"proofswarm/assign/{pool_seed}/{worker.lower()}/{step}/{nonce}/{i}".encode()
-        indices.append(int.from_bytes(hashlib.sha256(material).digest()[:8], "big") % dataset_size)
-    return indices
 
 
 def may_generate(config: LocalWorkerConfig, unconsumed: int, trainer_step: int, waiting: bool, policy_step: int) -> bool:
@@ -83,7 +74,8 @@ def run_worker(config: LocalWorkerConfig) -> int:
     dataset_size = task.size() or 2**62
     sampling = SamplingConfig(group_size=config.group_size, temperature=config.temperature, max_tokens=config.max_tokens)
     tokenizer = None
-    model, model_step, written = None, -1, 0
+    pool_seed = bytes.fromhex(config.pool_seed)
+    backend, model_step, written = None, -1, 0
     while not (config.run_dir / DONE_MARKER).exists() and not (config.max_files and written >= config.max_files):
         pointer = latest_policy(policies)
         progress = read_progress(rollouts)
@@ -95,17 +87,17 @@ def run_worker(config: LocalWorkerConfig) -> int:
             time.sleep(config.poll_interval_s)
             continue
         if pointer.step != model_step:
-            model = load_policy(policies, pointer.step)
+            backend = TorchBackend(load_policy(policies, pointer.step))
             if tokenizer is None:
                 from transformers import AutoTokenizer
 
                 tokenizer = AutoTokenizer.from_pretrained(policies / f"step_{pointer.step:06d}")
             model_step = pointer.step
         nonce = written
-        indices = assign_prompts(config.pool_seed, config.address, model_step, nonce, config.prompts_per_file, dataset_size)
+        indices = assign_prompts(pool_seed, config.address, model_step, nonce, dataset_size, config.prompts_per_file)
         batch = make_rollouts(
-            model, tokenizer, task, config.task, indices, sampling, model_step, pointer.digest, config.address,
-            pool_seed=config.pool_seed, nonce=nonce,
+            backend, tokenizer, task, config.task, indices, sampling, model_step, pointer.digest, config.address,
+            pool_seed=pool_seed, nonce=nonce,
         )
         name = f"{model_step:06d}-{config.address[2:10].lower()}-{nonce:06d}.parquet"
         write_rollout_file(rollouts / name, batch)

@@ -1,28 +1,26 @@
 """Rollout generation: the worker's inner loop as a library.
 
-For the assigned prompts: G samples per prompt with seeded Gumbel sampling, rewards from
-the task verifier, TOPLOC proofs of the final hidden states, all written into one rollout
-file (ledger_client.rollouts) stamped with the policy's step and digest and the worker.
+For the assigned prompts (proofs.assignment): G samples per prompt with seeded Gumbel
+sampling (seeds from proofs.sampling.derive_seed), rewards from the task verifier, TOPLOC
+proofs of the final hidden states, all in one rollout file (ledger_client.rollouts) stamped
+with the policy's step and digest and the worker's address.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from inference.backend import InferenceBackend, SamplingParams
+from inference.torch_backend import TorchBackend
 from ledger_client.rollouts import RolloutBatch, RolloutHeader, RolloutSample
+from proofs.sampling import derive_seed
+from proofs.toploc import build_proofs_batch
 from tasks.base import Task
 from tasks.encoding import encode_prompt
 from tasks.registry import TaskSpec
-from worker.generation import generate
-
-try:  # TOPLOC lands on the `toploc` branch; without it files declare proof_chunk = 0.
-    from proofs.toploc import build_proofs
-except ImportError:  # pragma: no cover - depends on the merge state of the proofs room
-    build_proofs = None
 
 PROOF_CHUNK = 32
 
@@ -35,15 +33,14 @@ class SamplingConfig(BaseModel):
     max_tokens: int = Field(8, ge=1)
 
 
-def sampling_seed(pool_seed: int, worker: str, step: int, nonce: int, sample_index: int) -> int:
-    """The Gumbel generator seed of one sequence: a hash of who sampled it, for which step
-    and assignment nonce, and its index in the file; a validator recomputes it."""
-    material = f"proofswarm/sampling/{pool_seed}/{worker.lower()}/{step}/{nonce}/{sample_index}".encode()
-    return int.from_bytes(hashlib.sha256(material).digest()[:8], "big")
+def sample_index(nonce: int, row: int, rows_per_file: int) -> int:
+    """The per-step sample index of a file's row, as fed to `derive_seed`: files of one
+    worker at one step are numbered by nonce, so their seeds never repeat."""
+    return nonce * rows_per_file + row
 
 
 def make_rollouts(
-    model: PreTrainedModel,
+    backend: InferenceBackend,
     tokenizer: PreTrainedTokenizerBase,
     task: Task,
     task_spec: TaskSpec,
@@ -52,38 +49,32 @@ def make_rollouts(
     policy_step: int,
     manifest_digest: str,
     worker: str,
-    pool_seed: int = 0,
+    pool_seed: bytes = bytes(32),
     nonce: int = 0,
 ) -> RolloutBatch:
     """Generate, score and prove G completions for each assigned train prompt."""
     problems = [task.problem(i) for i in prompt_indices]
     prompt_ids = [encode_prompt(tokenizer, p.prompt) for p in problems]
     rows = [(g, s) for g in range(len(problems)) for s in range(sampling.group_size)]
-    seeds = [sampling_seed(pool_seed, worker, policy_step, nonce, i) for i in range(len(rows))]
-    generations = generate(
-        model,
-        [prompt_ids[g] for g, _ in rows],
-        max_tokens=sampling.max_tokens,
-        eos_id=tokenizer.eos_token_id,
-        pad_id=tokenizer.pad_token_id,
-        temperature=sampling.temperature,
-        seeds=seeds,
-    )
+    seeds = [derive_seed(pool_seed, worker, policy_step, sample_index(nonce, r, len(rows))) for r in range(len(rows))]
+    params = SamplingParams(temperature=sampling.temperature, max_tokens=sampling.max_tokens)
+    completions = backend.generate([prompt_ids[g] for g, _ in rows], params, seeds)
+    proofs = build_proofs_batch([c.hidden for c in completions], chunk=PROOF_CHUNK)
     samples = []
-    for (g, s), seed, gen in zip(rows, seeds, generations, strict=True):
-        text = tokenizer.decode(gen.completion_ids, skip_special_tokens=True)
+    for (g, s), completion, proof in zip(rows, completions, proofs, strict=True):
+        text = tokenizer.decode(completion.token_ids, skip_special_tokens=True)
         samples.append(
             RolloutSample(
                 group=g,
                 sample=s,
                 prompt_index=problems[g].index,
                 prompt_ids=prompt_ids[g],
-                completion_ids=gen.completion_ids,
-                logprobs=gen.logprobs,
-                reward=task.reward(problems[g], text, len(gen.completion_ids)),
-                finish_reason=gen.finish_reason,
-                seed=seed,
-                proofs=build_proofs(gen.hidden, chunk=PROOF_CHUNK) if build_proofs else [],
+                completion_ids=completion.token_ids,
+                logprobs=completion.logprobs,
+                reward=task.reward(problems[g], text, len(completion.token_ids)),
+                finish_reason=completion.finish_reason,
+                seed=completion.seed,
+                proofs=proof,
             )
         )
     header = RolloutHeader(
@@ -94,7 +85,7 @@ def make_rollouts(
         group_size=sampling.group_size,
         temperature=sampling.temperature,
         max_tokens=sampling.max_tokens,
-        proof_chunk=PROOF_CHUNK if build_proofs else 0,
+        proof_chunk=PROOF_CHUNK,
         nonce=nonce,
     )
     return RolloutBatch(header=header, samples=samples)
@@ -105,16 +96,13 @@ def greedy_accuracy(
 ) -> float:
     """Fraction of the first `n_problems` held-out (test split) problems solved greedily."""
     problems = [task.problem(i, "test") for i in range(n_problems)]
-    generations = generate(
-        model,
+    completions = TorchBackend(model).generate(
         [encode_prompt(tokenizer, p.prompt) for p in problems],
-        max_tokens=max_tokens,
-        eos_id=tokenizer.eos_token_id,
-        pad_id=tokenizer.pad_token_id,
-        temperature=0.0,
+        SamplingParams(temperature=0.0, max_tokens=max_tokens),
+        [0] * n_problems,
     )
     solved = sum(
-        task.reward(p, tokenizer.decode(g.completion_ids, skip_special_tokens=True), len(g.completion_ids)) >= 1.0
-        for p, g in zip(problems, generations, strict=True)
+        task.reward(p, tokenizer.decode(c.token_ids, skip_special_tokens=True), len(c.token_ids)) >= 1.0
+        for p, c in zip(problems, completions, strict=True)
     )
     return solved / n_problems
