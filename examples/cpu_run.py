@@ -1,0 +1,292 @@
+"""A GRPO run that learns on a CPU: `python -m examples.cpu_run [--minutes 10]`.
+
+1. builds a ~1M-parameter char-level Llama and its tokenizer in code;
+2. a short supervised warm start on the task format (a few dozen steps: the policy writes
+   digit strings of the right shape but is mostly wrong);
+3. RL: this process is the trainer (GRPO, async_level k); `--workers` separate
+   `python -m worker.local_cli` processes generate rollout files. They meet only through
+   the run folder: policy store, rollout files, the trainer's progress report;
+4. greedy accuracy on held-out prompts every few steps; at the end metrics.jsonl,
+   curve.png and summary.json in the run folder.
+
+`run_sync` is the synchronous reference (generate, then train, then generate, in one
+process) used by bench.async and the learning smoke test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from inference.tiny import build_char_tokenizer, build_tiny_llama
+from inference.torch_backend import TorchBackend
+from ledger_client.local_store import LocalPolicyStore
+from proofs.assignment import assign_prompts
+from tasks.base import Task
+from tasks.registry import TaskSpec, build_task
+from trainer.config import ModelSpec, TrainerConfig
+from trainer.loop import Trainer
+from trainer.warmstart import supervised_warm_start
+from trainer.work_source import InMemorySource, LocalDirectorySource
+from worker.local_cli import DONE_MARKER
+from worker.rollouts import SamplingConfig, greedy_accuracy, make_rollouts
+
+SYNC_WORKER = "0x" + "00" * 19 + "01"
+SORT_TASK = TaskSpec(name="sort", seed=0, params={"min_digits": 3, "max_digits": 4})
+
+
+@dataclass
+class RunSpec:
+    """One learning run's recipe; every variant of bench.async shares it."""
+
+    task: TaskSpec = field(default_factory=lambda: SORT_TASK)
+    model: ModelSpec = field(default_factory=ModelSpec)
+    warm_steps: int = 100
+    warm_lr: float = 3e-3
+    lr: float = 1e-3
+    entropy_coef: float = 0.0
+    group_size: int = 16
+    prompts_per_file: int = 8
+    batch_samples: int = 128
+    max_tokens: int = 8
+    temperature: float = 1.0
+    eval_every: int = 5
+    eval_problems: int = 200
+    target: float = 0.8
+    budget_s: float = 600.0
+    max_steps: int = 100_000
+
+    def trainer_config(self, run_dir: Path, async_level: int) -> TrainerConfig:
+        return TrainerConfig(
+            run_dir=run_dir, task=self.task, model=self.model, async_level=async_level, max_steps=self.max_steps,
+            group_size=self.group_size, batch_samples=self.batch_samples, max_tokens=self.max_tokens,
+            temperature=self.temperature, optim={"lr": self.lr, "warmup_steps": 2},
+            loss={"entropy_coef": self.entropy_coef}, wait_timeout_s=120.0, poll_interval_s=0.005,
+        )
+
+
+@dataclass
+class RunResult:
+    """What a run reached and how fast."""
+
+    mode: str
+    accuracy_start: float
+    accuracy_end: float
+    steps: int
+    rl_s: float
+    time_to_target_s: float | None
+    trainer_idle_fraction: float
+    samples_per_s: float
+    dropped_stale_groups: int
+    dropped_zero_advantage_groups: int
+    files_consumed: int
+
+
+def warm_policy(spec: RunSpec) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Task]:
+    """A fresh policy after the supervised warm start (deterministic in the spec)."""
+    torch.manual_seed(0)
+    tokenizer = build_char_tokenizer()
+    model = build_tiny_llama(
+        len(tokenizer), seed=spec.model.init_seed, hidden=spec.model.hidden, layers=spec.model.layers, heads=spec.model.heads
+    )
+    task = build_task(spec.task)
+    supervised_warm_start(model, tokenizer, task, spec.warm_steps, batch_size=32, lr=spec.warm_lr, seed=0)
+    return model, tokenizer, task
+
+
+def write_run_toml(path: Path, config: TrainerConfig, prompts_per_file: int) -> None:
+    """The run's shared config: the trainer and every worker read the same file."""
+    task = config.task
+    params = ", ".join(f"{k} = {json.dumps(v)}" for k, v in task.params.items())
+    path.write_text(
+        f'run_dir = "{config.run_dir}"\n'
+        f"group_size = {config.group_size}\nbatch_samples = {config.batch_samples}\n"
+        f"max_tokens = {config.max_tokens}\ntemperature = {config.temperature}\n"
+        f"async_level = {config.async_level}\nprompts_per_file = {prompts_per_file}\n"
+        f'[task]\nname = "{task.name}"\nseed = {task.seed}\nparams = {{ {params} }}\n'
+    )
+
+
+def _train_until_target(trainer: Trainer, spec: RunSpec, mode: str, log: bool) -> tuple[float | None, float, float]:
+    """Step until the target accuracy, the budget or max_steps; (time to target, accuracy, seconds)."""
+    started = time.perf_counter()
+    accuracy = _last_accuracy(trainer)
+    reached = None
+    while trainer.step < trainer.config.max_steps and time.perf_counter() - started < spec.budget_s:
+        m = trainer.train_step()
+        if trainer.step % spec.eval_every:
+            continue
+        accuracy = _last_accuracy(trainer)
+        if log:
+            print(
+                f"[{mode}] step {trainer.step:4d}  t={time.perf_counter() - started:6.1f}s  reward {m.reward:.3f}  "
+                f"accuracy {accuracy:.3f}  entropy {m.entropy:.3f}  staleness {m.staleness_mean:.2f}  idle {m.idle_s:.2f}s",
+                flush=True,
+            )
+        if accuracy >= spec.target:
+            reached = time.perf_counter() - started
+            break
+    return reached, accuracy, time.perf_counter() - started
+
+
+def _last_accuracy(trainer: Trainer) -> float:
+    lines = trainer.metrics_path.read_text().splitlines()
+    return next(json.loads(line)["accuracy"] for line in reversed(lines) if "accuracy" in line)
+
+
+def _result(mode: str, trainer: Trainer, start: float, end: float, reached: float | None, rl_s: float, generated: int) -> RunResult:
+    rows = [json.loads(line) for line in trainer.metrics_path.read_text().splitlines() if '"loss"' in line]
+    return RunResult(
+        mode=mode,
+        accuracy_start=start,
+        accuracy_end=end,
+        steps=trainer.step,
+        rl_s=round(rl_s, 2),
+        time_to_target_s=None if reached is None else round(reached, 2),
+        trainer_idle_fraction=round(sum(r["idle_s"] for r in rows) / max(rl_s, 1e-9), 4),
+        samples_per_s=round(generated / max(rl_s, 1e-9), 1),
+        dropped_stale_groups=sum(r["dropped_stale_groups"] for r in rows),
+        dropped_zero_advantage_groups=sum(r["dropped_zero_advantage_groups"] for r in rows),
+        files_consumed=sum(r["files_consumed"] for r in rows),
+    )
+
+
+def run_sync(spec: RunSpec, run_dir: Path, log: bool = False) -> RunResult:
+    """Synchronous GRPO in one process: generate a batch with the current policy, train
+    on it, generate again. Generation and training never overlap; idle is the time the
+    trainer spends waiting for generation."""
+    model, tokenizer, task = warm_policy(spec)
+    config = spec.trainer_config(run_dir, async_level=0)
+    source = InMemorySource()
+    accuracy = lambda m: {"accuracy": greedy_accuracy(m, tokenizer, task, spec.eval_problems, spec.max_tokens)}  # noqa: E731
+    trainer = Trainer(config, model, source, evaluate=accuracy, eval_every=spec.eval_every)
+    sampling = SamplingConfig(group_size=spec.group_size, temperature=spec.temperature, max_tokens=spec.max_tokens)
+    trainer.start()
+    start = _last_accuracy(trainer)
+    generated, files, gen_s = 0, 0, 0.0
+    started = time.perf_counter()
+    reached, end = None, start
+    while trainer.step < config.max_steps and time.perf_counter() - started < spec.budget_s:
+        t0 = time.perf_counter()
+        while not trainer.ready():
+            indices = assign_prompts(bytes(32), SYNC_WORKER, trainer.step, files, 2**62, spec.prompts_per_file)
+            batch = make_rollouts(TorchBackend(model), tokenizer, task, spec.task, indices, sampling, trainer.step, "0" * 64, SYNC_WORKER, nonce=files)
+            source.put(f"{files:06d}", batch)
+            files += 1
+            generated += len(batch.samples)
+        gen_s += time.perf_counter() - t0
+        trainer.train_step()
+        if trainer.step % spec.eval_every == 0:
+            end = _last_accuracy(trainer)
+            if log:
+                print(f"[sync] step {trainer.step:4d}  t={time.perf_counter() - started:6.1f}s  accuracy {end:.3f}", flush=True)
+            if end >= spec.target:
+                reached = time.perf_counter() - started
+                break
+    rl_s = time.perf_counter() - started
+    result = _result("sync", trainer, start, end, reached, rl_s, generated)
+    result.trainer_idle_fraction = round(gen_s / max(rl_s, 1e-9), 4)
+    return result
+
+
+def run_async(spec: RunSpec, run_dir: Path, async_level: int, workers: int = 1, log: bool = False) -> RunResult:
+    """This process trains; `workers` worker processes generate; they share only run_dir."""
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    config = spec.trainer_config(run_dir, async_level=async_level)
+    write_run_toml(run_dir / "run.toml", config, spec.prompts_per_file)
+    # Workers start first: they load torch during the warm start and wait for policy 0,
+    # so the RL clock (started after publishing policy 0) does not count their start-up.
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "worker.local_cli", "--config", str(run_dir / "run.toml"), "--address", "0x" + f"{i + 1:040x}"],
+            env=env, stdout=subprocess.DEVNULL,
+        )
+        for i in range(workers)
+    ]
+    try:
+        model, tokenizer, task = warm_policy(spec)
+        accuracy = lambda m: {"accuracy": greedy_accuracy(m, tokenizer, task, spec.eval_problems, spec.max_tokens)}  # noqa: E731
+        trainer = Trainer(
+            config, model, LocalDirectorySource(run_dir / "rollouts"),
+            publishers=[LocalPolicyStore(run_dir / "policy", model.config, tokenizer)],
+            evaluate=accuracy, eval_every=spec.eval_every,
+        )
+        trainer.start()
+        start = _last_accuracy(trainer)
+        reached, end, rl_s = _train_until_target(trainer, spec, f"async{async_level}", log)
+    finally:
+        (run_dir / DONE_MARKER).touch()
+        for proc in procs:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    generated = sum(1 for _ in (run_dir / "rollouts").glob("*.parquet")) * spec.prompts_per_file * spec.group_size
+    return _result(f"async{async_level}", trainer, start, end, reached, rl_s, generated)
+
+
+def plot(metrics_path: Path, out: Path) -> None:
+    """Reward, held-out accuracy, entropy and staleness per step, one panel each."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()]
+    train = [r for r in rows if "loss" in r]
+    evals = [r for r in rows if "accuracy" in r]
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
+    panels = [
+        (axes[0][0], train, "reward", "mean reward of consumed rollouts"),
+        (axes[0][1], evals, "accuracy", "greedy accuracy, held-out prompts"),
+        (axes[1][0], train, "entropy", "policy entropy (nats/token)"),
+        (axes[1][1], train, "staleness_mean", "staleness (trainer step − policy step)"),
+    ]
+    for ax, data, key, title in panels:
+        ax.plot([r["step"] for r in data], [r[key] for r in data], marker="." if key == "accuracy" else None)
+        ax.set_title(title)
+        ax.set_xlabel("trainer step")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="GRPO on a CPU: warm start, then RL with separate worker processes.")
+    parser.add_argument("--run-dir", type=Path, default=Path("runs/cpu"))
+    parser.add_argument("--minutes", type=float, default=10.0, help="wall-clock budget for the RL phase")
+    parser.add_argument("--target", type=float, default=0.8, help="stop once held-out greedy accuracy reaches this")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--async-level", type=int, default=2)
+    parser.add_argument("--warm-steps", type=int, default=RunSpec.warm_steps)
+    parser.add_argument("--lr", type=float, default=RunSpec.lr)
+    args = parser.parse_args()
+
+    torch.set_num_threads(1)
+    spec = RunSpec(warm_steps=args.warm_steps, lr=args.lr, target=args.target, budget_s=args.minutes * 60)
+    wall = time.perf_counter()
+    result = run_async(spec, args.run_dir, args.async_level, args.workers, log=True)
+    plot(args.run_dir / "metrics.jsonl", args.run_dir / "curve.png")
+    summary = {**asdict(result), "task": spec.task.model_dump(), "workers": args.workers,
+               "total_wall_s": round(time.perf_counter() - wall, 1), "load_average": os.getloadavg()}
+    (args.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(json.dumps(summary))
+    return 0 if result.time_to_target_s is not None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""What a task is: deterministic problems by index and an exact reward verifier."""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Literal
+
+Split = Literal["train", "test"]
+
+
+class TaskError(Exception):
+    """A task was asked for something it cannot give (unknown name, bad parameters, bad data)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One prompt with its reference answer; `index` is its position in the task's split."""
+
+    index: int
+    prompt: str
+    answer: str
+    metadata: dict[str, object] = field(default_factory=dict)
+
+
+class Task(ABC):
+    """A source of problems, deterministic in (seed, split, index), with a verifier.
+
+    Worker, validator and trainer build the same Task from the same spec and must agree
+    on every problem and every reward.
+    """
+
+    name: str
+
+    @abstractmethod
+    def problem(self, index: int, split: Split = "train") -> Problem:
+        """The problem at `index` of `split`; the same on every machine."""
+
+    @abstractmethod
+    def reward(self, problem: Problem, completion: str, completion_tokens: int) -> float:
+        """Score a completion (text without special tokens, and its length in tokens)."""
+
+    def size(self, split: Split = "train") -> int | None:
+        """Number of problems in `split`, or None when the task is unbounded."""
+        return None
+
+
+def in_test_split(prompt: str, test_fraction: float) -> bool:
+    """Whether a procedural prompt belongs to the held-out split (a hash of its text).
+
+    Splitting by the prompt's own hash keeps train and test disjoint however many
+    problems either side draws.
+    """
+    bucket = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big") / 2**64
+    return bucket < test_fraction

@@ -1,0 +1,42 @@
+"""Length-target rewards: ask for a completion of T tokens and reward closeness to it."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from tasks.base import Problem, Split, Task, TaskError
+
+LENGTH_PENALTY = 0.0003
+
+
+class LengthTargetTask(Task):
+    """Wraps a task: appends a target length T to each instruction and subtracts
+    0.0003·|T − completion tokens| from the base reward. T is drawn per problem,
+    deterministically, from `targets`."""
+
+    def __init__(self, base: Task, targets: tuple[int, ...], seed: int = 0, penalty: float = LENGTH_PENALTY) -> None:
+        if not targets or any(t <= 0 for t in targets):
+            raise TaskError(f"length targets must be positive token counts, got {targets}")
+        self.base = base
+        self.targets = targets
+        self.seed = seed
+        self.penalty = penalty
+        self.name = f"{base.name}+length"
+
+    def size(self, split: Split = "train") -> int | None:
+        return self.base.size(split)
+
+    def problem(self, index: int, split: Split = "train") -> Problem:
+        inner = self.base.problem(index, split)
+        target = random.Random(f"length:{self.seed}:{split}:{index}").choice(self.targets)
+        return replace(
+            inner,
+            prompt=f"{inner.prompt}\n(Think for {target} tokens.)",
+            metadata={**inner.metadata, "length_target": target},
+        )
+
+    def reward(self, problem: Problem, completion: str, completion_tokens: int) -> float:
+        target = int(problem.metadata["length_target"])  # type: ignore[arg-type]
+        base = self.base.reward(problem, completion, completion_tokens)
+        return base - self.penalty * abs(target - completion_tokens)

@@ -1,0 +1,60 @@
+"""Rollout generation on a real tiny policy: assignment, seeds, rewards and TOPLOC proofs
+that a validator's prefill accepts, through the rollout file."""
+
+import torch
+
+from inference.tiny import build_char_tokenizer, build_tiny_llama
+from inference.torch_backend import TorchBackend
+from ledger_client.rollouts import decode_rollouts, encode_rollouts
+from proofs.assignment import assign_prompts, check_assignment
+from proofs.sampling import derive_seed
+from proofs.toploc import accept, verify_proofs
+from tasks import TaskSpec, build_task
+from worker.local_cli import LocalWorkerConfig, may_generate
+from worker.rollouts import SamplingConfig, greedy_accuracy, make_rollouts, sample_index
+
+WORKER = "0x" + "ab" * 20
+SPEC = TaskSpec(name="sort", params={"min_digits": 3, "max_digits": 4})
+
+
+def test_rollouts_carry_assigned_prompts_seeds_rewards_and_valid_proofs():
+    torch.manual_seed(0)
+    tokenizer = build_char_tokenizer()
+    model = build_tiny_llama(len(tokenizer), seed=3, hidden=32, layers=1, heads=2)
+    task = build_task(SPEC)
+    pool_seed = bytes(range(32))
+    indices = assign_prompts(pool_seed, WORKER, 5, 2, 10_000, 3)
+    sampling = SamplingConfig(group_size=4, temperature=1.0, max_tokens=40)
+    backend = TorchBackend(model)
+    batch = make_rollouts(backend, tokenizer, task, SPEC, indices, sampling, 5, "cd" * 32, WORKER, pool_seed, nonce=2)
+
+    batch = decode_rollouts(encode_rollouts(batch))
+    assert batch.header.policy_step == 5 and batch.header.nonce == 2 and batch.header.proof_chunk == 32
+    assert check_assignment([batch.samples[g * 4].prompt_index for g in range(3)], pool_seed, WORKER, 5, 2, 10_000)
+    for row, sample in enumerate(batch.samples):
+        assert sample.seed == derive_seed(pool_seed, WORKER, 5, sample_index(2, row, 12))
+        problem = task.problem(sample.prompt_index)
+        text = tokenizer.decode(sample.completion_ids, skip_special_tokens=True)
+        assert sample.reward == task.reward(problem, text, len(sample.completion_ids))
+        prefill = backend.prefill(sample.prompt_ids, sample.completion_ids)
+        assert accept(verify_proofs(prefill.hidden, sample.proofs))
+    assert len({s.seed for s in batch.samples}) == 12
+
+
+def test_greedy_accuracy_counts_exact_answers():
+    tokenizer = build_char_tokenizer()
+    model = build_tiny_llama(len(tokenizer), seed=3, hidden=32, layers=1, heads=2)
+    assert greedy_accuracy(model, tokenizer, build_task(SPEC), 10, 6) == 0.0  # an untrained policy
+
+
+def test_worker_pacing_keeps_within_the_async_level():
+    sync = LocalWorkerConfig(async_level=0, batch_samples=128, prompts_per_file=8, group_size=16)
+    assert sync.files_per_step == 1
+    assert may_generate(sync, unconsumed=0, trainer_step=3, waiting=True, policy_step=3)
+    assert not may_generate(sync, unconsumed=0, trainer_step=3, waiting=False, policy_step=3)
+    assert not may_generate(sync, unconsumed=0, trainer_step=4, waiting=True, policy_step=3)
+    assert not may_generate(sync, unconsumed=1, trainer_step=3, waiting=True, policy_step=3)
+    two = LocalWorkerConfig(async_level=2, batch_samples=256, prompts_per_file=8, group_size=16)
+    assert two.files_per_step == 2
+    assert may_generate(two, unconsumed=3, trainer_step=0, waiting=False, policy_step=0)
+    assert not may_generate(two, unconsumed=4, trainer_step=0, waiting=False, policy_step=0)

@@ -1,0 +1,148 @@
+"""The trainer loop: config loading, staleness and zero-advantage filtering in the loop,
+exactly-once consumption and exact resume across a restart."""
+
+import json
+import os
+import random
+
+import pytest
+import torch
+
+from inference.tiny import build_tiny_llama
+from ledger_client.rollouts import RolloutBatch, RolloutHeader, RolloutSample, write_rollout_file
+from ledger_client.settings import load_settings
+from trainer.config import TrainerConfig
+from trainer.loop import Trainer, TrainerStarved
+from trainer.work_source import InMemorySource, LocalDirectorySource
+
+VOCAB = 16
+G = 4
+
+
+def _model():
+    return build_tiny_llama(VOCAB, seed=1, hidden=16, layers=1, heads=2)
+
+
+def _batch(seed: int, policy_step: int = 0, rewards=None, groups: int = 2) -> RolloutBatch:
+    rng = random.Random(seed)
+    header = RolloutHeader(
+        policy_step=policy_step, manifest_digest="0" * 64, worker="0x" + "ab" * 20, task={"name": "test"},
+        group_size=G, temperature=1.0, max_tokens=5, proof_chunk=0,
+    )
+    samples = []
+    for g in range(groups):
+        prompt = [1] + [rng.randrange(4, VOCAB) for _ in range(3)]
+        for s in range(G):
+            n = rng.randint(1, 5)
+            reward = rewards[s] if rewards is not None else float(s % 2)
+            samples.append(RolloutSample(
+                group=g, sample=s, prompt_index=g, prompt_ids=prompt,
+                completion_ids=[rng.randrange(4, VOCAB) for _ in range(n)], logprobs=[-1.0] * n, reward=reward,
+                finish_reason="length" if n == 5 else "eos", seed=s, proofs=[],
+            ))
+    return RolloutBatch(header=header, samples=samples)
+
+
+def _config(tmp_path, **overrides):
+    base = dict(run_dir=tmp_path, group_size=G, batch_samples=2 * G, max_tokens=5, async_level=10,
+                max_steps=4, wait_timeout_s=0.5, poll_interval_s=0.01)
+    return TrainerConfig(**{**base, **overrides})
+
+
+class RecordingSource(LocalDirectorySource):
+    def __init__(self, folder, log):
+        super().__init__(folder)
+        self.log = log
+
+    def poll(self):
+        items = super().poll()
+        self.log.extend(i.id for i in items)
+        return items
+
+
+def _write_file(folder, i):
+    folder.mkdir(parents=True, exist_ok=True)
+    write_rollout_file(folder / f"{i:03d}.parquet", _batch(seed=i))
+    os.utime(folder / f"{i:03d}.parquet", ns=(i * 10**9, i * 10**9))  # oldest-first = file order
+
+
+def test_config_precedence_toml_then_environment_then_command_line(tmp_path, monkeypatch):
+    toml = tmp_path / "run.toml"
+    toml.write_text('group_size = 8\nbatch_samples = 64\n[loss]\nepsilon = 0.3\n[task]\nname = "sort"\n')
+    monkeypatch.setenv("PROOFSWARM_TRAINER_ASYNC_LEVEL", "1")
+    config = load_settings(TrainerConfig, toml, ["--loss.delta", "5", "--group_size", "16"])
+    assert (config.group_size, config.batch_samples, config.async_level) == (16, 64, 1)
+    assert (config.loss.epsilon, config.loss.delta, config.task.name) == (0.3, 5.0, "sort")
+    assert config.token_budget == 64 * config.max_tokens
+    with pytest.raises(ValueError, match="multiple of group_size"):
+        TrainerConfig(group_size=16, batch_samples=40)
+    with pytest.raises(FileNotFoundError):
+        load_settings(TrainerConfig, tmp_path / "missing.toml", [])
+
+
+def test_each_file_is_consumed_exactly_once_and_resume_is_exact(tmp_path):
+    straight_log, restarted_log = [], []
+    a, b = tmp_path / "a", tmp_path / "b"
+    straight = Trainer(_config(a), _model(), RecordingSource(a / "rollouts", straight_log))
+    straight.start()
+    for i in range(4):
+        _write_file(a / "rollouts", i)
+        straight.train_step()
+
+    # checkpoint every 2 steps; the process dies after step 3 (file 002 handed out, not committed)
+    first = Trainer(_config(b, checkpoint_every=2), _model(), RecordingSource(b / "rollouts", restarted_log))
+    first.start()
+    for i in range(3):
+        _write_file(b / "rollouts", i)
+        first.train_step()
+    del first
+    second = Trainer(_config(b, checkpoint_every=2), _model(), RecordingSource(b / "rollouts", restarted_log))
+    second.start()
+    assert second.step == 2
+    _write_file(b / "rollouts", 3)
+    second.run()
+
+    assert straight_log == ["000.parquet", "001.parquet", "002.parquet", "003.parquet"]
+    # file 002 was handed out again after the restart because step 3 was never committed
+    assert restarted_log == ["000.parquet", "001.parquet", "002.parquet", "002.parquet", "003.parquet"]
+    assert second.step == straight.step == 4
+    for (name, x), y in zip(straight.model.state_dict().items(), second.model.state_dict().values(), strict=True):
+        assert torch.equal(x, y), name
+    steps = [json.loads(line)["step"] for line in (b / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4]
+
+
+def test_stale_rollouts_are_dropped_and_counted(tmp_path):
+    source = InMemorySource()
+    trainer = Trainer(_config(tmp_path, async_level=1, max_steps=10), _model(), source)
+    trainer.start()
+    source.put("fresh0", _batch(0, policy_step=0))
+    trainer.train_step()
+    source.put("fresh1", _batch(1, policy_step=1))
+    trainer.train_step()
+    source.put("stale", _batch(2, policy_step=0))  # step 2 accepts policies 1 and 2
+    source.put("fresh2", _batch(3, policy_step=1))
+    metrics = trainer.train_step()
+    assert metrics.dropped_stale_groups == 2
+    assert metrics.files_consumed == 2
+    assert metrics.staleness_mean == 1.0
+
+
+def test_zero_advantage_groups_are_dropped_and_the_trainer_waits_for_a_full_batch(tmp_path):
+    source = InMemorySource()
+    trainer = Trainer(_config(tmp_path), _model(), source)
+    trainer.start()
+    source.put("all-correct", _batch(0, rewards=[1.0] * G))
+    source.put("half", _batch(1, groups=1))
+    with pytest.raises(TrainerStarved):
+        trainer.train_step()  # only one informative group of the two needed
+    source.put("more", _batch(2, groups=1))
+    metrics = trainer.train_step()
+    assert metrics.dropped_zero_advantage_groups == 2
+    assert metrics.files_consumed == 3
+    assert metrics.batch_reward == pytest.approx(0.5)
+
+
+def test_kl_without_a_reference_model_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="reference"):
+        Trainer(_config(tmp_path, loss={"kl_coef": 0.1}), _model(), InMemorySource())

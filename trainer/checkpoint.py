@@ -1,0 +1,70 @@
+"""Trainer checkpoints: everything needed to resume exactly, written atomically.
+
+`<root>/step_000012/` holds `state.pt` (model, optimizer, scheduler, the retained old
+policies, RNG state) and `trainer.json` (step, work-source cursor, buffered samples,
+counters). The folder is written under a temporary name and renamed, then `latest`
+is replaced atomically: the cursor and the weights it belongs to are one commit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+LATEST = "latest"
+
+
+class CheckpointError(Exception):
+    """A checkpoint is missing or unreadable."""
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint: tensors and the JSON-able trainer state."""
+
+    step: int
+    tensors: dict[str, Any]
+    trainer: dict[str, Any]
+
+
+def save_checkpoint(root: str | Path, step: int, tensors: dict[str, Any], trainer: dict[str, Any], keep: int = 2) -> Path:
+    """Write checkpoint `step` atomically and prune all but the newest `keep`."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step_{step:06d}"
+    tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{final.name}."))
+    torch.save(tensors, tmp / "state.pt")
+    (tmp / "trainer.json").write_text(json.dumps({"step": step, **trainer}))
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    fd, pointer = tempfile.mkstemp(dir=root, prefix=".latest.")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(final.name)
+    os.replace(pointer, root / LATEST)
+    for old in sorted(root.glob("step_*"))[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def load_latest_checkpoint(root: str | Path) -> Checkpoint | None:
+    """The newest complete checkpoint under `root`, or None when there is none."""
+    root = Path(root)
+    try:
+        name = (root / LATEST).read_text().strip()
+    except FileNotFoundError:
+        return None
+    folder = root / name
+    try:
+        trainer = json.loads((folder / "trainer.json").read_text())
+        tensors = torch.load(folder / "state.pt", weights_only=False)
+    except (OSError, json.JSONDecodeError, RuntimeError) as exc:
+        raise CheckpointError(f"checkpoint {folder} is unreadable: {exc}") from exc
+    return Checkpoint(step=int(trainer.pop("step")), tensors=tensors, trainer=trainer)

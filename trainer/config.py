@@ -1,0 +1,65 @@
+"""Trainer configuration: pydantic-settings, from a TOML file, environment variables
+(PROOFSWARM_TRAINER_*, nested with __) and command-line flags (`--loss.delta 4`), in
+increasing order of precedence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from tasks.registry import TaskSpec
+from trainer.loss import LossConfig
+
+
+class ModelSpec(BaseModel):
+    """Shape of the in-code char-level Llama policy (used when no init checkpoint is given)."""
+
+    hidden: int = Field(128, ge=8)
+    layers: int = Field(4, ge=1)
+    heads: int = Field(4, ge=1)
+    init_seed: int = 0
+
+
+class OptimConfig(BaseModel):
+    """AdamW with linear warmup, and gradient-norm clipping."""
+
+    lr: float = Field(1e-3, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    betas: tuple[float, float] = (0.9, 0.99)
+    warmup_steps: int = Field(5, ge=0)
+    max_grad_norm: float = Field(1.0, gt=0)
+
+
+class TrainerConfig(BaseSettings):
+    """Everything the GRPO trainer needs; the sampling fields must match the workers'."""
+
+    model_config = SettingsConfigDict(env_prefix="PROOFSWARM_TRAINER_", env_nested_delimiter="__", extra="ignore")
+
+    run_dir: Path = Path("runs/grpo")
+    task: TaskSpec = TaskSpec()
+    model: ModelSpec = ModelSpec()
+    loss: LossConfig = LossConfig()
+    optim: OptimConfig = OptimConfig()
+    group_size: int = Field(16, ge=2, description="completions per prompt (G)")
+    batch_samples: int = Field(128, ge=2, description="informative samples per optimizer step")
+    max_tokens: int = Field(8, ge=1, description="completion token limit; also sets the token budget")
+    temperature: float = Field(1.0, gt=0)
+    async_level: int = Field(2, ge=0, description="rollouts from policies older than step − k are dropped")
+    max_steps: int = Field(100, ge=1)
+    checkpoint_every: int = Field(1, ge=1)
+    poll_interval_s: float = Field(0.02, gt=0)
+    wait_timeout_s: float = Field(600.0, gt=0, description="give up when no usable rollout arrives for this long")
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _whole_groups(self) -> TrainerConfig:
+        if self.batch_samples % self.group_size:
+            raise ValueError(f"batch_samples ({self.batch_samples}) must be a multiple of group_size ({self.group_size})")
+        return self
+
+    @property
+    def token_budget(self) -> int:
+        """The constant divisor of the token-level loss."""
+        return self.batch_samples * self.max_tokens

@@ -1,0 +1,362 @@
+"""The asynchronous GRPO training loop.
+
+Per step s:
+  1. collect — take rollout files from the work source until the buffer holds a full batch
+     of informative samples: drop files from policies older than s − async_level (stale),
+     recompute advantages from the rewards per group, drop zero-advantage groups;
+  2. recompute logp_old for every batch sample with the policy that sampled it (the
+     trainer keeps the last async_level + 1 policies);
+  3. one AdamW step on the GRPO loss (trainer/loss.py), gradient-norm clipped;
+  4. publish the new policy (step s + 1) through every publisher hook;
+  5. checkpoint model, optimizer, retained policies, buffer and work-source cursor in one
+     atomic commit, and append a metrics line.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedModel
+
+from trainer.batching import PackedBatch, completion_logprobs, pack
+from trainer.checkpoint import load_latest_checkpoint, save_checkpoint
+from trainer.config import TrainerConfig
+from trainer.filtering import informative_groups, is_stale
+from trainer.loss import grpo_loss
+from trainer.work_source import WorkItem, WorkSource
+
+# publish(step, state_dict) -> optional digest. The local policy store is one; the IPFS
+# checkpoint path (shard, add to Kubo, publishCheckpoint on-chain) is another.
+Publisher = Callable[[int, dict[str, torch.Tensor]], object]
+# evaluate(model) -> metrics merged into the step's metrics line (e.g. held-out accuracy).
+Evaluator = Callable[[PreTrainedModel], dict[str, float]]
+
+
+class TrainerStarved(Exception):
+    """No usable rollout arrived within the configured wait timeout."""
+
+
+@dataclass
+class BufferedGroup:
+    """One informative prompt group waiting to be trained on."""
+
+    policy_step: int
+    prompt_ids: list[int]
+    completions: list[list[int]]
+    worker_logprobs: list[list[float]]
+    rewards: list[float]
+    advantages: list[float]
+
+
+@dataclass
+class StepMetrics:
+    """One line of metrics.jsonl."""
+
+    step: int
+    loss: float
+    policy_loss: float
+    entropy: float
+    kl: float
+    grad_norm: float
+    lr: float
+    clipped_fraction: float
+    delta_clamped_fraction: float
+    mean_ratio: float
+    reward: float
+    batch_reward: float
+    staleness_mean: float
+    staleness_max: int
+    dropped_stale_groups: int
+    dropped_zero_advantage_groups: int
+    files_consumed: int
+    logprob_mismatch: float
+    idle_s: float
+    train_s: float
+    wall_s: float
+
+
+class Trainer:
+    """GRPO over a work source; `run()` trains until `max_steps`, resuming if it can."""
+
+    def __init__(
+        self,
+        config: TrainerConfig,
+        model: PreTrainedModel,
+        source: WorkSource,
+        publishers: list[Publisher] | None = None,
+        evaluate: Evaluator | None = None,
+        eval_every: int = 0,
+        reference: PreTrainedModel | None = None,
+    ) -> None:
+        self.config = config
+        self.model = model
+        self.source = source
+        self.publishers = publishers or []
+        self.evaluate = evaluate
+        self.eval_every = eval_every
+        self.reference = reference
+        if config.loss.kl_coef > 0 and reference is None:
+            raise ValueError("loss.kl_coef > 0 needs a reference model")
+        torch.manual_seed(config.seed)
+        self.optimizer = torch.optim.AdamW(
+            model.parameters(), lr=config.optim.lr, betas=config.optim.betas, weight_decay=config.optim.weight_decay
+        )
+        warmup = config.optim.warmup_steps
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0
+        )
+        self.step = 0
+        self.buffer: deque[BufferedGroup] = deque()
+        self.policies: dict[int, dict[str, torch.Tensor]] = {}
+        self._scratch = copy.deepcopy(model)
+        self._counters = {"stale": 0, "zero_adv": 0, "files": 0}
+        self._reported = dict(self._counters)  # counter values at the last metrics line
+        self._consumed_rewards: list[float] = []
+        self.checkpoint_dir = Path(config.run_dir) / "checkpoints"
+        self.metrics_path = Path(config.run_dir) / "metrics.jsonl"
+
+    # -- state ----------------------------------------------------------------------------
+
+    def _snapshot(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+
+    def _retain_policy(self) -> None:
+        self.policies[self.step] = self._snapshot()
+        for old in [s for s in self.policies if s < self.step - self.config.async_level]:
+            del self.policies[old]
+
+    def resume(self) -> bool:
+        """Load the newest checkpoint if there is one; True if the trainer resumed."""
+        ckpt = load_latest_checkpoint(self.checkpoint_dir)
+        if ckpt is None:
+            return False
+        self.model.load_state_dict(ckpt.tensors["model"])
+        self.optimizer.load_state_dict(ckpt.tensors["optimizer"])
+        self.scheduler.load_state_dict(ckpt.tensors["scheduler"])
+        self.policies = {int(k): v for k, v in ckpt.tensors["policies"].items()}
+        torch.set_rng_state(ckpt.tensors["rng"])
+        self.step = ckpt.step
+        self.buffer = deque(BufferedGroup(**g) for g in ckpt.trainer["buffer"])
+        self._counters = ckpt.trainer["counters"]
+        self._reported = dict(self._counters)
+        self.source.restore(ckpt.trainer["source"])
+        self._truncate_metrics()
+        return True
+
+    def _truncate_metrics(self) -> None:
+        # Steps after the checkpoint will be redone; drop their lines so the log stays exact.
+        if not self.metrics_path.exists():
+            return
+        lines = [line for line in self.metrics_path.read_text().splitlines() if line.strip()]
+        kept = [line for line in lines if json.loads(line)["step"] <= self.step]
+        self.metrics_path.write_text("".join(line + "\n" for line in kept))
+
+    def _checkpoint(self) -> None:
+        tensors = {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "policies": self.policies,
+            "rng": torch.get_rng_state(),
+        }
+        trainer = {
+            "buffer": [asdict(g) for g in self.buffer],
+            "counters": self._counters,
+            "source": self.source.state(),
+        }
+        save_checkpoint(self.checkpoint_dir, self.step, tensors, trainer)
+
+    def _publish(self) -> None:
+        state = self._snapshot()
+        for publish in self.publishers:
+            publish(self.step, state)
+
+    # -- intake ---------------------------------------------------------------------------
+
+    def _take(self, item: WorkItem) -> None:
+        header = item.batch.header
+        self._counters["files"] += 1
+        rewards = torch.tensor([s.reward for s in item.batch.samples]).view(-1, header.group_size)
+        self._consumed_rewards.extend(rewards.flatten().tolist())
+        if header.group_size != self.config.group_size:
+            raise ValueError(f"{item.id}: group_size {header.group_size} != configured {self.config.group_size}")
+        if is_stale(header.policy_step, self.step, self.config.async_level) or header.policy_step not in self.policies:
+            self._counters["stale"] += item.batch.n_groups
+            return
+        filtered = informative_groups(rewards)
+        self._counters["zero_adv"] += filtered.dropped_zero_advantage
+        for g in filtered.keep:
+            members = item.batch.samples[g * header.group_size : (g + 1) * header.group_size]
+            self.buffer.append(
+                BufferedGroup(
+                    policy_step=header.policy_step,
+                    prompt_ids=members[0].prompt_ids,
+                    completions=[s.completion_ids for s in members],
+                    worker_logprobs=[s.logprobs for s in members],
+                    rewards=[s.reward for s in members],
+                    advantages=filtered.advantages[g].tolist(),
+                )
+            )
+
+    def _drop_stale_buffered(self) -> None:
+        fresh = deque(g for g in self.buffer if not is_stale(g.policy_step, self.step, self.config.async_level))
+        self._counters["stale"] += len(self.buffer) - len(fresh)
+        self.buffer = fresh
+
+    def ready(self) -> bool:
+        """Take in what the source has now; True when a full batch is buffered (the
+        synchronous loop generates until this holds, then calls train_step)."""
+        self._drop_stale_buffered()
+        for item in self.source.poll():
+            self._take(item)
+        return len(self.buffer) >= self.config.batch_samples // self.config.group_size
+
+    def _collect(self) -> float:
+        """Fill the buffer to a full batch; returns the seconds spent waiting."""
+        needed = self.config.batch_samples // self.config.group_size
+        idle, waiting_since = 0.0, None
+        self._drop_stale_buffered()
+        while len(self.buffer) < needed:
+            items = self.source.poll()
+            for item in items:
+                self._take(item)
+            if len(self.buffer) >= needed:
+                break
+            self.source.report(self.step, waiting=True)
+            now = time.perf_counter()
+            waiting_since = waiting_since or now
+            if now - waiting_since > self.config.wait_timeout_s:
+                raise TrainerStarved(f"no usable rollouts for {self.config.wait_timeout_s:.0f}s at step {self.step}")
+            if items:
+                waiting_since = now
+            time.sleep(self.config.poll_interval_s)
+            idle += time.perf_counter() - now
+        self.source.report(self.step, waiting=False)
+        return idle
+
+    # -- the step -------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def _old_logprobs(self, policy_of_row: list[int], packed: PackedBatch) -> torch.Tensor:
+        """logp_old of every row, from the retained policy that sampled it."""
+        logp_old = torch.zeros_like(packed.targets, dtype=torch.float32)
+        for policy_step in sorted(set(policy_of_row)):
+            index = torch.tensor([i for i, s in enumerate(policy_of_row) if s == policy_step])
+            self._scratch.load_state_dict(self.policies[policy_step])
+            sub = PackedBatch(packed.inputs[index], packed.targets[index], packed.loss_mask[index])
+            logp_old[index] = completion_logprobs(self._scratch, sub, self.config.temperature)
+        return logp_old
+
+    def train_step(self) -> StepMetrics:
+        """Collect a batch, take one optimizer step, publish and checkpoint."""
+        started = time.perf_counter()
+        idle = self._collect()
+        train_started = time.perf_counter()
+        needed = self.config.batch_samples // self.config.group_size
+        groups = [self.buffer.popleft() for _ in range(needed)]
+        group_of_row = [gi for gi, g in enumerate(groups) for _ in g.completions]
+        prompts = [groups[gi].prompt_ids for gi in group_of_row]
+        completions = [c for g in groups for c in g.completions]
+        advantages = torch.tensor([a for g in groups for a in g.advantages])
+        packed = pack(prompts, completions, pad_id=self.model.config.pad_token_id or 0)
+        logp_old = self._old_logprobs([groups[gi].policy_step for gi in group_of_row], packed)
+        logp_ref = None
+        if self.reference is not None:
+            with torch.no_grad():
+                logp_ref = completion_logprobs(self.reference, packed, self.config.temperature)
+
+        self.model.train()
+        logits = self.model(input_ids=packed.inputs).logits
+        out = grpo_loss(
+            logits, packed.targets, packed.loss_mask, advantages, logp_old,
+            self.config.temperature, self.config.token_budget, self.config.loss, logp_ref,
+        )
+        self.optimizer.zero_grad(set_to_none=True)
+        out.loss.backward()
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.max_grad_norm))
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.optimizer.step()
+        self.scheduler.step()
+        self.model.eval()
+
+        mismatch = _worker_trainer_mismatch(groups, logp_old, packed.loss_mask)
+        staleness = [self.step - g.policy_step for g in groups]
+        rewards = [r for g in groups for r in g.rewards]
+        self.step += 1
+        consumed_rewards, self._consumed_rewards = self._consumed_rewards, []
+        self._retain_policy()
+        self._publish()
+        metrics = StepMetrics(
+            step=self.step,
+            loss=float(out.loss.detach()),
+            policy_loss=out.policy_loss,
+            entropy=out.entropy,
+            kl=out.kl,
+            grad_norm=grad_norm,
+            lr=lr,
+            clipped_fraction=out.clipped_fraction,
+            delta_clamped_fraction=out.delta_clamped_fraction,
+            mean_ratio=out.mean_ratio,
+            reward=sum(consumed_rewards) / len(consumed_rewards) if consumed_rewards else float("nan"),
+            batch_reward=sum(rewards) / len(rewards),
+            staleness_mean=sum(staleness) / len(staleness),
+            staleness_max=max(staleness),
+            dropped_stale_groups=self._counters["stale"] - self._reported["stale"],
+            dropped_zero_advantage_groups=self._counters["zero_adv"] - self._reported["zero_adv"],
+            files_consumed=self._counters["files"] - self._reported["files"],
+            logprob_mismatch=mismatch,
+            idle_s=idle,
+            train_s=time.perf_counter() - train_started,
+            wall_s=time.perf_counter() - started,
+        )
+        self._reported = dict(self._counters)
+        extra: dict[str, float] = {}
+        if self.evaluate is not None and self.eval_every and self.step % self.eval_every == 0:
+            extra = self.evaluate(self.model)
+        if self.step % self.config.checkpoint_every == 0 or self.step == self.config.max_steps:
+            self._checkpoint()
+        self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.metrics_path.open("a") as handle:
+            handle.write(json.dumps({**asdict(metrics), **extra}) + "\n")
+        return metrics
+
+    def start(self) -> None:
+        """Resume from the newest checkpoint, or publish the initial policy as step 0."""
+        if not self.resume():
+            self._retain_policy()
+            self._publish()
+            if self.evaluate is not None and self.eval_every:
+                extra = self.evaluate(self.model)
+                self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
+                with self.metrics_path.open("a") as handle:
+                    handle.write(json.dumps({"step": 0, **extra}) + "\n")
+            self._checkpoint()
+        self.source.report(self.step, waiting=False)
+
+    def run(self, on_step: Callable[[StepMetrics], None] | None = None) -> None:
+        """start(), then train until config.max_steps."""
+        self.start()
+        while self.step < self.config.max_steps:
+            metrics = self.train_step()
+            if on_step is not None:
+                on_step(metrics)
+
+
+def _worker_trainer_mismatch(groups: list[BufferedGroup], logp_old: torch.Tensor, mask: torch.Tensor) -> float:
+    """Mean |worker logprob − trainer-recomputed logp_old| over completion tokens: a
+    diagnostic only, the loss never uses the worker's numbers."""
+    worker = torch.zeros_like(logp_old)
+    row = 0
+    for g in groups:
+        for lp in g.worker_logprobs:
+            positions = mask[row].nonzero().flatten()[: len(lp)]
+            worker[row, positions] = torch.tensor(lp, dtype=torch.float32)
+            row += 1
+    return float(((worker - logp_old).abs() * mask).sum() / mask.sum().clamp(min=1.0))

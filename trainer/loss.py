@@ -1,0 +1,131 @@
+"""The GRPO loss with the INTELLECT-2 changes — the one place to learn it.
+
+For every completion token t of a sample with advantage A (shared by all its tokens):
+
+    logp_θ(t)   = log softmax(logits / temperature)[token]   (the policy being trained)
+    logp_old(t) = the same, recomputed by the trainer with the policy that sampled the
+                  completion (never the worker's numbers)
+    r           = exp(logp_θ − logp_old)
+    c1          = clamp(r, 0, δ)                 # two-sided clipping: δ bounds r from above,
+    c2          = clamp(c1, 1 − ε, 1 + ε)        # which only matters when A < 0
+    loss(t)     = max(−c1·A, −c2·A)              # the PPO pessimistic bound
+
+Without δ, a token whose ratio has exploded (r ≫ 1) in a group with negative advantage
+contributes −r·A: an unbounded loss and gradient. Clamping r at δ = 4 caps it and zeroes
+its gradient, which is what kept INTELLECT-2's long asynchronous run stable.
+
+Token-level normalisation: the summed token losses are divided by a *constant* token
+budget (batch samples × max completion tokens), not by each sequence's length, so long and
+short completions weigh per token the same and the scale does not depend on the batch.
+
+    total = Σ loss(t) / budget − entropy_coef · Σ H(t) / budget + kl_coef · Σ k3(t) / budget
+
+with k3(t) = exp(logp_ref − logp_θ) − (logp_ref − logp_θ) − 1 against a frozen reference
+policy (optional; 0 by default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from pydantic import BaseModel, Field
+
+
+class LossConfig(BaseModel):
+    """Coefficients of the GRPO loss."""
+
+    epsilon: float = Field(0.2, gt=0, lt=1, description="PPO clip range: r is clipped to [1-ε, 1+ε]")
+    delta: float = Field(4.0, gt=1, description="two-sided clipping: r is clamped to [0, δ] first")
+    entropy_coef: float = Field(0.0, ge=0, description="weight of the entropy bonus")
+    kl_coef: float = Field(0.0, ge=0, description="weight of the k3 KL to the reference policy")
+
+
+@dataclass(frozen=True)
+class LossOutput:
+    """The scalar to backpropagate and detached statistics for logging."""
+
+    loss: torch.Tensor
+    policy_loss: float
+    entropy: float
+    kl: float
+    clipped_fraction: float
+    delta_clamped_fraction: float
+    mean_ratio: float
+
+
+def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Log-probabilities of `targets` under `logits / temperature` ([B, T, V], [B, T] → [B, T])."""
+    logp = F.log_softmax(logits.float() / temperature, dim=-1)
+    return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+def token_entropy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Entropy of the tempered next-token distribution at every position ([B, T, V] → [B, T])."""
+    logp = F.log_softmax(logits.float() / temperature, dim=-1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+def clipped_token_loss(
+    logp: torch.Tensor, logp_old: torch.Tensor, advantages: torch.Tensor, epsilon: float, delta: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token max(−c1·A, −c2·A) with c1 = clamp(r, 0, δ), c2 = clamp(c1, 1−ε, 1+ε).
+
+    `advantages` broadcasts against `logp` ([B, 1] for per-sample advantages).
+    Returns the per-token loss and the ratio r (detached).
+    """
+    ratio = torch.exp(logp - logp_old)
+    c1 = torch.clamp(ratio, 0.0, delta)
+    c2 = torch.clamp(c1, 1.0 - epsilon, 1.0 + epsilon)
+    loss = torch.maximum(-c1 * advantages, -c2 * advantages)
+    return loss, ratio.detach()
+
+
+def k3_kl(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
+    """Schulman's k3 estimator of KL(π_θ ‖ π_ref), per token; non-negative."""
+    log_ratio = logp_ref - logp
+    return torch.exp(log_ratio) - log_ratio - 1.0
+
+
+def grpo_loss(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    loss_mask: torch.Tensor,
+    advantages: torch.Tensor,
+    logp_old: torch.Tensor,
+    temperature: float,
+    token_budget: int,
+    config: LossConfig,
+    logp_ref: torch.Tensor | None = None,
+) -> LossOutput:
+    """GRPO loss of one batch.
+
+    logits [B, T, V] predict targets [B, T]; loss_mask [B, T] is 1 on completion tokens;
+    advantages [B] (one per sample); logp_old [B, T]; token_budget is the constant divisor.
+    """
+    if token_budget <= 0:
+        raise ValueError(f"token_budget must be positive, got {token_budget}")
+    mask = loss_mask.float()
+    logp = token_logprobs(logits, targets, temperature)
+    per_token, ratio = clipped_token_loss(logp, logp_old, advantages.unsqueeze(-1), config.epsilon, config.delta)
+    policy_loss = (per_token * mask).sum() / token_budget
+    entropy = (token_entropy(logits, temperature) * mask).sum() / token_budget
+    total = policy_loss - config.entropy_coef * entropy
+    kl_value = torch.zeros(())
+    if config.kl_coef > 0:
+        if logp_ref is None:
+            raise ValueError("kl_coef > 0 needs logp_ref from a reference policy")
+        kl_value = (k3_kl(logp, logp_ref) * mask).sum() / token_budget
+        total = total + config.kl_coef * kl_value
+    n_tokens = mask.sum().clamp(min=1.0)
+    clipped = ((ratio < 1 - config.epsilon) | (ratio > 1 + config.epsilon)).float()
+    return LossOutput(
+        loss=total,
+        policy_loss=float(policy_loss.detach()),
+        entropy=float(entropy.detach() * token_budget / n_tokens),
+        kl=float(kl_value.detach() * token_budget / n_tokens),
+        clipped_fraction=float((clipped * mask).sum() / n_tokens),
+        delta_clamped_fraction=float(((ratio > config.delta).float() * mask).sum() / n_tokens),
+        mean_ratio=float((ratio * mask).sum() / n_tokens),
+    )

@@ -1,0 +1,132 @@
+"""`python -m worker.local_cli --config run.toml`: a worker process for local runs.
+
+It follows the newest policy in `<run_dir>/policy`, generates rollout files for its
+assigned prompts into `<run_dir>/rollouts`, and paces itself on the trainer's progress
+report so that it runs at most `async_level` steps ahead:
+
+  * async_level k ≥ 1: generate while fewer than k·files_per_step files wait unconsumed;
+  * async_level 0 (synchronous): generate only when nothing waits, the trainer is waiting
+    for data, and the newest policy is the trainer's current one.
+
+It stops when `<run_dir>/trainer.done` appears (or after --max-files files).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import torch
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, CliSettingsSource, SettingsConfigDict
+
+from ledger_client.local_store import PolicyStoreError, latest_policy, load_policy, read_progress
+from ledger_client.rollouts import RolloutFileError, write_rollout_file
+from ledger_client.settings import describe_error, load_settings
+from tasks.base import TaskError
+from tasks.registry import TaskSpec, build_task
+from inference.torch_backend import TorchBackend
+from proofs.assignment import assign_prompts
+from worker.rollouts import SamplingConfig, make_rollouts
+
+DONE_MARKER = "trainer.done"
+
+
+class LocalWorkerConfig(BaseSettings):
+    """Local worker settings; the sampling fields must match the trainer's."""
+
+    model_config = SettingsConfigDict(env_prefix="PROOFSWARM_WORKER_", env_nested_delimiter="__", extra="ignore")
+
+    run_dir: Path = Path("runs/grpo")
+    task: TaskSpec = TaskSpec()
+    group_size: int = Field(16, ge=1)
+    temperature: float = Field(1.0, gt=0)
+    max_tokens: int = Field(8, ge=1)
+    batch_samples: int = Field(128, ge=1, description="the trainer's batch, to pace against")
+    async_level: int = Field(2, ge=0)
+    prompts_per_file: int = Field(8, ge=1)
+    address: str = Field("0x" + "00" * 19 + "01", pattern=r"^0x[0-9a-fA-F]{40}$")
+    pool_seed: str = Field("00" * 32, pattern=r"^[0-9a-fA-F]{64}$", description="32-byte pool seed, hex")
+    max_files: int = Field(0, ge=0, description="stop after this many files (0 = until the trainer is done)")
+    poll_interval_s: float = Field(0.01, gt=0)
+    threads: int = Field(1, ge=1)
+
+    @property
+    def files_per_step(self) -> int:
+        return max(1, self.batch_samples // (self.prompts_per_file * self.group_size))
+
+
+def may_generate(config: LocalWorkerConfig, unconsumed: int, trainer_step: int, waiting: bool, policy_step: int) -> bool:
+    """The pacing rule above: whether one more file now stays within async_level."""
+    if config.async_level > 0:
+        return unconsumed < config.async_level * config.files_per_step
+    return unconsumed == 0 and waiting and policy_step == trainer_step
+
+
+def run_worker(config: LocalWorkerConfig) -> int:
+    """The worker loop; returns the number of files written."""
+    torch.set_num_threads(config.threads)
+    rollouts = config.run_dir / "rollouts"
+    policies = config.run_dir / "policy"
+    rollouts.mkdir(parents=True, exist_ok=True)
+    task = build_task(config.task)
+    dataset_size = task.size() or 2**62
+    sampling = SamplingConfig(group_size=config.group_size, temperature=config.temperature, max_tokens=config.max_tokens)
+    tokenizer = None
+    pool_seed = bytes.fromhex(config.pool_seed)
+    backend, model_step, written = None, -1, 0
+    while not (config.run_dir / DONE_MARKER).exists() and not (config.max_files and written >= config.max_files):
+        pointer = latest_policy(policies)
+        progress = read_progress(rollouts)
+        if pointer is None or progress is None:
+            time.sleep(config.poll_interval_s)
+            continue
+        unconsumed = sum(1 for p in rollouts.glob("*.parquet") if not p.name.startswith(".")) - progress.consumed
+        if not may_generate(config, unconsumed, progress.step, progress.waiting, pointer.step):
+            time.sleep(config.poll_interval_s)
+            continue
+        if pointer.step != model_step:
+            backend = TorchBackend(load_policy(policies, pointer.step))
+            if tokenizer is None:
+                from transformers import AutoTokenizer
+
+                tokenizer = AutoTokenizer.from_pretrained(policies / f"step_{pointer.step:06d}")
+            model_step = pointer.step
+        nonce = written
+        indices = assign_prompts(pool_seed, config.address, model_step, nonce, dataset_size, config.prompts_per_file)
+        batch = make_rollouts(
+            backend, tokenizer, task, config.task, indices, sampling, model_step, pointer.digest, config.address,
+            pool_seed=pool_seed, nonce=nonce,
+        )
+        name = f"{model_step:06d}-{config.address[2:10].lower()}-{nonce:06d}.parquet"
+        write_rollout_file(rollouts / name, batch)
+        written += 1
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry: `--config run.toml` plus overrides; one line on error, non-zero exit."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    toml = None
+    if "--config" in args:
+        at = args.index("--config")
+        if at + 1 >= len(args):
+            print("error: --config needs a TOML file path", file=sys.stderr)
+            return 2
+        toml = args[at + 1]
+        del args[at : at + 2]
+    try:
+        config = load_settings(LocalWorkerConfig, toml, args)
+        written = run_worker(config)
+    except (FileNotFoundError, ValidationError, TaskError, PolicyStoreError, RolloutFileError) as exc:
+        print(f"error: {describe_error(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    print(f"worker {config.address}: wrote {written} rollout files")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

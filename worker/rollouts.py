@@ -1,0 +1,108 @@
+"""Rollout generation: the worker's inner loop as a library.
+
+For the assigned prompts (proofs.assignment): G samples per prompt with seeded Gumbel
+sampling (seeds from proofs.sampling.derive_seed), rewards from the task verifier, TOPLOC
+proofs of the final hidden states, all in one rollout file (ledger_client.rollouts) stamped
+with the policy's step and digest and the worker's address.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, Field
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from inference.backend import InferenceBackend, SamplingParams
+from inference.torch_backend import TorchBackend
+from ledger_client.rollouts import RolloutBatch, RolloutHeader, RolloutSample
+from proofs.sampling import derive_seed
+from proofs.toploc import build_proofs_batch
+from tasks.base import Task
+from tasks.encoding import encode_prompt
+from tasks.registry import TaskSpec
+
+PROOF_CHUNK = 32
+
+
+class SamplingConfig(BaseModel):
+    """How a worker samples; must match the pool's (and the trainer's) settings."""
+
+    group_size: int = Field(16, ge=1)
+    temperature: float = Field(1.0, gt=0)
+    max_tokens: int = Field(8, ge=1)
+
+
+def sample_index(nonce: int, row: int, rows_per_file: int) -> int:
+    """The per-step sample index of a file's row, as fed to `derive_seed`: files of one
+    worker at one step are numbered by nonce, so their seeds never repeat."""
+    return nonce * rows_per_file + row
+
+
+def make_rollouts(
+    backend: InferenceBackend,
+    tokenizer: PreTrainedTokenizerBase,
+    task: Task,
+    task_spec: TaskSpec,
+    prompt_indices: Sequence[int],
+    sampling: SamplingConfig,
+    policy_step: int,
+    manifest_digest: str,
+    worker: str,
+    pool_seed: bytes = bytes(32),
+    nonce: int = 0,
+) -> RolloutBatch:
+    """Generate, score and prove G completions for each assigned train prompt."""
+    problems = [task.problem(i) for i in prompt_indices]
+    prompt_ids = [encode_prompt(tokenizer, p.prompt) for p in problems]
+    rows = [(g, s) for g in range(len(problems)) for s in range(sampling.group_size)]
+    seeds = [derive_seed(pool_seed, worker, policy_step, sample_index(nonce, r, len(rows))) for r in range(len(rows))]
+    params = SamplingParams(temperature=sampling.temperature, max_tokens=sampling.max_tokens)
+    completions = backend.generate([prompt_ids[g] for g, _ in rows], params, seeds)
+    proofs = build_proofs_batch([c.hidden for c in completions], chunk=PROOF_CHUNK)
+    samples = []
+    for (g, s), completion, proof in zip(rows, completions, proofs, strict=True):
+        text = tokenizer.decode(completion.token_ids, skip_special_tokens=True)
+        samples.append(
+            RolloutSample(
+                group=g,
+                sample=s,
+                prompt_index=problems[g].index,
+                prompt_ids=prompt_ids[g],
+                completion_ids=completion.token_ids,
+                logprobs=completion.logprobs,
+                reward=task.reward(problems[g], text, len(completion.token_ids)),
+                finish_reason=completion.finish_reason,
+                seed=completion.seed,
+                proofs=proof,
+            )
+        )
+    header = RolloutHeader(
+        policy_step=policy_step,
+        manifest_digest=manifest_digest,
+        worker=worker,
+        task=task_spec.model_dump(),
+        group_size=sampling.group_size,
+        temperature=sampling.temperature,
+        max_tokens=sampling.max_tokens,
+        proof_chunk=PROOF_CHUNK,
+        nonce=nonce,
+    )
+    return RolloutBatch(header=header, samples=samples)
+
+
+def greedy_accuracy(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, task: Task, n_problems: int, max_tokens: int
+) -> float:
+    """Fraction of the first `n_problems` held-out (test split) problems solved greedily."""
+    problems = [task.problem(i, "test") for i in range(n_problems)]
+    completions = TorchBackend(model).generate(
+        [encode_prompt(tokenizer, p.prompt) for p in problems],
+        SamplingParams(temperature=0.0, max_tokens=max_tokens),
+        [0] * n_problems,
+    )
+    solved = sum(
+        task.reward(p, tokenizer.decode(c.token_ids, skip_special_tokens=True), len(c.token_ids)) >= 1.0
+        for p, c in zip(problems, completions, strict=True)
+    )
+    return solved / n_problems
