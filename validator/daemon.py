@@ -97,6 +97,8 @@ class Metrics:
                               registry=self.registry)
         self.tokens_per_s = Gauge("proofswarm_validator_tokens_per_second", "tokens/s of the last check",
                                   registry=self.registry)
+        self.errors = Counter("proofswarm_validator_check_errors", "checks that failed to run (no verdict sent)",
+                              registry=self.registry)
         self.skipped = Counter("proofswarm_validator_skipped", "submissions already judged or outside the window",
                                registry=self.registry)
 
@@ -188,7 +190,13 @@ class ValidatorDaemon:
             return CheckOutcome(False, Reason.DIGEST_MISMATCH, str(exc))
 
     def _finish(self, s: Submission, fut: Future) -> int:
-        outcome: CheckOutcome = fut.result()
+        try:
+            outcome: CheckOutcome = fut.result()
+        except Exception as exc:  # noqa: BLE001 - a checker failure is ours (or the trainer's), not the worker's
+            log.error("could not check work 0x%s: %s: %s", s.work_id.hex(), exc.__class__.__name__, exc)
+            self.metrics.errors.inc()
+            self.metrics.backlog.dec()
+            return 0
         self.metrics.latency.observe(outcome.seconds)
         if outcome.tokens:
             self.metrics.tokens.inc(outcome.tokens)
