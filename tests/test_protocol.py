@@ -84,7 +84,7 @@ class Protocol:
 
     def worker(self, i: int, producer=produce_rollout_file, upload=None, per_step: int = 1) -> WorkerDaemon:
         opts = WorkerOptions(pool_id=self.pool_id, kubo_api=self.kubo_api, work_dir=self.tmp / f"worker{i}",
-                             submissions_per_step=per_step)
+                             submissions_per_step=per_step, max_pending=per_step)
         kwargs = {"upload": upload} if upload else {}
         daemon = WorkerDaemon(self.ledger(i), opts, producer, load_policy, **kwargs)
         daemon.prepare()

@@ -89,9 +89,14 @@ def run_start(args: argparse.Namespace) -> int:
     trainer = Trainer(config, model, source, publishers=[publisher], evaluate=evaluate, eval_every=args.eval_every)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
 
+    consumed_path = Path(config.run_dir) / "consumed.json"
+
     def report(m) -> None:
         line = {"step": m.step, "reward": round(m.reward, 4), "consumed": len(source.consumed),
                 "checkpoint": publisher.published.get(m.step)}
+        tmp = consumed_path.with_suffix(".tmp")  # which work ids the trainer learned from, for audits
+        tmp.write_text(json.dumps({"step": m.step, **source.state()} | {"cursor": None}))
+        tmp.replace(consumed_path)
         print(json.dumps(line) if args.json else "  ".join(f"{k} {v}" for k, v in line.items()), flush=True)
 
     trainer.run(on_step=report)

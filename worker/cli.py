@@ -17,7 +17,9 @@ def _add_start_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pool", type=int, required=True, help="pool id")
     p.add_argument("--kubo-api", help="Kubo RPC API multiaddr or URL (default: the devnet's)")
     p.add_argument("--work-dir", type=Path, help="journal, checkpoints and rollout files (default .worker/<address>)")
-    p.add_argument("--submissions-per-step", type=int, default=1)
+    p.add_argument("--submissions-per-step", type=int, default=1000,
+                   help="at most this many files per policy step (default: no practical limit)")
+    p.add_argument("--max-pending", type=int, default=2, help="wait while this many submissions await a verdict")
     p.add_argument("--max-submissions", type=int, help="stop after this many submissions")
     p.add_argument("--poll-interval", type=float, default=0.5)
     p.add_argument("--quiet", action="store_true", help="no live status screen (logs only)")

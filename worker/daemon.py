@@ -70,6 +70,8 @@ class WorkerOptions:
     fetch_timeout_s: float = 120.0
     max_submissions: int | None = None
     claim_interval_s: float = 5.0
+    max_pending: int = 2
+    """Submit no more while this many of our submissions await a verdict (keeps pace with the validators)."""
 
 
 @dataclass
@@ -158,8 +160,24 @@ class WorkerDaemon:
         step = self.policy.step
         if self.journal.submitted_count(self.opt.pool_id, step) >= self.opt.submissions_per_step:
             return False
+        if self.pending_verdicts() >= self.opt.max_pending:
+            return False
+        self.ledger.ensure_stake(pool.min_stake)  # top up after a slash (or a lost bond)
         self.submit_one(step, stop)
         return True
+
+    def pending_verdicts(self) -> int:
+        """How many of our submissions still await a verdict (statuses are final once judged)."""
+        open_ = 0
+        for e in self.journal.entries("submitted"):
+            if e.get("final"):
+                continue
+            status = get_work(self.ledger, bytes.fromhex(e["digest"])).status
+            if status == WorkStatus.PENDING:
+                open_ += 1
+            else:
+                self.journal.advance(e["pool_id"], e["step"], e["nonce"], "submitted", final=status.name.lower())
+        return open_
 
     def sync_policy(self, step: int) -> None:
         digest = bytes(self.ledger.pool.checkpoint_at(self.opt.pool_id, step))
@@ -236,12 +254,12 @@ def run_from_args(args: argparse.Namespace) -> int:
     kubo_api = args.kubo_api or (devnet or {}).get("kubo_api")
     if not kubo_api:
         raise UsageError("no --kubo-api given and no devnet is up")
-    if args.submissions_per_step < 1:
-        raise UsageError("--submissions-per-step must be ≥ 1")
+    if args.submissions_per_step < 1 or args.max_pending < 1:
+        raise UsageError("--submissions-per-step and --max-pending must be ≥ 1")
     work_dir = args.work_dir or Path(".worker") / ledger.address
     options = WorkerOptions(pool_id=args.pool, kubo_api=kubo_api, work_dir=work_dir,
                             submissions_per_step=args.submissions_per_step, poll_interval_s=args.poll_interval,
-                            max_submissions=args.max_submissions)
+                            max_submissions=args.max_submissions, max_pending=args.max_pending)
     daemon = WorkerDaemon(ledger, options, produce_rollout_file, load_policy)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
