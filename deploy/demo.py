@@ -79,7 +79,10 @@ def _run_json(args: list[str], env: dict[str, str]) -> dict:
     proc = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise UsageError(f"{' '.join(args[:2])} failed: {proc.stderr.strip().splitlines()[-1:] or proc.returncode}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    try:
+        return json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def run_demo(args: argparse.Namespace, console: Console) -> dict:
@@ -120,7 +123,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
                     "--eval-every", str(args.eval_every), "--eval-problems", str(args.eval_problems), "--json", *chain)
         for n in (0, 1):
             roles.start(f"worker{n}", "worker.cli", "start", "--pool", str(pool_id), "--devnet-worker", str(n),
-                        "--work-dir", str(out / f"worker{n}"), "--quiet", *chain)
+                        "--work-dir", str(out / f"worker{n}"), "--submissions-per-step", "2", "--quiet", *chain)
         roles.start("adversary", "examples.adversaries", "--pool", str(pool_id), "--devnet-worker", "2",
                     "--work-dir", str(out / "adversary"), *[a for name in ADVERSARY_ATTACKS for a in ("--attack", name)],
                     *chain)
@@ -237,8 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("runs/demo"))
     p.add_argument("--run-spec", type=Path, default=ROOT / "examples/run.toml")
     p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--batch-samples", type=int, default=64)
-    p.add_argument("--warm-steps", type=int, default=60)
+    p.add_argument("--batch-samples", type=int, default=128)
+    p.add_argument("--warm-steps", type=int, default=25)
     p.add_argument("--eval-every", type=int, default=5)
     p.add_argument("--eval-problems", type=int, default=100)
     p.add_argument("--timeout", type=float, default=1200)

@@ -173,11 +173,15 @@ ATTACKS: dict[str, Producer] = {
 
 
 def cycling(names: list[str]) -> Producer:
-    """A producer that uses the attacks in turn, one per submission (by nonce)."""
+    """A producer that uses the attacks in turn, one per submission; `produce.used` lists them."""
+    used: list[str] = []
 
     def produce(policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> tuple[bytes, int]:
-        return ATTACKS[names[nonce % len(names)]](policy, spec, worker, step, nonce)
+        name = names[len(used) % len(names)]
+        used.append(name)
+        return ATTACKS[name](policy, spec, worker, step, nonce)
 
+    produce.used = used  # type: ignore[attr-defined]
     return produce
 
 
@@ -196,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--kubo-api")
         p.add_argument("--work-dir", type=Path)
         p.add_argument("--max-submissions", type=int)
+        p.add_argument("--submissions-per-step", type=int, default=2)
         p.add_argument("--devnet-worker", type=int)
         add_chain_args(p)
         args = p.parse_args(argv)
@@ -206,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
         producer = cycling(args.attack)
         daemon = WorkerDaemon(ledger, WorkerOptions(pool_id=args.pool, kubo_api=kubo_api,
                                                     work_dir=args.work_dir or Path(".adversary") / ledger.address,
-                                                    max_submissions=args.max_submissions), producer, load_policy,
+                                                    max_submissions=args.max_submissions,
+                                                    submissions_per_step=args.submissions_per_step),
+                              producer, load_policy,
                               upload=selective_upload)
         daemon.prepare()
         stop = threading.Event()

@@ -115,7 +115,8 @@ def _digests(daemon: WorkerDaemon) -> list[bytes]:
 
 def test_honest_and_adversarial_work_are_told_apart(protocol):
     honest = protocol.worker(4)
-    adversary = protocol.worker(5, producer=cycling(list(ATTACKS)), upload=selective_upload, per_step=len(ATTACKS))
+    attacks = cycling(list(ATTACKS))
+    adversary = protocol.worker(5, producer=attacks, upload=selective_upload, per_step=len(ATTACKS))
     stop = threading.Event()
     assert honest.step_once(stop)
     for _ in ATTACKS:
@@ -130,10 +131,9 @@ def test_honest_and_adversarial_work_are_told_apart(protocol):
     assert get_work(protocol.ledger(0), honest_digest).status == WorkStatus.ACCEPTED
     logs = protocol.ledger(0).pool.contract.events.WorkChallenged.get_logs(from_block=0)
     reasons = {bytes(l["args"]["workId"]): Reason(l["args"]["reasonCode"]) for l in logs}
-    names = list(ATTACKS)
     matrix = Counter()
-    for entry in adversary.journal.entries("submitted"):
-        name = names[entry["nonce"] % len(names)]
+    for entry, name in zip(sorted(adversary.journal.entries("submitted"), key=lambda e: e["nonce"]), attacks.used,
+                           strict=True):
         reason = reasons.get(bytes.fromhex(entry["digest"]))
         matrix[(name, reason.name if reason else "ACCEPTED")] += 1
         assert reason in EXPECTED[name], f"{name}: {reason}"

@@ -56,8 +56,8 @@ def add_init_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hidden", type=int, default=ModelSpec().hidden)
     p.add_argument("--layers", type=int, default=ModelSpec().layers)
     p.add_argument("--heads", type=int, default=ModelSpec().heads)
-    p.add_argument("--warm-steps", type=int, default=100)
-    p.add_argument("--warm-lr", type=float, default=3e-3)
+    p.add_argument("--warm-steps", type=int, default=25)
+    p.add_argument("--warm-lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=0)
 
 

@@ -218,6 +218,7 @@ class WorkerDaemon:
         self.journal.advance(pid, step, nonce, "submitted")
         self.stats.submitted += 1
         self.stats.last_event = f"submitted {n_samples} samples for step {step}"
+        log.info("submitted 0x%s: %d samples for step %d (nonce %d)", digest.hex()[:12], n_samples, step, nonce)
 
     def maybe_claim(self, force: bool = False) -> int:
         if not force and time.monotonic() - self._last_claim < self.opt.claim_interval_s:
@@ -266,6 +267,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     daemon.prepare()
     if args.quiet or args.json:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         daemon.run(stop)
     else:
         with Live(get_renderable=lambda: status_table(daemon), refresh_per_second=2, console=Console()):
