@@ -1,8 +1,9 @@
 """Sending transactions from a local key: nonces, gas, retries and revert decoding.
 
 `TxSender.send(call)` estimates gas (a revert surfaces here, before anything is signed, as the
-contract's custom error), reserves a nonce under a lock so concurrent sends from one key never
-collide, signs locally, broadcasts with retries on transient RPC errors, and waits for the
+contract's custom error), takes the next nonce from the node's pending count under a lock so
+concurrent sends from one key never collide (and a reorg or another process using the key is
+followed), signs locally, broadcasts with retries on transient RPC errors, and waits for the
 receipt. A transaction mined with status 0 is replayed as a call to recover its custom error.
 """
 
@@ -67,6 +68,11 @@ class TxSender:
         self._next_nonce: int | None = None
         self._chain_id = w3.eth.chain_id
 
+    def resync(self) -> None:
+        """Forget the cached nonce (after a reorg dropped our transactions, or another process used the key)."""
+        with self._lock:
+            self._next_nonce = None
+
     def _chain_nonce(self) -> int:
         return with_retries(lambda: self.w3.eth.get_transaction_count(self.address, "pending"), self.attempts)
 
@@ -82,8 +88,9 @@ class TxSender:
             raise _rpc_error(exc, function) from None
         tx = dict(base, gas=int(gas * self.gas_headroom) + 10_000, chainId=self._chain_id)
         with self._lock:
-            if self._next_nonce is None:
-                self._next_nonce = self._chain_nonce()
+            # The node's pending count is the truth: it includes our in-flight transactions, and it
+            # is lower than our count after a reorg dropped some (their nonces must be reused).
+            self._next_nonce = self._chain_nonce()
             tx_hash = self._broadcast(call, tx, function)
         return self._wait(tx_hash, call, tx, function)
 

@@ -34,7 +34,8 @@ from worker.produce import load_policy, produce_rollout_file
 from tests.conftest_chain import TOKENS, pool_config
 
 SPEC = RunSpec(
-    task={"name": "sort", "seed": 0, "params": {"min_digits": 3, "max_digits": 3}},
+    # length targets make rewards continuous, so even an untrained policy's groups carry a learning signal
+    task={"name": "sort", "seed": 0, "params": {"min_digits": 3, "max_digits": 3}, "length_targets": [4, 8]},
     sampling=SamplingSpec(group_size=4, temperature=1.0, max_tokens=8),
     prompts_per_submission=2,
     pool_seed="0x" + "5e" * 32,

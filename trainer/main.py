@@ -18,9 +18,16 @@ from ledger_client.cli import one_line_errors
 def _start(argv: list[str]) -> int:
     from trainer.start import add_start_args, run_start
 
+    from trainer.checkpoint import CheckpointError
+    from trainer.loop import TrainerStarved
+
     p = argparse.ArgumentParser(prog="trainer start", description=__doc__.splitlines()[0])
     add_start_args(p)
-    return run_start(p.parse_args(argv))
+    try:
+        return run_start(p.parse_args(argv))
+    except (TrainerStarved, CheckpointError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 @one_line_errors

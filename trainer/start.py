@@ -69,13 +69,11 @@ def run_start(args: argparse.Namespace) -> int:
 
     overrides = [f"--{kv.replace('=', ' ', 1)}" if "=" in kv else kv for kv in args.set]
     argv = [tok for o in overrides for tok in o.split(" ", 1)]
+    argv += ["--group_size", str(spec.sampling.group_size), "--temperature", str(spec.sampling.temperature),
+             "--max_tokens", str(spec.sampling.max_tokens), "--async_level", str(pool.max_staleness),
+             "--checkpoint_every", "1"]  # the pool decides these; checkpoint each step (see Trainer.start)
     config = load_settings(TrainerConfig, args.config, argv)
-    config = config.model_copy(update={
-        "task": TaskSpec.model_validate(spec.task), "group_size": spec.sampling.group_size,
-        "temperature": spec.sampling.temperature, "max_tokens": spec.sampling.max_tokens,
-        "async_level": pool.max_staleness,
-    })
-    TrainerConfig.model_validate(config.model_dump())  # re-check batch/group consistency
+    config = config.model_copy(update={"task": TaskSpec.model_validate(spec.task)})
 
     base = fetch_checkpoint(kubo, pool.base_checkpoint, Path(config.run_dir) / "base-checkpoint")
     model, tokenizer = load_policy(base.path)

@@ -172,7 +172,17 @@ class WorkerDaemon:
         for e in self.journal.entries("submitted"):
             if e.get("final"):
                 continue
-            status = get_work(self.ledger, bytes.fromhex(e["digest"])).status
+            try:
+                status = get_work(self.ledger, bytes.fromhex(e["digest"])).status
+            except ContractRevert as exc:
+                if exc.error != "UnknownWork":
+                    raise
+                # A chain reorganisation dropped the submission: resubmit it (recover() does that).
+                log.warning("submission 0x%s vanished from the chain (reorg); resubmitting", e["digest"][:12])
+                self.ledger.sender.resync()
+                self.journal.advance(e["pool_id"], e["step"], e["nonce"], "uploaded")
+                self.recover()
+                return self.pending_verdicts()
             if status == WorkStatus.PENDING:
                 open_ += 1
             else:
