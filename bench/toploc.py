@@ -38,11 +38,8 @@ POOL_SEED = b"proofswarm-bench-pool"
 WORKER = "0x" + "5a" * 20
 STEP = 3
 DATASET = [
-    f"Q{i}: what is {a} {op} {b}? Answer with a number."
-    for i, (a, op, b) in enumerate(
-        [(12, "+", 7), (9, "*", 8), (40, "-", 13), (6, "+", 55), (81, "/", 9), (14, "*", 3),
-         (99, "-", 45), (23, "+", 19), (7, "*", 7), (64, "/", 8), (30, "+", 12), (18, "-", 9)]
-    )
+    f"Q{i}: what is {3 + 7 * i % 90} {'+-*'[i % 3]} {2 + 5 * i % 40}? Answer with a number."
+    for i in range(32)
 ]
 
 
@@ -56,6 +53,10 @@ class SuiteSetup:
     params: SamplingParams = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=64)
     thresholds: Thresholds = FP32_THRESHOLDS
     logit_tolerance: float = 1e-3
+
+    def __post_init__(self) -> None:
+        if 2 * self.n_prompts > len(DATASET):
+            raise ValueError(f"n_prompts must be at most {len(DATASET) // 2}")
 
     @property
     def vocab(self) -> int:
@@ -448,7 +449,7 @@ def main() -> None:
     if args.quick:
         perf = measure_performance(hidden=256, layers=4, batch=4, tokens=256, repeats=2)
     else:
-        perf = measure_performance(hidden=384, layers=6, batch=8, tokens=512, repeats=3)
+        perf = measure_performance(hidden=384, layers=6, batch=8, tokens=512, repeats=2)
     print(f"model: {perf['params'] / 1e6:.2f} M parameters, batch {perf['batch']}, "
           f"{perf['tokens_per_completion']} tokens per completion, {args.threads} CPU thread(s)")
     rows = [
