@@ -290,10 +290,18 @@ class Outcome:
     tokens: int = 0
     max_replay_gap: float = 0.0
     """Largest sampling-replay score gap seen (honest runs: the measured numerical noise)."""
+    identical: int = 0
+    """Dishonest completions that came out byte-identical to the honest submission (e.g. an
+    immediate EOS sampled at another temperature). No check can or needs to tell them apart;
+    they are reported and left out of the detection count."""
+
+    @property
+    def tampered(self) -> int:
+        return self.completions - self.identical
 
     @property
     def correct(self) -> bool:
-        return self.rejected == 0 if self.honest else self.rejected == self.completions
+        return self.rejected == 0 if self.honest else self.rejected >= self.tampered
 
 
 def _judge(
@@ -341,12 +349,14 @@ def run_suite(
         for t in profiles:
             validator = validators[(run.padding_side, run.prefill_chunk)]
             results[_profile_name(t)].append(_judge(setup, validator, records, t, run.name, True))
+    reference = generated[(setup.n_prompts, 1)]
     for name, build in attacks(setup).items():
         records = build()
+        identical = sum(r == h for r, h in zip(records, reference))
         for t in profiles:
-            results[_profile_name(t)].append(
-                _judge(setup, default_validator, records, t, name, False)
-            )
+            outcome = _judge(setup, default_validator, records, t, name, False)
+            outcome.identical = identical
+            results[_profile_name(t)].append(outcome)
     return results
 
 
@@ -362,7 +372,8 @@ def confusion(outcomes: list[Outcome]) -> dict[str, int]:
     """Completion-level confusion counts (positive = dishonest)."""
     return {
         "true_positive": sum(o.rejected for o in outcomes if not o.honest),
-        "false_negative": sum(o.completions - o.rejected for o in outcomes if not o.honest),
+        "false_negative": sum(max(0, o.tampered - o.rejected) for o in outcomes if not o.honest),
+        "identical_to_honest": sum(o.identical for o in outcomes if not o.honest),
         "false_positive": sum(o.rejected for o in outcomes if o.honest),
         "true_negative": sum(o.completions - o.rejected for o in outcomes if o.honest),
     }
@@ -374,12 +385,16 @@ def format_suite(outcomes: list[Outcome], title: str) -> str:
     for o in outcomes:
         mark = "ok " if o.correct else "BAD"
         checks = ", ".join(f"{k}:{v}" for k, v in sorted(o.failed_checks.items())) or "-"
-        lines.append(f"{mark} {o.name:<58} {o.rejected:>4}/{o.completions:<4}  {checks}")
+        if o.identical:
+            checks += f"  ({o.identical} identical to the honest output)"
+        lines.append(f"{mark} {o.name:<58} {o.rejected:>4}/{o.tampered:<4}  {checks}")
     c = confusion(outcomes)
     lines += [
         "confusion matrix (completions)   verdict: reject   verdict: accept",
         f"  dishonest                        {c['true_positive']:>15}   {c['false_negative']:>15}",
         f"  honest                           {c['false_positive']:>15}   {c['true_negative']:>15}",
+        f"  ({c['identical_to_honest']} dishonest completions were byte-identical to the honest "
+        "ones and are not counted)",
     ]
     return "\n".join(lines)
 
@@ -487,6 +502,7 @@ def main() -> None:
         "honest": sum(o.honest for o in main_outcomes),
         "completions_rejected_dishonest": c["true_positive"],
         "completions_dishonest": c["true_positive"] + c["false_negative"],
+        "completions_identical_to_honest": c["identical_to_honest"],
         "completions_rejected_honest": c["false_positive"],
         "paper_thresholds_detected": sum(o.correct for o in suites["paper"] if not o.honest),
         "honest_tokens_replayed": sum(o.tokens for o in honest),
