@@ -462,7 +462,9 @@ def measure_performance(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller run (about a minute)")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch CPU threads (1 is stable on a shared machine)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.quick:
