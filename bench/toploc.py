@@ -38,11 +38,8 @@ POOL_SEED = b"proofswarm-bench-pool"
 WORKER = "0x" + "5a" * 20
 STEP = 3
 DATASET = [
-    f"Q{i}: what is {a} {op} {b}? Answer with a number."
-    for i, (a, op, b) in enumerate(
-        [(12, "+", 7), (9, "*", 8), (40, "-", 13), (6, "+", 55), (81, "/", 9), (14, "*", 3),
-         (99, "-", 45), (23, "+", 19), (7, "*", 7), (64, "/", 8), (30, "+", 12), (18, "-", 9)]
-    )
+    f"Q{i}: what is {3 + 7 * i % 90} {'+-*'[i % 3]} {2 + 5 * i % 40}? Answer with a number."
+    for i in range(32)
 ]
 
 
@@ -56,6 +53,10 @@ class SuiteSetup:
     params: SamplingParams = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=64)
     thresholds: Thresholds = FP32_THRESHOLDS
     logit_tolerance: float = 1e-3
+
+    def __post_init__(self) -> None:
+        if 2 * self.n_prompts > len(DATASET):
+            raise ValueError(f"n_prompts must be at most {len(DATASET) // 2}")
 
     @property
     def vocab(self) -> int:
@@ -289,10 +290,18 @@ class Outcome:
     tokens: int = 0
     max_replay_gap: float = 0.0
     """Largest sampling-replay score gap seen (honest runs: the measured numerical noise)."""
+    identical: int = 0
+    """Dishonest completions that came out byte-identical to the honest submission (e.g. an
+    immediate EOS sampled at another temperature). No check can or needs to tell them apart;
+    they are reported and left out of the detection count."""
+
+    @property
+    def tampered(self) -> int:
+        return self.completions - self.identical
 
     @property
     def correct(self) -> bool:
-        return self.rejected == 0 if self.honest else self.rejected == self.completions
+        return self.rejected == 0 if self.honest else self.rejected >= self.tampered
 
 
 def _judge(
@@ -340,12 +349,14 @@ def run_suite(
         for t in profiles:
             validator = validators[(run.padding_side, run.prefill_chunk)]
             results[_profile_name(t)].append(_judge(setup, validator, records, t, run.name, True))
+    reference = generated[(setup.n_prompts, 1)]
     for name, build in attacks(setup).items():
         records = build()
+        identical = sum(r == h for r, h in zip(records, reference))
         for t in profiles:
-            results[_profile_name(t)].append(
-                _judge(setup, default_validator, records, t, name, False)
-            )
+            outcome = _judge(setup, default_validator, records, t, name, False)
+            outcome.identical = identical
+            results[_profile_name(t)].append(outcome)
     return results
 
 
@@ -361,7 +372,8 @@ def confusion(outcomes: list[Outcome]) -> dict[str, int]:
     """Completion-level confusion counts (positive = dishonest)."""
     return {
         "true_positive": sum(o.rejected for o in outcomes if not o.honest),
-        "false_negative": sum(o.completions - o.rejected for o in outcomes if not o.honest),
+        "false_negative": sum(max(0, o.tampered - o.rejected) for o in outcomes if not o.honest),
+        "identical_to_honest": sum(o.identical for o in outcomes if not o.honest),
         "false_positive": sum(o.rejected for o in outcomes if o.honest),
         "true_negative": sum(o.completions - o.rejected for o in outcomes if o.honest),
     }
@@ -373,12 +385,16 @@ def format_suite(outcomes: list[Outcome], title: str) -> str:
     for o in outcomes:
         mark = "ok " if o.correct else "BAD"
         checks = ", ".join(f"{k}:{v}" for k, v in sorted(o.failed_checks.items())) or "-"
-        lines.append(f"{mark} {o.name:<58} {o.rejected:>4}/{o.completions:<4}  {checks}")
+        if o.identical:
+            checks += f"  ({o.identical} identical to the honest output)"
+        lines.append(f"{mark} {o.name:<58} {o.rejected:>4}/{o.tampered:<4}  {checks}")
     c = confusion(outcomes)
     lines += [
         "confusion matrix (completions)   verdict: reject   verdict: accept",
         f"  dishonest                        {c['true_positive']:>15}   {c['false_negative']:>15}",
         f"  honest                           {c['false_positive']:>15}   {c['true_negative']:>15}",
+        f"  ({c['identical_to_honest']} dishonest completions were byte-identical to the honest "
+        "ones and are not counted)",
     ]
     return "\n".join(lines)
 
@@ -399,11 +415,13 @@ def measure_performance(
     validator = TorchBackend(setup.policy(), eos_token_id=NO_EOS)
     n_params = sum(p.numel() for p in worker.model.parameters())
     gen_plain, gen_proofs, prove, verify = [], [], [], []
+    gen_cpu, verify_cpu = [], []
     records: list[CompletionRecord] = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         worker.generate(prompts, setup.params, seeds)
         gen_plain.append(time.perf_counter() - start)
+        gen_cpu.append(time.process_time() - start_cpu)
         start = time.perf_counter()
         completions = worker.generate(prompts, setup.params, seeds)
         mid = time.perf_counter()
@@ -416,9 +434,10 @@ def measure_performance(
             for p, c, pr in zip(prompts, completions, proofs)
         ]
         config = setup.verify_config()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         verdicts = verify_completions(validator, records, config)
         verify.append(time.perf_counter() - start)
+        verify_cpu.append(time.process_time() - start_cpu)
         assert all(v.passed for v in verdicts), [v.failed for v in verdicts]
     n_tokens = sum(len(r.completion_ids) for r in records)
     best = min
@@ -434,6 +453,7 @@ def measure_performance(
         "prover_overhead_wall": max(0.0, best(gen_proofs) / best(gen_plain) - 1),
         "verify_s": best(verify),
         "verify_speedup": best(gen_plain) / best(verify),
+        "verify_speedup_cpu_time": best(gen_cpu) / best(verify_cpu),
         "verify_tokens_per_s": n_tokens / best(verify),
         "gen_tokens_per_s": n_tokens / best(gen_plain),
     }
@@ -442,13 +462,15 @@ def measure_performance(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller run (about a minute)")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch CPU threads (1 is stable on a shared machine)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.quick:
         perf = measure_performance(hidden=256, layers=4, batch=4, tokens=256, repeats=2)
     else:
-        perf = measure_performance(hidden=384, layers=6, batch=8, tokens=512, repeats=3)
+        perf = measure_performance(hidden=384, layers=6, batch=8, tokens=512, repeats=2)
     print(f"model: {perf['params'] / 1e6:.2f} M parameters, batch {perf['batch']}, "
           f"{perf['tokens_per_completion']} tokens per completion, {args.threads} CPU thread(s)")
     rows = [
@@ -458,6 +480,7 @@ def main() -> None:
         ("prover overhead (prove / generate)", f"{perf['prover_overhead']:.4f}"),
         ("verification (prefill + all checks)", f"{perf['verify_s']:.3f} s"),
         ("verification speedup (generate / verify)", f"{perf['verify_speedup']:.1f}x"),
+        ("same, in process CPU time (less load-bound)", f"{perf['verify_speedup_cpu_time']:.1f}x"),
         ("verification tokens/s", f"{perf['verify_tokens_per_s']:.0f}"),
     ]
     for label, value in rows:
@@ -479,6 +502,7 @@ def main() -> None:
         "proof_bytes_per_32_tokens": perf["proof_bytes_per_32_tokens"],
         "prover_overhead": round(perf["prover_overhead"], 5),
         "verify_speedup": round(perf["verify_speedup"], 2),
+        "verify_speedup_cpu_time": round(perf["verify_speedup_cpu_time"], 2),
         "verify_tokens_per_s": round(perf["verify_tokens_per_s"], 1),
         "detected": sum(o.correct for o in main_outcomes if not o.honest),
         "attacks": sum(not o.honest for o in main_outcomes),
@@ -486,6 +510,7 @@ def main() -> None:
         "honest": sum(o.honest for o in main_outcomes),
         "completions_rejected_dishonest": c["true_positive"],
         "completions_dishonest": c["true_positive"] + c["false_negative"],
+        "completions_identical_to_honest": c["identical_to_honest"],
         "completions_rejected_honest": c["false_positive"],
         "paper_thresholds_detected": sum(o.correct for o in suites["paper"] if not o.honest),
         "honest_tokens_replayed": sum(o.tokens for o in honest),

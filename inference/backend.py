@@ -77,6 +77,9 @@ class InferenceBackend(Protocol):
     @property
     def eos_token_id(self) -> int: ...
 
+    @property
+    def vocab_size(self) -> int: ...
+
     def generate(
         self, prompts: Sequence[Sequence[int]], params: SamplingParams, seeds: Sequence[int]
     ) -> list[Completion]:

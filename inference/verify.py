@@ -1,6 +1,7 @@
 """One-call verification of submitted completions (the validator's inner loop).
 
 Checks, cheapest first; the prefill runs only when the structural checks pass:
+  tokens       a non-empty prompt and every token id inside the model's vocabulary
   prompt       the completion answers the prompt the validator assigned (token ids equal)
   seed         the sampling seed is the one derived for (pool, worker, step, sample index)
   termination  EOS only at the end; "length" means exactly max_tokens; EOS plausible
@@ -29,7 +30,7 @@ from proofs.toploc import (
     verify_proofs,
 )
 
-CheckName = Literal["prompt", "seed", "termination", "sampling", "toploc"]
+CheckName = Literal["tokens", "prompt", "seed", "termination", "sampling", "toploc"]
 
 DEFAULT_LOGIT_TOLERANCE = 1e-3
 """eps of the replay rule, in logit units. Measured honest worker/validator logit differences
@@ -101,11 +102,17 @@ class Verdict(BaseModel):
 def _structural_checks(
     record: CompletionRecord,
     config: VerifyConfig,
-    eos_token_id: int,
+    backend: InferenceBackend,
     expected_prompt: Sequence[int] | None,
     expected_seed: int | None,
 ) -> list[CheckResult]:
-    checks = []
+    eos_token_id = backend.eos_token_id
+    ids = record.prompt_ids + record.completion_ids
+    in_vocab = bool(record.prompt_ids) and all(0 <= t < backend.vocab_size for t in ids)
+    checks = [CheckResult(
+        name="tokens", passed=in_vocab,
+        reason="" if in_vocab else "empty prompt or token ids outside the vocabulary",
+    )]
     if expected_prompt is not None:
         same = list(expected_prompt) == record.prompt_ids
         checks.append(CheckResult(
@@ -147,7 +154,9 @@ def verify_completions(
     if len(prompts) != n or len(seeds) != n:
         raise ValueError("expected_prompts and expected_seeds need one entry per record")
     eos = backend.eos_token_id
-    early = [_structural_checks(r, config, eos, p, s) for r, p, s in zip(records, prompts, seeds)]
+    early = [
+        _structural_checks(r, config, backend, p, s) for r, p, s in zip(records, prompts, seeds)
+    ]
     todo = [i for i in range(n) if all(c.passed for c in early[i])]
     prefills = backend.prefill_batch(
         [(records[i].prompt_ids, records[i].completion_ids) for i in todo]

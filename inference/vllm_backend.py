@@ -137,6 +137,7 @@ class VllmBackend:
         config = self._llm.llm_engine.model_config.hf_config
         eos = config.eos_token_id
         self._eos = int(eos[0] if isinstance(eos, list) else eos)
+        self._vocab_size = int(self._llm.llm_engine.model_config.get_vocab_size())
 
     def _instrument(self, model: Any) -> None:
         original = model.compute_logits
@@ -158,6 +159,10 @@ class VllmBackend:
     @property
     def eos_token_id(self) -> int:
         return self._eos
+
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab_size
 
     def generate(
         self, prompts: Sequence[Sequence[int]], params: SamplingParams, seeds: Sequence[int]

@@ -67,4 +67,6 @@ def check_assignment(
     dataset_size: int,
 ) -> bool:
     """Whether `claimed` is exactly the assignment for (worker, step, nonce), in order."""
+    if len(claimed) > dataset_size:
+        return False
     return claimed == assign_prompts(pool_seed, worker, step, nonce, dataset_size, len(claimed))

@@ -134,24 +134,26 @@ def _injective_modulus(x: np.ndarray) -> int:
 def _interpolate(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Monomial coefficients (ascending) of the polynomials through (x[c], y[c]) over GF(p).
 
-    x, y: int64 [chunks, k] with the x of each row distinct mod p. Newton divided
+    x, y: int64 [chunks, k], x in [0, p) and distinct within a row. Newton divided
     differences, then expansion of the Newton form, both O(k^2) and vectorised over rows.
+    Intermediate values stay below p^2 < 2^32, so int64 never overflows.
     """
     p = GF_PRIME
     inv = _inverse_table()
     k = x.shape[1]
     dd = y % p
     for j in range(1, k):
-        numer = (dd[:, j:] - dd[:, j - 1 : -1]) % p
-        denom = (x[:, j:] - x[:, :-j]) % p
-        dd[:, j:] = numer * inv[denom] % p
+        # x differences lie in (-p, p) \ {0}; a negative index d reads inv[p + d] = 1/d mod p
+        dd[:, j:] = (dd[:, j:] - dd[:, j - 1 : -1]) * inv[x[:, j:] - x[:, :-j]] % p
     coeffs = np.zeros_like(dd)
     coeffs[:, 0] = dd[:, k - 1]
-    for i in range(k - 2, -1, -1):
-        shifted = np.zeros_like(coeffs)
-        shifted[:, 1:] = coeffs[:, :-1]
-        coeffs = (shifted - x[:, i : i + 1] * coeffs) % p
-        coeffs[:, 0] = (coeffs[:, 0] + dd[:, i]) % p
+    for degree, i in enumerate(range(k - 2, -1, -1), start=1):
+        # multiply by (X - x_i), then add the Newton coefficient; only degree + 1 terms are live
+        live = coeffs[:, : degree + 1]
+        product = -x[:, i : i + 1] * live
+        product[:, 1:] += live[:, :-1]
+        product[:, 0] += dd[:, i]
+        coeffs[:, : degree + 1] = product % p
     return coeffs
 
 

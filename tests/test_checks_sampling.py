@@ -181,6 +181,7 @@ def test_assignment_check_and_errors() -> None:
     assert check_assignment(a, POOL, ALICE, 5, 0, 100)
     assert not check_assignment(list(reversed(a)), POOL, ALICE, 5, 0, 100)
     assert not check_assignment(a, POOL, BOB, 5, 0, 100)
+    assert not check_assignment(list(range(101)), POOL, ALICE, 5, 0, 100)
     with pytest.raises(AssignmentError):
         assign_prompts(POOL, ALICE, 5, 0, 10, 11)
     with pytest.raises(AssignmentError):

@@ -49,7 +49,7 @@ def test_honest_completions_pass_every_check_with_statistics(honest) -> None:
     for verdict in verdicts:
         assert verdict.passed and verdict.failed == []
         names = [c.name for c in verdict.checks]
-        assert names == ["prompt", "seed", "termination", "sampling", "toploc"]
+        assert names == ["tokens", "prompt", "seed", "termination", "sampling", "toploc"]
         toploc = verdict.check("toploc")
         assert toploc is not None and toploc.details["failing_chunks"] == []
         assert toploc.details["exp_mismatches"] == [0] * len(toploc.details["mant_err_mean"])
@@ -111,4 +111,14 @@ def test_verdict_serialises_as_evidence(honest) -> None:
     verdict = verify_completion(backend, bad, CONFIG, prompts[1], seeds[1])
     evidence = verdict.model_dump(mode="json")
     assert evidence["passed"] is False and evidence["failed"] == ["seed"]
-    assert evidence["checks"][1]["reason"].startswith("seed")
+    assert evidence["checks"][2]["reason"].startswith("seed")
+
+
+def test_out_of_vocabulary_ids_fail_without_breaking_the_batch(honest) -> None:
+    backend, prompts, seeds, records = honest
+    ids = [10**6, *records[0].completion_ids[1:]]
+    hostile = records[0].model_copy(update={"completion_ids": ids})
+    empty = records[1].model_copy(update={"prompt_ids": []})
+    verdicts = verify_completions(backend, [hostile, empty, records[2]], CONFIG)
+    assert verdicts[0].failed == ["tokens"] and verdicts[1].failed == ["tokens"]
+    assert verdicts[2].passed

@@ -19,6 +19,8 @@ def _assert_perfect(setup: SuiteSetup, capsys: pytest.CaptureFixture[str]) -> No
     assert matrix["false_negative"] == 0, [o.name for o in outcomes if not o.correct]
     assert matrix["false_positive"] == 0, [o.name for o in outcomes if not o.correct]
     assert sum(not o.honest for o in outcomes) >= 11 + setup.layers
+    # an attack whose every completion equals the honest one would test nothing
+    assert all(o.tampered > 0 for o in outcomes if not o.honest)
     assert matrix["true_positive"] > 0 and matrix["true_negative"] > 0
 
 
