@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 from pydantic import BaseModel, Field
 from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
 
 LATEST = "latest.json"
 
@@ -58,6 +59,7 @@ class LocalPolicyStore:
 
     def publish(self, step: int, state_dict: dict[str, torch.Tensor]) -> str:
         """Write the policy of `step`, point latest.json at it, return its digest."""
+        hf_logging.disable_progress_bar()  # one bar per published step would drown the logs
         final = step_dir(self.root, step)
         tmp = Path(tempfile.mkdtemp(dir=self.root, prefix=f".{final.name}."))
         model = AutoModelForCausalLM.from_config(self.model_config)
@@ -90,6 +92,7 @@ def latest_policy(root: str | Path) -> PolicyPointer | None:
 def load_policy(root: str | Path, step: int) -> PreTrainedModel:
     """Load the policy of `step` in eval mode."""
     folder = step_dir(Path(root), step)
+    hf_logging.disable_progress_bar()
     try:
         model = AutoModelForCausalLM.from_pretrained(folder)
     except OSError as exc:

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         store = LocalPolicyStore(config.run_dir / "policy", model.config, tokenizer, keep=config.async_level + 2)
         trainer = Trainer(config, model, LocalDirectorySource(config.run_dir / "rollouts"), publishers=[store])
         trainer.run(on_step=lambda m: print(
-            f"step {m.step}  reward {m.reward:.3f}  entropy {m.entropy:.3f}  staleness {m.staleness_mean:.2f}  idle {m.idle_s:.2f}s",
+            f"step {m.step}  batch reward {m.batch_reward:.3f}  entropy {m.entropy:.3f}  staleness {m.staleness_mean:.2f}  idle {m.idle_s:.2f}s",
             flush=True,
         ))
         (config.run_dir / DONE_MARKER).touch()

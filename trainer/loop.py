@@ -69,7 +69,7 @@ class StepMetrics:
     clipped_fraction: float
     delta_clamped_fraction: float
     mean_ratio: float
-    reward: float
+    reward: float | None  # mean over the rollouts taken in since the last step; None if none
     batch_reward: float
     staleness_mean: float
     staleness_max: int
@@ -304,7 +304,7 @@ class Trainer:
             clipped_fraction=out.clipped_fraction,
             delta_clamped_fraction=out.delta_clamped_fraction,
             mean_ratio=out.mean_ratio,
-            reward=sum(consumed_rewards) / len(consumed_rewards) if consumed_rewards else float("nan"),
+            reward=sum(consumed_rewards) / len(consumed_rewards) if consumed_rewards else None,
             batch_reward=sum(rewards) / len(rewards),
             staleness_mean=sum(staleness) / len(staleness),
             staleness_max=max(staleness),
