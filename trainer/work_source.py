@@ -62,6 +62,7 @@ class LocalDirectorySource:
         self.folder.mkdir(parents=True, exist_ok=True)
         self._consumed: set[str] = set()
         self.rejected: list[tuple[str, str]] = []
+        self._last_report: TrainerProgress | None = None
 
     def poll(self) -> list[WorkItem]:
         fresh = []
@@ -89,7 +90,10 @@ class LocalDirectorySource:
         self.rejected = [tuple(r) for r in state.get("rejected", [])]  # type: ignore[misc]
 
     def report(self, step: int, waiting: bool) -> None:
-        write_progress(self.folder, TrainerProgress(step=step, consumed=len(self._consumed), waiting=waiting))
+        progress = TrainerProgress(step=step, consumed=len(self._consumed), waiting=waiting)
+        if progress != self._last_report:
+            write_progress(self.folder, progress)
+            self._last_report = progress
 
 
 class InMemorySource:
