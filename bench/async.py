@@ -46,7 +46,10 @@ def run_trl(spec: RunSpec, run_dir: Path) -> RunResult:
     dataset = Dataset.from_dict({"prompt": prompts, "index": list(range(n_prompts))})
 
     def reward(prompts: list[str], completions: list[str], index: list[int], **_: object) -> list[float]:
-        return [task.reward(task.problem(i), c, len(c)) for i, c in zip(index, completions, strict=True)]
+        out = [task.reward(task.problem(i), c, len(c)) for i, c in zip(index, completions, strict=True)]
+        import os
+        if os.environ.get("TRL_DEBUG"): print(list(zip(prompts[:4], completions[:4], out[:4])))
+        return out
 
     state = {"start": 0.0, "reached": None, "accuracy": 0.0, "steps": 0, "begin": time.perf_counter()}
 

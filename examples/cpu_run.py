@@ -71,7 +71,7 @@ class RunSpec:
             run_dir=run_dir, task=self.task, model=self.model, async_level=async_level, max_steps=self.max_steps,
             group_size=self.group_size, batch_samples=self.batch_samples, max_tokens=self.max_tokens,
             temperature=self.temperature, optim={"lr": self.lr, "warmup_steps": 10},
-            loss={"entropy_coef": self.entropy_coef}, wait_timeout_s=120.0, poll_interval_s=0.005,
+            loss={"entropy_coef": self.entropy_coef}, wait_timeout_s=120.0, poll_interval_s=0.005, checkpoint_every=10,
         )
 
 

@@ -111,6 +111,7 @@ class TrainerProgress(BaseModel):
     step: int = Field(ge=0)
     consumed: int = Field(ge=0)
     waiting: bool
+    files_per_step: float = Field(1.0, ge=0, description="files the trainer has needed per step so far")
 
 
 def write_progress(folder: str | Path, progress: TrainerProgress) -> None:

@@ -4,7 +4,9 @@ It follows the newest policy in `<run_dir>/policy`, generates rollout files for 
 assigned prompts into `<run_dir>/rollouts`, and paces itself on the trainer's progress
 report so that it runs at most `async_level` steps ahead:
 
-  * async_level k ≥ 1: generate while fewer than k·files_per_step files wait unconsumed;
+  * async_level k ≥ 1: generate while fewer than k·files_per_step files wait unconsumed,
+    files_per_step being what the trainer has needed so far (online filtering drops
+    uninformative groups, so a step can take several files);
   * async_level 0 (synchronous): generate only when nothing waits, the trainer is waiting
     for data, and the newest policy is the trainer's current one.
 
@@ -57,10 +59,13 @@ class LocalWorkerConfig(BaseSettings):
         return max(1, self.batch_samples // (self.prompts_per_file * self.group_size))
 
 
-def may_generate(config: LocalWorkerConfig, unconsumed: int, trainer_step: int, waiting: bool, policy_step: int) -> bool:
+def may_generate(
+    config: LocalWorkerConfig, unconsumed: int, trainer_step: int, waiting: bool, policy_step: int,
+    observed_files_per_step: float = 1.0,
+) -> bool:
     """The pacing rule above: whether one more file now stays within async_level."""
     if config.async_level > 0:
-        return unconsumed < config.async_level * config.files_per_step
+        return unconsumed < config.async_level * max(config.files_per_step, observed_files_per_step)
     return unconsumed == 0 and waiting and policy_step == trainer_step
 
 
@@ -83,7 +88,7 @@ def run_worker(config: LocalWorkerConfig) -> int:
             time.sleep(config.poll_interval_s)
             continue
         unconsumed = sum(1 for p in rollouts.glob("*.parquet") if not p.name.startswith(".")) - progress.consumed
-        if not may_generate(config, unconsumed, progress.step, progress.waiting, pointer.step):
+        if not may_generate(config, unconsumed, progress.step, progress.waiting, pointer.step, progress.files_per_step):
             time.sleep(config.poll_interval_s)
             continue
         if pointer.step != model_step:
