@@ -30,7 +30,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from inference.tiny import build_char_tokenizer, build_tiny_llama
 from inference.torch_backend import TorchBackend
-from ledger_client.local_store import LocalPolicyStore
+from ledger_client.local_store import DONE_MARKER, LocalPolicyStore
 from proofs.assignment import assign_prompts
 from tasks.base import Task
 from tasks.registry import TaskSpec, build_task
@@ -38,7 +38,6 @@ from trainer.config import ModelSpec, TrainerConfig
 from trainer.loop import Trainer
 from trainer.warmstart import supervised_warm_start
 from trainer.work_source import InMemorySource, LocalDirectorySource
-from worker.local_cli import DONE_MARKER
 from worker.rollouts import SamplingConfig, greedy_accuracy, make_rollouts
 
 SYNC_WORKER = "0x" + "00" * 19 + "01"

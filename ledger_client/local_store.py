@@ -21,6 +21,7 @@ from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
 LATEST = "latest.json"
+DONE_MARKER = "trainer.done"  # in the run folder: the trainer has finished, workers stop
 
 
 class PolicyStoreError(Exception):

@@ -15,15 +15,12 @@ from pydantic import ValidationError
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from inference.tiny import build_char_tokenizer, build_tiny_llama
-from ledger_client.local_store import LocalPolicyStore
+from ledger_client.local_store import DONE_MARKER, LocalPolicyStore
 from ledger_client.settings import describe_error, load_settings
 from trainer.checkpoint import CheckpointError
 from trainer.config import TrainerConfig
 from trainer.loop import Trainer, TrainerStarved
 from trainer.work_source import LocalDirectorySource
-
-DONE_MARKER = "trainer.done"
-
 
 def _pop_option(args: list[str], name: str) -> str | None:
     if name not in args:

@@ -21,9 +21,10 @@ from pathlib import Path
 
 import torch
 from pydantic import Field, ValidationError
-from pydantic_settings import BaseSettings, CliSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from transformers import AutoTokenizer
 
-from ledger_client.local_store import PolicyStoreError, latest_policy, load_policy, read_progress
+from ledger_client.local_store import DONE_MARKER, PolicyStoreError, latest_policy, load_policy, read_progress
 from ledger_client.rollouts import RolloutFileError, write_rollout_file
 from ledger_client.settings import describe_error, load_settings
 from tasks.base import TaskError
@@ -31,9 +32,6 @@ from tasks.registry import TaskSpec, build_task
 from inference.torch_backend import TorchBackend
 from proofs.assignment import assign_prompts
 from worker.rollouts import SamplingConfig, make_rollouts
-
-DONE_MARKER = "trainer.done"
-
 
 class LocalWorkerConfig(BaseSettings):
     """Local worker settings; the sampling fields must match the trainer's."""
@@ -94,8 +92,6 @@ def run_worker(config: LocalWorkerConfig) -> int:
         if pointer.step != model_step:
             backend = TorchBackend(load_policy(policies, pointer.step))
             if tokenizer is None:
-                from transformers import AutoTokenizer
-
                 tokenizer = AutoTokenizer.from_pretrained(policies / f"step_{pointer.step:06d}")
             model_step = pointer.step
         nonce = written
