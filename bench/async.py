@@ -46,10 +46,7 @@ def run_trl(spec: RunSpec, run_dir: Path) -> RunResult:
     dataset = Dataset.from_dict({"prompt": prompts, "index": list(range(n_prompts))})
 
     def reward(prompts: list[str], completions: list[str], index: list[int], **_: object) -> list[float]:
-        out = [task.reward(task.problem(i), c, len(c)) for i, c in zip(index, completions, strict=True)]
-        import os
-        if os.environ.get("TRL_DEBUG"): print(list(zip(prompts[:4], completions[:4], out[:4])))
-        return out
+        return [task.reward(task.problem(i), c, len(c)) for i, c in zip(index, completions, strict=True)]
 
     state = {"start": 0.0, "reached": None, "accuracy": 0.0, "steps": 0, "begin": time.perf_counter()}
 
@@ -106,7 +103,7 @@ def run_trl(spec: RunSpec, run_dir: Path) -> RunResult:
     return RunResult(
         mode="trl", accuracy_start=state["start"], accuracy_end=state["accuracy"], steps=int(state["steps"]),
         rl_s=round(rl_s, 2), time_to_target_s=None if state["reached"] is None else round(state["reached"], 2),
-        trainer_idle_fraction=float("nan"), samples_per_s=round(state["steps"] * spec.batch_samples / rl_s, 1),
+        trainer_idle_fraction=None, samples_per_s=round(state["steps"] * spec.batch_samples / rl_s, 1),
         dropped_stale_groups=0, dropped_zero_advantage_groups=0, files_consumed=0,
     )
 
@@ -141,8 +138,9 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.2f}")
     print(f"{'variant':8} {'to target s':>12} {'final acc':>10} {'steps':>6} {'idle':>6} {'samples/s':>10} {'stale':>6} {'zero-adv':>9}")
     for name, r in results.items():
+        idle = "—" if r.trainer_idle_fraction is None else f"{r.trainer_idle_fraction:.2f}"
         print(f"{name:8} {_fmt(r.time_to_target_s):>12} {r.accuracy_end:>10.3f} {r.steps:>6} "
-              f"{r.trainer_idle_fraction:>6.2f} {r.samples_per_s:>10.1f} {r.dropped_stale_groups:>6} {r.dropped_zero_advantage_groups:>9}")
+              f"{idle:>6} {r.samples_per_s:>10.1f} {r.dropped_stale_groups:>6} {r.dropped_zero_advantage_groups:>9}")
     if trl_error:
         print(trl_error)
 

@@ -84,7 +84,7 @@ class RunResult:
     steps: int
     rl_s: float
     time_to_target_s: float | None
-    trainer_idle_fraction: float
+    trainer_idle_fraction: float | None
     samples_per_s: float
     dropped_stale_groups: int
     dropped_zero_advantage_groups: int
