@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from pydantic import ValidationError
 from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import logging as hf_logging
 
 from inference.tiny import build_char_tokenizer, build_tiny_llama
 from ledger_client.local_store import DONE_MARKER, LocalPolicyStore
@@ -41,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         init = _pop_option(args, "--init-policy")
         config = load_settings(TrainerConfig, toml, args)
         torch.set_num_threads(1)
+        hf_logging.disable_progress_bar()
         if init:
             model = AutoModelForCausalLM.from_pretrained(Path(init))
             tokenizer = AutoTokenizer.from_pretrained(Path(init))
