@@ -24,7 +24,14 @@ from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from transformers import AutoTokenizer
 
-from ledger_client.local_store import DONE_MARKER, PolicyStoreError, latest_policy, load_policy, read_progress
+from ledger_client.local_store import (
+    DONE_MARKER,
+    PolicyStoreError,
+    latest_policy,
+    load_policy,
+    load_policy_weights,
+    read_progress,
+)
 from ledger_client.rollouts import RolloutFileError, write_rollout_file
 from ledger_client.settings import describe_error, load_settings
 from tasks.base import TaskError
@@ -90,7 +97,10 @@ def run_worker(config: LocalWorkerConfig) -> int:
             time.sleep(config.poll_interval_s)
             continue
         if pointer.step != model_step:
-            backend = TorchBackend(load_policy(policies, pointer.step))
+            if backend is None:
+                backend = TorchBackend(load_policy(policies, pointer.step))
+            else:
+                load_policy_weights(policies, pointer.step, backend.model)
             if tokenizer is None:
                 tokenizer = AutoTokenizer.from_pretrained(policies / f"step_{pointer.step:06d}")
             model_step = pointer.step
