@@ -5,7 +5,7 @@ batch, learning rate and token limit, and runs until held-out greedy accuracy re
 target (or the time budget ends):
 
   sync    one process: generate a batch, train on it, generate again (async_level 0);
-  async1  trainer process + one worker process, async_level 1;
+  async1  trainer process + `--workers` worker processes (default 1), async_level 1;
   async2  the same, async_level 2;
   trl     trl.GRPOTrainer (its own generate-then-train loop), configured as closely as it
           allows: same G, batch, lr, ε, δ, no KL, constant token normalisation (dr_grpo).
@@ -116,6 +116,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="sync vs async GRPO vs TRL on the CPU sort task")
     parser.add_argument("--quick", action="store_true", help="lower target and shorter budget per variant")
     parser.add_argument("--skip-trl", action="store_true")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes of the async variants")
     args = parser.parse_args()
     torch.set_num_threads(1)
     spec = RunSpec()
@@ -125,8 +126,8 @@ def main() -> None:
     results: dict[str, RunResult] = {}
     trl_error = None
     results["sync"] = run_sync(spec, root / "sync")
-    results["async1"] = run_async(spec, root / "async1", async_level=1)
-    results["async2"] = run_async(spec, root / "async2", async_level=2)
+    results["async1"] = run_async(spec, root / "async1", async_level=1, workers=args.workers)
+    results["async2"] = run_async(spec, root / "async2", async_level=2, workers=args.workers)
     if not args.skip_trl:
         try:
             results["trl"] = run_trl(spec, root / "trl")
@@ -135,6 +136,7 @@ def main() -> None:
 
     print(f"task {spec.task.name} {spec.task.params}, G={spec.group_size}, batch={spec.batch_samples}, "
           f"lr={spec.lr}, target accuracy {spec.target}, budget {spec.budget_s:.0f}s per variant, "
+          f"{args.workers} worker process(es) per async run, "
           f"load average {os.getloadavg()[0]:.2f}")
     print(f"{'variant':8} {'to target s':>12} {'final acc':>10} {'steps':>6} {'idle':>6} {'samples/s':>10} {'stale':>6} {'zero-adv':>9}")
     for name, r in results.items():
