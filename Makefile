@@ -28,8 +28,10 @@ $(NODE_STAMP): package.json package-lock.json
 $(KUBO):
 	scripts/install_kubo.sh $(KUBO_VERSION) $@
 
-contracts: $(NODE_STAMP)
+# Compile the contracts, then regenerate ledger_client/abi/*.json and ledger_client/bindings.py.
+contracts: $(NODE_STAMP) $(VENV_STAMP)
 	cd contracts && ../$(FORGE) build --quiet
+	$(PY) -m ledger_client.codegen contracts/out
 
 demo: install
 	$(PY) -m deploy.demo

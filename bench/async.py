@@ -27,7 +27,7 @@ import torch
 
 from examples.cpu_run import RunResult, RunSpec, run_async, run_sync, warm_policy
 from tasks.encoding import encode_prompt
-from worker.rollouts import greedy_accuracy
+from trainer.evaluate import greedy_accuracy
 
 
 def run_trl(spec: RunSpec, run_dir: Path) -> RunResult:

@@ -38,7 +38,8 @@ from trainer.config import ModelSpec, TrainerConfig
 from trainer.loop import Trainer
 from trainer.warmstart import supervised_warm_start
 from trainer.work_source import InMemorySource, LocalDirectorySource
-from worker.rollouts import SamplingConfig, greedy_accuracy, make_rollouts
+from trainer.evaluate import greedy_accuracy
+from worker.rollouts import SamplingConfig, make_rollouts
 
 SYNC_WORKER = "0x" + "00" * 19 + "01"
 SORT_TASK = TaskSpec(name="sort", seed=0, params={"min_digits": 3, "max_digits": 3, "test_fraction": 0.2})

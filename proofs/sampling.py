@@ -202,3 +202,9 @@ def _replay_block(
     core = inflation * mass_above(logits - 2 * logit_tolerance) < top_p
     best = scores.masked_fill(~core, -math.inf).max(dim=-1).values
     return best - token_scores, in_nucleus
+
+
+def sample_index(nonce: int, row: int, rows_per_file: int) -> int:
+    """The per-step sample index of a file's row, as fed to `derive_seed`: files of one
+    worker at one step are numbered by nonce, so their seeds never repeat."""
+    return nonce * rows_per_file + row

@@ -54,3 +54,12 @@ def in_test_split(prompt: str, test_fraction: float) -> bool:
     """
     bucket = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big") / 2**64
     return bucket < test_fraction
+
+
+UNBOUNDED_ASSIGNMENT_SPACE = 2**62
+
+
+def assignment_space(task: Task) -> int:
+    """The index range prompt assignment draws from: the train split's size, or 2^62 for
+    procedural tasks (whose problems exist at every index). Worker and validator must agree."""
+    return task.size("train") or UNBOUNDED_ASSIGNMENT_SPACE

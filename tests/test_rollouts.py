@@ -7,11 +7,12 @@ from inference.tiny import build_char_tokenizer, build_tiny_llama
 from inference.torch_backend import TorchBackend
 from ledger_client.rollouts import decode_rollouts, encode_rollouts
 from proofs.assignment import assign_prompts, check_assignment
-from proofs.sampling import derive_seed
+from proofs.sampling import derive_seed, sample_index
 from proofs.toploc import accept, verify_proofs
 from tasks import TaskSpec, build_task
 from worker.local_cli import LocalWorkerConfig, may_generate
-from worker.rollouts import SamplingConfig, greedy_accuracy, make_rollouts, sample_index
+from trainer.evaluate import greedy_accuracy
+from worker.rollouts import SamplingConfig, make_rollouts
 
 WORKER = "0x" + "ab" * 20
 SPEC = TaskSpec(name="sort", params={"min_digits": 3, "max_digits": 4})

@@ -299,7 +299,6 @@ class Trainer:
         self.step += 1
         consumed_rewards, self._consumed_rewards = self._consumed_rewards, []
         self._retain_policy()
-        self._publish()
         metrics = StepMetrics(
             step=self.step,
             loss=float(out.loss.detach()),
@@ -330,14 +329,20 @@ class Trainer:
             extra = self.evaluate(self.model)
         if self.step % self.config.checkpoint_every == 0 or self.step == self.config.max_steps:
             self._checkpoint()
+        # Publish after checkpointing: a crash in between re-publishes the same policy on resume,
+        # never a different policy under an already published step.
+        self._publish()
         self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
         with self.metrics_path.open("a") as handle:
             handle.write(json.dumps({**asdict(metrics), **extra}) + "\n")
         return metrics
 
     def start(self) -> None:
-        """Resume from the newest checkpoint, or publish the initial policy as step 0."""
-        if not self.resume():
+        """Resume from the newest checkpoint (re-publishing its policy, which a crash may have kept
+        from being published), or publish the initial policy as step 0."""
+        if self.resume():
+            self._publish()
+        else:
             self._retain_policy()
             self._publish()
             if self.evaluate is not None and self.eval_every:

@@ -34,7 +34,7 @@ from ledger_client.local_store import (
 )
 from ledger_client.rollouts import RolloutFileError, write_rollout_file
 from ledger_client.settings import describe_error, load_settings
-from tasks.base import TaskError
+from tasks.base import TaskError, assignment_space
 from tasks.registry import TaskSpec, build_task
 from inference.torch_backend import TorchBackend
 from proofs.assignment import assign_prompts
@@ -81,7 +81,7 @@ def run_worker(config: LocalWorkerConfig) -> int:
     policies = config.run_dir / "policy"
     rollouts.mkdir(parents=True, exist_ok=True)
     task = build_task(config.task)
-    dataset_size = task.size() or 2**62
+    dataset_size = assignment_space(task)
     sampling = SamplingConfig(group_size=config.group_size, temperature=config.temperature, max_tokens=config.max_tokens)
     tokenizer = None
     pool_seed = bytes.fromhex(config.pool_seed)

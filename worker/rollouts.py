@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
 from inference.backend import InferenceBackend, SamplingParams
-from inference.torch_backend import TorchBackend
 from ledger_client.rollouts import RolloutBatch, RolloutHeader, RolloutSample
-from proofs.sampling import derive_seed
+from proofs.sampling import derive_seed, sample_index
 from proofs.toploc import build_proofs_batch
 from tasks.base import Task
 from tasks.encoding import encode_prompt
@@ -31,12 +30,6 @@ class SamplingConfig(BaseModel):
     group_size: int = Field(16, ge=1)
     temperature: float = Field(1.0, gt=0)
     max_tokens: int = Field(8, ge=1)
-
-
-def sample_index(nonce: int, row: int, rows_per_file: int) -> int:
-    """The per-step sample index of a file's row, as fed to `derive_seed`: files of one
-    worker at one step are numbered by nonce, so their seeds never repeat."""
-    return nonce * rows_per_file + row
 
 
 def make_rollouts(
@@ -89,20 +82,3 @@ def make_rollouts(
         nonce=nonce,
     )
     return RolloutBatch(header=header, samples=samples)
-
-
-def greedy_accuracy(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, task: Task, n_problems: int, max_tokens: int
-) -> float:
-    """Fraction of the first `n_problems` held-out (test split) problems solved greedily."""
-    problems = [task.problem(i, "test") for i in range(n_problems)]
-    completions = TorchBackend(model).generate(
-        [encode_prompt(tokenizer, p.prompt) for p in problems],
-        SamplingParams(temperature=0.0, max_tokens=max_tokens),
-        [0] * n_problems,
-    )
-    solved = sum(
-        task.reward(p, tokenizer.decode(c.token_ids, skip_special_tokens=True), len(c.token_ids)) >= 1.0
-        for p, c in zip(problems, completions, strict=True)
-    )
-    return solved / n_problems

@@ -1,0 +1,100 @@
+"""Gas used by the hot contract calls, on a fresh anvil: `python -m bench.gas`.
+
+Each call is measured in the steady state a running pool is in ("warm storage": the pool,
+the worker's registry entry and token balances already exist), i.e. the second occurrence of
+the call. `execution` is the receipt's gasUsed minus the intrinsic cost (21000 + calldata),
+which is what the budgets below refer to; `total` is the receipt's gasUsed.
+
+Budgets (issue #2): submitWork ≤ 60,000, attest ≤ 40,000, claim ≤ 60,000.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from ledger_client.anvil import dev_accounts, start_anvil
+from ledger_client.chain import Ledger, connect
+
+from deploy.contracts import deploy_contracts
+from deploy.pool_cli import PoolConfig, create_pool
+
+BUDGETS = {"submitWork": 60_000, "attest": 40_000, "claim": 60_000}
+
+
+def _intrinsic(w3, tx_hash) -> int:
+    data = bytes(w3.eth.get_transaction(tx_hash)["input"])
+    return 21_000 + sum(4 if b == 0 else 16 for b in data)
+
+
+def measure() -> dict[str, dict[str, int]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        anvil = start_anvil(Path(tmp) / "anvil.log")
+        try:
+            return _measure(connect(anvil.rpc_url))
+        finally:
+            anvil.stop()
+
+
+def _measure(w3) -> dict[str, dict[str, int]]:
+    acc = dev_accounts(10)
+    deployment = deploy_contracts(w3, acc[0])
+    admin = Ledger(w3, deployment, acc[0])
+    for i in (1, 4, 5):
+        admin.token.mint(acc[i].address, 10**24)
+    owner, trainer, validator = (Ledger(w3, deployment, acc[i]) for i in (1, 2, 3))
+    w1, w2 = Ledger(w3, deployment, acc[4]), Ledger(w3, deployment, acc[5])
+    cfg = PoolConfig(trainer=acc[2].address, validators=[acc[3].address], min_stake=100 * 10**18,
+                     reward_per_sample=10**18, slash_amount=10 * 10**18, bounty_bps=2_000, challenge_window_s=60,
+                     reward_lock_s=120, max_staleness=2, task="bench", base_checkpoint="0x" + "11" * 32,
+                     funding=10**23)
+    pool_id = create_pool(owner, cfg)
+    out: dict[str, dict[str, int]] = {}
+
+    def record(name: str, receipt) -> None:
+        total = receipt["gasUsed"]
+        out[name] = {"total": total, "execution": total - _intrinsic(w3, receipt["transactionHash"])}
+
+    for w in (w1, w2):
+        w.token.approve(w.stake.address, 10**24)
+        w.stake.bond(50 * 10**18)
+    record("stake", w1.stake.bond(60 * 10**18))  # second bond of the same worker
+    w2.stake.bond(60 * 10**18)
+    w1.pool.join_pool(pool_id)
+    record("joinPool", w2.pool.join_pool(pool_id))
+    trainer.pool.publish_checkpoint(pool_id, 1, b"\x01" * 32)
+    record("publishCheckpoint", trainer.pool.publish_checkpoint(pool_id, 2, b"\x02" * 32))
+    digests = [bytes([i]) * 32 for i in range(10, 16)]
+    w1.pool.submit_work(pool_id, 2, digests[0], 16)
+    record("submitWork", w1.pool.submit_work(pool_id, 2, digests[1], 16))
+    w2.pool.submit_work(pool_id, 2, digests[2], 16)
+    validator.pool.attest(digests[0])
+    record("attest", validator.pool.attest(digests[1]))
+    record("challenge", validator.pool.challenge(digests[2], 1, b"\x09" * 32))
+    w3.provider.make_request("evm_increaseTime", [cfg.reward_lock_s + 1])
+    w3.provider.make_request("evm_mine", [])
+    w1.pool.claim([digests[0]])
+    record("claim", w1.pool.claim([digests[1]]))
+    return out
+
+
+def main() -> None:
+    figures = measure()
+    table = Table(title="proofswarm gas (steady state, anvil)")
+    for col in ("function", "execution gas", "total gasUsed", "budget", "ok"):
+        table.add_column(col, justify="right" if col != "function" else "left")
+    for name, g in figures.items():
+        budget = BUDGETS.get(name)
+        ok = "" if budget is None else ("yes" if g["execution"] <= budget else "NO")
+        table.add_row(name, f"{g['execution']:,}", f"{g['total']:,}", f"{budget:,}" if budget else "-", ok)
+    Console().print(table)
+    print(json.dumps({name: g["execution"] for name, g in figures.items()}
+                     | {"total": {name: g["total"] for name, g in figures.items()}}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,508 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity ^0.8.24;
+
+import {IComputePool} from "../src/IComputePool.sol";
+import {ComputePool} from "../src/ComputePool.sol";
+import {BaseTest} from "./Base.t.sol";
+
+contract ComputePoolTest is BaseTest {
+    uint256 internal poolId;
+    bytes32 internal constant W1 = keccak256("work-1");
+    bytes32 internal constant W2 = keccak256("work-2");
+
+    function setUp() public override {
+        super.setUp();
+        poolId = _createFundedPool(1_000 ether);
+        _bondAndJoin(alice, poolId, MIN_STAKE);
+    }
+
+    // ---------------------------------------------------------------- createPool
+
+    function test_createPool_recordsParams() public view {
+        (address o, address t, IComputePool.PoolStatus s, uint64 latest, uint256 budget,, IComputePool.PoolParams memory p)
+        = pools.getPool(poolId);
+        assertEq(o, owner);
+        assertEq(t, trainer);
+        assertEq(uint8(s), uint8(IComputePool.PoolStatus.Active));
+        assertEq(latest, 0);
+        assertEq(budget, 1_000 ether);
+        assertEq(p.rewardPerSample, REWARD_PER_SAMPLE);
+        assertEq(pools.checkpointAt(poolId, 0), BASE_CKPT);
+        assertTrue(pools.isValidator(poolId, validator));
+    }
+
+    function test_createPool_refusesLockShorterThanWindow() public {
+        IComputePool.PoolParams memory p = _params();
+        p.rewardLock = WINDOW - 1;
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.InvalidParams.selector, "rewardLock < challengeWindow"));
+        pools.createPool(p);
+    }
+
+    function test_createPool_refusesNoValidators() public {
+        IComputePool.PoolParams memory p = _params();
+        p.validators = new address[](0);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.InvalidParams.selector, "no validators"));
+        pools.createPool(p);
+    }
+
+    function test_createPool_refusesZeroTrainer() public {
+        IComputePool.PoolParams memory p = _params();
+        p.trainer = address(0);
+        vm.expectRevert(IComputePool.ZeroAddress.selector);
+        pools.createPool(p);
+    }
+
+    function test_createPool_refusesZeroBase() public {
+        IComputePool.PoolParams memory p = _params();
+        p.baseCheckpoint = bytes32(0);
+        vm.expectRevert(IComputePool.ZeroDigest.selector);
+        pools.createPool(p);
+    }
+
+    function test_createPool_refusesBadBounty() public {
+        IComputePool.PoolParams memory p = _params();
+        p.bountyBps = 10_001;
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.InvalidParams.selector, "bountyBps > 10000"));
+        pools.createPool(p);
+    }
+
+    // ---------------------------------------------------------------- fund / validators / close
+
+    function test_fundPool_ownerOnly() public {
+        vm.prank(stranger);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.NotPoolOwner.selector, poolId, stranger));
+        pools.fundPool(poolId, 1);
+    }
+
+    function test_fundPool_refusesUnknownPool() public {
+        vm.prank(owner);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.UnknownPool.selector, 99));
+        pools.fundPool(99, 1);
+    }
+
+    function test_fundPool_refusesZero() public {
+        vm.prank(owner);
+        vm.expectRevert(IComputePool.ZeroAmount.selector);
+        pools.fundPool(poolId, 0);
+    }
+
+    function test_setValidator_ownerOnly() public {
+        vm.prank(stranger);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.NotPoolOwner.selector, poolId, stranger));
+        pools.setValidator(poolId, stranger, true);
+        vm.prank(owner);
+        pools.setValidator(poolId, stranger, true);
+        assertTrue(pools.isValidator(poolId, stranger));
+    }
+
+    function test_closePool_refundsBudgetAndStopsSubmissions() public {
+        uint256 before = token.balanceOf(owner);
+        vm.prank(owner);
+        pools.closePool(poolId);
+        assertEq(token.balanceOf(owner) - before, 1_000 ether);
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.PoolNotActive.selector, poolId));
+        pools.submitWork(poolId, 0, W1, 1);
+    }
+
+    function test_closePool_keepsReservedRewardsClaimable() public {
+        _submit(alice, poolId, 0, W1, 10);
+        vm.prank(validator);
+        pools.attest(W1);
+        vm.prank(owner);
+        pools.closePool(poolId);
+        vm.warp(block.timestamp + LOCK);
+        bytes32[] memory ids = new bytes32[](1);
+        ids[0] = W1;
+        vm.prank(alice);
+        assertEq(pools.claim(ids), 10 ether);
+    }
+
+    function test_closePool_ownerOnly() public {
+        vm.prank(stranger);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.NotPoolOwner.selector, poolId, stranger));
+        pools.closePool(poolId);
+    }
+
+    // ---------------------------------------------------------------- membership
+
+    function test_joinPool_refusesUnderStaked() public {
+        vm.startPrank(bob);
+        stake.bond(MIN_STAKE - 1);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.InsufficientStake.selector, MIN_STAKE - 1, MIN_STAKE));
+        pools.joinPool(poolId);
+        vm.stopPrank();
+    }
+
+    function test_joinPool_refusesTwice() public {
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.AlreadyMember.selector, poolId, alice));
+        pools.joinPool(poolId);
+    }
+
+    function test_leavePool_thenSubmitRefused() public {
+        vm.prank(alice);
+        pools.leavePool(poolId);
+        assertFalse(pools.isMember(poolId, alice));
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.NotMember.selector, poolId, alice));
+        pools.submitWork(poolId, 0, W1, 1);
+    }
+
+    function test_leavePool_refusesNonMember() public {
+        vm.prank(bob);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.NotMember.selector, poolId, bob));
+        pools.leavePool(poolId);
+    }
+
+    function test_ejectWorker_ownerOnly() public {
+        vm.prank(stranger);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.NotPoolOwner.selector, poolId, stranger));
+        pools.ejectWorker(poolId, alice);
+        vm.prank(owner);
+        pools.ejectWorker(poolId, alice);
+        assertFalse(pools.isMember(poolId, alice));
+    }
+
+    function test_ejectWorker_refusesNonMember() public {
+        vm.prank(owner);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.NotMember.selector, poolId, bob));
+        pools.ejectWorker(poolId, bob);
+    }
+
+    // ---------------------------------------------------------------- checkpoints
+
+    function test_publishCheckpoint_trainerOnly() public {
+        vm.prank(stranger);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.NotPoolTrainer.selector, poolId, stranger));
+        pools.publishCheckpoint(poolId, 1, keccak256("c1"));
+    }
+
+    function test_publishCheckpoint_stepsStrictlyIncrease() public {
+        vm.startPrank(trainer);
+        vm.expectEmit(address(pools));
+        emit IComputePool.CheckpointPublished(poolId, 1, keccak256("c1"));
+        pools.publishCheckpoint(poolId, 1, keccak256("c1"));
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.StepNotIncreasing.selector, 1, 1));
+        pools.publishCheckpoint(poolId, 1, keccak256("c1b"));
+        vm.stopPrank();
+    }
+
+    function test_publishCheckpoint_refusesZeroDigest() public {
+        vm.prank(trainer);
+        vm.expectRevert(IComputePool.ZeroDigest.selector);
+        pools.publishCheckpoint(poolId, 1, bytes32(0));
+    }
+
+    // ---------------------------------------------------------------- submitWork
+
+    function test_submitWork_reservesReward() public {
+        vm.expectEmit(address(pools));
+        emit IComputePool.WorkSubmitted(poolId, W1, alice, 0, 16);
+        _submit(alice, poolId, 0, W1, 16);
+        (,,,, uint256 budget, uint256 reserved,) = pools.getPool(poolId);
+        assertEq(budget, 1_000 ether - 16 ether);
+        assertEq(reserved, 16 ether);
+        IComputePool.WorkStatus s = _status(W1);
+        assertEq(uint8(s), uint8(IComputePool.WorkStatus.Pending));
+    }
+
+    function test_submitWork_refusesDuplicate() public {
+        _bondAndJoin(bob, poolId, MIN_STAKE);
+        _submit(alice, poolId, 0, W1, 1);
+        vm.prank(bob);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.DuplicateWork.selector, W1));
+        pools.submitWork(poolId, 0, W1, 1);
+    }
+
+    function test_submitWork_refusesNonMember() public {
+        vm.prank(stranger);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.NotMember.selector, poolId, stranger));
+        pools.submitWork(poolId, 0, W1, 1);
+    }
+
+    function test_submitWork_refusesUnderStaked() public {
+        vm.startPrank(alice);
+        stake.unbond(1);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.InsufficientStake.selector, MIN_STAKE - 1, MIN_STAKE));
+        pools.submitWork(poolId, 0, W1, 1);
+        vm.stopPrank();
+    }
+
+    function test_submitWork_refusesUnknownStep() public {
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.UnknownStep.selector, 1));
+        pools.submitWork(poolId, 1, W1, 1);
+    }
+
+    function test_submitWork_refusesSkippedStep() public {
+        vm.prank(trainer);
+        pools.publishCheckpoint(poolId, 2, keccak256("c2"));
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.UnknownStep.selector, 1));
+        pools.submitWork(poolId, 1, W1, 1);
+    }
+
+    function test_submitWork_refusesStale() public {
+        vm.startPrank(trainer);
+        for (uint64 s = 1; s <= STALENESS + 1; ++s) {
+            pools.publishCheckpoint(poolId, s, keccak256(abi.encode(s)));
+        }
+        vm.stopPrank();
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.StaleStep.selector, 0, STALENESS + 1, STALENESS));
+        pools.submitWork(poolId, 0, W1, 1);
+        _submit(alice, poolId, 1, W1, 1); // exactly at the async level is allowed
+    }
+
+    function test_submitWork_refusesOverBudget() public {
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.InsufficientBudget.selector, 1_001 ether, 1_000 ether));
+        pools.submitWork(poolId, 0, W1, 1_001);
+    }
+
+    function test_submitWork_refusesZeroSamplesAndDigest() public {
+        vm.startPrank(alice);
+        vm.expectRevert(IComputePool.ZeroAmount.selector);
+        pools.submitWork(poolId, 0, W1, 0);
+        vm.expectRevert(IComputePool.ZeroDigest.selector);
+        pools.submitWork(poolId, 0, bytes32(0), 1);
+        vm.stopPrank();
+    }
+
+    // ---------------------------------------------------------------- attest / challenge / expire
+
+    function test_attest_acceptsPending() public {
+        _submit(alice, poolId, 0, W1, 1);
+        vm.expectEmit(address(pools));
+        emit IComputePool.WorkAccepted(poolId, W1, validator);
+        vm.prank(validator);
+        pools.attest(W1);
+        assertEq(uint8(_status(W1)), uint8(IComputePool.WorkStatus.Accepted));
+    }
+
+    function test_attest_validatorOnly() public {
+        _submit(alice, poolId, 0, W1, 1);
+        vm.prank(stranger);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.NotPoolValidator.selector, poolId, stranger));
+        pools.attest(W1);
+    }
+
+    function test_attest_refusesTwice() public {
+        _submit(alice, poolId, 0, W1, 1);
+        vm.startPrank(validator);
+        pools.attest(W1);
+        vm.expectRevert(
+            abi.encodeWithSelector(IComputePool.AlreadyJudged.selector, W1, IComputePool.WorkStatus.Accepted)
+        );
+        pools.attest(W1);
+        vm.stopPrank();
+    }
+
+    function test_attest_refusesAfterWindow() public {
+        _submit(alice, poolId, 0, W1, 1);
+        vm.warp(block.timestamp + WINDOW + 1);
+        vm.prank(validator);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.ChallengeWindowClosed.selector, W1));
+        pools.attest(W1);
+    }
+
+    function test_attest_refusesUnknown() public {
+        vm.prank(validator);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.UnknownWork.selector, W1));
+        pools.attest(W1);
+    }
+
+    function test_challenge_slashesAndVoidsReward() public {
+        _submit(alice, poolId, 0, W1, 10);
+        vm.expectEmit(address(pools));
+        emit IComputePool.WorkChallenged(poolId, W1, validator, 7, keccak256("evidence"), SLASH);
+        vm.prank(validator);
+        pools.challenge(W1, 7, keccak256("evidence"));
+        assertEq(uint8(_status(W1)), uint8(IComputePool.WorkStatus.Rejected));
+        assertEq(stake.bondedOf(alice), MIN_STAKE - SLASH);
+        assertEq(token.balanceOf(validator), SLASH * BOUNTY_BPS / 10_000);
+        assertEq(token.balanceOf(treasury), SLASH - SLASH * BOUNTY_BPS / 10_000);
+        (,,,, uint256 budget, uint256 reserved,) = pools.getPool(poolId);
+        assertEq(budget, 1_000 ether);
+        assertEq(reserved, 0);
+    }
+
+    function test_challenge_overridesAttestWithinWindow() public {
+        _submit(alice, poolId, 0, W1, 1);
+        vm.prank(validator);
+        pools.attest(W1);
+        vm.prank(validator);
+        pools.challenge(W1, 1, bytes32(0));
+        assertEq(uint8(_status(W1)), uint8(IComputePool.WorkStatus.Rejected));
+    }
+
+    function test_challenge_validatorOnly() public {
+        _submit(alice, poolId, 0, W1, 1);
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.NotPoolValidator.selector, poolId, alice));
+        pools.challenge(W1, 1, bytes32(0));
+    }
+
+    function test_challenge_refusesAfterWindow() public {
+        _submit(alice, poolId, 0, W1, 1);
+        vm.warp(block.timestamp + WINDOW + 1);
+        vm.prank(validator);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.ChallengeWindowClosed.selector, W1));
+        pools.challenge(W1, 1, bytes32(0));
+    }
+
+    function test_challenge_refusesTwice() public {
+        _submit(alice, poolId, 0, W1, 1);
+        vm.startPrank(validator);
+        pools.challenge(W1, 1, bytes32(0));
+        vm.expectRevert(
+            abi.encodeWithSelector(IComputePool.AlreadyJudged.selector, W1, IComputePool.WorkStatus.Rejected)
+        );
+        pools.challenge(W1, 1, bytes32(0));
+        vm.stopPrank();
+    }
+
+    function test_expireWork_releasesUnjudged() public {
+        _submit(alice, poolId, 0, W1, 5);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.ChallengeWindowOpen.selector, W1));
+        pools.expireWork(W1);
+        vm.warp(block.timestamp + WINDOW + 1);
+        pools.expireWork(W1);
+        assertEq(uint8(_status(W1)), uint8(IComputePool.WorkStatus.Expired));
+        (,,,, uint256 budget, uint256 reserved,) = pools.getPool(poolId);
+        assertEq(budget, 1_000 ether);
+        assertEq(reserved, 0);
+    }
+
+    function test_expireWork_refusesJudged() public {
+        _submit(alice, poolId, 0, W1, 5);
+        vm.prank(validator);
+        pools.attest(W1);
+        vm.warp(block.timestamp + WINDOW + 1);
+        vm.expectRevert(
+            abi.encodeWithSelector(IComputePool.AlreadyJudged.selector, W1, IComputePool.WorkStatus.Accepted)
+        );
+        pools.expireWork(W1);
+    }
+
+    // ---------------------------------------------------------------- claim
+
+    function test_claim_paysAfterLock() public {
+        _submit(alice, poolId, 0, W1, 16);
+        vm.prank(validator);
+        pools.attest(W1);
+        bytes32[] memory ids = new bytes32[](1);
+        ids[0] = W1;
+        uint64 unlockAt = uint64(block.timestamp) + LOCK;
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.RewardLocked.selector, W1, unlockAt));
+        pools.claim(ids);
+        vm.warp(unlockAt);
+        uint256 before = token.balanceOf(alice);
+        vm.prank(alice);
+        pools.claim(ids);
+        assertEq(token.balanceOf(alice) - before, 16 ether);
+        assertEq(uint8(_status(W1)), uint8(IComputePool.WorkStatus.Paid));
+    }
+
+    function test_claim_refusesTwice() public {
+        _submit(alice, poolId, 0, W1, 1);
+        vm.prank(validator);
+        pools.attest(W1);
+        vm.warp(block.timestamp + LOCK);
+        bytes32[] memory ids = new bytes32[](1);
+        ids[0] = W1;
+        vm.startPrank(alice);
+        pools.claim(ids);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.NotClaimable.selector, W1, IComputePool.WorkStatus.Paid));
+        pools.claim(ids);
+        vm.stopPrank();
+    }
+
+    function test_claim_refusesChallenged() public {
+        _submit(alice, poolId, 0, W1, 1);
+        vm.prank(validator);
+        pools.challenge(W1, 1, bytes32(0));
+        vm.warp(block.timestamp + LOCK);
+        bytes32[] memory ids = new bytes32[](1);
+        ids[0] = W1;
+        vm.prank(alice);
+        vm.expectRevert(
+            abi.encodeWithSelector(IComputePool.NotClaimable.selector, W1, IComputePool.WorkStatus.Rejected)
+        );
+        pools.claim(ids);
+    }
+
+    function test_claim_refusesOtherWorker() public {
+        _bondAndJoin(bob, poolId, MIN_STAKE);
+        _submit(alice, poolId, 0, W1, 1);
+        vm.prank(validator);
+        pools.attest(W1);
+        vm.warp(block.timestamp + LOCK);
+        bytes32[] memory ids = new bytes32[](1);
+        ids[0] = W1;
+        vm.prank(bob);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.NotWorkOwner.selector, W1, bob));
+        pools.claim(ids);
+    }
+
+    function test_claim_refusesEmpty() public {
+        vm.prank(alice);
+        vm.expectRevert(IComputePool.ZeroAmount.selector);
+        pools.claim(new bytes32[](0));
+    }
+
+    function test_claim_refusesUnknown() public {
+        bytes32[] memory ids = new bytes32[](1);
+        ids[0] = W2;
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.UnknownWork.selector, W2));
+        pools.claim(ids);
+    }
+
+    // ---------------------------------------------------------------- fuzz
+
+    function testFuzz_rewardMatchesSamples(uint32 n, uint32 delay) public {
+        n = uint32(bound(n, 1, 1_000));
+        delay = uint32(bound(delay, 0, 3 * LOCK));
+        _submit(alice, poolId, 0, W1, n);
+        vm.prank(validator);
+        pools.attest(W1);
+        vm.warp(block.timestamp + delay);
+        bytes32[] memory ids = new bytes32[](1);
+        ids[0] = W1;
+        vm.prank(alice);
+        if (delay < LOCK) {
+            vm.expectRevert();
+            pools.claim(ids);
+        } else {
+            assertEq(pools.claim(ids), uint256(n) * REWARD_PER_SAMPLE);
+        }
+    }
+
+    function testFuzz_challengeOnlyInsideWindow(uint32 delay) public {
+        delay = uint32(bound(delay, 0, 2 * WINDOW));
+        _submit(alice, poolId, 0, W1, 1);
+        vm.warp(block.timestamp + delay);
+        vm.prank(validator);
+        if (delay > WINDOW) {
+            vm.expectRevert(abi.encodeWithSelector(IComputePool.ChallengeWindowClosed.selector, W1));
+            pools.challenge(W1, 1, bytes32(0));
+        } else {
+            pools.challenge(W1, 1, bytes32(0));
+            assertEq(stake.bondedOf(alice), MIN_STAKE - SLASH);
+        }
+    }
+
+    function testFuzz_fundAndClose(uint128 amount) public {
+        amount = uint128(bound(amount, 1, 500_000 ether));
+        vm.startPrank(owner);
+        pools.fundPool(poolId, amount);
+        uint256 before = token.balanceOf(owner);
+        pools.closePool(poolId);
+        vm.stopPrank();
+        assertEq(token.balanceOf(owner) - before, 1_000 ether + uint256(amount));
+        assertEq(token.balanceOf(address(pools)), 0);
+    }
+}

@@ -1,0 +1,233 @@
+"""`checkpoint publish | fetch`: move policy checkpoints through a Kubo node from the shell.
+
+    checkpoint publish ./model --step 3             # HF folder (or .safetensors / .pt state dict)
+    checkpoint fetch 0x<digest> --store ckpts       # on-chain digest or manifest CID
+
+Progress bars go to stderr; `--json` prints one JSON object on stdout; `--quiet` prints only
+the digest (publish) or the folder (fetch). Errors are one `error: …` line, exit code 1
+(2 for bad usage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+from ledger_client.checkpoint_manifest import CheckpointError
+from ledger_client.checkpoints import (
+    DEFAULT_SHARD_BYTES,
+    InvalidCheckpointSource,
+    PinRetention,
+    TransferProgress,
+    fetch_checkpoint,
+    publish_checkpoint,
+)
+from ledger_client.cid import InvalidCid, InvalidDigest
+from ledger_client.kubo import DEFAULT_API, KuboClient, KuboError
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+class RichTransferProgress:
+    """A rich progress bar with bytes, bytes/s and files done/total."""
+
+    def __init__(self, progress: Progress, label: str) -> None:
+        self._progress = progress
+        self._label = label
+        self._task: TaskID | None = None
+        self._files_done = 0
+        self._files_total = 0
+
+    def start(self, total_bytes: int, total_files: int) -> None:
+        self._files_total = total_files
+        self._task = self._progress.add_task(self._label, total=total_bytes, files=f"0/{total_files}")
+
+    def advance(self, n_bytes: int) -> None:
+        if self._task is not None:
+            self._progress.advance(self._task, n_bytes)
+
+    def file_done(self, name: str) -> None:
+        self._files_done += 1
+        if self._task is not None:
+            self._progress.update(self._task, files=f"{self._files_done}/{self._files_total}")
+
+
+@contextmanager
+def _progress_for(args: argparse.Namespace, label: str) -> Iterator[TransferProgress | None]:
+    if args.quiet or args.json:
+        yield None
+        return
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(binary_units=True),
+        TransferSpeedColumn(),
+        TextColumn("files {task.fields[files]}"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
+        yield RichTransferProgress(progress, label)
+
+
+def _load_source(path: Path) -> Any:
+    """A model folder as a Path, or a single weights file as a state dict."""
+    if path.is_dir():
+        return path
+    if not path.is_file():
+        raise InvalidCheckpointSource(f"{path} does not exist")
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        try:
+            return load_file(path)
+        except Exception as exc:  # safetensors raises its own error type
+            raise InvalidCheckpointSource(f"{path} is not a safetensors file: {exc}") from None
+    if path.suffix in (".pt", ".pth", ".bin"):
+        import torch
+
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except Exception as exc:  # torch raises many types for a bad file
+            raise InvalidCheckpointSource(f"{path} is not a torch state dict: {exc}") from None
+        if not isinstance(state, dict):
+            raise InvalidCheckpointSource(f"{path} holds a {type(state).__name__}, not a state dict")
+        return state
+    raise InvalidCheckpointSource(f"{path}: give a model folder, a .safetensors or a .pt file")
+
+
+def _retention(kubo: KuboClient, args: argparse.Namespace) -> PinRetention | None:
+    return PinRetention(kubo, args.pins, keep=args.keep) if args.pins else None
+
+
+def _publish(args: argparse.Namespace) -> int:
+    source = _load_source(args.source)
+    with KuboClient(args.api, timeout=args.timeout) as kubo, _progress_for(args, "publish") as progress:
+        result = publish_checkpoint(
+            kubo, source, step=args.step, parent=args.parent, shard_bytes=int(args.shard_mib * 2**20),
+            retention=_retention(kubo, args), progress=progress,
+        )
+    summary = {
+        "step": result.manifest.step,
+        "manifest_cid": result.manifest_cid,
+        "digest": "0x" + result.digest.hex(),
+        "shards": len(result.manifest.shards),
+        "bytes": result.manifest.total_bytes,
+        "seconds": round(result.seconds, 3),
+    }
+    _report(args, summary, quiet_value=summary["digest"])
+    return 0
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    with KuboClient(args.api, timeout=args.timeout) as kubo, _progress_for(args, "fetch") as progress:
+        result = fetch_checkpoint(
+            kubo, args.ref, args.store, parallel=args.parallel, retries=args.retries, timeout=args.timeout,
+            retention=_retention(kubo, args), progress=progress,
+        )
+    summary = {
+        "step": result.manifest.step,
+        "manifest_cid": result.manifest_cid,
+        "digest": "0x" + result.digest.hex(),
+        "path": str(result.path),
+        "downloaded": len(result.downloaded),
+        "reused": len(result.reused),
+        "retried": result.retried,
+        "bytes": result.manifest.total_bytes,
+        "seconds": round(result.seconds, 3),
+    }
+    _report(args, summary, quiet_value=summary["path"])
+    return 0
+
+
+def _report(args: argparse.Namespace, summary: dict[str, Any], quiet_value: str) -> None:
+    if args.json:
+        print(json.dumps(summary))
+    elif args.quiet:
+        print(quiet_value)
+    else:
+        width = max(len(k) for k in summary)
+        for key, value in summary.items():
+            print(f"{key:<{width}}  {value}")
+
+
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return value
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `checkpoint` argument parser."""
+    parser = argparse.ArgumentParser(prog="checkpoint", description=__doc__.split("\n\n")[0])
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--api", default=os.environ.get("PROOFSWARM_KUBO_API", DEFAULT_API),
+                        help="Kubo RPC API multiaddr or http:// URL (default $PROOFSWARM_KUBO_API or %(default)s)")
+    common.add_argument("--timeout", type=_positive(float), default=120.0,
+                        help="seconds to wait for content before giving up (default %(default)s)")
+    common.add_argument("--pins", type=Path, help="retention ledger file; with it, only --keep versions stay pinned")
+    common.add_argument("--keep", type=_positive(int), default=3, help="versions to keep pinned: async_level + 1")
+    output = common.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print one JSON object, no progress bars")
+    output.add_argument("--quiet", action="store_true", help="print only the digest / folder")
+    verbs = parser.add_subparsers(dest="verb", required=True)
+
+    publish = verbs.add_parser("publish", parents=[common], help="shard a model and add it to Kubo")
+    publish.add_argument("source", type=Path, help="Hugging Face model folder, .safetensors or .pt state dict")
+    publish.add_argument("--step", type=int, required=True, help="training step of this policy")
+    publish.add_argument("--parent", help="manifest CID of the previous checkpoint")
+    publish.add_argument("--shard-mib", type=_positive(float), default=DEFAULT_SHARD_BYTES / 2**20,
+                         help="shard size in MiB (default %(default)s)")
+    publish.set_defaults(run=_publish)
+
+    fetch = verbs.add_parser("fetch", parents=[common], help="fetch and verify a checkpoint")
+    fetch.add_argument("ref", help="on-chain manifest digest (0x…) or manifest CID")
+    fetch.add_argument("--store", type=Path, default=Path("checkpoints"), help="local folder (default %(default)s)")
+    fetch.add_argument("--parallel", type=_positive(int), default=4, help="shards fetched at once")
+    fetch.add_argument("--retries", type=int, default=2, help="extra attempts per bad or missing shard")
+    fetch.set_defaults(run=_fetch)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `checkpoint` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except (InvalidDigest, InvalidCid) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (CheckpointError, KuboError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as exc:
+        print(f"error: {exc.strerror or exc}{': ' + str(exc.filename) if exc.filename else ''}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("error: interrupted; run the same fetch again to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

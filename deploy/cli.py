@@ -1,0 +1,89 @@
+"""`devnet up | down | status | deploy` — the local devnet, and deploying to any EVM chain."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from ledger_client.chain import connect, save_deployment
+from ledger_client.cli import DEFAULT_DEVNET_DIR, UsageError, one_line_errors, print_json
+from ledger_client.keys import load_account
+
+from deploy import devnet
+from deploy.contracts import deploy_contracts
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="devnet", description="Local proofswarm devnet (anvil + Kubo + contracts).")
+    sub = p.add_subparsers(dest="command", required=True)
+    for name, help_ in (("up", "start anvil and Kubo on free loopback ports and deploy the contracts"),
+                        ("down", "stop what `devnet up` started"),
+                        ("status", "show whether the devnet's chain, Kubo and contracts answer")):
+        s = sub.add_parser(name, help=help_)
+        s.add_argument("--state-dir", type=Path, default=DEFAULT_DEVNET_DIR, help="state folder (default .devnet)")
+        s.add_argument("--json", action="store_true", help="machine-readable output")
+    d = sub.add_parser("deploy", help="deploy the contracts to any EVM chain from an RPC URL and a key")
+    d.add_argument("--rpc-url", required=True)
+    d.add_argument("--chain-id", type=int, help="refuse unless the RPC serves this chain id")
+    d.add_argument("--key", help="hex private key (prefer --keystore or $PROOFSWARM_PRIVATE_KEY)")
+    d.add_argument("--keystore", type=Path)
+    d.add_argument("--password-file", type=Path)
+    d.add_argument("--token", help="existing ERC-20 to use as stake token (default: deploy a mintable dev token)")
+    d.add_argument("--treasury", help="receives the non-bounty part of slashes (default: the deployer)")
+    d.add_argument("--unbonding-delay", type=int, default=7 * 24 * 3600, help="seconds (default 7 days)")
+    d.add_argument("--deployments", type=Path, default=Path("deployments.json"), help="file to record addresses in")
+    d.add_argument("--json", action="store_true")
+    return p
+
+
+@one_line_errors
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    console = Console()
+    if args.command == "up":
+        info, started = devnet.up(args.state_dir)
+        if args.json:
+            print_json({k: v for k, v in info.items() if k not in ("roles", "workers")} | {"started": started})
+            return 0
+        console.print(("[green]devnet started[/]" if started else "[yellow]devnet already up[/]")
+                      + f"  rpc {info['rpc_url']}  kubo {info['kubo_api_url']}")
+        table = Table("role", "address")
+        for role, acc in info["roles"].items():
+            table.add_row(role, acc["address"])
+        for w in info["workers"]:
+            table.add_row(f"worker #{w['index']}", w["address"])
+        console.print(table)
+        console.print(f"contracts: {info['contracts']}\ndeployments: {info['deployments']}")
+    elif args.command == "down":
+        stopped = devnet.down(args.state_dir)
+        if args.json:
+            print_json({"stopped": stopped})
+        else:
+            console.print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+    elif args.command == "status":
+        st = devnet.status(args.state_dir)
+        if args.json:
+            print_json(st)
+        else:
+            for k, v in st.items():
+                console.print(f"{k:20} {v}")
+        return 0 if st.get("up") and "rpc_error" not in st and "kubo_error" not in st else 1
+    elif args.command == "deploy":
+        if args.unbonding_delay < 0:
+            raise UsageError("--unbonding-delay must be ≥ 0")
+        account = load_account(args.key, args.keystore, args.password_file)
+        w3 = connect(args.rpc_url, args.chain_id)
+        deployment = deploy_contracts(w3, account, args.token, args.treasury, args.unbonding_delay)
+        save_deployment(args.deployments, deployment)
+        if args.json:
+            print_json(deployment.model_dump())
+        else:
+            console.print(f"deployed on chain {deployment.chain_id}: {deployment.model_dump()}\nrecorded in {args.deployments}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

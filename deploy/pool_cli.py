@@ -1,0 +1,196 @@
+"""`pool create | fund | status | close` — pool owners run pools through contract calls.
+
+A pool is described by a TOML file (see examples/pool.toml). Addresses may be written as
+`@trainer`, `@validator`, ... to name the local devnet's dev accounts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tomllib
+from pathlib import Path
+from typing import Annotated
+
+from eth_utils import is_address, keccak, to_checksum_address
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from rich.console import Console
+from rich.table import Table
+
+from web3.logs import DISCARD
+
+from ledger_client.chain import Ledger
+from ledger_client.cid import InvalidCid, cid_to_digest
+from ledger_client.cli import UsageError, parse_amount, add_chain_args, load_devnet_info, one_line_errors, print_json, resolve_chain_args
+from ledger_client.keys import load_account
+
+STATUS = {0: "none", 1: "active", 2: "closed"}
+
+
+Amount = Annotated[int, BeforeValidator(parse_amount), Field(ge=0)]
+
+
+class PoolConfig(BaseModel):
+    """The `[pool]` table of a pool TOML file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trainer: str
+    validators: list[str] = Field(min_length=1)
+    min_stake: Amount
+    reward_per_sample: Amount
+    slash_amount: Amount
+    bounty_bps: int = Field(ge=0, le=10_000)
+    challenge_window_s: int = Field(gt=0, lt=2**32)
+    reward_lock_s: int = Field(gt=0, lt=2**32)
+    max_staleness: int = Field(ge=0, lt=2**32, description="async level")
+    task: str = Field(min_length=1, description="task/dataset reference; hashed unless a 0x bytes32")
+    base_checkpoint: str = Field(description="manifest CID or 0x digest of the step-0 policy")
+    funding: Amount = 0
+
+    @model_validator(mode="after")
+    def _lock_covers_window(self) -> "PoolConfig":
+        if self.reward_lock_s < self.challenge_window_s:
+            raise ValueError("reward_lock_s must be ≥ challenge_window_s")
+        return self
+
+    def task_ref(self) -> bytes:
+        if self.task.startswith("0x") and len(self.task) == 66:
+            return bytes.fromhex(self.task[2:])
+        return keccak(text=self.task)
+
+    def base_checkpoint_digest(self) -> bytes:
+        v = self.base_checkpoint
+        if v.startswith("0x"):
+            if len(v) != 66:
+                raise UsageError("base_checkpoint: a 0x digest must be 32 bytes (64 hex digits)")
+            return bytes.fromhex(v[2:])
+        try:
+            return cid_to_digest(v)
+        except InvalidCid as exc:
+            raise UsageError(f"base_checkpoint: {exc}") from None
+
+
+def load_pool_config(path: Path, devnet: dict | None) -> PoolConfig:
+    """Parse and validate a pool TOML; `@role` addresses resolve against the devnet."""
+    try:
+        doc = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"pool config {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"pool config {path} is not valid TOML: {exc}") from None
+    if "pool" not in doc:
+        raise UsageError(f"pool config {path} has no [pool] table")
+    cfg = PoolConfig.model_validate(doc["pool"])
+    cfg.trainer = _address(cfg.trainer, devnet, "trainer")
+    cfg.validators = [_address(v, devnet, "validators") for v in cfg.validators]
+    return cfg
+
+
+def _address(value: str, devnet: dict | None, field: str) -> str:
+    if value.startswith("@"):
+        role = value[1:]
+        if devnet is None or role not in devnet["roles"]:
+            raise UsageError(f"{field}: {value} names a devnet role, but no devnet is up or it has no such role")
+        return devnet["roles"][role]["address"]
+    if not is_address(value):
+        raise UsageError(f"{field}: {value!r} is not an Ethereum address")
+    return to_checksum_address(value)
+
+
+def create_pool(ledger: Ledger, cfg: PoolConfig) -> int:
+    """Create (and fund, if cfg.funding > 0) a pool; returns its id."""
+    params = (cfg.trainer, cfg.validators, cfg.min_stake, cfg.reward_per_sample, cfg.slash_amount, cfg.bounty_bps,
+              cfg.challenge_window_s, cfg.reward_lock_s, cfg.max_staleness, cfg.task_ref(), cfg.base_checkpoint_digest())
+    receipt = ledger.pool.create_pool(params)
+    (event,) = ledger.pool.contract.events.PoolCreated().process_receipt(receipt, errors=DISCARD)
+    pool_id = event["args"]["poolId"]
+    if cfg.funding:
+        fund_pool(ledger, pool_id, cfg.funding)
+    return pool_id
+
+
+def fund_pool(ledger: Ledger, pool_id: int, amount: int) -> None:
+    """Approve (if needed) and fund a pool with `amount` base units."""
+    balance = ledger.token.balance_of(ledger.address)
+    if balance < amount:
+        raise UsageError(f"{ledger.address} holds {balance} base units, cannot fund {amount}")
+    if ledger.token.allowance(ledger.address, ledger.pool.address) < amount:
+        ledger.token.approve(ledger.pool.address, amount)
+    ledger.pool.fund_pool(pool_id, amount)
+
+
+def pool_status(ledger: Ledger, pool_id: int) -> dict:
+    owner, trainer, status, latest, budget, reserved, p = ledger.pool.get_pool(pool_id)
+    return {
+        "pool_id": pool_id, "owner": owner, "trainer": trainer, "status": STATUS.get(status, str(status)),
+        "latest_step": latest, "budget": budget, "reserved": reserved,
+        "min_stake": p[2], "reward_per_sample": p[3], "slash_amount": p[4], "bounty_bps": p[5],
+        "challenge_window_s": p[6], "reward_lock_s": p[7], "max_staleness": p[8],
+        "task_ref": "0x" + bytes(p[9]).hex(), "base_checkpoint": "0x" + bytes(p[10]).hex(),
+        "latest_checkpoint": "0x" + bytes(ledger.pool.checkpoint_at(pool_id, latest)).hex(),
+    }
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pool", description="Create, fund, inspect and close proofswarm compute pools.")
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("create", help="create a pool from a TOML config (and fund it with its `funding`)")
+    c.add_argument("--config", type=Path, required=True)
+    f = sub.add_parser("fund", help="add budget to a pool (owner only)")
+    f.add_argument("pool_id", type=int)
+    f.add_argument("amount", help="base units, e.g. 1000e18")
+    s = sub.add_parser("status", help="show a pool's parameters and state")
+    s.add_argument("pool_id", type=int)
+    cl = sub.add_parser("close", help="close a pool and refund its unreserved budget (owner only)")
+    cl.add_argument("pool_id", type=int)
+    for sp in (c, f, s, cl):
+        add_chain_args(sp)
+        sp.add_argument("--json", action="store_true")
+    return p
+
+
+@one_line_errors
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    devnet = load_devnet_info(args.devnet_dir)
+    rpc_url, deployments = resolve_chain_args(args)
+    needs_key = args.command != "status"
+    account = None
+    if needs_key:
+        if not (args.key or args.keystore) and devnet is not None and rpc_url == devnet["rpc_url"]:
+            args.key = devnet["roles"]["pool_owner"]["private_key"]  # devnet convenience
+        account = load_account(args.key, args.keystore, args.password_file)
+    if args.command == "create":
+        cfg = load_pool_config(args.config, devnet)  # validate before touching the chain
+    ledger = Ledger.open(rpc_url, deployments, account, args.chain_id)
+    console = Console()
+    if args.command == "create":
+        pool_id = create_pool(ledger, cfg)
+        result = {"pool_id": pool_id, "funded": cfg.funding}
+    elif args.command == "fund":
+        try:
+            amount = parse_amount(args.amount)
+        except ValueError:
+            raise UsageError(f"amount {args.amount!r} is not a number of base units") from None
+        if amount <= 0:
+            raise UsageError("amount must be positive")
+        fund_pool(ledger, args.pool_id, amount)
+        result = pool_status(ledger, args.pool_id)
+    elif args.command == "close":
+        before = ledger.token.balance_of(ledger.address)
+        ledger.pool.close_pool(args.pool_id)
+        result = {"pool_id": args.pool_id, "refunded": ledger.token.balance_of(ledger.address) - before}
+    else:
+        result = pool_status(ledger, args.pool_id)
+    if args.json:
+        print_json(result)
+    else:
+        table = Table(show_header=False)
+        for k, v in result.items():
+            table.add_row(k, str(v))
+        console.print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

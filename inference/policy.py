@@ -1,0 +1,22 @@
+"""Loading a policy from a checkpoint folder (a fetched IPFS checkpoint or a local save)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
+
+from inference.backend import InferenceError
+
+
+def load_policy(folder: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The Hugging Face model and tokenizer saved in `folder` (no network: local files only)."""
+    hf_logging.disable_progress_bar()
+    try:
+        model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise InferenceError(f"cannot load a policy from {folder}: {str(exc).splitlines()[0]}") from None
+    return model.eval(), tokenizer

@@ -1,0 +1,120 @@
+"""Connecting to a chain, the deployments file, and the `Ledger` facade every role uses."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import requests
+from eth_account.signers.local import LocalAccount
+from pydantic import BaseModel, ValidationError
+from web3 import HTTPProvider, Web3
+
+from ledger_client.bindings import ComputePool, DevStakeToken, StakeManager
+from ledger_client.errors import LedgerError, NotDeployed, RpcUnreachable, WrongChain
+from ledger_client.tx import TxSender
+
+
+def connect(rpc_url: str, expected_chain_id: int | None = None, timeout: float = 10.0) -> Web3:
+    """A Web3 for `rpc_url`; raises RpcUnreachable or WrongChain with a one-line message."""
+    if not rpc_url.startswith(("http://", "https://")):
+        raise RpcUnreachable(f"RPC URL {rpc_url!r} must start with http:// or https://")
+    w3 = Web3(HTTPProvider(rpc_url, request_kwargs={"timeout": timeout}))
+    try:
+        chain_id = w3.eth.chain_id
+    except (requests.ConnectionError, requests.Timeout, OSError):
+        raise RpcUnreachable(f"cannot reach the Ethereum RPC at {rpc_url}") from None
+    except Exception as exc:
+        raise RpcUnreachable(f"{rpc_url} does not answer as an Ethereum RPC ({exc.__class__.__name__})") from None
+    if expected_chain_id is not None and chain_id != expected_chain_id:
+        raise WrongChain(f"{rpc_url} serves chain id {chain_id}, expected {expected_chain_id}")
+    return w3
+
+
+class Deployment(BaseModel):
+    """Addresses of one deployment of the proofswarm contracts."""
+
+    chain_id: int
+    token: str
+    stake_manager: str
+    compute_pool: str
+    deployer: str
+    block: int
+    dev_token: bool = False
+
+
+def load_deployment(path: str | Path, chain_id: int) -> Deployment:
+    """The deployment for `chain_id` from a deployments file (a JSON object keyed by chain id)."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise NotDeployed(f"deployments file {path} does not exist (run `devnet up` or `devnet deploy`)") from None
+    except (OSError, json.JSONDecodeError):
+        raise NotDeployed(f"deployments file {path} is not valid JSON") from None
+    if str(chain_id) not in doc:
+        raise NotDeployed(f"deployments file {path} has no deployment for chain id {chain_id}")
+    try:
+        return Deployment.model_validate(doc[str(chain_id)])
+    except ValidationError as exc:
+        raise NotDeployed(f"deployments file {path}: bad entry for chain {chain_id} ({exc.error_count()} errors)") from None
+
+
+def save_deployment(path: str | Path, deployment: Deployment) -> None:
+    """Add or replace the entry for the deployment's chain id; written atomically."""
+    path = Path(path)
+    doc = {}
+    if path.exists():
+        try:
+            doc = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            raise LedgerError(f"deployments file {path} is corrupt; refusing to overwrite it") from None
+    doc[str(deployment.chain_id)] = deployment.model_dump()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    tmp.replace(path)
+
+
+class Ledger:
+    """The proofswarm contracts on one chain, optionally with a key to send transactions."""
+
+    def __init__(self, w3: Web3, deployment: Deployment, account: LocalAccount | None = None):
+        self.w3 = w3
+        self.deployment = deployment
+        self.account = account
+        self.sender = TxSender(w3, account) if account is not None else None
+        for name, addr in (("token", deployment.token), ("stake manager", deployment.stake_manager),
+                           ("compute pool", deployment.compute_pool)):
+            if w3.eth.get_code(Web3.to_checksum_address(addr)) in (b"", None):
+                raise NotDeployed(f"no {name} contract at {addr} on chain {deployment.chain_id}")
+        self.token = DevStakeToken(w3, deployment.token, self.sender)
+        self.stake = StakeManager(w3, deployment.stake_manager, self.sender)
+        self.pool = ComputePool(w3, deployment.compute_pool, self.sender)
+
+    @classmethod
+    def open(cls, rpc_url: str, deployments: str | Path, account: LocalAccount | None = None,
+             expected_chain_id: int | None = None) -> "Ledger":
+        """Connect to `rpc_url` and bind the deployment recorded for its chain id."""
+        w3 = connect(rpc_url, expected_chain_id)
+        return cls(w3, load_deployment(deployments, w3.eth.chain_id), account)
+
+    @property
+    def address(self) -> str:
+        if self.account is None:
+            raise LedgerError("no key configured")
+        return self.account.address
+
+    def ensure_stake(self, amount: int) -> None:
+        """Approve and bond so that the account has at least `amount` bonded."""
+        bonded = self.stake.bonded_of(self.address)
+        if bonded >= amount:
+            return
+        need = amount - bonded
+        balance = self.token.balance_of(self.address)
+        if balance < need:
+            raise LedgerError(f"{self.address} has {balance} stake tokens, needs {need} more to bond {amount}")
+        if self.token.allowance(self.address, self.stake.address) < need:
+            self.token.approve(self.stake.address, need)
+        self.stake.bond(need)

@@ -1,0 +1,138 @@
+"""The checkpoint manifest: the one small JSON object whose digest goes on-chain.
+
+It is stored in Kubo as a single raw block, so the on-chain digest is ``sha256(manifest bytes)``
+(see ledger_client/cid.py). Everything else (weight shards, tokenizer files) is named inside it
+by CID and sha256.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ledger_client.cid import cid_to_digest
+
+SCHEMA_VERSION: Final = 1
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class CheckpointError(RuntimeError):
+    """Base class of every checkpoint publish/fetch/load error (one-line messages)."""
+
+
+class InvalidManifest(CheckpointError):
+    """The manifest is not valid JSON or lacks/mistypes required fields."""
+
+
+class UnsupportedManifestVersion(CheckpointError):
+    """The manifest's ``schema_version`` is one this code does not know."""
+
+
+class StoredFile(BaseModel):
+    """A file stored in IPFS and named in the manifest (a shard or a tokenizer file)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    cid: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    size: int = Field(ge=0)
+
+    @field_validator("name")
+    @classmethod
+    def _plain_file_name(cls, name: str) -> str:
+        # names become local file names: refuse paths, so a manifest cannot write outside its folder
+        if not _SAFE_NAME.match(name) or name in {"manifest.json", "model.safetensors.index.json"}:
+            raise ValueError(f"{name!r} is not a plain file name")
+        return name
+
+    @field_validator("cid")
+    @classmethod
+    def _usable_cid(cls, cid: str) -> str:
+        cid_to_digest(cid)  # raises InvalidCid, a ValueError, on anything we cannot fetch
+        return cid
+
+
+class Shard(StoredFile):
+    """One safetensors file of the checkpoint and the tensors it holds."""
+
+    tensors: list[str] = Field(min_length=1)
+
+
+class CheckpointManifest(BaseModel):
+    """Everything a worker needs to rebuild the policy of one training step."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: Literal[1]
+    step: int = Field(ge=0)
+    parent: str | None = Field(description="manifest CID of the previous checkpoint, if any")
+    config: dict[str, Any] | None = Field(description="Hugging Face model config (config.json)")
+    tokenizer_files: list[StoredFile]
+    dtype: str = Field(description="dtype of every tensor, or 'mixed'")
+    shards: list[Shard] = Field(min_length=1)
+    aliases: dict[str, str] = Field(
+        description="tensor name -> name of the stored tensor it shares memory with (tied weights)"
+    )
+
+    @field_validator("parent")
+    @classmethod
+    def _parent_is_a_cid(cls, parent: str | None) -> str | None:
+        if parent is not None:
+            cid_to_digest(parent)
+        return parent
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes of all shards and tokenizer files together."""
+        return sum(f.size for f in self.shards) + sum(f.size for f in self.tokenizer_files)
+
+    @property
+    def tensor_names(self) -> set[str]:
+        """Every tensor name of the state dict, aliases included."""
+        return {name for shard in self.shards for name in shard.tensors} | set(self.aliases)
+
+    def to_bytes(self) -> bytes:
+        """The canonical encoding stored in IPFS (its sha256 is the on-chain digest)."""
+        return self.model_dump_json().encode()
+
+
+def parse_manifest(data: bytes) -> CheckpointManifest:
+    """Decode and validate manifest bytes; raise a named one-line error on anything wrong."""
+    try:
+        document = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidManifest(f"manifest is not JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise InvalidManifest("manifest is not a JSON object")
+    version = document.get("schema_version")
+    if version is None:
+        raise InvalidManifest("manifest has no schema_version")
+    if version != SCHEMA_VERSION:
+        raise UnsupportedManifestVersion(
+            f"manifest schema_version {version!r} is not supported (this code reads {SCHEMA_VERSION})"
+        )
+    try:
+        manifest = CheckpointManifest.model_validate(document)
+    except ValidationError as exc:
+        errors = exc.errors()
+        missing = [".".join(str(p) for p in e["loc"]) for e in errors if e["type"] == "missing"]
+        problems = [f"missing fields {', '.join(missing)}"] if missing else []
+        problems += [
+            f"{'.'.join(str(p) for p in e['loc']) or 'manifest'}: {e['msg']}"
+            for e in errors if e["type"] != "missing"
+        ][:3]
+        raise InvalidManifest(f"manifest is invalid: {'; '.join(problems)}") from None
+    stored = [f.name for f in manifest.shards] + [f.name for f in manifest.tokenizer_files]
+    if len(stored) != len(set(stored)):
+        raise InvalidManifest("manifest names the same file twice")
+    names = [name for shard in manifest.shards for name in shard.tensors]
+    if len(names) != len(set(names)):
+        raise InvalidManifest("manifest stores the same tensor in two shards")
+    dangling = {target for target in manifest.aliases.values() if target not in set(names)}
+    if dangling or set(manifest.aliases) & set(names):
+        raise InvalidManifest("manifest aliases must point from unstored names to stored tensors")
+    return manifest

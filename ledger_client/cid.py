@@ -1,0 +1,157 @@
+"""CIDs and the 32-byte digests stored on-chain.
+
+The contracts store a ``bytes32``: the sha2-256 digest inside a CID's multihash. A CIDv1 is
+``<version 1><codec><multihash 0x12 0x20 <digest>>``, so the digest alone loses the version
+(always 1 here) and the codec. We recover the codec by **convention, not by guessing**:
+
+* every digest that goes on-chain names a **raw** block (codec 0x55): the whole object is one
+  IPFS block whose bytes are the object itself (``ipfs add --cid-version 1 --raw-leaves`` of a
+  file no bigger than one chunk). Its digest is then simply ``sha256(object bytes)``, so anyone
+  can check an on-chain digest against a file without IPFS, and ``digest -> CID -> digest``
+  round-trips exactly. Checkpoint manifests and other small on-chain objects follow this rule;
+  :func:`digest_to_cid` defaults to it.
+* larger objects (weight shards) are dag-pb UnixFS trees. Their CIDs never go on-chain as
+  digests; they are written in full inside a manifest. :func:`digest_to_cid` can still build a
+  dag-pb CID when the caller knows the codec (``codec=DAG_PB``).
+
+We rejected "try raw, then dag-pb" at fetch time: on a live network a lookup of a CID that
+nobody holds only ends at a timeout, so guessing would turn every miss into a long stall.
+
+Pure functions; no I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from typing import Final
+
+RAW: Final = 0x55
+DAG_PB: Final = 0x70
+SHA2_256: Final = 0x12
+DIGEST_BYTES: Final = 32
+_KNOWN_CODECS: Final = {RAW: "raw", DAG_PB: "dag-pb"}
+_BASE58_ALPHABET: Final = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+
+
+class InvalidCid(ValueError):
+    """A string that is not a CID this project can use (sha2-256, codec raw or dag-pb)."""
+
+
+class InvalidDigest(ValueError):
+    """A value that is not a 32-byte sha2-256 digest."""
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _decode_varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while pos < len(data):
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            break
+    raise InvalidCid("malformed varint in CID")
+
+
+def _base58_decode(text: str) -> bytes:
+    number = 0
+    for char in text:
+        index = _BASE58_ALPHABET.find(char)
+        if index < 0:
+            raise InvalidCid(f"character {char!r} is not base58btc")
+        number = number * 58 + index
+    leading_zeros = len(text) - len(text.lstrip("1"))
+    body = number.to_bytes((number.bit_length() + 7) // 8, "big") if number else b""
+    return b"\x00" * leading_zeros + body
+
+
+def _base32_decode(text: str) -> bytes:
+    padded = text.upper() + "=" * (-len(text) % 8)
+    try:
+        return base64.b32decode(padded)
+    except ValueError as exc:
+        raise InvalidCid("not valid base32") from exc
+
+
+def _parse(cid: str) -> tuple[int, int, bytes]:
+    """Return (version, codec, digest) of a CID string."""
+    if not isinstance(cid, str) or not cid:
+        raise InvalidCid(f"CID must be a non-empty string, got {cid!r}")
+    if cid.startswith("Qm") and len(cid) == 46:
+        raw = _base58_decode(cid)
+        version, codec, multihash = 0, DAG_PB, raw
+    elif cid[0] == "b":
+        raw = _base32_decode(cid[1:])
+        version, pos = _decode_varint(raw, 0)
+        if version != 1:
+            raise InvalidCid(f"unsupported CID version {version}")
+        codec, pos = _decode_varint(raw, pos)
+        multihash = raw[pos:]
+    else:
+        raise InvalidCid(f"{cid!r}: only CIDv0 (Qm…) and base32 CIDv1 (b…) are supported")
+    hash_code, pos = _decode_varint(multihash, 0)
+    length, pos = _decode_varint(multihash, pos)
+    digest = multihash[pos:]
+    if hash_code != SHA2_256 or length != DIGEST_BYTES or len(digest) != DIGEST_BYTES:
+        raise InvalidCid(f"{cid}: multihash is not a 32-byte sha2-256 digest")
+    if codec not in _KNOWN_CODECS:
+        raise InvalidCid(f"{cid}: codec 0x{codec:x} is neither raw nor dag-pb")
+    return version, codec, digest
+
+
+def cid_to_digest(cid: str) -> bytes:
+    """The 32-byte sha2-256 digest inside ``cid`` (CIDv0 or base32 CIDv1)."""
+    return _parse(cid)[2]
+
+
+def cid_codec(cid: str) -> int:
+    """The multicodec of ``cid``: :data:`RAW` or :data:`DAG_PB`."""
+    return _parse(cid)[1]
+
+
+def digest_to_cid(digest: bytes | str, codec: int = RAW) -> str:
+    """The base32 CIDv1 for a sha2-256 ``digest`` (bytes or 0x-hex) under ``codec``."""
+    digest = parse_digest(digest)
+    if codec not in _KNOWN_CODECS:
+        raise InvalidCid(f"codec 0x{codec:x} is neither raw nor dag-pb")
+    binary = (
+        _encode_varint(1)
+        + _encode_varint(codec)
+        + _encode_varint(SHA2_256)
+        + _encode_varint(DIGEST_BYTES)
+        + digest
+    )
+    return "b" + base64.b32encode(binary).decode("ascii").lower().rstrip("=")
+
+
+def parse_digest(value: bytes | str) -> bytes:
+    """A 32-byte digest from bytes or a 64-hex-digit string (with or without ``0x``)."""
+    if isinstance(value, str):
+        text = value[2:] if value.lower().startswith("0x") else value
+        try:
+            value = bytes.fromhex(text)
+        except ValueError as exc:
+            raise InvalidDigest(f"{value!r} is not hex") from exc
+    if not isinstance(value, (bytes, bytearray)) or len(value) != DIGEST_BYTES:
+        raise InvalidDigest(f"a digest is {DIGEST_BYTES} bytes, got {value!r}")
+    return bytes(value)
+
+
+def raw_cid_of(data: bytes) -> str:
+    """The raw-codec CIDv1 that Kubo gives ``data`` when it is stored as one block."""
+    return digest_to_cid(hashlib.sha256(data).digest(), RAW)

@@ -1,0 +1,192 @@
+"""Reading contract events with a persistent cursor that survives restarts and reorgs.
+
+`EventCursor.poll()` returns the new events of the watched contract, decoded into the typed
+dataclasses of `ledger_client.bindings`, up to `head - confirmations`. The cursor remembers the
+hash of every block it delivered from and of the last block it scanned. On each poll it checks
+those hashes against the chain; after a reorganisation it rewinds to the newest block that is
+still canonical and rescans. Each delivered event is identified by (transaction hash, position
+among the watched logs of that transaction), so an event whose transaction was re-included in a
+new block is not delivered twice, and an event whose transaction vanished is reported once as
+`Removed(event)`.
+
+With `state_path=None` the cursor lives in memory and its owner persists `.state` (a plain JSON
+dict) itself, e.g. inside the trainer's checkpoint. Otherwise call `commit()` after handling a
+batch: the state file is written atomically, so after a crash
+the batch is delivered again (at least once); consumers make their handling idempotent (e.g. a
+validator checks the on-chain status before sending a verdict).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from eth_utils import event_abi_to_log_topic
+from web3 import Web3
+
+from ledger_client.bindings import EVENT_TYPES
+from ledger_client.codegen import snake
+from ledger_client.contract import BoundContract, EventMeta
+from ledger_client.errors import LedgerError
+from ledger_client.tx import with_retries
+
+
+@dataclass(frozen=True)
+class Removed:
+    """A previously delivered event whose block left the canonical chain and was not re-included.
+
+    `key` is "<transaction hash>:<position among the watched logs of that transaction>".
+    """
+
+    key: str
+    block_number: int
+
+
+class EventCursor:
+    """Follows the events `names` of one contract, persisting its position in `state_path`."""
+
+    def __init__(
+        self,
+        contract: BoundContract,
+        names: Iterable[str],
+        state_path: str | Path | None,
+        confirmations: int = 0,
+        start_block: int = 0,
+        batch_blocks: int = 2_000,
+        history_blocks: int = 256,
+    ):
+        self.w3: Web3 = contract.w3
+        self.contract = contract
+        self.names = sorted(set(names))
+        self.state_path = Path(state_path) if state_path is not None else None
+        self.confirmations = confirmations
+        self.batch_blocks = batch_blocks
+        self.history_blocks = history_blocks
+        self._events = {}
+        for item in contract.contract.abi:
+            if item["type"] == "event" and item["name"] in self.names:
+                self._events[event_abi_to_log_topic(item)] = (item["name"], getattr(contract.contract.events, item["name"])())
+        missing = set(self.names) - {n for n, _ in self._events.values()}
+        if missing:
+            raise LedgerError(f"{contract.NAME} has no events named {sorted(missing)}")
+        self.chain_id = self.w3.eth.chain_id
+        self.state = self._load(start_block)
+        self._removed_keys: dict[str, Any] = {}
+
+    # -------------------------------------------------------------- state
+
+    def _load(self, start_block: int) -> dict:
+        fresh = {"chain_id": self.chain_id, "address": self.contract.address, "events": self.names,
+                 "next_block": start_block, "recorded": {}, "delivered": {}}
+        if self.state_path is None or not self.state_path.exists():
+            return fresh
+        try:
+            state = json.loads(self.state_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            raise LedgerError(f"event cursor file {self.state_path} is corrupt; move it away to rescan") from None
+        if state.get("chain_id") != self.chain_id or state.get("address") != self.contract.address:
+            raise LedgerError(
+                f"event cursor {self.state_path} belongs to chain {state.get('chain_id')} / {state.get('address')}, "
+                f"not chain {self.chain_id} / {self.contract.address}"
+            )
+        if state.get("events") != self.names:
+            raise LedgerError(f"event cursor {self.state_path} follows {state.get('events')}, not {self.names}")
+        return state
+
+    def commit(self) -> None:
+        """Persist the cursor atomically (in-memory cursors persist `state` themselves, e.g. in a checkpoint)."""
+        if self.state_path is None:
+            raise LedgerError("this event cursor has no state file; persist .state with your own checkpoint")
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_name(f".{self.state_path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(self.state))
+        os.replace(tmp, self.state_path)
+
+    @property
+    def next_block(self) -> int:
+        return self.state["next_block"]
+
+    # -------------------------------------------------------------- polling
+
+    def poll(self) -> list[Any]:
+        """New events (typed dataclasses) and `Removed` notices, in chain order. Call `commit()` after handling."""
+        head = with_retries(lambda: self.w3.eth.block_number, what="eth_blockNumber")
+        out: list[Any] = []
+        candidates = self._rewind_if_reorged(head)
+        safe = head - self.confirmations
+        start = self.state["next_block"]
+        while start <= safe:
+            end = min(safe, start + self.batch_blocks - 1)
+            logs = with_retries(lambda: self.w3.eth.get_logs({
+                "address": self.contract.address, "fromBlock": start, "toBlock": end,
+                "topics": [list(self._events)],
+            }), what="eth_getLogs")
+            out.extend(self._deliver(logs, candidates))
+            if end >= start:
+                block = with_retries(lambda: self.w3.eth.get_block(end), what="eth_getBlockByNumber")
+                self.state["recorded"][str(end)] = block["hash"].to_0x_hex()
+            self.state["next_block"] = end + 1
+            start = end + 1
+        for key, number in candidates.items():  # delivered before, gone from the canonical chain
+            self.state["delivered"].pop(key, None)
+            out.append(Removed(key, number))
+        self._prune()
+        return out
+
+    def _deliver(self, logs: list, candidates: dict[str, int]) -> list[Any]:
+        out = []
+        per_tx: dict[str, int] = {}
+        for log in sorted(logs, key=lambda l: (l["blockNumber"], l["logIndex"])):
+            tx = log["transactionHash"].to_0x_hex()
+            n = per_tx.get(tx, 0)
+            per_tx[tx] = n + 1
+            key = f"{tx}:{n}"
+            self.state["recorded"][str(log["blockNumber"])] = log["blockHash"].to_0x_hex()
+            if key in self.state["delivered"] and key not in candidates:
+                continue  # already delivered from a block that is still canonical (overlapping rescan)
+            self.state["delivered"][key] = log["blockNumber"]
+            if key in candidates:
+                candidates.pop(key)  # re-included after a reorg: the consumer already has it
+                continue
+            out.append(self._decode(log))
+        return out
+
+    def _rewind_if_reorged(self, head: int) -> dict[str, int]:
+        """If recorded blocks left the canonical chain, rewind; returns delivered events to re-check."""
+        recorded = sorted(((int(n), h) for n, h in self.state["recorded"].items()), reverse=True)
+        if not recorded:
+            return {}
+        ancestor = None
+        for number, h in recorded:
+            if number > head:
+                continue
+            block = with_retries(lambda: self.w3.eth.get_block(number), what="eth_getBlockByNumber")
+            if block["hash"].to_0x_hex() == h:
+                ancestor = number
+                break
+        if ancestor == recorded[0][0]:
+            return {}
+        # Rewind to the newest still-canonical block we know of (or the oldest we remember).
+        ancestor = ancestor if ancestor is not None else recorded[-1][0] - 1
+        candidates = {key: n for key, n in self.state["delivered"].items() if n > ancestor}
+        self.state["recorded"] = {n: h for n, h in self.state["recorded"].items() if int(n) <= ancestor}
+        self.state["next_block"] = ancestor + 1
+        return candidates
+
+    def _prune(self) -> None:
+        floor = self.state["next_block"] - self.history_blocks
+        self.state["recorded"] = {n: h for n, h in self.state["recorded"].items() if int(n) >= floor}
+        self.state["delivered"] = {k: b for k, b in self.state["delivered"].items() if b >= floor}
+
+    def _decode(self, log: Any) -> Any:
+        name, event = self._events[bytes(log["topics"][0])]
+        decoded = event.process_log(log)
+        meta = EventMeta(
+            block_number=log["blockNumber"], block_hash=bytes(log["blockHash"]),
+            tx_hash=bytes(log["transactionHash"]), log_index=log["logIndex"], address=log["address"],
+        )
+        fields = {snake(k): v for k, v in decoded["args"].items()}
+        return EVENT_TYPES[name](**fields, meta=meta)

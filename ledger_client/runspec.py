@@ -1,0 +1,66 @@
+"""The run spec: what every participant of a pool must agree on, content-addressed on IPFS.
+
+A pool's on-chain `taskRef` is the digest of its run spec (a raw IPFS object, see
+`ledger_client.content`), so workers, validators and the trainer fetch the same spec from the
+chain alone and nobody can quietly change the task, the sampling or the verification rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ledger_client.content import get_object, put_object
+from ledger_client.kubo import KuboClient
+
+
+class SamplingSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    group_size: int = Field(16, ge=1, description="completions per prompt (G)")
+    temperature: float = Field(1.0, gt=0)
+    max_tokens: int = Field(16, ge=1)
+
+
+class VerificationSpec(BaseModel):
+    """Tolerances of the validator's checks (see inference.verify). The TOPLOC defaults are the
+    paper's (bf16 GPU kernels); pools whose reference computation is float32 on CPU use tighter
+    ones (inference.verify.FP32_THRESHOLDS), which a tiny model needs to catch small tampering."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    toploc_min_exp_matches: int = Field(90, ge=0)
+    toploc_max_mant_err_mean: float = Field(10.0, ge=0)
+    toploc_max_mant_err_median: float = Field(8.0, ge=0)
+    logit_tolerance: float = Field(1e-3, ge=0)
+    min_eos_prob: float = Field(1e-4, ge=0, le=1)
+    reward_tolerance: float = Field(1e-6, ge=0)
+
+
+class RunSpec(BaseModel):
+    """Task, sampling and verification rules of one pool."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_name: str = "proofswarm.runspec"
+    version: int = 1
+    task: dict[str, Any] = Field(description="the task spec (tasks.registry.TaskSpec as JSON)")
+    sampling: SamplingSpec = SamplingSpec()
+    prompts_per_submission: int = Field(4, ge=1)
+    pool_seed: str = Field(pattern=r"^0x[0-9a-f]{64}$", description="public seed of prompt assignment and sampling")
+    verification: VerificationSpec = VerificationSpec()
+
+    @property
+    def pool_seed_bytes(self) -> bytes:
+        return bytes.fromhex(self.pool_seed[2:])
+
+
+def publish_run_spec(kubo: KuboClient, spec: RunSpec) -> bytes:
+    """Store the spec on IPFS; returns the digest to use as the pool's taskRef."""
+    return put_object(kubo, spec.model_dump_json().encode())
+
+
+def fetch_run_spec(kubo: KuboClient, task_ref: bytes, timeout: float = 30.0) -> RunSpec:
+    """The spec whose digest is the pool's taskRef."""
+    return RunSpec.model_validate_json(get_object(kubo, task_ref, timeout=timeout))

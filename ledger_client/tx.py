@@ -1,0 +1,138 @@
+"""Sending transactions from a local key: nonces, gas, retries and revert decoding.
+
+`TxSender.send(call)` estimates gas (a revert surfaces here, before anything is signed, as the
+contract's custom error), reserves a nonce under a lock so concurrent sends from one key never
+collide, signs locally, broadcasts with retries on transient RPC errors, and waits for the
+receipt. A transaction mined with status 0 is replayed as a call to recover its custom error.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+import requests
+from eth_account.signers.local import LocalAccount
+from web3 import Web3
+from web3.exceptions import ContractCustomError, ContractLogicError, ContractPanicError, Web3RPCError
+
+from ledger_client.errors import LedgerError, RpcUnreachable, TransactionFailed, UnknownRevert, decode_revert
+
+TRANSIENT = (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError)
+
+
+def revert_from_exception(exc: Exception, function: str = "") -> LedgerError:
+    """Map a web3 contract exception to our ContractRevert subclasses."""
+    data = getattr(exc, "data", None)
+    if isinstance(exc, ContractCustomError) and isinstance(data, str):
+        return decode_revert(data, function)
+    if isinstance(exc, ContractPanicError):
+        return UnknownRevert({"panic": str(exc)}, function)
+    if isinstance(data, str) and data.startswith("0x") and len(data) >= 10:
+        return decode_revert(data, function)
+    return UnknownRevert({"message": getattr(exc, "message", None) or str(exc)}, function)
+
+
+def with_retries(fn: Callable[[], Any], attempts: int = 5, base_delay: float = 0.2, what: str = "RPC") -> Any:
+    """Run `fn`, retrying transient connection errors with exponential backoff."""
+    for attempt in range(attempts):
+        try:
+            return fn()
+        except TRANSIENT as exc:
+            if attempt == attempts - 1:
+                raise RpcUnreachable(f"{what} failed after {attempts} attempts: {exc.__class__.__name__}") from exc
+            time.sleep(base_delay * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+class TxSender:
+    """Signs and sends transactions for one local account, safe to share between threads."""
+
+    def __init__(
+        self,
+        w3: Web3,
+        account: LocalAccount,
+        gas_headroom: float = 1.25,
+        receipt_timeout: float = 120.0,
+        attempts: int = 5,
+    ):
+        self.w3 = w3
+        self.account = account
+        self.address = account.address
+        self.gas_headroom = gas_headroom
+        self.receipt_timeout = receipt_timeout
+        self.attempts = attempts
+        self._lock = threading.Lock()
+        self._next_nonce: int | None = None
+        self._chain_id = w3.eth.chain_id
+
+    def _chain_nonce(self) -> int:
+        return with_retries(lambda: self.w3.eth.get_transaction_count(self.address, "pending"), self.attempts)
+
+    def send(self, call: Any, value: int = 0, function: str = "") -> Any:
+        """Estimate, sign, broadcast and wait for `call` (a web3 ContractFunction); returns the receipt."""
+        function = function or getattr(call, "fn_name", "")
+        base = {"from": self.address, "value": value}
+        try:
+            gas = with_retries(lambda: call.estimate_gas(base), self.attempts, what=f"estimate {function}")
+        except (ContractLogicError, ContractCustomError, ContractPanicError) as exc:
+            raise revert_from_exception(exc, function) from None
+        except Web3RPCError as exc:
+            raise _rpc_error(exc, function) from None
+        tx = dict(base, gas=int(gas * self.gas_headroom) + 10_000, chainId=self._chain_id)
+        with self._lock:
+            if self._next_nonce is None:
+                self._next_nonce = self._chain_nonce()
+            tx_hash = self._broadcast(call, tx, function)
+        return self._wait(tx_hash, call, tx, function)
+
+    def _broadcast(self, call: Any, tx: dict, function: str) -> bytes:
+        """Sign with the reserved nonce and broadcast (caller holds the lock)."""
+        for attempt in range(self.attempts):
+            tx["nonce"] = self._next_nonce
+            built = call.build_transaction(tx)
+            signed = self.account.sign_transaction(built)
+            try:
+                tx_hash = self.w3.eth.send_raw_transaction(signed.raw_transaction)
+                self._next_nonce += 1
+                return tx_hash
+            except TRANSIENT:
+                time.sleep(0.2 * 2**attempt)
+            except Web3RPCError as exc:
+                msg = str(exc).lower()
+                if "nonce too low" in msg or "nonce too high" in msg or "already known" in msg:
+                    self._next_nonce = self._chain_nonce()  # another process used this key; resync
+                    continue
+                raise _rpc_error(exc, function) from None
+        raise RpcUnreachable(f"{function}: could not broadcast after {self.attempts} attempts")
+
+    def _wait(self, tx_hash: bytes, call: Any, tx: dict, function: str) -> Any:
+        try:
+            receipt = with_retries(
+                lambda: self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=self.receipt_timeout),
+                self.attempts,
+                what=f"receipt of {function}",
+            )
+        except Exception as exc:  # web3 raises TimeExhausted
+            if isinstance(exc, LedgerError):
+                raise
+            raise TransactionFailed(f"{function}: no receipt for {tx_hash.hex()} within {self.receipt_timeout}s") from None
+        if receipt["status"] == 1:
+            return receipt
+        try:  # replay as a call to recover the custom error
+            call.call({"from": self.address, "value": tx.get("value", 0)}, block_identifier=receipt["blockNumber"] - 1)
+        except (ContractLogicError, ContractCustomError, ContractPanicError) as exc:
+            raise revert_from_exception(exc, function) from None
+        raise TransactionFailed(f"{function}: transaction 0x{bytes(tx_hash).hex()} reverted")
+
+
+def _rpc_error(exc: Web3RPCError, function: str) -> LedgerError:
+    msg = getattr(exc, "message", None) or str(exc)
+    lowered = msg.lower()
+    if "insufficient funds" in lowered:
+        return LedgerError(f"{function}: the sender has too little ETH for gas ({msg.splitlines()[0]})")
+    data = getattr(exc, "data", None)
+    if isinstance(data, str) and data.startswith("0x") and len(data) >= 10:
+        return decode_revert(data, function)
+    return LedgerError(f"{function}: RPC error: {msg.splitlines()[0]}")

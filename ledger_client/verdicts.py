@@ -1,0 +1,49 @@
+"""Reason codes of challenges and the evidence document a validator puts on IPFS.
+
+The contract stores a challenge's `reasonCode` (uint16) and the digest of its evidence; these
+codes are the protocol's shared vocabulary, used by validators, the demo and the dashboards.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class Reason(IntEnum):
+    """Why a submission was challenged, cheapest check first."""
+
+    UNAVAILABLE = 1        # the rollout file could not be fetched in time
+    DIGEST_MISMATCH = 2    # the bytes do not hash to the submitted digest
+    SCHEMA = 3             # not a valid rollout file
+    WRONG_WORKER = 4       # the file names another worker (e.g. a resubmitted file)
+    WRONG_STEP = 5         # header step/manifest disagree with the submission or the checkpoint
+    STALE = 6              # the policy step is older than the pool's async level allows
+    SAMPLE_COUNT = 7       # nSamples on-chain differs from the file
+    ASSIGNMENT = 8         # prompts are not the ones assigned to (worker, step, nonce)
+    REWARD = 9             # reported rewards differ from the task verifier's
+    TERMINATION = 10       # completion ended without EOS before max_tokens, or implausible EOS
+    SAMPLING = 11          # sampled tokens do not replay from the seeded noise and recomputed logits
+    TOPLOC = 12            # activation proofs do not match the declared policy
+    SEED = 13              # sampling seeds are not the derived ones
+    DUPLICATE_ASSIGNMENT = 14  # the same (worker, step, nonce) was already submitted
+
+
+class Evidence(BaseModel):
+    """The document whose digest goes on-chain with a challenge."""
+
+    schema_name: str = "proofswarm.evidence"
+    version: int = 1
+    work_id: str = Field(pattern=r"^0x[0-9a-f]{64}$")
+    pool_id: int
+    worker: str
+    reason: str
+    reason_code: int
+    message: str
+    failing_samples: list[int] = Field(default_factory=list)
+    failing_chunks: dict[str, list[int]] = Field(default_factory=dict, description="sample index → chunk indices")
+    statistics: dict[str, Any] = Field(default_factory=dict)
+    thresholds: dict[str, Any] = Field(default_factory=dict)
+    validator: str

@@ -1,0 +1,102 @@
+"""`devnet`, `pool` and the demo as a user runs them: real processes, real anvil and Kubo."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args: str, cwd: Path, ok: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True, timeout=180,
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, needle: str, code: int | None = None) -> None:
+    assert proc.returncode != 0
+    if code is not None:
+        assert proc.returncode == code
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], proc.stderr
+
+
+@pytest.fixture
+def devnet_dir(tmp_path, kubo_node):  # kubo_node: skips unless a real Kubo is installed
+    state = tmp_path / "devnet"
+    yield state
+    run("deploy.cli", "down", "--state-dir", str(state), cwd=tmp_path, ok=False)
+
+
+def test_devnet_up_is_idempotent_and_down_stops_it(devnet_dir, tmp_path):
+    first = json.loads(run("deploy.cli", "up", "--state-dir", str(devnet_dir), "--json", cwd=tmp_path).stdout)
+    again = json.loads(run("deploy.cli", "up", "--state-dir", str(devnet_dir), "--json", cwd=tmp_path).stdout)
+    assert first["started"] and not again["started"] and again["rpc_url"] == first["rpc_url"]
+    status = json.loads(run("deploy.cli", "status", "--state-dir", str(devnet_dir), "--json", cwd=tmp_path).stdout)
+    assert status["up"] and status["contracts_deployed"] and status["kubo_version"] == "0.42.0"
+    deployments = json.loads((devnet_dir / "deployments.json").read_text())
+    assert deployments["31337"]["compute_pool"] == first["contracts"]["compute_pool"]
+    run("deploy.cli", "down", "--state-dir", str(devnet_dir), cwd=tmp_path)
+    assert not (devnet_dir / "devnet.json").exists() and not (devnet_dir / "deployments.json").exists()
+    down = run("deploy.cli", "status", "--state-dir", str(devnet_dir), "--json", cwd=tmp_path, ok=False)
+    assert down.returncode == 1 and json.loads(down.stdout) == {"up": False}
+
+
+def test_pool_commands_and_their_refusals(devnet_dir, tmp_path):
+    run("deploy.cli", "up", "--state-dir", str(devnet_dir), cwd=tmp_path)
+    chain = ["--devnet-dir", str(devnet_dir)]
+    created = json.loads(run("deploy.pool_cli", "create", "--config", str(ROOT / "examples/pool.toml"), "--json",
+                             *chain, cwd=tmp_path).stdout)
+    pool_id = str(created["pool_id"])
+    status = json.loads(run("deploy.pool_cli", "status", pool_id, "--json", *chain, cwd=tmp_path).stdout)
+    assert status["status"] == "active" and status["budget"] == 10_000 * 10**18
+    funded = json.loads(run("deploy.pool_cli", "fund", pool_id, "5e18", "--json", *chain, cwd=tmp_path).stdout)
+    assert funded["budget"] == 10_005 * 10**18
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[pool]\ntrainer = '@trainer'\n")
+    assert_one_line_error(run("deploy.pool_cli", "create", "--config", str(bad), *chain, cwd=tmp_path, ok=False),
+                          "invalid configuration", 2)
+    bad.write_text("[pool\n")
+    assert_one_line_error(run("deploy.pool_cli", "create", "--config", str(bad), *chain, cwd=tmp_path, ok=False),
+                          "not valid TOML", 2)
+    bad.write_text((ROOT / "examples/pool.toml").read_text().replace("reward_lock_s = 120", "reward_lock_s = 5"))
+    assert_one_line_error(run("deploy.pool_cli", "create", "--config", str(bad), *chain, cwd=tmp_path, ok=False),
+                          "reward_lock_s must be", 2)
+    assert_one_line_error(run("deploy.pool_cli", "status", "99", *chain, cwd=tmp_path, ok=False), "UnknownPool")
+    assert_one_line_error(run("deploy.pool_cli", "fund", pool_id, "1e40", *chain, cwd=tmp_path, ok=False),
+                          "cannot fund")
+    assert_one_line_error(run("deploy.pool_cli", "status", pool_id, "--chain-id", "1", *chain, cwd=tmp_path,
+                              ok=False), "expected 1")
+    assert_one_line_error(run("deploy.pool_cli", "status", pool_id, "--rpc-url", "http://127.0.0.1:1", *chain,
+                              cwd=tmp_path, ok=False), "cannot reach")
+    worker_key = json.loads((devnet_dir / "devnet.json").read_text())["workers"][0]["private_key"]
+    assert_one_line_error(run("deploy.pool_cli", "close", pool_id, "--key", worker_key, *chain, cwd=tmp_path,
+                              ok=False), "NotPoolOwner")
+    closed = json.loads(run("deploy.pool_cli", "close", pool_id, "--json", *chain, cwd=tmp_path).stdout)
+    assert closed["refunded"] == 10_005 * 10**18
+
+
+def test_pool_without_devnet_is_a_clear_error(tmp_path):
+    proc = run("deploy.pool_cli", "status", "1", "--devnet-dir", str(tmp_path / "none"), cwd=tmp_path, ok=False)
+    assert_one_line_error(proc, "no devnet is up", 2)
+
+
+def test_demo_slashes_once_and_pays_once(devnet_dir, tmp_path):
+    out = tmp_path / "runs"
+    run("deploy.ledger_demo", "--state-dir", str(devnet_dir), "--out", str(out), "--down-after", cwd=tmp_path)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["chain_id"] == 31337 and summary["pool_id"] == 1
+    assert len(summary["slashed"]) == 1 and len(summary["claimed"]) == 1
+    assert summary["slashed"][0]["amount"] == summary["slash_amount"]
+    assert summary["claimed"][0]["amount"] == 16 * summary["reward_per_sample"]
+    assert summary["slashed"][0]["worker"] != summary["claimed"][0]["worker"]
+    assert not (devnet_dir / "devnet.json").exists()  # --down-after stopped it

@@ -1,0 +1,99 @@
+"""The event cursor against a real anvil: persistence, confirmations and `anvil_reorg`."""
+
+from __future__ import annotations
+
+import pytest
+
+from ledger_client.chain import Ledger
+from ledger_client.errors import LedgerError
+from ledger_client.events import EventCursor, Removed
+
+
+def _publish(trainer: Ledger, pool_id: int, step: int):
+    return trainer.pool.publish_checkpoint(pool_id, step, step.to_bytes(32, "big"))
+
+
+def _cursor(chain, path, **kw) -> EventCursor:
+    return EventCursor(chain.owner.pool, ["CheckpointPublished"], path, start_block=chain.deployment.block, **kw)
+
+
+def _steps(events) -> list[int]:
+    return [e.step for e in events if not isinstance(e, Removed)]
+
+
+def test_cursor_resumes_after_restart_without_duplicates(chain, tmp_path):
+    state = tmp_path / "cursor.json"
+    cursor = _cursor(chain, state)
+    assert _steps(cursor.poll()) == [0]
+    cursor.commit()
+    for s in (1, 2):
+        _publish(chain.trainer, chain.pool_id, s)
+    uncommitted = _cursor(chain, state)
+    assert _steps(uncommitted.poll()) == [1, 2]  # not committed: a crash here re-delivers them
+    restarted = _cursor(chain, state)
+    assert _steps(restarted.poll()) == [1, 2]
+    restarted.commit()
+    assert _cursor(chain, state).poll() == []
+    assert restarted.state["next_block"] == chain.w3.eth.block_number + 1
+
+
+def test_cursor_waits_for_confirmations(chain, tmp_path):
+    cursor = _cursor(chain, tmp_path / "c.json", confirmations=2)
+    cursor.poll()
+    _publish(chain.trainer, chain.pool_id, 1)
+    assert cursor.poll() == []
+    chain.rpc("anvil_mine", [1])
+    assert cursor.poll() == []
+    chain.rpc("anvil_mine", [1])
+    assert _steps(cursor.poll()) == [1]
+
+
+def test_reorg_depth_3_delivers_nothing_twice_and_skips_nothing(chain, tmp_path):
+    trainer = chain.trainer
+    cursor = _cursor(chain, tmp_path / "c.json")
+    seen = _steps(cursor.poll())
+    receipts = {s: _publish(trainer, chain.pool_id, s) for s in (1, 2, 3, 4, 5)}  # one block each
+    seen += _steps(cursor.poll())
+    cursor.commit()
+    assert seen == [0, 1, 2, 3, 4, 5]
+
+    # Reorg the last 3 blocks (steps 3, 4, 5); the new chain re-includes step 3's transaction.
+    raw3 = chain.w3.eth.get_raw_transaction(receipts[3]["transactionHash"])
+    result = chain.rpc("anvil_reorg", [3, [[raw3.to_0x_hex(), 0]]])
+    assert "error" not in result, result
+    assert chain.owner.pool.get_pool(chain.pool_id)[3] == 3  # latest step is 3 on the new chain
+
+    out = cursor.poll()
+    removed = [e for e in out if isinstance(e, Removed)]
+    assert _steps(out) == []  # step 3 was re-included: already delivered, not delivered again
+    assert sorted(r.key.split(":")[0] for r in removed) == sorted(
+        receipts[s]["transactionHash"].to_0x_hex() for s in (4, 5))
+    cursor.commit()
+
+    fresh_trainer = Ledger(chain.w3, chain.deployment, chain.accounts[2])  # new sender: nonces from the new chain
+    _publish(fresh_trainer, chain.pool_id, 4)
+    assert _steps(cursor.poll()) == [4]
+    assert cursor.poll() == []
+
+
+def test_reorg_deeper_than_confirmations_is_never_seen(chain, tmp_path):
+    cursor = _cursor(chain, tmp_path / "c.json", confirmations=4)
+    _publish(chain.trainer, chain.pool_id, 1)
+    chain.rpc("anvil_mine", [4])
+    assert _steps(cursor.poll()) == [0, 1]
+    _publish(chain.trainer, chain.pool_id, 2)  # not yet confirmed when the reorg drops it
+    chain.rpc("anvil_reorg", [3, []])
+    chain.rpc("anvil_mine", [6])
+    assert cursor.poll() == []
+
+
+def test_cursor_refuses_a_state_file_of_another_contract(chain, tmp_path):
+    state = tmp_path / "c.json"
+    cursor = _cursor(chain, state)
+    cursor.poll()
+    cursor.commit()
+    with pytest.raises(LedgerError, match="belongs to chain"):
+        EventCursor(chain.owner.stake, ["Bonded"], state)
+    state.write_text("{not json")
+    with pytest.raises(LedgerError, match="corrupt"):
+        _cursor(chain, state)

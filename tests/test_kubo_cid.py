@@ -1,0 +1,81 @@
+"""CID <-> on-chain digest conversion: pure unit tests (the Kubo round-trip is in test_kubo_client)."""
+
+import hashlib
+
+import pytest
+
+from ledger_client.cid import (
+    DAG_PB,
+    RAW,
+    InvalidCid,
+    InvalidDigest,
+    cid_codec,
+    cid_to_digest,
+    digest_to_cid,
+    parse_digest,
+    raw_cid_of,
+)
+
+# Well-known CIDs: the empty raw block, and the empty UnixFS directory (CIDv0 and CIDv1 forms).
+EMPTY_RAW_CID = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
+EMPTY_DIR_V0 = "QmUNLLsPACCz1vLxQVkXqqLX5R1X345qqfHbsf67hvA3Nn"
+EMPTY_DIR_V1 = "bafybeiczsscdsbs7ffqz55asqdf3smv6klcw3gofszvwlyarci47bgf354"
+
+
+def test_raw_cid_of_empty_bytes_is_the_well_known_empty_raw_block() -> None:
+    assert raw_cid_of(b"") == EMPTY_RAW_CID
+
+
+def test_digest_of_a_raw_cid_is_the_sha256_of_its_bytes() -> None:
+    assert cid_to_digest(EMPTY_RAW_CID) == hashlib.sha256(b"").digest()
+
+
+@pytest.mark.parametrize("codec", [RAW, DAG_PB])
+def test_digest_round_trips_through_a_cid(codec: int) -> None:
+    digest = hashlib.sha256(b"proofswarm").digest()
+    cid = digest_to_cid(digest, codec)
+    assert cid_to_digest(cid) == digest
+    assert cid_codec(cid) == codec
+    assert digest_to_cid(cid_to_digest(cid), cid_codec(cid)) == cid
+
+
+def test_cidv0_and_its_cidv1_form_carry_the_same_digest() -> None:
+    assert cid_to_digest(EMPTY_DIR_V0) == cid_to_digest(EMPTY_DIR_V1)
+    assert digest_to_cid(cid_to_digest(EMPTY_DIR_V0), DAG_PB) == EMPTY_DIR_V1
+    assert cid_codec(EMPTY_DIR_V0) == DAG_PB
+
+
+def test_digest_accepts_hex_with_or_without_prefix() -> None:
+    digest = hashlib.sha256(b"x").digest()
+    assert parse_digest("0x" + digest.hex()) == digest
+    assert parse_digest(digest.hex().upper()) == digest
+    assert digest_to_cid("0x" + digest.hex()) == digest_to_cid(digest)
+
+
+@pytest.mark.parametrize("bad", [b"", b"\x00" * 31, b"\x00" * 33, "0x1234", "zz" * 32, 42])
+def test_bad_digests_are_refused(bad: object) -> None:
+    with pytest.raises(InvalidDigest):
+        parse_digest(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "hello",
+        "bafy!!!",
+        "zb2rhe5P4gXftAwvA4eXQ5HJwsER2owDyS9sKaQRRVQPn93bA",  # base58 CIDv1: unsupported base
+        # CIDv1 with a dag-cbor codec (0x71)
+        "bafyreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku",
+        # identity multihash, not sha2-256
+        "bafkqaaa",
+    ],
+)
+def test_bad_cids_are_refused(bad: str) -> None:
+    with pytest.raises(InvalidCid):
+        cid_to_digest(bad)
+
+
+def test_unknown_codec_is_refused_when_building_a_cid() -> None:
+    with pytest.raises(InvalidCid):
+        digest_to_cid(b"\x00" * 32, codec=0x71)

@@ -1,0 +1,76 @@
+"""`trainer init`: the policy and run spec a new pool starts from.
+
+Builds the in-code char-level Llama, gives it a short supervised warm start on the run spec's
+task (the answer format, not the skill), adds it to IPFS as the step-0 checkpoint and adds the
+run spec; prints the two digests a pool owner puts in the pool config (`base_checkpoint`,
+`task`). Deterministic in its arguments: the same spec and seed give the same digests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tomllib
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from inference.tiny import build_char_tokenizer, build_tiny_llama
+from ledger_client.cli import UsageError, load_devnet_info
+from ledger_client.kubo import KuboClient
+from ledger_client.runspec import RunSpec, publish_run_spec
+from tasks.registry import TaskSpec, build_task
+from trainer.config import ModelSpec
+from trainer.publish import base_checkpoint_digest
+from trainer.warmstart import supervised_warm_start
+
+
+def load_run_spec(path: Path) -> RunSpec:
+    """A RunSpec from TOML (see examples/run.toml)."""
+    try:
+        return RunSpec.model_validate(tomllib.loads(path.read_text()))
+    except FileNotFoundError:
+        raise UsageError(f"run spec {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"run spec {path} is not valid TOML: {exc}") from None
+
+
+def init_policy(spec: RunSpec, model: ModelSpec, warm_steps: int, warm_lr: float,
+                seed: int = 0) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A fresh tiny policy after the supervised warm start on the spec's task."""
+    torch.manual_seed(seed)
+    tokenizer = build_char_tokenizer()
+    policy = build_tiny_llama(len(tokenizer), seed=model.init_seed, hidden=model.hidden, layers=model.layers,
+                              heads=model.heads)
+    task = build_task(TaskSpec.model_validate(spec.task))
+    if warm_steps:
+        supervised_warm_start(policy, tokenizer, task, warm_steps, lr=warm_lr, seed=seed)
+    return policy.eval(), tokenizer
+
+
+def add_init_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run-spec", type=Path, required=True, help="run spec TOML (task, sampling, verification)")
+    p.add_argument("--kubo-api", help="Kubo RPC API (default: the devnet's)")
+    p.add_argument("--devnet-dir", type=Path, default=Path(".devnet"))
+    p.add_argument("--hidden", type=int, default=ModelSpec().hidden)
+    p.add_argument("--layers", type=int, default=ModelSpec().layers)
+    p.add_argument("--heads", type=int, default=ModelSpec().heads)
+    p.add_argument("--warm-steps", type=int, default=25)
+    p.add_argument("--warm-lr", type=float, default=1e-3)
+    p.add_argument("--seed", type=int, default=0)
+
+
+def run_init(args: argparse.Namespace) -> int:
+    spec = load_run_spec(args.run_spec)
+    kubo_api = args.kubo_api or (load_devnet_info(args.devnet_dir) or {}).get("kubo_api")
+    if not kubo_api:
+        raise UsageError("no --kubo-api given and no devnet is up")
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+    model, tokenizer = init_policy(spec, ModelSpec(hidden=args.hidden, layers=args.layers, heads=args.heads),
+                                   args.warm_steps, args.warm_lr, args.seed)
+    with KuboClient(kubo_api) as kubo:
+        base = base_checkpoint_digest(kubo, model.state_dict(), model.config, tokenizer)
+        task_ref = publish_run_spec(kubo, spec)
+    print(json.dumps({"base_checkpoint": "0x" + base.hex(), "task": "0x" + task_ref.hex()}))
+    return 0

@@ -1,0 +1,54 @@
+"""`trainer init | start | local` — the trainer's command.
+
+`init` builds, warm-starts and publishes the initial policy and the run spec of a new pool
+(trainer/bootstrap.py); `start` trains on the work a pool's ledger accepts and publishes checkpoints on IPFS and
+on-chain (trainer/start.py); `local` trains on rollout files of local worker processes
+(trainer/cli.py, used by examples/cpu_run.py and bench.async).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ledger_client.cli import one_line_errors
+
+
+@one_line_errors
+def _start(argv: list[str]) -> int:
+    from trainer.start import add_start_args, run_start
+
+    p = argparse.ArgumentParser(prog="trainer start", description=__doc__.splitlines()[0])
+    add_start_args(p)
+    return run_start(p.parse_args(argv))
+
+
+@one_line_errors
+def _init(argv: list[str]) -> int:
+    from trainer.bootstrap import add_init_args, run_init
+
+    p = argparse.ArgumentParser(prog="trainer init", description="Initial policy and run spec of a new pool.")
+    add_init_args(p)
+    return run_init(p.parse_args(argv))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if args else 2
+    command, rest = args[0], args[1:]
+    if command == "init":
+        return _init(rest)
+    if command == "start":
+        return _start(rest)
+    if command == "local":
+        from trainer.cli import main as local_main
+
+        return local_main(rest)
+    print(f"error: unknown command {command!r} (expected init, start or local)", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

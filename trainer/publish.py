@@ -1,0 +1,78 @@
+"""Publishing each new policy: safetensors shards and a manifest on IPFS, the digest on-chain."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import torch
+from transformers import PretrainedConfig, PreTrainedTokenizerBase
+
+from ledger_client.chain import Ledger
+from ledger_client.checkpoints import PinRetention, manifest_cid_of, publish_checkpoint
+from ledger_client.errors import LedgerError
+from ledger_client.kubo import KuboClient
+
+
+class IpfsPublisher:
+    """A trainer publisher hook: `publisher(step, state_dict)`.
+
+    Step 0 is the pool's base checkpoint, fixed when the pool was created and already on IPFS
+    (the trainer starts from it), so it is not published again. Later steps are published with
+    `publishCheckpoint`. The node keeps the newest `async_level + 1` versions pinned.
+    """
+
+    def __init__(self, ledger: Ledger, kubo: KuboClient, pool_id: int, model_config: PretrainedConfig,
+                 tokenizer: PreTrainedTokenizerBase, async_level: int, state_dir: Path):
+        self.ledger = ledger
+        self.kubo = kubo
+        self.pool_id = pool_id
+        self.config = manifest_config(model_config)
+        self.tokenizer_dir = Path(tempfile.mkdtemp(prefix="proofswarm-tokenizer-"))
+        self.tokenizer_files = tokenizer_files(tokenizer, self.tokenizer_dir)
+        self.retention = PinRetention(kubo, Path(state_dir) / "published-pins.json", keep=async_level + 1)
+        base = bytes(ledger.pool.checkpoint_at(pool_id, 0))
+        self.last_manifest: str = manifest_cid_of(base)
+        self.published: dict[int, str] = {0: "0x" + base.hex()}
+
+    def __call__(self, step: int, state_dict: dict[str, torch.Tensor]) -> str:
+        if step == 0:
+            return self.published[0]
+        published = publish_checkpoint(self.kubo, state_dict, step=step, parent=self.last_manifest, config=self.config,
+                                       tokenizer_files=self.tokenizer_files, on_chain=self._publish_on_chain,
+                                       retention=self.retention)
+        self.last_manifest = published.manifest_cid
+        self.published[step] = "0x" + published.digest.hex()
+        return self.published[step]
+
+    def _publish_on_chain(self, step: int, digest: bytes) -> None:
+        latest = self.ledger.pool.get_pool(self.pool_id)[3]
+        if step <= latest:  # a restarted trainer re-publishing a step the chain already has
+            if bytes(self.ledger.pool.checkpoint_at(self.pool_id, step)) != digest:
+                raise LedgerError(f"step {step} is already on-chain with another digest; the trainer state and "
+                                  f"the chain disagree")
+            return
+        self.ledger.pool.publish_checkpoint(self.pool_id, step, digest)
+
+
+def base_checkpoint_digest(kubo: KuboClient, state_dict: dict[str, torch.Tensor], model_config: PretrainedConfig,
+                           tokenizer: PreTrainedTokenizerBase) -> bytes:
+    """Add the initial policy to IPFS and return the digest a pool uses as its base checkpoint."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return publish_checkpoint(kubo, state_dict, step=0, config=manifest_config(model_config),
+                                  tokenizer_files=tokenizer_files(tokenizer, Path(tmp))).digest
+
+
+def manifest_config(model_config: PretrainedConfig) -> dict:
+    """The model config as it goes into a manifest: without the local path it was loaded from,
+    so the same weights give the same manifest (and digest) wherever they are published."""
+    config = model_config.to_dict()
+    config.pop("_name_or_path", None)
+    return config
+
+
+def tokenizer_files(tokenizer: PreTrainedTokenizerBase, folder: Path) -> list[Path]:
+    """Save the tokenizer into `folder`; the files a manifest carries."""
+    return sorted(Path(p) for p in tokenizer.save_pretrained(folder) if Path(p).is_file())
+
+

@@ -1,0 +1,104 @@
+"""`trainer start`: GRPO on the work the ledger accepts, publishing every policy on IPFS and on-chain.
+
+The pool is the single source of truth: the task, group size, temperature and max tokens come
+from its run spec (taskRef), the async level from its max staleness, and the initial policy is
+its base checkpoint (step 0), fetched from IPFS and verified. Rollouts come only from the
+ledger-gated source (accepted work, each exactly once across restarts); each new policy is
+published with `publishCheckpoint` by the pool's trainer key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+from pathlib import Path
+
+import torch
+
+from inference.policy import load_policy
+from ledger_client.checkpoints import fetch_checkpoint
+from ledger_client.chain import Ledger
+from ledger_client.cli import UsageError, add_chain_args, load_devnet_info, resolve_chain_args
+from ledger_client.keys import load_account
+from ledger_client.kubo import KuboClient
+from ledger_client.queries import pool_state
+from ledger_client.runspec import fetch_run_spec
+from ledger_client.settings import load_settings
+from tasks.registry import TaskSpec, build_task
+from trainer.config import TrainerConfig
+from trainer.evaluate import greedy_accuracy
+from trainer.ledger_source import LedgerSource
+from trainer.loop import Trainer
+from trainer.publish import IpfsPublisher
+
+log = logging.getLogger("proofswarm.trainer")
+
+
+def add_start_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pool", type=int, required=True)
+    p.add_argument("--config", type=Path, help="trainer TOML (loss, optimizer, batch size, run_dir, max_steps)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key, e.g. --set max_steps=20 --set optim.lr=1e-3")
+    p.add_argument("--kubo-api", help="Kubo RPC API (default: the devnet's)")
+    p.add_argument("--eval-every", type=int, default=0, help="greedy held-out accuracy every N steps (0: never)")
+    p.add_argument("--eval-problems", type=int, default=100)
+    add_chain_args(p)
+    p.add_argument("--devnet-trainer", action="store_true", help="use the devnet's trainer key")
+    p.add_argument("--json", action="store_true")
+
+
+def run_start(args: argparse.Namespace) -> int:
+    rpc_url, deployments = resolve_chain_args(args)
+    devnet = load_devnet_info(args.devnet_dir)
+    if args.devnet_trainer and not (args.key or args.keystore):
+        if devnet is None:
+            raise UsageError("--devnet-trainer needs a running devnet")
+        args.key = devnet["roles"]["trainer"]["private_key"]
+    ledger = Ledger.open(rpc_url, deployments, load_account(args.key, args.keystore, args.password_file),
+                         args.chain_id)
+    pool = pool_state(ledger, args.pool)
+    if pool.trainer.lower() != ledger.address.lower():
+        raise UsageError(f"{ledger.address} is not the trainer of pool {args.pool} ({pool.trainer})")
+    kubo_api = args.kubo_api or (devnet or {}).get("kubo_api")
+    if not kubo_api:
+        raise UsageError("no --kubo-api given and no devnet is up")
+    kubo = KuboClient(kubo_api)
+    spec = fetch_run_spec(kubo, pool.task_ref)
+
+    overrides = [f"--{kv.replace('=', ' ', 1)}" if "=" in kv else kv for kv in args.set]
+    argv = [tok for o in overrides for tok in o.split(" ", 1)]
+    config = load_settings(TrainerConfig, args.config, argv)
+    config = config.model_copy(update={
+        "task": TaskSpec.model_validate(spec.task), "group_size": spec.sampling.group_size,
+        "temperature": spec.sampling.temperature, "max_tokens": spec.sampling.max_tokens,
+        "async_level": pool.max_staleness,
+    })
+    TrainerConfig.model_validate(config.model_dump())  # re-check batch/group consistency
+
+    base = fetch_checkpoint(kubo, pool.base_checkpoint, Path(config.run_dir) / "base-checkpoint")
+    model, tokenizer = load_policy(base.path)
+    torch.set_num_threads(1)
+    task = build_task(config.task)
+    evaluate = (lambda m: {"accuracy": greedy_accuracy(m, tokenizer, task, args.eval_problems, config.max_tokens)}) \
+        if args.eval_every else None
+    source = LedgerSource(ledger, kubo, args.pool)
+    publisher = IpfsPublisher(ledger, kubo, args.pool, model.config, tokenizer, pool.max_staleness,
+                              Path(config.run_dir))
+    trainer = Trainer(config, model, source, publishers=[publisher], evaluate=evaluate, eval_every=args.eval_every)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+
+    consumed_path = Path(config.run_dir) / "consumed.json"
+
+    def report(m) -> None:
+        line = {"step": m.step, "reward": round(m.reward, 4), "consumed": len(source.consumed),
+                "checkpoint": publisher.published.get(m.step)}
+        tmp = consumed_path.with_suffix(".tmp")  # which work ids the trainer learned from, for audits
+        tmp.write_text(json.dumps({"step": m.step, **source.state()} | {"cursor": None}))
+        tmp.replace(consumed_path)
+        print(json.dumps(line) if args.json else "  ".join(f"{k} {v}" for k, v in line.items()), flush=True)
+
+    trainer.run(on_step=report)
+    (Path(config.run_dir) / "trainer.done").touch()
+    return 0

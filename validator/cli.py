@@ -1,0 +1,77 @@
+"""`validator start` — the challenge daemon of a pool."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import signal
+import threading
+from pathlib import Path
+
+from ledger_client.chain import Ledger
+from ledger_client.cli import UsageError, add_chain_args, load_devnet_info, one_line_errors, resolve_chain_args
+from ledger_client.keys import load_account
+from ledger_client.queries import pool_state
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="validator", description="Check every submission of a pool; attest or challenge.")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("start", help="run the challenge daemon until stopped")
+    s.add_argument("--pool", type=int, required=True)
+    s.add_argument("--kubo-api", help="Kubo RPC API (default: the devnet's)")
+    s.add_argument("--state-dir", type=Path, help="cursor, verdict journal, checkpoint cache (default .validator/<address>)")
+    s.add_argument("--processes", type=int, default=1, help="verification worker processes")
+    s.add_argument("--max-in-flight", type=int, default=8, help="bound on files being checked at once")
+    s.add_argument("--fetch-timeout", type=float, default=20.0, help="seconds before a file counts as unavailable")
+    s.add_argument("--confirmations", type=int, default=0)
+    s.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1:PORT")
+    s.add_argument("--devnet-validator", action="store_true", help="use the devnet's validator key")
+    add_chain_args(s)
+    return p
+
+
+@one_line_errors
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from validator.checks import RolloutChecker  # torch: only when starting
+    from validator.daemon import DaemonConfig, Metrics, ValidatorDaemon
+
+    rpc_url, deployments = resolve_chain_args(args)
+    devnet = load_devnet_info(args.devnet_dir)
+    if args.devnet_validator and not (args.key or args.keystore):
+        if devnet is None:
+            raise UsageError("--devnet-validator needs a running devnet")
+        args.key = devnet["roles"]["validator"]["private_key"]
+    if args.processes < 1 or args.max_in_flight < 1 or args.fetch_timeout <= 0:
+        raise UsageError("--processes and --max-in-flight must be ≥ 1 and --fetch-timeout > 0")
+    ledger = Ledger.open(rpc_url, deployments, load_account(args.key, args.keystore, args.password_file),
+                         args.chain_id)
+    pool_state(ledger, args.pool)  # UnknownPool here, before any process starts
+    if not ledger.pool.is_validator(args.pool, ledger.address):
+        raise UsageError(f"{ledger.address} is not a validator of pool {args.pool}")
+    kubo_api = args.kubo_api or (devnet or {}).get("kubo_api")
+    if not kubo_api:
+        raise UsageError("no --kubo-api given and no devnet is up")
+    state_dir = args.state_dir or Path(".validator") / ledger.address
+    config = DaemonConfig(pool_id=args.pool, state_dir=state_dir, kubo_api=kubo_api, fetch_timeout_s=args.fetch_timeout,
+                          processes=args.processes, max_in_flight=args.max_in_flight, confirmations=args.confirmations)
+    factory = functools.partial(RolloutChecker, rpc_url, str(deployments), kubo_api, args.pool, state_dir / "cache")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    metrics = Metrics()
+    if args.metrics_port:
+        metrics.serve(args.metrics_port)
+    daemon = ValidatorDaemon(ledger, config, factory, metrics)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        daemon.run(stop)
+    finally:
+        daemon.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,60 @@
+"""The worker's account on the ledger: its key, status, rewards."""
+
+from __future__ import annotations
+
+import argparse
+
+from ledger_client.chain import Ledger
+from ledger_client.cli import UsageError, load_devnet_info, resolve_chain_args
+from ledger_client.keys import load_account
+from ledger_client.queries import WorkStatus, claimable, claimed_total, pool_state, works_of
+
+
+def open_ledger(args: argparse.Namespace) -> Ledger:
+    """The ledger with the worker's key, from the arguments or the devnet (`--devnet-worker N`)."""
+    rpc_url, deployments = resolve_chain_args(args)
+    if getattr(args, "devnet_worker", None) is not None and not (args.key or args.keystore):
+        devnet = load_devnet_info(args.devnet_dir)
+        if devnet is None:
+            raise UsageError("--devnet-worker needs a running devnet (run `devnet up`)")
+        if not 0 <= args.devnet_worker < len(devnet["workers"]):
+            raise UsageError(f"--devnet-worker must be 0..{len(devnet['workers']) - 1}")
+        args.key = devnet["workers"][args.devnet_worker]["private_key"]
+    account = load_account(args.key, args.keystore, args.password_file)
+    return Ledger.open(rpc_url, deployments, account, args.chain_id)
+
+
+def status(ledger: Ledger, pool_id: int | None) -> dict:
+    """Stake, submissions by verdict, rewards owed/claimable/claimed and the pool's current step."""
+    me = ledger.address
+    unbonding, ready_at = ledger.stake.unbonding_of(me)
+    works = works_of(ledger, me, pool_id)
+    by_status = {s.name.lower(): 0 for s in WorkStatus if s != WorkStatus.NONE}
+    for w in works:
+        by_status[w.status.name.lower()] += 1
+    out = {
+        "worker": me,
+        "bonded": ledger.stake.bonded_of(me),
+        "unbonding": unbonding,
+        "unbonding_ready_at": ready_at,
+        "token_balance": ledger.token.balance_of(me),
+        "submissions": by_status,
+        "rewards_owed": sum(w.reward for w in works if w.status == WorkStatus.ACCEPTED),
+        "rewards_claimable": sum(w.reward for w in claimable(ledger, works)),
+        "rewards_claimed": claimed_total(ledger, me),
+    }
+    if pool_id is not None:
+        pool = pool_state(ledger, pool_id)
+        out |= {"pool_id": pool_id, "member": ledger.pool.is_member(pool_id, me), "current_step": pool.latest_step,
+                "min_stake": pool.min_stake}
+    return out
+
+
+def claim_all(ledger: Ledger, pool_id: int | None) -> int:
+    """Claim every accepted reward whose lock has passed; returns the amount (0 if nothing was claimable)."""
+    ready = claimable(ledger, works_of(ledger, ledger.address, pool_id))
+    if not ready:
+        return 0
+    before = ledger.token.balance_of(ledger.address)
+    ledger.pool.claim([w.work_id for w in ready])
+    return ledger.token.balance_of(ledger.address) - before

@@ -1,0 +1,86 @@
+"""`worker start | status | claim | unstake | withdraw` — the contributor's command."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from ledger_client.cli import UsageError, add_chain_args, one_line_errors, parse_amount, print_json
+
+from worker.account import claim_all, open_ledger, status
+
+
+def _add_start_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pool", type=int, required=True, help="pool id")
+    p.add_argument("--kubo-api", help="Kubo RPC API multiaddr or URL (default: the devnet's)")
+    p.add_argument("--work-dir", type=Path, help="journal, checkpoints and rollout files (default .worker/<address>)")
+    p.add_argument("--submissions-per-step", type=int, default=1000,
+                   help="at most this many files per policy step (default: no practical limit)")
+    p.add_argument("--max-pending", type=int, default=2, help="wait while this many submissions await a verdict")
+    p.add_argument("--max-submissions", type=int, help="stop after this many submissions")
+    p.add_argument("--poll-interval", type=float, default=0.5)
+    p.add_argument("--quiet", action="store_true", help="no live status screen (logs only)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="worker", description="Contribute compute to a proofswarm pool.")
+    sub = p.add_subparsers(dest="command", required=True)
+    start = sub.add_parser("start", help="stake, join and generate verified rollouts until stopped")
+    _add_start_args(start)
+    st = sub.add_parser("status", help="stake, submissions by verdict, rewards, current step")
+    st.add_argument("--pool", type=int, help="restrict to one pool")
+    cl = sub.add_parser("claim", help="claim every unlocked accepted reward")
+    cl.add_argument("--pool", type=int)
+    un = sub.add_parser("unstake", help="start unbonding stake (withdrawable after the unbonding delay)")
+    un.add_argument("amount", nargs="?", help="base units (default: all bonded stake)")
+    un.add_argument("--leave", type=int, metavar="POOL", help="also leave this pool first")
+    sub.add_parser("withdraw", help="withdraw unbonded stake whose delay has passed")
+    for sp in (start, st, cl, un, sub.choices["withdraw"]):
+        add_chain_args(sp)
+        sp.add_argument("--devnet-worker", type=int, help="use the devnet's dev worker key number N")
+        sp.add_argument("--json", action="store_true")
+    return p
+
+
+@one_line_errors
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "start":
+        from worker.daemon import run_from_args  # pulls in torch: only for `start`
+
+        return run_from_args(args)
+    ledger = open_ledger(args)
+    console = Console()
+    if args.command == "status":
+        result = status(ledger, args.pool)
+    elif args.command == "claim":
+        result = {"claimed": claim_all(ledger, args.pool)}
+    elif args.command == "unstake":
+        if args.leave is not None and ledger.pool.is_member(args.leave, ledger.address):
+            ledger.pool.leave_pool(args.leave)
+        bonded = ledger.stake.bonded_of(ledger.address)
+        amount = parse_amount(args.amount) if args.amount else bonded
+        if amount <= 0 or amount > bonded:
+            raise UsageError(f"cannot unstake {amount}: bonded stake is {bonded}")
+        ledger.stake.unbond(amount)
+        unbonding, ready_at = ledger.stake.unbonding_of(ledger.address)
+        result = {"unbonding": unbonding, "withdrawable_at": ready_at}
+    else:
+        before = ledger.token.balance_of(ledger.address)
+        ledger.stake.withdraw()
+        result = {"withdrawn": ledger.token.balance_of(ledger.address) - before}
+    if args.json:
+        print_json(result)
+    else:
+        table = Table(show_header=False)
+        for k, v in result.items():
+            table.add_row(k, str(v))
+        console.print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

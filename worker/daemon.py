@@ -1,0 +1,279 @@
+"""`worker start`: the contributor daemon.
+
+From a key and a pool id: bond stake up to the pool minimum and join; read the pool's run spec
+(its taskRef) from IPFS; follow the pool's newest checkpoint, fetch and verify its shards, load
+the policy; for each step generate up to `submissions_per_step` rollout files for the assigned
+prompts (with TOPLOC proofs and seeded sampling), upload each to Kubo and `submitWork` its
+digest; claim rewards once unlocked. Every submission goes through the crash-safe journal
+(worker/journal.py), so a kill -9 loses nothing and submits nothing twice. SIGTERM finishes
+the current submission if its file is already uploaded, otherwise abandons it cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from ledger_client.chain import Ledger
+from ledger_client.checkpoints import PinRetention, fetch_checkpoint
+from ledger_client.cli import UsageError, load_devnet_info
+from ledger_client.content import put_object
+from ledger_client.errors import ContractRevert
+from ledger_client.kubo import KuboClient
+from ledger_client.queries import WorkStatus, get_work, pool_state
+from ledger_client.runspec import RunSpec, fetch_run_spec
+
+from worker.account import claim_all
+from worker.journal import Journal
+
+log = logging.getLogger("proofswarm.worker")
+
+
+@dataclass
+class Policy:
+    """A loaded policy and where it came from."""
+
+    step: int
+    manifest_digest: bytes
+    model: object
+    tokenizer: object
+
+
+class RolloutProducer(Protocol):
+    """Makes one rollout file (bytes) and says how many samples it holds."""
+
+    def __call__(self, policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> tuple[bytes, int]: ...
+
+
+PolicyLoader = Callable[[Path], tuple[object, object]]
+
+
+@dataclass
+class WorkerOptions:
+    pool_id: int
+    kubo_api: str
+    work_dir: Path
+    submissions_per_step: int = 1
+    poll_interval_s: float = 0.5
+    fetch_timeout_s: float = 120.0
+    max_submissions: int | None = None
+    claim_interval_s: float = 5.0
+    max_pending: int = 2
+    """Submit no more while this many of our submissions await a verdict (keeps pace with the validators)."""
+
+
+@dataclass
+class WorkerStats:
+    step: int = -1
+    submitted: int = 0
+    claimed: int = 0
+    last_event: str = "starting"
+    verdicts: dict[str, int] = field(default_factory=dict)
+
+
+class WorkerDaemon:
+    def __init__(self, ledger: Ledger, options: WorkerOptions, producer: RolloutProducer, loader: PolicyLoader,
+                 upload: Callable[[KuboClient, bytes], object] = put_object):
+        self.ledger = ledger
+        self.upload = upload
+        self.opt = options
+        self.produce = producer
+        self.load = loader
+        self.kubo = KuboClient(options.kubo_api)
+        self.journal = Journal(options.work_dir / "journal.json")
+        self.stats = WorkerStats()
+        self.policy: Policy | None = None
+        self.spec: RunSpec | None = None
+        self._last_claim = 0.0
+
+    # ------------------------------------------------------------------ set-up
+
+    def prepare(self) -> None:
+        """Stake up to the pool minimum, join, read the run spec, finish what a crash left."""
+        pool = pool_state(self.ledger, self.opt.pool_id)
+        if not pool.active:
+            raise UsageError(f"pool {self.opt.pool_id} is closed")
+        self.ledger.ensure_stake(pool.min_stake)
+        if not self.ledger.pool.is_member(self.opt.pool_id, self.ledger.address):
+            self.ledger.pool.join_pool(self.opt.pool_id)
+        self.spec = fetch_run_spec(self.kubo, pool.task_ref)
+        self.pool = pool
+        self.recover()
+
+    def recover(self) -> None:
+        """Finish or drop journal entries left by a crash."""
+        for e in self.journal.entries():
+            if e["stage"] == "submitted":
+                continue
+            if e["stage"] == "reserved":
+                self.journal.drop(e["pool_id"], e["step"], e["nonce"])
+                continue
+            digest = bytes.fromhex(e["digest"])
+            try:
+                get_work(self.ledger, digest)
+                self.journal.advance(e["pool_id"], e["step"], e["nonce"], "submitted")
+                continue
+            except ContractRevert:
+                pass  # not on-chain yet
+            data = Path(e["file"]).read_bytes()
+            self.upload(self.kubo, data)
+            self.journal.advance(e["pool_id"], e["step"], e["nonce"], "uploaded")
+            try:
+                self.ledger.pool.submit_work(e["pool_id"], e["step"], digest, e["n_samples"])
+                self.journal.advance(e["pool_id"], e["step"], e["nonce"], "submitted")
+                self.stats.submitted += 1
+            except ContractRevert as exc:  # e.g. the step went stale while we were down
+                log.warning("dropping recovered submission %s: %s", e["digest"][:12], exc)
+                self.journal.drop(e["pool_id"], e["step"], e["nonce"])
+
+    # ------------------------------------------------------------------ main loop
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            if self.opt.max_submissions is not None and self.stats.submitted >= self.opt.max_submissions:
+                break
+            did_work = self.step_once(stop)
+            self.maybe_claim()
+            if not did_work:
+                stop.wait(self.opt.poll_interval_s)
+
+    def step_once(self, stop: threading.Event) -> bool:
+        """Sync to the newest checkpoint and make one submission if this step still wants one."""
+        pool = pool_state(self.ledger, self.opt.pool_id)
+        if not pool.active:
+            stop.set()
+            return False
+        if self.policy is None or pool.latest_step > self.policy.step:
+            self.sync_policy(pool.latest_step)
+        step = self.policy.step
+        if self.journal.submitted_count(self.opt.pool_id, step) >= self.opt.submissions_per_step:
+            return False
+        if self.pending_verdicts() >= self.opt.max_pending:
+            return False
+        self.ledger.ensure_stake(pool.min_stake)  # top up after a slash (or a lost bond)
+        self.submit_one(step, stop)
+        return True
+
+    def pending_verdicts(self) -> int:
+        """How many of our submissions still await a verdict (statuses are final once judged)."""
+        open_ = 0
+        for e in self.journal.entries("submitted"):
+            if e.get("final"):
+                continue
+            status = get_work(self.ledger, bytes.fromhex(e["digest"])).status
+            if status == WorkStatus.PENDING:
+                open_ += 1
+            else:
+                self.journal.advance(e["pool_id"], e["step"], e["nonce"], "submitted", final=status.name.lower())
+        return open_
+
+    def sync_policy(self, step: int) -> None:
+        digest = bytes(self.ledger.pool.checkpoint_at(self.opt.pool_id, step))
+        self.stats.last_event = f"fetching checkpoint of step {step}"
+        retention = PinRetention(self.kubo, self.opt.work_dir / "pins.json", keep=self.pool.max_staleness + 1)
+        fetched = fetch_checkpoint(self.kubo, digest, self.opt.work_dir / "checkpoints",
+                                   timeout=self.opt.fetch_timeout_s, retention=retention)
+        model, tokenizer = self.load(fetched.path)
+        self.policy = Policy(step, digest, model, tokenizer)
+        self.stats.step = step
+        self.stats.last_event = f"loaded policy of step {step}"
+
+    def submit_one(self, step: int, stop: threading.Event) -> None:
+        pid = self.opt.pool_id
+        nonce = self.journal.reserve(pid, step)
+        data, n_samples = self.produce(self.policy, self.spec, self.ledger.address, step, nonce)
+        if stop.is_set():  # SIGTERM during generation: abandon cleanly (nothing uploaded or submitted)
+            self.journal.drop(pid, step, nonce)
+            return
+        files = self.opt.work_dir / "rollouts"
+        files.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256(data).digest()
+        path = files / f"{digest.hex()}.parquet"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+        self.journal.advance(pid, step, nonce, "written", digest=digest.hex(), file=str(path), n_samples=n_samples)
+        self.upload(self.kubo, data)
+        self.journal.advance(pid, step, nonce, "uploaded")
+        try:
+            self.ledger.pool.submit_work(pid, step, digest, n_samples)
+        except ContractRevert as exc:
+            if exc.error in ("StaleStep", "UnknownStep", "PoolNotActive", "InsufficientBudget"):
+                log.warning("submission for step %d refused: %s", step, exc)
+                self.journal.drop(pid, step, nonce)
+                return
+            raise
+        self.journal.advance(pid, step, nonce, "submitted")
+        self.stats.submitted += 1
+        self.stats.last_event = f"submitted {n_samples} samples for step {step}"
+        log.info("submitted 0x%s: %d samples for step %d (nonce %d)", digest.hex()[:12], n_samples, step, nonce)
+
+    def maybe_claim(self, force: bool = False) -> int:
+        if not force and time.monotonic() - self._last_claim < self.opt.claim_interval_s:
+            return 0
+        self._last_claim = time.monotonic()
+        amount = claim_all(self.ledger, self.opt.pool_id)
+        self.stats.claimed += amount
+        return amount
+
+    def verdict_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for e in self.journal.entries("submitted"):
+            status = get_work(self.ledger, bytes.fromhex(e["digest"])).status
+            counts[status.name.lower()] = counts.get(status.name.lower(), 0) + 1
+        return counts
+
+
+def status_table(daemon: WorkerDaemon) -> Table:
+    s = daemon.stats
+    table = Table(title=f"worker {daemon.ledger.address} — pool {daemon.opt.pool_id}", show_header=False)
+    table.add_row("policy step", str(s.step))
+    table.add_row("submitted", str(s.submitted))
+    table.add_row("claimed (base units)", str(s.claimed))
+    table.add_row("last", s.last_event)
+    return table
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    from worker.account import open_ledger
+    from worker.produce import load_policy, produce_rollout_file
+
+    ledger = open_ledger(args)
+    devnet = load_devnet_info(args.devnet_dir)
+    kubo_api = args.kubo_api or (devnet or {}).get("kubo_api")
+    if not kubo_api:
+        raise UsageError("no --kubo-api given and no devnet is up")
+    if args.submissions_per_step < 1 or args.max_pending < 1:
+        raise UsageError("--submissions-per-step and --max-pending must be ≥ 1")
+    work_dir = args.work_dir or Path(".worker") / ledger.address
+    options = WorkerOptions(pool_id=args.pool, kubo_api=kubo_api, work_dir=work_dir,
+                            submissions_per_step=args.submissions_per_step, poll_interval_s=args.poll_interval,
+                            max_submissions=args.max_submissions, max_pending=args.max_pending)
+    daemon = WorkerDaemon(ledger, options, produce_rollout_file, load_policy)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    daemon.prepare()
+    if args.quiet or args.json:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        daemon.run(stop)
+    else:
+        with Live(get_renderable=lambda: status_table(daemon), refresh_per_second=2, console=Console()):
+            daemon.run(stop)
+    daemon.maybe_claim(force=True)
+    if args.json:
+        print(json.dumps({"submitted": daemon.stats.submitted, "claimed": daemon.stats.claimed,
+                          "verdicts": daemon.verdict_counts()}))
+    return 0

@@ -1,0 +1,35 @@
+"""One rollout file for (policy, run spec, worker, step, nonce): the honest worker's product."""
+
+from __future__ import annotations
+
+from inference.policy import load_policy
+from inference.torch_backend import TorchBackend
+from ledger_client.rollouts import RolloutBatch, encode_rollouts
+from ledger_client.runspec import RunSpec
+from proofs.assignment import assign_prompts
+from tasks.base import assignment_space
+from tasks.registry import TaskSpec, build_task
+from worker.daemon import Policy
+from worker.rollouts import SamplingConfig, make_rollouts
+
+__all__ = ["load_policy", "make_batch", "produce_rollout_file"]
+
+
+def make_batch(policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> RolloutBatch:
+    """Generate the assigned prompts' completions with proofs (adversaries start from this too)."""
+    task_spec = TaskSpec.model_validate(spec.task)
+    task = build_task(task_spec)
+    indices = assign_prompts(spec.pool_seed_bytes, worker, step, nonce, assignment_space(task),
+                             spec.prompts_per_submission)
+    sampling = SamplingConfig(group_size=spec.sampling.group_size, temperature=spec.sampling.temperature,
+                              max_tokens=spec.sampling.max_tokens)
+    backend = TorchBackend(policy.model, eos_token_id=policy.tokenizer.eos_token_id,
+                           pad_token_id=policy.tokenizer.pad_token_id)
+    return make_rollouts(backend, policy.tokenizer, task, task_spec, indices, sampling, step,
+                         policy.manifest_digest.hex(), worker, pool_seed=spec.pool_seed_bytes, nonce=nonce)
+
+
+def produce_rollout_file(policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> tuple[bytes, int]:
+    """Rollout file bytes and sample count for one submission."""
+    batch = make_batch(policy, spec, worker, step, nonce)
+    return encode_rollouts(batch), len(batch.samples)
