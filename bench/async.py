@@ -5,7 +5,7 @@ batch, learning rate and token limit, and runs until held-out greedy accuracy re
 target (or the time budget ends):
 
   sync    one process: generate a batch, train on it, generate again (async_level 0);
-  async1  trainer process + one worker process, async_level 1;
+  async1  trainer process + `--workers` worker processes (default 1), async_level 1;
   async2  the same, async_level 2;
   trl     trl.GRPOTrainer (its own generate-then-train loop), configured as closely as it
           allows: same G, batch, lr, ε, δ, no KL, constant token normalisation (dr_grpo).
@@ -103,7 +103,7 @@ def run_trl(spec: RunSpec, run_dir: Path) -> RunResult:
     return RunResult(
         mode="trl", accuracy_start=state["start"], accuracy_end=state["accuracy"], steps=int(state["steps"]),
         rl_s=round(rl_s, 2), time_to_target_s=None if state["reached"] is None else round(state["reached"], 2),
-        trainer_idle_fraction=float("nan"), samples_per_s=round(state["steps"] * spec.batch_samples / rl_s, 1),
+        trainer_idle_fraction=None, samples_per_s=round(state["steps"] * spec.batch_samples / rl_s, 1),
         dropped_stale_groups=0, dropped_zero_advantage_groups=0, files_consumed=0,
     )
 
@@ -116,6 +116,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="sync vs async GRPO vs TRL on the CPU sort task")
     parser.add_argument("--quick", action="store_true", help="lower target and shorter budget per variant")
     parser.add_argument("--skip-trl", action="store_true")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes of the async variants")
     args = parser.parse_args()
     torch.set_num_threads(1)
     spec = RunSpec()
@@ -125,8 +126,8 @@ def main() -> None:
     results: dict[str, RunResult] = {}
     trl_error = None
     results["sync"] = run_sync(spec, root / "sync")
-    results["async1"] = run_async(spec, root / "async1", async_level=1)
-    results["async2"] = run_async(spec, root / "async2", async_level=2)
+    results["async1"] = run_async(spec, root / "async1", async_level=1, workers=args.workers)
+    results["async2"] = run_async(spec, root / "async2", async_level=2, workers=args.workers)
     if not args.skip_trl:
         try:
             results["trl"] = run_trl(spec, root / "trl")
@@ -135,11 +136,13 @@ def main() -> None:
 
     print(f"task {spec.task.name} {spec.task.params}, G={spec.group_size}, batch={spec.batch_samples}, "
           f"lr={spec.lr}, target accuracy {spec.target}, budget {spec.budget_s:.0f}s per variant, "
+          f"{args.workers} worker process(es) per async run, "
           f"load average {os.getloadavg()[0]:.2f}")
     print(f"{'variant':8} {'to target s':>12} {'final acc':>10} {'steps':>6} {'idle':>6} {'samples/s':>10} {'stale':>6} {'zero-adv':>9}")
     for name, r in results.items():
+        idle = "—" if r.trainer_idle_fraction is None else f"{r.trainer_idle_fraction:.2f}"
         print(f"{name:8} {_fmt(r.time_to_target_s):>12} {r.accuracy_end:>10.3f} {r.steps:>6} "
-              f"{r.trainer_idle_fraction:>6.2f} {r.samples_per_s:>10.1f} {r.dropped_stale_groups:>6} {r.dropped_zero_advantage_groups:>9}")
+              f"{idle:>6} {r.samples_per_s:>10.1f} {r.dropped_stale_groups:>6} {r.dropped_zero_advantage_groups:>9}")
     if trl_error:
         print(trl_error)
 

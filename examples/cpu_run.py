@@ -30,7 +30,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from inference.tiny import build_char_tokenizer, build_tiny_llama
 from inference.torch_backend import TorchBackend
-from ledger_client.local_store import LocalPolicyStore
+from ledger_client.local_store import DONE_MARKER, LocalPolicyStore
 from proofs.assignment import assign_prompts
 from tasks.base import Task
 from tasks.registry import TaskSpec, build_task
@@ -38,12 +38,11 @@ from trainer.config import ModelSpec, TrainerConfig
 from trainer.loop import Trainer
 from trainer.warmstart import supervised_warm_start
 from trainer.work_source import InMemorySource, LocalDirectorySource
-from worker.local_cli import DONE_MARKER
 from trainer.evaluate import greedy_accuracy
 from worker.rollouts import SamplingConfig, make_rollouts
 
 SYNC_WORKER = "0x" + "00" * 19 + "01"
-SORT_TASK = TaskSpec(name="sort", seed=0, params={"min_digits": 3, "max_digits": 4})
+SORT_TASK = TaskSpec(name="sort", seed=0, params={"min_digits": 3, "max_digits": 3, "test_fraction": 0.2})
 
 
 @dataclass
@@ -52,9 +51,9 @@ class RunSpec:
 
     task: TaskSpec = field(default_factory=lambda: SORT_TASK)
     model: ModelSpec = field(default_factory=ModelSpec)
-    warm_steps: int = 100
-    warm_lr: float = 3e-3
-    lr: float = 1e-3
+    warm_steps: int = 25
+    warm_lr: float = 1e-3
+    lr: float = 5e-4
     entropy_coef: float = 0.0
     group_size: int = 16
     prompts_per_file: int = 8
@@ -71,8 +70,8 @@ class RunSpec:
         return TrainerConfig(
             run_dir=run_dir, task=self.task, model=self.model, async_level=async_level, max_steps=self.max_steps,
             group_size=self.group_size, batch_samples=self.batch_samples, max_tokens=self.max_tokens,
-            temperature=self.temperature, optim={"lr": self.lr, "warmup_steps": 2},
-            loss={"entropy_coef": self.entropy_coef}, wait_timeout_s=120.0, poll_interval_s=0.005,
+            temperature=self.temperature, optim={"lr": self.lr, "warmup_steps": 10},
+            loss={"entropy_coef": self.entropy_coef}, wait_timeout_s=120.0, poll_interval_s=0.005, checkpoint_every=10,
         )
 
 
@@ -86,7 +85,7 @@ class RunResult:
     steps: int
     rl_s: float
     time_to_target_s: float | None
-    trainer_idle_fraction: float
+    trainer_idle_fraction: float | None
     samples_per_s: float
     dropped_stale_groups: int
     dropped_zero_advantage_groups: int
@@ -130,7 +129,7 @@ def _train_until_target(trainer: Trainer, spec: RunSpec, mode: str, log: bool) -
         accuracy = _last_accuracy(trainer)
         if log:
             print(
-                f"[{mode}] step {trainer.step:4d}  t={time.perf_counter() - started:6.1f}s  reward {m.reward:.3f}  "
+                f"[{mode}] step {trainer.step:4d}  t={time.perf_counter() - started:6.1f}s  batch reward {m.batch_reward:.3f}  "
                 f"accuracy {accuracy:.3f}  entropy {m.entropy:.3f}  staleness {m.staleness_mean:.2f}  idle {m.idle_s:.2f}s",
                 flush=True,
             )
@@ -257,7 +256,8 @@ def plot(metrics_path: Path, out: Path) -> None:
         (axes[1][1], train, "staleness_mean", "staleness (trainer step − policy step)"),
     ]
     for ax, data, key, title in panels:
-        ax.plot([r["step"] for r in data], [r[key] for r in data], marker="." if key == "accuracy" else None)
+        points = [(r["step"], r[key]) for r in data if r.get(key) is not None]
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="." if key == "accuracy" else None)
         ax.set_title(title)
         ax.set_xlabel("trainer step")
         ax.grid(alpha=0.3)

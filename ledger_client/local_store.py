@@ -18,8 +18,11 @@ from pathlib import Path
 import torch
 from pydantic import BaseModel, Field
 from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+from safetensors.torch import load_file
+from transformers.utils import logging as hf_logging
 
 LATEST = "latest.json"
+DONE_MARKER = "trainer.done"  # in the run folder: the trainer has finished, workers stop
 
 
 class PolicyStoreError(Exception):
@@ -58,6 +61,7 @@ class LocalPolicyStore:
 
     def publish(self, step: int, state_dict: dict[str, torch.Tensor]) -> str:
         """Write the policy of `step`, point latest.json at it, return its digest."""
+        hf_logging.disable_progress_bar()  # one bar per published step would drown the logs
         final = step_dir(self.root, step)
         tmp = Path(tempfile.mkdtemp(dir=self.root, prefix=f".{final.name}."))
         model = AutoModelForCausalLM.from_config(self.model_config)
@@ -90,6 +94,7 @@ def latest_policy(root: str | Path) -> PolicyPointer | None:
 def load_policy(root: str | Path, step: int) -> PreTrainedModel:
     """Load the policy of `step` in eval mode."""
     folder = step_dir(Path(root), step)
+    hf_logging.disable_progress_bar()
     try:
         model = AutoModelForCausalLM.from_pretrained(folder)
     except OSError as exc:
@@ -108,11 +113,22 @@ class TrainerProgress(BaseModel):
     step: int = Field(ge=0)
     consumed: int = Field(ge=0)
     waiting: bool
+    files_per_step: float = Field(1.0, ge=0, description="files the trainer has needed per step so far")
 
 
 def write_progress(folder: str | Path, progress: TrainerProgress) -> None:
     """Replace the progress file in `folder` atomically."""
     _write_json_atomic(Path(folder) / PROGRESS, progress.model_dump_json())
+
+
+def load_policy_weights(root: str | Path, step: int, model: PreTrainedModel) -> None:
+    """Replace `model`'s weights with those of `step` (same architecture): much cheaper
+    than `load_policy` for a worker that follows every step."""
+    path = step_dir(Path(root), step) / "model.safetensors"
+    try:
+        model.load_state_dict(load_file(path))
+    except (OSError, RuntimeError) as exc:
+        raise PolicyStoreError(f"cannot load policy step {step} weights from {path}: {exc}") from exc
 
 
 def read_progress(folder: str | Path) -> TrainerProgress | None:

@@ -13,7 +13,8 @@ the schema metadata key `proofswarm.rollouts`. Version 1 columns:
 | logprobs       | list<float32> | the worker's log-probability of each sampled token           |
 | reward         | float32       | the task verifier's reward, as the worker computed it        |
 | finish_reason  | string        | "eos" or "length"                                            |
-| seed           | uint64        | seed of the sequence's Gumbel sampling generator             |
+| seed           | uint64        | Gumbel sampling seed: proofs.sampling.derive_seed(pool seed, |
+|                |               | worker, policy_step, nonce × n_rows + row)                   |
 | proofs         | list<binary>  | TOPLOC proof per chunk of `proof_chunk` completion tokens    |
 
 Header (`RolloutHeader`): schema version, policy step and manifest digest of the policy

@@ -59,3 +59,6 @@ def test_worker_pacing_keeps_within_the_async_level():
     assert two.files_per_step == 2
     assert may_generate(two, unconsumed=3, trainer_step=0, waiting=False, policy_step=0)
     assert not may_generate(two, unconsumed=4, trainer_step=0, waiting=False, policy_step=0)
+    # the trainer has needed 5 files a step (most groups carried no signal): pace on that
+    assert may_generate(two, unconsumed=9, trainer_step=4, waiting=False, policy_step=4, observed_files_per_step=5.0)
+    assert not may_generate(two, unconsumed=10, trainer_step=4, waiting=False, policy_step=4, observed_files_per_step=5.0)

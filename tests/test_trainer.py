@@ -146,3 +146,15 @@ def test_zero_advantage_groups_are_dropped_and_the_trainer_waits_for_a_full_batc
 def test_kl_without_a_reference_model_is_refused(tmp_path):
     with pytest.raises(ValueError, match="reference"):
         Trainer(_config(tmp_path, loss={"kl_coef": 0.1}), _model(), InMemorySource())
+
+
+def test_files_sampled_with_other_settings_are_rejected_and_counted(tmp_path):
+    source = InMemorySource()
+    trainer = Trainer(_config(tmp_path), _model(), source)
+    trainer.start()
+    other = _batch(0)
+    source.put("hot", other.model_copy(update={"header": other.header.model_copy(update={"temperature": 0.5})}))
+    source.put("good", _batch(1))
+    metrics = trainer.train_step()
+    assert metrics.rejected_files == 1
+    assert metrics.files_consumed == 2

@@ -25,10 +25,10 @@ class ModelSpec(BaseModel):
 class OptimConfig(BaseModel):
     """AdamW with linear warmup, and gradient-norm clipping."""
 
-    lr: float = Field(1e-3, gt=0)
+    lr: float = Field(2e-4, gt=0)
     weight_decay: float = Field(0.0, ge=0)
     betas: tuple[float, float] = (0.9, 0.99)
-    warmup_steps: int = Field(5, ge=0)
+    warmup_steps: int = Field(10, ge=0)
     max_grad_norm: float = Field(1.0, gt=0)
 
 

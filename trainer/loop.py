@@ -69,13 +69,14 @@ class StepMetrics:
     clipped_fraction: float
     delta_clamped_fraction: float
     mean_ratio: float
-    reward: float
+    reward: float | None  # mean over the rollouts taken in since the last step; None if none
     batch_reward: float
     staleness_mean: float
     staleness_max: int
     dropped_stale_groups: int
     dropped_zero_advantage_groups: int
     files_consumed: int
+    rejected_files: int
     logprob_mismatch: float
     idle_s: float
     train_s: float
@@ -116,7 +117,7 @@ class Trainer:
         self.buffer: deque[BufferedGroup] = deque()
         self.policies: dict[int, dict[str, torch.Tensor]] = {}
         self._scratch = copy.deepcopy(model)
-        self._counters = {"stale": 0, "zero_adv": 0, "files": 0}
+        self._counters = {"stale": 0, "zero_adv": 0, "files": 0, "rejected": 0}
         self._reported = dict(self._counters)  # counter values at the last metrics line
         self._consumed_rewards: list[float] = []
         self.checkpoint_dir = Path(config.run_dir) / "checkpoints"
@@ -183,10 +184,16 @@ class Trainer:
     def _take(self, item: WorkItem) -> None:
         header = item.batch.header
         self._counters["files"] += 1
+        sampled_as_configured = (header.group_size, header.temperature, header.max_tokens) == (
+            self.config.group_size, self.config.temperature, self.config.max_tokens
+        )
+        if not sampled_as_configured:
+            # logp_old and the token budget assume the pool's sampling settings
+            self._counters["rejected"] += 1
+            return
         rewards = torch.tensor([s.reward for s in item.batch.samples]).view(-1, header.group_size)
         self._consumed_rewards.extend(rewards.flatten().tolist())
-        if header.group_size != self.config.group_size:
-            raise ValueError(f"{item.id}: group_size {header.group_size} != configured {self.config.group_size}")
+        # a policy the trainer does not hold (too old, or from the future) cannot be recomputed
         if is_stale(header.policy_step, self.step, self.config.async_level) or header.policy_step not in self.policies:
             self._counters["stale"] += item.batch.n_groups
             return
@@ -303,13 +310,14 @@ class Trainer:
             clipped_fraction=out.clipped_fraction,
             delta_clamped_fraction=out.delta_clamped_fraction,
             mean_ratio=out.mean_ratio,
-            reward=sum(consumed_rewards) / len(consumed_rewards) if consumed_rewards else float("nan"),
+            reward=sum(consumed_rewards) / len(consumed_rewards) if consumed_rewards else None,
             batch_reward=sum(rewards) / len(rewards),
             staleness_mean=sum(staleness) / len(staleness),
             staleness_max=max(staleness),
             dropped_stale_groups=self._counters["stale"] - self._reported["stale"],
             dropped_zero_advantage_groups=self._counters["zero_adv"] - self._reported["zero_adv"],
             files_consumed=self._counters["files"] - self._reported["files"],
+            rejected_files=self._counters["rejected"] - self._reported["rejected"],
             logprob_mismatch=mismatch,
             idle_s=idle,
             train_s=time.perf_counter() - train_started,

@@ -21,6 +21,9 @@ from ledger_client.local_store import TrainerProgress, write_progress
 from ledger_client.rollouts import RolloutBatch, RolloutFileError, read_rollout_file
 
 
+FILES_PER_STEP_WINDOW = 4
+
+
 class WorkItem(BaseModel):
     """One unit of accepted work: a validated rollout file and its unique id."""
 
@@ -62,6 +65,8 @@ class LocalDirectorySource:
         self.folder.mkdir(parents=True, exist_ok=True)
         self._consumed: set[str] = set()
         self.rejected: list[tuple[str, str]] = []
+        self._last_report: TrainerProgress | None = None
+        self._consumed_at_step: dict[int, int] = {}
 
     def poll(self) -> list[WorkItem]:
         fresh = []
@@ -89,7 +94,16 @@ class LocalDirectorySource:
         self.rejected = [tuple(r) for r in state.get("rejected", [])]  # type: ignore[misc]
 
     def report(self, step: int, waiting: bool) -> None:
-        write_progress(self.folder, TrainerProgress(step=step, consumed=len(self._consumed), waiting=waiting))
+        consumed = len(self._consumed)
+        self._consumed_at_step.setdefault(step, consumed)
+        # files needed per step over the last few steps (it falls as the policy improves)
+        window_start = max(0, step - FILES_PER_STEP_WINDOW)
+        since = self._consumed_at_step.get(window_start)
+        files_per_step = (self._consumed_at_step[step] - since) / (step - window_start) if since is not None and step > window_start else 1.0
+        progress = TrainerProgress(step=step, consumed=consumed, waiting=waiting, files_per_step=files_per_step)
+        if progress != self._last_report:
+            write_progress(self.folder, progress)
+            self._last_report = progress
 
 
 class InMemorySource:

@@ -4,7 +4,9 @@ It follows the newest policy in `<run_dir>/policy`, generates rollout files for 
 assigned prompts into `<run_dir>/rollouts`, and paces itself on the trainer's progress
 report so that it runs at most `async_level` steps ahead:
 
-  * async_level k ≥ 1: generate while fewer than k·files_per_step files wait unconsumed;
+  * async_level k ≥ 1: generate while fewer than k·files_per_step files wait unconsumed,
+    files_per_step being what the trainer has needed so far (online filtering drops
+    uninformative groups, so a step can take several files);
   * async_level 0 (synchronous): generate only when nothing waits, the trainer is waiting
     for data, and the newest policy is the trainer's current one.
 
@@ -19,9 +21,17 @@ from pathlib import Path
 
 import torch
 from pydantic import Field, ValidationError
-from pydantic_settings import BaseSettings, CliSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from transformers import AutoTokenizer
 
-from ledger_client.local_store import PolicyStoreError, latest_policy, load_policy, read_progress
+from ledger_client.local_store import (
+    DONE_MARKER,
+    PolicyStoreError,
+    latest_policy,
+    load_policy,
+    load_policy_weights,
+    read_progress,
+)
 from ledger_client.rollouts import RolloutFileError, write_rollout_file
 from ledger_client.settings import describe_error, load_settings
 from tasks.base import TaskError, assignment_space
@@ -29,9 +39,6 @@ from tasks.registry import TaskSpec, build_task
 from inference.torch_backend import TorchBackend
 from proofs.assignment import assign_prompts
 from worker.rollouts import SamplingConfig, make_rollouts
-
-DONE_MARKER = "trainer.done"
-
 
 class LocalWorkerConfig(BaseSettings):
     """Local worker settings; the sampling fields must match the trainer's."""
@@ -57,10 +64,13 @@ class LocalWorkerConfig(BaseSettings):
         return max(1, self.batch_samples // (self.prompts_per_file * self.group_size))
 
 
-def may_generate(config: LocalWorkerConfig, unconsumed: int, trainer_step: int, waiting: bool, policy_step: int) -> bool:
+def may_generate(
+    config: LocalWorkerConfig, unconsumed: int, trainer_step: int, waiting: bool, policy_step: int,
+    observed_files_per_step: float = 1.0,
+) -> bool:
     """The pacing rule above: whether one more file now stays within async_level."""
     if config.async_level > 0:
-        return unconsumed < config.async_level * config.files_per_step
+        return unconsumed < config.async_level * max(config.files_per_step, observed_files_per_step)
     return unconsumed == 0 and waiting and policy_step == trainer_step
 
 
@@ -83,14 +93,15 @@ def run_worker(config: LocalWorkerConfig) -> int:
             time.sleep(config.poll_interval_s)
             continue
         unconsumed = sum(1 for p in rollouts.glob("*.parquet") if not p.name.startswith(".")) - progress.consumed
-        if not may_generate(config, unconsumed, progress.step, progress.waiting, pointer.step):
+        if not may_generate(config, unconsumed, progress.step, progress.waiting, pointer.step, progress.files_per_step):
             time.sleep(config.poll_interval_s)
             continue
         if pointer.step != model_step:
-            backend = TorchBackend(load_policy(policies, pointer.step))
+            if backend is None:
+                backend = TorchBackend(load_policy(policies, pointer.step))
+            else:
+                load_policy_weights(policies, pointer.step, backend.model)
             if tokenizer is None:
-                from transformers import AutoTokenizer
-
                 tokenizer = AutoTokenizer.from_pretrained(policies / f"step_{pointer.step:06d}")
             model_step = pointer.step
         nonce = written
