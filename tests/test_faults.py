@@ -170,13 +170,18 @@ def test_trainer_killed_resumes_with_no_rollout_consumed_twice_or_skipped(protoc
     workers = [protocol.worker(i, per_step=3) for i in (4, 5)]
     validator = protocol.validator()
     stop = threading.Event()
+    errors: list[BaseException] = []
 
     def produce_and_judge():
-        while not stop.is_set():
-            for w in workers:
-                w.step_once(stop)
-            validator.run_once()
-            time.sleep(0.2)
+        try:
+            while not stop.is_set():
+                for w in workers:
+                    w.step_once(stop)
+                validator.run_once()
+                time.sleep(0.2)
+        except BaseException as exc:  # surfaced by the assertion below
+            errors.append(exc)
+            raise
 
     helper = threading.Thread(target=produce_and_judge, daemon=True)
     helper.start()
@@ -184,7 +189,7 @@ def test_trainer_killed_resumes_with_no_rollout_consumed_twice_or_skipped(protoc
     try:
         first = _cli(protocol, "trainer.main", *args, log=tmp_path / "trainer.log")
         assert wait_for(lambda: consumed_file.exists() and json.loads(consumed_file.read_text())["step"] >= 2,
-                        timeout=240), (tmp_path / "trainer.log").read_text()[-2000:]
+                        timeout=240), (errors, (tmp_path / "trainer.log").read_text()[-2000:])
         _kill9(first)
         second = _cli(protocol, "trainer.main", *args, log=tmp_path / "trainer.log")
         assert second.wait(300) == 0, (tmp_path / "trainer.log").read_text()[-2000:]

@@ -70,7 +70,8 @@ class Protocol:
             admin.token.mint(self.accounts[i].address, 1_000_000 * TOKENS)
         self.kubo_api = kubo_node.api_multiaddr
         self.kubo = KuboClient(self.kubo_api)
-        model, tokenizer = init_policy(SPEC, ModelSpec(hidden=32, layers=1, heads=2), warm_steps=0, warm_lr=0.0)
+        # a short warm start: the policy emits answers of varying length and EOS, so groups are informative
+        model, tokenizer = init_policy(SPEC, ModelSpec(hidden=32, layers=1, heads=2), warm_steps=40, warm_lr=3e-3)
         base = base_checkpoint_digest(self.kubo, model.state_dict(), model.config, tokenizer)
         task_ref = publish_run_spec(self.kubo, SPEC)
         cfg = pool_config(self.accounts, task="0x" + task_ref.hex(), base_checkpoint="0x" + base.hex(),

@@ -32,18 +32,25 @@ class IpfsPublisher:
         self.tokenizer_files = tokenizer_files(tokenizer, self.tokenizer_dir)
         self.retention = PinRetention(kubo, Path(state_dir) / "published-pins.json", keep=async_level + 1)
         base = bytes(ledger.pool.checkpoint_at(pool_id, 0))
-        self.last_manifest: str = manifest_cid_of(base)
         self.published: dict[int, str] = {0: "0x" + base.hex()}
 
     def __call__(self, step: int, state_dict: dict[str, torch.Tensor]) -> str:
         if step == 0:
             return self.published[0]
-        published = publish_checkpoint(self.kubo, state_dict, step=step, parent=self.last_manifest, config=self.config,
+        published = publish_checkpoint(self.kubo, state_dict, step=step, parent=self._parent(step), config=self.config,
                                        tokenizer_files=self.tokenizer_files, on_chain=self._publish_on_chain,
                                        retention=self.retention)
-        self.last_manifest = published.manifest_cid
         self.published[step] = "0x" + published.digest.hex()
         return self.published[step]
+
+    def _parent(self, step: int) -> str:
+        """Manifest CID of the newest on-chain checkpoint before `step` (read from the chain, so a
+        restarted trainer re-publishing a step produces the very same manifest)."""
+        for previous in range(step - 1, -1, -1):
+            digest = bytes(self.ledger.pool.checkpoint_at(self.pool_id, previous))
+            if digest != bytes(32):
+                return manifest_cid_of(digest)
+        raise LedgerError(f"pool {self.pool_id} has no checkpoint before step {step}")
 
     def _publish_on_chain(self, step: int, digest: bytes) -> None:
         latest = self.ledger.pool.get_pool(self.pool_id)[3]

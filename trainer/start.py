@@ -90,7 +90,8 @@ def run_start(args: argparse.Namespace) -> int:
     consumed_path = Path(config.run_dir) / "consumed.json"
 
     def report(m) -> None:
-        line = {"step": m.step, "reward": round(m.reward, 4), "consumed": len(source.consumed),
+        reward = None if m.reward is None else round(m.reward, 4)
+        line = {"step": m.step, "reward": reward, "consumed": len(source.consumed),
                 "checkpoint": publisher.published.get(m.step)}
         tmp = consumed_path.with_suffix(".tmp")  # which work ids the trainer learned from, for audits
         tmp.write_text(json.dumps({"step": m.step, **source.state()} | {"cursor": None}))
