@@ -18,7 +18,7 @@ install: $(VENV_STAMP) $(NODE_STAMP) $(KUBO) contracts
 $(VENV_STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv .venv
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,bench]'
 	@rm -f .venv/.installed-* && touch $@
 
 $(NODE_STAMP): package.json package-lock.json
