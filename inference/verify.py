@@ -34,7 +34,7 @@ CheckName = Literal["tokens", "prompt", "seed", "termination", "sampling", "topl
 
 DEFAULT_LOGIT_TOLERANCE = 1e-3
 """eps of the replay rule, in logit units. Measured honest worker/validator logit differences
-on CPU float32 compute are ~1e-5 (docs/benchmarks-toploc.md); pools with bf16 or
+on CPU float32 compute are ~1e-5 (docs/benchmarks.md); pools with bf16 or
 cross-hardware workers must raise it to their measured noise."""
 
 FP32_THRESHOLDS = Thresholds(min_exp_matches=125, max_mant_err_mean=0.05, max_mant_err_median=0.0)
@@ -45,7 +45,7 @@ prefill not one top-k value differed: float32 noise (~1e-6 relative) flips a bf1
 for values within that distance of a rounding boundary, ~0.03 expected flips per 128 points.
 These thresholds allow 3 exponent flips and 6 single-unit mantissa flips per chunk. The paper's
 thresholds, sized for bf16 GPU kernels on large models, let small tampering through on a tiny
-model. Measurements: docs/benchmarks-toploc.md."""
+model. Measurements: docs/benchmarks.md."""
 
 
 class VerifyConfig(BaseModel):
