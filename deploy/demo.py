@@ -123,7 +123,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
                     "--eval-every", str(args.eval_every), "--eval-problems", str(args.eval_problems), "--json", *chain)
         for n in (0, 1):
             roles.start(f"worker{n}", "worker.cli", "start", "--pool", str(pool_id), "--devnet-worker", str(n),
-                        "--work-dir", str(out / f"worker{n}"), "--submissions-per-step", "2", "--quiet", *chain)
+                        "--work-dir", str(out / f"worker{n}"), "--quiet", *chain)
         roles.start("adversary", "examples.adversaries", "--pool", str(pool_id), "--devnet-worker", "2",
                     "--work-dir", str(out / "adversary"), *[a for name in ADVERSARY_ATTACKS for a in ("--attack", name)],
                     *chain)

@@ -217,14 +217,19 @@ class WorkerDaemon:
         self.journal.advance(pid, step, nonce, "written", digest=digest.hex(), file=str(path), n_samples=n_samples)
         self.upload(self.kubo, data)
         self.journal.advance(pid, step, nonce, "uploaded")
-        try:
-            self.ledger.pool.submit_work(pid, step, digest, n_samples)
-        except ContractRevert as exc:
-            if exc.error in ("StaleStep", "UnknownStep", "PoolNotActive", "InsufficientBudget"):
-                log.warning("submission for step %d refused: %s", step, exc)
-                self.journal.drop(pid, step, nonce)
-                return
-            raise
+        for attempt in range(3):
+            try:
+                self.ledger.pool.submit_work(pid, step, digest, n_samples)
+                break
+            except ContractRevert as exc:
+                if exc.error == "InsufficientStake" and attempt < 2:  # slashed meanwhile: top up and retry
+                    self.ledger.ensure_stake(self.pool.min_stake)
+                    continue
+                if exc.error in ("StaleStep", "UnknownStep", "PoolNotActive", "InsufficientBudget"):
+                    log.warning("submission for step %d refused: %s", step, exc)
+                    self.journal.drop(pid, step, nonce)
+                    return
+                raise
         self.journal.advance(pid, step, nonce, "submitted")
         self.stats.submitted += 1
         self.stats.last_event = f"submitted {n_samples} samples for step {step}"
