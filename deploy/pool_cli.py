@@ -13,14 +13,13 @@ from typing import Annotated
 
 from eth_utils import is_address, keccak, to_checksum_address
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
-from rich.console import Console
-from rich.table import Table
 
 from web3.logs import DISCARD
 
 from ledger_client.chain import Ledger
 from ledger_client.cid import InvalidCid, cid_to_digest
-from ledger_client.cli import UsageError, parse_amount, add_chain_args, load_devnet_info, one_line_errors, print_json, resolve_chain_args
+from ledger_client.cli import (UsageError, add_chain_args, load_devnet_info, one_line_errors, parse_amount, print_result,
+                               resolve_chain_args)
 from ledger_client.keys import load_account
 
 STATUS = {0: "none", 1: "active", 2: "closed"}
@@ -163,7 +162,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "create":
         cfg = load_pool_config(args.config, devnet)  # validate before touching the chain
     ledger = Ledger.open(rpc_url, deployments, account, args.chain_id)
-    console = Console()
     if args.command == "create":
         pool_id = create_pool(ledger, cfg)
         result = {"pool_id": pool_id, "funded": cfg.funding}
@@ -182,13 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         result = {"pool_id": args.pool_id, "refunded": ledger.token.balance_of(ledger.address) - before}
     else:
         result = pool_status(ledger, args.pool_id)
-    if args.json:
-        print_json(result)
-    else:
-        table = Table(show_header=False)
-        for k, v in result.items():
-            table.add_row(k, str(v))
-        console.print(table)
+    print_result(result, args.json)
     return 0
 
 

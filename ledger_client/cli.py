@@ -77,6 +77,30 @@ def print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=str))
 
 
+def print_result(result: dict, as_json: bool) -> None:
+    """A command's result: JSON for scripts, or a two-column table for people."""
+    if as_json:
+        print_json(result)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(show_header=False)
+    for key, value in result.items():
+        table.add_row(key, str(value))
+    Console().print(table)
+
+
+def use_devnet_role_key(args: argparse.Namespace, role: str, flag: str) -> None:
+    """Fill `args.key` with the devnet's key for `role` (unless a key was given)."""
+    if args.key or args.keystore:
+        return
+    devnet = load_devnet_info(args.devnet_dir)
+    if devnet is None:
+        raise UsageError(f"{flag} needs a running devnet (run `devnet up`)")
+    args.key = devnet["roles"][role]["private_key"]
+
+
 def load_devnet_info(state_dir: Path | None = None) -> dict | None:
     """The devnet.json written by `devnet up`, if there is one."""
     path = (state_dir or DEFAULT_DEVNET_DIR) / "devnet.json"

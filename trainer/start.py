@@ -20,7 +20,7 @@ import torch
 from inference.policy import load_policy
 from ledger_client.checkpoints import fetch_checkpoint
 from ledger_client.chain import Ledger
-from ledger_client.cli import UsageError, add_chain_args, load_devnet_info, resolve_chain_args
+from ledger_client.cli import UsageError, add_chain_args, load_devnet_info, resolve_chain_args, use_devnet_role_key
 from ledger_client.keys import load_account
 from ledger_client.kubo import KuboClient
 from ledger_client.queries import pool_state
@@ -52,10 +52,8 @@ def add_start_args(p: argparse.ArgumentParser) -> None:
 def run_start(args: argparse.Namespace) -> int:
     rpc_url, deployments = resolve_chain_args(args)
     devnet = load_devnet_info(args.devnet_dir)
-    if args.devnet_trainer and not (args.key or args.keystore):
-        if devnet is None:
-            raise UsageError("--devnet-trainer needs a running devnet")
-        args.key = devnet["roles"]["trainer"]["private_key"]
+    if args.devnet_trainer:
+        use_devnet_role_key(args, "trainer", "--devnet-trainer")
     ledger = Ledger.open(rpc_url, deployments, load_account(args.key, args.keystore, args.password_file),
                          args.chain_id)
     pool = pool_state(ledger, args.pool)

@@ -10,7 +10,8 @@ import threading
 from pathlib import Path
 
 from ledger_client.chain import Ledger
-from ledger_client.cli import UsageError, add_chain_args, load_devnet_info, one_line_errors, resolve_chain_args
+from ledger_client.cli import (UsageError, add_chain_args, load_devnet_info, one_line_errors, resolve_chain_args,
+                               use_devnet_role_key)
 from ledger_client.keys import load_account
 from ledger_client.queries import pool_state
 
@@ -40,10 +41,8 @@ def main(argv: list[str] | None = None) -> int:
 
     rpc_url, deployments = resolve_chain_args(args)
     devnet = load_devnet_info(args.devnet_dir)
-    if args.devnet_validator and not (args.key or args.keystore):
-        if devnet is None:
-            raise UsageError("--devnet-validator needs a running devnet")
-        args.key = devnet["roles"]["validator"]["private_key"]
+    if args.devnet_validator:
+        use_devnet_role_key(args, "validator", "--devnet-validator")
     if args.processes < 1 or args.max_in_flight < 1 or args.fetch_timeout <= 0:
         raise UsageError("--processes and --max-in-flight must be ≥ 1 and --fetch-timeout > 0")
     ledger = Ledger.open(rpc_url, deployments, load_account(args.key, args.keystore, args.password_file),

@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
 
-from ledger_client.cli import UsageError, add_chain_args, one_line_errors, parse_amount, print_json
+from ledger_client.cli import UsageError, add_chain_args, one_line_errors, parse_amount, print_result
 
 from worker.account import claim_all, open_ledger, status
 
@@ -53,7 +51,6 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_from_args(args)
     ledger = open_ledger(args)
-    console = Console()
     if args.command == "status":
         result = status(ledger, args.pool)
     elif args.command == "claim":
@@ -72,13 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         before = ledger.token.balance_of(ledger.address)
         ledger.stake.withdraw()
         result = {"withdrawn": ledger.token.balance_of(ledger.address) - before}
-    if args.json:
-        print_json(result)
-    else:
-        table = Table(show_header=False)
-        for k, v in result.items():
-            table.add_row(k, str(v))
-        console.print(table)
+    print_result(result, args.json)
     return 0
 
 
