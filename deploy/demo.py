@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -88,8 +89,6 @@ def _run_json(args: list[str], env: dict[str, str]) -> dict:
 def run_demo(args: argparse.Namespace, console: Console) -> dict:
     out = args.out.resolve()
     if out.exists():
-        import shutil
-
         shutil.rmtree(out)
     (out / "logs").mkdir(parents=True)
     info, started = devnet.up(args.state_dir)

@@ -68,11 +68,6 @@ class TxSender:
         self._next_nonce: int | None = None
         self._chain_id = w3.eth.chain_id
 
-    def resync(self) -> None:
-        """Forget the cached nonce (after a reorg dropped our transactions, or another process used the key)."""
-        with self._lock:
-            self._next_nonce = None
-
     def _chain_nonce(self) -> int:
         return with_retries(lambda: self.w3.eth.get_transaction_count(self.address, "pending"), self.attempts)
 

@@ -77,23 +77,22 @@ class RolloutChecker:
             batch = decode_rollouts(data)
         except RolloutFileError as exc:
             return CheckOutcome(False, Reason.SCHEMA, str(exc))
-        fail = self._identity(sub, batch)
+        ckpt = bytes(self.ledger.pool.checkpoint_at(sub.pool_id, sub.step))
+        fail = self._identity(sub, batch, ckpt.hex())
         if fail:
             return fail
-        ckpt = bytes(self.ledger.pool.checkpoint_at(sub.pool_id, sub.step))
         backend, tokenizer = self._policy(sub.step, ckpt)
         fail = self._assignment_and_rewards(batch, tokenizer)
         if fail:
             return fail
         return self._completions(sub, batch, backend, tokenizer)
 
-    def _identity(self, sub: Submission, batch: RolloutBatch) -> CheckOutcome | None:
+    def _identity(self, sub: Submission, batch: RolloutBatch, ckpt: str) -> CheckOutcome | None:
         h, spec = batch.header, self.spec
         if h.worker.lower() != sub.worker.lower():
             return CheckOutcome(False, Reason.WRONG_WORKER, f"file names worker {h.worker}, submitted by {sub.worker}")
         if h.policy_step != sub.step:
             return CheckOutcome(False, Reason.WRONG_STEP, f"file is for step {h.policy_step}, submitted for {sub.step}")
-        ckpt = bytes(self.ledger.pool.checkpoint_at(sub.pool_id, sub.step)).hex()
         if h.manifest_digest != ckpt:
             return CheckOutcome(False, Reason.WRONG_STEP, f"file declares manifest {h.manifest_digest[:16]}…, "
                                                           f"step {sub.step} is {ckpt[:16]}…")

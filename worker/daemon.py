@@ -179,7 +179,6 @@ class WorkerDaemon:
                     raise
                 # A chain reorganisation dropped the submission: resubmit it (recover() does that).
                 log.warning("submission 0x%s vanished from the chain (reorg); resubmitting", e["digest"][:12])
-                self.ledger.sender.resync()
                 self.journal.advance(e["pool_id"], e["step"], e["nonce"], "uploaded")
                 self.recover()
                 return self.pending_verdicts()
