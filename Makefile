@@ -28,13 +28,13 @@ $(NODE_STAMP): package.json package-lock.json
 $(KUBO):
 	scripts/install_kubo.sh $(KUBO_VERSION) $@
 
-# Compile the contracts, then regenerate ledger_client/abi/*.json and ledger_client/bindings.py.
+# Compile the contracts, then regenerate ledger_client/chain/abi/*.json and ledger_client/chain/bindings.py.
 contracts: $(NODE_STAMP) $(VENV_STAMP)
 	cd contracts && ../$(FORGE) build --quiet
-	$(PY) -m ledger_client.codegen contracts/out
+	$(PY) -m ledger_client.chain.codegen contracts/out
 
 demo: install
-	$(PY) -m deploy.demo
+	$(PY) -m examples.demo
 
 test: install
 	cd contracts && ../$(FORGE) test

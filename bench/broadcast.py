@@ -27,10 +27,10 @@ from pathlib import Path
 
 import torch
 
-from ledger_client.checkpoint_manifest import CheckpointManifest
-from ledger_client.checkpoints import fetch_checkpoint, publish_checkpoint
-from ledger_client.kubo import KuboClient
-from ledger_client.kubo_node import KuboNode
+from protocol.manifest import CheckpointManifest
+from ledger_client.ipfs.checkpoints import fetch_checkpoint, publish_checkpoint
+from ledger_client.ipfs.kubo import KuboClient
+from deploy.kubo_node import KuboNode
 
 PARALLEL_SHARDS = 4
 

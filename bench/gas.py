@@ -17,8 +17,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ledger_client.anvil import dev_accounts, start_anvil
-from ledger_client.chain import Ledger, connect
+from deploy.anvil import dev_accounts, start_anvil
+from ledger_client.chain.ledger import Ledger, connect
 
 from deploy.contracts import deploy_contracts
 from deploy.pool_cli import PoolConfig, create_pool

@@ -25,20 +25,22 @@ from rich.table import Table
 
 from deploy.contracts import deploy_contracts
 from deploy.pool_cli import PoolConfig, create_pool
-from ledger_client.anvil import dev_accounts, start_anvil
-from ledger_client.chain import Ledger, connect, save_deployment
-from ledger_client.content import put_object
-from ledger_client.kubo import KuboClient
-from ledger_client.kubo_node import KuboNode
-from ledger_client.queries import WorkStatus, get_work
-from ledger_client.rollouts import encode_rollouts
-from ledger_client.runspec import RunSpec, SamplingSpec, VerificationSpec, publish_run_spec
+from deploy.anvil import dev_accounts, start_anvil
+from ledger_client.chain.ledger import Ledger, connect, save_deployment
+from ledger_client.ipfs.content import put_object
+from ledger_client.ipfs.kubo import KuboClient
+from deploy.kubo_node import KuboNode
+from protocol.pool import WorkStatus
+from ledger_client.chain.queries import get_work
+from protocol.rollouts import encode_rollouts
+from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
+from ledger_client.ipfs.content import publish_run_spec
 from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
 from trainer.publish import base_checkpoint_digest
 from validator.checks import RolloutChecker
 from validator.daemon import DaemonConfig, ValidatorDaemon
-from worker.daemon import Policy
+from worker.policy import Policy
 from worker.produce import make_batch
 
 SPEC = RunSpec(

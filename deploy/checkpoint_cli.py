@@ -30,8 +30,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from ledger_client.checkpoint_manifest import CheckpointError
-from ledger_client.checkpoints import (
+from ledger_client.ipfs.checkpoints import (
     DEFAULT_SHARD_BYTES,
     InvalidCheckpointSource,
     PinRetention,
@@ -39,11 +38,9 @@ from ledger_client.checkpoints import (
     fetch_checkpoint,
     publish_checkpoint,
 )
-from ledger_client.cid import InvalidCid, InvalidDigest
-from ledger_client.kubo import DEFAULT_API, KuboClient, KuboError
+from ledger_client.cli import one_line_errors
+from ledger_client.ipfs.kubo import DEFAULT_API, KuboClient
 
-EXIT_ERROR = 1
-EXIT_USAGE = 2
 
 
 class RichTransferProgress:
@@ -210,23 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@one_line_errors
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `checkpoint` console script."""
+    """Entry point of the `checkpoint` console script (exit codes: ledger_client.cli.EXIT_CODES)."""
     args = build_parser().parse_args(argv)
-    try:
-        return int(args.run(args))
-    except (InvalidDigest, InvalidCid) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except (CheckpointError, KuboError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    except OSError as exc:
-        print(f"error: {exc.strerror or exc}{': ' + str(exc.filename) if exc.filename else ''}", file=sys.stderr)
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("error: interrupted; run the same fetch again to resume", file=sys.stderr)
-        return 130
+    return int(args.run(args))
 
 
 if __name__ == "__main__":

@@ -5,11 +5,11 @@ from __future__ import annotations
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
 
-from ledger_client.bindings import StakeManager
-from ledger_client.chain import Deployment
-from ledger_client.contract import load_artifact
-from ledger_client.errors import LedgerError
-from ledger_client.tx import TxSender
+from ledger_client.chain.bindings import StakeManager
+from ledger_client.chain.ledger import Deployment
+from ledger_client.chain.contract import load_artifact
+from ledger_client.chain.errors import LedgerError
+from ledger_client.chain.tx import TxSender
 
 
 def _deploy(sender: TxSender, name: str, *args) -> str:

@@ -12,29 +12,19 @@ import os
 import shutil
 from pathlib import Path
 
-from ledger_client.anvil import DEV_CHAIN_ID, dev_accounts, pid_is, start_anvil, stop_pid
-from ledger_client.chain import Ledger, connect, save_deployment
-from ledger_client.kubo import KuboClient
-from ledger_client.kubo_node import KuboNode, stop_daemon
+from deploy.anvil import DEV_CHAIN_ID, dev_accounts, pid_is, start_anvil, stop_pid
+from ledger_client.chain.ledger import Ledger, connect, save_deployment
+from ledger_client.ipfs.kubo import KuboClient
+from deploy.kubo_node import KuboNode, stop_daemon
 
 from deploy.contracts import deploy_contracts
+from protocol.devnet import devnet_file, load_devnet_info
 
 # Roles of the dev accounts (indices into the dev mnemonic's accounts).
 ROLES = {"deployer": 0, "pool_owner": 1, "trainer": 2, "validator": 3, "treasury": 9}
 WORKER_ACCOUNTS = [4, 5, 6, 7, 8]
 DEV_TOKENS_PER_ACCOUNT = 1_000_000 * 10**18
 UNBONDING_DELAY_S = 3600
-
-
-def info_path(state_dir: Path) -> Path:
-    return state_dir / "devnet.json"
-
-
-def read_info(state_dir: Path) -> dict | None:
-    path = info_path(state_dir)
-    if not path.exists():
-        return None
-    return json.loads(path.read_text())
 
 
 def is_running(info: dict) -> bool:
@@ -44,7 +34,7 @@ def is_running(info: dict) -> bool:
 def up(state_dir: Path) -> tuple[dict, bool]:
     """Start the devnet in `state_dir`; returns (info, started_now)."""
     state_dir = state_dir.resolve()
-    info = read_info(state_dir)
+    info = load_devnet_info(state_dir)
     if info is not None:
         if is_running(info):
             return info, False
@@ -81,7 +71,7 @@ def up(state_dir: Path) -> tuple[dict, bool]:
         }
         tmp = state_dir / ".devnet.json.tmp"
         tmp.write_text(json.dumps(info, indent=2) + "\n")
-        os.replace(tmp, info_path(state_dir))
+        os.replace(tmp, devnet_file(state_dir))
         return info, True
     except BaseException:
         if kubo is not None:
@@ -95,7 +85,7 @@ def up(state_dir: Path) -> tuple[dict, bool]:
 def down(state_dir: Path) -> list[str]:
     """Stop what `up` started in `state_dir`; returns what was stopped."""
     state_dir = state_dir.resolve()
-    info = read_info(state_dir)
+    info = load_devnet_info(state_dir)
     stopped = []
     if info is not None:
         if stop_pid(info["anvil_pid"], "anvil"):
@@ -104,7 +94,7 @@ def down(state_dir: Path) -> list[str]:
             stopped.append("kubo")
     elif (state_dir / "kubo").exists() and stop_daemon(state_dir / "kubo"):
         stopped.append("kubo")
-    info_path(state_dir).unlink(missing_ok=True)
+    devnet_file(state_dir).unlink(missing_ok=True)
     (state_dir / "deployments.json").unlink(missing_ok=True)
     # The chain is in memory, so its Kubo content is meaningless after a restart.
     shutil.rmtree(state_dir / "kubo", ignore_errors=True)
@@ -113,7 +103,7 @@ def down(state_dir: Path) -> list[str]:
 
 def status(state_dir: Path) -> dict:
     """Reachability of the devnet's chain, Kubo and contracts."""
-    info = read_info(state_dir.resolve())
+    info = load_devnet_info(state_dir.resolve())
     if info is None:
         return {"up": False}
     out: dict = {"up": is_running(info), "rpc_url": info["rpc_url"], "kubo_api_url": info["kubo_api_url"]}

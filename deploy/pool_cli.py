@@ -16,11 +16,11 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 
 from web3.logs import DISCARD
 
-from ledger_client.chain import Ledger
-from ledger_client.cid import InvalidCid, cid_to_digest
+from ledger_client.chain.ledger import Ledger
+from protocol.digest import InvalidCid, cid_to_digest
 from ledger_client.cli import (UsageError, add_chain_args, load_devnet_info, one_line_errors, parse_amount, print_result,
                                resolve_chain_args)
-from ledger_client.keys import load_account
+from ledger_client.chain.keys import load_account
 
 STATUS = {0: "none", 1: "active", 2: "closed"}
 

@@ -30,7 +30,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from inference.tiny import build_char_tokenizer, build_tiny_llama
 from inference.torch_backend import TorchBackend
-from ledger_client.local_store import DONE_MARKER, LocalPolicyStore
+from inference.local_store import DONE_MARKER, LocalPolicyStore
 from proofs.assignment import assign_prompts
 from tasks.base import Task
 from tasks.registry import TaskSpec, build_task

@@ -1,1 +1,1 @@
-"""Everything that talks to the chain or to IPFS: contract bindings, transactions, event cursors, Kubo, on-wire files."""
+"""The clients that talk to the chain (chain/) or to IPFS (ipfs/), and the CLI plumbing every command shares."""

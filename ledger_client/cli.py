@@ -1,4 +1,5 @@
-"""Shared CLI plumbing for every proofswarm command: one-line errors, JSON output, devnet defaults."""
+"""Shared CLI plumbing for every proofswarm command: one exit code per kind of error, one-line errors,
+JSON output, chain options with devnet defaults, settings from TOML + command line."""
 
 from __future__ import annotations
 
@@ -7,52 +8,91 @@ import json
 import sys
 from functools import wraps
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from pydantic import ValidationError
+from pydantic_settings import BaseSettings, CliSettingsSource, PydanticBaseSettingsSource, TomlConfigSettingsSource
 
-from ledger_client.checkpoint_manifest import CheckpointError
-from ledger_client.cid import InvalidCid, InvalidDigest
-from ledger_client.errors import LedgerError
-from ledger_client.kubo import KuboError
-from ledger_client.kubo_node import KuboBinaryNotFound, KuboStartError
+from ledger_client.chain.errors import LedgerError
+from ledger_client.ipfs.kubo import KuboError
+from protocol.devnet import DEFAULT_DEVNET_DIR, DevnetCorrupt, load_devnet_info
+from protocol.digest import InvalidCid, InvalidDigest
+from protocol.manifest import CheckpointError
+from protocol.rollouts import RolloutFileError
 
-DEFAULT_DEVNET_DIR = Path(".devnet")
-EXIT_ERROR = 1
+EXIT_FAILURE = 1
+"""The command could not do its job: the chain, IPFS, a file or a check failed; the message says which."""
 EXIT_USAGE = 2
+"""Bad command line, configuration or input value; nothing was done."""
+EXIT_INTERRUPTED = 130
 
 
 class UsageError(Exception):
     """Bad command-line input or configuration (exit code 2)."""
 
 
-def one_line_errors(main: Callable[..., int | None]) -> Callable[..., int]:
-    """Run a CLI entry point; print known errors as one `error: …` line and exit non-zero."""
+EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
+    (UsageError, EXIT_USAGE),
+    (DevnetCorrupt, EXIT_USAGE),
+    (ValidationError, EXIT_USAGE),
+    (InvalidCid, EXIT_USAGE),
+    (InvalidDigest, EXIT_USAGE),
+    (LedgerError, EXIT_FAILURE),
+    (KuboError, EXIT_FAILURE),
+    (CheckpointError, EXIT_FAILURE),
+    (RolloutFileError, EXIT_FAILURE),
+    (OSError, EXIT_FAILURE),
+    (KeyboardInterrupt, EXIT_INTERRUPTED),
+)
+"""The one table of exit codes: the first row whose class the error is an instance of decides. A command
+adds its own failure classes (e.g. `TrainerStarved`) with `one_line_errors(failures=...)`; they exit 1."""
 
-    @wraps(main)
-    def wrapper(*args: Any, **kwargs: Any) -> int:
-        try:
-            return main(*args, **kwargs) or 0
-        except UsageError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "config"
-            print(f"error: invalid configuration: {where}: {first['msg']}", file=sys.stderr)
-            return EXIT_USAGE
-        except (LedgerError, KuboError, KuboBinaryNotFound, KuboStartError, CheckpointError, InvalidCid,
-                InvalidDigest) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_ERROR
-        except KeyboardInterrupt:
-            print("error: interrupted", file=sys.stderr)
-            return 130
-        except OSError as exc:
-            print(f"error: {exc.strerror or exc}{': ' + str(exc.filename) if exc.filename else ''}", file=sys.stderr)
-            return EXIT_ERROR
 
-    return wrapper
+def exit_code_of(exc: BaseException, failures: tuple[type[BaseException], ...] = ()) -> int | None:
+    """The exit code for `exc` by the table, or None if it is not a known kind (a bug: let it raise)."""
+    for cls, code in EXIT_CODES:
+        if isinstance(exc, cls):
+            return code
+    return EXIT_FAILURE if isinstance(exc, failures) else None
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for a CLI: the first field error of a ValidationError, an OSError's reason and file,
+    otherwise the first line of the message."""
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "config"
+        return f"invalid configuration: {where}: {first['msg']}"
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror + (f": {exc.filename}" if exc.filename else "")
+    text = str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def one_line_errors(main: F | None = None, *, failures: tuple[type[BaseException], ...] = ()) -> Any:
+    """Decorate a CLI entry point: a known error (see EXIT_CODES, plus `failures`) is printed as one
+    `error: …` line on stderr and turned into its exit code; anything else is a bug and raises."""
+
+    def decorate(fn: Callable[..., int | None]) -> Callable[..., int]:
+        @wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> int:
+            try:
+                return fn(*args, **kwargs) or 0
+            except (Exception, KeyboardInterrupt) as exc:
+                code = exit_code_of(exc, failures)
+                if code is None:
+                    raise
+                print(f"error: {describe_error(exc)}", file=sys.stderr)
+                return code
+
+        return wrapper
+
+    return decorate(main) if main is not None else decorate
 
 
 def parse_amount(v: object) -> int:
@@ -101,15 +141,16 @@ def use_devnet_role_key(args: argparse.Namespace, role: str, flag: str) -> None:
     args.key = devnet["roles"][role]["private_key"]
 
 
-def load_devnet_info(state_dir: Path | None = None) -> dict | None:
-    """The devnet.json written by `devnet up`, if there is one."""
-    path = (state_dir or DEFAULT_DEVNET_DIR) / "devnet.json"
-    if not path.exists():
+def pop_option(args: list[str], name: str) -> str | None:
+    """Remove `name VALUE` from `args` and return VALUE (None if `name` is absent)."""
+    if name not in args:
         return None
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError:
-        raise UsageError(f"{path} is corrupt; run `devnet down` then `devnet up`") from None
+    at = args.index(name)
+    if at + 1 >= len(args):
+        raise UsageError(f"{name} needs a value")
+    value = args[at + 1]
+    del args[at : at + 2]
+    return value
 
 
 def add_chain_args(p: argparse.ArgumentParser) -> None:
@@ -133,3 +174,32 @@ def resolve_chain_args(args: argparse.Namespace) -> tuple[str, Path]:
     if deployments is None:
         raise UsageError("no --deployments given and no devnet is up (run `devnet up`)")
     return rpc_url, deployments
+
+
+S = TypeVar("S", bound=BaseSettings)
+
+
+def load_settings(settings_cls: type[S], toml_path: str | Path | None, argv: list[str]) -> S:
+    """Build `settings_cls` from defaults < TOML file < environment < command line."""
+    toml = Path(toml_path) if toml_path else None
+    if toml is not None and not toml.is_file():
+        raise UsageError(f"config file {toml} does not exist")
+
+    class _FromToml(settings_cls):  # type: ignore[valid-type, misc]
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            sources: tuple[PydanticBaseSettingsSource, ...] = (init_settings, env_settings)
+            if toml is not None:
+                sources += (TomlConfigSettingsSource(settings_cls, toml_file=toml),)
+            return sources
+
+    cli = CliSettingsSource(_FromToml, cli_parse_args=argv, cli_prog_name=settings_cls.__name__.lower())
+    loaded = _FromToml(_cli_settings_source=cli)
+    return settings_cls.model_validate(loaded.model_dump())

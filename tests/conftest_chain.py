@@ -10,9 +10,9 @@ import pytest
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
 
-from ledger_client.anvil import AnvilProcess, dev_accounts, find_anvil, start_anvil
-from ledger_client.chain import Deployment, Ledger, connect
-from ledger_client.errors import LedgerError
+from deploy.anvil import AnvilProcess, dev_accounts, find_anvil, start_anvil
+from ledger_client.chain.ledger import Deployment, Ledger, connect
+from ledger_client.chain.errors import LedgerError
 
 from deploy.contracts import deploy_contracts
 from deploy.pool_cli import PoolConfig, create_pool

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger_client import codegen
+from ledger_client.chain import codegen
 
 OUT = Path(__file__).resolve().parent.parent / "contracts" / "out"
 
@@ -24,7 +24,7 @@ def test_generated_files_match_compiled_contracts(tmp_path):
 
 
 def test_every_contract_function_has_a_typed_method():
-    from ledger_client import bindings
+    from ledger_client.chain import bindings
 
     for name in codegen.CONTRACTS:
         abi = json.loads((Path(codegen.__file__).parent / "abi" / f"{name}.json").read_text())["abi"]

@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import save_file
 
 from deploy.checkpoint_cli import main
-from ledger_client.kubo_node import KuboNode
+from deploy.kubo_node import KuboNode
 
 
 def _weights(tmp_path: Path) -> Path:

@@ -7,14 +7,9 @@ import json
 import pytest
 import torch
 
-from ledger_client.checkpoint_manifest import (
-    CheckpointManifest,
-    InvalidManifest,
-    UnsupportedManifestVersion,
-    parse_manifest,
-)
-from ledger_client.checkpoints import plan_shards, split_aliases
-from ledger_client.cid import DAG_PB, digest_to_cid, raw_cid_of
+from protocol.manifest import CheckpointManifest, InvalidManifest, UnsupportedManifestVersion, parse_manifest
+from ledger_client.ipfs.checkpoints import plan_shards, split_aliases
+from protocol.digest import DAG_PB, digest_to_cid, raw_cid_of
 
 SHA = "ab" * 32
 SHARD_CID = digest_to_cid(bytes(32), DAG_PB)

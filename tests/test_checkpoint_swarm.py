@@ -6,8 +6,8 @@ from pathlib import Path
 
 import torch
 
-from ledger_client.checkpoints import fetch_checkpoint, load_state_dict, publish_checkpoint
-from ledger_client.kubo import KuboClient
+from ledger_client.ipfs.checkpoints import fetch_checkpoint, load_state_dict, publish_checkpoint
+from ledger_client.ipfs.kubo import KuboClient
 from tests.conftest_kubo import KuboSwarm
 
 

@@ -12,15 +12,16 @@ from typing import Any
 import pytest
 import torch
 
-from ledger_client import checkpoints
-from ledger_client.checkpoint_manifest import InvalidManifest, UnsupportedManifestVersion
-from ledger_client.checkpoints import (
+from ledger_client.ipfs.checkpoints import files as checkpoint_files
+from protocol.manifest import InvalidManifest, UnsupportedManifestVersion
+from ledger_client.ipfs.checkpoints import (
     CheckpointIncomplete,
     DiskFull,
     FetchedCheckpoint,
     InvalidCheckpointSource,
     ManifestNotFound,
     PinRetention,
+    PublishedCheckpoint,
     ShardHashMismatch,
     ShardSizeMismatch,
     fetch_checkpoint,
@@ -28,8 +29,8 @@ from ledger_client.checkpoints import (
     load_state_dict,
     publish_checkpoint,
 )
-from ledger_client.cid import cid_to_digest, raw_cid_of
-from ledger_client.kubo import KuboClient, KuboUnreachable
+from protocol.digest import cid_to_digest, raw_cid_of
+from ledger_client.ipfs.kubo import KuboClient, KuboUnreachable
 
 torch.set_num_threads(1)
 SMALL_SHARD = 8 * 1024
@@ -172,7 +173,7 @@ def test_a_fetch_interrupted_midway_resumes_without_downloading_verified_shards_
     assert_bit_identical(load_state_dict(resumed), state)
 
 
-def _republish_with(kubo: KuboClient, published: checkpoints.PublishedCheckpoint, **shard_changes: Any) -> str:
+def _republish_with(kubo: KuboClient, published: PublishedCheckpoint, **shard_changes: Any) -> str:
     document = json.loads(published.manifest.to_bytes())
     document["shards"][0].update(shard_changes)
     return kubo.add_bytes(json.dumps(document).encode())
@@ -254,7 +255,7 @@ def test_disk_full_is_refused_before_downloading(
 ) -> None:
     published = publish_checkpoint(kubo, state, step=8, shard_bytes=SMALL_SHARD)
     real_usage = shutil.disk_usage
-    monkeypatch.setattr(checkpoints.shutil, "disk_usage",
+    monkeypatch.setattr(checkpoint_files.shutil, "disk_usage",
                         lambda path: real_usage(path)._replace(free=1000))
     with pytest.raises(DiskFull, match="MiB free"):
         fetch_checkpoint(kubo, published.digest, tmp_path)

@@ -92,7 +92,7 @@ def test_pool_without_devnet_is_a_clear_error(tmp_path):
 
 def test_demo_slashes_once_and_pays_once(devnet_dir, tmp_path):
     out = tmp_path / "runs"
-    run("deploy.ledger_demo", "--state-dir", str(devnet_dir), "--out", str(out), "--down-after", cwd=tmp_path)
+    run("examples.ledger_demo", "--state-dir", str(devnet_dir), "--out", str(out), "--down-after", cwd=tmp_path)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["chain_id"] == 31337 and summary["pool_id"] == 1
     assert len(summary["slashed"]) == 1 and len(summary["claimed"]) == 1

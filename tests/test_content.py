@@ -6,8 +6,15 @@ import hashlib
 
 import pytest
 
-from ledger_client.content import ContentTooLarge, ContentUnavailable, MAX_OBJECT_BYTES, get_object, put_object
-from ledger_client.runspec import RunSpec, fetch_run_spec, publish_run_spec
+from ledger_client.ipfs.content import (
+    ContentTooLarge,
+    ContentUnavailable,
+    MAX_OBJECT_BYTES,
+    get_object,
+    put_object,
+)
+from protocol.runspec import RunSpec
+from ledger_client.ipfs.content import fetch_run_spec, publish_run_spec
 
 
 def test_digest_is_sha256_of_the_bytes_and_round_trips(kubo):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ledger_client.chain import Ledger
-from ledger_client.errors import LedgerError
-from ledger_client.events import EventCursor, Removed
+from ledger_client.chain.ledger import Ledger
+from ledger_client.chain.errors import LedgerError
+from ledger_client.chain.events import EventCursor, Removed
 
 
 def _publish(trainer: Ledger, pool_id: int, step: int):

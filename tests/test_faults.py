@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from ledger_client.checkpoints import fetch_checkpoint, load_state_dict, publish_checkpoint
-from ledger_client.kubo import KuboClient, KuboError
-from ledger_client.kubo_node import KuboNode
-from ledger_client.queries import WorkStatus, get_work, wait_for
+from ledger_client.ipfs.checkpoints import fetch_checkpoint, load_state_dict, publish_checkpoint
+from ledger_client.ipfs.kubo import KuboClient, KuboError
+from deploy.kubo_node import KuboNode
+from protocol.pool import WorkStatus
+from ledger_client.chain.queries import get_work, wait_for
 from worker.daemon import WorkerDaemon
 
 from tests.test_protocol import Protocol

@@ -4,7 +4,7 @@ import hashlib
 
 import pytest
 
-from ledger_client.cid import (
+from protocol.digest import (
     DAG_PB,
     RAW,
     InvalidCid,

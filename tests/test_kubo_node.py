@@ -8,15 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger_client.kubo import KuboClient
-from ledger_client.kubo_node import (
-    PID_FILE,
-    KuboBinaryNotFound,
-    KuboNode,
-    KuboStartError,
-    find_ipfs_binary,
-    stop_daemon,
-)
+from ledger_client.ipfs.kubo import KuboClient
+from deploy.kubo_node import PID_FILE, KuboBinaryNotFound, KuboNode, KuboStartError, find_ipfs_binary, stop_daemon
 from tests.conftest_kubo import KuboSwarm
 
 
@@ -33,7 +26,7 @@ def test_daemon_started_here_is_stopped_from_another_process(tmp_path: Path) -> 
     try:
         assert (tmp_path / "repo" / PID_FILE).exists()
         script = (
-            "import sys; from ledger_client.kubo_node import KuboNode, stop_daemon; "
+            "import sys; from deploy.kubo_node import KuboNode, stop_daemon; "
             "print(KuboNode.attach(sys.argv[1]).peer_id); print(stop_daemon(sys.argv[1]))"
         )
         result = subprocess.run(

@@ -8,10 +8,10 @@ import pytest
 import requests
 from eth_account import Account
 
-from ledger_client import errors
-from ledger_client.chain import Ledger, connect, load_deployment, save_deployment
-from ledger_client.keys import load_account, write_keystore
-from ledger_client.tx import TxSender, with_retries
+from ledger_client.chain import errors
+from ledger_client.chain.ledger import Ledger, connect, load_deployment, save_deployment
+from ledger_client.chain.keys import load_account, write_keystore
+from ledger_client.chain.tx import TxSender, with_retries
 
 from tests.conftest_chain import TOKENS
 

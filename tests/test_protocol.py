@@ -12,16 +12,18 @@ import pytest
 
 from deploy.contracts import deploy_contracts
 from deploy.pool_cli import create_pool
-from examples.adversaries import ATTACKS, cycling, selective_upload
-from ledger_client.anvil import dev_accounts, start_anvil
-from ledger_client.chain import Ledger, connect, save_deployment
-from ledger_client.content import put_object
-from ledger_client.errors import revert_class
-from ledger_client.kubo import KuboClient
-from ledger_client.queries import WorkStatus, get_work
-from ledger_client.rollouts import decode_rollouts, encode_rollouts
-from ledger_client.runspec import RunSpec, SamplingSpec, VerificationSpec, publish_run_spec
-from ledger_client.verdicts import Reason
+from examples.adversaries.workers import ATTACKS, cycling, selective_upload
+from deploy.anvil import dev_accounts, start_anvil
+from ledger_client.chain.ledger import Ledger, connect, save_deployment
+from ledger_client.ipfs.content import put_object
+from ledger_client.chain.errors import revert_class
+from ledger_client.ipfs.kubo import KuboClient
+from protocol.pool import WorkStatus
+from ledger_client.chain.queries import get_work
+from protocol.rollouts import decode_rollouts, encode_rollouts
+from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
+from ledger_client.ipfs.content import publish_run_spec
+from protocol.verdicts import Reason
 from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
 from trainer.ledger_source import LedgerSource
@@ -29,7 +31,8 @@ from trainer.publish import base_checkpoint_digest
 from validator.checks import RolloutChecker
 from validator.daemon import DaemonConfig, ValidatorDaemon
 from worker.daemon import WorkerDaemon, WorkerOptions
-from worker.produce import load_policy, produce_rollout_file
+from inference.policy import load_policy
+from worker.produce import produce_rollout_file
 
 from tests.conftest_chain import TOKENS, pool_config
 

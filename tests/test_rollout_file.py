@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ledger_client.rollouts import (
+from protocol.rollouts import (
     METADATA_KEY,
     RolloutBatch,
     RolloutFileError,

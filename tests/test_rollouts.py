@@ -5,7 +5,7 @@ import torch
 
 from inference.tiny import build_char_tokenizer, build_tiny_llama
 from inference.torch_backend import TorchBackend
-from ledger_client.rollouts import decode_rollouts, encode_rollouts
+from protocol.rollouts import decode_rollouts, encode_rollouts
 from proofs.assignment import assign_prompts, check_assignment
 from proofs.sampling import derive_seed, sample_index
 from proofs.toploc import accept, verify_proofs

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.toploc import SuiteSetup, confusion, format_suite, run_suite
+from examples.adversaries.toploc import SuiteSetup, confusion, format_suite, run_suite
 from inference.backend import SamplingParams
 
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from inference.tiny import build_tiny_llama
-from ledger_client.rollouts import RolloutBatch, RolloutHeader, RolloutSample, write_rollout_file
-from ledger_client.settings import load_settings
+from protocol.rollouts import RolloutBatch, RolloutHeader, RolloutSample, write_rollout_file
+from ledger_client.cli import load_settings
 from trainer.config import TrainerConfig
 from trainer.loop import Trainer, TrainerStarved
 from trainer.work_source import InMemorySource, LocalDirectorySource

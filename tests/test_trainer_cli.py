@@ -2,7 +2,8 @@
 
 import pytest
 
-from trainer.cli import main as trainer_main
+from ledger_client.cli import EXIT_USAGE
+from trainer.local_cli import main as trainer_main
 from worker.local_cli import main as worker_main
 
 
@@ -15,12 +16,12 @@ from worker.local_cli import main as worker_main
     ],
 )
 def test_trainer_cli_errors_are_one_line(argv, message, capsys):
-    assert trainer_main(argv) == 1
+    assert trainer_main(argv) == EXIT_USAGE
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
 def test_worker_cli_refuses_a_bad_address(capsys):
-    assert worker_main(["--address", "bob"]) == 1
+    assert worker_main(["--address", "bob"]) == EXIT_USAGE
     err = capsys.readouterr().err
-    assert err.startswith("error: invalid setting address") and err.count("\n") == 1
+    assert err.startswith("error: invalid configuration: address") and err.count("\n") == 1

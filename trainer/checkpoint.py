@@ -21,8 +21,8 @@ import torch
 LATEST = "latest"
 
 
-class CheckpointError(Exception):
-    """A checkpoint is missing or unreadable."""
+class TrainerStateError(Exception):
+    """A trainer checkpoint (model, optimizer, RNG and cursor state for resuming) is unreadable."""
 
 
 @dataclass
@@ -66,5 +66,5 @@ def load_latest_checkpoint(root: str | Path) -> Checkpoint | None:
         trainer = json.loads((folder / "trainer.json").read_text())
         tensors = torch.load(folder / "state.pt", weights_only=False)
     except (OSError, json.JSONDecodeError, RuntimeError) as exc:
-        raise CheckpointError(f"checkpoint {folder} is unreadable: {exc}") from exc
+        raise TrainerStateError(f"checkpoint {folder} is unreadable: {exc}") from exc
     return Checkpoint(step=int(trainer.pop("step")), tensors=tensors, trainer=trainer)

@@ -3,7 +3,7 @@
 `init` builds, warm-starts and publishes the initial policy and the run spec of a new pool
 (trainer/bootstrap.py); `start` trains on the work a pool's ledger accepts and publishes checkpoints on IPFS and
 on-chain (trainer/start.py); `local` trains on rollout files of local worker processes
-(trainer/cli.py, used by examples/cpu_run.py and bench.async).
+(trainer/local_cli.py, used by examples/cpu_run.py and bench.async).
 """
 
 from __future__ import annotations
@@ -14,20 +14,18 @@ import sys
 from ledger_client.cli import one_line_errors
 
 
-@one_line_errors
 def _start(argv: list[str]) -> int:
+    from trainer.checkpoint import TrainerStateError
+    from trainer.loop import TrainerStarved
     from trainer.start import add_start_args, run_start
 
-    from trainer.checkpoint import CheckpointError
-    from trainer.loop import TrainerStarved
-
-    p = argparse.ArgumentParser(prog="trainer start", description=__doc__.splitlines()[0])
-    add_start_args(p)
-    try:
+    @one_line_errors(failures=(TrainerStarved, TrainerStateError))
+    def start() -> int:
+        p = argparse.ArgumentParser(prog="trainer start", description=__doc__.splitlines()[0])
+        add_start_args(p)
         return run_start(p.parse_args(argv))
-    except (TrainerStarved, CheckpointError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+
+    return start()
 
 
 @one_line_errors
@@ -50,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     if command == "start":
         return _start(rest)
     if command == "local":
-        from trainer.cli import main as local_main
+        from trainer.local_cli import main as local_main
 
         return local_main(rest)
     print(f"error: unknown command {command!r} (expected init, start or local)", file=sys.stderr)

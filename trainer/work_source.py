@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from ledger_client.local_store import TrainerProgress, write_progress
-from ledger_client.rollouts import RolloutBatch, RolloutFileError, read_rollout_file
+from inference.local_store import TrainerProgress, write_progress
+from protocol.rollouts import RolloutBatch, RolloutFileError, read_rollout_file
 
 
 FILES_PER_STEP_WINDOW = 4

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ledger_client.chain import Ledger
-from ledger_client.checkpoints import PinRetention, fetch_checkpoint
-from ledger_client.kubo import KuboClient
-from ledger_client.queries import pool_state
-from ledger_client.rollouts import RolloutBatch, RolloutFileError, decode_rollouts
-from ledger_client.runspec import RunSpec, fetch_run_spec
-from ledger_client.verdicts import Reason
+from ledger_client.chain.ledger import Ledger
+from ledger_client.ipfs.checkpoints import PinRetention, fetch_checkpoint
+from ledger_client.ipfs.kubo import KuboClient
+from ledger_client.chain.queries import pool_state
+from protocol.rollouts import RolloutBatch, RolloutFileError, decode_rollouts
+from protocol.runspec import RunSpec
+from ledger_client.ipfs.content import fetch_run_spec
+from protocol.verdicts import Reason
 from inference.policy import load_policy
 from inference.torch_backend import TorchBackend
 from inference.verify import CompletionRecord, VerifyConfig, verify_completions

@@ -20,41 +20,30 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Callable
 
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from ledger_client.chain import Ledger
-from ledger_client.checkpoints import PinRetention, fetch_checkpoint
+from ledger_client.chain.ledger import Ledger
+from ledger_client.ipfs.checkpoints import PinRetention, fetch_checkpoint
 from ledger_client.cli import UsageError, load_devnet_info
-from ledger_client.content import put_object
-from ledger_client.errors import ContractRevert
-from ledger_client.kubo import KuboClient
-from ledger_client.queries import WorkStatus, get_work, pool_state
-from ledger_client.runspec import RunSpec, fetch_run_spec
+from ledger_client.ipfs.content import put_object
+from ledger_client.chain.errors import ContractRevert
+from ledger_client.ipfs.kubo import KuboClient
+from protocol.pool import WorkStatus
+from ledger_client.chain.queries import get_work, pool_state
+from protocol.runspec import RunSpec
+from ledger_client.ipfs.content import fetch_run_spec
 
-from worker.account import claim_all
+from inference.policy import load_policy
+from worker.account import claim_all, open_ledger
+from worker.produce import produce_rollout_file
+from worker.policy import Policy, RolloutProducer
 from worker.journal import Journal
 
 log = logging.getLogger("proofswarm.worker")
-
-
-@dataclass
-class Policy:
-    """A loaded policy and where it came from."""
-
-    step: int
-    manifest_digest: bytes
-    model: object
-    tokenizer: object
-
-
-class RolloutProducer(Protocol):
-    """Makes one rollout file (bytes) and says how many samples it holds."""
-
-    def __call__(self, policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> tuple[bytes, int]: ...
 
 
 PolicyLoader = Callable[[Path], tuple[object, object]]
@@ -261,9 +250,6 @@ def status_table(daemon: WorkerDaemon) -> Table:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    from worker.account import open_ledger
-    from worker.produce import load_policy, produce_rollout_file
-
     ledger = open_ledger(args)
     devnet = load_devnet_info(args.devnet_dir)
     kubo_api = args.kubo_api or (devnet or {}).get("kubo_api")

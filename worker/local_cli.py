@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 
 import torch
-from pydantic import Field, ValidationError
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from transformers import AutoTokenizer
 
-from ledger_client.local_store import (
+from inference.local_store import (
     DONE_MARKER,
     PolicyStoreError,
     latest_policy,
@@ -32,8 +32,8 @@ from ledger_client.local_store import (
     load_policy_weights,
     read_progress,
 )
-from ledger_client.rollouts import RolloutFileError, write_rollout_file
-from ledger_client.settings import describe_error, load_settings
+from protocol.rollouts import write_rollout_file
+from ledger_client.cli import load_settings, one_line_errors, pop_option
 from tasks.base import TaskError, assignment_space
 from tasks.registry import TaskSpec, build_task
 from inference.torch_backend import TorchBackend
@@ -116,25 +116,13 @@ def run_worker(config: LocalWorkerConfig) -> int:
     return written
 
 
+@one_line_errors(failures=(TaskError, PolicyStoreError))
 def main(argv: list[str] | None = None) -> int:
-    """CLI entry: `--config run.toml` plus overrides; one line on error, non-zero exit."""
+    """CLI entry: `--config run.toml` plus overrides; one line on error, non-zero exit (ledger_client.cli.EXIT_CODES)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    toml = None
-    if "--config" in args:
-        at = args.index("--config")
-        if at + 1 >= len(args):
-            print("error: --config needs a TOML file path", file=sys.stderr)
-            return 2
-        toml = args[at + 1]
-        del args[at : at + 2]
-    try:
-        config = load_settings(LocalWorkerConfig, toml, args)
-        written = run_worker(config)
-    except (FileNotFoundError, ValidationError, TaskError, PolicyStoreError, RolloutFileError) as exc:
-        print(f"error: {describe_error(exc)}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    toml = pop_option(args, "--config")
+    config = load_settings(LocalWorkerConfig, toml, args)
+    written = run_worker(config)
     print(f"worker {config.address}: wrote {written} rollout files")
     return 0
 

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from inference.policy import load_policy
 from inference.torch_backend import TorchBackend
-from ledger_client.rollouts import RolloutBatch, encode_rollouts
-from ledger_client.runspec import RunSpec
+from protocol.rollouts import RolloutBatch, encode_rollouts
+from protocol.runspec import RunSpec
 from proofs.assignment import assign_prompts
 from tasks.base import assignment_space
 from tasks.registry import TaskSpec, build_task
-from worker.daemon import Policy
+from worker.policy import Policy
 from worker.rollouts import SamplingConfig, make_rollouts
-
-__all__ = ["load_policy", "make_batch", "produce_rollout_file"]
-
 
 def make_batch(policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> RolloutBatch:
     """Generate the assigned prompts' completions with proofs (adversaries start from this too)."""

@@ -2,7 +2,7 @@
 
 For the assigned prompts (proofs.assignment): G samples per prompt with seeded Gumbel
 sampling (seeds from proofs.sampling.derive_seed), rewards from the task verifier, TOPLOC
-proofs of the final hidden states, all in one rollout file (ledger_client.rollouts) stamped
+proofs of the final hidden states, all in one rollout file (protocol.rollouts) stamped
 with the policy's step and digest and the worker's address.
 """
 
@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from transformers import PreTrainedTokenizerBase
 
 from inference.backend import InferenceBackend, SamplingParams
-from ledger_client.rollouts import RolloutBatch, RolloutHeader, RolloutSample
+from protocol.rollouts import RolloutBatch, RolloutHeader, RolloutSample
 from proofs.sampling import derive_seed, sample_index
 from proofs.toploc import build_proofs_batch
 from tasks.base import Task

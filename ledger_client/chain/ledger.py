@@ -11,9 +11,9 @@ from eth_account.signers.local import LocalAccount
 from pydantic import BaseModel, ValidationError
 from web3 import HTTPProvider, Web3
 
-from ledger_client.bindings import ComputePool, DevStakeToken, StakeManager
-from ledger_client.errors import LedgerError, NotDeployed, RpcUnreachable, WrongChain
-from ledger_client.tx import TxSender
+from ledger_client.chain.bindings import ComputePool, DevStakeToken, StakeManager
+from ledger_client.chain.errors import LedgerError, NotDeployed, RpcUnreachable, WrongChain
+from ledger_client.chain.tx import TxSender
 
 
 def connect(rpc_url: str, expected_chain_id: int | None = None, timeout: float = 10.0) -> Web3:

@@ -24,6 +24,8 @@ from typing import Self
 
 import requests
 
+from ledger_client.ipfs.kubo import KuboError
+
 PID_FILE = "proofswarm-daemon.pid"
 LOG_FILE = "proofswarm-daemon.log"
 READY_LINE = "Daemon is ready"
@@ -50,11 +52,11 @@ _PRIVATE_CONFIG: dict[str, object] = {
 }
 
 
-class KuboBinaryNotFound(RuntimeError):
+class KuboBinaryNotFound(KuboError):
     """No Kubo ``ipfs`` binary could be found."""
 
 
-class KuboStartError(RuntimeError):
+class KuboStartError(KuboError):
     """A Kubo daemon did not start (the message carries the tail of its log)."""
 
 

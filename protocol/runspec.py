@@ -1,7 +1,7 @@
 """The run spec: what every participant of a pool must agree on, content-addressed on IPFS.
 
 A pool's on-chain `taskRef` is the digest of its run spec (a raw IPFS object, see
-`ledger_client.content`), so workers, validators and the trainer fetch the same spec from the
+`ledger_client.ipfs.content`), so workers, validators and the trainer fetch the same spec from the
 chain alone and nobody can quietly change the task, the sampling or the verification rules.
 """
 
@@ -11,8 +11,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ledger_client.content import get_object, put_object
-from ledger_client.kubo import KuboClient
 
 
 class SamplingSpec(BaseModel):
@@ -54,13 +52,3 @@ class RunSpec(BaseModel):
     @property
     def pool_seed_bytes(self) -> bytes:
         return bytes.fromhex(self.pool_seed[2:])
-
-
-def publish_run_spec(kubo: KuboClient, spec: RunSpec) -> bytes:
-    """Store the spec on IPFS; returns the digest to use as the pool's taskRef."""
-    return put_object(kubo, spec.model_dump_json().encode())
-
-
-def fetch_run_spec(kubo: KuboClient, task_ref: bytes, timeout: float = 30.0) -> RunSpec:
-    """The spec whose digest is the pool's taskRef."""
-    return RunSpec.model_validate_json(get_object(kubo, task_ref, timeout=timeout))

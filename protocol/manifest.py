@@ -1,7 +1,7 @@
 """The checkpoint manifest: the one small JSON object whose digest goes on-chain.
 
 It is stored in Kubo as a single raw block, so the on-chain digest is ``sha256(manifest bytes)``
-(see ledger_client/cid.py). Everything else (weight shards, tokenizer files) is named inside it
+(see protocol/digest.py). Everything else (weight shards, tokenizer files) is named inside it
 by CID and sha256.
 """
 
@@ -13,7 +13,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ledger_client.cid import cid_to_digest
+from protocol.digest import cid_to_digest
 
 SCHEMA_VERSION: Final = 1
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

@@ -10,7 +10,7 @@ from pathlib import Path
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
-from ledger_client.errors import KeyLoadError
+from ledger_client.chain.errors import KeyLoadError
 
 KEY_ENV = "PROOFSWARM_PRIVATE_KEY"
 

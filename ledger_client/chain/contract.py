@@ -11,8 +11,8 @@ from typing import Any
 from web3 import Web3
 from web3.exceptions import ContractCustomError, ContractLogicError, ContractPanicError
 
-from ledger_client.errors import LedgerError
-from ledger_client.tx import TxSender, revert_from_exception, with_retries
+from ledger_client.chain.errors import LedgerError
+from ledger_client.chain.tx import TxSender, revert_from_exception, with_retries
 
 ABI_DIR = Path(__file__).resolve().parent / "abi"
 
@@ -30,7 +30,7 @@ class EventMeta:
 
 @lru_cache(maxsize=None)
 def load_artifact(name: str) -> dict:
-    """The ABI and creation bytecode of contract `name` (from ledger_client/abi/)."""
+    """The ABI and creation bytecode of contract `name` (from ledger_client/chain/abi/)."""
     path = ABI_DIR / f"{name}.json"
     if not path.exists():
         raise LedgerError(f"no compiled artifact for {name} in {ABI_DIR} (run `make contracts`)")

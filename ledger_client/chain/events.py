@@ -1,7 +1,7 @@
 """Reading contract events with a persistent cursor that survives restarts and reorgs.
 
 `EventCursor.poll()` returns the new events of the watched contract, decoded into the typed
-dataclasses of `ledger_client.bindings`, up to `head - confirmations`. The cursor remembers the
+dataclasses of `ledger_client.chain.bindings`, up to `head - confirmations`. The cursor remembers the
 hash of every block it delivered from and of the last block it scanned. On each poll it checks
 those hashes against the chain; after a reorganisation it rewinds to the newest block that is
 still canonical and rescans. Each delivered event is identified by (transaction hash, position
@@ -27,11 +27,11 @@ from typing import Any, Iterable
 from eth_utils import event_abi_to_log_topic
 from web3 import Web3
 
-from ledger_client.bindings import EVENT_TYPES
-from ledger_client.codegen import snake
-from ledger_client.contract import BoundContract, EventMeta
-from ledger_client.errors import LedgerError
-from ledger_client.tx import with_retries
+from ledger_client.chain.bindings import EVENT_TYPES
+from ledger_client.chain.codegen import snake
+from ledger_client.chain.contract import BoundContract, EventMeta
+from ledger_client.chain.errors import LedgerError
+from ledger_client.chain.tx import with_retries
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.exceptions import ContractCustomError, ContractLogicError, ContractPanicError, Web3RPCError
 
-from ledger_client.errors import LedgerError, RpcUnreachable, TransactionFailed, UnknownRevert, decode_revert
+from ledger_client.chain.errors import LedgerError, RpcUnreachable, TransactionFailed, UnknownRevert, decode_revert
 
 TRANSIENT = (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError)
 

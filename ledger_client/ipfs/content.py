@@ -1,6 +1,6 @@
 """Small content-addressed objects whose digest goes on-chain (rollout files, evidence, manifests).
 
-By the convention of `ledger_client.cid`, such an object is one raw IPFS block, so its on-chain
+By the convention of `protocol.digest`, such an object is one raw IPFS block, so its on-chain
 digest is simply sha256(bytes): anyone can check a file against the chain without IPFS, and the
 CID is rebuilt exactly from the digest. Objects larger than one block are refused.
 """
@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 
-from ledger_client.cid import RAW, cid_codec, cid_to_digest, digest_to_cid
-from ledger_client.kubo import KuboClient, KuboError, KuboNotFound, KuboTimeout
+from protocol.digest import RAW, cid_codec, cid_to_digest, digest_to_cid
+from ledger_client.ipfs.kubo import KuboClient, KuboError, KuboNotFound, KuboTimeout
+from protocol.runspec import RunSpec
 
 MAX_OBJECT_BYTES = 1024 * 1024
 """One raw block (Kubo's chunker limit for a single-block raw leaf)."""
@@ -55,3 +56,13 @@ def get_object(kubo: KuboClient, digest: bytes, timeout: float = 30.0) -> bytes:
     if hashlib.sha256(data).digest() != digest:
         raise ContentMismatch(f"{cid}: served bytes do not match the digest")
     return data
+
+
+def publish_run_spec(kubo: KuboClient, spec: RunSpec) -> bytes:
+    """Store the spec on IPFS; returns the digest to use as the pool's taskRef."""
+    return put_object(kubo, spec.model_dump_json().encode())
+
+
+def fetch_run_spec(kubo: KuboClient, task_ref: bytes, timeout: float = 30.0) -> RunSpec:
+    """The spec whose digest is the pool's taskRef."""
+    return RunSpec.model_validate_json(get_object(kubo, task_ref, timeout=timeout))

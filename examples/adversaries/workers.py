@@ -20,12 +20,12 @@ import torch
 from inference.backend import SamplingParams
 from inference.tiny import build_tiny_llama
 from inference.torch_backend import TorchBackend
-from ledger_client.content import put_object
-from ledger_client.rollouts import RolloutBatch, RolloutSample, encode_rollouts
-from ledger_client.runspec import RunSpec
+from ledger_client.ipfs.content import put_object
+from protocol.rollouts import RolloutBatch, RolloutSample, encode_rollouts
+from protocol.runspec import RunSpec
 from proofs.toploc import build_proofs_batch
 from tasks.registry import TaskSpec, build_task
-from worker.daemon import Policy
+from worker.policy import Policy
 from worker.produce import make_batch
 
 Producer = Callable[[Policy, RunSpec, str, int, int], tuple[bytes, int]]
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     from ledger_client.cli import UsageError, add_chain_args, load_devnet_info, one_line_errors
     from worker.account import open_ledger
     from worker.daemon import WorkerDaemon, WorkerOptions
-    from worker.produce import load_policy
+    from inference.policy import load_policy
 
     @one_line_errors
     def run() -> int:

@@ -122,4 +122,4 @@ def revert_class(name: str) -> type[ContractRevert]:
 
 
 def __getattr__(name: str) -> Any:  # pragma: no cover - only for static-analysis friendliness
-    raise AttributeError(f"ledger_client.errors has no custom error named {name!r}")
+    raise AttributeError(f"ledger_client.chain.errors has no custom error named {name!r}")

@@ -30,11 +30,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ledger_client.chain import Ledger
+from ledger_client.chain.ledger import Ledger
 from ledger_client.cli import DEFAULT_DEVNET_DIR, UsageError, one_line_errors
-from ledger_client.keys import load_account
-from ledger_client.queries import WorkStatus, get_work
-from ledger_client.verdicts import Reason
+from ledger_client.chain.keys import load_account
+from protocol.pool import WorkStatus
+from ledger_client.chain.queries import get_work
+from protocol.verdicts import Reason
 
 from deploy import devnet
 from deploy.pool_cli import PoolConfig, create_pool
@@ -123,7 +124,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
         for n in (0, 1):
             roles.start(f"worker{n}", "worker.cli", "start", "--pool", str(pool_id), "--devnet-worker", str(n),
                         "--work-dir", str(out / f"worker{n}"), "--quiet", *chain)
-        roles.start("adversary", "examples.adversaries", "--pool", str(pool_id), "--devnet-worker", "2",
+        roles.start("adversary", "examples.adversaries.workers", "--pool", str(pool_id), "--devnet-worker", "2",
                     "--work-dir", str(out / "adversary"), *[a for name in ADVERSARY_ATTACKS for a in ("--attack", name)],
                     *chain)
         done = run_dir / "trainer.done"

@@ -3,54 +3,9 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from enum import IntEnum
 
-from ledger_client.chain import Ledger
-
-
-class WorkStatus(IntEnum):
-    """Mirror of `IComputePool.WorkStatus`."""
-
-    NONE = 0
-    PENDING = 1
-    ACCEPTED = 2
-    REJECTED = 3
-    PAID = 4
-    EXPIRED = 5
-
-
-@dataclass(frozen=True)
-class Work:
-    """One submission as the chain sees it now."""
-
-    work_id: bytes
-    worker: str
-    pool_id: int
-    step: int
-    n_samples: int
-    submitted_at: int
-    status: WorkStatus
-    reward: int
-
-
-@dataclass(frozen=True)
-class PoolState:
-    pool_id: int
-    owner: str
-    trainer: str
-    active: bool
-    latest_step: int
-    budget: int
-    reserved: int
-    min_stake: int
-    reward_per_sample: int
-    slash_amount: int
-    challenge_window_s: int
-    reward_lock_s: int
-    max_staleness: int
-    task_ref: bytes
-    base_checkpoint: bytes
+from ledger_client.chain.ledger import Ledger
+from protocol.pool import PoolState, Work, WorkStatus
 
 
 def pool_state(ledger: Ledger, pool_id: int) -> PoolState:

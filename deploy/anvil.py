@@ -14,7 +14,7 @@ from pathlib import Path
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
-from ledger_client.errors import LedgerError
+from ledger_client.chain.errors import LedgerError
 
 DEV_MNEMONIC = "test test test test test test test test test test test junk"
 DEV_CHAIN_ID = 31337

@@ -1,0 +1,243 @@
+"""Fetch: digest -> manifest -> shards in parallel, each verified before use; resumable; re-provided."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+from protocol.manifest import (
+    CheckpointError,
+    CheckpointManifest,
+    StoredFile,
+    parse_manifest,
+)
+from protocol.digest import RAW, cid_codec, cid_to_digest, digest_to_cid, parse_digest
+from ledger_client.ipfs.kubo import KuboClient, KuboContentTooLarge, KuboError, KuboNotFound, KuboUnreachable
+from ledger_client.ipfs.checkpoints.errors import (
+    DiskFull, ManifestNotFound, ShardHashMismatch,
+    ShardSizeMismatch, ShardUnavailable,
+)
+from ledger_client.ipfs.checkpoints.retention import PinRetention, RetainedVersion
+from ledger_client.ipfs.checkpoints.files import (
+    NoProgress, TransferProgress, atomic_write, check_free_space, exclusive_lock, sha256_file,
+)
+
+
+@dataclass(frozen=True)
+class FetchedCheckpoint:
+    """A verified local copy of a checkpoint."""
+
+    manifest: CheckpointManifest
+    manifest_cid: str
+    digest: bytes
+    path: Path
+    downloaded: list[str] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)
+    retried: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+
+
+
+def manifest_cid_of(ref: bytes | str) -> str:
+    """The manifest CID for an on-chain digest (bytes or hex) or a CID string."""
+    if isinstance(ref, str) and not ref.startswith("0x") and len(ref) != 64:
+        cid_to_digest(ref)  # validates
+        return ref
+    return digest_to_cid(parse_digest(ref), RAW)
+
+
+def fetch_manifest(kubo: KuboClient, ref: bytes | str, *, timeout: float = 60.0) -> tuple[str, CheckpointManifest]:
+    """Retrieve and validate the manifest behind ``ref``; return (manifest CID, manifest)."""
+    manifest_cid = manifest_cid_of(ref)
+    try:
+        data = kubo.cat(manifest_cid, timeout=timeout)
+    except KuboNotFound:
+        raise ManifestNotFound(
+            f"no manifest behind digest 0x{cid_to_digest(manifest_cid).hex()}: no reachable peer has {manifest_cid}"
+        ) from None
+    if cid_codec(manifest_cid) == RAW and hashlib.sha256(data).digest() != cid_to_digest(manifest_cid):
+        raise ManifestNotFound(f"content returned for {manifest_cid} does not match its digest")
+    return manifest_cid, parse_manifest(data)
+
+
+def fetch_checkpoint(
+    kubo: KuboClient,
+    ref: bytes | str,
+    store: Path,
+    *,
+    parallel: int = 4,
+    retries: int = 2,
+    timeout: float = 120.0,
+    retention: PinRetention | None = None,
+    progress: TransferProgress | None = None,
+    provide: bool = True,
+) -> FetchedCheckpoint:
+    """Fetch the checkpoint behind ``ref`` (on-chain digest or manifest CID) into
+    ``store/<manifest cid>/``, verifying every file; resume whatever is already there.
+
+    Raises a :class:`CheckpointError` subclass (or :class:`KuboUnreachable`) and returns
+    nothing unless every file matches the manifest.
+    """
+    started = time.monotonic()
+    progress = progress or NoProgress()
+    manifest_cid, manifest = fetch_manifest(kubo, ref, timeout=timeout)
+    folder = Path(store) / manifest_cid
+    folder.mkdir(parents=True, exist_ok=True)
+    files: list[StoredFile] = [*manifest.shards, *manifest.tokenizer_files]
+    with exclusive_lock(folder):
+        for stale in folder.glob(".*.part"):
+            stale.unlink()
+        progress.start(manifest.total_bytes, len(files))
+        reused = _verified_already(folder, files, parallel, progress)
+        missing = [f for f in files if f.name not in reused]
+        check_free_space(folder, sum(f.size for f in missing))
+        retried: dict[str, int] = {}
+        stop = threading.Event()
+
+        def fetch_one(stored: StoredFile) -> None:
+            if stop.is_set():  # another shard failed or the fetch was interrupted
+                return
+            try:
+                retried_count = _download_verified(kubo, stored, folder, retries, timeout, progress)
+                if retried_count:
+                    retried[stored.name] = retried_count
+                progress.file_done(stored.name)
+            except BaseException:
+                stop.set()
+                raise
+
+        with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="shard") as pool:
+            futures = [pool.submit(fetch_one, f) for f in missing]
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException:
+                stop.set()  # verified files stay for the next attempt
+                raise
+
+        _write_local_metadata(folder, manifest, manifest_cid)
+        for stored in files:
+            kubo.pin_add(stored.cid, timeout=timeout)
+        kubo.pin_add(manifest_cid, timeout=timeout)
+        if provide:
+            _provide_best_effort(kubo, [manifest_cid, *(f.cid for f in files)])
+    if retention is not None:
+        retention.record(RetainedVersion(
+            step=manifest.step, manifest_cid=manifest_cid, cids=[f.cid for f in files], path=str(folder)
+        ))
+    return FetchedCheckpoint(
+        manifest=manifest,
+        manifest_cid=manifest_cid,
+        digest=cid_to_digest(manifest_cid),
+        path=folder,
+        downloaded=[f.name for f in missing],
+        reused=sorted(reused),
+        retried=retried,
+        seconds=time.monotonic() - started,
+    )
+
+
+def _verified_already(
+    folder: Path, files: Sequence[StoredFile], parallel: int, progress: TransferProgress
+) -> set[str]:
+    """Names of files already in ``folder`` that match the manifest; others are deleted."""
+
+    def check(stored: StoredFile) -> str | None:
+        path = folder / stored.name
+        if not path.exists():
+            return None
+        if path.stat().st_size == stored.size and sha256_file(path) == stored.sha256:
+            progress.advance(stored.size)
+            progress.file_done(stored.name)
+            return stored.name
+        path.unlink()
+        return None
+
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        return {name for name in pool.map(check, files) if name}
+
+
+def _download_verified(
+    kubo: KuboClient,
+    stored: StoredFile,
+    folder: Path,
+    retries: int,
+    timeout: float,
+    progress: TransferProgress,
+) -> int:
+    """Download one file, check size and sha256 before it takes its final name; retry on a
+    bad or unavailable copy. Returns how many retries it took."""
+    last_error: CheckpointError | None = None
+    for attempt in range(retries + 1):
+        received = 0
+
+        def count(n: int) -> None:
+            nonlocal received
+            received += n
+            progress.advance(n)
+
+        staging = folder / f".{stored.name}.part"
+        try:
+            sha = kubo.cat_to_file(stored.cid, staging, timeout=timeout, on_bytes=count,
+                                   max_bytes=stored.size)
+        except KuboUnreachable:
+            raise
+        except KuboNotFound:
+            last_error = ShardUnavailable(f"{stored.name} ({stored.cid}): no reachable peer provided it")
+        except KuboContentTooLarge:
+            last_error = ShardSizeMismatch(f"{stored.name}: more than the manifest's {stored.size} bytes")
+        except KuboError as exc:
+            last_error = ShardUnavailable(f"{stored.name} ({stored.cid}): {exc}")
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise DiskFull(f"disk full writing {stored.name} to {folder}") from None
+            raise
+        else:
+            size = staging.stat().st_size
+            if size != stored.size:
+                last_error = ShardSizeMismatch(f"{stored.name}: {size} bytes, manifest says {stored.size}")
+            elif sha != stored.sha256:
+                last_error = ShardHashMismatch(f"{stored.name}: sha256 {sha[:16]}… != manifest {stored.sha256[:16]}…")
+            else:
+                os.replace(staging, folder / stored.name)
+                return attempt
+        staging.unlink(missing_ok=True)
+        progress.advance(-received)
+    assert last_error is not None
+    raise type(last_error)(f"{last_error} (after {retries + 1} attempts)")
+
+
+def _write_local_metadata(folder: Path, manifest: CheckpointManifest, manifest_cid: str) -> None:
+    """Make the folder a Hugging Face model folder and keep the manifest next to the shards."""
+    atomic_write(folder / "manifest.json", manifest.to_bytes())
+    weight_map = {name: shard.name for shard in manifest.shards for name in shard.tensors}
+    index = {"metadata": {"total_size": sum(s.size for s in manifest.shards), "manifest_cid": manifest_cid},
+             "weight_map": weight_map}
+    atomic_write(folder / "model.safetensors.index.json", json.dumps(index, indent=1).encode())
+    if manifest.config is not None:
+        atomic_write(folder / "config.json", json.dumps(manifest.config, indent=1).encode())
+
+
+def _provide_best_effort(kubo: KuboClient, cids: Sequence[str]) -> None:
+    # Bitswap already serves every held block to connected peers; announcing to the DHT only
+    # helps peers that are not connected yet, so a node without DHT peers skips it. Roots are
+    # enough: a peer that finds us by a root asks us for the rest of that tree (and Kubo's
+    # reprovider announces every block later anyway). Recursive provides cost ~20% of a fetch.
+    for cid in cids:
+        try:
+            kubo.provide(cid, recursive=False)
+        except KuboUnreachable:
+            raise
+        except KuboError:
+            return

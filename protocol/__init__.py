@@ -1,0 +1,2 @@
+"""What every participant of a pool shares, typed once: the run spec, the rollout-file codec, the checkpoint
+manifest schema, verdict reasons, the pool's on-chain state, the digest type and the devnet description."""

@@ -1,0 +1,62 @@
+"""A pool as the chain records it: the status of a submission, one submission, the pool's parameters and
+state — decoded once from the contract's views (ledger_client.chain.queries), read by every role."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class WorkStatus(IntEnum):
+    """Mirror of `IComputePool.WorkStatus`."""
+
+    NONE = 0
+    PENDING = 1
+    ACCEPTED = 2
+    REJECTED = 3
+    PAID = 4
+    EXPIRED = 5
+
+
+@dataclass(frozen=True)
+class Work:
+    """One submission as the chain sees it now."""
+
+    work_id: bytes
+    worker: str
+    pool_id: int
+    step: int
+    n_samples: int
+    submitted_at: int
+    status: WorkStatus
+    reward: int
+
+
+@dataclass(frozen=True)
+class PoolState:
+    """A pool's parameters and state. `async_level` is the contract's `maxStaleness`: work may use a
+    policy at most this many steps older than the newest one."""
+
+    pool_id: int
+    owner: str
+    trainer: str
+    active: bool
+    latest_step: int
+    budget: int
+    reserved: int
+    min_stake: int
+    reward_per_sample: int
+    slash_amount: int
+    challenge_window_s: int
+    reward_lock_s: int
+    async_level: int
+    task_ref: bytes
+    base_checkpoint: bytes
+
+
+def versions_to_keep(async_level: int) -> int:
+    """How many policy versions a participant keeps (pinned, loaded or on disk): the newest one and the
+    `async_level` before it, which is every version a submission may still use."""
+    if async_level < 0:
+        raise ValueError(f"async_level must be >= 0, got {async_level}")
+    return async_level + 1

@@ -1,0 +1,61 @@
+"""`trainer local --config run.toml [--init-policy DIR] [--key.sub value …]`.
+
+Trains on rollout files that local workers write to `<run_dir>/rollouts`, publishes each
+policy to `<run_dir>/policy` (more publishers, e.g. the IPFS checkpoint path, plug into
+`Trainer(publishers=[...])`), checkpoints to `<run_dir>/checkpoints` (a restart resumes
+there) and writes `<run_dir>/trainer.done` when max_steps is reached.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import logging as hf_logging
+
+from inference.tiny import build_char_tokenizer, build_tiny_llama
+from inference.local_store import DONE_MARKER, LocalPolicyStore
+from protocol.pool import versions_to_keep
+from ledger_client.cli import load_settings, one_line_errors, pop_option
+from trainer.checkpoint import TrainerStateError
+from trainer.config import TrainerConfig
+from trainer.loop import Trainer, TrainerStarved
+from trainer.work_source import LocalDirectorySource
+
+@one_line_errors(failures=(TrainerStarved, TrainerStateError))
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry: one line on error, non-zero exit (ledger_client.cli.EXIT_CODES)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    toml = pop_option(args, "--config")
+    init = pop_option(args, "--init-policy")
+    config = load_settings(TrainerConfig, toml, args)
+    torch.set_num_threads(1)
+    hf_logging.disable_progress_bar()
+    if init:
+        model = AutoModelForCausalLM.from_pretrained(Path(init))
+        tokenizer = AutoTokenizer.from_pretrained(Path(init))
+    else:
+        tokenizer = build_char_tokenizer()
+        spec = config.model
+        model = build_tiny_llama(len(tokenizer), seed=spec.init_seed, hidden=spec.hidden, layers=spec.layers, heads=spec.heads)
+    store = LocalPolicyStore(config.run_dir / "policy", model.config, tokenizer,
+                             # one more than the pool rule: a worker may be loading the version just superseded
+                             keep=versions_to_keep(config.async_level) + 1)
+    # the KL term (loss.kl_coef > 0) pulls towards the initial policy, frozen
+    reference = copy.deepcopy(model).eval() if config.loss.kl_coef > 0 else None
+    trainer = Trainer(
+        config, model, LocalDirectorySource(config.run_dir / "rollouts"), publishers=[store], reference=reference
+    )
+    trainer.run(on_step=lambda m: print(
+        f"step {m.step}  batch reward {m.batch_reward:.3f}  entropy {m.entropy:.3f}  staleness {m.staleness_mean:.2f}  idle {m.idle_s:.2f}s",
+        flush=True,
+    ))
+    (config.run_dir / DONE_MARKER).touch()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

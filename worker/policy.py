@@ -1,0 +1,24 @@
+"""The policy a worker holds and the shape of what turns it into a rollout file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from protocol.runspec import RunSpec
+
+
+@dataclass
+class Policy:
+    """A loaded policy and where it came from."""
+
+    step: int
+    manifest_digest: bytes
+    model: object
+    tokenizer: object
+
+
+class RolloutProducer(Protocol):
+    """Makes one rollout file (bytes) and says how many samples it holds."""
+
+    def __call__(self, policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> tuple[bytes, int]: ...
