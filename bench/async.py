@@ -25,12 +25,12 @@ from pathlib import Path
 
 import torch
 
-from examples.cpu_run import RunResult, RunSpec, run_async, run_sync, warm_policy
+from examples.cpu_run import RunResult, CpuRecipe, run_async, run_sync, warm_policy
 from tasks.encoding import encode_prompt
 from trainer.evaluate import greedy_accuracy
 
 
-def run_trl(spec: RunSpec, run_dir: Path) -> RunResult:
+def run_trl(spec: CpuRecipe, run_dir: Path) -> RunResult:
     """The same recipe through trl.GRPOTrainer; raises ImportError when trl is absent."""
     from datasets import Dataset
     from transformers import TrainerCallback
@@ -56,7 +56,7 @@ def run_trl(spec: RunSpec, run_dir: Path) -> RunResult:
             elapsed = time.perf_counter() - state["begin"]
             if trainer_state.global_step % spec.eval_every == 0:
                 model.eval()
-                state["accuracy"] = greedy_accuracy(model, tokenizer, task, spec.eval_problems, spec.max_tokens)
+                state["accuracy"] = greedy_accuracy(model, tokenizer, task, spec.eval_problems, spec.sampling.max_tokens)
                 model.train()
                 if state["accuracy"] >= spec.target:
                     state["reached"] = elapsed
@@ -68,9 +68,9 @@ def run_trl(spec: RunSpec, run_dir: Path) -> RunResult:
     config = GRPOConfig(
         output_dir=str(run_dir),
         per_device_train_batch_size=spec.batch_samples,
-        num_generations=spec.group_size,
-        max_completion_length=spec.max_tokens,
-        temperature=spec.temperature,
+        num_generations=spec.sampling.group_size,
+        max_completion_length=spec.sampling.max_tokens,
+        temperature=spec.sampling.temperature,
         learning_rate=spec.lr,
         lr_scheduler_type="constant_with_warmup",
         warmup_steps=2,
@@ -92,7 +92,7 @@ def run_trl(spec: RunSpec, run_dir: Path) -> RunResult:
         seed=0,
         dataloader_num_workers=0,
     )
-    state["start"] = greedy_accuracy(model, tokenizer, task, spec.eval_problems, spec.max_tokens)
+    state["start"] = greedy_accuracy(model, tokenizer, task, spec.eval_problems, spec.sampling.max_tokens)
     trainer = GRPOTrainer(
         model=model, reward_funcs=reward, args=config, train_dataset=dataset, processing_class=tokenizer,
         callbacks=[TargetAccuracy()],
@@ -119,7 +119,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="worker processes of the async variants")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    spec = RunSpec()
+    spec = CpuRecipe()
     if args.quick:
         spec = replace(spec, target=0.6, budget_s=180.0)
     root = Path(tempfile.mkdtemp(prefix="bench-async-"))
@@ -134,7 +134,7 @@ def main() -> None:
         except ImportError as exc:
             trl_error = f"trl not installed: {exc}"
 
-    print(f"task {spec.task.name} {spec.task.params}, G={spec.group_size}, batch={spec.batch_samples}, "
+    print(f"task {spec.task.name} {spec.task.params}, G={spec.sampling.group_size}, batch={spec.batch_samples}, "
           f"lr={spec.lr}, target accuracy {spec.target}, budget {spec.budget_s:.0f}s per variant, "
           f"{args.workers} worker process(es) per async run, "
           f"load average {os.getloadavg()[0]:.2f}")

@@ -50,7 +50,7 @@ def _measure(w3) -> dict[str, dict[str, int]]:
     w1, w2 = Ledger(w3, deployment, acc[4]), Ledger(w3, deployment, acc[5])
     cfg = PoolConfig(trainer=acc[2].address, validators=[acc[3].address], min_stake=100 * 10**18,
                      reward_per_sample=10**18, slash_amount=10 * 10**18, bounty_bps=2_000, challenge_window_s=60,
-                     reward_lock_s=120, max_staleness=2, task="bench", base_checkpoint="0x" + "11" * 32,
+                     reward_lock_s=120, async_level=2, task="bench", base_checkpoint="0x" + "11" * 32,
                      funding=10**23)
     pool_id = create_pool(owner, cfg)
     out: dict[str, dict[str, int]] = {}

@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from inference.backend import SamplingParams
+from protocol.runspec import SamplingSpec
 from inference.torch_backend import NO_EOS, TorchBackend
 from inference.verify import FP32_THRESHOLDS, CompletionRecord, verify_completions
 from proofs.sampling import derive_seed
@@ -35,7 +35,7 @@ def measure_performance(
 ) -> dict[str, float]:
     """Generation with and without proofs (same backend, same prompts) and verification."""
     setup = SuiteSetup(hidden=hidden, layers=layers, n_prompts=batch,
-                       params=SamplingParams(temperature=1.0, max_tokens=tokens))
+                       params=SamplingSpec(temperature=1.0, max_tokens=tokens))
     prompts = (setup.assigned() * batch)[:batch]
     seeds = [derive_seed(POOL_SEED, WORKER, STEP, j) for j in range(batch)]
     # no stop token, so that every completion has exactly `tokens` tokens

@@ -79,7 +79,7 @@ def _run(tmp: Path, anvil, kubo_node, n_workers: int, files_per_worker: int, con
     base = base_checkpoint_digest(kubo, model.state_dict(), model.config, tokenizer)
     cfg = PoolConfig(trainer=accounts[1].address, validators=[accounts[2].address], min_stake=TOKENS,
                      reward_per_sample=1, slash_amount=TOKENS, bounty_bps=0, challenge_window_s=86_400,
-                     reward_lock_s=86_400, max_staleness=2, task="0x" + publish_run_spec(kubo, SPEC).hex(),
+                     reward_lock_s=86_400, async_level=2, task="0x" + publish_run_spec(kubo, SPEC).hex(),
                      base_checkpoint="0x" + base.hex(), funding=10**24)
     admin = Ledger(w3, deployment, accounts[0])
     admin.token.mint(accounts[1].address, 10**25)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import tomllib
+from dataclasses import fields
 from pathlib import Path
 from typing import Annotated
 
@@ -17,12 +18,13 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 from web3.logs import DISCARD
 
 from ledger_client.chain.ledger import Ledger
+from ledger_client.chain.queries import pool_state
+from protocol.digest import Digest
 from protocol.digest import InvalidCid, cid_to_digest
 from ledger_client.cli import (UsageError, add_chain_args, load_devnet_info, one_line_errors, parse_amount, print_result,
                                resolve_chain_args)
 from ledger_client.chain.keys import load_account
 
-STATUS = {0: "none", 1: "active", 2: "closed"}
 
 
 Amount = Annotated[int, BeforeValidator(parse_amount), Field(ge=0)]
@@ -41,7 +43,7 @@ class PoolConfig(BaseModel):
     bounty_bps: int = Field(ge=0, le=10_000)
     challenge_window_s: int = Field(gt=0, lt=2**32)
     reward_lock_s: int = Field(gt=0, lt=2**32)
-    max_staleness: int = Field(ge=0, lt=2**32, description="async level")
+    async_level: int = Field(ge=0, lt=2**32, description="async level")
     task: str = Field(min_length=1, description="task/dataset reference; hashed unless a 0x bytes32")
     base_checkpoint: str = Field(description="manifest CID or 0x digest of the step-0 policy")
     funding: Amount = 0
@@ -99,7 +101,7 @@ def _address(value: str, devnet: dict | None, field: str) -> str:
 def create_pool(ledger: Ledger, cfg: PoolConfig) -> int:
     """Create (and fund, if cfg.funding > 0) a pool; returns its id."""
     params = (cfg.trainer, cfg.validators, cfg.min_stake, cfg.reward_per_sample, cfg.slash_amount, cfg.bounty_bps,
-              cfg.challenge_window_s, cfg.reward_lock_s, cfg.max_staleness, cfg.task_ref(), cfg.base_checkpoint_digest())
+              cfg.challenge_window_s, cfg.reward_lock_s, cfg.async_level, cfg.task_ref(), cfg.base_checkpoint_digest())
     receipt = ledger.pool.create_pool(params)
     (event,) = ledger.pool.contract.events.PoolCreated().process_receipt(receipt, errors=DISCARD)
     pool_id = event["args"]["poolId"]
@@ -119,15 +121,12 @@ def fund_pool(ledger: Ledger, pool_id: int, amount: int) -> None:
 
 
 def pool_status(ledger: Ledger, pool_id: int) -> dict:
-    owner, trainer, status, latest, budget, reserved, p = ledger.pool.get_pool(pool_id)
-    return {
-        "pool_id": pool_id, "owner": owner, "trainer": trainer, "status": STATUS.get(status, str(status)),
-        "latest_step": latest, "budget": budget, "reserved": reserved,
-        "min_stake": p[2], "reward_per_sample": p[3], "slash_amount": p[4], "bounty_bps": p[5],
-        "challenge_window_s": p[6], "reward_lock_s": p[7], "max_staleness": p[8],
-        "task_ref": "0x" + bytes(p[9]).hex(), "base_checkpoint": "0x" + bytes(p[10]).hex(),
-        "latest_checkpoint": "0x" + bytes(ledger.pool.checkpoint_at(pool_id, latest)).hex(),
-    }
+    """The pool's parameters and state, for people and scripts."""
+    state = pool_state(ledger, pool_id)
+    status = {f.name: getattr(state, f.name) for f in fields(state)}
+    status["status"] = state.status.name.lower()
+    status["latest_checkpoint"] = Digest(ledger.pool.checkpoint_at(pool_id, state.latest_step))
+    return {key: str(value) if isinstance(value, Digest) else value for key, value in status.items()}
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -31,6 +31,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from inference.tiny import build_char_tokenizer, build_tiny_llama
 from inference.torch_backend import TorchBackend
 from inference.local_store import DONE_MARKER, LocalPolicyStore
+from protocol.digest import Digest
 from proofs.assignment import assign_prompts
 from tasks.base import Task
 from tasks.registry import TaskSpec, build_task
@@ -39,15 +40,16 @@ from trainer.loop import Trainer
 from trainer.warmstart import supervised_warm_start
 from trainer.work_source import InMemorySource, LocalDirectorySource
 from trainer.evaluate import greedy_accuracy
-from worker.rollouts import SamplingConfig, make_rollouts
+from worker.rollouts import make_rollouts
+from protocol.runspec import SamplingSpec
 
 SYNC_WORKER = "0x" + "00" * 19 + "01"
 SORT_TASK = TaskSpec(name="sort", seed=0, params={"min_digits": 3, "max_digits": 3, "test_fraction": 0.2})
 
 
 @dataclass
-class RunSpec:
-    """One learning run's recipe; every variant of bench.async shares it."""
+class CpuRecipe:
+    """One CPU learning run's recipe; every variant of bench.async shares it."""
 
     task: TaskSpec = field(default_factory=lambda: SORT_TASK)
     model: ModelSpec = field(default_factory=ModelSpec)
@@ -55,11 +57,9 @@ class RunSpec:
     warm_lr: float = 1e-3
     lr: float = 5e-4
     entropy_coef: float = 0.0
-    group_size: int = 16
+    sampling: SamplingSpec = field(default_factory=lambda: SamplingSpec(group_size=16, max_tokens=8, temperature=1.0))
     prompts_per_file: int = 8
     batch_samples: int = 128
-    max_tokens: int = 8
-    temperature: float = 1.0
     eval_every: int = 5
     eval_problems: int = 200
     target: float = 0.8
@@ -69,8 +69,7 @@ class RunSpec:
     def trainer_config(self, run_dir: Path, async_level: int) -> TrainerConfig:
         return TrainerConfig(
             run_dir=run_dir, task=self.task, model=self.model, async_level=async_level, max_steps=self.max_steps,
-            group_size=self.group_size, batch_samples=self.batch_samples, max_tokens=self.max_tokens,
-            temperature=self.temperature, optim={"lr": self.lr, "warmup_steps": 10},
+            sampling=self.sampling, batch_samples=self.batch_samples, optim={"lr": self.lr, "warmup_steps": 10},
             loss={"entropy_coef": self.entropy_coef}, wait_timeout_s=120.0, poll_interval_s=0.005, checkpoint_every=10,
         )
 
@@ -92,7 +91,7 @@ class RunResult:
     files_consumed: int
 
 
-def warm_policy(spec: RunSpec) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Task]:
+def warm_policy(spec: CpuRecipe) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Task]:
     """A fresh policy after the supervised warm start (deterministic in the spec)."""
     torch.manual_seed(0)
     tokenizer = build_char_tokenizer()
@@ -110,14 +109,15 @@ def write_run_toml(path: Path, config: TrainerConfig, prompts_per_file: int) -> 
     params = ", ".join(f"{k} = {json.dumps(v)}" for k, v in task.params.items())
     path.write_text(
         f'run_dir = "{config.run_dir}"\n'
-        f"group_size = {config.group_size}\nbatch_samples = {config.batch_samples}\n"
-        f"max_tokens = {config.max_tokens}\ntemperature = {config.temperature}\n"
+        f"batch_samples = {config.batch_samples}\n"
         f"async_level = {config.async_level}\nprompts_per_file = {prompts_per_file}\n"
+        f"[sampling]\ngroup_size = {config.sampling.group_size}\nmax_tokens = {config.sampling.max_tokens}\n"
+        f"temperature = {config.sampling.temperature}\n"
         f'[task]\nname = "{task.name}"\nseed = {task.seed}\nparams = {{ {params} }}\n'
     )
 
 
-def _train_until_target(trainer: Trainer, spec: RunSpec, mode: str, log: bool) -> tuple[float | None, float, float]:
+def _train_until_target(trainer: Trainer, spec: CpuRecipe, mode: str, log: bool) -> tuple[float | None, float, float]:
     """Step until the target accuracy, the budget or max_steps; (time to target, accuracy, seconds)."""
     started = time.perf_counter()
     accuracy = _last_accuracy(trainer)
@@ -161,16 +161,15 @@ def _result(mode: str, trainer: Trainer, start: float, end: float, reached: floa
     )
 
 
-def run_sync(spec: RunSpec, run_dir: Path, log: bool = False) -> RunResult:
+def run_sync(spec: CpuRecipe, run_dir: Path, log: bool = False) -> RunResult:
     """Synchronous GRPO in one process: generate a batch with the current policy, train
     on it, generate again. Generation and training never overlap; idle is the time the
     trainer spends waiting for generation."""
     model, tokenizer, task = warm_policy(spec)
     config = spec.trainer_config(run_dir, async_level=0)
     source = InMemorySource()
-    accuracy = lambda m: {"accuracy": greedy_accuracy(m, tokenizer, task, spec.eval_problems, spec.max_tokens)}  # noqa: E731
+    accuracy = lambda m: {"accuracy": greedy_accuracy(m, tokenizer, task, spec.eval_problems, spec.sampling.max_tokens)}  # noqa: E731
     trainer = Trainer(config, model, source, evaluate=accuracy, eval_every=spec.eval_every)
-    sampling = SamplingConfig(group_size=spec.group_size, temperature=spec.temperature, max_tokens=spec.max_tokens)
     trainer.start()
     start = _last_accuracy(trainer)
     generated, files, gen_s = 0, 0, 0.0
@@ -180,7 +179,7 @@ def run_sync(spec: RunSpec, run_dir: Path, log: bool = False) -> RunResult:
         t0 = time.perf_counter()
         while not trainer.ready():
             indices = assign_prompts(bytes(32), SYNC_WORKER, trainer.step, files, 2**62, spec.prompts_per_file)
-            batch = make_rollouts(TorchBackend(model), tokenizer, task, spec.task, indices, sampling, trainer.step, "0" * 64, SYNC_WORKER, nonce=files)
+            batch = make_rollouts(TorchBackend(model), tokenizer, task, spec.task, indices, spec.sampling, trainer.step, Digest(bytes(32)), SYNC_WORKER, nonce=files)
             source.put(f"{files:06d}", batch)
             files += 1
             generated += len(batch.samples)
@@ -199,7 +198,7 @@ def run_sync(spec: RunSpec, run_dir: Path, log: bool = False) -> RunResult:
     return result
 
 
-def run_async(spec: RunSpec, run_dir: Path, async_level: int, workers: int = 1, log: bool = False) -> RunResult:
+def run_async(spec: CpuRecipe, run_dir: Path, async_level: int, workers: int = 1, log: bool = False) -> RunResult:
     """This process trains; `workers` worker processes generate; they share only run_dir."""
     if run_dir.exists():
         shutil.rmtree(run_dir)
@@ -218,7 +217,7 @@ def run_async(spec: RunSpec, run_dir: Path, async_level: int, workers: int = 1, 
     ]
     try:
         model, tokenizer, task = warm_policy(spec)
-        accuracy = lambda m: {"accuracy": greedy_accuracy(m, tokenizer, task, spec.eval_problems, spec.max_tokens)}  # noqa: E731
+        accuracy = lambda m: {"accuracy": greedy_accuracy(m, tokenizer, task, spec.eval_problems, spec.sampling.max_tokens)}  # noqa: E731
         trainer = Trainer(
             config, model, LocalDirectorySource(run_dir / "rollouts"),
             publishers=[LocalPolicyStore(run_dir / "policy", model.config, tokenizer)],
@@ -234,7 +233,7 @@ def run_async(spec: RunSpec, run_dir: Path, async_level: int, workers: int = 1, 
                 proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 proc.kill()
-    generated = sum(1 for _ in (run_dir / "rollouts").glob("*.parquet")) * spec.prompts_per_file * spec.group_size
+    generated = sum(1 for _ in (run_dir / "rollouts").glob("*.parquet")) * spec.prompts_per_file * spec.sampling.group_size
     return _result(f"async{async_level}", trainer, start, end, reached, rl_s, generated)
 
 
@@ -273,12 +272,12 @@ def main() -> int:
     parser.add_argument("--target", type=float, default=0.8, help="stop once held-out greedy accuracy reaches this")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--async-level", type=int, default=2)
-    parser.add_argument("--warm-steps", type=int, default=RunSpec.warm_steps)
-    parser.add_argument("--lr", type=float, default=RunSpec.lr)
+    parser.add_argument("--warm-steps", type=int, default=CpuRecipe.warm_steps)
+    parser.add_argument("--lr", type=float, default=CpuRecipe.lr)
     args = parser.parse_args()
 
     torch.set_num_threads(1)
-    spec = RunSpec(warm_steps=args.warm_steps, lr=args.lr, target=args.target, budget_s=args.minutes * 60)
+    spec = CpuRecipe(warm_steps=args.warm_steps, lr=args.lr, target=args.target, budget_s=args.minutes * 60)
     wall = time.perf_counter()
     result = run_async(spec, args.run_dir, args.async_level, args.workers, log=True)
     plot(args.run_dir / "metrics.jsonl", args.run_dir / "curve.png")

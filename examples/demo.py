@@ -105,7 +105,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
     owner = Ledger.open(info["rpc_url"], Path(info["deployments"]), load_account(info["roles"]["pool_owner"]["private_key"]))
     cfg = PoolConfig(trainer=info["roles"]["trainer"]["address"], validators=[info["roles"]["validator"]["address"]],
                      min_stake=100 * 10**18, reward_per_sample=10**16, slash_amount=50 * 10**18, bounty_bps=2_000,
-                     challenge_window_s=600, reward_lock_s=900, max_staleness=2, task=init["task"],
+                     challenge_window_s=600, reward_lock_s=900, async_level=2, task=init["task"],
                      base_checkpoint=init["base_checkpoint"], funding=10_000 * 10**18)
     pool_id = create_pool(owner, cfg)
     start_block = owner.w3.eth.block_number

@@ -54,7 +54,7 @@ def run_demo(state_dir: Path, out_dir: Path, console: Console) -> dict:
     cfg = PoolConfig(
         trainer=keys["trainer"].address, validators=[keys["validator"].address],
         min_stake=100 * 10**18, reward_per_sample=10**18, slash_amount=50 * 10**18, bounty_bps=2_000,
-        challenge_window_s=60, reward_lock_s=120, max_staleness=2, task="digits/add-v1",
+        challenge_window_s=60, reward_lock_s=120, async_level=2, task="digits/add-v1",
         base_checkpoint=base_cid, funding=10_000 * 10**18,
     )
     pool_id = create_pool(owner, cfg)

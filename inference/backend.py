@@ -14,22 +14,13 @@ from collections.abc import Sequence
 from typing import Literal, Protocol, runtime_checkable
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+
+from protocol.runspec import SamplingSpec
 
 
 class InferenceError(RuntimeError):
     """Generation or prefill was given input it cannot process."""
-
-
-class SamplingParams(BaseModel):
-    """How completions are sampled; set by the pool, not by the worker."""
-
-    model_config = ConfigDict(frozen=True)
-
-    temperature: float = Field(1.0, ge=0.0)
-    """0 means greedy decoding (no noise)."""
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_tokens: int = Field(256, ge=1)
 
 
 class Completion(BaseModel):
@@ -81,7 +72,7 @@ class InferenceBackend(Protocol):
     def vocab_size(self) -> int: ...
 
     def generate(
-        self, prompts: Sequence[Sequence[int]], params: SamplingParams, seeds: Sequence[int]
+        self, prompts: Sequence[Sequence[int]], params: SamplingSpec, seeds: Sequence[int]
     ) -> list[Completion]:
         """One completion per prompt; sequence j samples with the noise stream of seeds[j]."""
         ...

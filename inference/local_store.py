@@ -9,7 +9,6 @@ is replaced atomically, so a reader never sees a half-written policy.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -20,6 +19,8 @@ from pydantic import BaseModel, Field
 from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 from safetensors.torch import load_file
 from transformers.utils import logging as hf_logging
+
+from protocol.digest import Digest
 
 LATEST = "latest.json"
 DONE_MARKER = "trainer.done"  # in the run folder: the trainer has finished, workers stop
@@ -33,7 +34,7 @@ class PolicyPointer(BaseModel):
     """The newest published policy: its step and the sha256 of its weights file."""
 
     step: int = Field(ge=0)
-    digest: str = Field(pattern=r"^[0-9a-f]{64}$")
+    digest: Digest
 
 
 def _write_json_atomic(path: Path, payload: str) -> None:
@@ -59,7 +60,7 @@ class LocalPolicyStore:
         self.tokenizer = tokenizer
         self.keep = keep
 
-    def publish(self, step: int, state_dict: dict[str, torch.Tensor]) -> str:
+    def publish(self, step: int, state_dict: dict[str, torch.Tensor]) -> Digest:
         """Write the policy of `step`, point latest.json at it, return its digest."""
         hf_logging.disable_progress_bar()  # one bar per published step would drown the logs
         final = step_dir(self.root, step)
@@ -68,7 +69,7 @@ class LocalPolicyStore:
         model.load_state_dict(state_dict)
         model.save_pretrained(tmp)
         self.tokenizer.save_pretrained(tmp)
-        digest = hashlib.sha256((tmp / "model.safetensors").read_bytes()).hexdigest()
+        digest = Digest.of((tmp / "model.safetensors").read_bytes())
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -91,7 +92,7 @@ def latest_policy(root: str | Path) -> PolicyPointer | None:
         raise PolicyStoreError(f"unreadable {path}: {exc}") from exc
 
 
-def load_policy(root: str | Path, step: int) -> PreTrainedModel:
+def load_local_policy(root: str | Path, step: int) -> PreTrainedModel:
     """Load the policy of `step` in eval mode."""
     folder = step_dir(Path(root), step)
     hf_logging.disable_progress_bar()

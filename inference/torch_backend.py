@@ -23,7 +23,8 @@ from typing import Literal
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from inference.backend import Completion, InferenceError, Prefill, SamplingParams
+from inference.backend import Completion, InferenceError, Prefill
+from protocol.runspec import SamplingSpec
 from proofs.sampling import GumbelStream, gumbel, sample_token
 
 
@@ -78,7 +79,7 @@ class TorchBackend:
 
     @torch.inference_mode()
     def generate(
-        self, prompts: Sequence[Sequence[int]], params: SamplingParams, seeds: Sequence[int]
+        self, prompts: Sequence[Sequence[int]], params: SamplingSpec, seeds: Sequence[int]
     ) -> list[Completion]:
         """Generate one completion per prompt in a single left-padded batch."""
         if len(prompts) != len(seeds):

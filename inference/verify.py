@@ -17,7 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from inference.backend import InferenceBackend, SamplingParams
+from inference.backend import InferenceBackend
+from protocol.runspec import SamplingSpec
 from proofs.sampling import replay
 from proofs.termination import DEFAULT_MIN_EOS_PROB, check_termination
 from proofs.toploc import (
@@ -53,7 +54,7 @@ class VerifyConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    sampling: SamplingParams
+    sampling: SamplingSpec
     thresholds: Thresholds = PAPER_THRESHOLDS
     logit_tolerance: float = Field(DEFAULT_LOGIT_TOLERANCE, ge=0)
     min_eos_prob: float = Field(DEFAULT_MIN_EOS_PROB, ge=0, le=1)

@@ -26,7 +26,8 @@ from typing import Any
 
 import torch
 
-from inference.backend import Completion, InferenceError, Prefill, SamplingParams
+from inference.backend import Completion, InferenceError, Prefill
+from protocol.runspec import SamplingSpec
 from proofs.sampling import GumbelStream, gumbel, sample_token
 
 _KEY = "proofswarm_key"
@@ -165,7 +166,7 @@ class VllmBackend:
         return self._vocab_size
 
     def generate(
-        self, prompts: Sequence[Sequence[int]], params: SamplingParams, seeds: Sequence[int]
+        self, prompts: Sequence[Sequence[int]], params: SamplingSpec, seeds: Sequence[int]
     ) -> list[Completion]:
         from vllm import SamplingParams as VllmParams
         from vllm.inputs import TokensPrompt

@@ -179,8 +179,10 @@ def resolve_chain_args(args: argparse.Namespace) -> tuple[str, Path]:
 S = TypeVar("S", bound=BaseSettings)
 
 
-def load_settings(settings_cls: type[S], toml_path: str | Path | None, argv: list[str]) -> S:
-    """Build `settings_cls` from defaults < TOML file < environment < command line."""
+def load_settings(settings_cls: type[S], toml_path: str | Path | None, argv: list[str],
+                  fixed: dict[str, Any] | None = None) -> S:
+    """Build `settings_cls` from defaults < TOML file < environment < command line < `fixed` (values the
+    pool decides, e.g. its sampling spec), validated once."""
     toml = Path(toml_path) if toml_path else None
     if toml is not None and not toml.is_file():
         raise UsageError(f"config file {toml} does not exist")
@@ -201,5 +203,5 @@ def load_settings(settings_cls: type[S], toml_path: str | Path | None, argv: lis
             return sources
 
     cli = CliSettingsSource(_FromToml, cli_parse_args=argv, cli_prog_name=settings_cls.__name__.lower())
-    loaded = _FromToml(_cli_settings_source=cli)
+    loaded = _FromToml(_cli_settings_source=cli, **(fixed or {}))
     return settings_cls.model_validate(loaded.model_dump())

@@ -17,14 +17,17 @@ The contracts store a ``bytes32``: the sha2-256 digest inside a CID's multihash.
 We rejected "try raw, then dag-pb" at fetch time: on a live network a lookup of a CID that
 nobody holds only ends at a timeout, so guessing would turn every miss into a long stall.
 
-Pure functions; no I/O.
+One type for such a digest, :class:`Digest` (bytes32 inside, ``0x`` + 64 hex digits as text);
+the CID conversions below. Pure functions; no I/O.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-from typing import Final
+from typing import Any, Final
+
+from pydantic_core import core_schema
 
 RAW: Final = 0x55
 DAG_PB: Final = 0x70
@@ -114,9 +117,9 @@ def _parse(cid: str) -> tuple[int, int, bytes]:
     return version, codec, digest
 
 
-def cid_to_digest(cid: str) -> bytes:
+def cid_to_digest(cid: str) -> Digest:
     """The 32-byte sha2-256 digest inside ``cid`` (CIDv0 or base32 CIDv1)."""
-    return _parse(cid)[2]
+    return Digest(_parse(cid)[2])
 
 
 def cid_codec(cid: str) -> int:
@@ -125,8 +128,8 @@ def cid_codec(cid: str) -> int:
 
 
 def digest_to_cid(digest: bytes | str, codec: int = RAW) -> str:
-    """The base32 CIDv1 for a sha2-256 ``digest`` (bytes or 0x-hex) under ``codec``."""
-    digest = parse_digest(digest)
+    """The base32 CIDv1 for a sha2-256 ``digest`` (bytes or ``0x`` text) under ``codec``."""
+    digest = Digest.parse(digest)
     if codec not in _KNOWN_CODECS:
         raise InvalidCid(f"codec 0x{codec:x} is neither raw nor dag-pb")
     binary = (
@@ -139,17 +142,52 @@ def digest_to_cid(digest: bytes | str, codec: int = RAW) -> str:
     return "b" + base64.b32encode(binary).decode("ascii").lower().rstrip("=")
 
 
-def parse_digest(value: bytes | str) -> bytes:
-    """A 32-byte digest from bytes or a 64-hex-digit string (with or without ``0x``)."""
-    if isinstance(value, str):
-        text = value[2:] if value.lower().startswith("0x") else value
-        try:
-            value = bytes.fromhex(text)
-        except ValueError as exc:
-            raise InvalidDigest(f"{value!r} is not hex") from exc
-    if not isinstance(value, (bytes, bytearray)) or len(value) != DIGEST_BYTES:
-        raise InvalidDigest(f"a digest is {DIGEST_BYTES} bytes, got {value!r}")
-    return bytes(value)
+class Digest(bytes):
+    """A 32-byte sha2-256 digest as the contracts store it (``bytes32``): a rollout file, a manifest, a run
+    spec, an evidence document. Its one text form is ``0x`` + 64 lowercase hex digits (``str(digest)``), in
+    files, JSON, logs and on the command line alike. Usable as a pydantic field type."""
+
+    def __new__(cls, value: bytes | bytearray) -> Digest:
+        if not isinstance(value, (bytes, bytearray)) or len(value) != DIGEST_BYTES:
+            raise InvalidDigest(f"a digest is {DIGEST_BYTES} bytes, got {value!r:.80}")
+        return super().__new__(cls, value)
+
+    @classmethod
+    def parse(cls, value: bytes | bytearray | str) -> Digest:
+        """A digest from its 32 bytes or from its text form ``0x…``."""
+        if isinstance(value, Digest):
+            return value
+        if isinstance(value, str):
+            if not value.startswith("0x") or len(value) != 2 + 2 * DIGEST_BYTES:
+                raise InvalidDigest(f"a digest is written 0x + 64 hex digits, got {value!r:.80}")
+            try:
+                return cls(bytes.fromhex(value[2:]))
+            except ValueError:
+                raise InvalidDigest(f"{value!r:.80} is not hex") from None
+        return cls(value)
+
+    @classmethod
+    def of(cls, data: bytes) -> Digest:
+        """The digest of ``data`` (what a raw-block CID of ``data`` names)."""
+        return cls(hashlib.sha256(data).digest())
+
+    def __str__(self) -> str:
+        return "0x" + self.hex()
+
+    def __repr__(self) -> str:
+        return f"Digest({self})"
+
+    @property
+    def cid(self) -> str:
+        """The raw-block CIDv1 this digest names (the on-chain convention above)."""
+        return digest_to_cid(self, RAW)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            cls.parse, serialization=core_schema.plain_serializer_function_ser_schema(str),
+            json_schema_input_schema=core_schema.str_schema(pattern=r"^0x[0-9a-f]{64}$"),
+        )
 
 
 def raw_cid_of(data: bytes) -> str:

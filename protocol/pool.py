@@ -6,6 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
+from protocol.digest import Digest
+
+
+class PoolStatus(IntEnum):
+    """Mirror of `IComputePool.PoolStatus`."""
+
+    NONE = 0
+    ACTIVE = 1
+    CLOSED = 2
+
 
 class WorkStatus(IntEnum):
     """Mirror of `IComputePool.WorkStatus`."""
@@ -40,18 +50,23 @@ class PoolState:
     pool_id: int
     owner: str
     trainer: str
-    active: bool
+    status: PoolStatus
     latest_step: int
     budget: int
     reserved: int
     min_stake: int
     reward_per_sample: int
     slash_amount: int
+    bounty_bps: int
     challenge_window_s: int
     reward_lock_s: int
     async_level: int
-    task_ref: bytes
-    base_checkpoint: bytes
+    task_ref: Digest
+    base_checkpoint: Digest
+
+    @property
+    def active(self) -> bool:
+        return self.status == PoolStatus.ACTIVE
 
 
 def versions_to_keep(async_level: int) -> int:

@@ -1,7 +1,7 @@
 """The rollout file: what a worker submits, a validator checks and the trainer learns from.
 
 Format: Apache Parquet, one row per completion, with the file-level header as JSON under
-the schema metadata key `proofswarm.rollouts`. Version 1 columns:
+the schema metadata key `proofswarm.rollouts`. Version 2 columns:
 
 | column         | type          | meaning                                                      |
 |----------------|---------------|--------------------------------------------------------------|
@@ -18,7 +18,7 @@ the schema metadata key `proofswarm.rollouts`. Version 1 columns:
 | proofs         | list<binary>  | TOPLOC proof per chunk of `proof_chunk` completion tokens    |
 
 Header (`RolloutHeader`): schema version, policy step and manifest digest of the policy
-used, worker address, task spec, group size, temperature, max tokens, proof chunk size,
+used, worker address, task spec, sampling spec (protocol.runspec.SamplingSpec), proof chunk size,
 assignment nonce. Readers validate everything and raise `RolloutSchemaError` otherwise.
 """
 
@@ -36,8 +36,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from protocol.digest import Digest
+from protocol.runspec import SamplingSpec
+from tasks.registry import TaskSpec
+
 SCHEMA_NAME = "proofswarm.rollouts"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 METADATA_KEY = SCHEMA_NAME.encode()
 
 ARROW_SCHEMA = pa.schema(
@@ -70,14 +74,12 @@ class RolloutHeader(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     schema_name: Literal["proofswarm.rollouts"] = SCHEMA_NAME
-    version: Literal[1] = SCHEMA_VERSION
+    version: Literal[2] = SCHEMA_VERSION
     policy_step: int = Field(ge=0)
-    manifest_digest: str = Field(pattern=r"^[0-9a-f]{64}$", description="sha256 hex of the policy checkpoint manifest")
+    manifest_digest: Digest = Field(description="digest of the policy checkpoint's manifest")
     worker: str = Field(pattern=r"^0x[0-9a-fA-F]{40}$")
-    task: dict[str, Any] = Field(description="the TaskSpec the prompts and rewards come from")
-    group_size: int = Field(ge=1)
-    temperature: float = Field(gt=0)
-    max_tokens: int = Field(ge=1)
+    task: TaskSpec = Field(description="the task the prompts and rewards come from")
+    sampling: SamplingSpec
     proof_chunk: int = Field(ge=0, description="tokens per TOPLOC proof; 0 = the file carries no proofs")
     nonce: int = Field(0, ge=0, description="prompt-assignment nonce")
 
@@ -109,28 +111,29 @@ class RolloutBatch(BaseModel):
 
     @property
     def n_groups(self) -> int:
-        return len(self.samples) // self.header.group_size
+        return len(self.samples) // self.header.sampling.group_size
 
 
 def _check_consistency(batch: RolloutBatch) -> None:
     header, samples = batch.header, batch.samples
+    group_size, max_tokens = header.sampling.group_size, header.sampling.max_tokens
     if not samples:
         raise RolloutSchemaError("rollout file has no samples")
-    if len(samples) % header.group_size:
-        raise RolloutSchemaError(f"{len(samples)} samples is not a multiple of group_size {header.group_size}")
+    if len(samples) % group_size:
+        raise RolloutSchemaError(f"{len(samples)} samples is not a multiple of group_size {group_size}")
     for position, s in enumerate(samples):
-        group, sample = divmod(position, header.group_size)
+        group, sample = divmod(position, group_size)
         where = f"row {position}"
         if (s.group, s.sample) != (group, sample):
             raise RolloutSchemaError(f"{where}: expected group {group} sample {sample}, got {s.group}/{s.sample}")
-        first = samples[group * header.group_size]
+        first = samples[group * group_size]
         if s.prompt_index != first.prompt_index or s.prompt_ids != first.prompt_ids:
             raise RolloutSchemaError(f"{where}: prompt differs from the rest of group {group}")
         if len(s.logprobs) != len(s.completion_ids):
             raise RolloutSchemaError(f"{where}: {len(s.logprobs)} logprobs for {len(s.completion_ids)} tokens")
-        if len(s.completion_ids) > header.max_tokens:
-            raise RolloutSchemaError(f"{where}: {len(s.completion_ids)} tokens exceed max_tokens {header.max_tokens}")
-        if s.finish_reason == "length" and len(s.completion_ids) != header.max_tokens:
+        if len(s.completion_ids) > max_tokens:
+            raise RolloutSchemaError(f"{where}: {len(s.completion_ids)} tokens exceed max_tokens {max_tokens}")
+        if s.finish_reason == "length" and len(s.completion_ids) != max_tokens:
             raise RolloutSchemaError(f"{where}: finish_reason 'length' but only {len(s.completion_ids)} tokens")
         if not all(math.isfinite(x) and x <= 0.0 for x in s.logprobs):
             raise RolloutSchemaError(f"{where}: logprobs must be finite and <= 0")

@@ -7,18 +7,22 @@ chain alone and nobody can quietly change the task, the sampling or the verifica
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pydantic import BaseModel, ConfigDict, Field
+from tasks.registry import TaskSpec
 
 
 
 class SamplingSpec(BaseModel):
+    """How completions are sampled: the one declaration of these values. The pool's run spec fixes them for
+    workers, validators and the trainer alike; inference backends take the same object."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     group_size: int = Field(16, ge=1, description="completions per prompt (G)")
-    temperature: float = Field(1.0, gt=0)
-    max_tokens: int = Field(16, ge=1)
+    temperature: float = Field(1.0, ge=0, description="softmax temperature; 0 = greedy (evaluation only)")
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling mass")
+    max_tokens: int = Field(16, ge=1, description="completion token limit")
 
 
 class VerificationSpec(BaseModel):
@@ -43,11 +47,17 @@ class RunSpec(BaseModel):
 
     schema_name: str = "proofswarm.runspec"
     version: int = 1
-    task: dict[str, Any] = Field(description="the task spec (tasks.registry.TaskSpec as JSON)")
+    task: TaskSpec = Field(description="the task the prompts and rewards come from")
     sampling: SamplingSpec = SamplingSpec()
     prompts_per_submission: int = Field(4, ge=1)
     pool_seed: str = Field(pattern=r"^0x[0-9a-f]{64}$", description="public seed of prompt assignment and sampling")
     verification: VerificationSpec = VerificationSpec()
+
+    @model_validator(mode="after")
+    def _sampled(self) -> RunSpec:
+        if self.sampling.temperature <= 0:
+            raise ValueError("a pool samples with temperature > 0 (seeded Gumbel sampling; GRPO needs varied groups)")
+        return self
 
     @property
     def pool_seed_bytes(self) -> bytes:

@@ -56,7 +56,7 @@ class Chain:
 def pool_config(accounts: list[LocalAccount], **overrides) -> PoolConfig:
     values = dict(trainer=accounts[2].address, validators=[accounts[3].address], min_stake=100 * TOKENS,
                   reward_per_sample=TOKENS, slash_amount=50 * TOKENS, bounty_bps=2_000, challenge_window_s=60,
-                  reward_lock_s=120, max_staleness=2, task="test/task", base_checkpoint="0x" + "11" * 32,
+                  reward_lock_s=120, async_level=2, task="test/task", base_checkpoint="0x" + "11" * 32,
                   funding=10_000 * TOKENS)
     values.update(overrides)
     return PoolConfig(**values)

@@ -53,7 +53,7 @@ def _free_port() -> int:
 @pytest.mark.parametrize(
     ("argv", "code", "message"),
     [
-        (["fetch", "0x1234"], 2, "digest is 32 bytes"),
+        (["fetch", "0x1234"], 2, "a digest is written 0x + 64 hex digits"),
         (["fetch", "not-a-cid"], 2, "CID"),
         (["publish", "/nonexistent/model", "--step", "1"], 1, "does not exist"),
         (["fetch", "0x" + "ab" * 32, "--api", "/ip4/127.0.0.1/tcp/PORT"], 1, "Kubo unreachable"),

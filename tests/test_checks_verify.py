@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from inference.backend import SamplingParams
+from protocol.runspec import SamplingSpec
 from inference.tiny import BOS_ID, EOS_ID, build_char_tokenizer, build_tiny_llama
 from inference.torch_backend import TorchBackend
 from inference.verify import (
@@ -19,7 +19,7 @@ from proofs.sampling import derive_seed
 from proofs.toploc import PAPER_THRESHOLDS, build_proofs
 
 TOKENIZER = build_char_tokenizer()
-PARAMS = SamplingParams(temperature=1.0, max_tokens=40)
+PARAMS = SamplingSpec(temperature=1.0, max_tokens=40)
 CONFIG = VerifyConfig(sampling=PARAMS, thresholds=FP32_THRESHOLDS)
 WORKER = "0x" + "11" * 20
 

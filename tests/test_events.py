@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ledger_client.chain.queries import pool_state
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.errors import LedgerError
 from ledger_client.chain.events import EventCursor, Removed
@@ -61,7 +62,7 @@ def test_reorg_depth_3_delivers_nothing_twice_and_skips_nothing(chain, tmp_path)
     raw3 = chain.w3.eth.get_raw_transaction(receipts[3]["transactionHash"])
     result = chain.rpc("anvil_reorg", [3, [[raw3.to_0x_hex(), 0]]])
     assert "error" not in result, result
-    assert chain.owner.pool.get_pool(chain.pool_id)[3] == 3  # latest step is 3 on the new chain
+    assert pool_state(chain.owner, chain.pool_id).latest_step == 3  # latest step is 3 on the new chain
 
     out = cursor.poll()
     removed = [e for e in out if isinstance(e, Removed)]

@@ -21,7 +21,6 @@ from ledger_client.ipfs.kubo import KuboClient, KuboError
 from deploy.kubo_node import KuboNode
 from protocol.pool import WorkStatus
 from ledger_client.chain.queries import get_work, wait_for
-from worker.daemon import WorkerDaemon
 
 from tests.test_protocol import Protocol
 

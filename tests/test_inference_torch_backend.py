@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from inference.backend import Completion, InferenceBackend, InferenceError, SamplingParams
+from inference.backend import Completion, InferenceBackend, InferenceError
+from protocol.runspec import SamplingSpec
 from inference.tiny import BOS_ID, EOS_ID, build_char_tokenizer, build_tiny_llama
 from inference.torch_backend import TorchBackend
 
@@ -32,7 +33,7 @@ def test_backend_satisfies_the_protocol() -> None:
 
 def test_hidden_is_the_lm_head_input_and_logprobs_match_a_plain_forward() -> None:
     backend = _backend()
-    params = SamplingParams(temperature=0.8, max_tokens=20)
+    params = SamplingSpec(temperature=0.8, max_tokens=20)
     (completion,) = backend.generate(PROMPTS[:1], params, [5])
     ids = torch.tensor([PROMPTS[0] + completion.token_ids])
     with torch.no_grad():
@@ -48,7 +49,7 @@ def test_hidden_is_the_lm_head_input_and_logprobs_match_a_plain_forward() -> Non
 
 def test_greedy_matches_transformers_generate() -> None:
     backend = _backend()
-    (completion,) = backend.generate(PROMPTS[:1], SamplingParams(temperature=0, max_tokens=16), [0])
+    (completion,) = backend.generate(PROMPTS[:1], SamplingSpec(temperature=0, max_tokens=16), [0])
     with torch.no_grad():
         reference = backend.model.generate(
             torch.tensor([PROMPTS[0]]), do_sample=False, max_new_tokens=16, min_new_tokens=16,
@@ -60,7 +61,7 @@ def test_greedy_matches_transformers_generate() -> None:
 
 def test_seeded_generation_is_reproducible_and_batch_independent() -> None:
     backend = _backend()
-    params = SamplingParams(temperature=1.0, max_tokens=24)
+    params = SamplingSpec(temperature=1.0, max_tokens=24)
     batch = backend.generate(PROMPTS, params, [1, 2, 3])
     again = backend.generate(PROMPTS, params, [1, 2, 3])
     alone = [backend.generate([p], params, [s])[0] for p, s in zip(PROMPTS, [1, 2, 3])]
@@ -73,7 +74,7 @@ def test_seeded_generation_is_reproducible_and_batch_independent() -> None:
 
 def test_finish_reasons_eos_and_length() -> None:
     backend = _backend()
-    completions = backend.generate(PROMPTS * 4, SamplingParams(max_tokens=12), list(range(12)))
+    completions = backend.generate(PROMPTS * 4, SamplingSpec(max_tokens=12), list(range(12)))
     for c in completions:
         assert isinstance(c, Completion) and c.hidden.dtype == torch.bfloat16
         assert len(c.token_ids) == len(c.logprobs) == c.hidden.shape[0]
@@ -81,7 +82,7 @@ def test_finish_reasons_eos_and_length() -> None:
             assert c.token_ids[-1] == EOS_ID and EOS_ID not in c.token_ids[:-1]
         else:
             assert len(c.token_ids) == 12 and EOS_ID not in c.token_ids
-    greedy = SamplingParams(temperature=0, max_tokens=50)
+    greedy = SamplingSpec(temperature=0, max_tokens=50)
     first = backend.generate(PROMPTS[:1], greedy, [0])[0].token_ids[0]
     stop_at_first = TorchBackend(backend.model, eos_token_id=first)
     (one,) = stop_at_first.generate(PROMPTS[:1], greedy, [0])
@@ -90,7 +91,7 @@ def test_finish_reasons_eos_and_length() -> None:
 
 def test_top_p_keeps_tokens_in_the_nucleus() -> None:
     backend = _backend()
-    params = SamplingParams(temperature=1.0, top_p=0.3, max_tokens=16)
+    params = SamplingSpec(temperature=1.0, top_p=0.3, max_tokens=16)
     (completion,) = backend.generate(PROMPTS[:1], params, [4])
     prefill = backend.prefill(PROMPTS[0], completion.token_ids)
     probs = torch.softmax(prefill.logits, -1)
@@ -102,7 +103,7 @@ def test_top_p_keeps_tokens_in_the_nucleus() -> None:
 @pytest.mark.parametrize("chunk_size", [None, 3])
 def test_prefill_batch_matches_generation(padding_side: str, chunk_size: int | None) -> None:
     backend = _backend()
-    completions = backend.generate(PROMPTS, SamplingParams(max_tokens=20), [1, 2, 3])
+    completions = backend.generate(PROMPTS, SamplingSpec(max_tokens=20), [1, 2, 3])
     prefills = backend.prefill_batch(
         [(p, c.token_ids) for p, c in zip(PROMPTS, completions)],
         padding_side=padding_side, chunk_size=chunk_size,  # type: ignore[arg-type]
@@ -121,7 +122,7 @@ def test_prefill_of_an_empty_completion() -> None:
 
 def test_bad_input_is_refused_by_name() -> None:
     backend = _backend()
-    params = SamplingParams(max_tokens=4)
+    params = SamplingSpec(max_tokens=4)
     with pytest.raises(InferenceError):
         backend.generate(PROMPTS, params, [1])
     with pytest.raises(InferenceError):
@@ -131,4 +132,4 @@ def test_bad_input_is_refused_by_name() -> None:
     with pytest.raises(InferenceError):
         backend.prefill(PROMPTS[0], [-1])
     with pytest.raises(ValueError):
-        SamplingParams(top_p=0)
+        SamplingSpec(top_p=0)

@@ -7,7 +7,8 @@ import importlib.util
 import pytest
 import torch
 
-from inference.backend import InferenceBackend, SamplingParams
+from inference.backend import InferenceBackend
+from protocol.runspec import SamplingSpec
 from inference.tiny import BOS_ID, build_char_tokenizer, build_tiny_llama
 from proofs.sampling import replay
 from proofs.toploc import accept, build_proofs, verify_proofs
@@ -31,7 +32,7 @@ def test_vllm_generation_replays_and_proves_against_its_own_prefill(tmp_path) ->
     backend = VllmBackend(str(tmp_path), gpu_memory_utilization=0.2, max_model_len=512)
     assert isinstance(backend, InferenceBackend)
     prompts = [[BOS_ID, *tokenizer.encode(t)] for t in ("What is 2+3?", "Hello")]
-    params = SamplingParams(temperature=1.0, max_tokens=64)
+    params = SamplingSpec(temperature=1.0, max_tokens=64)
     completions = backend.generate(prompts, params, [11, 12])
     for prompt, completion in zip(prompts, completions):
         prefill = backend.prefill(prompt, completion.token_ids)

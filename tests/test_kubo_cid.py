@@ -12,7 +12,7 @@ from protocol.digest import (
     cid_codec,
     cid_to_digest,
     digest_to_cid,
-    parse_digest,
+    Digest,
     raw_cid_of,
 )
 
@@ -45,17 +45,32 @@ def test_cidv0_and_its_cidv1_form_carry_the_same_digest() -> None:
     assert cid_codec(EMPTY_DIR_V0) == DAG_PB
 
 
-def test_digest_accepts_hex_with_or_without_prefix() -> None:
+def test_a_digest_has_one_text_form() -> None:
     digest = hashlib.sha256(b"x").digest()
-    assert parse_digest("0x" + digest.hex()) == digest
-    assert parse_digest(digest.hex().upper()) == digest
+    parsed = Digest.parse("0x" + digest.hex())
+    assert parsed == digest and Digest.parse(digest) == digest and Digest.of(b"x") == digest
+    assert str(parsed) == "0x" + digest.hex() and parsed.cid == digest_to_cid(digest) == raw_cid_of(b"x")
     assert digest_to_cid("0x" + digest.hex()) == digest_to_cid(digest)
+    for other_form in (digest.hex(), "0x" + digest.hex().upper()[:-2] + "zz"):
+        with pytest.raises(InvalidDigest):
+            Digest.parse(other_form)
+
+
+def test_a_digest_is_a_pydantic_field() -> None:
+    from pydantic import BaseModel
+
+    class Doc(BaseModel):
+        d: Digest
+
+    doc = Doc(d="0x" + "ab" * 32)
+    assert isinstance(doc.d, Digest) and doc.model_dump_json() == '{"d":"0x' + "ab" * 32 + '"}'
+    assert Doc.model_validate_json(doc.model_dump_json()) == doc
 
 
 @pytest.mark.parametrize("bad", [b"", b"\x00" * 31, b"\x00" * 33, "0x1234", "zz" * 32, 42])
 def test_bad_digests_are_refused(bad: object) -> None:
     with pytest.raises(InvalidDigest):
-        parse_digest(bad)  # type: ignore[arg-type]
+        Digest.parse(bad)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,6 @@ from ledger_client.chain.ledger import Ledger, connect, load_deployment, save_de
 from ledger_client.chain.keys import load_account, write_keystore
 from ledger_client.chain.tx import TxSender, with_retries
 
-from tests.conftest_chain import TOKENS
 
 
 def test_lifecycle_submit_attest_claim(chain):

@@ -14,6 +14,7 @@ from deploy.contracts import deploy_contracts
 from deploy.pool_cli import create_pool
 from examples.adversaries.workers import ATTACKS, cycling, selective_upload
 from deploy.anvil import dev_accounts, start_anvil
+from ledger_client.chain.queries import pool_state
 from ledger_client.chain.ledger import Ledger, connect, save_deployment
 from ledger_client.ipfs.content import put_object
 from ledger_client.chain.errors import revert_class
@@ -173,7 +174,7 @@ def test_another_workers_file_rewritten_as_own_is_challenged(protocol, tmp_path)
     honest = protocol.worker(4)
     batch = decode_rollouts(Path(honest.journal.entries("submitted")[0]["file"]).read_bytes())
     thief = protocol.accounts[6].address
-    step = protocol.ledger(0).pool.get_pool(protocol.pool_id)[3]
+    step = pool_state(protocol.ledger(0), protocol.pool_id).latest_step
     # Declared as the thief's own and for the current step so the chain takes it; the validator must refuse it.
     header = batch.header.model_copy(update={"worker": thief, "policy_step": step})
     digest = put_object(protocol.kubo, encode_rollouts(batch.model_copy(update={"header": header})))

@@ -7,6 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from protocol.runspec import SamplingSpec
 from protocol.rollouts import (
     METADATA_KEY,
     RolloutBatch,
@@ -23,8 +24,9 @@ from protocol.rollouts import (
 
 def _batch(group_size=2, groups=2, proof_chunk=2, **header_overrides):
     header = RolloutHeader(
-        policy_step=3, manifest_digest="ab" * 32, worker="0x" + "12" * 20, task={"name": "rev", "seed": 0},
-        group_size=group_size, temperature=1.0, max_tokens=4, proof_chunk=proof_chunk, **header_overrides,
+        policy_step=3, manifest_digest="0x" + "ab" * 32, worker="0x" + "12" * 20, task={"name": "rev", "seed": 0},
+        sampling=SamplingSpec(group_size=group_size, temperature=1.0, max_tokens=4), proof_chunk=proof_chunk,
+        **header_overrides,
     )
     samples = []
     for g in range(groups):
@@ -73,8 +75,8 @@ def test_reader_refuses_anything_else_with_a_named_error():
         decode_rollouts(b"PAR1 but not really")
     with pytest.raises(RolloutSchemaError, match="no 'proofswarm.rollouts' header"):
         decode_rollouts(_with(table.replace_schema_metadata({})))
-    with pytest.raises(RolloutSchemaError, match="unsupported rollout schema version 2"):
-        decode_rollouts(_with(table, {**header, "version": 2}))
+    with pytest.raises(RolloutSchemaError, match="unsupported rollout schema version 3"):
+        decode_rollouts(_with(table, {**header, "version": 3}))
     with pytest.raises(RolloutSchemaError, match="invalid header: worker"):
         decode_rollouts(_with(table, {**header, "worker": "alice"}))
     with pytest.raises(RolloutSchemaError, match="do not match schema"):

@@ -12,7 +12,9 @@ from proofs.toploc import accept, verify_proofs
 from tasks import TaskSpec, build_task
 from worker.local_cli import LocalWorkerConfig, may_generate
 from trainer.evaluate import greedy_accuracy
-from worker.rollouts import SamplingConfig, make_rollouts
+from worker.rollouts import make_rollouts
+from protocol.digest import Digest
+from protocol.runspec import SamplingSpec
 
 WORKER = "0x" + "ab" * 20
 SPEC = TaskSpec(name="sort", params={"min_digits": 3, "max_digits": 4})
@@ -25,9 +27,9 @@ def test_rollouts_carry_assigned_prompts_seeds_rewards_and_valid_proofs():
     task = build_task(SPEC)
     pool_seed = bytes(range(32))
     indices = assign_prompts(pool_seed, WORKER, 5, 2, 10_000, 3)
-    sampling = SamplingConfig(group_size=4, temperature=1.0, max_tokens=40)
+    sampling = SamplingSpec(group_size=4, temperature=1.0, max_tokens=40)
     backend = TorchBackend(model)
-    batch = make_rollouts(backend, tokenizer, task, SPEC, indices, sampling, 5, "cd" * 32, WORKER, pool_seed, nonce=2)
+    batch = make_rollouts(backend, tokenizer, task, SPEC, indices, sampling, 5, Digest(b"\xcd" * 32), WORKER, pool_seed, nonce=2)
 
     batch = decode_rollouts(encode_rollouts(batch))
     assert batch.header.policy_step == 5 and batch.header.nonce == 2 and batch.header.proof_chunk == 32
@@ -49,13 +51,13 @@ def test_greedy_accuracy_counts_exact_answers():
 
 
 def test_worker_pacing_keeps_within_the_async_level():
-    sync = LocalWorkerConfig(async_level=0, batch_samples=128, prompts_per_file=8, group_size=16)
+    sync = LocalWorkerConfig(async_level=0, batch_samples=128, prompts_per_file=8, sampling=SamplingSpec(group_size=16))
     assert sync.files_per_step == 1
     assert may_generate(sync, unconsumed=0, trainer_step=3, waiting=True, policy_step=3)
     assert not may_generate(sync, unconsumed=0, trainer_step=3, waiting=False, policy_step=3)
     assert not may_generate(sync, unconsumed=0, trainer_step=4, waiting=True, policy_step=3)
     assert not may_generate(sync, unconsumed=1, trainer_step=3, waiting=True, policy_step=3)
-    two = LocalWorkerConfig(async_level=2, batch_samples=256, prompts_per_file=8, group_size=16)
+    two = LocalWorkerConfig(async_level=2, batch_samples=256, prompts_per_file=8, sampling=SamplingSpec(group_size=16))
     assert two.files_per_step == 2
     assert may_generate(two, unconsumed=3, trainer_step=0, waiting=False, policy_step=0)
     assert not may_generate(two, unconsumed=4, trainer_step=0, waiting=False, policy_step=0)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from examples.adversaries.toploc import SuiteSetup, confusion, format_suite, run_suite
-from inference.backend import SamplingParams
+from protocol.runspec import SamplingSpec
 
 
 def _assert_perfect(setup: SuiteSetup, capsys: pytest.CaptureFixture[str]) -> None:
@@ -29,7 +29,7 @@ def test_every_attack_detected_and_no_honest_run_rejected(
 ) -> None:
     setup = SuiteSetup(
         hidden=64, layers=3, n_prompts=3,
-        params=SamplingParams(temperature=1.0, top_p=1.0, max_tokens=48),
+        params=SamplingSpec(temperature=1.0, top_p=1.0, max_tokens=48),
     )
     _assert_perfect(setup, capsys)
 
@@ -38,6 +38,6 @@ def test_every_attack_detected_and_no_honest_run_rejected(
 def test_suite_on_a_larger_model_and_more_prompts(capsys: pytest.CaptureFixture[str]) -> None:
     setup = SuiteSetup(
         hidden=128, layers=4, n_prompts=6,
-        params=SamplingParams(temperature=0.9, top_p=0.95, max_tokens=96),
+        params=SamplingSpec(temperature=0.9, top_p=0.95, max_tokens=96),
     )
     _assert_perfect(setup, capsys)

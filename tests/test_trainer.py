@@ -8,15 +8,17 @@ import random
 import pytest
 import torch
 
+from protocol.runspec import SamplingSpec
 from inference.tiny import build_tiny_llama
 from protocol.rollouts import RolloutBatch, RolloutHeader, RolloutSample, write_rollout_file
-from ledger_client.cli import load_settings
+from ledger_client.cli import UsageError, load_settings
 from trainer.config import TrainerConfig
 from trainer.loop import Trainer, TrainerStarved
 from trainer.work_source import InMemorySource, LocalDirectorySource
 
 VOCAB = 16
 G = 4
+SAMPLING = SamplingSpec(group_size=G, temperature=1.0, max_tokens=5)
 
 
 def _model():
@@ -26,8 +28,8 @@ def _model():
 def _batch(seed: int, policy_step: int = 0, rewards=None, groups: int = 2) -> RolloutBatch:
     rng = random.Random(seed)
     header = RolloutHeader(
-        policy_step=policy_step, manifest_digest="0" * 64, worker="0x" + "ab" * 20, task={"name": "test"},
-        group_size=G, temperature=1.0, max_tokens=5, proof_chunk=0,
+        policy_step=policy_step, manifest_digest="0x" + "00" * 32, worker="0x" + "ab" * 20, task={"name": "test"},
+        sampling=SAMPLING, proof_chunk=0,
     )
     samples = []
     for g in range(groups):
@@ -44,7 +46,7 @@ def _batch(seed: int, policy_step: int = 0, rewards=None, groups: int = 2) -> Ro
 
 
 def _config(tmp_path, **overrides):
-    base = dict(run_dir=tmp_path, group_size=G, batch_samples=2 * G, max_tokens=5, async_level=10,
+    base = dict(run_dir=tmp_path, sampling=SAMPLING, batch_samples=2 * G, async_level=10,
                 max_steps=4, wait_timeout_s=0.5, poll_interval_s=0.01)
     return TrainerConfig(**{**base, **overrides})
 
@@ -68,15 +70,15 @@ def _write_file(folder, i):
 
 def test_config_precedence_toml_then_environment_then_command_line(tmp_path, monkeypatch):
     toml = tmp_path / "run.toml"
-    toml.write_text('group_size = 8\nbatch_samples = 64\n[loss]\nepsilon = 0.3\n[task]\nname = "sort"\n')
+    toml.write_text('batch_samples = 64\n[sampling]\ngroup_size = 8\n[loss]\nepsilon = 0.3\n[task]\nname = "sort"\n')
     monkeypatch.setenv("PROOFSWARM_TRAINER_ASYNC_LEVEL", "1")
-    config = load_settings(TrainerConfig, toml, ["--loss.delta", "5", "--group_size", "16"])
-    assert (config.group_size, config.batch_samples, config.async_level) == (16, 64, 1)
+    config = load_settings(TrainerConfig, toml, ["--loss.delta", "5", "--sampling.group_size", "16"])
+    assert (config.sampling.group_size, config.batch_samples, config.async_level) == (16, 64, 1)
     assert (config.loss.epsilon, config.loss.delta, config.task.name) == (0.3, 5.0, "sort")
-    assert config.token_budget == 64 * config.max_tokens
+    assert config.token_budget == 64 * config.sampling.max_tokens
     with pytest.raises(ValueError, match="multiple of group_size"):
-        TrainerConfig(group_size=16, batch_samples=40)
-    with pytest.raises(FileNotFoundError):
+        TrainerConfig(sampling=SamplingSpec(group_size=16), batch_samples=40)
+    with pytest.raises(UsageError, match="does not exist"):
         load_settings(TrainerConfig, tmp_path / "missing.toml", [])
 
 
@@ -153,7 +155,7 @@ def test_files_sampled_with_other_settings_are_rejected_and_counted(tmp_path):
     trainer = Trainer(_config(tmp_path), _model(), source)
     trainer.start()
     other = _batch(0)
-    source.put("hot", other.model_copy(update={"header": other.header.model_copy(update={"temperature": 0.5})}))
+    source.put("hot", other.model_copy(update={"header": other.header.model_copy(update={"sampling": SAMPLING.model_copy(update={"temperature": 0.5})})}))
     source.put("good", _batch(1))
     metrics = trainer.train_step()
     assert metrics.rejected_files == 1

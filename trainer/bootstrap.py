@@ -21,7 +21,7 @@ from ledger_client.cli import UsageError, load_devnet_info
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.runspec import RunSpec
 from ledger_client.ipfs.content import publish_run_spec
-from tasks.registry import TaskSpec, build_task
+from tasks.registry import build_task
 from trainer.config import ModelSpec
 from trainer.publish import base_checkpoint_digest
 from trainer.warmstart import supervised_warm_start
@@ -44,7 +44,7 @@ def init_policy(spec: RunSpec, model: ModelSpec, warm_steps: int, warm_lr: float
     tokenizer = build_char_tokenizer()
     policy = build_tiny_llama(len(tokenizer), seed=model.init_seed, hidden=model.hidden, layers=model.layers,
                               heads=model.heads)
-    task = build_task(TaskSpec.model_validate(spec.task))
+    task = build_task(spec.task)
     if warm_steps:
         supervised_warm_start(policy, tokenizer, task, warm_steps, lr=warm_lr, seed=seed)
     return policy.eval(), tokenizer

@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from protocol.runspec import SamplingSpec
 from tasks.registry import TaskSpec
 from trainer.loss import LossConfig
 
@@ -42,10 +43,8 @@ class TrainerConfig(BaseSettings):
     model: ModelSpec = ModelSpec()
     loss: LossConfig = LossConfig()
     optim: OptimConfig = OptimConfig()
-    group_size: int = Field(16, ge=2, description="completions per prompt (G)")
+    sampling: SamplingSpec = Field(SamplingSpec(), description="must equal the workers' (a pool's run spec sets it)")
     batch_samples: int = Field(128, ge=2, description="informative samples per optimizer step")
-    max_tokens: int = Field(8, ge=1, description="completion token limit; also sets the token budget")
-    temperature: float = Field(1.0, gt=0)
     async_level: int = Field(2, ge=0, description="rollouts from policies older than step − k are dropped")
     max_steps: int = Field(100, ge=1)
     checkpoint_every: int = Field(1, ge=1)
@@ -55,11 +54,16 @@ class TrainerConfig(BaseSettings):
 
     @model_validator(mode="after")
     def _whole_groups(self) -> TrainerConfig:
-        if self.batch_samples % self.group_size:
-            raise ValueError(f"batch_samples ({self.batch_samples}) must be a multiple of group_size ({self.group_size})")
+        group_size = self.sampling.group_size
+        if group_size < 2:
+            raise ValueError("GRPO needs sampling.group_size >= 2 (advantages are relative to the group)")
+        if self.sampling.temperature <= 0:
+            raise ValueError("the trainer learns from sampled completions: sampling.temperature must be > 0")
+        if self.batch_samples % group_size:
+            raise ValueError(f"batch_samples ({self.batch_samples}) must be a multiple of group_size ({group_size})")
         return self
 
     @property
     def token_budget(self) -> int:
         """The constant divisor of the token-level loss."""
-        return self.batch_samples * self.max_tokens
+        return self.batch_samples * self.sampling.max_tokens

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from inference.backend import SamplingParams
+from protocol.runspec import SamplingSpec
 from inference.torch_backend import TorchBackend
 from tasks.base import Task
 from tasks.encoding import encode_prompt
@@ -17,7 +17,7 @@ def greedy_accuracy(
     problems = [task.problem(i, "test") for i in range(n_problems)]
     completions = TorchBackend(model).generate(
         [encode_prompt(tokenizer, p.prompt) for p in problems],
-        SamplingParams(temperature=0.0, max_tokens=max_tokens),
+        SamplingSpec(temperature=0.0, max_tokens=max_tokens),
         [0] * n_problems,
     )
     solved = sum(

@@ -184,14 +184,11 @@ class Trainer:
     def _take(self, item: WorkItem) -> None:
         header = item.batch.header
         self._counters["files"] += 1
-        sampled_as_configured = (header.group_size, header.temperature, header.max_tokens) == (
-            self.config.group_size, self.config.temperature, self.config.max_tokens
-        )
-        if not sampled_as_configured:
+        if header.sampling != self.config.sampling:
             # logp_old and the token budget assume the pool's sampling settings
             self._counters["rejected"] += 1
             return
-        rewards = torch.tensor([s.reward for s in item.batch.samples]).view(-1, header.group_size)
+        rewards = torch.tensor([s.reward for s in item.batch.samples]).view(-1, header.sampling.group_size)
         self._consumed_rewards.extend(rewards.flatten().tolist())
         # a policy the trainer does not hold (too old, or from the future) cannot be recomputed
         if is_stale(header.policy_step, self.step, self.config.async_level) or header.policy_step not in self.policies:
@@ -200,7 +197,8 @@ class Trainer:
         filtered = informative_groups(rewards)
         self._counters["zero_adv"] += filtered.dropped_zero_advantage
         for g in filtered.keep:
-            members = item.batch.samples[g * header.group_size : (g + 1) * header.group_size]
+            group_size = header.sampling.group_size
+            members = item.batch.samples[g * group_size : (g + 1) * group_size]
             self.buffer.append(
                 BufferedGroup(
                     policy_step=header.policy_step,
@@ -223,11 +221,11 @@ class Trainer:
         self._drop_stale_buffered()
         for item in self.source.poll():
             self._take(item)
-        return len(self.buffer) >= self.config.batch_samples // self.config.group_size
+        return len(self.buffer) >= self.config.batch_samples // self.config.sampling.group_size
 
     def _collect(self) -> float:
         """Fill the buffer to a full batch; returns the seconds spent waiting."""
-        needed = self.config.batch_samples // self.config.group_size
+        needed = self.config.batch_samples // self.config.sampling.group_size
         idle, waiting_since = 0.0, None
         self._drop_stale_buffered()
         while len(self.buffer) < needed:
@@ -258,7 +256,7 @@ class Trainer:
             index = torch.tensor([i for i, s in enumerate(policy_of_row) if s == policy_step])
             self._scratch.load_state_dict(self.policies[policy_step])
             sub = PackedBatch(packed.inputs[index], packed.targets[index], packed.loss_mask[index])
-            logp_old[index] = completion_logprobs(self._scratch, sub, self.config.temperature)
+            logp_old[index] = completion_logprobs(self._scratch, sub, self.config.sampling.temperature)
         return logp_old
 
     def train_step(self) -> StepMetrics:
@@ -266,7 +264,7 @@ class Trainer:
         started = time.perf_counter()
         idle = self._collect()
         train_started = time.perf_counter()
-        needed = self.config.batch_samples // self.config.group_size
+        needed = self.config.batch_samples // self.config.sampling.group_size
         groups = [self.buffer.popleft() for _ in range(needed)]
         group_of_row = [gi for gi, g in enumerate(groups) for _ in g.completions]
         prompts = [groups[gi].prompt_ids for gi in group_of_row]
@@ -277,13 +275,13 @@ class Trainer:
         logp_ref = None
         if self.reference is not None:
             with torch.no_grad():
-                logp_ref = completion_logprobs(self.reference, packed, self.config.temperature)
+                logp_ref = completion_logprobs(self.reference, packed, self.config.sampling.temperature)
 
         self.model.train()
         logits = self.model(input_ids=packed.inputs).logits
         out = grpo_loss(
             logits, packed.targets, packed.loss_mask, advantages, logp_old,
-            self.config.temperature, self.config.token_budget, self.config.loss, logp_ref,
+            self.config.sampling.temperature, self.config.token_budget, self.config.loss, logp_ref,
         )
         self.optimizer.zero_grad(set_to_none=True)
         out.loss.backward()

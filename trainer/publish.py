@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
+from ledger_client.chain.queries import pool_state
 from ledger_client.chain.ledger import Ledger
 from ledger_client.ipfs.checkpoints import PinRetention, manifest_cid_of, publish_checkpoint
 from ledger_client.chain.errors import LedgerError
@@ -53,7 +54,7 @@ class IpfsPublisher:
         raise LedgerError(f"pool {self.pool_id} has no checkpoint before step {step}")
 
     def _publish_on_chain(self, step: int, digest: bytes) -> None:
-        latest = self.ledger.pool.get_pool(self.pool_id)[3]
+        latest = pool_state(self.ledger, self.pool_id).latest_step
         if step <= latest:  # a restarted trainer re-publishing a step the chain already has
             if bytes(self.ledger.pool.checkpoint_at(self.pool_id, step)) != digest:
                 raise LedgerError(f"step {step} is already on-chain with another digest; the trainer state and "

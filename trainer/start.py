@@ -26,7 +26,7 @@ from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.chain.queries import pool_state
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.cli import load_settings
-from tasks.registry import TaskSpec, build_task
+from tasks.registry import build_task
 from trainer.config import TrainerConfig
 from trainer.evaluate import greedy_accuracy
 from trainer.ledger_source import LedgerSource
@@ -67,20 +67,18 @@ def run_start(args: argparse.Namespace) -> int:
 
     overrides = [f"--{kv.replace('=', ' ', 1)}" if "=" in kv else kv for kv in args.set]
     argv = [tok for o in overrides for tok in o.split(" ", 1)]
-    argv += ["--group_size", str(spec.sampling.group_size), "--temperature", str(spec.sampling.temperature),
-             "--max_tokens", str(spec.sampling.max_tokens), "--async_level", str(pool.max_staleness),
-             "--checkpoint_every", "1"]  # the pool decides these; checkpoint each step (see Trainer.start)
-    config = load_settings(TrainerConfig, args.config, argv)
-    config = config.model_copy(update={"task": TaskSpec.model_validate(spec.task)})
+    # the pool decides the task, sampling and async level; checkpoint every step (see Trainer.start)
+    config = load_settings(TrainerConfig, args.config, argv, fixed={
+        "task": spec.task, "sampling": spec.sampling, "async_level": pool.async_level, "checkpoint_every": 1})
 
     base = fetch_checkpoint(kubo, pool.base_checkpoint, Path(config.run_dir) / "base-checkpoint")
     model, tokenizer = load_policy(base.path)
     torch.set_num_threads(1)
     task = build_task(config.task)
-    evaluate = (lambda m: {"accuracy": greedy_accuracy(m, tokenizer, task, args.eval_problems, config.max_tokens)}) \
+    evaluate = (lambda m: {"accuracy": greedy_accuracy(m, tokenizer, task, args.eval_problems, config.sampling.max_tokens)}) \
         if args.eval_every else None
     source = LedgerSource(ledger, kubo, args.pool)
-    publisher = IpfsPublisher(ledger, kubo, args.pool, model.config, tokenizer, pool.max_staleness,
+    publisher = IpfsPublisher(ledger, kubo, args.pool, model.config, tokenizer, pool.async_level,
                               Path(config.run_dir))
     trainer = Trainer(config, model, source, publishers=[publisher], evaluate=evaluate, eval_every=args.eval_every)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))

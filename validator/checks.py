@@ -18,6 +18,8 @@ from ledger_client.chain.ledger import Ledger
 from ledger_client.ipfs.checkpoints import PinRetention, fetch_checkpoint
 from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.chain.queries import pool_state
+from protocol.digest import Digest
+from protocol.pool import versions_to_keep
 from protocol.rollouts import RolloutBatch, RolloutFileError, decode_rollouts
 from protocol.runspec import RunSpec
 from ledger_client.ipfs.content import fetch_run_spec
@@ -25,13 +27,12 @@ from protocol.verdicts import Reason
 from inference.policy import load_policy
 from inference.torch_backend import TorchBackend
 from inference.verify import CompletionRecord, VerifyConfig, verify_completions
-from inference.backend import SamplingParams
 from proofs.assignment import assign_prompts
 from proofs.sampling import derive_seed, sample_index
 from proofs.toploc import Thresholds
 from tasks.base import Task, assignment_space
 from tasks.encoding import encode_prompt
-from tasks.registry import TaskSpec, build_task
+from tasks.registry import build_task
 from validator.daemon import CheckOutcome, Submission
 
 CHECK_REASONS = {"prompt": Reason.ASSIGNMENT, "seed": Reason.SEED, "termination": Reason.TERMINATION,
@@ -49,13 +50,12 @@ class RolloutChecker:
         self.cache_dir = Path(cache_dir)
         pool = pool_state(self.ledger, pool_id)
         self.spec: RunSpec = fetch_run_spec(self.kubo, pool.task_ref)
-        self.task_spec = TaskSpec.model_validate(self.spec.task)
-        self.task: Task = build_task(self.task_spec)
-        self.retention = PinRetention(self.kubo, self.cache_dir / "pins.json", keep=pool.max_staleness + 1)
+        self.task: Task = build_task(self.spec.task)
+        self.retention = PinRetention(self.kubo, self.cache_dir / "pins.json", keep=versions_to_keep(pool.async_level))
         self._policies: dict[int, tuple[bytes, TorchBackend, object]] = {}
         v = self.spec.verification
         self.verify_config = VerifyConfig(
-            sampling=SamplingParams(temperature=self.spec.sampling.temperature, max_tokens=self.spec.sampling.max_tokens),
+            sampling=self.spec.sampling,
             thresholds=Thresholds(min_exp_matches=v.toploc_min_exp_matches, max_mant_err_mean=v.toploc_max_mant_err_mean,
                                   max_mant_err_median=v.toploc_max_mant_err_median),
             logit_tolerance=v.logit_tolerance, min_eos_prob=v.min_eos_prob, chunk=PROOF_CHUNK,
@@ -78,8 +78,8 @@ class RolloutChecker:
             batch = decode_rollouts(data)
         except RolloutFileError as exc:
             return CheckOutcome(False, Reason.SCHEMA, str(exc))
-        ckpt = bytes(self.ledger.pool.checkpoint_at(sub.pool_id, sub.step))
-        fail = self._identity(sub, batch, ckpt.hex())
+        ckpt = Digest(self.ledger.pool.checkpoint_at(sub.pool_id, sub.step))
+        fail = self._identity(sub, batch, ckpt)
         if fail:
             return fail
         backend, tokenizer = self._policy(sub.step, ckpt)
@@ -88,30 +88,24 @@ class RolloutChecker:
             return fail
         return self._completions(sub, batch, backend, tokenizer)
 
-    def _identity(self, sub: Submission, batch: RolloutBatch, ckpt: str) -> CheckOutcome | None:
+    def _identity(self, sub: Submission, batch: RolloutBatch, ckpt: Digest) -> CheckOutcome | None:
         h, spec = batch.header, self.spec
         if h.worker.lower() != sub.worker.lower():
             return CheckOutcome(False, Reason.WRONG_WORKER, f"file names worker {h.worker}, submitted by {sub.worker}")
         if h.policy_step != sub.step:
             return CheckOutcome(False, Reason.WRONG_STEP, f"file is for step {h.policy_step}, submitted for {sub.step}")
         if h.manifest_digest != ckpt:
-            return CheckOutcome(False, Reason.WRONG_STEP, f"file declares manifest {h.manifest_digest[:16]}…, "
-                                                          f"step {sub.step} is {ckpt[:16]}…")
+            return CheckOutcome(False, Reason.WRONG_STEP, f"file declares manifest {str(h.manifest_digest)[:18]}…, "
+                                                          f"step {sub.step} is {str(ckpt)[:18]}…")
         if len(batch.samples) != sub.n_samples:
             return CheckOutcome(False, Reason.SAMPLE_COUNT, f"{len(batch.samples)} samples in the file, "
                                                             f"{sub.n_samples} submitted")
-        expected = {"task": self.task_spec.model_dump(), "group_size": spec.sampling.group_size,
-                    "temperature": spec.sampling.temperature, "max_tokens": spec.sampling.max_tokens,
-                    "proof_chunk": PROOF_CHUNK}
-        try:
-            task = TaskSpec.model_validate(h.task).model_dump()
-        except ValueError:
-            return CheckOutcome(False, Reason.SCHEMA, "file header has no valid task spec")
-        got = {"task": task, "group_size": h.group_size, "temperature": h.temperature,
-               "max_tokens": h.max_tokens, "proof_chunk": h.proof_chunk}
+        expected = {"task": spec.task.model_dump(), **spec.sampling.model_dump(), "proof_chunk": PROOF_CHUNK}
+        got = {"task": h.task.model_dump(), **h.sampling.model_dump(), "proof_chunk": h.proof_chunk}
         wrong = {k: (got[k], v) for k, v in expected.items() if got[k] != v}
         if wrong:
-            return CheckOutcome(False, Reason.SAMPLING if "temperature" in wrong else Reason.SCHEMA,
+            sampled_otherwise = bool({"temperature", "top_p"} & set(wrong))
+            return CheckOutcome(False, Reason.SAMPLING if sampled_otherwise else Reason.SCHEMA,
                                 f"file does not follow the pool's run spec: {sorted(wrong)}",
                                 statistics={k: {"file": a, "pool": b} for k, (a, b) in wrong.items()})
         if batch.n_groups != spec.prompts_per_submission:
@@ -123,7 +117,7 @@ class RolloutChecker:
         h = batch.header
         assigned = assign_prompts(self.spec.pool_seed_bytes, h.worker, h.policy_step, h.nonce,
                                   assignment_space(self.task), batch.n_groups)
-        g = h.group_size
+        g = h.sampling.group_size
         for group, index in enumerate(assigned):
             first = batch.samples[group * g]
             prompt_ids = encode_prompt(tokenizer, self.task.problem(index).prompt)

@@ -32,6 +32,7 @@ from ledger_client.cli import UsageError, load_devnet_info
 from ledger_client.ipfs.content import put_object
 from ledger_client.chain.errors import ContractRevert
 from ledger_client.ipfs.kubo import KuboClient
+from protocol.pool import versions_to_keep
 from protocol.pool import WorkStatus
 from ledger_client.chain.queries import get_work, pool_state
 from protocol.runspec import RunSpec
@@ -180,7 +181,7 @@ class WorkerDaemon:
     def sync_policy(self, step: int) -> None:
         digest = bytes(self.ledger.pool.checkpoint_at(self.opt.pool_id, step))
         self.stats.last_event = f"fetching checkpoint of step {step}"
-        retention = PinRetention(self.kubo, self.opt.work_dir / "pins.json", keep=self.pool.max_staleness + 1)
+        retention = PinRetention(self.kubo, self.opt.work_dir / "pins.json", keep=versions_to_keep(self.pool.async_level))
         fetched = fetch_checkpoint(self.kubo, digest, self.opt.work_dir / "checkpoints",
                                    timeout=self.opt.fetch_timeout_s, retention=retention)
         model, tokenizer = self.load(fetched.path)

@@ -28,7 +28,7 @@ from inference.local_store import (
     DONE_MARKER,
     PolicyStoreError,
     latest_policy,
-    load_policy,
+    load_local_policy,
     load_policy_weights,
     read_progress,
 )
@@ -38,7 +38,8 @@ from tasks.base import TaskError, assignment_space
 from tasks.registry import TaskSpec, build_task
 from inference.torch_backend import TorchBackend
 from proofs.assignment import assign_prompts
-from worker.rollouts import SamplingConfig, make_rollouts
+from worker.rollouts import make_rollouts
+from protocol.runspec import SamplingSpec
 
 class LocalWorkerConfig(BaseSettings):
     """Local worker settings; the sampling fields must match the trainer's."""
@@ -47,9 +48,7 @@ class LocalWorkerConfig(BaseSettings):
 
     run_dir: Path = Path("runs/grpo")
     task: TaskSpec = TaskSpec()
-    group_size: int = Field(16, ge=1)
-    temperature: float = Field(1.0, gt=0)
-    max_tokens: int = Field(8, ge=1)
+    sampling: SamplingSpec = SamplingSpec()
     batch_samples: int = Field(128, ge=1, description="the trainer's batch, to pace against")
     async_level: int = Field(2, ge=0)
     prompts_per_file: int = Field(8, ge=1)
@@ -61,7 +60,7 @@ class LocalWorkerConfig(BaseSettings):
 
     @property
     def files_per_step(self) -> int:
-        return max(1, self.batch_samples // (self.prompts_per_file * self.group_size))
+        return max(1, self.batch_samples // (self.prompts_per_file * self.sampling.group_size))
 
 
 def may_generate(
@@ -82,7 +81,6 @@ def run_worker(config: LocalWorkerConfig) -> int:
     rollouts.mkdir(parents=True, exist_ok=True)
     task = build_task(config.task)
     dataset_size = assignment_space(task)
-    sampling = SamplingConfig(group_size=config.group_size, temperature=config.temperature, max_tokens=config.max_tokens)
     tokenizer = None
     pool_seed = bytes.fromhex(config.pool_seed)
     backend, model_step, written = None, -1, 0
@@ -98,7 +96,7 @@ def run_worker(config: LocalWorkerConfig) -> int:
             continue
         if pointer.step != model_step:
             if backend is None:
-                backend = TorchBackend(load_policy(policies, pointer.step))
+                backend = TorchBackend(load_local_policy(policies, pointer.step))
             else:
                 load_policy_weights(policies, pointer.step, backend.model)
             if tokenizer is None:
@@ -107,7 +105,7 @@ def run_worker(config: LocalWorkerConfig) -> int:
         nonce = written
         indices = assign_prompts(pool_seed, config.address, model_step, nonce, dataset_size, config.prompts_per_file)
         batch = make_rollouts(
-            backend, tokenizer, task, config.task, indices, sampling, model_step, pointer.digest, config.address,
+            backend, tokenizer, task, config.task, indices, config.sampling, model_step, pointer.digest, config.address,
             pool_seed=pool_seed, nonce=nonce,
         )
         name = f"{model_step:06d}-{config.address[2:10].lower()}-{nonce:06d}.parquet"

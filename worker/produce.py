@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 from inference.torch_backend import TorchBackend
+from protocol.digest import Digest
 from protocol.rollouts import RolloutBatch, encode_rollouts
 from protocol.runspec import RunSpec
 from proofs.assignment import assign_prompts
 from tasks.base import assignment_space
-from tasks.registry import TaskSpec, build_task
+from tasks.registry import build_task
 from worker.policy import Policy
-from worker.rollouts import SamplingConfig, make_rollouts
+from worker.rollouts import make_rollouts
+
 
 def make_batch(policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> RolloutBatch:
     """Generate the assigned prompts' completions with proofs (adversaries start from this too)."""
-    task_spec = TaskSpec.model_validate(spec.task)
-    task = build_task(task_spec)
+    task = build_task(spec.task)
     indices = assign_prompts(spec.pool_seed_bytes, worker, step, nonce, assignment_space(task),
                              spec.prompts_per_submission)
-    sampling = SamplingConfig(group_size=spec.sampling.group_size, temperature=spec.sampling.temperature,
-                              max_tokens=spec.sampling.max_tokens)
     backend = TorchBackend(policy.model, eos_token_id=policy.tokenizer.eos_token_id,
                            pad_token_id=policy.tokenizer.pad_token_id)
-    return make_rollouts(backend, policy.tokenizer, task, task_spec, indices, sampling, step,
-                         policy.manifest_digest.hex(), worker, pool_seed=spec.pool_seed_bytes, nonce=nonce)
+    return make_rollouts(backend, policy.tokenizer, task, spec.task, indices, spec.sampling, step,
+                         Digest(policy.manifest_digest), worker, pool_seed=spec.pool_seed_bytes, nonce=nonce)
 
 
 def produce_rollout_file(policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> tuple[bytes, int]:

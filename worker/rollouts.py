@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel, Field
 from transformers import PreTrainedTokenizerBase
 
-from inference.backend import InferenceBackend, SamplingParams
+from inference.backend import InferenceBackend
+from protocol.runspec import SamplingSpec
+from protocol.digest import Digest
 from protocol.rollouts import RolloutBatch, RolloutHeader, RolloutSample
 from proofs.sampling import derive_seed, sample_index
 from proofs.toploc import build_proofs_batch
@@ -24,23 +25,15 @@ from tasks.registry import TaskSpec
 PROOF_CHUNK = 32
 
 
-class SamplingConfig(BaseModel):
-    """How a worker samples; must match the pool's (and the trainer's) settings."""
-
-    group_size: int = Field(16, ge=1)
-    temperature: float = Field(1.0, gt=0)
-    max_tokens: int = Field(8, ge=1)
-
-
 def make_rollouts(
     backend: InferenceBackend,
     tokenizer: PreTrainedTokenizerBase,
     task: Task,
     task_spec: TaskSpec,
     prompt_indices: Sequence[int],
-    sampling: SamplingConfig,
+    sampling: SamplingSpec,
     policy_step: int,
-    manifest_digest: str,
+    manifest_digest: Digest,
     worker: str,
     pool_seed: bytes = bytes(32),
     nonce: int = 0,
@@ -50,8 +43,7 @@ def make_rollouts(
     prompt_ids = [encode_prompt(tokenizer, p.prompt) for p in problems]
     rows = [(g, s) for g in range(len(problems)) for s in range(sampling.group_size)]
     seeds = [derive_seed(pool_seed, worker, policy_step, sample_index(nonce, r, len(rows))) for r in range(len(rows))]
-    params = SamplingParams(temperature=sampling.temperature, max_tokens=sampling.max_tokens)
-    completions = backend.generate([prompt_ids[g] for g, _ in rows], params, seeds)
+    completions = backend.generate([prompt_ids[g] for g, _ in rows], sampling, seeds)
     proofs = build_proofs_batch([c.hidden for c in completions], chunk=PROOF_CHUNK)
     samples = []
     for (g, s), completion, proof in zip(rows, completions, proofs, strict=True):
@@ -74,10 +66,8 @@ def make_rollouts(
         policy_step=policy_step,
         manifest_digest=manifest_digest,
         worker=worker,
-        task=task_spec.model_dump(),
-        group_size=sampling.group_size,
-        temperature=sampling.temperature,
-        max_tokens=sampling.max_tokens,
+        task=task_spec,
+        sampling=sampling,
         proof_chunk=PROOF_CHUNK,
         nonce=nonce,
     )

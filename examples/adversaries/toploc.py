@@ -14,7 +14,8 @@ from typing import Literal
 import torch
 from transformers import LlamaForCausalLM
 
-from inference.backend import Completion, SamplingParams
+from inference.backend import Completion
+from protocol.runspec import SamplingSpec
 from inference.tiny import BOS_ID, EOS_ID, build_char_tokenizer, build_tiny_llama
 from inference.torch_backend import TorchBackend
 from inference.verify import FP32_THRESHOLDS, CompletionRecord, VerifyConfig, verify_completions
@@ -39,7 +40,7 @@ class SuiteSetup:
     hidden: int = 128
     layers: int = 4
     n_prompts: int = 4
-    params: SamplingParams = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=64)
+    params: SamplingSpec = SamplingSpec(temperature=1.0, top_p=1.0, max_tokens=64)
     thresholds: Thresholds = FP32_THRESHOLDS
     logit_tolerance: float = 1e-3
 
@@ -102,7 +103,7 @@ def run_worker(
     setup: SuiteSetup,
     model: LlamaForCausalLM | None = None,
     prompts: list[list[int]] | None = None,
-    params: SamplingParams | None = None,
+    params: SamplingSpec | None = None,
     compute_dtype: torch.dtype = torch.float32,
     batch_size: int | None = None,
     threads: int = 1,

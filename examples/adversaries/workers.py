@@ -17,14 +17,14 @@ from pathlib import Path
 
 import torch
 
-from inference.backend import SamplingParams
+from protocol.runspec import SamplingSpec
 from inference.tiny import build_tiny_llama
 from inference.torch_backend import TorchBackend
 from ledger_client.ipfs.content import put_object
 from protocol.rollouts import RolloutBatch, RolloutSample, encode_rollouts
 from protocol.runspec import RunSpec
 from proofs.toploc import build_proofs_batch
-from tasks.registry import TaskSpec, build_task
+from tasks.registry import build_task
 from worker.policy import Policy
 from worker.produce import make_batch
 
@@ -41,7 +41,7 @@ def _with_samples(batch: RolloutBatch, samples: list[RolloutSample]) -> RolloutB
 
 def _rescored(spec: RunSpec, tokenizer, samples: list[RolloutSample]) -> list[RolloutSample]:
     """Rewards recomputed honestly for (possibly altered) completions, so only the intended check trips."""
-    task = build_task(TaskSpec.model_validate(spec.task))
+    task = build_task(spec.task)
     out = []
     for s in samples:
         text = tokenizer.decode(s.completion_ids, skip_special_tokens=True)
@@ -79,7 +79,7 @@ def _generate_with(model, policy: Policy, spec: RunSpec, worker: str, step: int,
     """Honest-looking file whose completions come from `model` at `temperature`."""
     batch = make_batch(policy, spec, worker, step, nonce)
     backend = TorchBackend(model, eos_token_id=policy.tokenizer.eos_token_id, pad_token_id=policy.tokenizer.pad_token_id)
-    params = SamplingParams(temperature=temperature, max_tokens=spec.sampling.max_tokens)
+    params = spec.sampling.model_copy(update={"temperature": temperature})
     completions = backend.generate([s.prompt_ids for s in batch.samples], params, [s.seed for s in batch.samples])
     proofs = build_proofs_batch([c.hidden for c in completions], chunk=batch.header.proof_chunk)
     samples = [s.model_copy(update={"completion_ids": c.token_ids, "logprobs": c.logprobs, "proofs": p,

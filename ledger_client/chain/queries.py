@@ -5,20 +5,28 @@ from __future__ import annotations
 import time
 
 from ledger_client.chain.ledger import Ledger
-from protocol.pool import PoolState, Work, WorkStatus
+from protocol.digest import Digest
+from protocol.pool import PoolState, PoolStatus, Work, WorkStatus
 
 
 def pool_state(ledger: Ledger, pool_id: int) -> PoolState:
     """The pool's parameters and state (raises UnknownPool)."""
-    owner, trainer, status, latest, budget, reserved, p = ledger.pool.get_pool(pool_id)
-    return PoolState(pool_id, owner, trainer, status == 1, latest, budget, reserved, p[2], p[3], p[4], p[6], p[7],
-                     p[8], bytes(p[9]), bytes(p[10]))
+    owner, trainer, status, latest, budget, reserved, params = ledger.pool.get_pool(pool_id)
+    (_, _, min_stake, reward_per_sample, slash_amount, bounty_bps, challenge_window, reward_lock, async_level, task_ref,
+     base_checkpoint) = params
+    return PoolState(
+        pool_id=pool_id, owner=owner, trainer=trainer, status=PoolStatus(status), latest_step=latest, budget=budget,
+        reserved=reserved, min_stake=min_stake, reward_per_sample=reward_per_sample, slash_amount=slash_amount,
+        bounty_bps=bounty_bps, challenge_window_s=challenge_window, reward_lock_s=reward_lock, async_level=async_level,
+        task_ref=Digest(task_ref), base_checkpoint=Digest(base_checkpoint),
+    )
 
 
 def get_work(ledger: Ledger, work_id: bytes) -> Work:
     """One submission (raises UnknownWork)."""
-    v = ledger.pool.get_work(work_id)
-    return Work(work_id, v[0], v[1], v[2], v[3], v[4], WorkStatus(v[5]), v[6])
+    worker, pool_id, step, n_samples, submitted_at, status, reward = ledger.pool.get_work(work_id)
+    return Work(work_id=bytes(work_id), worker=worker, pool_id=pool_id, step=step, n_samples=n_samples,
+                submitted_at=submitted_at, status=WorkStatus(status), reward=reward)
 
 
 def works_of(ledger: Ledger, worker: str, pool_id: int | None = None) -> list[Work]:

@@ -20,7 +20,7 @@ from protocol.manifest import (
     StoredFile,
     parse_manifest,
 )
-from protocol.digest import RAW, cid_codec, cid_to_digest, digest_to_cid, parse_digest
+from protocol.digest import RAW, Digest, cid_codec, cid_to_digest
 from ledger_client.ipfs.kubo import KuboClient, KuboContentTooLarge, KuboError, KuboNotFound, KuboUnreachable
 from ledger_client.ipfs.checkpoints.errors import (
     DiskFull, ManifestNotFound, ShardHashMismatch,
@@ -50,11 +50,11 @@ class FetchedCheckpoint:
 
 
 def manifest_cid_of(ref: bytes | str) -> str:
-    """The manifest CID for an on-chain digest (bytes or hex) or a CID string."""
-    if isinstance(ref, str) and not ref.startswith("0x") and len(ref) != 64:
+    """The manifest CID for an on-chain digest (bytes, or text ``0x…``) or a CID string."""
+    if isinstance(ref, str) and not ref.startswith("0x"):
         cid_to_digest(ref)  # validates
         return ref
-    return digest_to_cid(parse_digest(ref), RAW)
+    return Digest.parse(ref).cid
 
 
 def fetch_manifest(kubo: KuboClient, ref: bytes | str, *, timeout: float = 60.0) -> tuple[str, CheckpointManifest]:
