@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from examples.cpu_run import RunResult, CpuRecipe, run_async, run_sync, warm_policy
+from examples.cpu_run import CpuRecipe, RunResult, run_async, run_sync, warm_policy
 from tasks.encoding import encode_prompt
 from trainer.evaluate import greedy_accuracy
 

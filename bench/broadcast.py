@@ -27,10 +27,10 @@ from pathlib import Path
 
 import torch
 
-from protocol.manifest import CheckpointManifest
+from deploy.kubo_node import KuboNode
 from ledger_client.ipfs.checkpoints import fetch_checkpoint, publish_checkpoint
 from ledger_client.ipfs.kubo import KuboClient
-from deploy.kubo_node import KuboNode
+from protocol.manifest import CheckpointManifest
 
 PARALLEL_SHARDS = 4
 

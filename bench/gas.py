@@ -18,10 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 from deploy.anvil import dev_accounts, start_anvil
-from ledger_client.chain.ledger import Ledger, connect
-
 from deploy.contracts import deploy_contracts
 from deploy.pool_cli import PoolConfig, create_pool
+from ledger_client.chain.ledger import Ledger, connect
 
 BUDGETS = {"submitWork": 60_000, "attest": 40_000, "claim": 60_000}
 

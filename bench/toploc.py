@@ -17,15 +17,12 @@ import time
 
 import torch
 
-from protocol.runspec import SamplingSpec
+from examples.adversaries.toploc import POOL_SEED, STEP, WORKER, SuiteSetup, confusion, format_suite, run_suite
 from inference.torch_backend import NO_EOS, TorchBackend
 from inference.verify import FP32_THRESHOLDS, CompletionRecord, verify_completions
 from proofs.sampling import derive_seed
 from proofs.toploc import PAPER_THRESHOLDS, build_proofs_batch
-
-from examples.adversaries.toploc import POOL_SEED, STEP, WORKER, SuiteSetup, confusion, format_suite, run_suite
-
-
+from protocol.runspec import SamplingSpec
 
 # ---- performance ----------------------------------------------------------------------------
 

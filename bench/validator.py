@@ -23,18 +23,17 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from deploy.contracts import deploy_contracts
-from deploy.pool_cli import PoolConfig, create_pool
 from deploy.anvil import dev_accounts, start_anvil
-from ledger_client.chain.ledger import Ledger, connect, save_deployment
-from ledger_client.ipfs.content import put_object
-from ledger_client.ipfs.kubo import KuboClient
+from deploy.contracts import deploy_contracts
 from deploy.kubo_node import KuboNode
-from protocol.pool import WorkStatus
+from deploy.pool_cli import PoolConfig, create_pool
+from ledger_client.chain.ledger import Ledger, connect, save_deployment
 from ledger_client.chain.queries import get_work
+from ledger_client.ipfs.content import publish_run_spec, put_object
+from ledger_client.ipfs.kubo import KuboClient
+from protocol.pool import WorkStatus
 from protocol.rollouts import encode_rollouts
 from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
-from ledger_client.ipfs.content import publish_run_spec
 from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
 from trainer.publish import base_checkpoint_digest

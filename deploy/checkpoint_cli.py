@@ -30,6 +30,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from ledger_client.cli import one_line_errors
 from ledger_client.ipfs.checkpoints import (
     DEFAULT_SHARD_BYTES,
     InvalidCheckpointSource,
@@ -38,9 +39,8 @@ from ledger_client.ipfs.checkpoints import (
     fetch_checkpoint,
     publish_checkpoint,
 )
-from ledger_client.cli import one_line_errors
 from ledger_client.ipfs.kubo import DEFAULT_API, KuboClient
-
+from protocol.pool import DEFAULT_ASYNC_LEVEL, versions_to_keep
 
 
 class RichTransferProgress:
@@ -184,7 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--timeout", type=_positive(float), default=120.0,
                         help="seconds to wait for content before giving up (default %(default)s)")
     common.add_argument("--pins", type=Path, help="retention ledger file; with it, only --keep versions stay pinned")
-    common.add_argument("--keep", type=_positive(int), default=3, help="versions to keep pinned: async_level + 1")
+    common.add_argument("--keep", type=_positive(int), default=versions_to_keep(DEFAULT_ASYNC_LEVEL),
+                        help="versions to keep pinned: async_level + 1 (default %(default)s)")
     output = common.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print one JSON object, no progress bars")
     output.add_argument("--quiet", action="store_true", help="print only the digest / folder")

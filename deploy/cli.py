@@ -8,12 +8,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ledger_client.chain.ledger import connect, save_deployment
-from ledger_client.cli import DEFAULT_DEVNET_DIR, UsageError, one_line_errors, print_json
-from ledger_client.chain.keys import load_account
-
 from deploy import devnet
 from deploy.contracts import deploy_contracts
+from ledger_client.chain.keys import load_account
+from ledger_client.chain.ledger import connect, save_deployment
+from ledger_client.cli import DEFAULT_DEVNET_DIR, UsageError, one_line_errors, print_json
 
 
 def _parser() -> argparse.ArgumentParser:

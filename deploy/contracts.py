@@ -6,9 +6,9 @@ from eth_account.signers.local import LocalAccount
 from web3 import Web3
 
 from ledger_client.chain.bindings import StakeManager
-from ledger_client.chain.ledger import Deployment
 from ledger_client.chain.contract import load_artifact
 from ledger_client.chain.errors import LedgerError
+from ledger_client.chain.ledger import Deployment
 from ledger_client.chain.tx import TxSender
 
 

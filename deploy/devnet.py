@@ -13,11 +13,10 @@ import shutil
 from pathlib import Path
 
 from deploy.anvil import DEV_CHAIN_ID, dev_accounts, pid_is, start_anvil, stop_pid
+from deploy.contracts import deploy_contracts
+from deploy.kubo_node import KuboNode, stop_daemon
 from ledger_client.chain.ledger import Ledger, connect, save_deployment
 from ledger_client.ipfs.kubo import KuboClient
-from deploy.kubo_node import KuboNode, stop_daemon
-
-from deploy.contracts import deploy_contracts
 from protocol.devnet import devnet_file, load_devnet_info
 
 # Roles of the dev accounts (indices into the dev mnemonic's accounts).

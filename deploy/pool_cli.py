@@ -14,18 +14,21 @@ from typing import Annotated
 
 from eth_utils import is_address, keccak, to_checksum_address
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
-
 from web3.logs import DISCARD
 
+from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import pool_state
-from protocol.digest import Digest
-from protocol.digest import InvalidCid, cid_to_digest
-from ledger_client.cli import (UsageError, add_chain_args, load_devnet_info, one_line_errors, parse_amount, print_result,
-                               resolve_chain_args)
-from ledger_client.chain.keys import load_account
-
-
+from ledger_client.cli import (
+    UsageError,
+    chain_options,
+    load_devnet_info,
+    one_line_errors,
+    parse_amount,
+    print_result,
+    resolve_chain_args,
+)
+from protocol.digest import Digest, InvalidCid, cid_to_digest
 
 Amount = Annotated[int, BeforeValidator(parse_amount), Field(ge=0)]
 
@@ -132,18 +135,16 @@ def pool_status(ledger: Ledger, pool_id: int) -> dict:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pool", description="Create, fund, inspect and close proofswarm compute pools.")
     sub = p.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("create", help="create a pool from a TOML config (and fund it with its `funding`)")
+    common = chain_options()
+    c = sub.add_parser("create", parents=[common], help="create a pool from a TOML config (and fund it with its `funding`)")
     c.add_argument("--config", type=Path, required=True)
-    f = sub.add_parser("fund", help="add budget to a pool (owner only)")
+    f = sub.add_parser("fund", parents=[common], help="add budget to a pool (owner only)")
     f.add_argument("pool_id", type=int)
     f.add_argument("amount", help="base units, e.g. 1000e18")
-    s = sub.add_parser("status", help="show a pool's parameters and state")
+    s = sub.add_parser("status", parents=[common], help="show a pool's parameters and state")
     s.add_argument("pool_id", type=int)
-    cl = sub.add_parser("close", help="close a pool and refund its unreserved budget (owner only)")
+    cl = sub.add_parser("close", parents=[common], help="close a pool and refund its unreserved budget (owner only)")
     cl.add_argument("pool_id", type=int)
-    for sp in (c, f, s, cl):
-        add_chain_args(sp)
-        sp.add_argument("--json", action="store_true")
     return p
 
 

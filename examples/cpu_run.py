@@ -28,20 +28,20 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from inference.local_store import DONE_MARKER, LocalPolicyStore
 from inference.tiny import build_char_tokenizer, build_tiny_llama
 from inference.torch_backend import TorchBackend
-from inference.local_store import DONE_MARKER, LocalPolicyStore
-from protocol.digest import Digest
 from proofs.assignment import assign_prompts
+from protocol.digest import Digest
+from protocol.runspec import SamplingSpec
 from tasks.base import Task
 from tasks.registry import TaskSpec, build_task
 from trainer.config import ModelSpec, TrainerConfig
+from trainer.evaluate import greedy_accuracy
 from trainer.loop import Trainer
 from trainer.warmstart import supervised_warm_start
 from trainer.work_source import InMemorySource, LocalDirectorySource
-from trainer.evaluate import greedy_accuracy
 from worker.rollouts import make_rollouts
-from protocol.runspec import SamplingSpec
 
 SYNC_WORKER = "0x" + "00" * 19 + "01"
 SORT_TASK = TaskSpec(name="sort", seed=0, params={"min_digits": 3, "max_digits": 3, "test_fraction": 0.2})

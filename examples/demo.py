@@ -30,15 +30,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ledger_client.chain.ledger import Ledger
-from ledger_client.cli import DEFAULT_DEVNET_DIR, UsageError, one_line_errors
-from ledger_client.chain.keys import load_account
-from protocol.pool import WorkStatus
-from ledger_client.chain.queries import get_work
-from protocol.verdicts import Reason
-
 from deploy import devnet
 from deploy.pool_cli import PoolConfig, create_pool
+from ledger_client.chain.keys import load_account
+from ledger_client.chain.ledger import Ledger
+from ledger_client.chain.queries import get_work
+from ledger_client.cli import DEFAULT_DEVNET_DIR, UsageError, one_line_errors
+from protocol.pool import WorkStatus
+from protocol.verdicts import Reason
 
 ROOT = Path(__file__).resolve().parent.parent
 ADVERSARY_ATTACKS = ["fabricated_rewards", "cherry_picked_prompts", "tampered_completion", "wrong_temperature",

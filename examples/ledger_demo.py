@@ -22,13 +22,12 @@ from rich.console import Console
 from rich.table import Table
 from web3.logs import DISCARD
 
-from ledger_client.chain.ledger import Ledger
-from protocol.digest import cid_to_digest
-from ledger_client.cli import DEFAULT_DEVNET_DIR, one_line_errors
-from ledger_client.ipfs.kubo import KuboClient
-
 from deploy import devnet
 from deploy.pool_cli import PoolConfig, create_pool, pool_status
+from ledger_client.chain.ledger import Ledger
+from ledger_client.cli import DEFAULT_DEVNET_DIR, one_line_errors
+from ledger_client.ipfs.kubo import KuboClient
+from protocol.digest import cid_to_digest
 
 REASON_SCRIPTED_BAD_WORK = 1
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 from pydantic import BaseModel, Field
-from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
 from protocol.digest import Digest

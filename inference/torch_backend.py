@@ -24,9 +24,8 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from inference.backend import Completion, InferenceError, Prefill
-from protocol.runspec import SamplingSpec
 from proofs.sampling import GumbelStream, gumbel, sample_token
-
+from protocol.runspec import SamplingSpec
 
 NO_EOS = -1
 """eos_token_id that disables stopping: every completion runs to max_tokens (benchmarks)."""

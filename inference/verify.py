@@ -18,7 +18,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from inference.backend import InferenceBackend
-from protocol.runspec import SamplingSpec
 from proofs.sampling import replay
 from proofs.termination import DEFAULT_MIN_EOS_PROB, check_termination
 from proofs.toploc import (
@@ -30,6 +29,7 @@ from proofs.toploc import (
     failing_chunks,
     verify_proofs,
 )
+from protocol.runspec import SamplingSpec
 
 CheckName = Literal["tokens", "prompt", "seed", "termination", "sampling", "toploc"]
 

@@ -27,8 +27,8 @@ from typing import Any
 import torch
 
 from inference.backend import Completion, InferenceError, Prefill
-from protocol.runspec import SamplingSpec
 from proofs.sampling import GumbelStream, gumbel, sample_token
+from protocol.runspec import SamplingSpec
 
 _KEY = "proofswarm_key"
 

@@ -164,6 +164,17 @@ def add_chain_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--devnet-dir", type=Path, default=DEFAULT_DEVNET_DIR, help="devnet state folder (default .devnet)")
 
 
+def chain_options(*extra: tuple[str, dict[str, Any]]) -> argparse.ArgumentParser:
+    """A parent parser (argparse `parents=[...]`) with the chain options, `--json` and any `extra`
+    (flag, add_argument keywords) options, for every sub-command of a CLI at once."""
+    parent = argparse.ArgumentParser(add_help=False)
+    add_chain_args(parent)
+    parent.add_argument("--json", action="store_true", help="print the result as JSON")
+    for flag, kwargs in extra:
+        parent.add_argument(flag, **kwargs)
+    return parent
+
+
 def resolve_chain_args(args: argparse.Namespace) -> tuple[str, Path]:
     """RPC URL and deployments file from the arguments or, failing that, the running devnet."""
     devnet = load_devnet_info(args.devnet_dir)

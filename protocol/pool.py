@@ -69,6 +69,10 @@ class PoolState:
         return self.status == PoolStatus.ACTIVE
 
 
+DEFAULT_ASYNC_LEVEL = 2
+"""INTELLECT-2's async level: rollouts may come from policies up to two steps old."""
+
+
 def versions_to_keep(async_level: int) -> int:
     """How many policy versions a participant keeps (pinned, loaded or on disk): the newest one and the
     `async_level` before it, which is every version a submission may still use."""

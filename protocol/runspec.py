@@ -12,7 +12,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tasks.registry import TaskSpec
 
 
-
 class SamplingSpec(BaseModel):
     """How completions are sampled: the one declaration of these values. The pool's run spec fixes them for
     workers, validators and the trainer alike; inference backends take the same object."""

@@ -11,11 +11,10 @@ from eth_account.signers.local import LocalAccount
 from web3 import Web3
 
 from deploy.anvil import AnvilProcess, dev_accounts, find_anvil, start_anvil
-from ledger_client.chain.ledger import Deployment, Ledger, connect
-from ledger_client.chain.errors import LedgerError
-
 from deploy.contracts import deploy_contracts
 from deploy.pool_cli import PoolConfig, create_pool
+from ledger_client.chain.errors import LedgerError
+from ledger_client.chain.ledger import Deployment, Ledger, connect
 
 TOKENS = 10**18
 

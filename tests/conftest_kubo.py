@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger_client.ipfs.kubo import KuboClient
 from deploy.kubo_node import KuboBinaryNotFound, KuboNode, find_ipfs_binary
+from ledger_client.ipfs.kubo import KuboClient
 
 
 def _require_kubo() -> Path:

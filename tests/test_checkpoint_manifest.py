@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 
-from protocol.manifest import CheckpointManifest, InvalidManifest, UnsupportedManifestVersion, parse_manifest
 from ledger_client.ipfs.checkpoints import plan_shards, split_aliases
 from protocol.digest import DAG_PB, digest_to_cid, raw_cid_of
+from protocol.manifest import CheckpointManifest, InvalidManifest, UnsupportedManifestVersion, parse_manifest
 
 SHA = "ab" * 32
 SHARD_CID = digest_to_cid(bytes(32), DAG_PB)

@@ -12,8 +12,6 @@ from typing import Any
 import pytest
 import torch
 
-from ledger_client.ipfs.checkpoints import files as checkpoint_files
-from protocol.manifest import InvalidManifest, UnsupportedManifestVersion
 from ledger_client.ipfs.checkpoints import (
     CheckpointIncomplete,
     DiskFull,
@@ -29,8 +27,10 @@ from ledger_client.ipfs.checkpoints import (
     load_state_dict,
     publish_checkpoint,
 )
-from protocol.digest import cid_to_digest, raw_cid_of
+from ledger_client.ipfs.checkpoints import files as checkpoint_files
 from ledger_client.ipfs.kubo import KuboClient, KuboUnreachable
+from protocol.digest import cid_to_digest, raw_cid_of
+from protocol.manifest import InvalidManifest, UnsupportedManifestVersion
 
 torch.set_num_threads(1)
 SMALL_SHARD = 8 * 1024

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from protocol.runspec import SamplingSpec
 from inference.tiny import BOS_ID, EOS_ID, build_char_tokenizer, build_tiny_llama
 from inference.torch_backend import TorchBackend
 from inference.verify import (
@@ -17,6 +16,7 @@ from inference.verify import (
 )
 from proofs.sampling import derive_seed
 from proofs.toploc import PAPER_THRESHOLDS, build_proofs
+from protocol.runspec import SamplingSpec
 
 TOKENIZER = build_char_tokenizer()
 PARAMS = SamplingSpec(temperature=1.0, max_tokens=40)

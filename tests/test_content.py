@@ -7,14 +7,15 @@ import hashlib
 import pytest
 
 from ledger_client.ipfs.content import (
+    MAX_OBJECT_BYTES,
     ContentTooLarge,
     ContentUnavailable,
-    MAX_OBJECT_BYTES,
+    fetch_run_spec,
     get_object,
+    publish_run_spec,
     put_object,
 )
 from protocol.runspec import RunSpec
-from ledger_client.ipfs.content import fetch_run_spec, publish_run_spec
 
 
 def test_digest_is_sha256_of_the_bytes_and_round_trips(kubo):

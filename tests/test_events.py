@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from ledger_client.chain.queries import pool_state
-from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.errors import LedgerError
 from ledger_client.chain.events import EventCursor, Removed
+from ledger_client.chain.ledger import Ledger
+from ledger_client.chain.queries import pool_state
 
 
 def _publish(trainer: Ledger, pool_id: int, step: int):

@@ -16,12 +16,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from deploy.kubo_node import KuboNode
+from ledger_client.chain.queries import get_work, wait_for
 from ledger_client.ipfs.checkpoints import fetch_checkpoint, load_state_dict, publish_checkpoint
 from ledger_client.ipfs.kubo import KuboClient, KuboError
-from deploy.kubo_node import KuboNode
 from protocol.pool import WorkStatus
-from ledger_client.chain.queries import get_work, wait_for
-
 from tests.test_protocol import Protocol
 
 ROOT = Path(__file__).resolve().parent.parent

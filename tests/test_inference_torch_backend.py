@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from inference.backend import Completion, InferenceBackend, InferenceError
-from protocol.runspec import SamplingSpec
 from inference.tiny import BOS_ID, EOS_ID, build_char_tokenizer, build_tiny_llama
 from inference.torch_backend import TorchBackend
+from protocol.runspec import SamplingSpec
 
 TOKENIZER = build_char_tokenizer()
 VOCAB = len(TOKENIZER)

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from inference.backend import InferenceBackend
-from protocol.runspec import SamplingSpec
 from inference.tiny import BOS_ID, build_char_tokenizer, build_tiny_llama
 from proofs.sampling import replay
 from proofs.toploc import accept, build_proofs, verify_proofs
+from protocol.runspec import SamplingSpec
 
 pytestmark = [
     pytest.mark.gpu,

@@ -7,12 +7,12 @@ import pytest
 from protocol.digest import (
     DAG_PB,
     RAW,
+    Digest,
     InvalidCid,
     InvalidDigest,
     cid_codec,
     cid_to_digest,
     digest_to_cid,
-    Digest,
     raw_cid_of,
 )
 

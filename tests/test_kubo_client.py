@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from protocol.digest import RAW, cid_codec, cid_to_digest, digest_to_cid, raw_cid_of
 from ledger_client.ipfs.kubo import KuboClient, KuboNotFound, KuboUnreachable
+from protocol.digest import RAW, cid_codec, cid_to_digest, digest_to_cid, raw_cid_of
 from tests.conftest_kubo import KuboSwarm
 
 

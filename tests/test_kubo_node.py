@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger_client.ipfs.kubo import KuboClient
 from deploy.kubo_node import PID_FILE, KuboBinaryNotFound, KuboNode, KuboStartError, find_ipfs_binary, stop_daemon
+from ledger_client.ipfs.kubo import KuboClient
 from tests.conftest_kubo import KuboSwarm
 
 

@@ -9,10 +9,9 @@ import requests
 from eth_account import Account
 
 from ledger_client.chain import errors
-from ledger_client.chain.ledger import Ledger, connect, load_deployment, save_deployment
 from ledger_client.chain.keys import load_account, write_keystore
+from ledger_client.chain.ledger import Ledger, connect, load_deployment, save_deployment
 from ledger_client.chain.tx import TxSender, with_retries
-
 
 
 def test_lifecycle_submit_attest_claim(chain):

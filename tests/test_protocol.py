@@ -10,21 +10,21 @@ from pathlib import Path
 
 import pytest
 
+from deploy.anvil import dev_accounts, start_anvil
 from deploy.contracts import deploy_contracts
 from deploy.pool_cli import create_pool
 from examples.adversaries.workers import ATTACKS, cycling, selective_upload
-from deploy.anvil import dev_accounts, start_anvil
-from ledger_client.chain.queries import pool_state
-from ledger_client.chain.ledger import Ledger, connect, save_deployment
-from ledger_client.ipfs.content import put_object
+from inference.policy import load_policy
 from ledger_client.chain.errors import revert_class
+from ledger_client.chain.ledger import Ledger, connect, save_deployment
+from ledger_client.chain.queries import get_work, pool_state
+from ledger_client.ipfs.content import publish_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.pool import WorkStatus
-from ledger_client.chain.queries import get_work
 from protocol.rollouts import decode_rollouts, encode_rollouts
 from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
-from ledger_client.ipfs.content import publish_run_spec
 from protocol.verdicts import Reason
+from tests.conftest_chain import TOKENS, pool_config
 from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
 from trainer.ledger_source import LedgerSource
@@ -32,10 +32,7 @@ from trainer.publish import base_checkpoint_digest
 from validator.checks import RolloutChecker
 from validator.daemon import DaemonConfig, ValidatorDaemon
 from worker.daemon import WorkerDaemon, WorkerOptions
-from inference.policy import load_policy
 from worker.produce import produce_rollout_file
-
-from tests.conftest_chain import TOKENS, pool_config
 
 SPEC = RunSpec(
     # length targets make rewards continuous, so even an untrained policy's groups carry a learning signal

@@ -7,7 +7,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from protocol.runspec import SamplingSpec
 from protocol.rollouts import (
     METADATA_KEY,
     RolloutBatch,
@@ -20,6 +19,7 @@ from protocol.rollouts import (
     read_rollout_file,
     write_rollout_file,
 )
+from protocol.runspec import SamplingSpec
 
 
 def _batch(group_size=2, groups=2, proof_chunk=2, **header_overrides):

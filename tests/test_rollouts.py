@@ -5,16 +5,16 @@ import torch
 
 from inference.tiny import build_char_tokenizer, build_tiny_llama
 from inference.torch_backend import TorchBackend
-from protocol.rollouts import decode_rollouts, encode_rollouts
 from proofs.assignment import assign_prompts, check_assignment
 from proofs.sampling import derive_seed, sample_index
 from proofs.toploc import accept, verify_proofs
-from tasks import TaskSpec, build_task
-from worker.local_cli import LocalWorkerConfig, may_generate
-from trainer.evaluate import greedy_accuracy
-from worker.rollouts import make_rollouts
 from protocol.digest import Digest
+from protocol.rollouts import decode_rollouts, encode_rollouts
 from protocol.runspec import SamplingSpec
+from tasks import TaskSpec, build_task
+from trainer.evaluate import greedy_accuracy
+from worker.local_cli import LocalWorkerConfig, may_generate
+from worker.rollouts import make_rollouts
 
 WORKER = "0x" + "ab" * 20
 SPEC = TaskSpec(name="sort", params={"min_digits": 3, "max_digits": 4})

@@ -8,10 +8,10 @@ import random
 import pytest
 import torch
 
-from protocol.runspec import SamplingSpec
 from inference.tiny import build_tiny_llama
-from protocol.rollouts import RolloutBatch, RolloutHeader, RolloutSample, write_rollout_file
 from ledger_client.cli import UsageError, load_settings
+from protocol.rollouts import RolloutBatch, RolloutHeader, RolloutSample, write_rollout_file
+from protocol.runspec import SamplingSpec
 from trainer.config import TrainerConfig
 from trainer.loop import Trainer, TrainerStarved
 from trainer.work_source import InMemorySource, LocalDirectorySource

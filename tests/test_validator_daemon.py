@@ -11,9 +11,9 @@ import json
 
 import pytest
 
+from ledger_client.chain.queries import get_work
 from ledger_client.ipfs.content import get_object, put_object
 from protocol.pool import WorkStatus
-from ledger_client.chain.queries import get_work
 from protocol.verdicts import Evidence, Reason
 from validator.daemon import CheckOutcome, DaemonConfig, Submission, ValidatorDaemon
 

@@ -18,9 +18,9 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from inference.tiny import build_char_tokenizer, build_tiny_llama
 from ledger_client.cli import UsageError, load_devnet_info
+from ledger_client.ipfs.content import publish_run_spec
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.runspec import RunSpec
-from ledger_client.ipfs.content import publish_run_spec
 from tasks.registry import build_task
 from trainer.config import ModelSpec
 from trainer.publish import base_checkpoint_digest

@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from protocol.pool import DEFAULT_ASYNC_LEVEL
 from protocol.runspec import SamplingSpec
 from tasks.registry import TaskSpec
 from trainer.loss import LossConfig
@@ -45,7 +46,7 @@ class TrainerConfig(BaseSettings):
     optim: OptimConfig = OptimConfig()
     sampling: SamplingSpec = Field(SamplingSpec(), description="must equal the workers' (a pool's run spec sets it)")
     batch_samples: int = Field(128, ge=2, description="informative samples per optimizer step")
-    async_level: int = Field(2, ge=0, description="rollouts from policies older than step − k are dropped")
+    async_level: int = Field(DEFAULT_ASYNC_LEVEL, ge=0, description="rollouts from policies older than step − k are dropped")
     max_steps: int = Field(100, ge=1)
     checkpoint_every: int = Field(1, ge=1)
     poll_interval_s: float = Field(0.02, gt=0)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from protocol.runspec import SamplingSpec
 from inference.torch_backend import TorchBackend
+from protocol.runspec import SamplingSpec
 from tasks.base import Task
 from tasks.encoding import encode_prompt
 

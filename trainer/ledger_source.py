@@ -13,12 +13,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ledger_client.chain.ledger import Ledger
-from ledger_client.ipfs.content import ContentError, get_object
 from ledger_client.chain.events import EventCursor, Removed
+from ledger_client.chain.ledger import Ledger
+from ledger_client.chain.queries import get_work
+from ledger_client.ipfs.content import ContentError, get_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.pool import WorkStatus
-from ledger_client.chain.queries import get_work
 from protocol.rollouts import RolloutFileError, decode_rollouts
 from trainer.work_source import WorkItem
 

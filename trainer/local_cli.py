@@ -16,14 +16,15 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-from inference.tiny import build_char_tokenizer, build_tiny_llama
 from inference.local_store import DONE_MARKER, LocalPolicyStore
-from protocol.pool import versions_to_keep
+from inference.tiny import build_char_tokenizer, build_tiny_llama
 from ledger_client.cli import load_settings, one_line_errors, pop_option
+from protocol.pool import versions_to_keep
 from trainer.checkpoint import TrainerStateError
 from trainer.config import TrainerConfig
 from trainer.loop import Trainer, TrainerStarved
 from trainer.work_source import LocalDirectorySource
+
 
 @one_line_errors(failures=(TrainerStarved, TrainerStateError))
 def main(argv: list[str] | None = None) -> int:

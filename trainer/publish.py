@@ -8,10 +8,10 @@ from pathlib import Path
 import torch
 from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
-from ledger_client.chain.queries import pool_state
-from ledger_client.chain.ledger import Ledger
-from ledger_client.ipfs.checkpoints import PinRetention, manifest_cid_of, publish_checkpoint
 from ledger_client.chain.errors import LedgerError
+from ledger_client.chain.ledger import Ledger
+from ledger_client.chain.queries import pool_state
+from ledger_client.ipfs.checkpoints import PinRetention, manifest_cid_of, publish_checkpoint
 from ledger_client.ipfs.kubo import KuboClient
 
 

@@ -18,14 +18,20 @@ from pathlib import Path
 import torch
 
 from inference.policy import load_policy
-from ledger_client.ipfs.checkpoints import fetch_checkpoint
-from ledger_client.chain.ledger import Ledger
-from ledger_client.cli import UsageError, add_chain_args, load_devnet_info, resolve_chain_args, use_devnet_role_key
 from ledger_client.chain.keys import load_account
-from ledger_client.ipfs.kubo import KuboClient
+from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import pool_state
+from ledger_client.cli import (
+    UsageError,
+    add_chain_args,
+    load_devnet_info,
+    load_settings,
+    resolve_chain_args,
+    use_devnet_role_key,
+)
+from ledger_client.ipfs.checkpoints import fetch_checkpoint
 from ledger_client.ipfs.content import fetch_run_spec
-from ledger_client.cli import load_settings
+from ledger_client.ipfs.kubo import KuboClient
 from tasks.registry import build_task
 from trainer.config import TrainerConfig
 from trainer.evaluate import greedy_accuracy

@@ -20,7 +20,6 @@ from pydantic import BaseModel, ConfigDict
 from inference.local_store import TrainerProgress, write_progress
 from protocol.rollouts import RolloutBatch, RolloutFileError, read_rollout_file
 
-
 FILES_PER_STEP_WINDOW = 4
 
 

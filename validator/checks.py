@@ -14,22 +14,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from inference.policy import load_policy
+from inference.torch_backend import TorchBackend
+from inference.verify import CompletionRecord, VerifyConfig, verify_completions
 from ledger_client.chain.ledger import Ledger
-from ledger_client.ipfs.checkpoints import PinRetention, fetch_checkpoint
-from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.chain.queries import pool_state
+from ledger_client.ipfs.checkpoints import PinRetention, fetch_checkpoint
+from ledger_client.ipfs.content import fetch_run_spec
+from ledger_client.ipfs.kubo import KuboClient
+from proofs.assignment import assign_prompts
+from proofs.sampling import derive_seed, sample_index
+from proofs.toploc import Thresholds
 from protocol.digest import Digest
 from protocol.pool import versions_to_keep
 from protocol.rollouts import RolloutBatch, RolloutFileError, decode_rollouts
 from protocol.runspec import RunSpec
-from ledger_client.ipfs.content import fetch_run_spec
 from protocol.verdicts import Reason
-from inference.policy import load_policy
-from inference.torch_backend import TorchBackend
-from inference.verify import CompletionRecord, VerifyConfig, verify_completions
-from proofs.assignment import assign_prompts
-from proofs.sampling import derive_seed, sample_index
-from proofs.toploc import Thresholds
 from tasks.base import Task, assignment_space
 from tasks.encoding import encode_prompt
 from tasks.registry import build_task

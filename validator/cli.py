@@ -9,11 +9,17 @@ import signal
 import threading
 from pathlib import Path
 
-from ledger_client.chain.ledger import Ledger
-from ledger_client.cli import (UsageError, add_chain_args, load_devnet_info, one_line_errors, resolve_chain_args,
-                               use_devnet_role_key)
 from ledger_client.chain.keys import load_account
+from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import pool_state
+from ledger_client.cli import (
+    UsageError,
+    add_chain_args,
+    load_devnet_info,
+    one_line_errors,
+    resolve_chain_args,
+    use_devnet_role_key,
+)
 
 
 def _parser() -> argparse.ArgumentParser:

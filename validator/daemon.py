@@ -23,13 +23,13 @@ from typing import Any, Callable, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from ledger_client.chain.ledger import Ledger
-from ledger_client.ipfs.content import ContentError, ContentUnavailable, get_object, put_object
 from ledger_client.chain.errors import ContractRevert
 from ledger_client.chain.events import EventCursor, Removed
+from ledger_client.chain.ledger import Ledger
+from ledger_client.chain.queries import chain_time, get_work, pool_state
+from ledger_client.ipfs.content import ContentError, ContentUnavailable, get_object, put_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.pool import WorkStatus
-from ledger_client.chain.queries import chain_time, get_work, pool_state
 from protocol.verdicts import Evidence, Reason
 
 log = logging.getLogger("proofswarm.validator")

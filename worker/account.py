@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from ledger_client.chain.ledger import Ledger
-from ledger_client.cli import UsageError, load_devnet_info, resolve_chain_args
 from ledger_client.chain.keys import load_account
-from protocol.pool import WorkStatus
+from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import claimable, claimed_total, pool_state, works_of
+from ledger_client.cli import UsageError, load_devnet_info, resolve_chain_args
+from protocol.pool import WorkStatus
 
 
 def open_ledger(args: argparse.Namespace) -> Ledger:

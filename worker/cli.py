@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-
-from ledger_client.cli import UsageError, add_chain_args, one_line_errors, parse_amount, print_result
-
+from ledger_client.cli import UsageError, chain_options, one_line_errors, parse_amount, print_result
 from worker.account import claim_all, open_ledger, status
 
 
@@ -26,20 +24,17 @@ def _add_start_args(p: argparse.ArgumentParser) -> None:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="worker", description="Contribute compute to a proofswarm pool.")
     sub = p.add_subparsers(dest="command", required=True)
-    start = sub.add_parser("start", help="stake, join and generate verified rollouts until stopped")
+    common = chain_options(("--devnet-worker", {"type": int, "help": "use the devnet's dev worker key number N"}))
+    start = sub.add_parser("start", parents=[common], help="stake, join and generate verified rollouts until stopped")
     _add_start_args(start)
-    st = sub.add_parser("status", help="stake, submissions by verdict, rewards, current step")
+    st = sub.add_parser("status", parents=[common], help="stake, submissions by verdict, rewards, current step")
     st.add_argument("--pool", type=int, help="restrict to one pool")
-    cl = sub.add_parser("claim", help="claim every unlocked accepted reward")
+    cl = sub.add_parser("claim", parents=[common], help="claim every unlocked accepted reward")
     cl.add_argument("--pool", type=int)
-    un = sub.add_parser("unstake", help="start unbonding stake (withdrawable after the unbonding delay)")
+    un = sub.add_parser("unstake", parents=[common], help="start unbonding stake (withdrawable after the unbonding delay)")
     un.add_argument("amount", nargs="?", help="base units (default: all bonded stake)")
     un.add_argument("--leave", type=int, metavar="POOL", help="also leave this pool first")
-    sub.add_parser("withdraw", help="withdraw unbonded stake whose delay has passed")
-    for sp in (start, st, cl, un, sub.choices["withdraw"]):
-        add_chain_args(sp)
-        sp.add_argument("--devnet-worker", type=int, help="use the devnet's dev worker key number N")
-        sp.add_argument("--json", action="store_true")
+    sub.add_parser("withdraw", parents=[common], help="withdraw unbonded stake whose delay has passed")
     return p
 
 

@@ -26,23 +26,20 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from ledger_client.chain.ledger import Ledger
-from ledger_client.ipfs.checkpoints import PinRetention, fetch_checkpoint
-from ledger_client.cli import UsageError, load_devnet_info
-from ledger_client.ipfs.content import put_object
-from ledger_client.chain.errors import ContractRevert
-from ledger_client.ipfs.kubo import KuboClient
-from protocol.pool import versions_to_keep
-from protocol.pool import WorkStatus
-from ledger_client.chain.queries import get_work, pool_state
-from protocol.runspec import RunSpec
-from ledger_client.ipfs.content import fetch_run_spec
-
 from inference.policy import load_policy
+from ledger_client.chain.errors import ContractRevert
+from ledger_client.chain.ledger import Ledger
+from ledger_client.chain.queries import get_work, pool_state
+from ledger_client.cli import UsageError, load_devnet_info
+from ledger_client.ipfs.checkpoints import PinRetention, fetch_checkpoint
+from ledger_client.ipfs.content import fetch_run_spec, put_object
+from ledger_client.ipfs.kubo import KuboClient
+from protocol.pool import WorkStatus, versions_to_keep
+from protocol.runspec import RunSpec
 from worker.account import claim_all, open_ledger
-from worker.produce import produce_rollout_file
-from worker.policy import Policy, RolloutProducer
 from worker.journal import Journal
+from worker.policy import Policy, RolloutProducer
+from worker.produce import produce_rollout_file
 
 log = logging.getLogger("proofswarm.worker")
 

@@ -32,14 +32,16 @@ from inference.local_store import (
     load_policy_weights,
     read_progress,
 )
-from protocol.rollouts import write_rollout_file
+from inference.torch_backend import TorchBackend
 from ledger_client.cli import load_settings, one_line_errors, pop_option
+from proofs.assignment import assign_prompts
+from protocol.pool import DEFAULT_ASYNC_LEVEL
+from protocol.rollouts import write_rollout_file
+from protocol.runspec import SamplingSpec
 from tasks.base import TaskError, assignment_space
 from tasks.registry import TaskSpec, build_task
-from inference.torch_backend import TorchBackend
-from proofs.assignment import assign_prompts
 from worker.rollouts import make_rollouts
-from protocol.runspec import SamplingSpec
+
 
 class LocalWorkerConfig(BaseSettings):
     """Local worker settings; the sampling fields must match the trainer's."""
@@ -50,7 +52,7 @@ class LocalWorkerConfig(BaseSettings):
     task: TaskSpec = TaskSpec()
     sampling: SamplingSpec = SamplingSpec()
     batch_samples: int = Field(128, ge=1, description="the trainer's batch, to pace against")
-    async_level: int = Field(2, ge=0)
+    async_level: int = Field(DEFAULT_ASYNC_LEVEL, ge=0)
     prompts_per_file: int = Field(8, ge=1)
     address: str = Field("0x" + "00" * 19 + "01", pattern=r"^0x[0-9a-fA-F]{40}$")
     pool_seed: str = Field("00" * 32, pattern=r"^[0-9a-fA-F]{64}$", description="32-byte pool seed, hex")

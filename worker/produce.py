@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from inference.torch_backend import TorchBackend
+from proofs.assignment import assign_prompts
 from protocol.digest import Digest
 from protocol.rollouts import RolloutBatch, encode_rollouts
 from protocol.runspec import RunSpec
-from proofs.assignment import assign_prompts
 from tasks.base import assignment_space
 from tasks.registry import build_task
 from worker.policy import Policy

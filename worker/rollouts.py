@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from transformers import PreTrainedTokenizerBase
 
 from inference.backend import InferenceBackend
-from protocol.runspec import SamplingSpec
-from protocol.digest import Digest
-from protocol.rollouts import RolloutBatch, RolloutHeader, RolloutSample
 from proofs.sampling import derive_seed, sample_index
 from proofs.toploc import build_proofs_batch
+from protocol.digest import Digest
+from protocol.rollouts import RolloutBatch, RolloutHeader, RolloutSample
+from protocol.runspec import SamplingSpec
 from tasks.base import Task
 from tasks.encoding import encode_prompt
 from tasks.registry import TaskSpec

@@ -15,14 +15,13 @@ import torch
 from transformers import LlamaForCausalLM
 
 from inference.backend import Completion
-from protocol.runspec import SamplingSpec
 from inference.tiny import BOS_ID, EOS_ID, build_char_tokenizer, build_tiny_llama
 from inference.torch_backend import TorchBackend
 from inference.verify import FP32_THRESHOLDS, CompletionRecord, VerifyConfig, verify_completions
 from proofs.assignment import assign_prompts
 from proofs.sampling import derive_seed
 from proofs.toploc import PAPER_THRESHOLDS, Thresholds, build_proofs
-
+from protocol.runspec import SamplingSpec
 
 POOL_SEED = b"proofswarm-bench-pool"
 WORKER = "0x" + "5a" * 20

@@ -17,13 +17,12 @@ from pathlib import Path
 
 import torch
 
-from protocol.runspec import SamplingSpec
 from inference.tiny import build_tiny_llama
 from inference.torch_backend import TorchBackend
 from ledger_client.ipfs.content import put_object
-from protocol.rollouts import RolloutBatch, RolloutSample, encode_rollouts
-from protocol.runspec import RunSpec
 from proofs.toploc import build_proofs_batch
+from protocol.rollouts import RolloutBatch, RolloutSample, encode_rollouts
+from protocol.runspec import RunSpec, SamplingSpec
 from tasks.registry import build_task
 from worker.policy import Policy
 from worker.produce import make_batch
@@ -186,10 +185,10 @@ def cycling(names: list[str]) -> Producer:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from inference.policy import load_policy
     from ledger_client.cli import UsageError, add_chain_args, load_devnet_info, one_line_errors
     from worker.account import open_ledger
     from worker.daemon import WorkerDaemon, WorkerOptions
-    from inference.policy import load_policy
 
     @one_line_errors
     def run() -> int:

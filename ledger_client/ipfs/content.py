@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import hashlib
 
-from protocol.digest import RAW, cid_codec, cid_to_digest, digest_to_cid
 from ledger_client.ipfs.kubo import KuboClient, KuboError, KuboNotFound, KuboTimeout
+from protocol.digest import RAW, cid_codec, cid_to_digest, digest_to_cid
 from protocol.runspec import RunSpec
 
 MAX_OBJECT_BYTES = 1024 * 1024

@@ -13,22 +13,29 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
+from ledger_client.ipfs.checkpoints.errors import (
+    DiskFull,
+    ManifestNotFound,
+    ShardHashMismatch,
+    ShardSizeMismatch,
+    ShardUnavailable,
+)
+from ledger_client.ipfs.checkpoints.files import (
+    NoProgress,
+    TransferProgress,
+    atomic_write,
+    check_free_space,
+    exclusive_lock,
+    sha256_file,
+)
+from ledger_client.ipfs.checkpoints.retention import PinRetention, RetainedVersion
+from ledger_client.ipfs.kubo import KuboClient, KuboContentTooLarge, KuboError, KuboNotFound, KuboUnreachable
+from protocol.digest import RAW, Digest, cid_codec, cid_to_digest
 from protocol.manifest import (
     CheckpointError,
     CheckpointManifest,
     StoredFile,
     parse_manifest,
-)
-from protocol.digest import RAW, Digest, cid_codec, cid_to_digest
-from ledger_client.ipfs.kubo import KuboClient, KuboContentTooLarge, KuboError, KuboNotFound, KuboUnreachable
-from ledger_client.ipfs.checkpoints.errors import (
-    DiskFull, ManifestNotFound, ShardHashMismatch,
-    ShardSizeMismatch, ShardUnavailable,
-)
-from ledger_client.ipfs.checkpoints.retention import PinRetention, RetainedVersion
-from ledger_client.ipfs.checkpoints.files import (
-    NoProgress, TransferProgress, atomic_write, check_free_space, exclusive_lock, sha256_file,
 )
 
 
@@ -44,9 +51,6 @@ class FetchedCheckpoint:
     reused: list[str] = field(default_factory=list)
     retried: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
-
-
-
 
 
 def manifest_cid_of(ref: bytes | str) -> str:

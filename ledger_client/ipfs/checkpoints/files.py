@@ -13,13 +13,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
-
-
 from ledger_client.ipfs.checkpoints.errors import DiskFull
 
 HASH_BLOCK = 8 << 20
-
-
 
 
 class TransferProgress(Protocol):
@@ -41,9 +37,6 @@ class NoProgress:
 
     def file_done(self, name: str) -> None:
         pass
-
-
-
 
 
 def sha256_file(path: Path) -> str:

@@ -7,13 +7,13 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file as _mmap_safetensors
 
-from protocol.manifest import (
-    parse_manifest,
-)
 from ledger_client.ipfs.checkpoints.errors import (
     CheckpointIncomplete,
 )
 from ledger_client.ipfs.checkpoints.fetch import FetchedCheckpoint
+from protocol.manifest import (
+    parse_manifest,
+)
 
 
 def load_state_dict(checkpoint: FetchedCheckpoint | Path) -> dict[str, torch.Tensor]:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import hashlib
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -16,22 +14,24 @@ import torch
 from safetensors.torch import load_file as _mmap_safetensors
 from safetensors.torch import save as _safetensors_bytes
 
+from ledger_client.ipfs.checkpoints.errors import (
+    InvalidCheckpointSource,
+    ManifestTooLarge,
+)
+from ledger_client.ipfs.checkpoints.files import (
+    NoProgress,
+    TransferProgress,
+    sha256_file,
+)
+from ledger_client.ipfs.checkpoints.retention import PinRetention, RetainedVersion
+from ledger_client.ipfs.kubo import KuboClient
+from protocol.digest import RAW, cid_codec, cid_to_digest
 from protocol.manifest import (
     SCHEMA_VERSION,
     CheckpointManifest,
     Shard,
     StoredFile,
 )
-from protocol.digest import RAW, cid_codec, cid_to_digest
-from ledger_client.ipfs.kubo import KuboClient
-from ledger_client.ipfs.checkpoints.errors import (
-    InvalidCheckpointSource, ManifestTooLarge,
-)
-from ledger_client.ipfs.checkpoints.retention import PinRetention, RetainedVersion
-from ledger_client.ipfs.checkpoints.files import (
-    NoProgress, TransferProgress, sha256_file,
-)
-
 
 DEFAULT_SHARD_BYTES: Final = 256 << 20
 # Files of a Hugging Face model folder that travel with the weights.
@@ -49,7 +49,6 @@ TOKENIZER_FILE_NAMES: Final = (
 )
 
 
-
 OnChain = Callable[[int, bytes], None]
 
 
@@ -61,9 +60,6 @@ class PublishedCheckpoint:
     manifest_cid: str
     digest: bytes
     seconds: float
-
-
-
 
 
 def plan_shards(sizes: Sequence[tuple[str, int]], shard_bytes: int) -> list[list[str]]:

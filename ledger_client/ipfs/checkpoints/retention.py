@@ -7,10 +7,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.ipfs.checkpoints.files import (
     atomic_write,
 )
+from ledger_client.ipfs.kubo import KuboClient
 
 
 class RetainedVersion(BaseModel):

@@ -1,0 +1,107 @@
+"""One exit code per kind of error, across every command: the table in ledger_client.cli is the rule,
+and each console script follows it (in-process, so the checks are fast and need no devnet)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from deploy.checkpoint_cli import main as checkpoint_main
+from deploy.cli import main as devnet_main
+from deploy.kubo_node import KuboStartError
+from deploy.pool_cli import main as pool_main
+from ledger_client.chain.errors import RpcUnreachable
+from ledger_client.cli import EXIT_CODES, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, exit_code_of
+from ledger_client.ipfs.kubo import KuboUnreachable
+from protocol.devnet import DevnetCorrupt
+from protocol.digest import InvalidCid, InvalidDigest
+from protocol.manifest import InvalidManifest
+from protocol.rollouts import RolloutSchemaError
+from trainer.main import main as trainer_main
+from validator.cli import main as validator_main
+from worker.cli import main as worker_main
+from worker.local_cli import main as local_worker_main
+
+
+class _Config(BaseModel):
+    port: int
+
+
+def _validation_error() -> ValidationError:
+    try:
+        _Config(port="x")  # type: ignore[arg-type]
+    except ValidationError as exc:
+        return exc
+    raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize(("error", "code"), [
+    (UsageError("bad flag"), EXIT_USAGE),
+    (_validation_error(), EXIT_USAGE),
+    (InvalidDigest("0x12"), EXIT_USAGE),
+    (InvalidCid("bafy?"), EXIT_USAGE),
+    (DevnetCorrupt("devnet.json"), EXIT_USAGE),
+    (RpcUnreachable("http://127.0.0.1:1"), EXIT_FAILURE),
+    (KuboUnreachable("/ip4/127.0.0.1/tcp/1"), EXIT_FAILURE),
+    (KuboStartError("no daemon"), EXIT_FAILURE),
+    (InvalidManifest("no shards"), EXIT_FAILURE),
+    (RolloutSchemaError("bad header"), EXIT_FAILURE),
+    (FileNotFoundError(2, "No such file or directory", "x.toml"), EXIT_FAILURE),
+    (KeyboardInterrupt(), EXIT_INTERRUPTED),
+])
+def test_the_table_gives_each_kind_its_code(error: BaseException, code: int) -> None:
+    assert exit_code_of(error) == code
+
+
+def test_an_unknown_error_is_a_bug_not_an_exit_code() -> None:
+    assert exit_code_of(ZeroDivisionError()) is None
+    assert exit_code_of(ZeroDivisionError(), failures=(ArithmeticError,)) == EXIT_FAILURE
+    assert all(code in (EXIT_USAGE, EXIT_FAILURE, EXIT_INTERRUPTED) for _, code in EXIT_CODES)
+
+
+def _dead_rpc() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+COMMANDS = {
+    "devnet": devnet_main, "pool": pool_main, "checkpoint": checkpoint_main, "worker": worker_main,
+    "validator": validator_main, "trainer": trainer_main, "worker local": local_worker_main,
+}
+
+
+def _cases(tmp_path: Path) -> list[tuple[str, list[str], int]]:
+    deployments = tmp_path / "deployments.json"
+    deployments.write_text("{}")
+    chain = ["--rpc-url", _dead_rpc(), "--deployments", str(deployments), "--key", "0x" + "01" * 32,
+             "--devnet-dir", str(tmp_path / "no-devnet")]
+    return [
+        ("pool", ["status", "1", *chain], EXIT_FAILURE),
+        ("pool", ["create", "--config", str(tmp_path / "missing.toml"), *chain], EXIT_USAGE),
+        ("worker", ["status", *chain], EXIT_FAILURE),
+        ("worker", ["status", "--devnet-worker", "1", *[a for a in chain if a != "0x" + "01" * 32 and a != "--key"]],
+         EXIT_USAGE),
+        ("validator", ["start", "--pool", "1", "--kubo-api", "/ip4/127.0.0.1/tcp/1", *chain], EXIT_FAILURE),
+        ("checkpoint", ["fetch", "0x1234"], EXIT_USAGE),
+        ("checkpoint", ["fetch", "0x" + "ab" * 32, "--api", "/ip4/127.0.0.1/tcp/1"], EXIT_FAILURE),
+        ("trainer", ["start", "--pool", "1", *chain], EXIT_FAILURE),
+        ("trainer", ["local", "--batch_samples", "17"], EXIT_USAGE),
+        ("trainer", ["local", "--config"], EXIT_USAGE),
+        ("worker local", ["--address", "bob"], EXIT_USAGE),
+        ("devnet", ["status", "--state-dir", str(tmp_path / "corrupt")], EXIT_USAGE),
+    ]
+
+
+def test_every_command_follows_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / "devnet.json").write_text("{not json")
+    for name, argv, code in _cases(tmp_path):
+        got = COMMANDS[name](argv)
+        err = capsys.readouterr().err
+        assert got == code, (name, argv, got, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, (name, argv, err)
