@@ -5,7 +5,7 @@
    spec itself, both added to IPFS;
 3. the pool owner creates and funds a pool whose taskRef / base checkpoint are those digests;
 4. separate processes: one validator (`validator start`), the trainer (`trainer start`), two
-   honest workers (`worker start`) and one adversarial worker (examples/adversaries.py, cycling
+   honest workers (`worker start`) and one adversarial worker (examples/adversaries/workers.py, cycling
    through attacks);
 5. after `--steps` trainer steps everything is stopped, time travels past the reward lock and
    the honest workers claim;
