@@ -11,9 +11,9 @@ KUBO := .tools/bin/ipfs-$(KUBO_VERSION)
 export PATH := $(CURDIR)/node_modules/.bin:$(CURDIR)/.tools/bin:$(PATH)
 export PROOFSWARM_IPFS_BIN := $(CURDIR)/$(KUBO)
 
-.PHONY: demo test install contracts test-forge test-py bench clean
+.PHONY: demo test install contracts test-forge test-py bench clean chromium
 
-install: $(VENV_STAMP) $(NODE_STAMP) $(KUBO) contracts
+install: $(VENV_STAMP) $(NODE_STAMP) $(KUBO) contracts chromium
 
 $(VENV_STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv .venv
@@ -27,6 +27,10 @@ $(NODE_STAMP): package.json package-lock.json
 
 $(KUBO):
 	scripts/install_kubo.sh $(KUBO_VERSION) $@
+
+# Headless Chromium + chromedriver for the explorer's browser test (skips when already installed).
+chromium:
+	@scripts/install_chromium.sh
 
 # Compile the contracts, then regenerate ledger_client/chain/abi/*.json and ledger_client/chain/bindings.py.
 contracts: $(NODE_STAMP) $(VENV_STAMP)

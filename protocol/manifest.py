@@ -77,13 +77,16 @@ class CheckpointManifest(BaseModel):
     aliases: dict[str, str] = Field(
         description="tensor name -> name of the stored tensor it shares memory with (tied weights)"
     )
+    metrics: str | None = Field(
+        None, description="CID of the trainer's metrics of the step that produced this policy (a small JSON object)"
+    )
 
-    @field_validator("parent")
+    @field_validator("parent", "metrics")
     @classmethod
-    def _parent_is_a_cid(cls, parent: str | None) -> str | None:
-        if parent is not None:
-            cid_to_digest(parent)
-        return parent
+    def _optional_cid(cls, cid: str | None) -> str | None:
+        if cid is not None:
+            cid_to_digest(cid)
+        return cid
 
     @property
     def total_bytes(self) -> int:
@@ -96,8 +99,9 @@ class CheckpointManifest(BaseModel):
         return {name for shard in self.shards for name in shard.tensors} | set(self.aliases)
 
     def to_bytes(self) -> bytes:
-        """The canonical encoding stored in IPFS (its sha256 is the on-chain digest)."""
-        return self.model_dump_json().encode()
+        """The canonical encoding stored in IPFS (its sha256 is the on-chain digest). Without metrics
+        the field is left out, so such manifests keep the bytes (and digests) they had before it existed."""
+        return self.model_dump_json(exclude={"metrics"} if self.metrics is None else None).encode()
 
 
 def parse_manifest(data: bytes) -> CheckpointManifest:

@@ -90,3 +90,15 @@ def test_tied_weights_become_aliases_and_overlapping_views_are_copied() -> None:
     assert set(stored) == {"embed", "q", "k", "bias"}
     assert stored["q"].untyped_storage().data_ptr() != stored["k"].untyped_storage().data_ptr()
     assert torch.equal(stored["k"], torch.arange(4.0, 8.0))
+
+
+def test_a_manifest_without_metrics_keeps_its_old_bytes_and_one_with_metrics_names_a_cid() -> None:
+    old = parse_manifest(json.dumps(VALID).encode())
+    assert old.metrics is None
+    assert b"metrics" not in old.to_bytes()  # digests of manifests from before the field are unchanged
+    cid = raw_cid_of(b'{"step":7}')
+    with_metrics = parse_manifest(_with(metrics=cid))
+    assert with_metrics.metrics == cid
+    assert parse_manifest(with_metrics.to_bytes()) == with_metrics
+    with pytest.raises(InvalidManifest, match="metrics"):
+        parse_manifest(_with(metrics="not-a-cid"))

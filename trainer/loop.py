@@ -120,6 +120,7 @@ class Trainer:
         self._counters = {"stale": 0, "zero_adv": 0, "files": 0, "rejected": 0}
         self._reported = dict(self._counters)  # counter values at the last metrics line
         self._consumed_rewards: list[float] = []
+        self.step_metrics: dict | None = None  # the metrics line of self.step, kept in checkpoints for re-publishing
         self.checkpoint_dir = Path(config.run_dir) / "checkpoints"
         self.metrics_path = Path(config.run_dir) / "metrics.jsonl"
 
@@ -146,6 +147,7 @@ class Trainer:
         self.step = ckpt.step
         self.buffer = deque(BufferedGroup(**g) for g in ckpt.trainer["buffer"])
         self._counters = ckpt.trainer["counters"]
+        self.step_metrics = ckpt.trainer.get("step_metrics")
         self._reported = dict(self._counters)
         self.source.restore(ckpt.trainer["source"])
         self._truncate_metrics()
@@ -171,8 +173,13 @@ class Trainer:
             "buffer": [asdict(g) for g in self.buffer],
             "counters": self._counters,
             "source": self.source.state(),
+            "step_metrics": self.step_metrics,
         }
         save_checkpoint(self.checkpoint_dir, self.step, tensors, trainer)
+
+    def metrics_at(self, step: int) -> dict | None:
+        """The metrics line of `step` if it is the step last trained (what a publisher attaches to its policy)."""
+        return self.step_metrics if self.step_metrics is not None and self.step_metrics["step"] == step else None
 
     def _publish(self) -> None:
         state = self._snapshot()
@@ -325,6 +332,7 @@ class Trainer:
         extra: dict[str, float] = {}
         if self.evaluate is not None and self.eval_every and self.step % self.eval_every == 0:
             extra = self.evaluate(self.model)
+        self.step_metrics = {**asdict(metrics), **extra}
         if self.step % self.config.checkpoint_every == 0 or self.step == self.config.max_steps:
             self._checkpoint()
         # Publish after checkpointing: a crash in between re-publishes the same policy on resume,
@@ -332,7 +340,7 @@ class Trainer:
         self._publish()
         self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
         with self.metrics_path.open("a") as handle:
-            handle.write(json.dumps({**asdict(metrics), **extra}) + "\n")
+            handle.write(json.dumps(self.step_metrics) + "\n")
         return metrics
 
     def start(self) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import math
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import torch
 from transformers import PretrainedConfig, PreTrainedTokenizerBase
@@ -12,7 +15,9 @@ from ledger_client.chain.errors import LedgerError
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import pool_state
 from ledger_client.ipfs.checkpoints import PinRetention, manifest_cid_of, publish_checkpoint
+from ledger_client.ipfs.content import put_object
 from ledger_client.ipfs.kubo import KuboClient
+from protocol.digest import digest_to_cid
 
 
 class IpfsPublisher:
@@ -21,10 +26,16 @@ class IpfsPublisher:
     Step 0 is the pool's base checkpoint, fixed when the pool was created and already on IPFS
     (the trainer starts from it), so it is not published again. Later steps are published with
     `publishCheckpoint`. The node keeps the newest `async_level + 1` versions pinned.
+
+    With `metrics_of(step)` the step's metrics line (reward, accuracy, clipped fraction, staleness,
+    ...) goes to IPFS as a small JSON object named by the manifest's `metrics` field, so anyone can
+    draw the learning curve from the chain and IPFS alone. Those objects stay pinned (they are tiny
+    and make the whole curve).
     """
 
     def __init__(self, ledger: Ledger, kubo: KuboClient, pool_id: int, model_config: PretrainedConfig,
-                 tokenizer: PreTrainedTokenizerBase, async_level: int, state_dir: Path):
+                 tokenizer: PreTrainedTokenizerBase, async_level: int, state_dir: Path,
+                 metrics_of: Callable[[int], dict | None] | None = None):
         self.ledger = ledger
         self.kubo = kubo
         self.pool_id = pool_id
@@ -34,15 +45,22 @@ class IpfsPublisher:
         self.retention = PinRetention(kubo, Path(state_dir) / "published-pins.json", keep=async_level + 1)
         base = bytes(ledger.pool.checkpoint_at(pool_id, 0))
         self.published: dict[int, str] = {0: "0x" + base.hex()}
+        self.metrics_of = metrics_of
 
     def __call__(self, step: int, state_dict: dict[str, torch.Tensor]) -> str:
         if step == 0:
             return self.published[0]
         published = publish_checkpoint(self.kubo, state_dict, step=step, parent=self._parent(step), config=self.config,
                                        tokenizer_files=self.tokenizer_files, on_chain=self._publish_on_chain,
-                                       retention=self.retention)
+                                       retention=self.retention, metrics=self._put_metrics(step))
         self.published[step] = "0x" + published.digest.hex()
         return self.published[step]
+
+    def _put_metrics(self, step: int) -> str | None:
+        metrics = self.metrics_of(step) if self.metrics_of is not None else None
+        if metrics is None:
+            return None
+        return digest_to_cid(put_object(self.kubo, metrics_bytes(metrics)))
 
     def _parent(self, step: int) -> str:
         """Manifest CID of the newest on-chain checkpoint before `step` (read from the chain, so a
@@ -84,3 +102,10 @@ def tokenizer_files(tokenizer: PreTrainedTokenizerBase, folder: Path) -> list[Pa
     return sorted(Path(p) for p in tokenizer.save_pretrained(folder) if Path(p).is_file())
 
 
+
+
+def metrics_bytes(metrics: dict) -> bytes:
+    """Canonical JSON of a metrics line (sorted keys; NaN/inf become null, which JSON lacks), so a
+    re-published step yields the same object and manifest."""
+    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
+    return json.dumps(clean, sort_keys=True, separators=(",", ":")).encode()

@@ -85,7 +85,7 @@ def run_start(args: argparse.Namespace) -> int:
         if args.eval_every else None
     source = LedgerSource(ledger, kubo, args.pool)
     publisher = IpfsPublisher(ledger, kubo, args.pool, model.config, tokenizer, pool.async_level,
-                              Path(config.run_dir))
+                              Path(config.run_dir), metrics_of=lambda step: trainer.metrics_at(step))
     trainer = Trainer(config, model, source, publishers=[publisher], evaluate=evaluate, eval_every=args.eval_every)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
 

@@ -22,7 +22,7 @@ from inference.torch_backend import TorchBackend
 from ledger_client.ipfs.content import put_object
 from proofs.toploc import build_proofs_batch
 from protocol.rollouts import RolloutBatch, RolloutSample, encode_rollouts
-from protocol.runspec import RunSpec, SamplingSpec
+from protocol.runspec import RunSpec
 from tasks.registry import build_task
 from worker.policy import Policy
 from worker.produce import make_batch

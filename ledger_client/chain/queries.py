@@ -11,7 +11,12 @@ from protocol.pool import PoolState, PoolStatus, Work, WorkStatus
 
 def pool_state(ledger: Ledger, pool_id: int) -> PoolState:
     """The pool's parameters and state (raises UnknownPool)."""
-    owner, trainer, status, latest, budget, reserved, params = ledger.pool.get_pool(pool_id)
+    return decode_pool(pool_id, ledger.pool.get_pool(pool_id))
+
+
+def decode_pool(pool_id: int, raw: tuple) -> PoolState:
+    """`ComputePool.getPool`'s return value as a PoolState: the one place that knows its layout."""
+    owner, trainer, status, latest, budget, reserved, params = raw
     (_, _, min_stake, reward_per_sample, slash_amount, bounty_bps, challenge_window, reward_lock, async_level, task_ref,
      base_checkpoint) = params
     return PoolState(

@@ -151,10 +151,12 @@ def publish_checkpoint(
     on_chain: OnChain | None = None,
     retention: PinRetention | None = None,
     progress: TransferProgress | None = None,
+    metrics: str | None = None,
 ) -> PublishedCheckpoint:
     """Shard ``source`` (a state dict, or a Hugging Face model folder whose config and
-    tokenizer files are taken along), add everything to Kubo pinned, add the manifest, call
-    ``on_chain(step, digest)``, then let ``retention`` unpin versions that fell out."""
+    tokenizer files are taken along), add everything to Kubo pinned, add the manifest (naming
+    ``metrics``, the CID of the step's metrics object, if given), call ``on_chain(step, digest)``,
+    then let ``retention`` unpin versions that fell out."""
     started = time.monotonic()
     progress = progress or NoProgress()
     if isinstance(source, (str, Path)):
@@ -204,6 +206,7 @@ def publish_checkpoint(
         dtype=dtypes.pop() if len(dtypes) == 1 else "mixed",
         shards=shards,
         aliases=aliases,
+        metrics=metrics,
     )
     manifest_bytes = manifest.to_bytes()
     manifest_cid = kubo.add_bytes(manifest_bytes)

@@ -1,0 +1,206 @@
+"""The explorer's HTTP face: JSON API (OpenAPI at /docs), Prometheus /metrics and the web page.
+
+Every list is paginated (`offset`, `limit`; answers carry `total`). Unknown pools, workers,
+works and evidence answer 404 with `{"error": "..."}`; malformed ids 400, bad query values 422.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from dashboard.indexer import ChainIndexer, ObjectFetcher
+from dashboard.views import BadId, Explorer, NotFound
+
+STATIC = Path(__file__).resolve().parent / "static"
+Status = Literal["pending", "accepted", "rejected", "paid", "expired"]
+Offset = Query(0, ge=0, description="items to skip")
+Limit = Query(50, ge=1, le=500, description="items per page (at most 500)")
+
+
+class IndexMetrics:
+    """Prometheus collector: read from the index at each scrape, so it is never out of step."""
+
+    def __init__(self, explorer: Callable[[], Explorer], indexer: ChainIndexer | None, fetcher: ObjectFetcher | None):
+        self.explorer = explorer
+        self.indexer = indexer
+        self.fetcher = fetcher
+
+    def collect(self):
+        store = self.explorer().store
+        events = GaugeMetricFamily("proofswarm_explorer_events", "chain events in the index", labels=["event"])
+        for name, n in sorted(store.count_events().items()):
+            events.add_metric([name], n)
+        yield events
+        works = GaugeMetricFamily("proofswarm_explorer_submissions", "submissions by status", labels=["pool", "status"])
+        for r in store.select("SELECT pool_id, status, COUNT(*) AS n FROM work_status GROUP BY pool_id, status"):
+            works.add_metric([str(r["pool_id"]), r["status"]], r["n"])
+        yield works
+        steps = GaugeMetricFamily("proofswarm_explorer_checkpoint_step", "newest checkpoint step", labels=["pool"])
+        for r in store.select("SELECT pool_id, MAX(json_extract(data, '$.step')) AS s FROM events "
+                              "WHERE name = 'CheckpointPublished' GROUP BY pool_id"):
+            steps.add_metric([str(r["pool_id"])], r["s"])
+        yield steps
+        if self.indexer is not None:
+            i = self.indexer
+            yield GaugeMetricFamily("proofswarm_explorer_indexed_block", "last block indexed",
+                                    value=i.indexed_block if i.indexed_block is not None else -1)
+            if i.head is not None and i.indexed_block is not None:
+                yield GaugeMetricFamily("proofswarm_explorer_lag_blocks", "chain head minus last indexed block",
+                                        value=max(0, i.head - i.indexed_block))
+            yield CounterMetricFamily("proofswarm_explorer_polls", "index polls that succeeded", value=i.polls)
+            yield CounterMetricFamily("proofswarm_explorer_poll_errors", "index polls that failed (RPC outage…)",
+                                      value=i.errors)
+        if self.fetcher is not None:
+            yield CounterMetricFamily("proofswarm_explorer_objects_fetched", "IPFS objects fetched",
+                                      value=self.fetcher.fetched)
+            yield CounterMetricFamily("proofswarm_explorer_object_fetch_failures", "IPFS fetches that failed",
+                                      value=self.fetcher.failed)
+
+
+def create_app(explorer: Callable[[], Explorer], indexer: ChainIndexer | None = None,
+               fetcher: ObjectFetcher | None = None, summary_path: Path | None = None) -> FastAPI:
+    """The app; `explorer()` gives the calling thread its own read model (SQLite connections are per thread)."""
+    app = FastAPI(title="proofswarm pool explorer", version="1",
+                  description="Pools, checkpoints, the learning curve, workers, submissions, verdicts and evidence "
+                              "of a proofswarm deployment, indexed from the chain and IPFS.")
+    registry = CollectorRegistry()
+    registry.register(IndexMetrics(explorer, indexer, fetcher))
+
+    @app.exception_handler(NotFound)
+    async def _not_found(_: Request, exc: NotFound) -> JSONResponse:
+        return JSONResponse({"error": str(exc)}, status_code=404)
+
+    @app.exception_handler(BadId)
+    async def _bad_id(_: Request, exc: BadId) -> JSONResponse:
+        return JSONResponse({"error": str(exc)}, status_code=400)
+
+    @app.exception_handler(HTTPException)
+    async def _http(_: Request, exc: HTTPException) -> JSONResponse:
+        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"][1:]) or "request"
+        return JSONResponse({"error": f"{where}: {first['msg']}"}, status_code=422)
+
+    # ---------------------------------------------------------------- API
+
+    @app.get("/api/status", summary="Index position, chain head and the last indexing error")
+    def status() -> dict[str, Any]:
+        e = explorer()
+        head = e.live.head()
+        out: dict[str, Any] = {"chain_head": head, "events": sum(e.store.count_events().values())}
+        if indexer is not None:
+            out |= {"indexed_block": indexer.indexed_block, "last_error": indexer.last_error,
+                    "lag_blocks": None if head is None or indexer.indexed_block is None
+                    else max(0, head - indexer.indexed_block)}
+        return out
+
+    @app.get("/api/pools", summary="Every pool")
+    def pools(offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+        return explorer().pools(offset, limit)
+
+    @app.get("/api/pools/{pool_id}", summary="A pool: parameters, budget, reserved, counts, run spec")
+    def pool(pool_id: int) -> dict[str, Any]:
+        return explorer().pool(pool_id)
+
+    @app.get("/api/pools/{pool_id}/checkpoints", summary="Checkpoints by step, with their manifests")
+    def checkpoints(pool_id: int, offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+        return explorer().checkpoints(pool_id, offset, limit)
+
+    @app.get("/api/pools/{pool_id}/curve", summary="Learning curve: per-step trainer metrics from IPFS")
+    def curve(pool_id: int, offset: int = Offset, limit: int = Query(1000, ge=1, le=10_000)) -> dict[str, Any]:
+        return explorer().curve(pool_id, offset, limit)
+
+    @app.get("/api/pools/{pool_id}/workers", summary="Workers of the pool with submissions by status")
+    def workers(pool_id: int, offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+        return explorer().workers(pool_id, offset, limit)
+
+    @app.get("/api/pools/{pool_id}/validators", summary="Validators with their verdict counts")
+    def validators(pool_id: int, offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+        return explorer().validators(pool_id, offset, limit)
+
+    @app.get("/api/pools/{pool_id}/submissions", summary="Submissions, newest first, optionally by status")
+    def submissions(pool_id: int, status: Status | None = None, offset: int = Offset,
+                    limit: int = Limit) -> dict[str, Any]:
+        return explorer().submissions(pool_id, status, offset, limit)
+
+    @app.get("/api/pools/{pool_id}/verdicts", summary="Attestations and challenges (reason, evidence digest)")
+    def verdicts(pool_id: int, offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+        return explorer().verdicts(pool_id, offset, limit)
+
+    @app.get("/api/pools/{pool_id}/slashes", summary="Slashes of the pool's workers")
+    def slashes(pool_id: int, offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+        return explorer().slashes(pool_id, offset, limit)
+
+    @app.get("/api/pools/{pool_id}/claims", summary="Reward claims that paid work of the pool")
+    def claims(pool_id: int, offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+        return explorer().claims(pool_id, offset, limit)
+
+    @app.get("/api/workers/{address}", summary="A worker: stake, submissions by status, owed and claimed rewards")
+    def worker(address: str) -> dict[str, Any]:
+        return explorer().worker(address)
+
+    @app.get("/api/workers/{address}/submissions", summary="A worker's submissions, newest first")
+    def worker_submissions(address: str, status: Status | None = None, offset: int = Offset,
+                           limit: int = Limit) -> dict[str, Any]:
+        return explorer().worker_submissions(address, status, offset, limit)
+
+    @app.get("/api/works/{work_id}", summary="A submission with its verdict and evidence")
+    def work(work_id: str) -> dict[str, Any]:
+        return explorer().work(work_id)
+
+    @app.get("/api/evidence/{digest}", summary="A challenge's evidence document, as put on IPFS")
+    def evidence(digest: str) -> dict[str, Any]:
+        return explorer().evidence(digest)
+
+    @app.get("/api/summary", summary="The demo's summary (runs/demo/summary.json), when there is one")
+    def summary() -> Any:
+        if summary_path is None or not summary_path.is_file():
+            raise HTTPException(404, f"no summary at {summary_path}" if summary_path else "no summary configured")
+        try:
+            return json.loads(summary_path.read_text())
+        except json.JSONDecodeError:
+            raise HTTPException(503, f"{summary_path} is being written; try again") from None
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    # ---------------------------------------------------------------- web page
+
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    @app.get("/summary", include_in_schema=False)
+    def summary_page() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return app
+
+
+class ThreadLocalExplorer:
+    """`Explorer` per thread over one index file."""
+
+    def __init__(self, make: Callable[[], Explorer]):
+        self._make = make
+        self._local = threading.local()
+
+    def __call__(self) -> Explorer:
+        e = getattr(self._local, "explorer", None)
+        if e is None:
+            e = self._local.explorer = self._make()
+        return e

@@ -1,0 +1,69 @@
+"""`explorer start` — index a deployment and serve the pool explorer (web page, JSON API, /metrics)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from pathlib import Path
+
+from dashboard.chain_source import (
+    UsageError,
+    connect,
+    load_deployment,
+    load_devnet_info,
+    one_line_errors,
+    resolve_chain_args,
+)
+
+DEFAULT_DEVNET_DIR = Path(".devnet")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="explorer", description="The proofswarm pool explorer.")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("start", help="index the chain and serve the explorer until stopped")
+    s.add_argument("--rpc-url", help="Ethereum JSON-RPC URL (default: the local devnet)")
+    s.add_argument("--deployments", type=Path, help="deployments file keyed by chain id (default: the devnet's)")
+    s.add_argument("--chain-id", type=int, help="refuse to start unless the RPC serves this chain id")
+    s.add_argument("--devnet-dir", type=Path, default=DEFAULT_DEVNET_DIR, help="devnet state folder (default .devnet)")
+    s.add_argument("--kubo-api", help="Kubo RPC API for run specs, manifests, metrics, evidence (default: the devnet's)")
+    s.add_argument("--db", type=Path, help="SQLite index file (default .explorer/index-<chain id>.sqlite)")
+    s.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
+    s.add_argument("--port", type=int, default=8900, help="port to serve on (default 8900)")
+    s.add_argument("--summary", type=Path, default=Path("runs/demo/summary.json"),
+                   help="a demo summary to serve at /summary (default runs/demo/summary.json)")
+    s.add_argument("--poll", type=float, default=0.5, help="seconds between chain polls (default 0.5)")
+    return p
+
+
+@one_line_errors
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from dashboard.service import ExplorerService  # FastAPI/uvicorn: only when starting
+
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port {args.port} is not a TCP port")
+    if args.poll <= 0:
+        raise UsageError("--poll must be > 0")
+    rpc_url, deployments = resolve_chain_args(args)
+    w3 = connect(rpc_url, args.chain_id)
+    deployment = load_deployment(deployments, w3.eth.chain_id)
+    kubo_api = args.kubo_api or (load_devnet_info(args.devnet_dir) or {}).get("kubo_api")
+    db = args.db or Path(".explorer") / f"index-{deployment.chain_id}.sqlite"
+    service = ExplorerService(db, rpc_url, deployment, kubo_api, host=args.host, port=args.port,
+                              summary_path=args.summary, poll_s=args.poll)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    print(f"explorer: {service.start()}  (index {db}{'' if kubo_api else ', no Kubo: IPFS objects not shown'})",
+          flush=True)
+    try:
+        stop.wait()
+    finally:
+        service.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,218 @@
+"""The explorer's index: chain events and IPFS objects in one embedded SQLite file.
+
+Every event is one row keyed by (transaction hash, log index), written with an upsert, so a batch
+delivered twice (an RPC outage mid-poll, a restart before the cursor was saved) never makes a
+second row. The event cursors' state is saved in the same transaction as the rows it covers.
+Everything the API shows (a work's status, a pool's workers, the learning curve) is derived from
+these rows by queries, so a reorg only has to delete or move rows and the derived views follow.
+
+IPFS objects (run specs, manifests, metrics, evidence) are content-addressed and never change,
+so they are cached by digest and outlive reorgs.
+
+SQLite serves one explorer well (one writer, many readers, WAL mode). A larger deployment would
+put the same two tables in a server database (e.g. PostgreSQL: `events` with the same primary key
+and `ON CONFLICT` upserts); the queries below are plain SQL plus SQLite's JSON functions.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS events (
+    tx_hash      TEXT NOT NULL,
+    log_index    INTEGER NOT NULL,
+    contract     TEXT NOT NULL,      -- 'ComputePool' or 'StakeManager'
+    ordinal      INTEGER NOT NULL,   -- position among this contract's logs in the transaction (the cursor's key)
+    name         TEXT NOT NULL,
+    block_number INTEGER NOT NULL,
+    block_hash   TEXT NOT NULL,
+    pool_id      INTEGER,
+    work_id      TEXT,
+    worker       TEXT,
+    data         TEXT NOT NULL,      -- the event's fields as JSON (amounts as decimal strings)
+    PRIMARY KEY (tx_hash, log_index)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS events_by_cursor_key ON events (contract, tx_hash, ordinal);
+CREATE INDEX IF NOT EXISTS events_by_pool ON events (pool_id, name);
+CREATE INDEX IF NOT EXISTS events_by_work ON events (work_id, name);
+CREATE INDEX IF NOT EXISTS events_by_worker ON events (worker, name);
+CREATE INDEX IF NOT EXISTS events_by_block ON events (block_number);
+CREATE TABLE IF NOT EXISTS objects (
+    digest      TEXT PRIMARY KEY,    -- 0x sha256 of the raw IPFS block
+    kind        TEXT NOT NULL,       -- runspec | manifest | metrics | evidence
+    body        TEXT,                -- JSON, NULL until fetched
+    error       TEXT,
+    attempts    INTEGER NOT NULL DEFAULT 0,
+    retry_after REAL NOT NULL DEFAULT 0
+);
+CREATE VIEW IF NOT EXISTS claimed_works AS
+    SELECT j.value AS work_id, c.tx_hash AS tx_hash
+    FROM events c, json_each(c.data, '$.work_ids') j WHERE c.name = 'RewardsClaimed';
+CREATE VIEW IF NOT EXISTS work_status AS
+    SELECT s.work_id, s.pool_id, s.worker, s.block_number, s.tx_hash, s.log_index, s.data,
+      CASE
+        WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = s.work_id AND v.name = 'WorkChallenged') THEN 'rejected'
+        WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = s.work_id AND v.name = 'WorkExpired') THEN 'expired'
+        WHEN EXISTS (SELECT 1 FROM claimed_works c WHERE c.work_id = s.work_id) THEN 'paid'
+        WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = s.work_id AND v.name = 'WorkAccepted') THEN 'accepted'
+        ELSE 'pending'
+      END AS status
+    FROM events s WHERE s.name = 'WorkSubmitted';
+"""
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """One chain event as stored."""
+
+    tx_hash: str
+    log_index: int
+    contract: str
+    ordinal: int
+    name: str
+    block_number: int
+    block_hash: str
+    pool_id: int | None
+    work_id: str | None
+    worker: str | None
+    data: dict[str, Any]
+
+
+class Store:
+    """One connection to the index (one per thread; SQLite connections are not shared)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # each Store is used by one thread at a time; check_same_thread=False lets it be built in another
+        self.db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA busy_timeout=10000")
+        self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All writes inside commit together or not at all."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # -------------------------------------------------------------- meta
+
+    def get_meta(self, key: str) -> Any:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row["value"])
+
+    def set_meta(self, key: str, value: Any) -> None:
+        self.db.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                        (key, json.dumps(value)))
+
+    # -------------------------------------------------------------- events
+
+    def upsert_event(self, row: EventRow) -> None:
+        # Delete a row under the same cursor key first: a transaction re-included after a reorg
+        # may come back at another log index.
+        self.db.execute("DELETE FROM events WHERE contract = ? AND tx_hash = ? AND ordinal = ? AND log_index != ?",
+                        (row.contract, row.tx_hash, row.ordinal, row.log_index))
+        self.db.execute(
+            """INSERT INTO events (tx_hash, log_index, contract, ordinal, name, block_number, block_hash, pool_id,
+                                   work_id, worker, data)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+               ON CONFLICT(tx_hash, log_index) DO UPDATE SET
+                 contract = excluded.contract, ordinal = excluded.ordinal, name = excluded.name,
+                 block_number = excluded.block_number, block_hash = excluded.block_hash, pool_id = excluded.pool_id,
+                 work_id = excluded.work_id, worker = excluded.worker, data = excluded.data""",
+            (row.tx_hash, row.log_index, row.contract, row.ordinal, row.name, row.block_number, row.block_hash,
+             row.pool_id, row.work_id, row.worker, json.dumps(row.data)),
+        )
+
+    def remove_event(self, contract: str, tx_hash: str, ordinal: int) -> int:
+        """Delete the event with this cursor key (its block left the chain); returns rows deleted."""
+        return self.db.execute("DELETE FROM events WHERE contract = ? AND tx_hash = ? AND ordinal = ?",
+                               (contract, tx_hash, ordinal)).rowcount
+
+    def move_event(self, contract: str, tx_hash: str, ordinal: int, block_number: int, block_hash: str,
+                   log_index: int) -> None:
+        """Record that a re-included transaction's event now lives in another block."""
+        self.db.execute("UPDATE events SET block_number = ?, block_hash = ?, log_index = ? "
+                        "WHERE contract = ? AND tx_hash = ? AND ordinal = ?",
+                        (block_number, block_hash, log_index, contract, tx_hash, ordinal))
+
+    def blocks_since(self, block_number: int) -> list[tuple[int, str]]:
+        """Distinct (number, hash) of blocks holding indexed events, newest first."""
+        rows = self.db.execute("SELECT DISTINCT block_number, block_hash FROM events WHERE block_number >= ? "
+                               "ORDER BY block_number DESC", (block_number,))
+        return [(r["block_number"], r["block_hash"]) for r in rows]
+
+    def events_in_block(self, block_number: int) -> list[EventRow]:
+        return [self._row(r) for r in self.db.execute("SELECT * FROM events WHERE block_number = ?", (block_number,))]
+
+    def all_events(self) -> list[tuple]:
+        """Every row, in a stable order (for comparing two indexes)."""
+        return [tuple(r) for r in self.db.execute("SELECT * FROM events ORDER BY tx_hash, log_index")]
+
+    def count_events(self) -> dict[str, int]:
+        return {r["name"]: r["n"] for r in self.db.execute("SELECT name, COUNT(*) AS n FROM events GROUP BY name")}
+
+    @staticmethod
+    def _row(r: sqlite3.Row) -> EventRow:
+        return EventRow(r["tx_hash"], r["log_index"], r["contract"], r["ordinal"], r["name"], r["block_number"],
+                        r["block_hash"], r["pool_id"], r["work_id"], r["worker"], json.loads(r["data"]))
+
+    def select(self, sql: str, params: tuple = ()) -> list[dict[str, Any]]:
+        """Rows of a read query as dicts, with the `data` column decoded."""
+        out = []
+        for r in self.db.execute(sql, params):
+            d = dict(r)
+            if "data" in d and isinstance(d["data"], str):
+                d["data"] = json.loads(d["data"])
+            out.append(d)
+        return out
+
+    def scalar(self, sql: str, params: tuple = ()) -> Any:
+        row = self.db.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+    # -------------------------------------------------------------- IPFS objects
+
+    def want_object(self, digest: str, kind: str) -> None:
+        """Ask the fetcher for an object (no-op when it is known already)."""
+        self.db.execute("INSERT INTO objects (digest, kind) VALUES (?, ?) ON CONFLICT(digest) DO NOTHING",
+                        (digest, kind))
+
+    def object(self, digest: str) -> dict[str, Any] | None:
+        """The cached object's row: kind, body (decoded, or None until fetched), error."""
+        r = self.db.execute("SELECT * FROM objects WHERE digest = ?", (digest,)).fetchone()
+        if r is None:
+            return None
+        return {"digest": r["digest"], "kind": r["kind"], "error": r["error"], "attempts": r["attempts"],
+                "body": None if r["body"] is None else json.loads(r["body"])}
+
+    def objects_due(self, limit: int = 20) -> list[tuple[str, str]]:
+        rows = self.db.execute("SELECT digest, kind FROM objects WHERE body IS NULL AND retry_after <= ? "
+                               "ORDER BY attempts, rowid LIMIT ?", (time.time(), limit))
+        return [(r["digest"], r["kind"]) for r in rows]
+
+    def put_object_body(self, digest: str, body: Any) -> None:
+        self.db.execute("UPDATE objects SET body = ?, error = NULL WHERE digest = ?", (json.dumps(body), digest))
+
+    def object_failed(self, digest: str, error: str, backoff_s: float) -> None:
+        self.db.execute("UPDATE objects SET error = ?, attempts = attempts + 1, retry_after = ? WHERE digest = ?",
+                        (error, time.time() + backoff_s, digest))
