@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import signal
 import subprocess
 import sys
@@ -111,7 +112,12 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
     console.print(f"pool {pool_id}: task {init['task'][:18]}…, base checkpoint {init['base_checkpoint'][:18]}…")
 
     roles = Roles(out / "logs", env)
+    explorer = Roles(out / "logs", env)
     run_dir = out / "trainer"
+    port = args.explorer_port or _free_port()
+    explorer.start("explorer", "dashboard.cli", "start", "--port", str(port), "--db", str(out / "explorer.sqlite"),
+                   "--summary", str(out / "summary.json"), *chain)
+    console.print(f"explorer: http://127.0.0.1:{port}/pool/{pool_id}  (live while the demo runs)")
     try:
         roles.start("validator", "validator.cli", "start", "--pool", str(pool_id), "--devnet-validator",
                     "--state-dir", str(out / "validator"), "--metrics-port", str(args.metrics_port), *chain)
@@ -131,6 +137,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
         last = -1
         while not done.exists():
             roles.check_alive("validator", "trainer", "worker0", "worker1", "adversary")
+            explorer.check_alive("explorer")
             if time.monotonic() > deadline:
                 raise UsageError(f"the trainer did not finish {args.steps} steps within {args.timeout:.0f}s "
                                  f"(logs in {out / 'logs'})")
@@ -145,9 +152,27 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
     # Let the reward lock pass on the devnet and have the honest workers claim.
     owner.w3.provider.make_request("evm_increaseTime", [cfg.reward_lock_s + 1])
     owner.w3.provider.make_request("evm_mine", [])
-    for n in (0, 1):
-        _run_json(["worker.cli", "claim", "--pool", str(pool_id), "--devnet-worker", str(n), "--json", *chain], env)
-    return _summary(owner, pool_id, start_block, run_dir, info, cfg, time.monotonic() - t0, out)
+    try:
+        for n in (0, 1):
+            _run_json(["worker.cli", "claim", "--pool", str(pool_id), "--devnet-worker", str(n), "--json", *chain], env)
+        summary = _summary(owner, pool_id, start_block, run_dir, info, cfg, time.monotonic() - t0, out)
+        summary["explorer"] = f"http://127.0.0.1:{port}"
+        if args.serve:
+            console.print(f"explorer serving at http://127.0.0.1:{port} (summary at /summary); Ctrl-C to stop")
+            try:
+                while explorer.procs["explorer"].poll() is None:
+                    time.sleep(1)
+            except KeyboardInterrupt:
+                pass
+        return summary
+    finally:
+        explorer.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _trainer_step(run_dir: Path) -> int:
@@ -245,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-problems", type=int, default=100)
     p.add_argument("--timeout", type=float, default=1200)
     p.add_argument("--metrics-port", type=int, default=9464)
+    p.add_argument("--explorer-port", type=int, default=0, help="port of the pool explorer (default: a free one)")
+    p.add_argument("--serve", action="store_true", help="keep the explorer serving after the demo, until Ctrl-C")
     p.add_argument("--down-after", action="store_true", help="stop the devnet at the end")
     args = p.parse_args(argv)
     console = Console()
