@@ -52,16 +52,8 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         WorkStatus status;
     }
 
-    /// @notice View of one submission.
-    struct WorkView {
-        address worker;
-        uint256 poolId;
-        uint64 step;
-        uint32 nSamples;
-        uint64 submittedAt;
-        WorkStatus status;
-        uint256 reward;
-    }
+    /// @notice 100 % in basis points.
+    uint16 public constant MAX_BPS = 10_000;
 
     IERC20 public immutable token;
     IStakeManager public immutable stakeManager;
@@ -89,13 +81,13 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
     /// @notice Create a pool owned by the caller; returns its id (ids start at 1).
     function createPool(PoolParams calldata p) external returns (uint256 poolId) {
         if (p.trainer == address(0)) revert ZeroAddress();
-        if (p.validators.length == 0) revert InvalidParams("no validators");
-        if (p.rewardLock < p.challengeWindow) revert InvalidParams("rewardLock < challengeWindow");
-        if (p.bountyBps > 10_000) revert InvalidParams("bountyBps > 10000");
-        if (p.challengeWindow == 0) revert InvalidParams("challengeWindow is 0");
+        if (p.validators.length == 0) revert NoValidators();
+        if (p.rewardLock < p.challengeWindow) revert RewardLockBeforeWindowEnd(p.rewardLock, p.challengeWindow);
+        if (p.bountyBps > MAX_BPS) revert BountyBpsTooHigh(p.bountyBps, MAX_BPS);
+        if (p.challengeWindow == 0) revert ZeroChallengeWindow();
         if (p.baseCheckpoint == bytes32(0)) revert ZeroDigest();
         poolId = ++poolCount;
-        if (poolId > type(uint32).max) revert InvalidParams("too many pools");
+        if (poolId > type(uint32).max) revert TooManyPools(poolId);
         Pool storage pool = _pools[poolId];
         pool.owner = msg.sender;
         pool.status = PoolStatus.Active;
@@ -123,7 +115,7 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
     /// @notice Add `amount` of the token to the pool's reward budget (owner only; needs approval).
     function fundPool(uint256 poolId, uint256 amount) external nonReentrant {
         Pool storage pool = _activePool(poolId);
-        if (msg.sender != pool.owner) revert NotPoolOwner(poolId, msg.sender);
+        _onlyOwner(poolId, pool);
         if (amount == 0) revert ZeroAmount();
         uint256 budget = uint256(pool.budget) + amount;
         pool.budget = SafeCast.toUint128(budget);
@@ -134,7 +126,7 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
     /// @notice Allow or disallow a validator (owner only).
     function setValidator(uint256 poolId, address validator, bool allowed) external {
         Pool storage pool = _activePool(poolId);
-        if (msg.sender != pool.owner) revert NotPoolOwner(poolId, msg.sender);
+        _onlyOwner(poolId, pool);
         if (validator == address(0)) revert ZeroAddress();
         isValidator[poolId][validator] = allowed;
         emit ValidatorSet(poolId, validator, allowed);
@@ -143,7 +135,7 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
     /// @notice Remove a worker from the pool (owner only). Its submitted work stays judgeable.
     function ejectWorker(uint256 poolId, address worker) external {
         Pool storage pool = _pool(poolId);
-        if (msg.sender != pool.owner) revert NotPoolOwner(poolId, msg.sender);
+        _onlyOwner(poolId, pool);
         if (_memberIds[poolId][worker] == 0) revert NotMember(poolId, worker);
         delete _memberIds[poolId][worker];
         emit WorkerEjected(poolId, worker);
@@ -154,7 +146,7 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
     /// rewards already reserved stay claimable by the workers.
     function closePool(uint256 poolId) external nonReentrant {
         Pool storage pool = _pool(poolId);
-        if (msg.sender != pool.owner) revert NotPoolOwner(poolId, msg.sender);
+        _onlyOwner(poolId, pool);
         uint256 refund = pool.budget;
         pool.status = PoolStatus.Closed;
         pool.budget = 0;
@@ -216,7 +208,7 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         if (w.status != WorkStatus.None) revert DuplicateWork(rolloutDigest);
         uint256 bonded = stakeManager.bondedOf(msg.sender);
         if (bonded < pool.minStake) revert InsufficientStake(bonded, pool.minStake);
-        uint256 reward = uint256(nSamples) * pool.rewardPerSample;
+        uint256 reward = _rewardOf(nSamples, pool.rewardPerSample);
         uint256 budget = pool.budget;
         if (reward > budget) revert InsufficientBudget(reward, budget);
         // reward ≤ budget < 2^128, so the casts below cannot truncate
@@ -247,9 +239,8 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
             Pool storage pool = _pools[w.poolId];
             uint64 unlockAt = uint64(w.submittedAt) + pool.rewardLock;
             if (now_ < unlockAt) revert RewardLocked(workId, unlockAt);
-            uint256 reward = uint256(w.nSamples) * pool.rewardPerSample;
-            w.status = WorkStatus.Paid;
-            pool.reserved -= uint128(reward);
+            uint256 reward = _rewardOf(w.nSamples, pool.rewardPerSample);
+            _setStatus(pool, w, WorkStatus.Paid, reward);
             amount += reward;
         }
         if (amount == 0) revert ZeroAmount();
@@ -267,10 +258,9 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         uint256 poolId = w.poolId;
         if (!isValidator[poolId][msg.sender]) revert NotPoolValidator(poolId, msg.sender);
         if (status != WorkStatus.Pending) revert AlreadyJudged(workId, status);
-        if (block.timestamp > uint256(w.submittedAt) + _pools[poolId].challengeWindow) {
-            revert ChallengeWindowClosed(workId);
-        }
-        w.status = WorkStatus.Accepted;
+        Pool storage pool = _pools[poolId];
+        if (block.timestamp > uint256(w.submittedAt) + pool.challengeWindow) revert ChallengeWindowClosed(workId);
+        _setStatus(pool, w, WorkStatus.Accepted, 0);
         emit WorkAccepted(poolId, workId, msg.sender);
     }
 
@@ -288,8 +278,7 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         if (status != WorkStatus.Pending && status != WorkStatus.Accepted) revert AlreadyJudged(workId, status);
         Pool storage pool = _pools[poolId];
         if (block.timestamp > uint256(w.submittedAt) + pool.challengeWindow) revert ChallengeWindowClosed(workId);
-        w.status = WorkStatus.Rejected;
-        _release(pool, uint256(w.nSamples) * pool.rewardPerSample);
+        _setStatus(pool, w, WorkStatus.Rejected, _rewardOf(w.nSamples, pool.rewardPerSample));
         address worker = _workerAddresses[w.workerId - 1];
         uint256 slashed = stakeManager.slash(worker, pool.slashAmount, msg.sender, pool.bountyBps);
         emit WorkChallenged(poolId, workId, msg.sender, reasonCode, evidenceDigest, slashed);
@@ -302,29 +291,22 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         if (w.status != WorkStatus.Pending) revert AlreadyJudged(workId, w.status);
         Pool storage pool = _pools[w.poolId];
         if (block.timestamp <= uint256(w.submittedAt) + pool.challengeWindow) revert ChallengeWindowOpen(workId);
-        w.status = WorkStatus.Expired;
-        _release(pool, uint256(w.nSamples) * pool.rewardPerSample);
+        _setStatus(pool, w, WorkStatus.Expired, _rewardOf(w.nSamples, pool.rewardPerSample));
         emit WorkExpired(w.poolId, workId);
     }
 
     // ------------------------------------------------------------------ views
 
     /// @notice The parameters and state of a pool.
-    function getPool(uint256 poolId)
-        external
-        view
-        returns (
-            address owner,
-            address trainer,
-            PoolStatus status,
-            uint64 latestStep,
-            uint256 budget,
-            uint256 reserved,
-            PoolParams memory params
-        )
-    {
+    function getPool(uint256 poolId) external view returns (PoolView memory v) {
         Pool storage pool = _pool(poolId);
-        params = PoolParams({
+        v.owner = pool.owner;
+        v.trainer = pool.trainer;
+        v.status = pool.status;
+        v.latestStep = pool.latestStep;
+        v.budget = pool.budget;
+        v.reserved = pool.reserved;
+        v.params = PoolParams({
             trainer: pool.trainer,
             validators: new address[](0),
             minStake: pool.minStake,
@@ -337,7 +319,6 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
             taskRef: pool.taskRef,
             baseCheckpoint: pool.baseCheckpoint
         });
-        return (pool.owner, pool.trainer, pool.status, pool.latestStep, pool.budget, pool.reserved, params);
     }
 
     /// @notice The manifest digest published for `step` (zero if none).
@@ -361,7 +342,7 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
             nSamples: w.nSamples,
             submittedAt: w.submittedAt,
             status: w.status,
-            reward: uint256(w.nSamples) * _pools[w.poolId].rewardPerSample
+            reward: _rewardOf(w.nSamples, _pools[w.poolId].rewardPerSample)
         });
     }
 
@@ -377,9 +358,27 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         if (pool.status != PoolStatus.Active) revert PoolNotActive(poolId);
     }
 
-    /// @dev Move a voided reservation back into the budget.
-    function _release(Pool storage pool, uint256 reward) private {
+    /// @dev Refuse any caller but the pool's owner.
+    function _onlyOwner(uint256 poolId, Pool storage pool) private view {
+        if (msg.sender != pool.owner) revert NotPoolOwner(poolId, msg.sender);
+    }
+
+    /// @dev The reward of a submission of `nSamples` samples (the formula every path shares).
+    /// A uint32 times a uint128 is below 2^160, so the product cannot overflow.
+    function _rewardOf(uint32 nSamples, uint128 rewardPerSample) private pure returns (uint256) {
+        unchecked {
+            return uint256(nSamples) * rewardPerSample;
+        }
+    }
+
+    /// @dev The one place an existing submission changes status, with the budget bookkeeping of
+    /// the transition (a submission is born Pending in `submitWork`, which reserves its reward):
+    /// Accepted keeps the reservation; Paid spends it; Rejected and Expired return it to the budget.
+    /// `reward` is the submission's reward (≤ reserved ≤ 2^128, so the casts cannot truncate).
+    function _setStatus(Pool storage pool, Work storage w, WorkStatus to, uint256 reward) private {
+        w.status = to;
+        if (to == WorkStatus.Accepted) return;
         pool.reserved -= uint128(reward);
-        pool.budget += uint128(reward);
+        if (to != WorkStatus.Paid) pool.budget += uint128(reward);
     }
 }

@@ -46,20 +46,62 @@ interface IComputePool {
         bytes32 baseCheckpoint;
     }
 
+    /// @notice A view of one pool: its state and parameters (`params.validators` is always empty —
+    /// the validator set is a mapping: read `isValidator` or replay `ValidatorSet`).
+    /// @param owner the pool's creator; funds, closes and administers it
+    /// @param trainer the pool's trainer (= `params.trainer`, first so positional readers find it)
+    /// @param status Active until the owner closes it
+    /// @param latestStep the newest published checkpoint step
+    /// @param budget funded stake-token units not reserved by any submission
+    /// @param reserved units reserved by pending or accepted, unpaid submissions
+    /// @param params the parameters the pool was created with
+    struct PoolView {
+        address owner;
+        address trainer;
+        PoolStatus status;
+        uint64 latestStep;
+        uint256 budget;
+        uint256 reserved;
+        PoolParams params;
+    }
+
+    /// @notice A view of one submission, with its worker address and reward.
+    struct WorkView {
+        address worker;
+        uint256 poolId;
+        uint64 step;
+        uint32 nSamples;
+        uint64 submittedAt;
+        WorkStatus status;
+        uint256 reward;
+    }
+
+    /// @notice Pool `poolId` was created by `owner`, with `trainer` publishing its checkpoints.
     event PoolCreated(
         uint256 indexed poolId, address indexed owner, address indexed trainer, bytes32 taskRef, bytes32 baseCheckpoint
     );
+    /// @notice `validator` was allowed (`allowed`) or disallowed to attest and challenge in the pool.
     event ValidatorSet(uint256 indexed poolId, address indexed validator, bool allowed);
+    /// @notice `from` added `amount` to the pool's budget; `budget` is the new unreserved budget.
     event PoolFunded(uint256 indexed poolId, address indexed from, uint256 amount, uint256 budget);
+    /// @notice The pool was closed (or swept again) and `refunded` went back to the owner.
     event PoolClosed(uint256 indexed poolId, uint256 refunded);
+    /// @notice `worker` joined the pool; `workerId` is its global id in this contract.
     event WorkerJoined(uint256 indexed poolId, address indexed worker, uint32 workerId);
+    /// @notice `worker` left the pool (its submitted work stays judgeable and claimable).
     event WorkerLeft(uint256 indexed poolId, address indexed worker);
+    /// @notice The owner removed `worker` from the pool (its submitted work stays judgeable and claimable).
     event WorkerEjected(uint256 indexed poolId, address indexed worker);
+    /// @notice The trainer published the policy of `step`; `manifestDigest` is its checkpoint manifest digest.
     event CheckpointPublished(uint256 indexed poolId, uint64 indexed step, bytes32 manifestDigest);
+    /// @notice `worker` submitted rollout file `workId` (its digest) of `nSamples` samples made with the policy of `step`.
     event WorkSubmitted(
         uint256 indexed poolId, bytes32 indexed workId, address indexed worker, uint64 step, uint32 nSamples
     );
+    /// @notice `validator` attested the submission as valid.
     event WorkAccepted(uint256 indexed poolId, bytes32 indexed workId, address indexed validator);
+    /// @notice `validator` challenged the submission for `reasonCode` with the evidence document
+    /// `evidenceDigest`; the worker lost `slashed` and the reward went back to the budget.
     event WorkChallenged(
         uint256 indexed poolId,
         bytes32 indexed workId,
@@ -68,31 +110,65 @@ interface IComputePool {
         bytes32 evidenceDigest,
         uint256 slashed
     );
+    /// @notice Nobody judged the submission within the challenge window; its reward went back to the budget.
     event WorkExpired(uint256 indexed poolId, bytes32 indexed workId);
+    /// @notice `worker` was paid `amount` for `works` accepted submissions.
     event RewardsClaimed(address indexed worker, uint256 amount, uint256 works);
 
+    /// @notice An address argument that must be set was zero.
     error ZeroAddress();
+    /// @notice An amount (funding, sample count, claim total) that must be positive was zero.
     error ZeroAmount();
-    error InvalidParams(string reason);
+    /// @notice `createPool` was given an empty validator set.
+    error NoValidators();
+    /// @notice `createPool` was given a zero challenge window.
+    error ZeroChallengeWindow();
+    /// @notice `createPool` was given a reward lock shorter than the challenge window.
+    error RewardLockBeforeWindowEnd(uint32 rewardLock, uint32 challengeWindow);
+    /// @notice `createPool` was given a bounty share above `maxBps`.
+    error BountyBpsTooHigh(uint16 bountyBps, uint16 maxBps);
+    /// @notice Pool ids are stored in 32 bits; `poolId` would not fit.
+    error TooManyPools(uint256 poolId);
+    /// @notice No pool has id `poolId`.
     error UnknownPool(uint256 poolId);
+    /// @notice The pool is closed: no funding, validator changes, checkpoints, joins or submissions.
     error PoolNotActive(uint256 poolId);
+    /// @notice Only the pool owner may do this.
     error NotPoolOwner(uint256 poolId, address caller);
+    /// @notice Only the pool trainer may publish checkpoints.
     error NotPoolTrainer(uint256 poolId, address caller);
+    /// @notice Only a validator of the pool may attest or challenge.
     error NotPoolValidator(uint256 poolId, address caller);
+    /// @notice `worker` is already a member of the pool.
     error AlreadyMember(uint256 poolId, address worker);
+    /// @notice `worker` is not a member of the pool.
     error NotMember(uint256 poolId, address worker);
+    /// @notice The caller has `bonded` stake, the pool requires `required`.
     error InsufficientStake(uint256 bonded, uint256 required);
+    /// @notice A checkpoint's step must exceed the latest published one.
     error StepNotIncreasing(uint64 step, uint64 latestStep);
+    /// @notice A digest that must be set was zero.
     error ZeroDigest();
+    /// @notice No checkpoint was published for `step` in the pool.
     error UnknownStep(uint64 step);
+    /// @notice Work on `step` is older than the pool's async level allows.
     error StaleStep(uint64 step, uint64 latestStep, uint32 maxStaleness);
+    /// @notice A submission with this work id exists already.
     error DuplicateWork(bytes32 workId);
+    /// @notice No submission has this work id.
     error UnknownWork(bytes32 workId);
+    /// @notice The submission was judged already (`status`), or is not in a judgeable state.
     error AlreadyJudged(bytes32 workId, WorkStatus status);
+    /// @notice The submission's challenge window has closed.
     error ChallengeWindowClosed(bytes32 workId);
+    /// @notice The submission's challenge window is still open (it cannot expire yet).
     error ChallengeWindowOpen(bytes32 workId);
+    /// @notice The reward `needed` exceeds the pool's unreserved `budget`.
     error InsufficientBudget(uint256 needed, uint256 budget);
+    /// @notice Only the worker that submitted the work may claim it.
     error NotWorkOwner(bytes32 workId, address caller);
+    /// @notice Only accepted submissions can be claimed; this one is `status`.
     error NotClaimable(bytes32 workId, WorkStatus status);
+    /// @notice The reward is locked until `unlockAt`.
     error RewardLocked(bytes32 workId, uint64 unlockAt);
 }

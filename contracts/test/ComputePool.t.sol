@@ -19,14 +19,23 @@ contract ComputePoolTest is BaseTest {
     // ---------------------------------------------------------------- createPool
 
     function test_createPool_recordsParams() public view {
-        (address o, address t, IComputePool.PoolStatus s, uint64 latest, uint256 budget,, IComputePool.PoolParams memory p)
-        = pools.getPool(poolId);
-        assertEq(o, owner);
-        assertEq(t, trainer);
-        assertEq(uint8(s), uint8(IComputePool.PoolStatus.Active));
-        assertEq(latest, 0);
-        assertEq(budget, 1_000 ether);
-        assertEq(p.rewardPerSample, REWARD_PER_SAMPLE);
+        IComputePool.PoolView memory v = pools.getPool(poolId);
+        assertEq(v.owner, owner);
+        assertEq(v.trainer, trainer);
+        assertEq(v.params.trainer, trainer);
+        assertEq(uint8(v.status), uint8(IComputePool.PoolStatus.Active));
+        assertEq(v.latestStep, 0);
+        assertEq(v.budget, 1_000 ether);
+        assertEq(v.reserved, 0);
+        assertEq(v.params.minStake, MIN_STAKE);
+        assertEq(v.params.rewardPerSample, REWARD_PER_SAMPLE);
+        assertEq(v.params.slashAmount, SLASH);
+        assertEq(v.params.bountyBps, BOUNTY_BPS);
+        assertEq(v.params.challengeWindow, WINDOW);
+        assertEq(v.params.rewardLock, LOCK);
+        assertEq(v.params.maxStaleness, STALENESS);
+        assertEq(v.params.taskRef, TASK);
+        assertEq(v.params.baseCheckpoint, BASE_CKPT);
         assertEq(pools.checkpointAt(poolId, 0), BASE_CKPT);
         assertTrue(pools.isValidator(poolId, validator));
     }
@@ -34,15 +43,28 @@ contract ComputePoolTest is BaseTest {
     function test_createPool_refusesLockShorterThanWindow() public {
         IComputePool.PoolParams memory p = _params();
         p.rewardLock = WINDOW - 1;
-        vm.expectRevert(abi.encodeWithSelector(IComputePool.InvalidParams.selector, "rewardLock < challengeWindow"));
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.RewardLockBeforeWindowEnd.selector, WINDOW - 1, WINDOW));
         pools.createPool(p);
     }
 
     function test_createPool_refusesNoValidators() public {
         IComputePool.PoolParams memory p = _params();
         p.validators = new address[](0);
-        vm.expectRevert(abi.encodeWithSelector(IComputePool.InvalidParams.selector, "no validators"));
+        vm.expectRevert(IComputePool.NoValidators.selector);
         pools.createPool(p);
+    }
+
+    function test_createPool_refusesZeroWindow() public {
+        IComputePool.PoolParams memory p = _params();
+        p.challengeWindow = 0;
+        vm.expectRevert(IComputePool.ZeroChallengeWindow.selector);
+        pools.createPool(p);
+    }
+
+    function test_createPool_refusesPoolIdBeyond32Bits() public {
+        vm.store(address(pools), bytes32(0), bytes32(uint256(type(uint32).max))); // slot 0: poolCount
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.TooManyPools.selector, uint256(type(uint32).max) + 1));
+        pools.createPool(_params());
     }
 
     function test_createPool_refusesZeroTrainer() public {
@@ -62,7 +84,7 @@ contract ComputePoolTest is BaseTest {
     function test_createPool_refusesBadBounty() public {
         IComputePool.PoolParams memory p = _params();
         p.bountyBps = 10_001;
-        vm.expectRevert(abi.encodeWithSelector(IComputePool.InvalidParams.selector, "bountyBps > 10000"));
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.BountyBpsTooHigh.selector, 10_001, 10_000));
         pools.createPool(p);
     }
 
@@ -200,9 +222,9 @@ contract ComputePoolTest is BaseTest {
         vm.expectEmit(address(pools));
         emit IComputePool.WorkSubmitted(poolId, W1, alice, 0, 16);
         _submit(alice, poolId, 0, W1, 16);
-        (,,,, uint256 budget, uint256 reserved,) = pools.getPool(poolId);
-        assertEq(budget, 1_000 ether - 16 ether);
-        assertEq(reserved, 16 ether);
+        IComputePool.PoolView memory v = pools.getPool(poolId);
+        assertEq(v.budget, 1_000 ether - 16 ether);
+        assertEq(v.reserved, 16 ether);
         IComputePool.WorkStatus s = _status(W1);
         assertEq(uint8(s), uint8(IComputePool.WorkStatus.Pending));
     }
@@ -323,9 +345,9 @@ contract ComputePoolTest is BaseTest {
         assertEq(stake.bondedOf(alice), MIN_STAKE - SLASH);
         assertEq(token.balanceOf(validator), SLASH * BOUNTY_BPS / 10_000);
         assertEq(token.balanceOf(treasury), SLASH - SLASH * BOUNTY_BPS / 10_000);
-        (,,,, uint256 budget, uint256 reserved,) = pools.getPool(poolId);
-        assertEq(budget, 1_000 ether);
-        assertEq(reserved, 0);
+        IComputePool.PoolView memory v = pools.getPool(poolId);
+        assertEq(v.budget, 1_000 ether);
+        assertEq(v.reserved, 0);
     }
 
     function test_challenge_overridesAttestWithinWindow() public {
@@ -370,9 +392,9 @@ contract ComputePoolTest is BaseTest {
         vm.warp(block.timestamp + WINDOW + 1);
         pools.expireWork(W1);
         assertEq(uint8(_status(W1)), uint8(IComputePool.WorkStatus.Expired));
-        (,,,, uint256 budget, uint256 reserved,) = pools.getPool(poolId);
-        assertEq(budget, 1_000 ether);
-        assertEq(reserved, 0);
+        IComputePool.PoolView memory v = pools.getPool(poolId);
+        assertEq(v.budget, 1_000 ether);
+        assertEq(v.reserved, 0);
     }
 
     function test_expireWork_refusesJudged() public {

@@ -133,7 +133,7 @@ contract Handler is Test {
     function publish(uint256 poolSeed) external {
         if (poolIds.length == 0) return;
         uint256 id = _poolId(poolSeed);
-        (,,, uint64 latest,,,) = pools.getPool(id);
+        uint64 latest = pools.getPool(id).latestStep;
         vm.prank(trainer);
         try pools.publishCheckpoint(id, latest + 1, keccak256(abi.encode(id, latest + 1))) {} catch {}
     }
@@ -141,7 +141,7 @@ contract Handler is Test {
     function submit(uint256 workerSeed, uint256 poolSeed, uint64 stepBack, uint32 n) external {
         if (poolIds.length == 0) return;
         uint256 id = _poolId(poolSeed);
-        (,,, uint64 latest,,,) = pools.getPool(id);
+        uint64 latest = pools.getPool(id).latestStep;
         uint64 step = latest - uint64(bound(stepBack, 0, latest));
         bytes32 workId = keccak256(abi.encode("work", nonce++));
         vm.prank(_worker(workerSeed));
@@ -234,9 +234,9 @@ contract InvariantsTest is StdInvariant, Test {
             staked += stake.bondedOf(w) + unbonding;
         }
         for (uint256 i; i < handler.poolCount(); ++i) {
-            (,,,, uint256 b, uint256 r,) = pools.getPool(handler.poolIds(i));
-            budgets += b;
-            reserved += r;
+            IComputePool.PoolView memory v = pools.getPool(handler.poolIds(i));
+            budgets += v.budget;
+            reserved += v.reserved;
         }
     }
 

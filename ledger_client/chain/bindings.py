@@ -3,9 +3,95 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ledger_client.chain.contract import BoundContract, EventMeta
+
+
+# ---- structs (one NamedTuple per struct a function takes or returns)
+
+
+class PoolParams(NamedTuple):
+    """Struct `PoolParams`."""
+
+    trainer: str
+    validators: list[str]
+    min_stake: int
+    reward_per_sample: int
+    slash_amount: int
+    bounty_bps: int
+    challenge_window: int
+    reward_lock: int
+    max_staleness: int
+    task_ref: bytes
+    base_checkpoint: bytes
+
+    @classmethod
+    def from_abi(cls, value: Any) -> PoolParams:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            trainer=value[0],
+            validators=value[1],
+            min_stake=value[2],
+            reward_per_sample=value[3],
+            slash_amount=value[4],
+            bounty_bps=value[5],
+            challenge_window=value[6],
+            reward_lock=value[7],
+            max_staleness=value[8],
+            task_ref=value[9],
+            base_checkpoint=value[10],
+        )
+
+
+class PoolView(NamedTuple):
+    """Struct `PoolView`."""
+
+    owner: str
+    trainer: str
+    status: int
+    latest_step: int
+    budget: int
+    reserved: int
+    params: PoolParams
+
+    @classmethod
+    def from_abi(cls, value: Any) -> PoolView:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            owner=value[0],
+            trainer=value[1],
+            status=value[2],
+            latest_step=value[3],
+            budget=value[4],
+            reserved=value[5],
+            params=PoolParams.from_abi(value[6]),
+        )
+
+
+class WorkView(NamedTuple):
+    """Struct `WorkView`."""
+
+    worker: str
+    pool_id: int
+    step: int
+    n_samples: int
+    submitted_at: int
+    status: int
+    reward: int
+
+    @classmethod
+    def from_abi(cls, value: Any) -> WorkView:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            worker=value[0],
+            pool_id=value[1],
+            step=value[2],
+            n_samples=value[3],
+            submitted_at=value[4],
+            status=value[5],
+            reward=value[6],
+        )
 
 
 class StakeManager(BoundContract):
@@ -94,6 +180,10 @@ class ComputePool(BoundContract):
 
     NAME = "ComputePool"
 
+    def max_bps(self) -> int:
+        """Call `MAX_BPS` (view)."""
+        return self._call("MAX_BPS")
+
     def attest(self, work_id: bytes) -> Any:
         """Send a `attest` transaction; returns the receipt."""
         return self._transact("attest", work_id)
@@ -114,7 +204,7 @@ class ComputePool(BoundContract):
         """Send a `closePool` transaction; returns the receipt."""
         return self._transact("closePool", pool_id)
 
-    def create_pool(self, p: Any) -> Any:
+    def create_pool(self, p: PoolParams | tuple) -> Any:
         """Send a `createPool` transaction; returns the receipt."""
         return self._transact("createPool", p)
 
@@ -130,13 +220,13 @@ class ComputePool(BoundContract):
         """Send a `fundPool` transaction; returns the receipt."""
         return self._transact("fundPool", pool_id, amount)
 
-    def get_pool(self, pool_id: int) -> tuple:
+    def get_pool(self, pool_id: int) -> PoolView:
         """Call `getPool` (view)."""
-        return self._call("getPool", pool_id)
+        return PoolView.from_abi(self._call("getPool", pool_id))
 
-    def get_work(self, work_id: bytes) -> Any:
+    def get_work(self, work_id: bytes) -> WorkView:
         """Call `getWork` (view)."""
-        return self._call("getWork", work_id)
+        return WorkView.from_abi(self._call("getWork", work_id))
 
     def is_member(self, pool_id: int, worker: str) -> bool:
         """Call `isMember` (view)."""

@@ -5,7 +5,8 @@ Run by `make contracts` after `forge build`:
     python -m ledger_client.chain.codegen contracts/out
 
 It writes `ledger_client/chain/abi/<Name>.json` (abi + creation bytecode) and
-`ledger_client/chain/bindings.py` (one typed class per contract, one dataclass per event). Both are
+`ledger_client/chain/bindings.py` (one typed class per contract, one dataclass per event, one NamedTuple per
+struct a function takes or returns). Both are
 committed so the package works without forge; `tests/test_bindings.py` checks they match the
 compiled contracts.
 """
@@ -29,10 +30,20 @@ def snake(name: str) -> str:
     return s + "_" if keyword.iskeyword(s) or s in {"self", "sender"} else s
 
 
-def py_type(abi_type: str) -> str:
-    """Python annotation for a Solidity ABI type."""
+def struct_name(item: dict) -> str | None:
+    """`PoolView` for an ABI entry of internal type `struct IComputePool.PoolView` (or an array of it)."""
+    internal = item.get("internalType", "")
+    if not internal.startswith("struct "):
+        return None
+    return internal[len("struct "):].split(".")[-1].split("[")[0]
+
+
+def py_type(abi_type: str, item: dict | None = None) -> str:
+    """Python annotation for a Solidity ABI type (`item`, the ABI entry, names structs)."""
     if abi_type.endswith("]"):
-        return f"list[{py_type(abi_type[: abi_type.rindex('[')])}]"
+        return f"list[{py_type(abi_type[: abi_type.rindex('[')], item)}]"
+    if abi_type == "tuple" and item is not None and struct_name(item):
+        return struct_name(item)
     if abi_type.startswith(("uint", "int")):
         return "int"
     if abi_type == "address" or abi_type == "string":
@@ -48,7 +59,7 @@ def _params(inputs: list[dict]) -> list[tuple[str, str]]:
     out = []
     for i, inp in enumerate(inputs):
         name = snake(inp["name"]) if inp.get("name") else f"arg{i}"
-        out.append((name, py_type(inp["type"])))
+        out.append((name, py_type(inp["type"], inp)))
     return out
 
 
@@ -56,8 +67,41 @@ def _return_type(outputs: list[dict]) -> str:
     if not outputs:
         return "None"
     if len(outputs) == 1:
-        return py_type(outputs[0]["type"])
+        return py_type(outputs[0]["type"], outputs[0])
     return "tuple"
+
+
+def _collect_structs(items: list[dict], into: dict[str, list[dict]]) -> None:
+    """Every struct among `items` (ABI parameters), nested ones first, by name."""
+    for item in items:
+        if item["type"].startswith("tuple"):
+            _collect_structs(item["components"], into)
+            name = struct_name(item)
+            if name and name not in into:
+                into[name] = item["components"]
+
+
+def _decoder(item: dict, expr: str) -> str:
+    """Python expression turning the web3 value `expr` of ABI parameter `item` into its typed form."""
+    name = struct_name(item)
+    if name is None:
+        return expr
+    if item["type"].endswith("]"):
+        return f"[{name}.from_abi(x) for x in {expr}]"
+    return f"{name}.from_abi({expr})"
+
+
+def _render_struct(name: str, components: list[dict]) -> list[str]:
+    # a NamedTuple: web3 encodes it as the tuple it is, and positional readers keep working
+    fields = [(snake(c["name"]), py_type(c["type"], c), c) for c in components]
+    lines = ["", "", f"class {name}(NamedTuple):", f'    """Struct `{name}`."""', ""]
+    lines += [f"    {f}: {t}" for f, t, _ in fields]
+    lines += ["", "    @classmethod", f"    def from_abi(cls, value: Any) -> {name}:",
+              '        """From the tuple web3 decodes (nested structs become their classes too)."""',
+              "        return cls("]
+    lines += [f"            {f}={_decoder(c, f'value[{i}]')}," for i, (f, _, c) in enumerate(fields)]
+    lines += ["        )"]
+    return lines
 
 
 def render_bindings(abis: dict[str, list[dict]]) -> str:
@@ -67,24 +111,36 @@ def render_bindings(abis: dict[str, list[dict]]) -> str:
         "from __future__ import annotations",
         "",
         "from dataclasses import dataclass",
-        "from typing import Any",
+        "from typing import Any, NamedTuple",
         "",
         "from ledger_client.chain.contract import BoundContract, EventMeta",
-        "",
     ]
+    structs: dict[str, list[dict]] = {}
+    for abi in abis.values():
+        for item in abi:
+            if item["type"] == "function":
+                _collect_structs(item["inputs"] + item["outputs"], structs)
+    lines += ["", "", "# ---- structs (one NamedTuple per struct a function takes or returns)"]
+    for sname, components in structs.items():
+        lines += _render_struct(sname, components)
+    lines.append("")
     event_classes: dict[str, list[str]] = {}
     for cname, abi in abis.items():
         lines += ["", f"class {cname}(BoundContract):", f'    """Binding of `{cname}.sol`."""', "", f'    NAME = "{cname}"']
         for item in sorted((x for x in abi if x["type"] == "function"), key=lambda x: x["name"]):
             params = _params(item["inputs"])
-            sig = ", ".join(["self"] + [f"{n}: {t}" for n, t in params])
+            sig = ", ".join(["self"] + [f"{n}: {t} | tuple" if struct_name(i) else f"{n}: {t}"
+                                        for (n, t), i in zip(params, item["inputs"])])
             args = ", ".join(n for n, _ in params)
             view = item["stateMutability"] in ("view", "pure")
             lines.append("")
             if view:
+                call = f'self._call("{item["name"]}"{", " if args else ""}{args})'
+                if len(item["outputs"]) == 1:
+                    call = _decoder(item["outputs"][0], call)
                 lines.append(f"    def {snake(item['name'])}({sig}) -> {_return_type(item['outputs'])}:")
                 lines.append(f'        """Call `{item["name"]}` (view)."""')
-                lines.append(f'        return self._call("{item["name"]}"{", " if args else ""}{args})')
+                lines.append(f"        return {call}")
             else:
                 lines.append(f"    def {snake(item['name'])}({sig}) -> Any:")
                 lines.append(f'        """Send a `{item["name"]}` transaction; returns the receipt."""')

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from ledger_client.chain.bindings import PoolView
 from ledger_client.chain.ledger import Ledger
 from protocol.digest import Digest
 from protocol.pool import PoolState, PoolStatus, Work, WorkStatus
@@ -14,24 +15,23 @@ def pool_state(ledger: Ledger, pool_id: int) -> PoolState:
     return decode_pool(pool_id, ledger.pool.get_pool(pool_id))
 
 
-def decode_pool(pool_id: int, raw: tuple) -> PoolState:
-    """`ComputePool.getPool`'s return value as a PoolState: the one place that knows its layout."""
-    owner, trainer, status, latest, budget, reserved, params = raw
-    (_, _, min_stake, reward_per_sample, slash_amount, bounty_bps, challenge_window, reward_lock, async_level, task_ref,
-     base_checkpoint) = params
+def decode_pool(pool_id: int, view: PoolView) -> PoolState:
+    """`ComputePool.getPool`'s typed view as the PoolState every role reads."""
+    p = view.params
     return PoolState(
-        pool_id=pool_id, owner=owner, trainer=trainer, status=PoolStatus(status), latest_step=latest, budget=budget,
-        reserved=reserved, min_stake=min_stake, reward_per_sample=reward_per_sample, slash_amount=slash_amount,
-        bounty_bps=bounty_bps, challenge_window_s=challenge_window, reward_lock_s=reward_lock, async_level=async_level,
-        task_ref=Digest(task_ref), base_checkpoint=Digest(base_checkpoint),
+        pool_id=pool_id, owner=view.owner, trainer=view.trainer, status=PoolStatus(view.status),
+        latest_step=view.latest_step, budget=view.budget, reserved=view.reserved, min_stake=p.min_stake,
+        reward_per_sample=p.reward_per_sample, slash_amount=p.slash_amount, bounty_bps=p.bounty_bps,
+        challenge_window_s=p.challenge_window, reward_lock_s=p.reward_lock, async_level=p.max_staleness,
+        task_ref=Digest(p.task_ref), base_checkpoint=Digest(p.base_checkpoint),
     )
 
 
 def get_work(ledger: Ledger, work_id: bytes) -> Work:
     """One submission (raises UnknownWork)."""
-    worker, pool_id, step, n_samples, submitted_at, status, reward = ledger.pool.get_work(work_id)
-    return Work(work_id=bytes(work_id), worker=worker, pool_id=pool_id, step=step, n_samples=n_samples,
-                submitted_at=submitted_at, status=WorkStatus(status), reward=reward)
+    v = ledger.pool.get_work(work_id)
+    return Work(work_id=bytes(work_id), worker=v.worker, pool_id=v.pool_id, step=v.step, n_samples=v.n_samples,
+                submitted_at=v.submitted_at, status=WorkStatus(v.status), reward=v.reward)
 
 
 def works_of(ledger: Ledger, worker: str, pool_id: int | None = None) -> list[Work]:
