@@ -69,6 +69,9 @@ class InferenceBackend(Protocol):
     def eos_token_id(self) -> int: ...
 
     @property
+    def eos_token_ids(self) -> tuple[int, ...]: ...
+
+    @property
     def vocab_size(self) -> int: ...
 
     def generate(

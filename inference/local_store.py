@@ -127,9 +127,22 @@ def load_policy_weights(root: str | Path, step: int, model: PreTrainedModel) -> 
     than `load_policy` for a worker that follows every step."""
     path = step_dir(Path(root), step) / "model.safetensors"
     try:
-        model.load_state_dict(load_file(path))
+        weights = load_file(path)
+        # a tied model saves its embedding once; the LM head shares that tensor, so it needs no key
+        tied = {key for key in model.state_dict() if key not in weights and _is_tied(model, key)}
+        missing, unexpected = model.load_state_dict(weights, strict=False)
+        if set(missing) - tied or unexpected:
+            raise RuntimeError(f"missing {sorted(set(missing) - tied)}, unexpected {sorted(unexpected)}")
     except (OSError, RuntimeError) as exc:
         raise PolicyStoreError(f"cannot load policy step {step} weights from {path}: {exc}") from exc
+
+
+def _is_tied(model: PreTrainedModel, key: str) -> bool:
+    """Whether parameter `key` is the output embedding of a model whose embeddings are tied."""
+    output = model.get_output_embeddings()
+    return (bool(getattr(model.config, "tie_word_embeddings", False)) and output is not None
+            and key.endswith("weight") and model.get_parameter(key) is output.weight
+            and output.weight is model.get_input_embeddings().weight)
 
 
 def read_progress(folder: str | Path) -> TrainerProgress | None:

@@ -20,3 +20,18 @@ def load_policy(folder: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]
     except (OSError, ValueError) as exc:
         raise InferenceError(f"cannot load a policy from {folder}: {str(exc).splitlines()[0]}") from None
     return model.eval(), tokenizer
+
+
+def stop_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> tuple[int, ...]:
+    """Every token that ends a completion: the tokenizer's EOS, the model config's and the generation
+    config's (Qwen-style checkpoints stop on `<|im_end|>` and `<|endoftext|>`). Sorted, no duplicates."""
+    ids: set[int] = set()
+    generation = getattr(model, "generation_config", None)
+    for value in (tokenizer.eos_token_id, model.config.eos_token_id, getattr(generation, "eos_token_id", None)):
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple)):
+            ids.update(int(v) for v in value)
+    if not ids:
+        raise InferenceError("the checkpoint names no EOS token (tokenizer, config and generation config)")
+    return tuple(sorted(ids))

@@ -39,7 +39,7 @@ class TorchBackend:
         model: PreTrainedModel,
         compute_dtype: torch.dtype = torch.float32,
         pad_token_id: int | None = None,
-        eos_token_id: int | None = None,
+        eos_token_id: int | Sequence[int] | None = None,
         prefill_padding_side: Literal["left", "right"] = "right",
         prefill_chunk_size: int | None = None,
     ) -> None:
@@ -53,20 +53,27 @@ class TorchBackend:
         self.decoder = model.get_decoder()
         self.lm_head = model.get_output_embeddings()
         eos = eos_token_id if eos_token_id is not None else config.eos_token_id
-        if isinstance(eos, list):
-            eos = eos[0]
         if eos is None:
             raise InferenceError("model config has no eos_token_id; pass eos_token_id")
-        self._eos = int(eos)
+        self._eos_ids = tuple(int(e) for e in eos) if isinstance(eos, (list, tuple)) else (int(eos),)
+        if not self._eos_ids:
+            raise InferenceError("eos_token_id is an empty list")
+        self._eos_set = frozenset(self._eos_ids)
         pad = pad_token_id if pad_token_id is not None else config.pad_token_id
-        self.pad_token_id = int(pad) if pad is not None else self._eos
+        self.pad_token_id = int(pad) if pad is not None else self._eos_ids[0]
         self.vocab_size = int(self.lm_head.weight.shape[0])
         self.prefill_padding_side = prefill_padding_side
         self.prefill_chunk_size = prefill_chunk_size
 
     @property
     def eos_token_id(self) -> int:
-        return self._eos
+        """The first stop token (see `eos_token_ids` for all of them)."""
+        return self._eos_ids[0]
+
+    @property
+    def eos_token_ids(self) -> tuple[int, ...]:
+        """Every token that ends a completion."""
+        return self._eos_ids
 
     def _check_ids(self, ids: Sequence[int], what: str) -> None:
         if any(not 0 <= t < self.vocab_size for t in ids):
@@ -134,7 +141,7 @@ class TorchBackend:
                 logprobs[row].append(float(log_probs[row, token]))
                 hiddens[row].append(step_hidden[row])
                 next_ids[row, 0] = token
-                if token == self._eos:
+                if token in self._eos_set:
                     active[row] = False
             if not any(active) or step + 1 == params.max_tokens:
                 break
@@ -151,7 +158,7 @@ class TorchBackend:
                 token_ids=tokens[row],
                 logprobs=logprobs[row],
                 hidden=torch.stack(hiddens[row]),
-                finish_reason="eos" if tokens[row][-1] == self._eos else "length",
+                finish_reason="eos" if tokens[row][-1] in self._eos_set else "length",
                 seed=int(seeds[row]),
             )
             for row in range(batch)

@@ -107,7 +107,7 @@ def _structural_checks(
     expected_prompt: Sequence[int] | None,
     expected_seed: int | None,
 ) -> list[CheckResult]:
-    eos_token_id = backend.eos_token_id
+    eos_token_ids = backend.eos_token_ids
     ids = record.prompt_ids + record.completion_ids
     in_vocab = bool(record.prompt_ids) and all(0 <= t < backend.vocab_size for t in ids)
     checks = [CheckResult(
@@ -127,10 +127,10 @@ def _structural_checks(
         ))
     if record.finish_reason != "eos":
         term = check_termination(
-            record.completion_ids, record.finish_reason, config.sampling.max_tokens, eos_token_id
+            record.completion_ids, record.finish_reason, config.sampling.max_tokens, eos_token_ids
         )
         checks.append(CheckResult(name="termination", passed=term.passed, reason=term.reason))
-    elif not record.completion_ids or record.completion_ids[-1] != eos_token_id:
+    elif not record.completion_ids or record.completion_ids[-1] not in eos_token_ids:
         checks.append(CheckResult(
             name="termination", passed=False, reason="finish_reason eos but no final EOS",
         ))
@@ -154,7 +154,7 @@ def verify_completions(
     seeds = list(expected_seeds) if expected_seeds is not None else [None] * n
     if len(prompts) != n or len(seeds) != n:
         raise ValueError("expected_prompts and expected_seeds need one entry per record")
-    eos = backend.eos_token_id
+    eos = backend.eos_token_ids
     early = [
         _structural_checks(r, config, backend, p, s) for r, p, s in zip(records, prompts, seeds)
     ]

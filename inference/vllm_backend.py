@@ -129,15 +129,15 @@ class VllmBackend:
             from vllm import LLM
         except ImportError as err:
             raise InferenceError("vLLM is not installed: pip install '.[vllm]'") from err
+        # chunked prefill off: a partial prompt chunk yields logits vLLM discards, and the logits processor
+        # must only advance a request's Gumbel stream for a token that is really sampled
         self._llm = LLM(
             model=model_path, dtype=dtype, enforce_eager=True, enable_prefix_caching=False,
-            logits_processors=[_logits_processor_class()], **engine_kwargs,
+            enable_chunked_prefill=False, logits_processors=[_logits_processor_class()], **engine_kwargs,
         )
         self._norm_outputs: list[torch.Tensor] | None = None
         self._llm.apply_model(self._instrument)
-        config = self._llm.llm_engine.model_config.hf_config
-        eos = config.eos_token_id
-        self._eos = int(eos[0] if isinstance(eos, list) else eos)
+        self._eos_ids = _stop_ids(model_path)
         self._vocab_size = int(self._llm.llm_engine.model_config.get_vocab_size())
 
     def _instrument(self, model: Any) -> None:
@@ -159,7 +159,11 @@ class VllmBackend:
 
     @property
     def eos_token_id(self) -> int:
-        return self._eos
+        return self._eos_ids[0]
+
+    @property
+    def eos_token_ids(self) -> tuple[int, ...]:
+        return self._eos_ids
 
     @property
     def vocab_size(self) -> int:
@@ -187,7 +191,8 @@ class VllmBackend:
             requests = [
                 VllmParams(
                     temperature=1.0, top_p=1.0, max_tokens=params.max_tokens,
-                    stop_token_ids=[self._eos], extra_args={_KEY: key},
+                    # our stop set only (generation-config EOS handling off, so "length" means length)
+                    ignore_eos=True, stop_token_ids=list(self._eos_ids), extra_args={_KEY: key},
                 )
                 for key in keys
             ]
@@ -204,7 +209,7 @@ class VllmBackend:
             n = len(tokens)
             completions.append(Completion(
                 token_ids=tokens, logprobs=state.logprobs[:n], hidden=torch.stack(state.hidden[:n]),
-                finish_reason="eos" if tokens and tokens[-1] == self._eos else "length",
+                finish_reason="eos" if tokens and tokens[-1] in self._eos_ids else "length",
                 seed=int(seed),
             ))
         return completions
@@ -226,7 +231,7 @@ class VllmBackend:
         first = len(prompt_ids) - 1
         hidden = captured[first : first + len(completion_ids)]
         logits = self._llm.apply_model(
-            lambda model: model.compute_logits(hidden.to(next(model.parameters()).device))
+            lambda model: _compute_logits(self._compute_logits, hidden.to(next(model.parameters()).device))
             .float().cpu()
         )[0]
         return Prefill(hidden=hidden, logits=logits)
@@ -235,3 +240,32 @@ class VllmBackend:
         self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]]
     ) -> list[Prefill]:
         return [self.prefill(p, c) for p, c in pairs]
+
+
+def _compute_logits(compute_logits: Any, hidden: torch.Tensor) -> torch.Tensor:
+    """`compute_logits(hidden)` (vLLM >= 0.11) or `compute_logits(hidden, sampling_metadata)` (older)."""
+    try:
+        return compute_logits(hidden)
+    except TypeError:
+        return compute_logits(hidden, None)
+
+
+def _stop_ids(model_path: str) -> tuple[int, ...]:
+    """The checkpoint's stop tokens, read as inference.policy.stop_token_ids reads them."""
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+
+    ids: set[int] = set()
+    sources = [AutoTokenizer.from_pretrained(model_path).eos_token_id, AutoConfig.from_pretrained(model_path).eos_token_id]
+    try:
+        sources.append(GenerationConfig.from_pretrained(model_path).eos_token_id)
+    except OSError:
+        pass
+    for value in sources:
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple)):
+            ids.update(int(v) for v in value)
+    if not ids:
+        raise InferenceError(f"{model_path} names no EOS token")
+    return tuple(sorted(ids))
+

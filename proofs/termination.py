@@ -12,6 +12,7 @@ Anything else (e.g. a completion cut short without EOS) fails.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from typing import Literal
 
 import torch
@@ -34,33 +35,36 @@ def check_termination(
     token_ids: list[int],
     finish_reason: Literal["eos", "length"] | str,
     max_tokens: int,
-    eos_token_id: int,
+    eos_token_id: int | Collection[int],
     last_logits: torch.Tensor | None = None,
     temperature: float = 1.0,
     min_eos_prob: float = DEFAULT_MIN_EOS_PROB,
 ) -> TerminationResult:
-    """Apply the rules above; `last_logits` [V] are the recomputed logits of the last token."""
+    """Apply the rules above; `eos_token_id` is the stop token or every stop token of the checkpoint
+    (then "EOS" means any of them and p(EOS) is their total probability); `last_logits` [V] are the
+    recomputed logits of the last token."""
+    stops = {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id)
     n = len(token_ids)
     if n > max_tokens:
         return TerminationResult(passed=False, reason=f"{n} tokens exceed max_tokens {max_tokens}")
-    if eos_token_id in token_ids[:-1]:
+    if stops.intersection(token_ids[:-1]):
         return TerminationResult(passed=False, reason="EOS before the last token")
     if finish_reason == "length":
         if n != max_tokens:
             return TerminationResult(
                 passed=False, reason=f"stopped at {n} of {max_tokens} tokens without EOS"
             )
-        if token_ids[-1] == eos_token_id:
+        if token_ids[-1] in stops:
             return TerminationResult(passed=False, reason="finish_reason length but ends in EOS")
         return TerminationResult(passed=True)
     if finish_reason != "eos":
         return TerminationResult(passed=False, reason=f"unknown finish_reason {finish_reason!r}")
-    if n == 0 or token_ids[-1] != eos_token_id:
+    if n == 0 or token_ids[-1] not in stops:
         return TerminationResult(passed=False, reason="finish_reason eos but no final EOS")
     if last_logits is None:
         return TerminationResult(passed=False, reason="no recomputed logits for the EOS position")
     scale = temperature if temperature > 0 else 1.0
-    eos_prob = float(torch.softmax(last_logits.float() / scale, dim=-1)[eos_token_id])
+    eos_prob = float(torch.softmax(last_logits.float() / scale, dim=-1)[sorted(stops)].sum())
     if not eos_prob >= min_eos_prob:
         return TerminationResult(
             passed=False,

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from inference.policy import load_policy
 from inference.tiny import build_char_tokenizer, build_tiny_llama
 from ledger_client.cli import UsageError, load_devnet_info
 from ledger_client.ipfs.content import publish_run_spec
@@ -38,12 +39,16 @@ def load_run_spec(path: Path) -> RunSpec:
 
 
 def init_policy(spec: RunSpec, model: ModelSpec, warm_steps: int, warm_lr: float,
-                seed: int = 0) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """A fresh tiny policy after the supervised warm start on the spec's task."""
+                seed: int = 0, checkpoint: Path | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The pool's starting policy after the supervised warm start on the spec's task: a Hugging Face
+    checkpoint folder (loaded in float32, the trainer's master precision), or the in-code tiny model."""
     torch.manual_seed(seed)
-    tokenizer = build_char_tokenizer()
-    policy = build_tiny_llama(len(tokenizer), seed=model.init_seed, hidden=model.hidden, layers=model.layers,
-                              heads=model.heads)
+    if checkpoint is not None:
+        policy, tokenizer = load_policy(checkpoint)
+    else:
+        tokenizer = build_char_tokenizer()
+        policy = build_tiny_llama(len(tokenizer), seed=model.init_seed, hidden=model.hidden, layers=model.layers,
+                                  heads=model.heads)
     task = build_task(spec.task)
     if warm_steps:
         supervised_warm_start(policy, tokenizer, task, warm_steps, lr=warm_lr, seed=seed)
@@ -54,6 +59,8 @@ def add_init_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-spec", type=Path, required=True, help="run spec TOML (task, sampling, verification)")
     p.add_argument("--kubo-api", help="Kubo RPC API (default: the devnet's)")
     p.add_argument("--devnet-dir", type=Path, default=Path(".devnet"))
+    p.add_argument("--checkpoint", type=Path, help="start from this Hugging Face model folder (default: the tiny "
+                   "in-code model built from --hidden/--layers/--heads)")
     p.add_argument("--hidden", type=int, default=ModelSpec().hidden)
     p.add_argument("--layers", type=int, default=ModelSpec().layers)
     p.add_argument("--heads", type=int, default=ModelSpec().heads)
@@ -69,7 +76,7 @@ def run_init(args: argparse.Namespace) -> int:
         raise UsageError("no --kubo-api given and no devnet is up")
     torch.set_num_threads(min(2, torch.get_num_threads()))
     model, tokenizer = init_policy(spec, ModelSpec(hidden=args.hidden, layers=args.layers, heads=args.heads),
-                                   args.warm_steps, args.warm_lr, args.seed)
+                                   args.warm_steps, args.warm_lr, args.seed, checkpoint=args.checkpoint)
     with KuboClient(kubo_api) as kubo:
         base = base_checkpoint_digest(kubo, model.state_dict(), model.config, tokenizer)
         task_ref = publish_run_spec(kubo, spec)

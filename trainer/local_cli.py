@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
 from inference.local_store import DONE_MARKER, LocalPolicyStore
+from inference.policy import load_policy
 from inference.tiny import build_char_tokenizer, build_tiny_llama
 from ledger_client.cli import load_settings, one_line_errors, pop_option
 from protocol.pool import versions_to_keep
@@ -36,8 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     hf_logging.disable_progress_bar()
     if init:
-        model = AutoModelForCausalLM.from_pretrained(Path(init))
-        tokenizer = AutoTokenizer.from_pretrained(Path(init))
+        # float32 master weights whatever the checkpoint's dtype: an lr-3e-7 AdamW step is below bf16's
+        # resolution (8 bits of mantissa) and would be lost
+        model, tokenizer = load_policy(Path(init))
     else:
         tokenizer = build_char_tokenizer()
         spec = config.model

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inference.policy import load_policy
+from inference.policy import load_policy, stop_token_ids
 from inference.torch_backend import TorchBackend
 from inference.verify import CompletionRecord, VerifyConfig, verify_completions
 from ledger_client.chain.ledger import Ledger
@@ -66,7 +66,7 @@ class RolloutChecker:
         if cached is None or cached[0] != digest:
             fetched = fetch_checkpoint(self.kubo, digest, self.cache_dir / "checkpoints", retention=self.retention)
             model, tokenizer = load_policy(fetched.path)
-            backend = TorchBackend(model, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+            backend = TorchBackend(model, eos_token_id=stop_token_ids(model, tokenizer), pad_token_id=tokenizer.pad_token_id)
             self._policies[step] = (digest, backend, tokenizer)
             for old in sorted(self._policies)[: -(self.retention.keep)]:
                 del self._policies[old]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from inference.policy import stop_token_ids
 from inference.torch_backend import TorchBackend
 from proofs.assignment import assign_prompts
 from protocol.digest import Digest
@@ -18,7 +19,7 @@ def make_batch(policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int
     task = build_task(spec.task)
     indices = assign_prompts(spec.pool_seed_bytes, worker, step, nonce, assignment_space(task),
                              spec.prompts_per_submission)
-    backend = TorchBackend(policy.model, eos_token_id=policy.tokenizer.eos_token_id,
+    backend = TorchBackend(policy.model, eos_token_id=stop_token_ids(policy.model, policy.tokenizer),
                            pad_token_id=policy.tokenizer.pad_token_id)
     return make_rollouts(backend, policy.tokenizer, task, spec.task, indices, spec.sampling, step,
                          Digest(policy.manifest_digest), worker, pool_seed=spec.pool_seed_bytes, nonce=nonce)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from inference.policy import stop_token_ids
 from inference.tiny import build_tiny_llama
 from inference.torch_backend import TorchBackend
 from ledger_client.ipfs.content import put_object
@@ -77,7 +78,8 @@ def _generate_with(model, policy: Policy, spec: RunSpec, worker: str, step: int,
                    temperature: float) -> RolloutBatch:
     """Honest-looking file whose completions come from `model` at `temperature`."""
     batch = make_batch(policy, spec, worker, step, nonce)
-    backend = TorchBackend(model, eos_token_id=policy.tokenizer.eos_token_id, pad_token_id=policy.tokenizer.pad_token_id)
+    backend = TorchBackend(model, eos_token_id=stop_token_ids(policy.model, policy.tokenizer),
+                           pad_token_id=policy.tokenizer.pad_token_id)
     params = spec.sampling.model_copy(update={"temperature": temperature})
     completions = backend.generate([s.prompt_ids for s in batch.samples], params, [s.seed for s in batch.samples])
     proofs = build_proofs_batch([c.hidden for c in completions], chunk=batch.header.proof_chunk)
