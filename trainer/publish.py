@@ -18,6 +18,7 @@ from ledger_client.ipfs.checkpoints import PinRetention, manifest_cid_of, publis
 from ledger_client.ipfs.content import put_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import digest_to_cid
+from protocol.pool import versions_to_keep
 
 
 class IpfsPublisher:
@@ -25,7 +26,7 @@ class IpfsPublisher:
 
     Step 0 is the pool's base checkpoint, fixed when the pool was created and already on IPFS
     (the trainer starts from it), so it is not published again. Later steps are published with
-    `publishCheckpoint`. The node keeps the newest `async_level + 1` versions pinned.
+    `publishCheckpoint`. The node keeps the newest `versions_to_keep(async_level)` versions pinned.
 
     With `metrics_of(step)` the step's metrics line (reward, accuracy, clipped fraction, staleness,
     ...) goes to IPFS as a small JSON object named by the manifest's `metrics` field, so anyone can
@@ -42,7 +43,7 @@ class IpfsPublisher:
         self.config = manifest_config(model_config)
         self.tokenizer_dir = Path(tempfile.mkdtemp(prefix="proofswarm-tokenizer-"))
         self.tokenizer_files = tokenizer_files(tokenizer, self.tokenizer_dir)
-        self.retention = PinRetention(kubo, Path(state_dir) / "published-pins.json", keep=async_level + 1)
+        self.retention = PinRetention(kubo, Path(state_dir) / "published-pins.json", keep=versions_to_keep(async_level))
         base = bytes(ledger.pool.checkpoint_at(pool_id, 0))
         self.published: dict[int, str] = {0: "0x" + base.hex()}
         self.metrics_of = metrics_of
@@ -100,8 +101,6 @@ def manifest_config(model_config: PretrainedConfig) -> dict:
 def tokenizer_files(tokenizer: PreTrainedTokenizerBase, folder: Path) -> list[Path]:
     """Save the tokenizer into `folder`; the files a manifest carries."""
     return sorted(Path(p) for p in tokenizer.save_pretrained(folder) if Path(p).is_file())
-
-
 
 
 def metrics_bytes(metrics: dict) -> bytes:
