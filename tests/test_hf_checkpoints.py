@@ -18,10 +18,11 @@ from inference.torch_backend import NO_EOS, TorchBackend
 from inference.verify import CompletionRecord, VerifyConfig, verify_completions
 from proofs.sampling import derive_seed
 from proofs.termination import check_termination
-from proofs.toploc import build_proofs_batch
-from protocol.runspec import SamplingSpec
+from proofs.toploc import Thresholds, build_proofs_batch
+from protocol.runspec import RunSpec, SamplingSpec
 from tasks.encoding import encode_prompt
 from tasks.registry import TaskSpec, build_task
+from validator.calibrate import measure, thresholds
 
 
 @pytest.fixture(scope="module")
@@ -112,3 +113,34 @@ def test_float32_master_weights_keep_an_lr_3e7_update_that_bf16_loses(folders: d
 
     assert changed_fraction(torch.float32) > 0.5
     assert changed_fraction(torch.bfloat16) < 0.05
+
+
+def test_calibrated_thresholds_pass_honest_bf16_workers_and_catch_other_weights(folders: dict[str, Path]) -> None:
+    spec = RunSpec(task=TaskSpec(name="sort", params={"min_digits": 3, "max_digits": 3}), pool_seed="0x" + "ab" * 32,
+                   sampling=SamplingSpec(group_size=2, temperature=1.0, max_tokens=6))
+    noise = measure(folders["qwen2"], spec, ["float32", "bfloat16"], [1, 3], n_prompts=3)
+    assert noise.chunks > 0 and noise.max_logit_diff > 0  # bf16 compute is noisy, float32 on our kernels is not
+    verification = thresholds(noise, spec.verification, margin=2.0, margin_matches=4)
+    config = VerifyConfig(
+        sampling=spec.sampling, chunk=32, logit_tolerance=verification.logit_tolerance,
+        thresholds=Thresholds(min_exp_matches=verification.toploc_min_exp_matches,
+                              max_mant_err_mean=verification.toploc_max_mant_err_mean,
+                              max_mant_err_median=verification.toploc_max_mant_err_median))
+    model, tokenizer = load_policy(folders["qwen2"])
+    reference = TorchBackend(model, eos_token_id=stop_token_ids(model, tokenizer))
+    prompts = [encode_prompt(tokenizer, build_task(spec.task).problem(i).prompt) for i in range(4)]
+    seeds = list(range(4))
+
+    def records_from(worker: TorchBackend) -> list[CompletionRecord]:
+        completions = worker.generate(prompts, spec.sampling, seeds)
+        proofs = build_proofs_batch([c.hidden for c in completions], chunk=32)
+        return [CompletionRecord(prompt_ids=p, completion_ids=c.token_ids, proofs=pr, seed=c.seed,
+                                 finish_reason=c.finish_reason) for p, c, pr in zip(prompts, completions, proofs)]
+
+    honest_model, _ = load_policy(folders["qwen2"])
+    honest = TorchBackend(honest_model, compute_dtype=torch.bfloat16, eos_token_id=stop_token_ids(model, tokenizer))
+    assert all(v.passed for v in verify_completions(reference, records_from(honest), config))
+    other = qwen2_style(folders["qwen2"].parent / "other", seed=1)
+    cheat_model, _ = load_policy(other)
+    cheat = TorchBackend(cheat_model, compute_dtype=torch.bfloat16, eos_token_id=stop_token_ids(model, tokenizer))
+    assert not any(v.passed for v in verify_completions(reference, records_from(cheat), config))

@@ -36,12 +36,20 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1:PORT")
     s.add_argument("--devnet-validator", action="store_true", help="use the devnet's validator key")
     add_chain_args(s)
+    c = sub.add_parser("calibrate", help="measure honest noise on a checkpoint; write TOPLOC thresholds and logit tolerance")
+    from validator.calibrate import add_calibrate_args
+
+    add_calibrate_args(c)
     return p
 
 
 @one_line_errors
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "calibrate":
+        from validator.calibrate import run_calibrate
+
+        return run_calibrate(args)
     from validator.checks import RolloutChecker  # torch: only when starting
     from validator.daemon import DaemonConfig, Metrics, ValidatorDaemon
 

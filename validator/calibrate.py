@@ -1,0 +1,168 @@
+"""`validator calibrate`: TOPLOC thresholds and logit tolerance measured on a checkpoint, not guessed.
+
+Honest workers differ from the validator's float32 reference in their compute (dtype, batch size, kernels),
+so their hidden states and logits carry noise. Calibration generates honest completions of the run spec's
+task for every (worker dtype, batch size) asked for, with proofs from the worker's own hidden states, and
+measures against the validator's reference prefill:
+
+- per TOPLOC chunk: exponent mismatches, mantissa error mean and median (proofs.toploc.verify_proofs);
+- the logit noise: the largest |worker logit − reference logit| over every position and vocabulary entry
+  (the worker side is a prefill in the worker's dtype and batch; that is what replay must tolerate).
+
+It writes the `[verification]` table of a run spec: each threshold is the worst honest value widened by
+the margin (exponent matches: `min − margin_matches`; mantissa errors and logit noise: `max × margin`), so
+the measured honest population passes with room to spare. A pool whose workers run several dtypes
+calibrates with all of them: the loosest honest case sets the thresholds.
+
+    validator calibrate --checkpoint DIR --run-spec examples/run.toml [--backend torch|vllm]
+        [--dtypes float32,bfloat16] [--batch-sizes 1,8] [--prompts 8] [--margin 2.0] [--out thresholds.toml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from inference.backend import InferenceBackend
+from inference.policy import load_policy, stop_token_ids
+from inference.torch_backend import TorchBackend
+from ledger_client.cli import UsageError
+from proofs.sampling import derive_seed
+from proofs.toploc import DEFAULT_CHUNK, build_proofs_batch, verify_proofs
+from protocol.runspec import RunSpec, VerificationSpec
+from tasks.encoding import encode_prompt
+from tasks.registry import build_task
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+CALIBRATION_WORKER = "0x" + "ca" * 20
+
+
+@dataclass
+class Noise:
+    """The worst honest values seen so far."""
+
+    min_exp_matches: int = 128
+    max_mant_err_mean: float = 0.0
+    max_mant_err_median: float = 0.0
+    max_logit_diff: float = 0.0
+    chunks: int = 0
+    cases: list[dict] = field(default_factory=list)
+
+    def add_chunks(self, results: list, topk: int) -> None:
+        for r in results:
+            self.chunks += 1
+            self.min_exp_matches = min(self.min_exp_matches, topk - r.exp_mismatches)
+            if math.isfinite(r.mant_err_mean):
+                self.max_mant_err_mean = max(self.max_mant_err_mean, r.mant_err_mean)
+                self.max_mant_err_median = max(self.max_mant_err_median, r.mant_err_median)
+
+
+def measure(folder: Path, spec: RunSpec, dtypes: list[str], batch_sizes: list[int], n_prompts: int,
+            worker_backend: str = "torch") -> Noise:
+    """Honest noise of `folder`'s checkpoint for every (dtype, batch size), against the float32 reference."""
+    reference_model, tokenizer = load_policy(folder)
+    stops = stop_token_ids(reference_model, tokenizer)
+    reference = TorchBackend(reference_model, eos_token_id=stops, pad_token_id=tokenizer.pad_token_id)
+    task = build_task(spec.task)
+    prompts = [encode_prompt(tokenizer, task.problem(i).prompt) for i in range(n_prompts)]
+    noise = Noise()
+    for dtype in dtypes:
+        worker = _worker(folder, dtype, worker_backend, stops, tokenizer.pad_token_id)
+        for batch in batch_sizes:
+            before = (noise.min_exp_matches, noise.max_mant_err_mean, noise.max_logit_diff)
+            for start in range(0, len(prompts), batch):
+                group = prompts[start : start + batch]
+                seeds = [derive_seed(spec.pool_seed_bytes, CALIBRATION_WORKER, 0, start + i) for i in range(len(group))]
+                completions = worker.generate(group, spec.sampling, seeds)
+                proofs = build_proofs_batch([c.hidden for c in completions], chunk=DEFAULT_CHUNK)
+                pairs = [(p, c.token_ids) for p, c in zip(group, completions)]
+                honest = reference.prefill_batch(pairs)
+                theirs = worker.prefill_batch(pairs)
+                for ref, own, proof in zip(honest, theirs, proofs):
+                    noise.add_chunks(verify_proofs(ref.hidden, proof, chunk=DEFAULT_CHUNK), topk=128)
+                    diff = float((ref.logits.float() - own.logits.float()).abs().max())
+                    noise.max_logit_diff = max(noise.max_logit_diff, diff)
+            noise.cases.append({"dtype": dtype, "batch": batch, "min_exp_matches": noise.min_exp_matches,
+                                "max_mant_err_mean": noise.max_mant_err_mean, "max_logit_diff": noise.max_logit_diff,
+                                "worsened": before != (noise.min_exp_matches, noise.max_mant_err_mean,
+                                                       noise.max_logit_diff)})
+    return noise
+
+
+def thresholds(noise: Noise, base: VerificationSpec, margin: float, margin_matches: int) -> VerificationSpec:
+    """The run spec's verification rules widened from the measured honest noise."""
+    floor = 1e-6  # a float32 worker on the reference's own kernels shows zero noise; keep a sliver of slack
+    return base.model_copy(update={
+        "toploc_min_exp_matches": max(0, noise.min_exp_matches - margin_matches),
+        "toploc_max_mant_err_mean": max(floor, noise.max_mant_err_mean * margin),
+        "toploc_max_mant_err_median": max(0.0, noise.max_mant_err_median * margin),
+        "logit_tolerance": max(floor, noise.max_logit_diff * margin),
+    })
+
+
+def _worker(folder: Path, dtype: str, backend: str, stops: tuple[int, ...], pad: int | None) -> InferenceBackend:
+    if backend == "vllm":
+        from inference.vllm_backend import VllmBackend
+
+        return VllmBackend(str(folder), dtype=dtype)
+    model, _ = load_policy(folder)
+    return TorchBackend(model, compute_dtype=DTYPES[dtype], eos_token_id=stops, pad_token_id=pad)
+
+
+def _csv(kind, text: str) -> list:
+    try:
+        values = [kind(v) for v in text.split(",") if v]
+    except ValueError:
+        raise UsageError(f"{text!r} is not a comma-separated list of {kind.__name__}") from None
+    if not values:
+        raise UsageError("an empty list")
+    return values
+
+
+def add_calibrate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", type=Path, required=True, help="Hugging Face model folder (e.g. a fetched checkpoint)")
+    p.add_argument("--run-spec", type=Path, required=True, help="run spec TOML whose task and sampling to use")
+    p.add_argument("--backend", choices=["torch", "vllm"], default="torch", help="the workers' inference engine")
+    p.add_argument("--dtypes", default="float32,bfloat16", help="worker compute dtypes (comma-separated)")
+    p.add_argument("--batch-sizes", default="1,8", help="worker batch sizes (comma-separated)")
+    p.add_argument("--prompts", type=int, default=8, help="prompts per case")
+    p.add_argument("--margin", type=float, default=2.0, help="factor on the worst honest mantissa error / logit noise")
+    p.add_argument("--margin-matches", type=int, default=4, help="exponent matches below the worst honest chunk")
+    p.add_argument("--out", type=Path, help="write the [verification] table here (TOML); default: print it")
+    p.add_argument("--json", action="store_true", help="print measurements and thresholds as JSON")
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    if not (args.checkpoint / "config.json").is_file():
+        raise UsageError(f"{args.checkpoint} is not a Hugging Face model folder (no config.json)")
+    try:
+        spec = RunSpec.model_validate(tomllib.loads(args.run_spec.read_text()))
+    except FileNotFoundError:
+        raise UsageError(f"run spec {args.run_spec} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"run spec {args.run_spec} is not valid TOML: {exc}") from None
+    dtypes = _csv(str, args.dtypes)
+    unknown = sorted(set(dtypes) - set(DTYPES))
+    if unknown:
+        raise UsageError(f"unknown dtype(s) {unknown}; choose from {sorted(DTYPES)}")
+    if args.margin < 1 or args.margin_matches < 0 or args.prompts < 1:
+        raise UsageError("--margin must be >= 1, --margin-matches >= 0 and --prompts >= 1")
+    torch.manual_seed(0)
+    noise = measure(args.checkpoint, spec, dtypes, _csv(int, args.batch_sizes), args.prompts, args.backend)
+    result = thresholds(noise, spec.verification, args.margin, args.margin_matches)
+    table = "[verification]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in result.model_dump().items())
+    header = (f"# validator calibrate: {args.checkpoint.name}, dtypes {dtypes}, batch sizes {args.batch_sizes}, "
+              f"{noise.chunks} honest chunks, margin x{args.margin} / -{args.margin_matches} matches\n")
+    if args.out:
+        args.out.write_text(header + table)
+    if args.json:
+        print(json.dumps({"measured": {k: v for k, v in vars(noise).items()}, "verification": result.model_dump()}))
+    elif not args.out:
+        print(header + table, end="")
+    return 0
