@@ -47,6 +47,9 @@ class TrainerConfig(BaseSettings):
     max_tokens: int = Field(8, ge=1, description="completion token limit; also sets the token budget")
     temperature: float = Field(1.0, gt=0)
     async_level: int = Field(2, ge=0, description="rollouts from policies older than step − k are dropped")
+    reward_spread_tol: float = Field(
+        1e-6, ge=0, description="a group is informative when max(reward) − min(reward) exceeds this"
+    )
     max_steps: int = Field(100, ge=1)
     checkpoint_every: int = Field(1, ge=1)
     poll_interval_s: float = Field(0.02, gt=0)
