@@ -25,6 +25,7 @@ from ledger_client.keys import load_account
 from ledger_client.kubo import KuboClient
 from ledger_client.queries import pool_state
 from ledger_client.runspec import fetch_run_spec
+from ledger_client.task_subset import fetch_task_subset
 from ledger_client.settings import load_settings
 from tasks.registry import TaskSpec, build_task
 from trainer.config import TrainerConfig
@@ -64,6 +65,7 @@ def run_start(args: argparse.Namespace) -> int:
         raise UsageError("no --kubo-api given and no devnet is up")
     kubo = KuboClient(kubo_api)
     spec = fetch_run_spec(kubo, pool.task_ref)
+    fetch_task_subset(kubo, spec.task)
 
     overrides = [f"--{kv.replace('=', ' ', 1)}" if "=" in kv else kv for kv in args.set]
     argv = [tok for o in overrides for tok in o.split(" ", 1)]

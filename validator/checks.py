@@ -20,6 +20,7 @@ from ledger_client.kubo import KuboClient
 from ledger_client.queries import pool_state
 from ledger_client.rollouts import RolloutBatch, RolloutFileError, decode_rollouts
 from ledger_client.runspec import RunSpec, fetch_run_spec
+from ledger_client.task_subset import fetch_task_subset
 from ledger_client.verdicts import Reason
 from inference.policy import load_policy
 from inference.torch_backend import TorchBackend
@@ -48,6 +49,7 @@ class RolloutChecker:
         self.cache_dir = Path(cache_dir)
         pool = pool_state(self.ledger, pool_id)
         self.spec: RunSpec = fetch_run_spec(self.kubo, pool.task_ref)
+        fetch_task_subset(self.kubo, self.spec.task)
         self.task_spec = TaskSpec.model_validate(self.spec.task)
         self.task: Task = build_task(self.task_spec)
         self.retention = PinRetention(self.kubo, self.cache_dir / "pins.json", keep=pool.max_staleness + 1)

@@ -34,6 +34,7 @@ from ledger_client.errors import ContractRevert
 from ledger_client.kubo import KuboClient
 from ledger_client.queries import WorkStatus, get_work, pool_state
 from ledger_client.runspec import RunSpec, fetch_run_spec
+from ledger_client.task_subset import fetch_task_subset
 
 from worker.account import claim_all
 from worker.journal import Journal
@@ -109,6 +110,7 @@ class WorkerDaemon:
         if not self.ledger.pool.is_member(self.opt.pool_id, self.ledger.address):
             self.ledger.pool.join_pool(self.opt.pool_id)
         self.spec = fetch_run_spec(self.kubo, pool.task_ref)
+        fetch_task_subset(self.kubo, self.spec.task)
         self.pool = pool
         self.recover()
 
