@@ -126,7 +126,10 @@ def difficulty_subset(
     task: Task, task_spec: dict[str, Any], candidates: int, sample: SampleFn, attempts: int = 8,
     band: tuple[float, float] = DEFAULT_BAND, base_checkpoint: str = "",
 ) -> DifficultySubset:
-    """Measure train problems 0 … candidates−1 with `sample` and keep the band."""
+    """Measure train problems 0 … candidates−1 with `sample` and keep the band.
+
+    `task_spec` is the task's `TaskSpec.model_dump(mode="json")` (the form `build_task` checks).
+    """
     report = filter_by_difficulty(task, range(candidates), sample, attempts, band)
     if not report.kept:
         raise TaskError(f"no problem of the first {candidates} has a pass rate in {band}")
