@@ -22,6 +22,7 @@ from ledger_client.chain.queries import pool_state
 from ledger_client.ipfs.checkpoints import PinRetention, fetch_checkpoint
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
+from ledger_client.ipfs.task_subset import fetch_task_subset
 from proofs.assignment import assign_prompts
 from proofs.sampling import derive_seed, sample_index
 from proofs.toploc import Thresholds
@@ -50,6 +51,7 @@ class RolloutChecker:
         self.cache_dir = Path(cache_dir)
         pool = pool_state(self.ledger, pool_id)
         self.spec: RunSpec = fetch_run_spec(self.kubo, pool.task_ref)
+        fetch_task_subset(self.kubo, self.spec.task)
         self.task: Task = build_task(self.spec.task)
         self.retention = PinRetention(self.kubo, self.cache_dir / "pins.json", keep=versions_to_keep(pool.async_level))
         self._policies: dict[int, tuple[bytes, TorchBackend, object]] = {}
