@@ -20,6 +20,42 @@ the schema metadata key `proofswarm.rollouts`. Version 2 columns:
 Header (`RolloutHeader`): schema version, policy step and manifest digest of the policy
 used, worker address, task spec, sampling spec (protocol.runspec.SamplingSpec), proof chunk size,
 assignment nonce. Readers validate everything and raise `RolloutSchemaError` otherwise.
+
+Every field is re-derived and compared by the validator (validator.checks, inference.verify),
+or the file is refused; the challenge reason follows the arrow:
+
+| field               | rule                                                                         |
+|---------------------|------------------------------------------------------------------------------|
+| schema_name/version | equal to this reader's constants → SCHEMA                                    |
+| policy_step         | equal to the on-chain submission's step → WRONG_STEP                         |
+| manifest_digest     | equal to the on-chain checkpoint of that step → WRONG_STEP                   |
+| worker              | equal to the submitting address → WRONG_WORKER                               |
+| task                | equal to the pool's run spec → SCHEMA                                        |
+| sampling            | equal to the run spec's (temperature/top_p → SAMPLING, others → SCHEMA)      |
+| proof_chunk         | equal to the validator's chunk size → SCHEMA                                 |
+| nonce               | feeds the re-derivation of prompt_index and seed below                       |
+| group, sample       | equal to the row's position (row = group × group_size + sample) → SCHEMA     |
+| prompt_index        | re-derived by the assignment PRF of (pool seed, worker, step, nonce) → ASSIGNMENT |
+| prompt_ids          | re-encoded from the task's prompt → ASSIGNMENT; ids in [0, vocab) → SCHEMA   |
+| completion_ids      | replayed from the seeded Gumbel noise and recomputed logits → SAMPLING;      |
+|                     | ids in [0, vocab), length ≤ max_tokens → SCHEMA                              |
+| logprobs            | recomputed as log_softmax(prefill logits / T) at each token, equal within    |
+|                     | 2 × logit_tolerance / T + 1e-5 → LOGPROBS; one per token, finite, ≤ 0 → SCHEMA |
+| reward              | recomputed by the task verifier, equal within reward_tolerance → REWARD      |
+| finish_reason       | "eos" iff the last token is EOS (and EOS was plausible), "length" iff        |
+|                     | exactly max_tokens without EOS → TERMINATION                                 |
+| seed                | re-derived as derive_seed(pool seed, worker, step, nonce × rows + row) → SEED |
+| proofs              | ceil(len / proof_chunk) proofs of 258 bytes → SCHEMA; each matches the       |
+|                     | recomputed hidden states → TOPLOC                                            |
+
+Bounds (`RolloutLimits`, from the pool's run spec via `RolloutLimits.for_spec`): the header is
+at most 16 KiB of UTF-8 JSON, nested at most 8 deep (checked by a scan before parsing, since a
+recursive parser overflows the C stack on deep nesting), with strings of at most 1024
+characters, integers of at most 20 digits and finite numbers; the Parquet footer must declare
+exactly prompts_per_submission × group_size rows and no more list values than those rows can
+hold (prompt ≤ max_prompt_tokens, completion ≤ max_tokens, proofs ≤ ceil(max_tokens / chunk));
+each row group's arrays are checked (lengths, token ids ≥ 0, proof sizes) before they become
+Python lists. A small file that would decompress to millions of tokens is refused from its footer.
 """
 
 from __future__ import annotations
