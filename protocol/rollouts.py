@@ -102,7 +102,8 @@ MAX_HEADER_BYTES = 16 * 1024
 MAX_HEADER_DEPTH = 8
 MAX_HEADER_STRING = 1024
 MAX_INT_DIGITS = 20
-"""2**64 has 20 digits: every header integer fits a uint64 (Python refuses > 4300 digits with ValueError)."""
+"""2**64 has 20 digits; every header integer must fit an int64 or uint64 (and Python's int() would
+raise ValueError beyond 4300 digits)."""
 PROOF_BYTES = 258
 """One TOPLOC proof: 2-byte modulus + 128 two-byte coefficients (proofs.toploc, topk = 128)."""
 
@@ -325,7 +326,10 @@ def json_depth(text: str) -> int:
 def _bounded_int(text: str) -> int:
     if len(text.lstrip("-")) > MAX_INT_DIGITS:
         raise ValueError(f"integer of {len(text)} digits")
-    return int(text)
+    value = int(text)
+    if not -(2**63) <= value < 2**64:
+        raise ValueError(f"integer {text} outside the 64-bit range")
+    return value
 
 
 def _finite_float(text: str) -> float:

@@ -51,6 +51,7 @@ def test_honest_header_and_file_pass_within_the_limits():
     (_header(task={"name": "rev", "seed": 0, "params": {"k" * 1500: 1}}), "header string of 1500"),
     (_header().replace(b'"policy_step": 3', b'"policy_step": ' + b"9" * 5000), "integer of 5000 digits"),
     (_header().replace(b'"policy_step": 3', b'"policy_step": 1e999'), "non-finite"),
+    (_header(nonce=2**64), "outside the 64-bit range"),
     (_header().replace(b'"policy_step": 3', b'"policy_step": NaN'), "NaN is not a JSON number"),
     (b"\xff\xfe", "not UTF-8"),
     (b"[]", "not a JSON object"),

@@ -120,6 +120,8 @@ class RolloutChecker:
             return CheckOutcome(False, Reason.SAMPLING if sampled_otherwise else Reason.SCHEMA,
                                 f"file does not follow the pool's run spec: {sorted(wrong)}",
                                 statistics={k: {"file": a, "pool": b} for k, (a, b) in wrong.items()})
+        if (h.nonce + 1) * len(batch.samples) > 2**64:
+            return CheckOutcome(False, Reason.SCHEMA, f"nonce {h.nonce} leaves no 64-bit sample index for its rows")
         if batch.n_groups != spec.prompts_per_submission:
             return CheckOutcome(False, Reason.ASSIGNMENT, f"{batch.n_groups} prompt groups, the pool assigns "
                                                           f"{spec.prompts_per_submission}")
