@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import tomllib
 from pathlib import Path
 
 import torch
@@ -24,7 +23,7 @@ from ledger_client.cli import UsageError, load_devnet_info
 from ledger_client.ipfs.content import publish_run_spec
 from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.ipfs.task_subset import publish_task_subset
-from protocol.runspec import RunSpec
+from protocol.runspec import RunSpec, load_run_spec
 from tasks.base import TaskError
 from tasks.difficulty import difficulty_subset
 from tasks.registry import build_task
@@ -32,16 +31,6 @@ from trainer.config import ModelSpec
 from trainer.evaluate import policy_sampler
 from trainer.publish import base_checkpoint_digest
 from trainer.warmstart import supervised_warm_start
-
-
-def load_run_spec(path: Path) -> RunSpec:
-    """A RunSpec from TOML (see examples/run.toml)."""
-    try:
-        return RunSpec.model_validate(tomllib.loads(path.read_text()))
-    except FileNotFoundError:
-        raise UsageError(f"run spec {path} does not exist") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"run spec {path} is not valid TOML: {exc}") from None
 
 
 def init_policy(spec: RunSpec, model: ModelSpec, warm_steps: int, warm_lr: float,
