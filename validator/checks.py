@@ -1,9 +1,10 @@
 """The checks on one rollout file, cheapest first (runs inside the validator's worker processes).
 
     schema      → the bytes are a valid rollout file of a known version
-    identity    → the file names the submitting worker, the submitted step and that step's
-                  on-chain checkpoint, the pool's task and sampling, and n_samples rows
-    assignment  → every group answers the prompt the PRF assigns to (worker, step, nonce)
+    identity    → the file is bound to this submission (chain id, pool contract, pool id, worker,
+                  step, nonce), names that step's on-chain checkpoint, the pool's task and
+                  sampling; n_samples is the run spec's prompts × group size and the file's rows
+    assignment  → every group answers the prompt the PRF assigns to (worker, nonce)
     reward      → every reported reward equals the task verifier's
     completion  → seeds, termination, sampling replay and TOPLOC against one prefill of the
                   declared checkpoint (inference.verify)
@@ -94,9 +95,20 @@ class RolloutChecker:
             return CheckOutcome(False, Reason.WRONG_WORKER, f"file names worker {h.worker}, submitted by {sub.worker}")
         if h.policy_step != sub.step:
             return CheckOutcome(False, Reason.WRONG_STEP, f"file is for step {h.policy_step}, submitted for {sub.step}")
+        d = self.ledger.deployment
+        bound = {"chain_id": (h.chain_id, d.chain_id), "pool_contract": (h.pool_contract.lower(), d.compute_pool.lower()),
+                 "pool_id": (h.pool_id, sub.pool_id), "nonce": (h.nonce, sub.nonce)}
+        wrong = {k: {"file": a, "chain": b} for k, (a, b) in bound.items() if a != b}
+        if wrong:
+            return CheckOutcome(False, Reason.WRONG_BINDING, f"file is bound to another submission: {sorted(wrong)}",
+                                statistics=wrong)
         if h.manifest_digest != ckpt:
             return CheckOutcome(False, Reason.WRONG_STEP, f"file declares manifest {str(h.manifest_digest)[:18]}…, "
                                                           f"step {sub.step} is {str(ckpt)[:18]}…")
+        per_work = spec.prompts_per_submission * spec.sampling.group_size
+        if sub.n_samples != per_work:
+            return CheckOutcome(False, Reason.SAMPLE_COUNT, f"{sub.n_samples} samples submitted, the run spec's "
+                                                            f"submission holds {per_work}")
         if len(batch.samples) != sub.n_samples:
             return CheckOutcome(False, Reason.SAMPLE_COUNT, f"{len(batch.samples)} samples in the file, "
                                                             f"{sub.n_samples} submitted")
@@ -115,8 +127,8 @@ class RolloutChecker:
 
     def _assignment_and_rewards(self, batch: RolloutBatch, tokenizer) -> CheckOutcome | None:
         h = batch.header
-        assigned = assign_prompts(self.spec.pool_seed_bytes, h.worker, h.policy_step, h.nonce,
-                                  assignment_space(self.task), batch.n_groups)
+        assigned = assign_prompts(self.spec.pool_seed_bytes, h.worker, h.nonce, assignment_space(self.task),
+                                  batch.n_groups)
         g = h.sampling.group_size
         for group, index in enumerate(assigned):
             first = batch.samples[group * g]

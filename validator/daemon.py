@@ -1,7 +1,7 @@
 """The challenge daemon: judge every submission of a pool exactly once.
 
-Loop: the persistent event cursor yields `WorkSubmitted` events; submissions of our pool still
-Pending on-chain are fetched from IPFS (in threads, with a timeout — unavailable files are
+Loop: the persistent event cursor yields `WorkSubmitted` events (work id, worker, step, nonce,
+rollout digest); submissions of our pool still Pending on-chain are fetched from IPFS by digest (in threads, with a timeout — unavailable files are
 challenged), checked in a pool of worker processes (bounded: at most `max_in_flight` at once),
 and judged on-chain: `attest`, or `challenge` with the digest of an evidence document added to
 IPFS. The cursor is committed only after every submission of a batch has its verdict, so after
@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -37,14 +37,21 @@ log = logging.getLogger("proofswarm.validator")
 
 @dataclass(frozen=True)
 class Submission:
-    """A `WorkSubmitted` event, as the validator needs it."""
+    """A `WorkSubmitted` event, as the validator needs it: judged by `work_id`, fetched by `rollout_digest`."""
 
     work_id: bytes
     pool_id: int
     worker: str
     step: int
     n_samples: int
+    nonce: int
+    rollout_digest: bytes
     submitted_at: int = 0
+
+    @classmethod
+    def of_event(cls, e: Any) -> Submission:
+        """From a decoded `WorkSubmitted` event."""
+        return cls(bytes(e.work_id), e.pool_id, e.worker, e.step, e.n_samples, e.nonce, bytes(e.rollout_digest))
 
 
 @dataclass
@@ -150,7 +157,7 @@ class ValidatorDaemon:
     def run_once(self) -> int:
         """One poll: judge every new submission, then commit the cursor. Returns how many were judged."""
         events = [e for e in self.cursor.poll() if not isinstance(e, Removed) and e.pool_id == self.config.pool_id]
-        subs = [Submission(e.work_id, e.pool_id, e.worker, e.step, e.n_samples) for e in events]
+        subs = [Submission.of_event(e) for e in events]
         judged = self._judge_all(subs)
         self.cursor.commit()
         return judged
@@ -164,7 +171,7 @@ class ValidatorDaemon:
             if work.status != WorkStatus.PENDING:
                 self.metrics.skipped.inc()
                 continue
-            todo.append(Submission(s.work_id, s.pool_id, s.worker, s.step, s.n_samples, work.submitted_at))
+            todo.append(replace(s, submitted_at=work.submitted_at))
         self.metrics.backlog.set(len(todo))
         judged = 0
         in_flight: list[tuple[Submission, Future]] = []
@@ -184,7 +191,7 @@ class ValidatorDaemon:
 
     def _fetch(self, s: Submission) -> bytes | CheckOutcome:
         try:
-            return get_object(self.kubo, s.work_id, timeout=self.config.fetch_timeout_s)
+            return get_object(self.kubo, s.rollout_digest, timeout=self.config.fetch_timeout_s)
         except ContentUnavailable as exc:
             return CheckOutcome(False, Reason.UNAVAILABLE, str(exc))
         except ContentError as exc:
