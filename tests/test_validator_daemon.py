@@ -49,8 +49,7 @@ def test_every_submission_gets_exactly_one_verdict(chain, kubo, daemon_factory, 
     good = put_object(kubo, b"good rollout file")
     bad = put_object(kubo, b"bad rollout file")
     missing = bytes.fromhex("ab" * 32)  # never uploaded
-    for i, digest in enumerate((good, bad, missing)):
-        chain.worker(i % 2).pool.submit_work(chain.pool_id, 0, digest, 4)
+    good, bad, missing = [chain.submit(i % 2, digest, 4) for i, digest in enumerate((good, bad, missing))]  # work ids
 
     daemon = daemon_factory()
     assert daemon.run_once() == 3
@@ -74,11 +73,10 @@ def test_every_submission_gets_exactly_one_verdict(chain, kubo, daemon_factory, 
 
 
 def test_uncommitted_batch_is_redelivered_but_not_judged_twice(chain, kubo, daemon_factory):
-    digest = put_object(kubo, b"good again")
-    chain.worker(0).pool.submit_work(chain.pool_id, 0, digest, 1)
+    chain.submit(0, put_object(kubo, b"good again"), 1)
     first = daemon_factory("v")
     subs = [e for e in first.cursor.poll()]  # delivered, judged, but "killed" before commit
-    first._judge_all([Submission(e.work_id, e.pool_id, e.worker, e.step, e.n_samples) for e in subs])
+    first._judge_all([Submission.of_event(e) for e in subs])
     first.close()
     again = daemon_factory("v")
     assert again.run_once() == 0  # redelivered, already judged on-chain: skipped
@@ -86,8 +84,8 @@ def test_uncommitted_batch_is_redelivered_but_not_judged_twice(chain, kubo, daem
 
 
 def test_metrics_count_verdicts_by_reason(chain, kubo, daemon_factory):
-    chain.worker(0).pool.submit_work(chain.pool_id, 0, put_object(kubo, b"bad one"), 1)
-    chain.worker(1).pool.submit_work(chain.pool_id, 0, put_object(kubo, b"fine"), 1)
+    chain.submit(0, put_object(kubo, b"bad one"), 1)
+    chain.submit(1, put_object(kubo, b"fine"), 1)
     daemon = daemon_factory()
     daemon.run_once()
     text = __import__("prometheus_client").generate_latest(daemon.metrics.registry).decode()
