@@ -4,6 +4,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 KUBO_VERSION := v0.42.0
 FORGE := node_modules/.bin/forge
+SLITHER := .venv/bin/slither
 VENV_STAMP := .venv/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 NODE_STAMP := node_modules/.installed-$(shell sha256sum package-lock.json | cut -c1-12)
 KUBO := .tools/bin/ipfs-$(KUBO_VERSION)
@@ -40,8 +41,10 @@ contracts: $(NODE_STAMP) $(VENV_STAMP)
 demo: install
 	$(PY) -m examples.demo
 
+# Slither fails the build on any high-severity finding in contracts/src (libraries and tests filtered out).
 test: install
 	cd contracts && ../$(FORGE) test
+	cd contracts && ../$(SLITHER) . --filter-paths "lib/|test/" --fail-high
 	$(PY) -m pytest -q
 
 bench: install

@@ -102,7 +102,8 @@ def test_api_shows_pools_submissions_verdicts_evidence_and_the_curve(chain, kubo
         worker = get(f"/api/workers/{chain.accounts[4].address}").json()
         assert worker["submissions"]["accepted"] == 1
         assert worker["owed"] == str(8 * chain.config.reward_per_sample)
-        assert worker["stake"]["bonded"] == str(chain.config.min_stake)
+        # bonded is free stake only now; the pool minimum is allocated (locked for the ComputePool)
+        assert (worker["stake"]["bonded"], worker["stake"]["allocated"]) == ("0", str(chain.config.min_stake))
 
         for path in (f"/api/pools/{chain.pool_id + 9}", f"/api/pools/{chain.pool_id + 9}/submissions",
                      "/api/workers/0x" + "12" * 20, "/api/works/0x" + "34" * 32):

@@ -115,12 +115,13 @@ class WorkerDaemon:
         return self.ledger.pool.get_member(self.opt.pool_id, self.ledger.address).next_nonce
 
     def recover(self) -> None:
-        """Finish or drop journal entries left by a crash, by what the chain says about their nonce."""
+        """Finish or drop journal entries left by a crash (or undone by a reorg), by the chain's next nonce:
+        entries below it are on-chain, entries from it on are not, whatever stage the journal recorded."""
         next_nonce = self.next_nonce()
         for e in self.journal.entries():
-            if e["stage"] == "submitted":
-                continue
             nonce, digest = e["nonce"], bytes.fromhex(e["digest"])
+            if nonce < next_nonce and e["stage"] == "submitted":
+                continue
             if nonce < next_nonce:  # the chain used this nonce: was it our file?
                 if rollout_digest_of(self.ledger, bytes.fromhex(e["work_id"])) == digest:
                     self.journal.advance(nonce, "submitted")
@@ -133,7 +134,7 @@ class WorkerDaemon:
                 continue
             data = Path(e["file"]).read_bytes()
             self.upload(self.kubo, data)
-            self.journal.advance(nonce, "uploaded")
+            self.journal.advance(nonce, "uploaded", final=None)
             try:
                 self.ledger.pool.submit_work(self.opt.pool_id, e["step"], nonce, digest, e["n_samples"])
             except ContractRevert as exc:  # e.g. the step went stale while we were down: the nonce stays free
