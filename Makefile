@@ -4,6 +4,8 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 KUBO_VERSION := v0.42.0
 FORGE := node_modules/.bin/forge
+SLITHER_VERSION := 0.11.6
+SLITHER := .tools/slither-$(SLITHER_VERSION)/bin/slither
 VENV_STAMP := .venv/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 NODE_STAMP := node_modules/.installed-$(shell sha256sum package-lock.json | cut -c1-12)
 KUBO := .tools/bin/ipfs-$(KUBO_VERSION)
@@ -25,6 +27,11 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@rm -f node_modules/.installed-* && touch $@
 
+# Slither lives in its own venv: it pins web3 < 8, the project pins web3 8.
+$(SLITHER):
+	python3 -m venv .tools/slither-$(SLITHER_VERSION)
+	.tools/slither-$(SLITHER_VERSION)/bin/python -m pip install -q slither-analyzer==$(SLITHER_VERSION)
+
 $(KUBO):
 	scripts/install_kubo.sh $(KUBO_VERSION) $@
 
@@ -40,8 +47,10 @@ contracts: $(NODE_STAMP) $(VENV_STAMP)
 demo: install
 	$(PY) -m examples.demo
 
-test: install
+# Slither fails the build on any high-severity finding in contracts/src (libraries and tests filtered out).
+test: install $(SLITHER)
 	cd contracts && ../$(FORGE) test
+	cd contracts && ../$(SLITHER) . --filter-paths "lib/|test/" --fail-high
 	$(PY) -m pytest -q
 
 bench: install

@@ -18,9 +18,11 @@ from rich.console import Console
 from rich.table import Table
 
 from deploy.anvil import dev_accounts, start_anvil
-from deploy.contracts import deploy_contracts
-from deploy.pool_cli import PoolConfig, create_pool
 from ledger_client.chain.ledger import Ledger, connect
+
+from ledger_client.chain.bindings import PoolParams
+
+from deploy.contracts import deploy_contracts
 
 BUDGETS = {"submitWork": 60_000, "attest": 40_000, "claim": 60_000}
 
@@ -47,11 +49,14 @@ def _measure(w3) -> dict[str, dict[str, int]]:
         admin.token.mint(acc[i].address, 10**24)
     owner, trainer, validator = (Ledger(w3, deployment, acc[i]) for i in (1, 2, 3))
     w1, w2 = Ledger(w3, deployment, acc[4]), Ledger(w3, deployment, acc[5])
-    cfg = PoolConfig(trainer=acc[2].address, validators=[acc[3].address], min_stake=100 * 10**18,
-                     reward_per_sample=10**18, slash_amount=10 * 10**18, bounty_bps=2_000, challenge_window_s=60,
-                     reward_lock_s=120, async_level=2, task="bench", base_checkpoint="0x" + "11" * 32,
-                     funding=10**23)
-    pool_id = create_pool(owner, cfg)
+    params = PoolParams(trainer=acc[2].address, validators=[acc[3].address], min_stake=100 * 10**18,
+                        reward_per_sample=10**18, slash_amount=10 * 10**18, bounty_bps=2_000, challenge_window=60,
+                        reward_lock=120, max_staleness=2, task_ref=b"\x22" * 32, base_checkpoint=b"\x11" * 32,
+                        max_samples_per_work=64)
+    owner.pool.create_pool(params)
+    pool_id = owner.pool.pool_count()
+    owner.token.approve(owner.pool.address, 10**23)
+    owner.pool.fund_pool(pool_id, 10**23)
     out: dict[str, dict[str, int]] = {}
 
     def record(name: str, receipt) -> None:
@@ -63,21 +68,26 @@ def _measure(w3) -> dict[str, dict[str, int]]:
         w.stake.bond(50 * 10**18)
     record("stake", w1.stake.bond(60 * 10**18))  # second bond of the same worker
     w2.stake.bond(60 * 10**18)
+    w1.pool.allocate(pool_id, 50 * 10**18)
+    record("allocate", w1.pool.allocate(pool_id, 60 * 10**18))  # second allocation to the same pool
+    w2.pool.allocate(pool_id, 110 * 10**18)
     w1.pool.join_pool(pool_id)
     record("joinPool", w2.pool.join_pool(pool_id))
     trainer.pool.publish_checkpoint(pool_id, 1, b"\x01" * 32)
     record("publishCheckpoint", trainer.pool.publish_checkpoint(pool_id, 2, b"\x02" * 32))
     digests = [bytes([i]) * 32 for i in range(10, 16)]
-    w1.pool.submit_work(pool_id, 2, digests[0], 16)
-    record("submitWork", w1.pool.submit_work(pool_id, 2, digests[1], 16))
-    w2.pool.submit_work(pool_id, 2, digests[2], 16)
-    validator.pool.attest(digests[0])
-    record("attest", validator.pool.attest(digests[1]))
-    record("challenge", validator.pool.challenge(digests[2], 1, b"\x09" * 32))
-    w3.provider.make_request("evm_increaseTime", [cfg.reward_lock_s + 1])
+    w1.pool.submit_work(pool_id, 2, 0, digests[0], 16)
+    record("submitWork", w1.pool.submit_work(pool_id, 2, 1, digests[1], 16))
+    w2.pool.submit_work(pool_id, 2, 0, digests[2], 16)
+    ids = [w1.pool.work_id_of(pool_id, w1.address, 0), w1.pool.work_id_of(pool_id, w1.address, 1),
+           w1.pool.work_id_of(pool_id, w2.address, 0)]
+    validator.pool.attest(ids[0])
+    record("attest", validator.pool.attest(ids[1]))
+    record("challenge", validator.pool.challenge(ids[2], 1, b"\x09" * 32))
+    w3.provider.make_request("evm_increaseTime", [params.reward_lock + 1])
     w3.provider.make_request("evm_mine", [])
-    w1.pool.claim([digests[0]])
-    record("claim", w1.pool.claim([digests[1]]))
+    w1.pool.claim([ids[0]])
+    record("claim", w1.pool.claim([ids[1]]))
     return out
 
 

@@ -34,6 +34,7 @@ from ledger_client.ipfs.kubo import KuboClient
 from protocol.pool import WorkStatus
 from protocol.rollouts import encode_rollouts
 from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
+from protocol.submission import SubmissionBinding, work_id_of
 from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
 from trainer.publish import base_checkpoint_digest
@@ -47,8 +48,8 @@ SPEC = RunSpec(
     sampling=SamplingSpec(group_size=16, temperature=1.0, max_tokens=64),
     prompts_per_submission=8,
     pool_seed="0x" + "b3" * 32,
-    verification=VerificationSpec(toploc_min_exp_matches=125, toploc_max_mant_err_mean=0.05,
-                                  toploc_max_mant_err_median=0.0),
+    verification=VerificationSpec(toploc_min_exp_matches=125, toploc_max_mant_err_mean=0.03,
+                                  toploc_max_mant_err_median=0.0, toploc_mean_excludes_max=True),
 )
 TOKENS = 10**18
 
@@ -78,16 +79,16 @@ def _run(tmp: Path, anvil, kubo_node, n_workers: int, files_per_worker: int, con
     base = base_checkpoint_digest(kubo, model.state_dict(), model.config, tokenizer)
     cfg = PoolConfig(trainer=accounts[1].address, validators=[accounts[2].address], min_stake=TOKENS,
                      reward_per_sample=1, slash_amount=TOKENS, bounty_bps=0, challenge_window_s=86_400,
-                     reward_lock_s=86_400, async_level=2, task="0x" + publish_run_spec(kubo, SPEC).hex(),
+                     reward_lock_s=2 * 86_400, async_level=2, task="0x" + publish_run_spec(kubo, SPEC).hex(),
                      base_checkpoint="0x" + base.hex(), funding=10**24)
     admin = Ledger(w3, deployment, accounts[0])
     admin.token.mint(accounts[1].address, 10**25)
-    pool_id = create_pool(Ledger(w3, deployment, accounts[1]), cfg)
+    pool_id = create_pool(Ledger(w3, deployment, accounts[1]), cfg, SPEC)
     worker_ledgers = []
     for acc in accounts[4:]:
-        admin.token.mint(acc.address, 10 * TOKENS)
+        admin.token.mint(acc.address, (files_per_worker + 1) * TOKENS)
         ledger = Ledger(w3, deployment, acc)
-        ledger.ensure_stake(TOKENS)
+        ledger.ensure_allocation(pool_id, files_per_worker * TOKENS)  # every file open at once: slash × files
         ledger.pool.join_pool(pool_id)
         worker_ledgers.append(ledger)
 
@@ -99,7 +100,9 @@ def _run(tmp: Path, anvil, kubo_node, n_workers: int, files_per_worker: int, con
         own = []
         for nonce in range(files_per_worker):
             t0 = time.perf_counter()
-            batch = make_batch(policy, SPEC, ledger.address, 0, nonce)
+            binding = SubmissionBinding(chain_id=deployment.chain_id, pool_contract=deployment.compute_pool,
+                                        pool_id=pool_id, worker=ledger.address, step=0, nonce=nonce)
+            batch = make_batch(policy, SPEC, binding)
             gen_seconds += time.perf_counter() - t0
             tokens = sum(len(s.completion_ids) for s in batch.samples)
             gen_tokens += tokens
@@ -131,7 +134,7 @@ def _run(tmp: Path, anvil, kubo_node, n_workers: int, files_per_worker: int, con
     schedule = sorted((i * file_gen_s + (w / n_workers) * file_gen_s, w, i)
                       for w in range(n_workers) for i in range(files_per_worker))
     console.print(f"submitting for {schedule[-1][0]:.0f}s at one worker's pace ({file_gen_s:.2f}s per file) × {n_workers}")
-    submitted, backlog_series, digests = 0, [], []
+    submitted, backlog_series, work_ids = 0, [], []
     start = time.perf_counter()
     for at, w, i in schedule:
         while time.perf_counter() - start < at:
@@ -139,8 +142,8 @@ def _run(tmp: Path, anvil, kubo_node, n_workers: int, files_per_worker: int, con
             _sample(backlog_series, start, submitted, judged)
         data, n_samples, _ = files[w][i]
         digest = hashlib.sha256(data).digest()
-        worker_ledgers[w].pool.submit_work(pool_id, 0, digest, n_samples)
-        digests.append(digest)
+        worker_ledgers[w].pool.submit_work(pool_id, 0, i, digest, n_samples)
+        work_ids.append(work_id_of(deployment.chain_id, deployment.compute_pool, pool_id, worker_ledgers[w].address, i))
         submitted += 1
     submit_window = time.perf_counter() - start
     drain_deadline = time.perf_counter() + 600
@@ -151,7 +154,7 @@ def _run(tmp: Path, anvil, kubo_node, n_workers: int, files_per_worker: int, con
     stop.set()
     thread.join(30)
     daemon.close()
-    statuses = [get_work(worker_ledgers[0], d).status for d in digests]
+    statuses = [get_work(worker_ledgers[0], w).status for w in work_ids]
     verdicts = sum(s != WorkStatus.PENDING for s in statuses)
     verified_tokens = sum(t for own in files for _, _, t in own)
     verify_tps = verified_tokens / total

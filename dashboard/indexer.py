@@ -40,7 +40,7 @@ from dashboard.store import EventRow, Store
 
 log = logging.getLogger("proofswarm.explorer")
 
-AMOUNT_FIELDS = {"amount", "budget", "refunded", "bonded", "unbonding", "slashed", "from_bonded", "bounty", "value"}
+AMOUNT_FIELDS = {"amount", "budget", "refunded", "bonded", "unbonding", "slashed", "allocation", "bounty", "value"}
 ZERO_DIGEST = "0x" + "00" * 32
 REORG_SEARCH_BLOCKS = 256  # as deep as the cursors remember (EventCursor.history_blocks)
 

@@ -95,8 +95,9 @@ class LiveChain:
         def read() -> dict[str, Any]:
             address = Web3.to_checksum_address(worker)
             unbonding = self.stake.unbonding_of(address)
-            return {"bonded": str(self.stake.bonded_of(address)), "unbonding": str(unbonding[0]),
-                    "unbonding_ready_at": unbonding[1]}
+            return {"bonded": str(self.stake.bonded_of(address)),  # free bonded stake
+                    "allocated": str(self.stake.locked_of(self.pool.address, address)),  # locked for the pools
+                    "unbonding": str(unbonding[0]), "unbonding_ready_at": unbonding[1]}
         return self._cached(("stake", worker), read)
 
 
@@ -271,7 +272,7 @@ class Explorer:
         self._pool_row(pool_id)
         rows = self._slash_rows(pool_id)
         items = [{"worker": r["data"]["worker"], "challenger": r["data"]["challenger"], "amount": r["data"]["amount"],
-                  "from_bonded": r["data"]["from_bonded"], "bounty": r["data"]["bounty"], "block": r["block_number"],
+                  "bounty": r["data"]["bounty"], "block": r["block_number"],
                   "tx_hash": r["tx_hash"]} for r in rows[offset:offset + limit]]
         return page(items, len(rows), offset, limit)
 

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from deploy import devnet
-from deploy.contracts import deploy_contracts
+from deploy.contracts import MAX_UNBONDING_DELAY_S, MIN_UNBONDING_DELAY_S, deploy_contracts
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import connect, save_deployment
 from ledger_client.cli import DEFAULT_DEVNET_DIR, UsageError, one_line_errors, print_json
@@ -71,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
                 console.print(f"{k:20} {v}")
         return 0 if st.get("up") and "rpc_error" not in st and "kubo_error" not in st else 1
     elif args.command == "deploy":
-        if args.unbonding_delay < 0:
-            raise UsageError("--unbonding-delay must be ≥ 0")
+        if not MIN_UNBONDING_DELAY_S <= args.unbonding_delay <= MAX_UNBONDING_DELAY_S:
+            raise UsageError(f"--unbonding-delay must be within [{MIN_UNBONDING_DELAY_S}, {MAX_UNBONDING_DELAY_S}] "
+                             f"seconds (1 hour to 90 days), got {args.unbonding_delay}")
         account = load_account(args.key, args.keystore, args.password_file)
         w3 = connect(args.rpc_url, args.chain_id)
         deployment = deploy_contracts(w3, account, args.token, args.treasury, args.unbonding_delay)

@@ -22,6 +22,11 @@ def _deploy(sender: TxSender, name: str, *args) -> str:
     return address
 
 
+MIN_UNBONDING_DELAY_S = 3600
+MAX_UNBONDING_DELAY_S = 90 * 24 * 3600
+"""StakeManager's bounds on the unbonding delay (MIN_UNBONDING_DELAY, MAX_UNBONDING_DELAY)."""
+
+
 def deploy_contracts(
     w3: Web3,
     deployer: LocalAccount,
@@ -34,6 +39,8 @@ def deploy_contracts(
     The deployer becomes the StakeManager admin and grants SLASHER_ROLE to the ComputePool.
     `treasury` (default: the deployer) receives the non-bounty part of slashes.
     """
+    if not MIN_UNBONDING_DELAY_S <= unbonding_delay <= MAX_UNBONDING_DELAY_S:
+        raise LedgerError(f"unbonding delay {unbonding_delay}s is outside [{MIN_UNBONDING_DELAY_S}, {MAX_UNBONDING_DELAY_S}]")
     sender = TxSender(w3, deployer)
     first_block = w3.eth.block_number
     dev_token = token is None

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Annotated
 
 from eth_utils import is_address, keccak, to_checksum_address
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from web3.logs import DISCARD
 
+from ledger_client.chain.bindings import PoolParams
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import pool_state
@@ -28,9 +29,21 @@ from ledger_client.cli import (
     print_result,
     resolve_chain_args,
 )
+from ledger_client.ipfs.content import fetch_run_spec
+from ledger_client.ipfs.kubo import KuboClient, KuboError
 from protocol.digest import Digest, InvalidCid, cid_to_digest
+from protocol.runspec import RunSpec
 
 Amount = Annotated[int, BeforeValidator(parse_amount), Field(ge=0)]
+# ComputePool's bounds (MAX_BOUNTY_BPS, MAX_CHALLENGE_WINDOW, MAX_REWARD_LOCK), checked before any transaction.
+MAX_BOUNTY_BPS = 5_000
+MAX_CHALLENGE_WINDOW_S = 30 * 24 * 3600
+MAX_REWARD_LOCK_S = 60 * 24 * 3600
+
+
+def samples_per_submission(spec: RunSpec) -> int:
+    """Samples in one submission of the run spec: prompts_per_submission × group_size."""
+    return spec.prompts_per_submission * spec.sampling.group_size
 
 
 class PoolConfig(BaseModel):
@@ -43,19 +56,29 @@ class PoolConfig(BaseModel):
     min_stake: Amount
     reward_per_sample: Amount
     slash_amount: Amount
-    bounty_bps: int = Field(ge=0, le=10_000)
-    challenge_window_s: int = Field(gt=0, lt=2**32)
-    reward_lock_s: int = Field(gt=0, lt=2**32)
+    bounty_bps: int = Field(ge=0, le=MAX_BOUNTY_BPS, description="challenger's share of a slash; at most 50 %")
+    challenge_window_s: int = Field(gt=0, le=MAX_CHALLENGE_WINDOW_S)
+    reward_lock_s: int = Field(gt=0, le=MAX_REWARD_LOCK_S)
     async_level: int = Field(ge=0, lt=2**32, description="async level")
-    task: str = Field(min_length=1, description="task/dataset reference; hashed unless a 0x bytes32")
+    task: str = Field(min_length=1, description="task/dataset reference; hashed unless a 0x bytes32 (a run spec's digest)")
     base_checkpoint: str = Field(description="manifest CID or 0x digest of the step-0 policy")
+    max_samples_per_work: int | None = Field(None, gt=0, lt=2**32, description="samples one submission may claim; "
+                                             "default: the task run spec's prompts_per_submission × group_size")
     funding: Amount = 0
 
     @model_validator(mode="after")
-    def _lock_covers_window(self) -> "PoolConfig":
-        if self.reward_lock_s < self.challenge_window_s:
-            raise ValueError("reward_lock_s must be ≥ challenge_window_s")
+    def _lock_after_window(self) -> "PoolConfig":
+        if self.reward_lock_s <= self.challenge_window_s:
+            raise ValueError("reward_lock_s must be > challenge_window_s (no claim in the second a challenge can land)")
         return self
+
+    def samples_per_work(self, spec: RunSpec | None = None) -> int:
+        """`maxSamplesPerWork`: as configured, else one submission of the run spec `spec`."""
+        if self.max_samples_per_work is not None:
+            return self.max_samples_per_work
+        if spec is None:
+            raise UsageError("max_samples_per_work is required when the pool's task is not a run spec on IPFS")
+        return samples_per_submission(spec)
 
     def task_ref(self) -> bytes:
         if self.task.startswith("0x") and len(self.task) == 66:
@@ -101,10 +124,14 @@ def _address(value: str, devnet: dict | None, field: str) -> str:
     return to_checksum_address(value)
 
 
-def create_pool(ledger: Ledger, cfg: PoolConfig) -> int:
-    """Create (and fund, if cfg.funding > 0) a pool; returns its id."""
-    params = (cfg.trainer, cfg.validators, cfg.min_stake, cfg.reward_per_sample, cfg.slash_amount, cfg.bounty_bps,
-              cfg.challenge_window_s, cfg.reward_lock_s, cfg.async_level, cfg.task_ref(), cfg.base_checkpoint_digest())
+def create_pool(ledger: Ledger, cfg: PoolConfig, spec: RunSpec | None = None) -> int:
+    """Create (and fund, if cfg.funding > 0) a pool; returns its id. `spec` is the task's run spec, whose
+    submission size is the default `maxSamplesPerWork`."""
+    params = PoolParams(trainer=cfg.trainer, validators=cfg.validators, min_stake=cfg.min_stake,
+                        reward_per_sample=cfg.reward_per_sample, slash_amount=cfg.slash_amount,
+                        bounty_bps=cfg.bounty_bps, challenge_window=cfg.challenge_window_s,
+                        reward_lock=cfg.reward_lock_s, max_staleness=cfg.async_level, task_ref=cfg.task_ref(),
+                        base_checkpoint=cfg.base_checkpoint_digest(), max_samples_per_work=cfg.samples_per_work(spec))
     receipt = ledger.pool.create_pool(params)
     (event,) = ledger.pool.contract.events.PoolCreated().process_receipt(receipt, errors=DISCARD)
     pool_id = event["args"]["poolId"]
@@ -132,12 +159,29 @@ def pool_status(ledger: Ledger, pool_id: int) -> dict:
     return {key: str(value) if isinstance(value, Digest) else value for key, value in status.items()}
 
 
+def _task_run_spec(cfg: PoolConfig, kubo_api: str | None) -> RunSpec:
+    """The run spec the config's task names (a 0x digest of a run spec on IPFS)."""
+    if not (cfg.task.startswith("0x") and len(cfg.task) == 66) or not kubo_api:
+        raise UsageError("max_samples_per_work is required unless task is the 0x digest of a run spec on a "
+                         "reachable Kubo node (--kubo-api or a devnet)")
+    kubo = KuboClient(kubo_api)
+    try:
+        return fetch_run_spec(kubo, cfg.task_ref(), timeout=10.0)
+    except (KuboError, ValidationError) as exc:
+        raise UsageError(f"max_samples_per_work is required: task {cfg.task[:18]}… is not a readable run spec "
+                         f"({exc.__class__.__name__})") from None
+    finally:
+        kubo.close()
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pool", description="Create, fund, inspect and close proofswarm compute pools.")
     sub = p.add_subparsers(dest="command", required=True)
     common = chain_options()
     c = sub.add_parser("create", parents=[common], help="create a pool from a TOML config (and fund it with its `funding`)")
     c.add_argument("--config", type=Path, required=True)
+    c.add_argument("--kubo-api", help="Kubo RPC API to read the task's run spec from (default: the devnet's); "
+                                      "it sets max_samples_per_work unless the config does")
     f = sub.add_parser("fund", parents=[common], help="add budget to a pool (owner only)")
     f.add_argument("pool_id", type=int)
     f.add_argument("amount", help="base units, e.g. 1000e18")
@@ -163,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_pool_config(args.config, devnet)  # validate before touching the chain
     ledger = Ledger.open(rpc_url, deployments, account, args.chain_id)
     if args.command == "create":
-        pool_id = create_pool(ledger, cfg)
+        spec = None if cfg.max_samples_per_work is not None else _task_run_spec(cfg, args.kubo_api or (devnet or {}).get("kubo_api"))
+        pool_id = create_pool(ledger, cfg, spec)
         result = {"pool_id": pool_id, "funded": cfg.funding}
     elif args.command == "fund":
         try:

@@ -34,6 +34,7 @@ from inference.torch_backend import TorchBackend
 from proofs.assignment import assign_prompts
 from protocol.digest import Digest
 from protocol.runspec import SamplingSpec
+from protocol.submission import local_binding
 from tasks.base import Task
 from tasks.registry import TaskSpec, build_task
 from trainer.config import ModelSpec, TrainerConfig
@@ -229,8 +230,9 @@ def run_sync(spec: CpuRecipe, run_dir: Path, log: bool = False) -> RunResult:
     while trainer.step < config.max_steps and clock() < spec.budget_s:
         t0 = time.perf_counter()
         while not trainer.ready():
-            indices = assign_prompts(bytes(32), SYNC_WORKER, trainer.step, files, 2**62, spec.prompts_per_file)
-            batch = make_rollouts(TorchBackend(model), tokenizer, task, spec.task, indices, spec.sampling, trainer.step, Digest(bytes(32)), SYNC_WORKER, nonce=files)
+            indices = assign_prompts(bytes(32), SYNC_WORKER, files, 2**62, spec.prompts_per_file)
+            batch = make_rollouts(TorchBackend(model), tokenizer, task, spec.task, indices, spec.sampling,
+                                  local_binding(SYNC_WORKER, trainer.step, files), Digest(bytes(32)))
             source.put(f"{files:06d}", batch)
             files += 1
         gen_s += time.perf_counter() - t0

@@ -9,8 +9,13 @@
    through attacks);
 5. after `--steps` trainer steps everything is stopped, time travels past the reward lock and
    the honest workers claim;
-6. a summary table, runs/demo/summary.json and runs/demo/learning_curve.png.
+6. a summary table, runs/demo/summary.json and runs/demo/learning_curve.png, with the demo's checks:
+   every adversary submission judged by the end is challenged, no honest one is (work still
+   unjudged at the end is reported as `adversary_pending`); the demo exits 1 if a check fails.
 
+Repeatable: each run creates a new pool (work ids and file bindings are per pool, so nothing collides
+with an earlier run), starts from an empty `--out`, and first stops the role processes a killed
+earlier run left behind (their pids are recorded in `--out`/roles.pids).
 Every role meets the others only through the chain and IPFS.
 """
 
@@ -32,11 +37,15 @@ from rich.table import Table
 
 from dashboard.service import free_port
 from deploy import devnet
+from deploy.anvil import stop_pid
 from deploy.pool_cli import PoolConfig, create_pool
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import get_work
 from ledger_client.cli import DEFAULT_DEVNET_DIR, UsageError, one_line_errors
+from ledger_client.ipfs.content import fetch_run_spec
+from ledger_client.ipfs.kubo import KuboClient
+from protocol.digest import Digest
 from protocol.pool import WorkStatus
 from protocol.verdicts import Reason
 
@@ -45,18 +54,24 @@ ADVERSARY_ATTACKS = ["fabricated_rewards", "cherry_picked_prompts", "tampered_co
                      "withheld", "perturbed_weights", "corrupted_proofs", "truncated_completion"]
 
 
-class Roles:
-    """The role processes of the demo, each logging to its own file."""
+PIDS_FILE = "roles.pids"
 
-    def __init__(self, log_dir: Path, env: dict[str, str]):
+
+class Roles:
+    """The role processes of the demo, each logging to its own file; pids recorded in `pids_file`."""
+
+    def __init__(self, log_dir: Path, env: dict[str, str], pids_file: Path):
         self.log_dir = log_dir
         self.env = env
+        self.pids_file = pids_file
         self.procs: dict[str, subprocess.Popen] = {}
 
     def start(self, name: str, *args: str) -> None:
         log = open(self.log_dir / f"{name}.log", "wb")
         self.procs[name] = subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT, env=self.env, stdout=log,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        with open(self.pids_file, "a") as pids:
+            pids.write(f"{self.procs[name].pid} {args[0]}\n")
 
     def check_alive(self, *names: str) -> None:
         for name in names:
@@ -77,6 +92,21 @@ class Roles:
                 p.kill()
 
 
+def stop_leftover_roles(pids_file: Path) -> list[str]:
+    """Stop the role processes a killed earlier run recorded in `pids_file` (each only if its command line
+    is still that role's module, so a reused pid is left alone); returns the modules stopped."""
+    try:
+        lines = pids_file.read_text().split("\n")
+    except OSError:
+        return []
+    stopped = []
+    for line in lines:
+        pid, _, module = line.partition(" ")
+        if pid.isdigit() and module and stop_pid(int(pid), module):
+            stopped.append(module)
+    return stopped
+
+
 def _run_json(args: list[str], env: dict[str, str]) -> dict:
     proc = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -89,6 +119,9 @@ def _run_json(args: list[str], env: dict[str, str]) -> dict:
 
 def run_demo(args: argparse.Namespace, console: Console) -> dict:
     out = args.out.resolve()
+    leftover = stop_leftover_roles(out / PIDS_FILE)
+    if leftover:
+        console.print(f"stopped {len(leftover)} role processes left by an interrupted run: {', '.join(leftover)}")
     if out.exists():
         shutil.rmtree(out)
     (out / "logs").mkdir(parents=True)
@@ -107,12 +140,14 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
                      min_stake=100 * 10**18, reward_per_sample=10**16, slash_amount=50 * 10**18, bounty_bps=2_000,
                      challenge_window_s=600, reward_lock_s=900, async_level=2, task=init["task"],
                      base_checkpoint=init["base_checkpoint"], funding=10_000 * 10**18)
-    pool_id = create_pool(owner, cfg)
+    with KuboClient(info["kubo_api"]) as kubo:
+        spec = fetch_run_spec(kubo, Digest.parse(init["task"]))
+    pool_id = create_pool(owner, cfg, spec)
     start_block = owner.w3.eth.block_number
     console.print(f"pool {pool_id}: task {init['task'][:18]}…, base checkpoint {init['base_checkpoint'][:18]}…")
 
-    roles = Roles(out / "logs", env)
-    explorer = Roles(out / "logs", env)
+    roles = Roles(out / "logs", env, out / PIDS_FILE)
+    explorer = Roles(out / "logs", env, out / PIDS_FILE)
     run_dir = out / "trainer"
     port = args.explorer_port or free_port()
     explorer.start("explorer", "dashboard.cli", "start", "--port", str(port), "--db", str(out / "explorer.sqlite"),
@@ -120,7 +155,8 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
     console.print(f"explorer: http://127.0.0.1:{port}/pool/{pool_id}  (live while the demo runs)")
     try:
         roles.start("validator", "validator.cli", "start", "--pool", str(pool_id), "--devnet-validator",
-                    "--state-dir", str(out / "validator"), "--metrics-port", str(args.metrics_port), *chain)
+                    "--state-dir", str(out / "validator"), "--metrics-port", str(args.metrics_port or free_port()),
+                    *chain)
         roles.start("trainer", "trainer.main", "start", "--pool", str(pool_id), "--devnet-trainer",
                     "--set", f"run_dir={run_dir}", "--set", f"max_steps={args.steps}",
                     "--set", f"batch_samples={args.batch_samples}", "--set", "optim.lr=5e-4",
@@ -189,6 +225,9 @@ def _summary(ledger: Ledger, pool_id: int, start_block: int, run_dir: Path, info
     adversary = info["workers"][2]["address"]
     honest = {w["address"] for w in info["workers"][:2]}
     by_worker = {bytes(e["args"]["workId"]): e["args"]["worker"] for e in submitted}
+    adversary_status = Counter(get_work(ledger, w).status for w, who in by_worker.items() if who == adversary)
+    adversary_judged = sum(adversary_status.values()) - adversary_status[WorkStatus.PENDING]
+    honest_challenged = sum(1 for e in challenged if by_worker[bytes(e["args"]["workId"])] in honest)
     consumed = json.loads((run_dir / "consumed.json").read_text())["consumed"]
     consumed_unaccepted = sum(get_work(ledger, bytes.fromhex(w[2:])).status not in (WorkStatus.ACCEPTED, WorkStatus.PAID)
                               for w in consumed)
@@ -203,7 +242,10 @@ def _summary(ledger: Ledger, pool_id: int, start_block: int, run_dir: Path, info
         "challenged": dict(Counter(Reason(e["args"]["reasonCode"]).name for e in challenged)),
         "adversary_submissions": sum(1 for w in by_worker.values() if w == adversary),
         "adversary_challenged": sum(1 for e in challenged if by_worker[bytes(e["args"]["workId"])] == adversary),
-        "honest_challenged": sum(1 for e in challenged if by_worker[bytes(e["args"]["workId"])] in honest),
+        "adversary_pending": adversary_status[WorkStatus.PENDING],
+        "honest_challenged": honest_challenged,
+        "checks": {"every_judged_adversary_submission_challenged": adversary_status[WorkStatus.REJECTED] == adversary_judged,
+                   "no_honest_submission_challenged": honest_challenged == 0},
         "slashed": [{"worker": e["args"]["worker"], "amount": e["args"]["amount"]} for e in slashes],
         "slashed_total": sum(e["args"]["amount"] for e in slashes),
         "claimed": [{"worker": e["args"]["worker"], "amount": e["args"]["amount"]} for e in claims],
@@ -244,7 +286,7 @@ def _print(summary: dict, console: Console) -> None:
     table = Table(title=f"proofswarm demo — pool {summary['pool_id']}, {summary['steps']} steps, "
                         f"{summary['wall_s']}s", show_header=False)
     for key in ("submitted", "accepted", "challenged", "adversary_submissions", "adversary_challenged",
-                "honest_challenged", "slashed_total", "consumed", "consumed_unaccepted", "accuracy_start",
+                "adversary_pending", "honest_challenged", "checks", "slashed_total", "consumed", "consumed_unaccepted", "accuracy_start",
                 "accuracy_end"):
         table.add_row(key, str(summary[key]))
     for c in summary["claimed"]:
@@ -252,7 +294,11 @@ def _print(summary: dict, console: Console) -> None:
     console.print(table)
 
 
-@one_line_errors
+class DemoCheckFailed(RuntimeError):
+    """The run finished but a protocol property the demo checks did not hold."""
+
+
+@one_line_errors(failures=(DemoCheckFailed,))
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="demo", description=__doc__.splitlines()[0])
     p.add_argument("--state-dir", type=Path, default=DEFAULT_DEVNET_DIR)
@@ -264,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-every", type=int, default=5)
     p.add_argument("--eval-problems", type=int, default=100)
     p.add_argument("--timeout", type=float, default=1200)
-    p.add_argument("--metrics-port", type=int, default=9464)
+    p.add_argument("--metrics-port", type=int, default=0, help="validator metrics port (default: a free one)")
     p.add_argument("--explorer-port", type=int, default=0, help="port of the pool explorer (default: a free one)")
     p.add_argument("--serve", action="store_true", help="keep the explorer serving after the demo, until Ctrl-C")
     p.add_argument("--down-after", action="store_true", help="stop the devnet at the end")
@@ -277,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
             devnet.down(args.state_dir)
     _print(summary, console)
     console.print(f"wrote {args.out / 'summary.json'} and {args.out / 'learning_curve.png'}")
+    failed = [name for name, ok in summary["checks"].items() if not ok]
+    if failed:
+        raise DemoCheckFailed(f"demo checks failed: {', '.join(failed)} (see {args.out / 'summary.json'})")
     return 0
 
 

@@ -54,16 +54,16 @@ def run_demo(state_dir: Path, out_dir: Path, console: Console) -> dict:
         trainer=keys["trainer"].address, validators=[keys["validator"].address],
         min_stake=100 * 10**18, reward_per_sample=10**18, slash_amount=50 * 10**18, bounty_bps=2_000,
         challenge_window_s=60, reward_lock_s=120, async_level=2, task="digits/add-v1",
-        base_checkpoint=base_cid, funding=10_000 * 10**18,
+        base_checkpoint=base_cid, max_samples_per_work=64, funding=10_000 * 10**18,
     )
     pool_id = create_pool(owner, cfg)
     console.print(f"pool {pool_id} created and funded with {cfg.funding} base units")
 
     worker_ledgers = [ledger(w) for w in workers]
     for wl in worker_ledgers:
-        wl.ensure_stake(cfg.min_stake)
+        wl.ensure_allocation(pool_id, cfg.min_stake)
         wl.pool.join_pool(pool_id)
-    console.print("two workers bonded stake and joined")
+    console.print("two workers bonded stake, allocated it to the pool and joined")
 
     ckpt_cid = kubo.add_bytes(json.dumps({"demo": "policy manifest", "step": 1}).encode())
     trainer.pool.publish_checkpoint(pool_id, 1, cid_to_digest(ckpt_cid))
@@ -74,8 +74,9 @@ def run_demo(state_dir: Path, out_dir: Path, console: Console) -> dict:
     for i, wl in enumerate(worker_ledgers):
         rollout = json.dumps({"demo_rollout": i, "worker": wl.address, "step": 1, "samples": n_samples}).encode()
         digest = cid_to_digest(kubo.add_bytes(rollout))
-        wl.pool.submit_work(pool_id, 1, digest, n_samples)
-        work_ids.append(digest)
+        nonce = wl.pool.get_member(pool_id, wl.address).next_nonce
+        wl.pool.submit_work(pool_id, 1, nonce, digest, n_samples)
+        work_ids.append(bytes(wl.pool.work_id_of(pool_id, wl.address, nonce)))
     console.print(f"both workers submitted {n_samples} samples each")
 
     validator.pool.attest(work_ids[0])
@@ -105,7 +106,8 @@ def run_demo(state_dir: Path, out_dir: Path, console: Console) -> dict:
         "claimed": claimed,
         "pool_budget": status["budget"],
         "pool_reserved": status["reserved"],
-        "worker_stake": {w.address: worker_ledgers[0].stake.bonded_of(w.address) for w in workers},
+        "worker_stake": {w.address: worker_ledgers[0].stake.bonded_of(w.address)
+                         + worker_ledgers[0].pool.get_member(pool_id, w.address).allocation for w in workers},
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = out_dir / f".summary.{os.getpid()}.tmp"
@@ -125,7 +127,7 @@ def _print_summary(summary: dict, console: Console) -> None:
     for c in summary["claimed"]:
         table.add_row("claimed", c["worker"], str(c["amount"]))
     for w, stake in summary["worker_stake"].items():
-        table.add_row("bonded stake now", w, str(stake))
+        table.add_row("stake now (free + allocated)", w, str(stake))
     table.add_row("pool budget left", "", str(summary["pool_budget"]))
     console.print(table)
 

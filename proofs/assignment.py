@@ -1,10 +1,12 @@
-"""Prompt assignment: which dataset prompts a worker must answer at (step, nonce).
+"""Prompt assignment: which dataset prompts a worker must answer in its `nonce`-th submission.
 
 A keyed PRF, recomputable by anyone who knows the pool seed:
 
     block_j = HMAC-SHA256(key=pool_seed,
-                          msg="proofswarm/assign/v1" || address (20 B) || step (u64 BE)
-                              || nonce (u64 BE) || j (u32 BE))
+                          msg="proofswarm/assign/v2" || address (20 B) || nonce (u64 BE) || j (u32 BE))
+
+The policy step is deliberately not an input: the chain fixes the nonce (each used once, in order),
+so a worker cannot pick a step, or anything else, to grind for prompts it likes.
 
 Each 32-byte block yields four 64-bit big-endian draws r. A draw is turned into an index by
 rejection sampling (r is used only if r < 2^64 - (2^64 mod N), then index = r mod N, so there
@@ -20,24 +22,22 @@ import struct
 
 from proofs.sampling import normalize_address
 
-_ASSIGN_DOMAIN = b"proofswarm/assign/v1"
+_ASSIGN_DOMAIN = b"proofswarm/assign/v2"
 
 
 class AssignmentError(ValueError):
     """Invalid assignment request (e.g. more prompts than the dataset holds)."""
 
 
-def assign_prompts(
-    pool_seed: bytes, worker: str, step: int, nonce: int, dataset_size: int, n: int
-) -> list[int]:
-    """The n distinct dataset indices assigned to `worker` at (step, nonce)."""
+def assign_prompts(pool_seed: bytes, worker: str, nonce: int, dataset_size: int, n: int) -> list[int]:
+    """The n distinct dataset indices assigned to `worker`'s `nonce`-th submission."""
     if dataset_size < 1:
         raise AssignmentError("dataset_size must be positive")
     if not 0 <= n <= dataset_size:
         raise AssignmentError(f"cannot assign {n} distinct prompts from {dataset_size}")
-    if step < 0 or nonce < 0:
-        raise AssignmentError("step and nonce must be non-negative")
-    prefix = _ASSIGN_DOMAIN + normalize_address(worker) + struct.pack(">QQ", step, nonce)
+    if not 0 <= nonce < 2**64:
+        raise AssignmentError("nonce must be a uint64")
+    prefix = _ASSIGN_DOMAIN + normalize_address(worker) + struct.pack(">Q", nonce)
     limit = 2**64 - (2**64 % dataset_size)
     chosen: list[int] = []
     seen: set[int] = set()
@@ -62,11 +62,10 @@ def check_assignment(
     claimed: list[int],
     pool_seed: bytes,
     worker: str,
-    step: int,
     nonce: int,
     dataset_size: int,
 ) -> bool:
-    """Whether `claimed` is exactly the assignment for (worker, step, nonce), in order."""
+    """Whether `claimed` is exactly the assignment for (worker, nonce), in order."""
     if len(claimed) > dataset_size:
         return False
-    return claimed == assign_prompts(pool_seed, worker, step, nonce, dataset_size, len(claimed))
+    return claimed == assign_prompts(pool_seed, worker, nonce, dataset_size, len(claimed))

@@ -40,6 +40,8 @@ class Work:
     submitted_at: int
     status: WorkStatus
     reward: int
+    nonce: int = 0
+    """The worker's submission nonce in the pool (the work id derives from it)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class PoolState:
     async_level: int
     task_ref: Digest
     base_checkpoint: Digest
+    max_samples_per_work: int = 0
 
     @property
     def active(self) -> bool:

@@ -1,7 +1,7 @@
 """The rollout file: what a worker submits, a validator checks and the trainer learns from.
 
 Format: Apache Parquet, one row per completion, with the file-level header as JSON under
-the schema metadata key `proofswarm.rollouts`. Version 2 columns:
+the schema metadata key `proofswarm.rollouts`. Version 3 columns:
 
 | column         | type          | meaning                                                      |
 |----------------|---------------|--------------------------------------------------------------|
@@ -17,9 +17,11 @@ the schema metadata key `proofswarm.rollouts`. Version 2 columns:
 |                |               | worker, policy_step, nonce × n_rows + row)                   |
 | proofs         | list<binary>  | TOPLOC proof per chunk of `proof_chunk` completion tokens    |
 
-Header (`RolloutHeader`): schema version, policy step and manifest digest of the policy
-used, worker address, task spec, sampling spec (protocol.runspec.SamplingSpec), proof chunk size,
-assignment nonce. Readers validate everything and raise `RolloutSchemaError` otherwise.
+Header (`RolloutHeader`): schema version; the submission binding (protocol.submission) — chain id,
+pool contract, pool id, worker, policy step, nonce — which must equal the on-chain `submitWork`
+record; the manifest digest of the policy used, task spec, sampling spec
+(protocol.runspec.SamplingSpec) and proof chunk size. Readers validate everything and raise
+`RolloutSchemaError` otherwise.
 
 Every field is re-derived and compared by the validator (validator.checks, inference.verify),
 or the file is refused; the challenge reason follows the arrow:
@@ -30,12 +32,12 @@ or the file is refused; the challenge reason follows the arrow:
 | policy_step         | equal to the on-chain submission's step → WRONG_STEP                         |
 | manifest_digest     | equal to the on-chain checkpoint of that step → WRONG_STEP                   |
 | worker              | equal to the submitting address → WRONG_WORKER                               |
+| chain_id, pool_contract, pool_id, nonce | equal to the chain, contract and `submitWork` record → WRONG_BINDING |
 | task                | equal to the pool's run spec → SCHEMA                                        |
 | sampling            | equal to the run spec's (temperature/top_p → SAMPLING, others → SCHEMA)      |
 | proof_chunk         | equal to the validator's chunk size → SCHEMA                                 |
-| nonce               | feeds the re-derivation of prompt_index and seed below                       |
 | group, sample       | equal to the row's position (row = group × group_size + sample) → SCHEMA     |
-| prompt_index        | re-derived by the assignment PRF of (pool seed, worker, step, nonce) → ASSIGNMENT |
+| prompt_index        | re-derived by the assignment PRF of (pool seed, worker, nonce) → ASSIGNMENT  |
 | prompt_ids          | re-encoded from the task's prompt → ASSIGNMENT; ids in [0, vocab) → SCHEMA   |
 | completion_ids      | replayed from the seeded Gumbel noise and recomputed logits → SAMPLING;      |
 |                     | ids in [0, vocab), length ≤ max_tokens → SCHEMA                              |
@@ -76,10 +78,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from protocol.digest import Digest
 from protocol.runspec import RunSpec, SamplingSpec
+from protocol.submission import ADDRESS_PATTERN, SubmissionBinding
 from tasks.registry import TaskSpec
 
 SCHEMA_NAME = "proofswarm.rollouts"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 METADATA_KEY = SCHEMA_NAME.encode()
 
 ARROW_SCHEMA = pa.schema(
@@ -145,14 +148,29 @@ class RolloutHeader(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     schema_name: Literal["proofswarm.rollouts"] = SCHEMA_NAME
-    version: Literal[2] = SCHEMA_VERSION
-    policy_step: int = Field(ge=0)
+    version: Literal[3] = SCHEMA_VERSION
+    chain_id: int = Field(ge=0, description="chain of the pool contract (0 in local mode)")
+    pool_contract: str = Field(pattern=ADDRESS_PATTERN, description="the ComputePool the file is submitted to")
+    pool_id: int = Field(ge=0)
+    worker: str = Field(pattern=ADDRESS_PATTERN)
+    policy_step: int = Field(ge=0, description="the step submitted with, whose policy generated the file")
+    nonce: int = Field(ge=0, description="the worker's submission nonce in the pool; prompts derive from it")
     manifest_digest: Digest = Field(description="digest of the policy checkpoint's manifest")
-    worker: str = Field(pattern=r"^0x[0-9a-fA-F]{40}$")
     task: TaskSpec = Field(description="the task the prompts and rewards come from")
     sampling: SamplingSpec
     proof_chunk: int = Field(ge=0, description="tokens per TOPLOC proof; 0 = the file carries no proofs")
-    nonce: int = Field(0, ge=0, description="prompt-assignment nonce")
+
+    @property
+    def binding(self) -> SubmissionBinding:
+        """The submission this file declares itself to be."""
+        return SubmissionBinding(chain_id=self.chain_id, pool_contract=self.pool_contract, pool_id=self.pool_id,
+                                 worker=self.worker, step=self.policy_step, nonce=self.nonce)
+
+    @classmethod
+    def bound(cls, binding: SubmissionBinding, **fields: Any) -> RolloutHeader:
+        """A header carrying `binding` (plus the policy, task and sampling `fields`)."""
+        return cls(chain_id=binding.chain_id, pool_contract=binding.pool_contract, pool_id=binding.pool_id,
+                   worker=binding.worker, policy_step=binding.step, nonce=binding.nonce, **fields)
 
 
 class RolloutSample(BaseModel):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from proofs.toploc import Thresholds
 from tasks.registry import TaskSpec
 
 
@@ -37,9 +38,16 @@ class VerificationSpec(BaseModel):
     toploc_min_exp_matches: int = Field(90, ge=0)
     toploc_max_mant_err_mean: float = Field(10.0, ge=0)
     toploc_max_mant_err_median: float = Field(8.0, ge=0)
+    toploc_mean_excludes_max: bool = Field(False, description="proofs.toploc.Thresholds.mean_excludes_max")
     logit_tolerance: float = Field(1e-3, ge=0)
     min_eos_prob: float = Field(1e-4, ge=0, le=1)
     reward_tolerance: float = Field(1e-6, ge=0)
+
+    def toploc_thresholds(self) -> Thresholds:
+        """The TOPLOC chunk thresholds these rules state."""
+        return Thresholds(min_exp_matches=self.toploc_min_exp_matches, max_mant_err_mean=self.toploc_max_mant_err_mean,
+                          max_mant_err_median=self.toploc_max_mant_err_median,
+                          mean_excludes_max=self.toploc_mean_excludes_max)
 
 
 class RunSpec(BaseModel):

@@ -26,16 +26,17 @@ class Reason(IntEnum):
     WRONG_WORKER = 4       # the file names another worker (e.g. a resubmitted file)
     WRONG_STEP = 5         # header step/manifest disagree with the submission or the checkpoint
     STALE = 6              # the policy step is older than the pool's async level allows
-    SAMPLE_COUNT = 7       # nSamples on-chain differs from the file
-    ASSIGNMENT = 8         # prompts are not the ones assigned to (worker, step, nonce)
+    SAMPLE_COUNT = 7       # nSamples on-chain differs from the file or the run spec's prompts × group size
+    ASSIGNMENT = 8         # prompts are not the ones assigned to (worker, nonce)
     REWARD = 9             # reported rewards differ from the task verifier's
     TERMINATION = 10       # completion ended without EOS before max_tokens, or implausible EOS
     SAMPLING = 11          # sampled tokens do not replay from the seeded noise and recomputed logits
     TOPLOC = 12            # activation proofs do not match the declared policy
     SEED = 13              # sampling seeds are not the derived ones
-    DUPLICATE_ASSIGNMENT = 14  # the same (worker, step, nonce) was already submitted
+    DUPLICATE_ASSIGNMENT = 14  # unused since nonces are on-chain (each used once); code kept, never reassigned
     LOGPROBS = 15          # reported per-token logprobs differ from the recomputed ones
     UNCHECKABLE = 16       # the file crashed or timed out the checker on every attempt
+    WRONG_BINDING = 17     # the header's chain id, pool contract, pool id or nonce differ from the submission
 
 
 class Evidence(BaseModel):

@@ -48,6 +48,16 @@ class Chain:
     def worker(self, n: int = 0) -> Ledger:
         return self.ledger(4 + n)
 
+    def submit(self, n: int, digest: bytes, n_samples: int = 8, step: int = 0) -> bytes:
+        """Worker n submits `digest` with its next nonce (topping its allocation up to what that needs);
+        returns the work id."""
+        ledger = self.worker(n)
+        ledger.ensure_allocation(self.pool_id, ledger.required_allocation(self.pool_id, self.config.min_stake,
+                                                                          self.config.slash_amount))
+        nonce = ledger.pool.get_member(self.pool_id, ledger.address).next_nonce
+        ledger.pool.submit_work(self.pool_id, step, nonce, digest, n_samples)
+        return bytes(ledger.pool.work_id_of(self.pool_id, ledger.address, nonce))
+
     def rpc(self, method: str, params: list) -> dict:
         return self.w3.provider.make_request(method, params)
 
@@ -56,7 +66,7 @@ def pool_config(accounts: list[LocalAccount], **overrides) -> PoolConfig:
     values = dict(trainer=accounts[2].address, validators=[accounts[3].address], min_stake=100 * TOKENS,
                   reward_per_sample=TOKENS, slash_amount=50 * TOKENS, bounty_bps=2_000, challenge_window_s=60,
                   reward_lock_s=120, async_level=2, task="test/task", base_checkpoint="0x" + "11" * 32,
-                  funding=10_000 * TOKENS)
+                  max_samples_per_work=64, funding=10_000 * TOKENS)
     values.update(overrides)
     return PoolConfig(**values)
 
@@ -75,7 +85,8 @@ def anvil(tmp_path: Path) -> Iterator[AnvilProcess]:
 
 @pytest.fixture
 def chain(anvil: AnvilProcess) -> Chain:
-    """Contracts deployed, tokens minted to owner and workers, one funded pool; workers 0-1 staked and joined."""
+    """Contracts deployed, tokens minted to owner and workers, one funded pool; workers 0-1 staked, their
+    minimum stake allocated to the pool, and joined."""
     w3 = connect(anvil.rpc_url, 31337)
     accounts = dev_accounts(10)
     deployment = deploy_contracts(w3, accounts[0], treasury=accounts[9].address)
@@ -87,6 +98,6 @@ def chain(anvil: AnvilProcess) -> Chain:
     chain = Chain(anvil, w3, deployment, accounts, pool_id, cfg)
     for n in (0, 1):
         worker = chain.worker(n)
-        worker.ensure_stake(cfg.min_stake)
+        worker.ensure_allocation(pool_id, cfg.min_stake)
         worker.pool.join_pool(pool_id)
     return chain

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ledger_client.chain.bindings import PoolParams, PoolView, WorkView
+from ledger_client.chain.bindings import MemberView, PoolParams, PoolView, WorkView
 
 
 def test_get_pool_returns_a_typed_view(chain):
@@ -25,10 +25,15 @@ def test_create_pool_takes_the_params_struct(chain):
     assert created.params == p._replace(validators=[])
 
 
-def test_get_work_returns_a_typed_view(chain):
-    digest = b"\x42" * 32
-    chain.worker(0).pool.submit_work(chain.pool_id, 0, digest, 3)
-    w = chain.owner.pool.get_work(digest)
+def test_get_work_and_get_member_return_typed_views(chain):
+    worker = chain.accounts[4].address
+    nonce = chain.owner.pool.get_member(chain.pool_id, worker).next_nonce
+    chain.worker(0).pool.submit_work(chain.pool_id, 0, nonce, b"\x42" * 32, 3)
+    w = chain.owner.pool.get_work(chain.owner.pool.work_id_of(chain.pool_id, worker, nonce))
     assert isinstance(w, WorkView)
-    assert (w.worker, w.pool_id, w.step, w.n_samples, w.status) == (chain.accounts[4].address, chain.pool_id, 0, 3, 1)
+    assert (w.worker, w.pool_id, w.step, w.n_samples, w.status, w.nonce) == (worker, chain.pool_id, 0, 3, 1, nonce)
     assert w.reward == 3 * chain.config.reward_per_sample
+    m = chain.owner.pool.get_member(chain.pool_id, worker)
+    assert isinstance(m, MemberView)
+    assert (m.member, m.next_nonce, m.open_works) == (True, nonce + 1, 1)
+    assert m.required == chain.config.slash_amount

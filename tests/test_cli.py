@@ -71,6 +71,13 @@ def test_pool_commands_and_their_refusals(devnet_dir, tmp_path):
     bad.write_text((ROOT / "examples/pool.toml").read_text().replace("reward_lock_s = 120", "reward_lock_s = 5"))
     assert_one_line_error(run("deploy.pool_cli", "create", "--config", str(bad), *chain, cwd=tmp_path, ok=False),
                           "reward_lock_s must be", 2)
+    pool_toml = (ROOT / "examples/pool.toml").read_text()
+    for edit, needle in ((("reward_lock_s = 120", "reward_lock_s = 60"), "reward_lock_s must be > challenge_window_s"),
+                         (("bounty_bps = 2000", "bounty_bps = 5001"), "bounty_bps"),
+                         (("max_samples_per_work = 64", ""), "max_samples_per_work is required")):
+        bad.write_text(pool_toml.replace(*edit))
+        assert_one_line_error(run("deploy.pool_cli", "create", "--config", str(bad), *chain, cwd=tmp_path, ok=False),
+                              needle, 2)
     assert_one_line_error(run("deploy.pool_cli", "status", "99", *chain, cwd=tmp_path, ok=False), "UnknownPool")
     assert_one_line_error(run("deploy.pool_cli", "fund", pool_id, "1e40", *chain, cwd=tmp_path, ok=False),
                           "cannot fund")
@@ -83,6 +90,13 @@ def test_pool_commands_and_their_refusals(devnet_dir, tmp_path):
                               ok=False), "NotPoolOwner")
     closed = json.loads(run("deploy.pool_cli", "close", pool_id, "--json", *chain, cwd=tmp_path).stdout)
     assert closed["refunded"] == 10_005 * 10**18
+
+
+def test_deploy_refuses_an_unbonding_delay_out_of_bounds(tmp_path):
+    for delay in ("0", "3599", str(90 * 24 * 3600 + 1)):
+        proc = run("deploy.cli", "deploy", "--rpc-url", "http://127.0.0.1:1", "--key", "0x" + "11" * 32,
+                   "--unbonding-delay", delay, cwd=tmp_path, ok=False)
+        assert_one_line_error(proc, "--unbonding-delay must be within [3600, 7776000]", 2)
 
 
 def test_pool_without_devnet_is_a_clear_error(tmp_path):

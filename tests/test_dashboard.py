@@ -24,10 +24,8 @@ from trainer.publish import metrics_bytes
 
 
 def _submit(chain, n: int, tag: int) -> bytes:
-    work_id = bytes([tag]) * 32
-    step = chain.owner.pool.get_pool(chain.pool_id)[3]
-    chain.worker(n).pool.submit_work(chain.pool_id, step, work_id, 8)
-    return work_id
+    step = chain.owner.pool.get_pool(chain.pool_id).latest_step
+    return chain.submit(n, bytes([tag]) * 32, 8, step)  # the work id
 
 
 def _challenge(chain, kubo, work_id: bytes, worker: str) -> bytes:
@@ -104,7 +102,8 @@ def test_api_shows_pools_submissions_verdicts_evidence_and_the_curve(chain, kubo
         worker = get(f"/api/workers/{chain.accounts[4].address}").json()
         assert worker["submissions"]["accepted"] == 1
         assert worker["owed"] == str(8 * chain.config.reward_per_sample)
-        assert worker["stake"]["bonded"] == str(chain.config.min_stake)
+        # bonded is free stake only now; the pool minimum is allocated (locked for the ComputePool)
+        assert (worker["stake"]["bonded"], worker["stake"]["allocated"]) == ("0", str(chain.config.min_stake))
 
         for path in (f"/api/pools/{chain.pool_id + 9}", f"/api/pools/{chain.pool_id + 9}/submissions",
                      "/api/workers/0x" + "12" * 20, "/api/works/0x" + "34" * 32):
@@ -123,8 +122,9 @@ def test_api_shows_pools_submissions_verdicts_evidence_and_the_curve(chain, kubo
 def test_index_after_a_reorg_equals_a_fresh_index(chain, tmp_path):
     live = Store(tmp_path / "live.sqlite")
     indexer = _index_fully(live, chain)
-    receipts = [chain.worker(n % 2).pool.submit_work(chain.pool_id, 0, bytes([0xC0 + n]) * 32, 8) for n in range(4)]
-    chain.validator.pool.attest(bytes([0xC0]) * 32)
+    receipts = [chain.worker(n % 2).pool.submit_work(chain.pool_id, 0, n // 2, bytes([0xC0 + n]) * 32, 8)
+                for n in range(4)]
+    chain.validator.pool.attest(chain.owner.pool.work_id_of(chain.pool_id, chain.worker(0).address, 0))
     indexer.poll_once()
     assert live.count_events()["WorkSubmitted"] == 4
 

@@ -45,7 +45,7 @@ def _submit(protocol: Protocol, worker_index: int, n: int) -> list[bytes]:
     stop = threading.Event()
     for _ in range(n):
         assert daemon.step_once(stop)
-    return [bytes.fromhex(e["digest"]) for e in daemon.journal.entries("submitted")]
+    return [bytes.fromhex(e["work_id"]) for e in daemon.journal.entries("submitted")]
 
 
 def _cli(protocol: Protocol, module: str, *args: str, log: Path) -> subprocess.Popen:
@@ -95,9 +95,9 @@ def test_worker_crashing_mid_upload_gets_no_reward_until_its_file_is_fetchable(p
         daemon.step_once(threading.Event())
     (entry,) = daemon.journal.entries()
     assert entry["stage"] == "written"
-    digest = bytes.fromhex(entry["digest"])
+    work_id = bytes.fromhex(entry["work_id"])
     with pytest.raises(Exception, match="UnknownWork"):
-        get_work(protocol.ledger(0), digest)  # nothing on-chain: no reward possible for an unfetchable file
+        get_work(protocol.ledger(0), work_id)  # nothing on-chain: no reward possible for an unfetchable file
 
     restarted = protocol.worker(4)  # recover() uploads, then submits — once
     (entry,) = restarted.journal.entries()
@@ -107,8 +107,35 @@ def test_worker_crashing_mid_upload_gets_no_reward_until_its_file_is_fetchable(p
         assert validator.run_once() == 1
     finally:
         validator.close()
-    assert get_work(protocol.ledger(0), digest).status == WorkStatus.ACCEPTED
-    assert _verdicts(protocol) == Counter({digest: 1})
+    assert get_work(protocol.ledger(0), work_id).status == WorkStatus.ACCEPTED
+    assert _verdicts(protocol) == Counter({work_id: 1})
+
+
+@pytest.mark.parametrize("mined", [False, True], ids=["before-submit", "after-submit-mined"])
+def test_worker_crashing_between_upload_and_journal_skips_and_reuses_no_nonce(protocol, mined):
+    """A crash after the upload — before `submitWork` is sent, or after it is mined but before the journal
+    says so — is recovered from the chain's next nonce: the file is submitted exactly once, with its nonce."""
+    daemon = protocol.worker(4, per_step=2)
+    real_submit = daemon.ledger.pool.submit_work
+
+    def crash_at_submit(*args):
+        if mined:
+            real_submit(*args)
+        raise KeyboardInterrupt
+
+    daemon.ledger.pool.submit_work = crash_at_submit
+    with pytest.raises(KeyboardInterrupt):
+        daemon.step_once(threading.Event())
+    (entry,) = daemon.journal.entries()
+    assert (entry["stage"], entry["nonce"]) == ("uploaded", 0)
+    restarted = protocol.worker(4, per_step=2)  # recover(): submits nonce 0 unless the chain already has it
+    member = protocol.ledger(0).pool.get_member(protocol.pool_id, protocol.accounts[4].address)
+    assert member.next_nonce == 1 and member.open_works == 1
+    assert [e["stage"] for e in restarted.journal.entries()] == ["submitted"]
+    assert restarted.step_once(threading.Event())  # the next submission takes the next nonce
+    assert [e["nonce"] for e in restarted.journal.entries("submitted")] == [0, 1]
+    work_ids = [bytes.fromhex(e["work_id"]) for e in restarted.journal.entries("submitted")]
+    assert [get_work(protocol.ledger(0), w).nonce for w in work_ids] == [0, 1]
 
 
 def test_reorg_during_a_run_double_counts_nothing(protocol):
@@ -119,7 +146,7 @@ def test_reorg_during_a_run_double_counts_nothing(protocol):
     try:
         assert validator.run_once() == 1
         assert worker.step_once(stop)  # a second submission, in the newest block
-        (second,) = [bytes.fromhex(e["digest"]) for e in worker.journal.entries("submitted")][1:]
+        (second,) = [bytes.fromhex(e["work_id"]) for e in worker.journal.entries("submitted")][1:]
         assert protocol.w3.provider.make_request("anvil_reorg", [3, []]).get("error") is None
         # The reorg dropped the second submission (and possibly the first verdict).
         worker.pending_verdicts()  # notices the vanished submission and resubmits it

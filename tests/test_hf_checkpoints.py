@@ -18,7 +18,7 @@ from inference.torch_backend import NO_EOS, TorchBackend
 from inference.verify import CompletionRecord, VerifyConfig, verify_completions
 from proofs.sampling import derive_seed
 from proofs.termination import check_termination
-from proofs.toploc import Thresholds, build_proofs_batch
+from proofs.toploc import build_proofs_batch
 from protocol.runspec import RunSpec, SamplingSpec
 from tasks.encoding import encode_prompt
 from tasks.registry import TaskSpec, build_task
@@ -123,9 +123,7 @@ def test_calibrated_thresholds_pass_honest_bf16_workers_and_catch_other_weights(
     verification = thresholds(noise, spec.verification, margin=2.0, margin_matches=4)
     config = VerifyConfig(
         sampling=spec.sampling, chunk=32, logit_tolerance=verification.logit_tolerance,
-        thresholds=Thresholds(min_exp_matches=verification.toploc_min_exp_matches,
-                              max_mant_err_mean=verification.toploc_max_mant_err_mean,
-                              max_mant_err_median=verification.toploc_max_mant_err_median))
+        thresholds=verification.toploc_thresholds())
     model, tokenizer = load_policy(folders["qwen2"])
     reference = TorchBackend(model, eos_token_id=stop_token_ids(model, tokenizer))
     prompts = [encode_prompt(tokenizer, build_task(spec.task).problem(i).prompt) for i in range(4)]

@@ -21,6 +21,7 @@ from protocol.pool import WorkStatus
 from protocol.rollouts import decode_rollouts, encode_rollouts
 from protocol.verdicts import Evidence, Reason
 from tests.hooked_checker import HookedChecker
+from worker.account import stake_for_next_submission
 from tests.test_protocol import SPEC, Protocol
 
 ATTACKER = 5
@@ -60,14 +61,17 @@ def honest_file(protocol, honest) -> bytes:
 
 
 def _submit_hostile(protocol, data: bytes | None, digest: bytes | None = None) -> bytes:
-    attacker = protocol.ledger(ATTACKER)
-    attacker.ensure_stake(protocol.config.min_stake)  # top up after the previous test's slash
-    if not attacker.pool.is_member(protocol.pool_id, attacker.address):
-        attacker.pool.join_pool(protocol.pool_id)
+    """The attacker submits `data` (or an unfetchable `digest`) with its next nonce; returns the work id."""
+    attacker, pool_id = protocol.ledger(ATTACKER), protocol.pool_id
+    # allocation topped up after the previous test's slash
+    stake_for_next_submission(attacker, pool_id, protocol.config.min_stake, protocol.config.slash_amount)
+    if not attacker.pool.is_member(pool_id, attacker.address):
+        attacker.pool.join_pool(pool_id)
     digest = put_object(protocol.kubo, data) if data is not None else digest
-    step = pool_state(protocol.ledger(0), protocol.pool_id).latest_step
-    attacker.pool.submit_work(protocol.pool_id, step, digest, ROWS)
-    return digest
+    step = pool_state(protocol.ledger(0), pool_id).latest_step
+    nonce = attacker.pool.get_member(pool_id, attacker.address).next_nonce
+    attacker.pool.submit_work(pool_id, step, nonce, digest, ROWS)
+    return bytes(attacker.pool.work_id_of(pool_id, attacker.address, nonce))
 
 
 def _judge(protocol, validator, work_ids: list[bytes], timeout: float = 240.0) -> None:
@@ -90,13 +94,14 @@ def _challenge(protocol, work_id: bytes) -> tuple[Reason, Evidence]:
 def _then_honest_is_accepted(protocol, validator, honest) -> None:
     before = len(honest.journal.entries("submitted"))
     assert honest.step_once(threading.Event())
-    (digest,) = [bytes.fromhex(e["digest"]) for e in honest.journal.entries("submitted")[before:]]
-    _judge(protocol, validator, [digest])
-    assert get_work(protocol.ledger(0), digest).status == WorkStatus.ACCEPTED
+    (work_id,) = [bytes.fromhex(e["work_id"]) for e in honest.journal.entries("submitted")[before:]]
+    _judge(protocol, validator, [work_id])
+    assert get_work(protocol.ledger(0), work_id).status == WorkStatus.ACCEPTED
 
 
 def _as_attacker(protocol, honest_file: bytes, nonce: int) -> bytes:
-    """The honest file, declared as the attacker's own (a distinct, well-formed file)."""
+    """The honest file, declared as the attacker's own (a distinct, well-formed file; the hooked checker
+    crashes or hangs on it before any binding is compared)."""
     batch = decode_rollouts(honest_file)
     header = batch.header.model_copy(update={"worker": protocol.accounts[ATTACKER].address, "nonce": nonce})
     return encode_rollouts(batch.model_copy(update={"header": header}))

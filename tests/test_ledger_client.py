@@ -11,31 +11,35 @@ from eth_account import Account
 from ledger_client.chain import errors
 from ledger_client.chain.keys import load_account, write_keystore
 from ledger_client.chain.ledger import Ledger, connect, load_deployment, save_deployment
+from ledger_client.chain.queries import claimed_works, rollout_digest_of
 from ledger_client.chain.tx import TxSender, with_retries
+from protocol.submission import work_id_of
+from worker.account import deallocate_free
 
 
 def test_lifecycle_submit_attest_claim(chain):
     worker, validator = chain.worker(0), chain.validator
-    digest = b"\xaa" * 32
-    worker.pool.submit_work(chain.pool_id, 0, digest, 8)
-    validator.pool.attest(digest)
+    work_id = chain.submit(0, b"\xaa" * 32, 8)
+    assert work_id == work_id_of(31337, chain.deployment.compute_pool, chain.pool_id, worker.address, 0)
+    validator.pool.attest(work_id)
     chain.rpc("evm_increaseTime", [chain.config.reward_lock_s])
     chain.rpc("evm_mine", [])
     before = worker.token.balance_of(worker.address)
-    worker.pool.claim([digest])
+    worker.pool.claim([work_id])
     assert worker.token.balance_of(worker.address) - before == 8 * chain.config.reward_per_sample
-    view = worker.pool.get_work(digest)
-    assert view[0] == worker.address and view[5] == 4  # WorkStatus.Paid
+    view = worker.pool.get_work(work_id)
+    assert view.worker == worker.address and view.status == 4 and view.nonce == 0  # WorkStatus.Paid
+    assert claimed_works(worker, worker.address) == {work_id}
+    assert rollout_digest_of(worker, work_id) == b"\xaa" * 32
 
 
 def test_reverts_decode_to_named_exceptions(chain):
     worker = chain.worker(0)
-    digest = b"\xbb" * 32
-    worker.pool.submit_work(chain.pool_id, 0, digest, 1)
-    with pytest.raises(errors.revert_class("DuplicateWork")) as exc:
-        worker.pool.submit_work(chain.pool_id, 0, digest, 1)
-    assert exc.value.args_dict == {"workId": digest}
-    assert "submitWork: reverted with DuplicateWork(workId=0x" in str(exc.value)
+    chain.submit(0, b"\xbb" * 32, 1)
+    with pytest.raises(errors.revert_class("InvalidNonce")) as exc:  # a nonce is used once (was: DuplicateWork)
+        worker.pool.submit_work(chain.pool_id, 0, 0, b"\xbb" * 32, 1)
+    assert exc.value.args_dict == {"nonce": 0, "expected": 1}
+    assert "submitWork: reverted with InvalidNonce(nonce=0, expected=1)" in str(exc.value)
     with pytest.raises(errors.revert_class("NotPoolTrainer")):
         worker.pool.publish_checkpoint(chain.pool_id, 1, b"\x01" * 32)
     with pytest.raises(errors.revert_class("UnknownPool")) as exc:
@@ -45,39 +49,42 @@ def test_reverts_decode_to_named_exceptions(chain):
 
 def test_custom_error_classes_are_shared_across_contracts():
     assert errors.revert_class("ZeroAmount") is errors.decode_revert(bytes.fromhex("1f2a2005")).__class__
-    assert issubclass(errors.revert_class("InsufficientStake"), errors.ContractRevert)
+    assert issubclass(errors.revert_class("InsufficientAllocation"), errors.ContractRevert)
     plain = errors.decode_revert(bytes.fromhex("08c379a0") + bytes(31) + b"\x20" + bytes(31) + b"\x03" + b"abc" + bytes(29))
     assert isinstance(plain, errors.UnknownRevert) and plain.args_dict == {"message": "abc"}
 
 
 def test_concurrent_sends_from_one_key_never_collide(chain):
+    # Submissions from one worker are sequential by rule now (nonces), so the concurrent sends are allocations.
     worker = chain.worker(0)
-    digests = [bytes([i]) * 32 for i in range(1, 13)]
+    worker.ensure_stake(12)
+    before = worker.pool.get_member(chain.pool_id, worker.address).allocation
     failures = []
 
-    def submit(d):
+    def allocate():
         try:
-            worker.pool.submit_work(chain.pool_id, 0, d, 1)
+            worker.pool.allocate(chain.pool_id, 1)
         except Exception as exc:  # noqa: BLE001 - collected and asserted below
             failures.append(exc)
 
-    threads = [threading.Thread(target=submit, args=(d,)) for d in digests]
+    threads = [threading.Thread(target=allocate) for _ in range(12)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert failures == []
-    assert all(worker.pool.get_work(d)[5] == 1 for d in digests)  # all Pending
+    assert worker.pool.get_member(chain.pool_id, worker.address).allocation == before + 12
 
 
 def test_sender_resyncs_when_another_process_uses_the_key(chain):
     account = chain.accounts[4]
     first = Ledger(chain.w3, chain.deployment, account)
-    first.pool.submit_work(chain.pool_id, 0, b"\x31" * 32, 1)  # caches the nonce
+    first.ensure_allocation(chain.pool_id, 3 * chain.config.slash_amount)
+    first.pool.submit_work(chain.pool_id, 0, 0, b"\x31" * 32, 1)  # caches the nonce
     other = TxSender(chain.w3, account)  # "another process"
-    other.send(first.pool.function("submitWork", chain.pool_id, 0, b"\x32" * 32, 1))
-    first.pool.submit_work(chain.pool_id, 0, b"\x33" * 32, 1)  # stale cached nonce → resync
-    assert first.pool.get_work(b"\x33" * 32)[5] == 1
+    other.send(first.pool.function("submitWork", chain.pool_id, 0, 1, b"\x32" * 32, 1))
+    first.pool.submit_work(chain.pool_id, 0, 2, b"\x33" * 32, 1)  # stale cached nonce → resync
+    assert first.pool.get_work(first.pool.work_id_of(chain.pool_id, account.address, 2)).status == 1
 
 
 def test_insufficient_gas_funds_is_one_line(chain):
@@ -139,3 +146,37 @@ def test_ensure_stake_refuses_without_balance(chain):
     with pytest.raises(errors.LedgerError, match="needs"):
         poor.ensure_stake(chain.config.min_stake)
     assert poor.stake.bonded_of(poor.address) == 0
+    with pytest.raises(errors.LedgerError, match="needs"):
+        poor.ensure_allocation(chain.pool_id, chain.config.min_stake)
+    assert poor.pool.get_member(chain.pool_id, poor.address).allocation == 0
+
+
+def test_allocation_follows_open_work_and_a_slash_is_topped_up(chain):
+    """Stake is bonded, then allocated per pool; submitWork needs max(minStake, (open+1) × slash), a
+    challenge takes the slash from the allocation, and the worker's top-up restores what the next
+    submission needs."""
+    worker, cfg = chain.worker(0), chain.config
+    assert worker.required_allocation(chain.pool_id, cfg.min_stake, cfg.slash_amount) == cfg.min_stake
+    first = chain.submit(0, b"\x51" * 32)
+    second = chain.submit(0, b"\x52" * 32)
+    member = worker.pool.get_member(chain.pool_id, worker.address)
+    assert (member.open_works, member.allocation, member.required) == (2, 2 * cfg.slash_amount, 2 * cfg.slash_amount)
+    with pytest.raises(errors.revert_class("InsufficientAllocation")):
+        worker.pool.deallocate(chain.pool_id, 1)
+    with pytest.raises(errors.revert_class("InsufficientAllocation")):  # a third open work needs 3 × slash
+        worker.pool.submit_work(chain.pool_id, 0, 2, b"\x53" * 32, 8)
+    chain.validator.pool.challenge(first, 3, b"\x99" * 32)
+    member = worker.pool.get_member(chain.pool_id, worker.address)
+    assert (member.open_works, member.allocation) == (1, cfg.slash_amount)
+    added = worker.ensure_allocation(chain.pool_id, worker.required_allocation(chain.pool_id, cfg.min_stake,
+                                                                               cfg.slash_amount))
+    assert added == cfg.min_stake - cfg.slash_amount
+    chain.validator.pool.attest(second)  # accepted but unpaid work stays open
+    assert worker.pool.get_member(chain.pool_id, worker.address).required == cfg.slash_amount
+    chain.rpc("evm_increaseTime", [cfg.reward_lock_s])
+    chain.rpc("evm_mine", [])
+    worker.pool.claim([second])
+    assert deallocate_free(worker, chain.pool_id) == cfg.min_stake  # nothing open: all of it comes back
+    member = worker.pool.get_member(chain.pool_id, worker.address)
+    assert (member.open_works, member.allocation) == (0, 0)
+    assert worker.stake.bonded_of(worker.address) == cfg.min_stake

@@ -24,6 +24,7 @@ from protocol.runspec import SamplingSpec
 
 def _batch(group_size=2, groups=2, proof_chunk=2, **header_overrides):
     header = RolloutHeader(
+        chain_id=31337, pool_contract="0x" + "34" * 20, pool_id=1, nonce=0,
         policy_step=3, manifest_digest="0x" + "ab" * 32, worker="0x" + "12" * 20, task={"name": "rev", "seed": 0},
         sampling=SamplingSpec(group_size=group_size, temperature=1.0, max_tokens=4), proof_chunk=proof_chunk,
         **header_overrides,
@@ -47,6 +48,15 @@ def test_round_trip_through_a_file(tmp_path):
     assert read_rollout_file(path) == batch
     assert read_rollout_file(path).n_groups == 2
     assert [p.name for p in tmp_path.iterdir()] == ["r.parquet"]  # no temp file left
+
+
+def test_header_carries_the_submission_binding():
+    header = decode_rollouts(encode_rollouts(_batch())).header
+    b = header.binding
+    assert (b.chain_id, b.pool_contract.lower(), b.pool_id, b.worker.lower(), b.step, b.nonce) == (
+        31337, "0x" + "34" * 20, 1, "0x" + "12" * 20, 3, 0)
+    assert RolloutHeader.bound(b, manifest_digest=header.manifest_digest, task=header.task,
+                               sampling=header.sampling, proof_chunk=header.proof_chunk).binding == b
 
 
 def test_write_refuses_an_inconsistent_batch_and_leaves_no_file(tmp_path):
@@ -75,8 +85,11 @@ def test_reader_refuses_anything_else_with_a_named_error():
         decode_rollouts(b"PAR1 but not really")
     with pytest.raises(RolloutSchemaError, match="no 'proofswarm.rollouts' header"):
         decode_rollouts(_with(table.replace_schema_metadata({})))
-    with pytest.raises(RolloutSchemaError, match="unsupported rollout schema version 3"):
-        decode_rollouts(_with(table, {**header, "version": 3}))
+    with pytest.raises(RolloutSchemaError, match="unsupported rollout schema version 2"):  # v2: no binding
+        decode_rollouts(_with(table, {**header, "version": 2}))
+    unbound = {k: v for k, v in header.items() if k not in ("chain_id", "pool_contract", "pool_id")}
+    with pytest.raises(RolloutSchemaError, match="invalid header: chain_id"):
+        decode_rollouts(_with(table, unbound))
     with pytest.raises(RolloutSchemaError, match="invalid header: worker"):
         decode_rollouts(_with(table, {**header, "worker": "alice"}))
     with pytest.raises(RolloutSchemaError, match="do not match schema"):

@@ -11,6 +11,7 @@ from proofs.toploc import accept, verify_proofs
 from protocol.digest import Digest
 from protocol.rollouts import decode_rollouts, encode_rollouts
 from protocol.runspec import SamplingSpec
+from protocol.submission import SubmissionBinding, work_id_of
 from tasks import TaskSpec, build_task
 from trainer.evaluate import greedy_accuracy
 from worker.local_cli import LocalWorkerConfig, may_generate
@@ -26,14 +27,16 @@ def test_rollouts_carry_assigned_prompts_seeds_rewards_and_valid_proofs():
     model = build_tiny_llama(len(tokenizer), seed=3, hidden=32, layers=1, heads=2)
     task = build_task(SPEC)
     pool_seed = bytes(range(32))
-    indices = assign_prompts(pool_seed, WORKER, 5, 2, 10_000, 3)
+    indices = assign_prompts(pool_seed, WORKER, 2, 10_000, 3)
     sampling = SamplingSpec(group_size=4, temperature=1.0, max_tokens=40)
     backend = TorchBackend(model)
-    batch = make_rollouts(backend, tokenizer, task, SPEC, indices, sampling, 5, Digest(b"\xcd" * 32), WORKER, pool_seed, nonce=2)
+    binding = SubmissionBinding(chain_id=31337, pool_contract="0x" + "cc" * 20, pool_id=7, worker=WORKER, step=5, nonce=2)
+    batch = make_rollouts(backend, tokenizer, task, SPEC, indices, sampling, binding, Digest(b"\xcd" * 32), pool_seed)
 
     batch = decode_rollouts(encode_rollouts(batch))
-    assert batch.header.policy_step == 5 and batch.header.nonce == 2 and batch.header.proof_chunk == 32
-    assert check_assignment([batch.samples[g * 4].prompt_index for g in range(3)], pool_seed, WORKER, 5, 2, 10_000)
+    assert batch.header.binding == binding and batch.header.proof_chunk == 32
+    assert batch.header.binding.work_id == work_id_of(31337, "0x" + "cc" * 20, 7, WORKER, 2)
+    assert check_assignment([batch.samples[g * 4].prompt_index for g in range(3)], pool_seed, WORKER, 2, 10_000)
     for row, sample in enumerate(batch.samples):
         assert sample.seed == derive_seed(pool_seed, WORKER, 5, sample_index(2, row, 12))
         problem = task.problem(sample.prompt_index)

@@ -28,6 +28,7 @@ def _model():
 def _batch(seed: int, policy_step: int = 0, rewards=None, groups: int = 2) -> RolloutBatch:
     rng = random.Random(seed)
     header = RolloutHeader(
+        chain_id=0, pool_contract="0x" + "00" * 20, pool_id=0, nonce=seed,
         policy_step=policy_step, manifest_digest="0x" + "00" * 32, worker="0x" + "ab" * 20, task={"name": "test"},
         sampling=SAMPLING, proof_chunk=0,
     )

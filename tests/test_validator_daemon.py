@@ -61,8 +61,7 @@ def test_every_submission_gets_exactly_one_verdict(chain, kubo, daemon_factory, 
     good = put_object(kubo, b"good rollout file")
     bad = put_object(kubo, b"bad rollout file")
     missing = bytes.fromhex("ab" * 32)  # never uploaded
-    for i, digest in enumerate((good, bad, missing)):
-        chain.worker(i % 2).pool.submit_work(chain.pool_id, 0, digest, 4)
+    good, bad, missing = [chain.submit(i % 2, digest, 4) for i, digest in enumerate((good, bad, missing))]  # work ids
 
     daemon = daemon_factory()
     assert daemon.run_once() == 2  # the missing file waits for its second fetch attempt
@@ -107,8 +106,7 @@ def _metric(daemon: ValidatorDaemon, name: str, labels: dict | None = None) -> f
 
 
 def test_unavailable_file_is_fetched_again_with_backoff_then_challenged(chain, kubo, daemon_factory):
-    missing = bytes.fromhex("cd" * 32)
-    chain.worker(0).pool.submit_work(chain.pool_id, 0, missing, 1)
+    missing = chain.submit(0, bytes.fromhex("cd" * 32), 1)  # work id of a file never uploaded
     daemon = daemon_factory(fetch_attempts=3, retry_backoff_s=1.0)
     assert daemon.run_once() == 0
     assert daemon.run_once() == 0  # the retry is not due yet
@@ -125,12 +123,12 @@ def test_unavailable_file_is_fetched_again_with_backoff_then_challenged(chain, k
 def test_file_uploaded_between_attempts_is_judged_on_its_content(chain, kubo, daemon_factory):
     data = b"good but late"
     digest = hashlib.sha256(data).digest()
-    chain.worker(0).pool.submit_work(chain.pool_id, 0, digest, 1)
+    work_id = chain.submit(0, digest, 1)
     daemon = daemon_factory(fetch_attempts=3)
     assert daemon.run_once() == 0
     assert put_object(kubo, data) == digest
-    assert _run_until_judged(daemon, chain, [digest])
-    assert get_work(chain.owner, digest).status == WorkStatus.ACCEPTED
+    assert _run_until_judged(daemon, chain, [work_id])
+    assert get_work(chain.owner, work_id).status == WorkStatus.ACCEPTED
 
 
 @pytest.mark.parametrize("kind, payload", [("crash", b"segfault me"), ("timeout", b"hang forever"),
@@ -138,10 +136,10 @@ def test_file_uploaded_between_attempts_is_judged_on_its_content(chain, kubo, da
 def test_file_that_breaks_the_checker_is_challenged_after_three_failures(chain, kubo, daemon_factory, kind, payload):
     hostile = put_object(kubo, payload)
     honest = put_object(kubo, b"honest after " + payload)
-    chain.worker(0).pool.submit_work(chain.pool_id, 0, hostile, 1)
+    hostile = chain.submit(0, hostile, 1)
     daemon = daemon_factory(check_timeout_s=3.0, max_checker_failures=3)
     assert daemon.run_once() == 0  # first failure: the file is kept for another try, in a fresh process
-    chain.worker(1).pool.submit_work(chain.pool_id, 0, honest, 1)
+    honest = chain.submit(1, honest, 1)
     assert _run_until_judged(daemon, chain, [hostile, honest])
     assert _reason(chain, hostile) == Reason.UNCHECKABLE
     assert get_work(chain.owner, honest).status == WorkStatus.ACCEPTED  # the daemon judged on after the failures
@@ -156,8 +154,7 @@ def test_file_that_breaks_the_checker_is_challenged_after_three_failures(chain, 
 
 
 def test_retries_survive_a_restart(chain, kubo, daemon_factory):
-    missing = bytes.fromhex("ef" * 32)
-    chain.worker(0).pool.submit_work(chain.pool_id, 0, missing, 1)
+    missing = chain.submit(0, bytes.fromhex("ef" * 32), 1)
     first = daemon_factory("v", fetch_attempts=2)
     assert first.run_once() == 0  # cursor committed past the submission, which waits in the retry book
     first.close()
@@ -167,11 +164,10 @@ def test_retries_survive_a_restart(chain, kubo, daemon_factory):
 
 
 def test_uncommitted_batch_is_redelivered_but_not_judged_twice(chain, kubo, daemon_factory):
-    digest = put_object(kubo, b"good again")
-    chain.worker(0).pool.submit_work(chain.pool_id, 0, digest, 1)
+    chain.submit(0, put_object(kubo, b"good again"), 1)
     first = daemon_factory("v")
     subs = [e for e in first.cursor.poll()]  # delivered, judged, but "killed" before commit
-    first._judge_all([Submission(e.work_id, e.pool_id, e.worker, e.step, e.n_samples) for e in subs])
+    first._judge_all([Submission.of_event(e) for e in subs])
     first.close()
     again = daemon_factory("v")
     assert again.run_once() == 0  # redelivered, already judged on-chain: skipped
@@ -179,8 +175,8 @@ def test_uncommitted_batch_is_redelivered_but_not_judged_twice(chain, kubo, daem
 
 
 def test_metrics_count_verdicts_by_reason(chain, kubo, daemon_factory):
-    chain.worker(0).pool.submit_work(chain.pool_id, 0, put_object(kubo, b"bad one"), 1)
-    chain.worker(1).pool.submit_work(chain.pool_id, 0, put_object(kubo, b"fine"), 1)
+    chain.submit(0, put_object(kubo, b"bad one"), 1)
+    chain.submit(1, put_object(kubo, b"fine"), 1)
     daemon = daemon_factory()
     daemon.run_once()
     text = __import__("prometheus_client").generate_latest(daemon.metrics.registry).decode()

@@ -4,7 +4,8 @@ It follows `WorkAccepted` events of one pool with an in-memory event cursor whos
 saved inside the trainer's checkpoint (via `state()`), so after a restart every accepted
 submission is handed out exactly once. Right before a submission is handed out its on-chain
 status is read again: work challenged after its attestation (a second validator overruling
-the first within the challenge window) is skipped. Files that cannot be fetched yet are
+the first within the challenge window) is skipped. Items are named by work id; the file is fetched
+by the rollout digest of the work's `WorkSubmitted` event. Files that cannot be fetched yet are
 retried on the next poll.
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from ledger_client.chain.events import EventCursor, Removed
 from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import get_work
+from ledger_client.chain.queries import get_work, rollout_digest_of
 from ledger_client.ipfs.content import ContentError, get_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.pool import WorkStatus
@@ -51,9 +52,13 @@ class LedgerSource:
                 self.pending.append(work_id)
         items, still_pending = [], []
         for work_id in self.pending:
-            digest = bytes.fromhex(work_id[2:])
-            if get_work(self.ledger, digest).status not in CONSUMABLE:
+            wid = bytes.fromhex(work_id[2:])
+            if get_work(self.ledger, wid).status not in CONSUMABLE:
                 self.skipped.append(work_id)
+                continue
+            digest = rollout_digest_of(self.ledger, wid)
+            if digest is None:  # the submission's event is not visible yet (or was reorged out)
+                still_pending.append(work_id)
                 continue
             try:
                 batch = decode_rollouts(get_object(self.kubo, digest, timeout=self.fetch_timeout_s))

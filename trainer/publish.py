@@ -64,13 +64,12 @@ class IpfsPublisher:
         return digest_to_cid(put_object(self.kubo, metrics_bytes(metrics)))
 
     def _parent(self, step: int) -> str:
-        """Manifest CID of the newest on-chain checkpoint before `step` (read from the chain, so a
-        restarted trainer re-publishing a step produces the very same manifest)."""
-        for previous in range(step - 1, -1, -1):
-            digest = bytes(self.ledger.pool.checkpoint_at(self.pool_id, previous))
-            if digest != bytes(32):
-                return manifest_cid_of(digest)
-        raise LedgerError(f"pool {self.pool_id} has no checkpoint before step {step}")
+        """Manifest CID of step − 1's on-chain checkpoint (steps are contiguous on-chain; read from the
+        chain, so a restarted trainer re-publishing a step produces the very same manifest)."""
+        digest = bytes(self.ledger.pool.checkpoint_at(self.pool_id, step - 1))
+        if digest == bytes(32):
+            raise LedgerError(f"pool {self.pool_id} has no checkpoint at step {step - 1}, the parent of step {step}")
+        return manifest_cid_of(digest)
 
     def _publish_on_chain(self, step: int, digest: bytes) -> None:
         latest = pool_state(self.ledger, self.pool_id).latest_step
@@ -79,6 +78,8 @@ class IpfsPublisher:
                 raise LedgerError(f"step {step} is already on-chain with another digest; the trainer state and "
                                   f"the chain disagree")
             return
+        if step != latest + 1:  # the contract takes only the next step
+            raise LedgerError(f"cannot publish step {step}: the chain is at step {latest} and steps are contiguous")
         self.ledger.pool.publish_checkpoint(self.pool_id, step, digest)
 
 

@@ -5,7 +5,8 @@ so their hidden states and logits carry noise. Calibration generates honest comp
 task for every (worker dtype, batch size) asked for, with proofs from the worker's own hidden states, and
 measures against the validator's reference prefill:
 
-- per TOPLOC chunk: exponent mismatches, mantissa error mean and median (proofs.toploc.verify_proofs);
+- per TOPLOC chunk: exponent mismatches, mantissa error mean (without the chunk's largest error) and
+  median (proofs.toploc.verify_proofs);
 - the logit noise: the largest |worker logit − reference logit| over every position and vocabulary entry
   (the worker side is a prefill in the worker's dtype and batch; that is what replay must tolerate).
 
@@ -31,6 +32,7 @@ import torch
 from inference.backend import InferenceBackend
 from inference.policy import load_policy, stop_token_ids
 from inference.torch_backend import TorchBackend
+from inference.verify import FP32_THRESHOLDS
 from ledger_client.cli import UsageError
 from proofs.sampling import derive_seed
 from proofs.toploc import DEFAULT_CHUNK, build_proofs_batch, verify_proofs
@@ -58,7 +60,7 @@ class Noise:
             self.chunks += 1
             self.min_exp_matches = min(self.min_exp_matches, topk - r.exp_mismatches)
             if math.isfinite(r.mant_err_mean):
-                self.max_mant_err_mean = max(self.max_mant_err_mean, r.mant_err_mean)
+                self.max_mant_err_mean = max(self.max_mant_err_mean, r.mean_without_max())
                 self.max_mant_err_median = max(self.max_mant_err_median, r.mant_err_median)
 
 
@@ -97,9 +99,13 @@ def measure(folder: Path, spec: RunSpec, dtypes: list[str], batch_sizes: list[in
 def thresholds(noise: Noise, base: VerificationSpec, margin: float, margin_matches: int) -> VerificationSpec:
     """The run spec's verification rules widened from the measured honest noise."""
     floor = 1e-6  # a float32 worker on the reference's own kernels shows zero noise; keep a sliver of slack
+    # Single bf16 rounding flips are too rare for a calibration run to see reliably (~0.03 per chunk in
+    # float32): the mean never goes below the float32 profile's allowance of three of them. The chunk's
+    # largest error is left out of the mean (a top-k near-tie; proofs.toploc.Thresholds.mean_excludes_max).
     return base.model_copy(update={
         "toploc_min_exp_matches": max(0, noise.min_exp_matches - margin_matches),
-        "toploc_max_mant_err_mean": max(floor, noise.max_mant_err_mean * margin),
+        "toploc_max_mant_err_mean": max(FP32_THRESHOLDS.max_mant_err_mean, noise.max_mant_err_mean * margin),
+        "toploc_mean_excludes_max": True,
         "toploc_max_mant_err_median": max(0.0, noise.max_mant_err_median * margin),
         "logit_tolerance": max(floor, noise.max_logit_diff * margin),
     })

@@ -2,9 +2,10 @@
 
     schema      → the bytes are a valid rollout file of a known version, within the pool's bounds
                   (protocol.rollouts.RolloutLimits: rows, lengths, proof sizes) and the policy's vocabulary
-    identity    → the file names the submitting worker, the submitted step and that step's
-                  on-chain checkpoint, the pool's task and sampling, and n_samples rows
-    assignment  → every group answers the prompt the PRF assigns to (worker, step, nonce)
+    identity    → the file is bound to this submission (chain id, pool contract, pool id, worker,
+                  step, nonce), names that step's on-chain checkpoint, the pool's task and
+                  sampling; n_samples is the run spec's prompts × group size and the file's rows
+    assignment  → every group answers the prompt the PRF assigns to (worker, nonce)
     reward      → every reported reward equals the task verifier's
     completion  → seeds, termination, sampling replay, logprobs and TOPLOC against one prefill
                   of the declared checkpoint (inference.verify)
@@ -26,7 +27,6 @@ from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.ipfs.task_subset import fetch_task_subset
 from proofs.assignment import assign_prompts
 from proofs.sampling import derive_seed, sample_index
-from proofs.toploc import Thresholds
 from protocol.digest import Digest
 from protocol.pool import versions_to_keep
 from protocol.rollouts import RolloutBatch, RolloutFileError, RolloutLimits, decode_rollouts
@@ -60,8 +60,7 @@ class RolloutChecker:
         v = self.spec.verification
         self.verify_config = VerifyConfig(
             sampling=self.spec.sampling,
-            thresholds=Thresholds(min_exp_matches=v.toploc_min_exp_matches, max_mant_err_mean=v.toploc_max_mant_err_mean,
-                                  max_mant_err_median=v.toploc_max_mant_err_median),
+            thresholds=v.toploc_thresholds(),
             logit_tolerance=v.logit_tolerance, min_eos_prob=v.min_eos_prob, chunk=PROOF_CHUNK,
         )
         self.limits = RolloutLimits.for_spec(self.spec, PROOF_CHUNK)
@@ -108,9 +107,20 @@ class RolloutChecker:
             return CheckOutcome(False, Reason.WRONG_WORKER, f"file names worker {h.worker}, submitted by {sub.worker}")
         if h.policy_step != sub.step:
             return CheckOutcome(False, Reason.WRONG_STEP, f"file is for step {h.policy_step}, submitted for {sub.step}")
+        d = self.ledger.deployment
+        bound = {"chain_id": (h.chain_id, d.chain_id), "pool_contract": (h.pool_contract.lower(), d.compute_pool.lower()),
+                 "pool_id": (h.pool_id, sub.pool_id), "nonce": (h.nonce, sub.nonce)}
+        wrong = {k: {"file": a, "chain": b} for k, (a, b) in bound.items() if a != b}
+        if wrong:
+            return CheckOutcome(False, Reason.WRONG_BINDING, f"file is bound to another submission: {sorted(wrong)}",
+                                statistics=wrong)
         if h.manifest_digest != ckpt:
             return CheckOutcome(False, Reason.WRONG_STEP, f"file declares manifest {str(h.manifest_digest)[:18]}…, "
                                                           f"step {sub.step} is {str(ckpt)[:18]}…")
+        per_work = spec.prompts_per_submission * spec.sampling.group_size
+        if sub.n_samples != per_work:
+            return CheckOutcome(False, Reason.SAMPLE_COUNT, f"{sub.n_samples} samples submitted, the run spec's "
+                                                            f"submission holds {per_work}")
         if len(batch.samples) != sub.n_samples:
             return CheckOutcome(False, Reason.SAMPLE_COUNT, f"{len(batch.samples)} samples in the file, "
                                                             f"{sub.n_samples} submitted")
@@ -131,8 +141,8 @@ class RolloutChecker:
 
     def _assignment_and_rewards(self, batch: RolloutBatch, tokenizer) -> CheckOutcome | None:
         h = batch.header
-        assigned = assign_prompts(self.spec.pool_seed_bytes, h.worker, h.policy_step, h.nonce,
-                                  assignment_space(self.task), batch.n_groups)
+        assigned = assign_prompts(self.spec.pool_seed_bytes, h.worker, h.nonce, assignment_space(self.task),
+                                  batch.n_groups)
         g = h.sampling.group_size
         for group, index in enumerate(assigned):
             first = batch.samples[group * g]

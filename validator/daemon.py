@@ -1,9 +1,9 @@
 """The challenge daemon: judge every submission of a pool exactly once.
 
-Loop: the persistent event cursor yields `WorkSubmitted` events; submissions of our pool still
-Pending on-chain are fetched from IPFS (in threads, with a timeout), checked in checker
-processes (validator.checker_pool: one check per process, each with its own deadline), and
-judged on-chain: `attest`, or `challenge` with the digest of an evidence document added to IPFS.
+Loop: the persistent event cursor yields `WorkSubmitted` events (work id, worker, step, nonce,
+rollout digest); submissions of our pool still Pending on-chain are fetched from IPFS by digest
+(in threads, with a timeout), checked in checker processes (validator.checker_pool: one check
+per process, each with its own deadline), and judged on-chain: `attest`, or `challenge` with the digest of an evidence document added to IPFS.
 
 Hostile bytes never stop the loop. Whatever goes wrong with one submission stays with it: a
 file that cannot be fetched is tried again with backoff (`fetch_attempts` in all, spread over
@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -45,14 +45,21 @@ log = logging.getLogger("proofswarm.validator")
 
 @dataclass(frozen=True)
 class Submission:
-    """A `WorkSubmitted` event, as the validator needs it."""
+    """A `WorkSubmitted` event, as the validator needs it: judged by `work_id`, fetched by `rollout_digest`."""
 
     work_id: bytes
     pool_id: int
     worker: str
     step: int
     n_samples: int
+    nonce: int
+    rollout_digest: bytes
     submitted_at: int = 0
+
+    @classmethod
+    def of_event(cls, e: Any) -> Submission:
+        """From a decoded `WorkSubmitted` event."""
+        return cls(bytes(e.work_id), e.pool_id, e.worker, e.step, e.n_samples, e.nonce, bytes(e.rollout_digest))
 
 
 @dataclass
@@ -170,7 +177,7 @@ class ValidatorDaemon:
         """One poll: judge every new submission and every retry that is due, save what is left for
         later, then commit the cursor. Returns how many verdicts were sent."""
         events = [e for e in self.cursor.poll() if not isinstance(e, Removed) and e.pool_id == self.config.pool_id]
-        subs = [Submission(e.work_id, e.pool_id, e.worker, e.step, e.n_samples) for e in events]
+        subs = [Submission.of_event(e) for e in events]
         seen = {s.work_id for s in subs}
         subs += [s for s in map(_submission_from, self.retries.due()) if s.work_id not in seen]
         judged = self._judge_all(subs)
@@ -193,7 +200,7 @@ class ValidatorDaemon:
                 self.metrics.skipped.inc()
                 self.retries.drop(s.work_id.hex())
                 continue
-            todo.append(Submission(s.work_id, s.pool_id, s.worker, s.step, s.n_samples, work.submitted_at))
+            todo.append(replace(s, submitted_at=work.submitted_at))
         self.metrics.backlog.set(len(todo))
         judged = 0
         fetches = {s.work_id: self._fetchers.submit(self._fetch, s) for s in todo}
@@ -215,7 +222,7 @@ class ValidatorDaemon:
 
     def _fetch(self, s: Submission) -> bytes | CheckOutcome | CheckFailure:
         try:
-            return get_object(self.kubo, s.work_id, timeout=self.config.fetch_timeout_s)
+            return get_object(self.kubo, s.rollout_digest, timeout=self.config.fetch_timeout_s)
         except ContentUnavailable as exc:
             return CheckFailure("unfetchable", str(exc))
         except ContentError as exc:
@@ -339,8 +346,9 @@ def _evidence_bytes(evidence: Evidence) -> bytes:
 
 def _submission_to(s: Submission) -> dict:
     return {"work_id": s.work_id.hex(), "pool_id": s.pool_id, "worker": s.worker, "step": s.step,
-            "n_samples": s.n_samples}
+            "n_samples": s.n_samples, "nonce": s.nonce, "rollout_digest": s.rollout_digest.hex()}
 
 
 def _submission_from(d: dict) -> Submission:
-    return Submission(bytes.fromhex(d["work_id"]), d["pool_id"], d["worker"], d["step"], d["n_samples"])
+    return Submission(bytes.fromhex(d["work_id"]), d["pool_id"], d["worker"], d["step"], d["n_samples"],
+                      d["nonce"], bytes.fromhex(d["rollout_digest"]))

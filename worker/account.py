@@ -1,4 +1,5 @@
-"""The worker's account on the ledger: its key, status, rewards."""
+"""The worker's account on the ledger: its key, stake (free bonded, allocated per pool, unbonding), status,
+rewards."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def open_ledger(args: argparse.Namespace) -> Ledger:
 
 
 def status(ledger: Ledger, pool_id: int | None) -> dict:
-    """Stake, submissions by verdict, rewards owed/claimable/claimed and the pool's current step."""
+    """Stake, submissions by verdict, rewards owed/claimable/claimed; with a pool, its current step and the
+    worker's allocation, next nonce and open work there."""
     me = ledger.address
     unbonding, ready_at = ledger.stake.unbonding_of(me)
     works = works_of(ledger, me, pool_id)
@@ -46,9 +48,26 @@ def status(ledger: Ledger, pool_id: int | None) -> dict:
     }
     if pool_id is not None:
         pool = pool_state(ledger, pool_id)
-        out |= {"pool_id": pool_id, "member": ledger.pool.is_member(pool_id, me), "current_step": pool.latest_step,
-                "min_stake": pool.min_stake}
+        member = ledger.pool.get_member(pool_id, me)
+        out |= {"pool_id": pool_id, "member": member.member, "current_step": pool.latest_step,
+                "min_stake": pool.min_stake, "allocation": member.allocation, "allocation_required": member.required,
+                "open_works": member.open_works, "next_nonce": member.next_nonce}
     return out
+
+
+def stake_for_next_submission(ledger: Ledger, pool_id: int, min_stake: int, slash_amount: int) -> int:
+    """Bond and allocate what the account's next submission to the pool needs (after a slash this tops the
+    allocation up again); returns what was added."""
+    return ledger.ensure_allocation(pool_id, ledger.required_allocation(pool_id, min_stake, slash_amount))
+
+
+def deallocate_free(ledger: Ledger, pool_id: int) -> int:
+    """Return to free bonded stake all of the pool allocation that open work there does not require."""
+    member = ledger.pool.get_member(pool_id, ledger.address)
+    free = member.allocation - member.required
+    if free > 0:
+        ledger.pool.deallocate(pool_id, free)
+    return max(free, 0)
 
 
 def claim_all(ledger: Ledger, pool_id: int | None) -> int:

@@ -1,4 +1,4 @@
-"""`worker start | status | claim | unstake | withdraw` — the contributor's command."""
+"""`worker start | status | claim | deallocate | unstake | withdraw` — the contributor's command."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ledger_client.cli import UsageError, chain_options, one_line_errors, parse_amount, print_result
-from worker.account import claim_all, open_ledger, status
+from worker.account import claim_all, deallocate_free, open_ledger, status
 
 
 def _add_start_args(p: argparse.ArgumentParser) -> None:
@@ -32,8 +32,12 @@ def _parser() -> argparse.ArgumentParser:
     cl = sub.add_parser("claim", parents=[common], help="claim every unlocked accepted reward")
     cl.add_argument("--pool", type=int)
     un = sub.add_parser("unstake", parents=[common], help="start unbonding stake (withdrawable after the unbonding delay)")
-    un.add_argument("amount", nargs="?", help="base units (default: all bonded stake)")
-    un.add_argument("--leave", type=int, metavar="POOL", help="also leave this pool first")
+    un.add_argument("amount", nargs="?", help="base units (default: all free bonded stake)")
+    un.add_argument("--leave", type=int, metavar="POOL",
+                    help="first leave this pool and deallocate what its open work does not require")
+    de = sub.add_parser("deallocate", parents=[common],
+                        help="return a pool allocation to free bonded stake (all its open work does not require)")
+    de.add_argument("--pool", type=int, required=True)
     sub.add_parser("withdraw", parents=[common], help="withdraw unbonded stake whose delay has passed")
     return p
 
@@ -51,15 +55,21 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "claim":
         result = {"claimed": claim_all(ledger, args.pool)}
     elif args.command == "unstake":
-        if args.leave is not None and ledger.pool.is_member(args.leave, ledger.address):
-            ledger.pool.leave_pool(args.leave)
-        bonded = ledger.stake.bonded_of(ledger.address)
+        if args.leave is not None:
+            if ledger.pool.is_member(args.leave, ledger.address):
+                ledger.pool.leave_pool(args.leave)
+            deallocate_free(ledger, args.leave)
+        bonded = ledger.stake.bonded_of(ledger.address)  # free bonded only: allocated stake is locked
         amount = parse_amount(args.amount) if args.amount else bonded
         if amount <= 0 or amount > bonded:
-            raise UsageError(f"cannot unstake {amount}: bonded stake is {bonded}")
+            raise UsageError(f"cannot unstake {amount}: free bonded stake is {bonded} (allocated stake must be "
+                             f"deallocated first: `worker deallocate --pool N`)")
         ledger.stake.unbond(amount)
         unbonding, ready_at = ledger.stake.unbonding_of(ledger.address)
         result = {"unbonding": unbonding, "withdrawable_at": ready_at}
+    elif args.command == "deallocate":
+        result = {"pool_id": args.pool, "deallocated": deallocate_free(ledger, args.pool),
+                  "allocation": ledger.pool.get_member(args.pool, ledger.address).allocation}
     else:
         before = ledger.token.balance_of(ledger.address)
         ledger.stake.withdraw()

@@ -1,12 +1,14 @@
 """`worker start`: the contributor daemon.
 
-From a key and a pool id: bond stake up to the pool minimum and join; read the pool's run spec
-(its taskRef) from IPFS; follow the pool's newest checkpoint, fetch and verify its shards, load
-the policy; for each step generate up to `submissions_per_step` rollout files for the assigned
-prompts (with TOPLOC proofs and seeded sampling), upload each to Kubo and `submitWork` its
-digest; claim rewards once unlocked. Every submission goes through the crash-safe journal
-(worker/journal.py), so a kill -9 loses nothing and submits nothing twice. SIGTERM finishes
-the current submission if its file is already uploaded, otherwise abandons it cleanly.
+From a key and a pool id: bond and allocate stake to the pool (its minimum) and join; read the
+pool's run spec (its taskRef) from IPFS; follow the pool's newest checkpoint, fetch and verify its
+shards, load the policy; for each step generate up to `submissions_per_step` rollout files, each
+bound to (chain, pool, worker, step, nonce) with the chain's next nonce and answering the prompts
+that nonce assigns (with TOPLOC proofs and seeded sampling); before each submission top the pool
+allocation up to what it requires (again after a slash); upload each file to Kubo and `submitWork`
+its digest; claim rewards once unlocked. Every submission goes through the crash-safe journal
+(worker/journal.py), so a kill -9 loses nothing, submits nothing twice and skips no nonce.
+SIGTERM finishes the current submission if its file is already uploaded, otherwise abandons it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from rich.table import Table
 from inference.policy import load_policy
 from ledger_client.chain.errors import ContractRevert
 from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import get_work, pool_state
+from ledger_client.chain.queries import get_work, pool_created_in, pool_state, rollout_digest_of
 from ledger_client.cli import UsageError, load_devnet_info
 from ledger_client.ipfs.checkpoints import PinRetention, fetch_checkpoint
 from ledger_client.ipfs.content import fetch_run_spec, put_object
@@ -37,8 +39,9 @@ from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.ipfs.task_subset import fetch_task_subset
 from protocol.pool import WorkStatus, versions_to_keep
 from protocol.runspec import RunSpec
-from worker.account import claim_all, open_ledger
-from worker.journal import Journal
+from protocol.submission import SubmissionBinding
+from worker.account import claim_all, open_ledger, stake_for_next_submission
+from worker.journal import Journal, journal_name
 from worker.policy import Policy, RolloutProducer
 from worker.produce import produce_rollout_file
 
@@ -80,7 +83,9 @@ class WorkerDaemon:
         self.produce = producer
         self.load = loader
         self.kubo = KuboClient(options.kubo_api)
-        self.journal = Journal(options.work_dir / "journal.json")
+        d = ledger.deployment
+        self.journal = Journal(options.work_dir / journal_name(d.chain_id, d.compute_pool,
+                                                               pool_created_in(ledger, options.pool_id), options.pool_id))
         self.stats = WorkerStats()
         self.policy: Policy | None = None
         self.spec: RunSpec | None = None
@@ -89,43 +94,58 @@ class WorkerDaemon:
     # ------------------------------------------------------------------ set-up
 
     def prepare(self) -> None:
-        """Stake up to the pool minimum, join, read the run spec, finish what a crash left."""
+        """Allocate the pool minimum, join, read the run spec, finish what a crash left."""
         pool = pool_state(self.ledger, self.opt.pool_id)
         if not pool.active:
             raise UsageError(f"pool {self.opt.pool_id} is closed")
-        self.ledger.ensure_stake(pool.min_stake)
+        self.pool = pool
+        self.ledger.ensure_allocation(self.opt.pool_id, pool.min_stake)
         if not self.ledger.pool.is_member(self.opt.pool_id, self.ledger.address):
             self.ledger.pool.join_pool(self.opt.pool_id)
         self.spec = fetch_run_spec(self.kubo, pool.task_ref)
         fetch_task_subset(self.kubo, self.spec.task)
-        self.pool = pool
         self.recover()
 
+    def binding(self, step: int, nonce: int) -> SubmissionBinding:
+        """The submission (step, nonce) of this worker to this pool."""
+        d = self.ledger.deployment
+        return SubmissionBinding(chain_id=d.chain_id, pool_contract=d.compute_pool, pool_id=self.opt.pool_id,
+                                 worker=self.ledger.address, step=step, nonce=nonce)
+
+    def next_nonce(self) -> int:
+        """The nonce the chain expects next from us in this pool (the journal never picks one)."""
+        return self.ledger.pool.get_member(self.opt.pool_id, self.ledger.address).next_nonce
+
     def recover(self) -> None:
-        """Finish or drop journal entries left by a crash."""
+        """Finish or drop journal entries left by a crash (or undone by a reorg), by the chain's next nonce:
+        entries below it are on-chain, entries from it on are not, whatever stage the journal recorded."""
+        next_nonce = self.next_nonce()
         for e in self.journal.entries():
-            if e["stage"] == "submitted":
+            nonce, digest = e["nonce"], bytes.fromhex(e["digest"])
+            if nonce < next_nonce and e["stage"] == "submitted":
                 continue
-            if e["stage"] == "reserved":
-                self.journal.drop(e["pool_id"], e["step"], e["nonce"])
+            if nonce < next_nonce:  # the chain used this nonce: was it our file?
+                if rollout_digest_of(self.ledger, bytes.fromhex(e["work_id"])) == digest:
+                    self.journal.advance(nonce, "submitted")
+                else:
+                    log.warning("nonce %d was used by another submission; dropping its journal entry", nonce)
+                    self.journal.drop(nonce)
                 continue
-            digest = bytes.fromhex(e["digest"])
-            try:
-                get_work(self.ledger, digest)
-                self.journal.advance(e["pool_id"], e["step"], e["nonce"], "submitted")
+            if nonce > next_nonce:  # cannot be submitted before the nonces below it
+                self.journal.drop(nonce)
                 continue
-            except ContractRevert:
-                pass  # not on-chain yet
             data = Path(e["file"]).read_bytes()
             self.upload(self.kubo, data)
-            self.journal.advance(e["pool_id"], e["step"], e["nonce"], "uploaded")
+            self.journal.advance(nonce, "uploaded", final=None)
             try:
-                self.ledger.pool.submit_work(e["pool_id"], e["step"], digest, e["n_samples"])
-                self.journal.advance(e["pool_id"], e["step"], e["nonce"], "submitted")
-                self.stats.submitted += 1
-            except ContractRevert as exc:  # e.g. the step went stale while we were down
+                self.ledger.pool.submit_work(self.opt.pool_id, e["step"], nonce, digest, e["n_samples"])
+            except ContractRevert as exc:  # e.g. the step went stale while we were down: the nonce stays free
                 log.warning("dropping recovered submission %s: %s", e["digest"][:12], exc)
-                self.journal.drop(e["pool_id"], e["step"], e["nonce"])
+                self.journal.drop(nonce)
+                continue
+            self.journal.advance(nonce, "submitted")
+            self.stats.submitted += 1
+            next_nonce += 1
 
     # ------------------------------------------------------------------ main loop
 
@@ -147,11 +167,11 @@ class WorkerDaemon:
         if self.policy is None or pool.latest_step > self.policy.step:
             self.sync_policy(pool.latest_step)
         step = self.policy.step
-        if self.journal.submitted_count(self.opt.pool_id, step) >= self.opt.submissions_per_step:
+        if self.journal.submitted_count(step) >= self.opt.submissions_per_step:
             return False
         if self.pending_verdicts() >= self.opt.max_pending:
             return False
-        self.ledger.ensure_stake(pool.min_stake)  # top up after a slash (or a lost bond)
+        stake_for_next_submission(self.ledger, self.opt.pool_id, pool.min_stake, pool.slash_amount)
         self.submit_one(step, stop)
         return True
 
@@ -162,19 +182,19 @@ class WorkerDaemon:
             if e.get("final"):
                 continue
             try:
-                status = get_work(self.ledger, bytes.fromhex(e["digest"])).status
+                status = get_work(self.ledger, bytes.fromhex(e["work_id"])).status
             except ContractRevert as exc:
                 if exc.error != "UnknownWork":
                     raise
-                # A chain reorganisation dropped the submission: resubmit it (recover() does that).
+                # A chain reorganisation dropped the submission: resubmit it with its nonce (recover() does that).
                 log.warning("submission 0x%s vanished from the chain (reorg); resubmitting", e["digest"][:12])
-                self.journal.advance(e["pool_id"], e["step"], e["nonce"], "uploaded")
+                self.journal.advance(e["nonce"], "uploaded")
                 self.recover()
                 return self.pending_verdicts()
             if status == WorkStatus.PENDING:
                 open_ += 1
             else:
-                self.journal.advance(e["pool_id"], e["step"], e["nonce"], "submitted", final=status.name.lower())
+                self.journal.advance(e["nonce"], "submitted", final=status.name.lower())
         return open_
 
     def sync_policy(self, step: int) -> None:
@@ -190,10 +210,10 @@ class WorkerDaemon:
 
     def submit_one(self, step: int, stop: threading.Event) -> None:
         pid = self.opt.pool_id
-        nonce = self.journal.reserve(pid, step)
-        data, n_samples = self.produce(self.policy, self.spec, self.ledger.address, step, nonce)
+        binding = self.binding(step, self.next_nonce())
+        nonce = binding.nonce
+        data, n_samples = self.produce(self.policy, self.spec, binding)
         if stop.is_set():  # SIGTERM during generation: abandon cleanly (nothing uploaded or submitted)
-            self.journal.drop(pid, step, nonce)
             return
         files = self.opt.work_dir / "rollouts"
         files.mkdir(parents=True, exist_ok=True)
@@ -202,23 +222,24 @@ class WorkerDaemon:
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(data)
         tmp.replace(path)
-        self.journal.advance(pid, step, nonce, "written", digest=digest.hex(), file=str(path), n_samples=n_samples)
+        self.journal.record(nonce, step, digest=digest.hex(), work_id=binding.work_id.hex(), file=str(path),
+                            n_samples=n_samples)
         self.upload(self.kubo, data)
-        self.journal.advance(pid, step, nonce, "uploaded")
+        self.journal.advance(nonce, "uploaded")
         for attempt in range(3):
             try:
-                self.ledger.pool.submit_work(pid, step, digest, n_samples)
+                self.ledger.pool.submit_work(pid, step, nonce, digest, n_samples)
                 break
             except ContractRevert as exc:
-                if exc.error == "InsufficientStake" and attempt < 2:  # slashed meanwhile: top up and retry
-                    self.ledger.ensure_stake(self.pool.min_stake)
+                if exc.error == "InsufficientAllocation" and attempt < 2:  # slashed meanwhile: top up and retry
+                    stake_for_next_submission(self.ledger, pid, self.pool.min_stake, self.pool.slash_amount)
                     continue
                 if exc.error in ("StaleStep", "UnknownStep", "PoolNotActive", "InsufficientBudget"):
                     log.warning("submission for step %d refused: %s", step, exc)
-                    self.journal.drop(pid, step, nonce)
+                    self.journal.drop(nonce)
                     return
                 raise
-        self.journal.advance(pid, step, nonce, "submitted")
+        self.journal.advance(nonce, "submitted")
         self.stats.submitted += 1
         self.stats.last_event = f"submitted {n_samples} samples for step {step}"
         log.info("submitted 0x%s: %d samples for step %d (nonce %d)", digest.hex()[:12], n_samples, step, nonce)
@@ -234,7 +255,7 @@ class WorkerDaemon:
     def verdict_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for e in self.journal.entries("submitted"):
-            status = get_work(self.ledger, bytes.fromhex(e["digest"])).status
+            status = get_work(self.ledger, bytes.fromhex(e["work_id"])).status
             counts[status.name.lower()] = counts.get(status.name.lower(), 0) + 1
         return counts
 

@@ -1,13 +1,16 @@
-"""The worker's crash-safe journal of submissions.
+"""The worker's crash-safe journal of submissions to one pool.
 
-Every submission moves through stages, each recorded (atomically) before the next begins:
-    reserved  — a prompt-assignment nonce is taken (never reused, even after a crash)
-    written   — the rollout file is on local disk; its digest is known
+One journal file per pool instance — (chain id, pool contract, the block that created the pool,
+pool id), see `journal_name` — so a new pool (or a new devnet reusing the same addresses and ids) never reads a
+previous pool's entries. Entries are keyed by the submission nonce, which the chain assigns
+(`getMember(...).nextNonce`): the journal never chooses one. Every submission moves through stages,
+each recorded (atomically) before the next begins:
+    written   — the rollout file for (step, nonce) is on local disk; its digest and work id are known
     uploaded  — the file is on the worker's Kubo node (pinned)
-    submitted — `submitWork` is mined
-After a kill -9, `recover()` finishes what can be finished: written/uploaded entries whose
-digest is already on-chain are marked submitted, the others are uploaded and submitted again
-(duplicates are impossible: the chain refuses a digest twice); reserved entries are dropped.
+    submitted — `submitWork` with that nonce is mined
+After a kill -9 the daemon's `recover()` reads the chain: an entry whose nonce the chain has already
+used is marked submitted; one whose nonce is still the chain's next nonce is uploaded and submitted
+again with that same nonce (so no nonce is skipped or reused); anything else is dropped.
 """
 
 from __future__ import annotations
@@ -17,13 +20,19 @@ import os
 from pathlib import Path
 from typing import Any
 
-STAGES = ("reserved", "written", "uploaded", "submitted")
+STAGES = ("written", "uploaded", "submitted")
+
+
+def journal_name(chain_id: int, pool_contract: str, created_in: bytes, pool_id: int) -> str:
+    """The journal file name of one pool instance (the hash of the block that created the pool tells two
+    devnets with the same addresses and pool ids apart)."""
+    return f"journal-{chain_id}-{pool_contract.lower()[2:10]}-pool{pool_id}-{bytes(created_in).hex()[:16]}.json"
 
 
 class Journal:
     def __init__(self, path: Path):
         self.path = path
-        self.data: dict[str, Any] = {"next_nonce": {}, "entries": {}}
+        self.data: dict[str, Any] = {"entries": {}}
         if path.exists():
             self.data = json.loads(path.read_text())
 
@@ -33,27 +42,24 @@ class Journal:
         tmp.write_text(json.dumps(self.data, indent=1))
         os.replace(tmp, self.path)
 
-    def reserve(self, pool_id: int, step: int) -> int:
-        """Take the next nonce for (pool, step) and record it; returns the nonce."""
-        key = f"{pool_id}:{step}"
-        nonce = self.data["next_nonce"].get(key, 0)
-        self.data["next_nonce"][key] = nonce + 1
-        self.data["entries"][f"{key}:{nonce}"] = {"pool_id": pool_id, "step": step, "nonce": nonce, "stage": "reserved"}
+    def record(self, nonce: int, step: int, **fields: Any) -> None:
+        """A new entry for the file of submission `nonce` (stage `written`), replacing an abandoned one."""
+        self.data["entries"][str(nonce)] = {"nonce": nonce, "step": step, "stage": "written", **fields}
         self._save()
-        return nonce
 
-    def advance(self, pool_id: int, step: int, nonce: int, stage: str, **fields: Any) -> None:
+    def advance(self, nonce: int, stage: str, **fields: Any) -> None:
         assert stage in STAGES
-        entry = self.data["entries"][f"{pool_id}:{step}:{nonce}"]
+        entry = self.data["entries"][str(nonce)]
         entry.update(fields, stage=stage)
         self._save()
 
-    def drop(self, pool_id: int, step: int, nonce: int) -> None:
-        self.data["entries"].pop(f"{pool_id}:{step}:{nonce}", None)
+    def drop(self, nonce: int) -> None:
+        self.data["entries"].pop(str(nonce), None)
         self._save()
 
     def entries(self, stage: str | None = None) -> list[dict[str, Any]]:
-        return [e for e in self.data["entries"].values() if stage is None or e["stage"] == stage]
+        return sorted((e for e in self.data["entries"].values() if stage is None or e["stage"] == stage),
+                      key=lambda e: e["nonce"])
 
-    def submitted_count(self, pool_id: int, step: int) -> int:
-        return sum(1 for e in self.entries("submitted") if e["pool_id"] == pool_id and e["step"] == step)
+    def submitted_count(self, step: int) -> int:
+        return sum(1 for e in self.entries("submitted") if e["step"] == step)

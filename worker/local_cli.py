@@ -38,6 +38,7 @@ from proofs.assignment import assign_prompts
 from protocol.pool import DEFAULT_ASYNC_LEVEL
 from protocol.rollouts import write_rollout_file
 from protocol.runspec import SamplingSpec
+from protocol.submission import local_binding
 from tasks.base import TaskError, assignment_space
 from tasks.registry import TaskSpec, build_task
 from worker.rollouts import make_rollouts
@@ -105,11 +106,9 @@ def run_worker(config: LocalWorkerConfig) -> int:
                 tokenizer = AutoTokenizer.from_pretrained(policies / f"step_{pointer.step:06d}")
             model_step = pointer.step
         nonce = written
-        indices = assign_prompts(pool_seed, config.address, model_step, nonce, dataset_size, config.prompts_per_file)
-        batch = make_rollouts(
-            backend, tokenizer, task, config.task, indices, config.sampling, model_step, pointer.digest, config.address,
-            pool_seed=pool_seed, nonce=nonce,
-        )
+        indices = assign_prompts(pool_seed, config.address, nonce, dataset_size, config.prompts_per_file)
+        batch = make_rollouts(backend, tokenizer, task, config.task, indices, config.sampling,
+                              local_binding(config.address, model_step, nonce), pointer.digest, pool_seed=pool_seed)
         name = f"{model_step:06d}-{config.address[2:10].lower()}-{nonce:06d}.parquet"
         write_rollout_file(rollouts / name, batch)
         written += 1

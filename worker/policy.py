@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from protocol.runspec import RunSpec
+from protocol.submission import SubmissionBinding
 
 
 @dataclass
@@ -21,4 +22,4 @@ class Policy:
 class RolloutProducer(Protocol):
     """Makes one rollout file (bytes) and says how many samples it holds."""
 
-    def __call__(self, policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> tuple[bytes, int]: ...
+    def __call__(self, policy: Policy, spec: RunSpec, binding: SubmissionBinding) -> tuple[bytes, int]: ...

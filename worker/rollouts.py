@@ -2,8 +2,8 @@
 
 For the assigned prompts (proofs.assignment): G samples per prompt with seeded Gumbel
 sampling (seeds from proofs.sampling.derive_seed), rewards from the task verifier, TOPLOC
-proofs of the final hidden states, all in one rollout file (protocol.rollouts) stamped
-with the policy's step and digest and the worker's address.
+proofs of the final hidden states, all in one rollout file (protocol.rollouts) bound to its
+submission (chain, pool, worker, step, nonce) and stamped with the policy's manifest digest.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from proofs.toploc import build_proofs_batch
 from protocol.digest import Digest
 from protocol.rollouts import RolloutBatch, RolloutHeader, RolloutSample
 from protocol.runspec import SamplingSpec
+from protocol.submission import SubmissionBinding
 from tasks.base import Task
 from tasks.encoding import encode_prompt
 from tasks.registry import TaskSpec
@@ -32,17 +33,16 @@ def make_rollouts(
     task_spec: TaskSpec,
     prompt_indices: Sequence[int],
     sampling: SamplingSpec,
-    policy_step: int,
+    binding: SubmissionBinding,
     manifest_digest: Digest,
-    worker: str,
     pool_seed: bytes = bytes(32),
-    nonce: int = 0,
 ) -> RolloutBatch:
     """Generate, score and prove G completions for each assigned train prompt."""
     problems = [task.problem(i) for i in prompt_indices]
     prompt_ids = [encode_prompt(tokenizer, p.prompt) for p in problems]
     rows = [(g, s) for g in range(len(problems)) for s in range(sampling.group_size)]
-    seeds = [derive_seed(pool_seed, worker, policy_step, sample_index(nonce, r, len(rows))) for r in range(len(rows))]
+    seeds = [derive_seed(pool_seed, binding.worker, binding.step, sample_index(binding.nonce, r, len(rows)))
+             for r in range(len(rows))]
     completions = backend.generate([prompt_ids[g] for g, _ in rows], sampling, seeds)
     proofs = build_proofs_batch([c.hidden for c in completions], chunk=PROOF_CHUNK)
     samples = []
@@ -62,13 +62,6 @@ def make_rollouts(
                 proofs=proof,
             )
         )
-    header = RolloutHeader(
-        policy_step=policy_step,
-        manifest_digest=manifest_digest,
-        worker=worker,
-        task=task_spec,
-        sampling=sampling,
-        proof_chunk=PROOF_CHUNK,
-        nonce=nonce,
-    )
+    header = RolloutHeader.bound(binding, manifest_digest=manifest_digest, task=task_spec, sampling=sampling,
+                                 proof_chunk=PROOF_CHUNK)
     return RolloutBatch(header=header, samples=samples)

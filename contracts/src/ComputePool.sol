@@ -8,16 +8,34 @@ import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {IComputePool} from "./IComputePool.sol";
 import {IStakeManager} from "./IStakeManager.sol";
 
-/// @title ComputePool — pools, checkpoints, work submissions, verdicts and rewards
-/// @notice A pool owner creates and funds a pool; staked workers join and submit the digest of
-/// each rollout file; the pool's validators attest or challenge each submission within the
-/// challenge window; a challenge slashes the worker through the StakeManager and voids the
-/// reward. A submission reserves its reward from the pool budget, so rewards paid plus owed
-/// never exceed what was funded; an accepted reward is claimable once the reward lock passed.
-/// @dev A work id is the 32-byte digest of the rollout file's CID, so duplicates are refused
-/// by the same storage slot that records the work (one fresh slot per submission).
+/// @title ComputePool — pools, stake allocations, checkpoints, work submissions, verdicts and rewards
+/// @notice A pool owner creates and funds a pool; workers allocate part of their bonded stake to
+/// it, join, and submit the digest of each rollout file; the pool's validators attest or challenge
+/// each submission within the challenge window; a challenge slashes the worker's allocation to
+/// this pool and voids the reward. A submission reserves its reward from the pool budget, so
+/// rewards paid plus owed never exceed what was funded; an accepted reward is claimable once the
+/// reward lock, strictly after the window, has passed. See docs/protocol.md for the rules and why
+/// honest play is each party's best response.
+/// @dev Stake rule: every open (Pending or Accepted, unpaid) submission of a worker in a pool is
+/// backed by one full `slashAmount` of its allocation there — `allocation ≥ slashAmount × openWorks`
+/// holds at all times; submitting needs it after the increment, deallocating keeps it, and a
+/// challenge removes one slashAmount and one open work together. The allocation is stake the
+/// StakeManager locked for this contract; only this pool's challenges can take it.
+/// Nonce rule: a worker's submissions in a pool carry nonces 0, 1, 2, … in order (the next one is
+/// in its member record), and the work id is derived from (chain, contract, pool, worker, nonce):
+/// no one else can take a worker's id, no two submissions share one, and off-chain the prompts
+/// are derived from (pool seed, worker, nonce), so a worker cannot skip or regrind an assignment.
 contract ComputePool is IComputePool, ReentrancyGuardTransient {
     using SafeERC20 for IERC20;
+
+    /// @notice 100 % in basis points.
+    uint16 public constant MAX_BPS = 10_000;
+    /// @notice Cap on the challenger's share of a slash: a worker challenging itself through a
+    /// validator it controls still loses at least half of the slash.
+    uint16 public constant MAX_BOUNTY_BPS = 5_000;
+    /// @notice Bounds on the windows (they bound how long a worker's allocation can stay locked).
+    uint32 public constant MAX_CHALLENGE_WINDOW = 30 days;
+    uint32 public constant MAX_REWARD_LOCK = 60 days;
 
     struct Pool {
         // slot 0
@@ -36,13 +54,24 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         // slot 3: budget = funded and not reserved; reserved = reserved by pending or accepted, unpaid work
         uint128 budget;
         uint128 reserved;
-        // slot 4..6
+        // slot 4
         uint128 slashAmount;
+        uint32 maxSamplesPerWork;
+        // slot 5, 6
         bytes32 taskRef;
         bytes32 baseCheckpoint;
     }
 
-    /// @dev Packed into one storage slot.
+    /// @dev One (pool, worker) record in one slot; it outlives membership (leave/rejoin keeps the
+    /// nonce counter, the open-work count and the allocation).
+    struct Member {
+        bool member;
+        uint48 nextNonce;
+        uint32 openWorks;
+        uint128 allocation;
+    }
+
+    /// @dev Packed into one storage slot. The rollout digest is in the WorkSubmitted event only.
     struct Work {
         uint32 workerId;
         uint32 poolId;
@@ -50,10 +79,8 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         uint32 nSamples;
         uint40 submittedAt;
         WorkStatus status;
+        uint48 nonce;
     }
-
-    /// @notice 100 % in basis points.
-    uint16 public constant MAX_BPS = 10_000;
 
     IERC20 public immutable token;
     IStakeManager public immutable stakeManager;
@@ -61,10 +88,10 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
     uint256 public poolCount;
     mapping(uint256 poolId => Pool) private _pools;
     mapping(uint256 poolId => mapping(address => bool)) public isValidator;
-    /// @dev Global id of a member worker (0 = not a member).
-    mapping(uint256 poolId => mapping(address worker => uint32)) private _memberIds;
+    mapping(uint256 poolId => mapping(address worker => Member)) private _members;
     mapping(uint256 poolId => mapping(uint64 step => bytes32)) private _checkpoints;
     mapping(bytes32 workId => Work) private _works;
+    /// @notice Global id of a worker (0 = never joined a pool).
     mapping(address worker => uint32) public workerIds;
     address[] private _workerAddresses;
 
@@ -79,13 +106,13 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
     // ------------------------------------------------------------------ pool owner
 
     /// @notice Create a pool owned by the caller; returns its id (ids start at 1).
+    /// Refuses parameters under which honest play is not every party's best response (see
+    /// `_checkIncentives` and docs/protocol.md).
     function createPool(PoolParams calldata p) external returns (uint256 poolId) {
         if (p.trainer == address(0)) revert ZeroAddress();
         if (p.validators.length == 0) revert NoValidators();
-        if (p.rewardLock < p.challengeWindow) revert RewardLockBeforeWindowEnd(p.rewardLock, p.challengeWindow);
-        if (p.bountyBps > MAX_BPS) revert BountyBpsTooHigh(p.bountyBps, MAX_BPS);
-        if (p.challengeWindow == 0) revert ZeroChallengeWindow();
         if (p.baseCheckpoint == bytes32(0)) revert ZeroDigest();
+        _checkIncentives(p);
         poolId = ++poolCount;
         if (poolId > type(uint32).max) revert TooManyPools(poolId);
         Pool storage pool = _pools[poolId];
@@ -99,6 +126,7 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         pool.minStake = p.minStake;
         pool.rewardPerSample = p.rewardPerSample;
         pool.slashAmount = p.slashAmount;
+        pool.maxSamplesPerWork = p.maxSamplesPerWork;
         pool.taskRef = p.taskRef;
         pool.baseCheckpoint = p.baseCheckpoint;
         _checkpoints[poolId][0] = p.baseCheckpoint;
@@ -120,7 +148,10 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         uint256 budget = uint256(pool.budget) + amount;
         pool.budget = SafeCast.toUint128(budget);
         emit PoolFunded(poolId, msg.sender, amount, budget);
+        uint256 before = token.balanceOf(address(this));
         token.safeTransferFrom(msg.sender, address(this), amount);
+        uint256 received = token.balanceOf(address(this)) - before;
+        if (received != amount) revert TransferAmountMismatch(amount, received);
     }
 
     /// @notice Allow or disallow a validator (owner only).
@@ -136,8 +167,9 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
     function ejectWorker(uint256 poolId, address worker) external {
         Pool storage pool = _pool(poolId);
         _onlyOwner(poolId, pool);
-        if (_memberIds[poolId][worker] == 0) revert NotMember(poolId, worker);
-        delete _memberIds[poolId][worker];
+        Member storage m = _members[poolId][worker];
+        if (!m.member) revert NotMember(poolId, worker);
+        m.member = false;
         emit WorkerEjected(poolId, worker);
     }
 
@@ -156,11 +188,14 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
 
     // ------------------------------------------------------------------ trainer
 
-    /// @notice Publish the manifest digest of the policy at `step` (pool trainer only; steps strictly increase).
+    /// @notice Publish the manifest digest of the policy at `step` (pool trainer only). Steps are
+    /// contiguous (`step == latestStep + 1`), so a trainer can neither skip steps nor jump to the
+    /// end of the step range, and every step up to the latest has a checkpoint.
     function publishCheckpoint(uint256 poolId, uint64 step, bytes32 manifestDigest) external {
         Pool storage pool = _activePool(poolId);
         if (msg.sender != pool.trainer) revert NotPoolTrainer(poolId, msg.sender);
-        if (step <= pool.latestStep) revert StepNotIncreasing(step, pool.latestStep);
+        uint64 expected = pool.latestStep + 1;
+        if (step != expected) revert StepNotContiguous(step, expected);
         if (manifestDigest == bytes32(0)) revert ZeroDigest();
         pool.latestStep = step;
         _checkpoints[poolId][step] = manifestDigest;
@@ -169,60 +204,104 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
 
     // ------------------------------------------------------------------ workers
 
-    /// @notice Join a pool; the caller needs at least the pool's minimum bonded stake.
+    /// @notice Allocate `amount` of the caller's free bonded stake to the pool: the StakeManager
+    /// locks it for this contract and only this pool's challenges can slash it.
+    function allocate(uint256 poolId, uint256 amount) external {
+        _activePool(poolId);
+        if (amount == 0) revert ZeroAmount();
+        Member storage m = _members[poolId][msg.sender];
+        uint256 allocation = uint256(m.allocation) + amount;
+        m.allocation = SafeCast.toUint128(allocation);
+        emit StakeAllocated(poolId, msg.sender, amount, allocation);
+        stakeManager.lock(msg.sender, amount);
+    }
+
+    /// @notice Return `amount` of the caller's allocation to its free bonded stake; what its open
+    /// work in the pool requires (slashAmount × open works) stays allocated.
+    function deallocate(uint256 poolId, uint256 amount) external {
+        Pool storage pool = _pool(poolId);
+        if (amount == 0) revert ZeroAmount();
+        Member storage m = _members[poolId][msg.sender];
+        uint256 allocation = m.allocation;
+        uint256 required = uint256(m.openWorks) * pool.slashAmount;
+        if (amount > allocation || allocation - amount < required) {
+            revert InsufficientAllocation(allocation, required + amount);
+        }
+        m.allocation = uint128(allocation - amount);
+        emit StakeDeallocated(poolId, msg.sender, amount, allocation - amount);
+        stakeManager.unlock(msg.sender, amount);
+    }
+
+    /// @notice Join a pool; the caller needs at least the pool's minimum stake allocated to it.
     function joinPool(uint256 poolId) external {
         Pool storage pool = _activePool(poolId);
-        if (_memberIds[poolId][msg.sender] != 0) revert AlreadyMember(poolId, msg.sender);
-        uint256 bonded = stakeManager.bondedOf(msg.sender);
-        if (bonded < pool.minStake) revert InsufficientStake(bonded, pool.minStake);
+        Member storage m = _members[poolId][msg.sender];
+        if (m.member) revert AlreadyMember(poolId, msg.sender);
+        if (m.allocation < pool.minStake) revert InsufficientAllocation(m.allocation, pool.minStake);
         uint32 id = workerIds[msg.sender];
         if (id == 0) {
             _workerAddresses.push(msg.sender);
             id = uint32(_workerAddresses.length);
             workerIds[msg.sender] = id;
         }
-        _memberIds[poolId][msg.sender] = id;
+        m.member = true;
         emit WorkerJoined(poolId, msg.sender, id);
     }
 
-    /// @notice Leave a pool. Submitted work stays judgeable and accepted rewards stay claimable.
+    /// @notice Leave a pool. Submitted work stays judgeable, accepted rewards stay claimable and
+    /// the allocation stays until deallocated.
     function leavePool(uint256 poolId) external {
         _pool(poolId);
-        if (_memberIds[poolId][msg.sender] == 0) revert NotMember(poolId, msg.sender);
-        delete _memberIds[poolId][msg.sender];
+        Member storage m = _members[poolId][msg.sender];
+        if (!m.member) revert NotMember(poolId, msg.sender);
+        m.member = false;
         emit WorkerLeft(poolId, msg.sender);
     }
 
-    /// @notice Submit the digest of a rollout file of `nSamples` samples generated with the policy of `step`.
-    /// Reserves the reward from the pool budget until the work is judged.
-    function submitWork(uint256 poolId, uint64 step, bytes32 rolloutDigest, uint32 nSamples) external {
+    /// @notice Submit the digest of a rollout file of `nSamples` samples generated with the policy
+    /// of `step`, as the caller's `nonce`-th submission in the pool. Reserves the reward from the
+    /// pool budget until the work is judged.
+    /// @param nonce must equal the caller's next nonce in the pool (`getMember(...).nextNonce`):
+    /// nonces are used once each and in order, so none is reused and none can be skipped.
+    /// @param rolloutDigest digest of the rollout file's CID; the file's header names (chain id,
+    /// this contract, poolId, worker, step, nonce) and validators check it equals this record
+    /// @return workId keccak256(abi.encode(block.chainid, address(this), poolId, worker, nonce))
+    function submitWork(uint256 poolId, uint64 step, uint64 nonce, bytes32 rolloutDigest, uint32 nSamples)
+        external
+        returns (bytes32 workId)
+    {
         Pool storage pool = _activePool(poolId);
-        uint32 workerId = _memberIds[poolId][msg.sender];
-        if (workerId == 0) revert NotMember(poolId, msg.sender);
+        Member memory m = _members[poolId][msg.sender];
+        if (!m.member) revert NotMember(poolId, msg.sender);
+        if (nonce != m.nextNonce) revert InvalidNonce(nonce, m.nextNonce);
         if (rolloutDigest == bytes32(0)) revert ZeroDigest();
         if (nSamples == 0) revert ZeroAmount();
+        if (nSamples > pool.maxSamplesPerWork) revert TooManySamples(nSamples, pool.maxSamplesPerWork);
         uint64 latest = pool.latestStep;
-        if (step > latest || _checkpoints[poolId][step] == bytes32(0)) revert UnknownStep(step);
+        if (step > latest) revert UnknownStep(step); // steps are contiguous: every step ≤ latest exists
         if (latest - step > pool.maxStaleness) revert StaleStep(step, latest, pool.maxStaleness);
-        Work storage w = _works[rolloutDigest];
-        if (w.status != WorkStatus.None) revert DuplicateWork(rolloutDigest);
-        uint256 bonded = stakeManager.bondedOf(msg.sender);
-        if (bonded < pool.minStake) revert InsufficientStake(bonded, pool.minStake);
+        uint256 required = uint256(m.openWorks + 1) * pool.slashAmount;
+        if (required < pool.minStake) required = pool.minStake;
+        if (m.allocation < required) revert InsufficientAllocation(m.allocation, required);
         uint256 reward = _rewardOf(nSamples, pool.rewardPerSample);
         uint256 budget = pool.budget;
         if (reward > budget) revert InsufficientBudget(reward, budget);
         // reward ≤ budget < 2^128, so the casts below cannot truncate
         pool.budget = uint128(budget - reward);
         pool.reserved += uint128(reward);
-        _works[rolloutDigest] = Work({
-            workerId: workerId,
+        _members[poolId][msg.sender] =
+            Member({member: true, nextNonce: m.nextNonce + 1, openWorks: m.openWorks + 1, allocation: m.allocation});
+        workId = keccak256(abi.encode(block.chainid, address(this), poolId, msg.sender, nonce));
+        _works[workId] = Work({
+            workerId: workerIds[msg.sender],
             poolId: uint32(poolId),
             step: step,
             nSamples: nSamples,
             submittedAt: uint40(block.timestamp),
-            status: WorkStatus.Pending
+            status: WorkStatus.Pending,
+            nonce: m.nextNonce
         });
-        emit WorkSubmitted(poolId, rolloutDigest, msg.sender, step, nSamples);
+        emit WorkSubmitted(poolId, workId, msg.sender, rolloutDigest, step, nonce, nSamples);
     }
 
     /// @notice Claim the rewards of accepted work whose reward lock has passed (caller must be the worker).
@@ -236,15 +315,16 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
             if (w.status == WorkStatus.None) revert UnknownWork(workId);
             if (w.workerId != callerId) revert NotWorkOwner(workId, msg.sender);
             if (w.status != WorkStatus.Accepted) revert NotClaimable(workId, w.status);
-            Pool storage pool = _pools[w.poolId];
+            uint256 poolId = w.poolId;
+            Pool storage pool = _pools[poolId];
             uint64 unlockAt = uint64(w.submittedAt) + pool.rewardLock;
             if (now_ < unlockAt) revert RewardLocked(workId, unlockAt);
             uint256 reward = _rewardOf(w.nSamples, pool.rewardPerSample);
-            _setStatus(pool, w, WorkStatus.Paid, reward);
+            _setStatus(pool, _members[poolId][msg.sender], w, WorkStatus.Paid, reward);
             amount += reward;
         }
         if (amount == 0) revert ZeroAmount();
-        emit RewardsClaimed(msg.sender, amount, workIds.length);
+        emit RewardsClaimed(msg.sender, amount, workIds);
         token.safeTransfer(msg.sender, amount);
     }
 
@@ -260,13 +340,15 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         if (status != WorkStatus.Pending) revert AlreadyJudged(workId, status);
         Pool storage pool = _pools[poolId];
         if (block.timestamp > uint256(w.submittedAt) + pool.challengeWindow) revert ChallengeWindowClosed(workId);
-        _setStatus(pool, w, WorkStatus.Accepted, 0);
+        // Accepted keeps the work open: the hook touches neither a member record nor the budget
+        _setStatus(pool, _members[poolId][address(0)], w, WorkStatus.Accepted, 0);
         emit WorkAccepted(poolId, workId, msg.sender);
     }
 
-    /// @notice Challenge a pending or attested submission within the challenge window (pool validator
-    /// only): the worker is slashed by the pool's slash amount (bounty to the caller) and the reward
-    /// is returned to the pool budget.
+    /// @notice Challenge a pending or attested submission within the challenge window (pool
+    /// validator only, never the worker itself nor the pool owner): the worker's allocation to the
+    /// pool is slashed by the pool's slash amount (bounty to the caller) and the reward is returned
+    /// to the pool budget.
     /// @param reasonCode why the work is invalid (codes are defined off-chain by the validator software)
     /// @param evidenceDigest digest of the evidence document (on IPFS)
     function challenge(bytes32 workId, uint16 reasonCode, bytes32 evidenceDigest) external nonReentrant {
@@ -278,9 +360,14 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         if (status != WorkStatus.Pending && status != WorkStatus.Accepted) revert AlreadyJudged(workId, status);
         Pool storage pool = _pools[poolId];
         if (block.timestamp > uint256(w.submittedAt) + pool.challengeWindow) revert ChallengeWindowClosed(workId);
-        _setStatus(pool, w, WorkStatus.Rejected, _rewardOf(w.nSamples, pool.rewardPerSample));
         address worker = _workerAddresses[w.workerId - 1];
-        uint256 slashed = stakeManager.slash(worker, pool.slashAmount, msg.sender, pool.bountyBps);
+        if (msg.sender == worker || msg.sender == pool.owner) revert ChallengerNotIndependent(workId, msg.sender);
+        Member storage m = _members[poolId][worker];
+        _setStatus(pool, m, w, WorkStatus.Rejected, _rewardOf(w.nSamples, pool.rewardPerSample));
+        // allocation ≥ slashAmount × (openWorks + 1) held before this work closed: the slash is whole
+        uint128 slashAmount = pool.slashAmount;
+        m.allocation -= slashAmount;
+        uint256 slashed = stakeManager.slash(worker, slashAmount, msg.sender, pool.bountyBps);
         emit WorkChallenged(poolId, workId, msg.sender, reasonCode, evidenceDigest, slashed);
     }
 
@@ -289,10 +376,12 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         Work storage w = _works[workId];
         if (w.status == WorkStatus.None) revert UnknownWork(workId);
         if (w.status != WorkStatus.Pending) revert AlreadyJudged(workId, w.status);
-        Pool storage pool = _pools[w.poolId];
+        uint256 poolId = w.poolId;
+        Pool storage pool = _pools[poolId];
         if (block.timestamp <= uint256(w.submittedAt) + pool.challengeWindow) revert ChallengeWindowOpen(workId);
-        _setStatus(pool, w, WorkStatus.Expired, _rewardOf(w.nSamples, pool.rewardPerSample));
-        emit WorkExpired(w.poolId, workId);
+        address worker = _workerAddresses[w.workerId - 1];
+        _setStatus(pool, _members[poolId][worker], w, WorkStatus.Expired, _rewardOf(w.nSamples, pool.rewardPerSample));
+        emit WorkExpired(poolId, workId);
     }
 
     // ------------------------------------------------------------------ views
@@ -317,7 +406,8 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
             rewardLock: pool.rewardLock,
             maxStaleness: pool.maxStaleness,
             taskRef: pool.taskRef,
-            baseCheckpoint: pool.baseCheckpoint
+            baseCheckpoint: pool.baseCheckpoint,
+            maxSamplesPerWork: pool.maxSamplesPerWork
         });
     }
 
@@ -328,7 +418,24 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
 
     /// @notice Whether `worker` is currently a member of the pool.
     function isMember(uint256 poolId, address worker) external view returns (bool) {
-        return _memberIds[poolId][worker] != 0;
+        return _members[poolId][worker].member;
+    }
+
+    /// @notice The (pool, worker) record: membership, next nonce, open work and allocation.
+    function getMember(uint256 poolId, address worker) external view returns (MemberView memory v) {
+        Member memory m = _members[poolId][worker];
+        v = MemberView({
+            member: m.member,
+            nextNonce: m.nextNonce,
+            openWorks: m.openWorks,
+            allocation: m.allocation,
+            required: uint256(m.openWorks) * _pools[poolId].slashAmount
+        });
+    }
+
+    /// @notice The id of `worker`'s `nonce`-th submission in the pool.
+    function workIdOf(uint256 poolId, address worker, uint64 nonce) external view returns (bytes32) {
+        return keccak256(abi.encode(block.chainid, address(this), poolId, worker, nonce));
     }
 
     /// @notice One submission, with its worker address and reward.
@@ -342,7 +449,8 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
             nSamples: w.nSamples,
             submittedAt: w.submittedAt,
             status: w.status,
-            reward: _rewardOf(w.nSamples, _pools[w.poolId].rewardPerSample)
+            reward: _rewardOf(w.nSamples, _pools[w.poolId].rewardPerSample),
+            nonce: w.nonce
         });
     }
 
@@ -363,6 +471,19 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         if (msg.sender != pool.owner) revert NotPoolOwner(poolId, msg.sender);
     }
 
+    /// @dev Parameter bounds of a new pool. Issue 14 (spot-check fraction q) adds here the
+    /// refusal of parameters under which fabricating work has a positive expected gain.
+    function _checkIncentives(PoolParams calldata p) private pure {
+        if (p.challengeWindow == 0 || p.challengeWindow > MAX_CHALLENGE_WINDOW) {
+            revert ChallengeWindowOutOfRange(p.challengeWindow, MAX_CHALLENGE_WINDOW);
+        }
+        if (p.rewardLock <= p.challengeWindow) revert RewardLockNotAfterWindow(p.rewardLock, p.challengeWindow);
+        if (p.rewardLock > MAX_REWARD_LOCK) revert RewardLockTooLong(p.rewardLock, MAX_REWARD_LOCK);
+        if (p.bountyBps > MAX_BOUNTY_BPS) revert BountyBpsTooHigh(p.bountyBps, MAX_BOUNTY_BPS);
+        if (p.slashAmount == 0) revert ZeroSlashAmount();
+        if (p.maxSamplesPerWork == 0) revert ZeroMaxSamples();
+    }
+
     /// @dev The reward of a submission of `nSamples` samples (the formula every path shares).
     /// A uint32 times a uint128 is below 2^160, so the product cannot overflow.
     function _rewardOf(uint32 nSamples, uint128 rewardPerSample) private pure returns (uint256) {
@@ -371,13 +492,16 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         }
     }
 
-    /// @dev The one place an existing submission changes status, with the budget bookkeeping of
-    /// the transition (a submission is born Pending in `submitWork`, which reserves its reward):
-    /// Accepted keeps the reservation; Paid spends it; Rejected and Expired return it to the budget.
-    /// `reward` is the submission's reward (≤ reserved ≤ 2^128, so the casts cannot truncate).
-    function _setStatus(Pool storage pool, Work storage w, WorkStatus to, uint256 reward) private {
+    /// @dev The one place an existing submission changes status, with the bookkeeping of the
+    /// transition (a submission is born Pending in `submitWork`, which reserves its reward and
+    /// counts it open). Accepted keeps it open and changes nothing else (`m` and `reward` unused).
+    /// Closing it — Paid spends the reservation, Rejected and Expired return it to the budget —
+    /// drops the worker's open-work count `m.openWorks` in the pool by one. `reward` is the
+    /// submission's reward (≤ reserved < 2^128, so the casts cannot truncate).
+    function _setStatus(Pool storage pool, Member storage m, Work storage w, WorkStatus to, uint256 reward) private {
         w.status = to;
         if (to == WorkStatus.Accepted) return;
+        m.openWorks -= 1;
         pool.reserved -= uint128(reward);
         if (to != WorkStatus.Paid) pool.budget += uint128(reward);
     }

@@ -11,6 +11,7 @@ interface IComputePool {
 
     /// @dev Pending → Accepted (attest) → Paid (claim). Pending|Accepted → Rejected (challenge,
     /// within the challenge window). Pending → Expired (nobody judged it within the window).
+    /// Pending and Accepted work is *open*: it may still be slashed (or, once claimed, closes).
     enum WorkStatus {
         None,
         Pending,
@@ -23,15 +24,19 @@ interface IComputePool {
     /// @notice Parameters of a new pool.
     /// @param trainer the only address that may publish checkpoints
     /// @param validators addresses allowed to attest and challenge
-    /// @param minStake bonded stake a member needs to submit work
+    /// @param minStake stake a worker must have allocated to the pool to join and to submit work
     /// @param rewardPerSample reward in stake-token base units per accepted sample
-    /// @param slashAmount stake taken from a worker per successful challenge
-    /// @param bountyBps share of a slash paid to the challenger, in basis points
-    /// @param challengeWindow seconds after submission during which validators may judge
-    /// @param rewardLock seconds after submission before an accepted reward can be claimed (≥ challengeWindow)
+    /// @param slashAmount stake taken from the worker's allocation per successful challenge (> 0);
+    /// every open submission is backed by one full slashAmount of allocation
+    /// @param bountyBps share of a slash paid to the challenger, in basis points (≤ MAX_BOUNTY_BPS)
+    /// @param challengeWindow seconds after submission during which validators may judge (≤ MAX_CHALLENGE_WINDOW)
+    /// @param rewardLock seconds after submission before an accepted reward can be claimed
+    /// (> challengeWindow, ≤ MAX_REWARD_LOCK)
     /// @param maxStaleness async level: work on step s is refused once a checkpoint newer than s + maxStaleness exists
     /// @param taskRef reference of the task / dataset (e.g. digest of its spec)
     /// @param baseCheckpoint manifest digest of the step-0 policy
+    /// @param maxSamplesPerWork most samples one submission may claim (the run spec's prompts per
+    /// submission × group size), which bounds the budget one submission can reserve
     struct PoolParams {
         address trainer;
         address[] validators;
@@ -44,6 +49,7 @@ interface IComputePool {
         uint32 maxStaleness;
         bytes32 taskRef;
         bytes32 baseCheckpoint;
+        uint32 maxSamplesPerWork;
     }
 
     /// @notice A view of one pool: its state and parameters (`params.validators` is always empty —
@@ -65,7 +71,8 @@ interface IComputePool {
         PoolParams params;
     }
 
-    /// @notice A view of one submission, with its worker address and reward.
+    /// @notice A view of one submission, with its worker address and reward (the rollout digest is
+    /// in the `WorkSubmitted` event only).
     struct WorkView {
         address worker;
         uint256 poolId;
@@ -74,6 +81,21 @@ interface IComputePool {
         uint64 submittedAt;
         WorkStatus status;
         uint256 reward;
+        uint64 nonce;
+    }
+
+    /// @notice A view of one (pool, worker) record.
+    /// @param member whether the worker is currently a member of the pool
+    /// @param nextNonce the nonce its next submission in the pool must carry
+    /// @param openWorks its Pending or Accepted, unpaid submissions in the pool
+    /// @param allocation its stake allocated to the pool (slashable by this pool alone)
+    /// @param required the allocation its open work requires: openWorks × slashAmount
+    struct MemberView {
+        bool member;
+        uint64 nextNonce;
+        uint32 openWorks;
+        uint256 allocation;
+        uint256 required;
     }
 
     /// @notice Pool `poolId` was created by `owner`, with `trainer` publishing its checkpoints.
@@ -86,6 +108,10 @@ interface IComputePool {
     event PoolFunded(uint256 indexed poolId, address indexed from, uint256 amount, uint256 budget);
     /// @notice The pool was closed (or swept again) and `refunded` went back to the owner.
     event PoolClosed(uint256 indexed poolId, uint256 refunded);
+    /// @notice `worker` allocated `amount` more of its stake to the pool; `allocation` is the new total.
+    event StakeAllocated(uint256 indexed poolId, address indexed worker, uint256 amount, uint256 allocation);
+    /// @notice `worker` took `amount` of its allocation back to its free bonded stake.
+    event StakeDeallocated(uint256 indexed poolId, address indexed worker, uint256 amount, uint256 allocation);
     /// @notice `worker` joined the pool; `workerId` is its global id in this contract.
     event WorkerJoined(uint256 indexed poolId, address indexed worker, uint32 workerId);
     /// @notice `worker` left the pool (its submitted work stays judgeable and claimable).
@@ -94,9 +120,17 @@ interface IComputePool {
     event WorkerEjected(uint256 indexed poolId, address indexed worker);
     /// @notice The trainer published the policy of `step`; `manifestDigest` is its checkpoint manifest digest.
     event CheckpointPublished(uint256 indexed poolId, uint64 indexed step, bytes32 manifestDigest);
-    /// @notice `worker` submitted rollout file `workId` (its digest) of `nSamples` samples made with the policy of `step`.
+    /// @notice `worker` submitted its `nonce`-th work in the pool: the rollout file of digest
+    /// `rolloutDigest`, `nSamples` samples made with the policy of `step`. `workId` is
+    /// `keccak256(abi.encode(chainid, pool contract, poolId, worker, nonce))`.
     event WorkSubmitted(
-        uint256 indexed poolId, bytes32 indexed workId, address indexed worker, uint64 step, uint32 nSamples
+        uint256 indexed poolId,
+        bytes32 indexed workId,
+        address indexed worker,
+        bytes32 rolloutDigest,
+        uint64 step,
+        uint64 nonce,
+        uint32 nSamples
     );
     /// @notice `validator` attested the submission as valid.
     event WorkAccepted(uint256 indexed poolId, bytes32 indexed workId, address indexed validator);
@@ -112,8 +146,8 @@ interface IComputePool {
     );
     /// @notice Nobody judged the submission within the challenge window; its reward went back to the budget.
     event WorkExpired(uint256 indexed poolId, bytes32 indexed workId);
-    /// @notice `worker` was paid `amount` for `works` accepted submissions.
-    event RewardsClaimed(address indexed worker, uint256 amount, uint256 works);
+    /// @notice `worker` was paid `amount` for the accepted submissions `workIds`.
+    event RewardsClaimed(address indexed worker, uint256 amount, bytes32[] workIds);
 
     /// @notice An address argument that must be set was zero.
     error ZeroAddress();
@@ -121,10 +155,17 @@ interface IComputePool {
     error ZeroAmount();
     /// @notice `createPool` was given an empty validator set.
     error NoValidators();
-    /// @notice `createPool` was given a zero challenge window.
-    error ZeroChallengeWindow();
-    /// @notice `createPool` was given a reward lock shorter than the challenge window.
-    error RewardLockBeforeWindowEnd(uint32 rewardLock, uint32 challengeWindow);
+    /// @notice `createPool` was given a challenge window of 0 or above `max`.
+    error ChallengeWindowOutOfRange(uint32 challengeWindow, uint32 max);
+    /// @notice `createPool` was given a reward lock not strictly after the challenge window (a
+    /// claim could land in the same second as a challenge).
+    error RewardLockNotAfterWindow(uint32 rewardLock, uint32 challengeWindow);
+    /// @notice `createPool` was given a reward lock above `max`.
+    error RewardLockTooLong(uint32 rewardLock, uint32 max);
+    /// @notice `createPool` was given a zero slash amount (bad work would cost nothing).
+    error ZeroSlashAmount();
+    /// @notice `createPool` was given a zero `maxSamplesPerWork`.
+    error ZeroMaxSamples();
     /// @notice `createPool` was given a bounty share above `maxBps`.
     error BountyBpsTooHigh(uint16 bountyBps, uint16 maxBps);
     /// @notice Pool ids are stored in 32 bits; `poolId` would not fit.
@@ -143,18 +184,27 @@ interface IComputePool {
     error AlreadyMember(uint256 poolId, address worker);
     /// @notice `worker` is not a member of the pool.
     error NotMember(uint256 poolId, address worker);
-    /// @notice The caller has `bonded` stake, the pool requires `required`.
-    error InsufficientStake(uint256 bonded, uint256 required);
-    /// @notice A checkpoint's step must exceed the latest published one.
-    error StepNotIncreasing(uint64 step, uint64 latestStep);
+    /// @notice The worker's allocation to the pool is `allocation`; `required` is needed (to join or
+    /// submit: max(minStake, slashAmount × open works after the submission); to deallocate:
+    /// slashAmount × open works).
+    error InsufficientAllocation(uint256 allocation, uint256 required);
+    /// @notice Checkpoints are published contiguously: the next step must be `expected`.
+    error StepNotContiguous(uint64 step, uint64 expected);
+    /// @notice A submission's nonce must be the worker's next nonce in the pool, `expected`.
+    error InvalidNonce(uint64 nonce, uint64 expected);
+    /// @notice A submission claims more samples than the pool's `maxSamplesPerWork`.
+    error TooManySamples(uint32 nSamples, uint32 maxSamplesPerWork);
+    /// @notice The worker and the pool owner may not challenge (no self-challenge, no owner honeypot).
+    error ChallengerNotIndependent(bytes32 workId, address challenger);
+    /// @notice The token moved `received` where `expected` was transferred: tokens that take a fee
+    /// on transfer (or otherwise move a different amount) are refused.
+    error TransferAmountMismatch(uint256 expected, uint256 received);
     /// @notice A digest that must be set was zero.
     error ZeroDigest();
     /// @notice No checkpoint was published for `step` in the pool.
     error UnknownStep(uint64 step);
     /// @notice Work on `step` is older than the pool's async level allows.
     error StaleStep(uint64 step, uint64 latestStep, uint32 maxStaleness);
-    /// @notice A submission with this work id exists already.
-    error DuplicateWork(bytes32 workId);
     /// @notice No submission has this work id.
     error UnknownWork(bytes32 workId);
     /// @notice The submission was judged already (`status`), or is not in a judgeable state.

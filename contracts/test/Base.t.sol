@@ -30,6 +30,7 @@ abstract contract BaseTest is Test {
     uint32 internal constant WINDOW = 1 hours;
     uint32 internal constant LOCK = 2 hours;
     uint32 internal constant STALENESS = 2;
+    uint32 internal constant MAX_SAMPLES = 2_000;
     bytes32 internal constant BASE_CKPT = keccak256("base");
     bytes32 internal constant TASK = keccak256("task");
 
@@ -65,7 +66,8 @@ abstract contract BaseTest is Test {
             rewardLock: LOCK,
             maxStaleness: STALENESS,
             taskRef: TASK,
-            baseCheckpoint: BASE_CKPT
+            baseCheckpoint: BASE_CKPT,
+            maxSamplesPerWork: MAX_SAMPLES
         });
     }
 
@@ -76,16 +78,28 @@ abstract contract BaseTest is Test {
         vm.stopPrank();
     }
 
+    /// Bond `amount`, allocate all of it to the pool and join.
     function _bondAndJoin(address worker, uint256 poolId, uint256 amount) internal {
         vm.startPrank(worker);
         stake.bond(amount);
+        pools.allocate(poolId, amount);
         pools.joinPool(poolId);
         vm.stopPrank();
     }
 
-    function _submit(address worker, uint256 poolId, uint64 step, bytes32 digest, uint32 n) internal {
+    /// Submit with the worker's next nonce; returns the work id.
+    function _submit(address worker, uint256 poolId, uint64 step, bytes32 digest, uint32 n)
+        internal
+        returns (bytes32 workId)
+    {
+        uint64 nonce = pools.getMember(poolId, worker).nextNonce;
         vm.prank(worker);
-        pools.submitWork(poolId, step, digest, n);
+        workId = pools.submitWork(poolId, step, nonce, digest, n);
+    }
+
+    function _ids(bytes32 id) internal pure returns (bytes32[] memory ids) {
+        ids = new bytes32[](1);
+        ids[0] = id;
     }
 
     function _status(bytes32 workId) internal view returns (IComputePool.WorkStatus) {

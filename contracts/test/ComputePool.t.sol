@@ -16,6 +16,16 @@ contract ComputePoolTest is BaseTest {
         _bondAndJoin(alice, poolId, MIN_STAKE);
     }
 
+    function _paramsWith(uint128 minStake, uint128 slashAmount)
+        internal
+        view
+        returns (IComputePool.PoolParams memory p)
+    {
+        p = _params();
+        p.minStake = minStake;
+        p.slashAmount = slashAmount;
+    }
+
     // ---------------------------------------------------------------- createPool
 
     function test_createPool_recordsParams() public view {
@@ -43,7 +53,7 @@ contract ComputePoolTest is BaseTest {
     function test_createPool_refusesLockShorterThanWindow() public {
         IComputePool.PoolParams memory p = _params();
         p.rewardLock = WINDOW - 1;
-        vm.expectRevert(abi.encodeWithSelector(IComputePool.RewardLockBeforeWindowEnd.selector, WINDOW - 1, WINDOW));
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.RewardLockNotAfterWindow.selector, WINDOW - 1, WINDOW));
         pools.createPool(p);
     }
 
@@ -57,7 +67,7 @@ contract ComputePoolTest is BaseTest {
     function test_createPool_refusesZeroWindow() public {
         IComputePool.PoolParams memory p = _params();
         p.challengeWindow = 0;
-        vm.expectRevert(IComputePool.ZeroChallengeWindow.selector);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.ChallengeWindowOutOfRange.selector, 0, 30 days));
         pools.createPool(p);
     }
 
@@ -84,7 +94,7 @@ contract ComputePoolTest is BaseTest {
     function test_createPool_refusesBadBounty() public {
         IComputePool.PoolParams memory p = _params();
         p.bountyBps = 10_001;
-        vm.expectRevert(abi.encodeWithSelector(IComputePool.BountyBpsTooHigh.selector, 10_001, 10_000));
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.BountyBpsTooHigh.selector, 10_001, 5_000));
         pools.createPool(p);
     }
 
@@ -124,18 +134,17 @@ contract ComputePoolTest is BaseTest {
         assertEq(token.balanceOf(owner) - before, 1_000 ether);
         vm.prank(alice);
         vm.expectRevert(abi.encodeWithSelector(IComputePool.PoolNotActive.selector, poolId));
-        pools.submitWork(poolId, 0, W1, 1);
+        pools.submitWork(poolId, 0, 0, W1, 1);
     }
 
     function test_closePool_keepsReservedRewardsClaimable() public {
-        _submit(alice, poolId, 0, W1, 10);
+        bytes32 w1 = _submit(alice, poolId, 0, W1, 10);
         vm.prank(validator);
-        pools.attest(W1);
+        pools.attest(w1);
         vm.prank(owner);
         pools.closePool(poolId);
         vm.warp(block.timestamp + LOCK);
-        bytes32[] memory ids = new bytes32[](1);
-        ids[0] = W1;
+        bytes32[] memory ids = _ids(w1);
         vm.prank(alice);
         assertEq(pools.claim(ids), 10 ether);
     }
@@ -148,10 +157,11 @@ contract ComputePoolTest is BaseTest {
 
     // ---------------------------------------------------------------- membership
 
-    function test_joinPool_refusesUnderStaked() public {
+    function test_joinPool_refusesUnderAllocated() public {
         vm.startPrank(bob);
-        stake.bond(MIN_STAKE - 1);
-        vm.expectRevert(abi.encodeWithSelector(IComputePool.InsufficientStake.selector, MIN_STAKE - 1, MIN_STAKE));
+        stake.bond(MIN_STAKE);
+        pools.allocate(poolId, MIN_STAKE - 1);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.InsufficientAllocation.selector, MIN_STAKE - 1, MIN_STAKE));
         pools.joinPool(poolId);
         vm.stopPrank();
     }
@@ -168,7 +178,7 @@ contract ComputePoolTest is BaseTest {
         assertFalse(pools.isMember(poolId, alice));
         vm.prank(alice);
         vm.expectRevert(abi.encodeWithSelector(IComputePool.NotMember.selector, poolId, alice));
-        pools.submitWork(poolId, 0, W1, 1);
+        pools.submitWork(poolId, 0, 0, W1, 1);
     }
 
     function test_leavePool_refusesNonMember() public {
@@ -200,13 +210,17 @@ contract ComputePoolTest is BaseTest {
         pools.publishCheckpoint(poolId, 1, keccak256("c1"));
     }
 
-    function test_publishCheckpoint_stepsStrictlyIncrease() public {
+    function test_publishCheckpoint_stepsAreContiguous() public {
         vm.startPrank(trainer);
         vm.expectEmit(address(pools));
         emit IComputePool.CheckpointPublished(poolId, 1, keccak256("c1"));
         pools.publishCheckpoint(poolId, 1, keccak256("c1"));
-        vm.expectRevert(abi.encodeWithSelector(IComputePool.StepNotIncreasing.selector, 1, 1));
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.StepNotContiguous.selector, 1, 2));
         pools.publishCheckpoint(poolId, 1, keccak256("c1b"));
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.StepNotContiguous.selector, 3, 2));
+        pools.publishCheckpoint(poolId, 3, keccak256("c3"));
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.StepNotContiguous.selector, type(uint64).max, 2));
+        pools.publishCheckpoint(poolId, type(uint64).max, keccak256("cmax"));
         vm.stopPrank();
     }
 
@@ -219,50 +233,61 @@ contract ComputePoolTest is BaseTest {
     // ---------------------------------------------------------------- submitWork
 
     function test_submitWork_reservesReward() public {
+        bytes32 expectedId = keccak256(abi.encode(block.chainid, address(pools), poolId, alice, uint64(0)));
+        assertEq(pools.workIdOf(poolId, alice, 0), expectedId);
         vm.expectEmit(address(pools));
-        emit IComputePool.WorkSubmitted(poolId, W1, alice, 0, 16);
-        _submit(alice, poolId, 0, W1, 16);
+        emit IComputePool.WorkSubmitted(poolId, expectedId, alice, W1, 0, 0, 16);
+        bytes32 w1 = _submit(alice, poolId, 0, W1, 16);
+        assertEq(w1, expectedId);
+        assertEq(pools.getWork(w1).nonce, 0);
+        assertEq(pools.getMember(poolId, alice).nextNonce, 1);
+        assertEq(pools.getMember(poolId, alice).openWorks, 1);
         IComputePool.PoolView memory v = pools.getPool(poolId);
         assertEq(v.budget, 1_000 ether - 16 ether);
         assertEq(v.reserved, 16 ether);
-        IComputePool.WorkStatus s = _status(W1);
+        IComputePool.WorkStatus s = _status(w1);
         assertEq(uint8(s), uint8(IComputePool.WorkStatus.Pending));
     }
 
-    function test_submitWork_refusesDuplicate() public {
+    function test_submitWork_sameDigestByAnotherWorkerIsAnotherWork() public {
         _bondAndJoin(bob, poolId, MIN_STAKE);
-        _submit(alice, poolId, 0, W1, 1);
-        vm.prank(bob);
-        vm.expectRevert(abi.encodeWithSelector(IComputePool.DuplicateWork.selector, W1));
-        pools.submitWork(poolId, 0, W1, 1);
+        bytes32 w1 = _submit(alice, poolId, 0, W1, 1);
+        bytes32 w2 = _submit(bob, poolId, 0, W1, 1);
+        assertTrue(w1 != w2);
+        assertEq(pools.getWork(w1).worker, alice);
+        assertEq(pools.getWork(w2).worker, bob);
     }
 
     function test_submitWork_refusesNonMember() public {
         vm.prank(stranger);
         vm.expectRevert(abi.encodeWithSelector(IComputePool.NotMember.selector, poolId, stranger));
-        pools.submitWork(poolId, 0, W1, 1);
+        pools.submitWork(poolId, 0, 0, W1, 1);
     }
 
-    function test_submitWork_refusesUnderStaked() public {
-        vm.startPrank(alice);
-        stake.unbond(1);
-        vm.expectRevert(abi.encodeWithSelector(IComputePool.InsufficientStake.selector, MIN_STAKE - 1, MIN_STAKE));
-        pools.submitWork(poolId, 0, W1, 1);
+    function test_submitWork_refusesUnderAllocated() public {
+        vm.prank(owner);
+        uint256 small = pools.createPool(_paramsWith(0, SLASH));
+        vm.prank(owner);
+        pools.fundPool(small, 100 ether);
+        vm.startPrank(bob);
+        stake.bond(SLASH - 1);
+        pools.allocate(small, SLASH - 1);
+        pools.joinPool(small);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.InsufficientAllocation.selector, SLASH - 1, SLASH));
+        pools.submitWork(small, 0, 0, W1, 1);
         vm.stopPrank();
     }
 
     function test_submitWork_refusesUnknownStep() public {
         vm.prank(alice);
         vm.expectRevert(abi.encodeWithSelector(IComputePool.UnknownStep.selector, 1));
-        pools.submitWork(poolId, 1, W1, 1);
+        pools.submitWork(poolId, 1, 0, W1, 1);
     }
 
-    function test_submitWork_refusesSkippedStep() public {
-        vm.prank(trainer);
-        pools.publishCheckpoint(poolId, 2, keccak256("c2"));
+    function test_submitWork_refusesTooManySamples() public {
         vm.prank(alice);
-        vm.expectRevert(abi.encodeWithSelector(IComputePool.UnknownStep.selector, 1));
-        pools.submitWork(poolId, 1, W1, 1);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.TooManySamples.selector, MAX_SAMPLES + 1, MAX_SAMPLES));
+        pools.submitWork(poolId, 0, 0, W1, MAX_SAMPLES + 1);
     }
 
     function test_submitWork_refusesStale() public {
@@ -273,60 +298,60 @@ contract ComputePoolTest is BaseTest {
         vm.stopPrank();
         vm.prank(alice);
         vm.expectRevert(abi.encodeWithSelector(IComputePool.StaleStep.selector, 0, STALENESS + 1, STALENESS));
-        pools.submitWork(poolId, 0, W1, 1);
-        _submit(alice, poolId, 1, W1, 1); // exactly at the async level is allowed
+        pools.submitWork(poolId, 0, 0, W1, 1);
+        bytes32 w1 = _submit(alice, poolId, 1, W1, 1); // exactly at the async level is allowed
     }
 
     function test_submitWork_refusesOverBudget() public {
         vm.prank(alice);
         vm.expectRevert(abi.encodeWithSelector(IComputePool.InsufficientBudget.selector, 1_001 ether, 1_000 ether));
-        pools.submitWork(poolId, 0, W1, 1_001);
+        pools.submitWork(poolId, 0, 0, W1, 1_001);
     }
 
     function test_submitWork_refusesZeroSamplesAndDigest() public {
         vm.startPrank(alice);
         vm.expectRevert(IComputePool.ZeroAmount.selector);
-        pools.submitWork(poolId, 0, W1, 0);
+        pools.submitWork(poolId, 0, 0, W1, 0);
         vm.expectRevert(IComputePool.ZeroDigest.selector);
-        pools.submitWork(poolId, 0, bytes32(0), 1);
+        pools.submitWork(poolId, 0, 0, bytes32(0), 1);
         vm.stopPrank();
     }
 
     // ---------------------------------------------------------------- attest / challenge / expire
 
     function test_attest_acceptsPending() public {
-        _submit(alice, poolId, 0, W1, 1);
+        bytes32 w1 = _submit(alice, poolId, 0, W1, 1);
         vm.expectEmit(address(pools));
-        emit IComputePool.WorkAccepted(poolId, W1, validator);
+        emit IComputePool.WorkAccepted(poolId, w1, validator);
         vm.prank(validator);
-        pools.attest(W1);
-        assertEq(uint8(_status(W1)), uint8(IComputePool.WorkStatus.Accepted));
+        pools.attest(w1);
+        assertEq(uint8(_status(w1)), uint8(IComputePool.WorkStatus.Accepted));
     }
 
     function test_attest_validatorOnly() public {
-        _submit(alice, poolId, 0, W1, 1);
+        bytes32 w1 = _submit(alice, poolId, 0, W1, 1);
         vm.prank(stranger);
         vm.expectRevert(abi.encodeWithSelector(IComputePool.NotPoolValidator.selector, poolId, stranger));
-        pools.attest(W1);
+        pools.attest(w1);
     }
 
     function test_attest_refusesTwice() public {
-        _submit(alice, poolId, 0, W1, 1);
+        bytes32 w1 = _submit(alice, poolId, 0, W1, 1);
         vm.startPrank(validator);
-        pools.attest(W1);
+        pools.attest(w1);
         vm.expectRevert(
-            abi.encodeWithSelector(IComputePool.AlreadyJudged.selector, W1, IComputePool.WorkStatus.Accepted)
+            abi.encodeWithSelector(IComputePool.AlreadyJudged.selector, w1, IComputePool.WorkStatus.Accepted)
         );
-        pools.attest(W1);
+        pools.attest(w1);
         vm.stopPrank();
     }
 
     function test_attest_refusesAfterWindow() public {
-        _submit(alice, poolId, 0, W1, 1);
+        bytes32 w1 = _submit(alice, poolId, 0, W1, 1);
         vm.warp(block.timestamp + WINDOW + 1);
         vm.prank(validator);
-        vm.expectRevert(abi.encodeWithSelector(IComputePool.ChallengeWindowClosed.selector, W1));
-        pools.attest(W1);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.ChallengeWindowClosed.selector, w1));
+        pools.attest(w1);
     }
 
     function test_attest_refusesUnknown() public {
@@ -336,13 +361,14 @@ contract ComputePoolTest is BaseTest {
     }
 
     function test_challenge_slashesAndVoidsReward() public {
-        _submit(alice, poolId, 0, W1, 10);
+        bytes32 w1 = _submit(alice, poolId, 0, W1, 10);
         vm.expectEmit(address(pools));
-        emit IComputePool.WorkChallenged(poolId, W1, validator, 7, keccak256("evidence"), SLASH);
+        emit IComputePool.WorkChallenged(poolId, w1, validator, 7, keccak256("evidence"), SLASH);
         vm.prank(validator);
-        pools.challenge(W1, 7, keccak256("evidence"));
-        assertEq(uint8(_status(W1)), uint8(IComputePool.WorkStatus.Rejected));
-        assertEq(stake.bondedOf(alice), MIN_STAKE - SLASH);
+        pools.challenge(w1, 7, keccak256("evidence"));
+        assertEq(uint8(_status(w1)), uint8(IComputePool.WorkStatus.Rejected));
+        assertEq(pools.getMember(poolId, alice).allocation, MIN_STAKE - SLASH);
+        assertEq(stake.lockedOf(address(pools), alice), MIN_STAKE - SLASH);
         assertEq(token.balanceOf(validator), SLASH * BOUNTY_BPS / 10_000);
         assertEq(token.balanceOf(treasury), SLASH - SLASH * BOUNTY_BPS / 10_000);
         IComputePool.PoolView memory v = pools.getPool(poolId);
@@ -351,121 +377,117 @@ contract ComputePoolTest is BaseTest {
     }
 
     function test_challenge_overridesAttestWithinWindow() public {
-        _submit(alice, poolId, 0, W1, 1);
+        bytes32 w1 = _submit(alice, poolId, 0, W1, 1);
         vm.prank(validator);
-        pools.attest(W1);
+        pools.attest(w1);
         vm.prank(validator);
-        pools.challenge(W1, 1, bytes32(0));
-        assertEq(uint8(_status(W1)), uint8(IComputePool.WorkStatus.Rejected));
+        pools.challenge(w1, 1, bytes32(0));
+        assertEq(uint8(_status(w1)), uint8(IComputePool.WorkStatus.Rejected));
     }
 
     function test_challenge_validatorOnly() public {
-        _submit(alice, poolId, 0, W1, 1);
+        bytes32 w1 = _submit(alice, poolId, 0, W1, 1);
         vm.prank(alice);
         vm.expectRevert(abi.encodeWithSelector(IComputePool.NotPoolValidator.selector, poolId, alice));
-        pools.challenge(W1, 1, bytes32(0));
+        pools.challenge(w1, 1, bytes32(0));
     }
 
     function test_challenge_refusesAfterWindow() public {
-        _submit(alice, poolId, 0, W1, 1);
+        bytes32 w1 = _submit(alice, poolId, 0, W1, 1);
         vm.warp(block.timestamp + WINDOW + 1);
         vm.prank(validator);
-        vm.expectRevert(abi.encodeWithSelector(IComputePool.ChallengeWindowClosed.selector, W1));
-        pools.challenge(W1, 1, bytes32(0));
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.ChallengeWindowClosed.selector, w1));
+        pools.challenge(w1, 1, bytes32(0));
     }
 
     function test_challenge_refusesTwice() public {
-        _submit(alice, poolId, 0, W1, 1);
+        bytes32 w1 = _submit(alice, poolId, 0, W1, 1);
         vm.startPrank(validator);
-        pools.challenge(W1, 1, bytes32(0));
+        pools.challenge(w1, 1, bytes32(0));
         vm.expectRevert(
-            abi.encodeWithSelector(IComputePool.AlreadyJudged.selector, W1, IComputePool.WorkStatus.Rejected)
+            abi.encodeWithSelector(IComputePool.AlreadyJudged.selector, w1, IComputePool.WorkStatus.Rejected)
         );
-        pools.challenge(W1, 1, bytes32(0));
+        pools.challenge(w1, 1, bytes32(0));
         vm.stopPrank();
     }
 
     function test_expireWork_releasesUnjudged() public {
-        _submit(alice, poolId, 0, W1, 5);
-        vm.expectRevert(abi.encodeWithSelector(IComputePool.ChallengeWindowOpen.selector, W1));
-        pools.expireWork(W1);
+        bytes32 w1 = _submit(alice, poolId, 0, W1, 5);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.ChallengeWindowOpen.selector, w1));
+        pools.expireWork(w1);
         vm.warp(block.timestamp + WINDOW + 1);
-        pools.expireWork(W1);
-        assertEq(uint8(_status(W1)), uint8(IComputePool.WorkStatus.Expired));
+        pools.expireWork(w1);
+        assertEq(uint8(_status(w1)), uint8(IComputePool.WorkStatus.Expired));
         IComputePool.PoolView memory v = pools.getPool(poolId);
         assertEq(v.budget, 1_000 ether);
         assertEq(v.reserved, 0);
     }
 
     function test_expireWork_refusesJudged() public {
-        _submit(alice, poolId, 0, W1, 5);
+        bytes32 w1 = _submit(alice, poolId, 0, W1, 5);
         vm.prank(validator);
-        pools.attest(W1);
+        pools.attest(w1);
         vm.warp(block.timestamp + WINDOW + 1);
         vm.expectRevert(
-            abi.encodeWithSelector(IComputePool.AlreadyJudged.selector, W1, IComputePool.WorkStatus.Accepted)
+            abi.encodeWithSelector(IComputePool.AlreadyJudged.selector, w1, IComputePool.WorkStatus.Accepted)
         );
-        pools.expireWork(W1);
+        pools.expireWork(w1);
     }
 
     // ---------------------------------------------------------------- claim
 
     function test_claim_paysAfterLock() public {
-        _submit(alice, poolId, 0, W1, 16);
+        bytes32 w1 = _submit(alice, poolId, 0, W1, 16);
         vm.prank(validator);
-        pools.attest(W1);
-        bytes32[] memory ids = new bytes32[](1);
-        ids[0] = W1;
+        pools.attest(w1);
+        bytes32[] memory ids = _ids(w1);
         uint64 unlockAt = uint64(block.timestamp) + LOCK;
         vm.prank(alice);
-        vm.expectRevert(abi.encodeWithSelector(IComputePool.RewardLocked.selector, W1, unlockAt));
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.RewardLocked.selector, w1, unlockAt));
         pools.claim(ids);
         vm.warp(unlockAt);
         uint256 before = token.balanceOf(alice);
         vm.prank(alice);
         pools.claim(ids);
         assertEq(token.balanceOf(alice) - before, 16 ether);
-        assertEq(uint8(_status(W1)), uint8(IComputePool.WorkStatus.Paid));
+        assertEq(uint8(_status(w1)), uint8(IComputePool.WorkStatus.Paid));
     }
 
     function test_claim_refusesTwice() public {
-        _submit(alice, poolId, 0, W1, 1);
+        bytes32 w1 = _submit(alice, poolId, 0, W1, 1);
         vm.prank(validator);
-        pools.attest(W1);
+        pools.attest(w1);
         vm.warp(block.timestamp + LOCK);
-        bytes32[] memory ids = new bytes32[](1);
-        ids[0] = W1;
+        bytes32[] memory ids = _ids(w1);
         vm.startPrank(alice);
         pools.claim(ids);
-        vm.expectRevert(abi.encodeWithSelector(IComputePool.NotClaimable.selector, W1, IComputePool.WorkStatus.Paid));
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.NotClaimable.selector, w1, IComputePool.WorkStatus.Paid));
         pools.claim(ids);
         vm.stopPrank();
     }
 
     function test_claim_refusesChallenged() public {
-        _submit(alice, poolId, 0, W1, 1);
+        bytes32 w1 = _submit(alice, poolId, 0, W1, 1);
         vm.prank(validator);
-        pools.challenge(W1, 1, bytes32(0));
+        pools.challenge(w1, 1, bytes32(0));
         vm.warp(block.timestamp + LOCK);
-        bytes32[] memory ids = new bytes32[](1);
-        ids[0] = W1;
+        bytes32[] memory ids = _ids(w1);
         vm.prank(alice);
         vm.expectRevert(
-            abi.encodeWithSelector(IComputePool.NotClaimable.selector, W1, IComputePool.WorkStatus.Rejected)
+            abi.encodeWithSelector(IComputePool.NotClaimable.selector, w1, IComputePool.WorkStatus.Rejected)
         );
         pools.claim(ids);
     }
 
     function test_claim_refusesOtherWorker() public {
         _bondAndJoin(bob, poolId, MIN_STAKE);
-        _submit(alice, poolId, 0, W1, 1);
+        bytes32 w1 = _submit(alice, poolId, 0, W1, 1);
         vm.prank(validator);
-        pools.attest(W1);
+        pools.attest(w1);
         vm.warp(block.timestamp + LOCK);
-        bytes32[] memory ids = new bytes32[](1);
-        ids[0] = W1;
+        bytes32[] memory ids = _ids(w1);
         vm.prank(bob);
-        vm.expectRevert(abi.encodeWithSelector(IComputePool.NotWorkOwner.selector, W1, bob));
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.NotWorkOwner.selector, w1, bob));
         pools.claim(ids);
     }
 
@@ -476,8 +498,7 @@ contract ComputePoolTest is BaseTest {
     }
 
     function test_claim_refusesUnknown() public {
-        bytes32[] memory ids = new bytes32[](1);
-        ids[0] = W2;
+        bytes32[] memory ids = _ids(W2);
         vm.prank(alice);
         vm.expectRevert(abi.encodeWithSelector(IComputePool.UnknownWork.selector, W2));
         pools.claim(ids);
@@ -488,12 +509,11 @@ contract ComputePoolTest is BaseTest {
     function testFuzz_rewardMatchesSamples(uint32 n, uint32 delay) public {
         n = uint32(bound(n, 1, 1_000));
         delay = uint32(bound(delay, 0, 3 * LOCK));
-        _submit(alice, poolId, 0, W1, n);
+        bytes32 w1 = _submit(alice, poolId, 0, W1, n);
         vm.prank(validator);
-        pools.attest(W1);
+        pools.attest(w1);
         vm.warp(block.timestamp + delay);
-        bytes32[] memory ids = new bytes32[](1);
-        ids[0] = W1;
+        bytes32[] memory ids = _ids(w1);
         vm.prank(alice);
         if (delay < LOCK) {
             vm.expectRevert();
@@ -505,15 +525,16 @@ contract ComputePoolTest is BaseTest {
 
     function testFuzz_challengeOnlyInsideWindow(uint32 delay) public {
         delay = uint32(bound(delay, 0, 2 * WINDOW));
-        _submit(alice, poolId, 0, W1, 1);
+        bytes32 w1 = _submit(alice, poolId, 0, W1, 1);
         vm.warp(block.timestamp + delay);
         vm.prank(validator);
         if (delay > WINDOW) {
-            vm.expectRevert(abi.encodeWithSelector(IComputePool.ChallengeWindowClosed.selector, W1));
-            pools.challenge(W1, 1, bytes32(0));
+            vm.expectRevert(abi.encodeWithSelector(IComputePool.ChallengeWindowClosed.selector, w1));
+            pools.challenge(w1, 1, bytes32(0));
         } else {
-            pools.challenge(W1, 1, bytes32(0));
-            assertEq(stake.bondedOf(alice), MIN_STAKE - SLASH);
+            pools.challenge(w1, 1, bytes32(0));
+            assertEq(pools.getMember(poolId, alice).allocation, MIN_STAKE - SLASH);
+            assertEq(stake.lockedOf(address(pools), alice), MIN_STAKE - SLASH);
         }
     }
 

@@ -27,7 +27,12 @@ contract Handler is Test {
     uint256 public ghostRefunded;
     mapping(bytes32 => uint256) public timesPaid;
     mapping(bytes32 => bool) public everRejected;
-    uint256 internal nonce;
+    /// submissions accepted on-chain per (pool, worker, nonce) and per (pool, worker, step, nonce)
+    mapping(bytes32 => uint256) public submissionsOf;
+    mapping(bytes32 => uint256) public paidOf;
+    mapping(bytes32 => bytes32) internal _keyOf;
+    mapping(bytes32 => bytes32) internal _stepKeyOf;
+    uint256 internal digestSeq;
 
     constructor(DevStakeToken t, StakeManager s, ComputePool p, address o, address tr, address v) {
         token = t;
@@ -72,13 +77,14 @@ contract Handler is Test {
             validators: vs,
             minStake: uint128(bound(minStake, 0, 100 ether)),
             rewardPerSample: uint128(bound(reward, 0, 1 ether)),
-            slashAmount: uint128(bound(slashAmt, 0, 200 ether)),
-            bountyBps: uint16(bound(bps, 0, 10_000)),
+            slashAmount: uint128(bound(slashAmt, 1, 200 ether)),
+            bountyBps: uint16(bound(bps, 0, 5_000)),
             challengeWindow: window,
-            rewardLock: window + uint32(bound(extraLock, 0, 1 days)),
+            rewardLock: window + uint32(bound(extraLock, 1, 1 days)),
             maxStaleness: 2,
             taskRef: bytes32(0),
-            baseCheckpoint: keccak256("base")
+            baseCheckpoint: keccak256("base"),
+            maxSamplesPerWork: 64
         });
         vm.prank(owner);
         poolIds.push(pools.createPool(p));
@@ -138,16 +144,49 @@ contract Handler is Test {
         try pools.publishCheckpoint(id, latest + 1, keccak256(abi.encode(id, latest + 1))) {} catch {}
     }
 
-    function submit(uint256 workerSeed, uint256 poolSeed, uint64 stepBack, uint32 n) external {
+    function submit(uint256 workerSeed, uint256 poolSeed, uint64 stepBack, uint32 n, uint64 nonceSkew) external {
         if (poolIds.length == 0) return;
         uint256 id = _poolId(poolSeed);
+        address w = _worker(workerSeed);
         uint64 latest = pools.getPool(id).latestStep;
         uint64 step = latest - uint64(bound(stepBack, 0, latest));
-        bytes32 workId = keccak256(abi.encode("work", nonce++));
-        vm.prank(_worker(workerSeed));
-        try pools.submitWork(id, step, workId, uint32(bound(n, 1, 64))) {
+        // mostly the right nonce; sometimes a reused or skipped one, which must be refused
+        uint64 next = pools.getMember(id, w).nextNonce;
+        uint64 nonce = nonceSkew % 4 == 0 ? uint64(bound(nonceSkew, 0, next + 2)) : next;
+        vm.prank(w);
+        try pools.submitWork(
+            id, step, nonce, keccak256(abi.encode("digest", digestSeq++)), uint32(bound(n, 1, 64))
+        ) returns (
+            bytes32 workId
+        ) {
+            assertEq(nonce, next);
             workIds.push(workId);
+            bytes32 key = keccak256(abi.encode(id, w, nonce));
+            bytes32 stepKey = keccak256(abi.encode(id, w, step, nonce));
+            _keyOf[workId] = key;
+            _stepKeyOf[workId] = stepKey;
+            submissionsOf[key] += 1;
+            submissionsOf[stepKey] += 1;
         } catch {}
+    }
+
+    function allocate(uint256 workerSeed, uint256 poolSeed, uint256 amount) external {
+        if (poolIds.length == 0) return;
+        address w = _worker(workerSeed);
+        uint256 bonded = stake.bondedOf(w);
+        if (bonded == 0) return;
+        vm.prank(w);
+        pools.allocate(_poolId(poolSeed), bound(amount, 1, bonded));
+    }
+
+    function deallocate(uint256 workerSeed, uint256 poolSeed, uint256 amount) external {
+        if (poolIds.length == 0) return;
+        address w = _worker(workerSeed);
+        uint256 id = _poolId(poolSeed);
+        uint256 allocation = pools.getMember(id, w).allocation;
+        if (allocation == 0) return;
+        vm.prank(w);
+        try pools.deallocate(id, bound(amount, 1, allocation)) {} catch {}
     }
 
     function attest(uint256 workSeed) external {
@@ -181,6 +220,8 @@ contract Handler is Test {
         try pools.claim(ids) returns (uint256 amount) {
             ghostPaid += amount;
             timesPaid[id] += 1;
+            paidOf[_keyOf[id]] += 1;
+            paidOf[_stepKeyOf[id]] += 1;
             assertEq(uint8(s), uint8(IComputePool.WorkStatus.Accepted));
         } catch {}
     }
@@ -197,7 +238,12 @@ contract Handler is Test {
         try pools.claim(ids) returns (uint256 amount) {
             ghostPaid += amount;
             timesPaid[id] += 2;
+            paidOf[_keyOf[id]] += 2;
         } catch {}
+    }
+
+    function keyOf(bytes32 workId) external view returns (bytes32, bytes32) {
+        return (_keyOf[workId], _stepKeyOf[workId]);
     }
 
     function warp(uint32 secs) external {
@@ -231,7 +277,7 @@ contract InvariantsTest is StdInvariant, Test {
         for (uint256 i; i < 4; ++i) {
             address w = handler.workers(i);
             (uint256 unbonding,) = stake.unbondingOf(w);
-            staked += stake.bondedOf(w) + unbonding;
+            staked += stake.bondedOf(w) + unbonding + stake.lockedOf(address(pools), w);
         }
         for (uint256 i; i < handler.poolCount(); ++i) {
             IComputePool.PoolView memory v = pools.getPool(handler.poolIds(i));
@@ -240,7 +286,7 @@ contract InvariantsTest is StdInvariant, Test {
         }
     }
 
-    /// Token balance of the contracts == Σ bonded + Σ unbonding + unspent budgets + owed rewards.
+    /// Token balance of the contracts == Σ (free bonded + locked + unbonding) + unspent budgets + owed rewards.
     function invariant_tokenConservation() public view {
         (uint256 staked, uint256 budgets, uint256 reserved) = _sums();
         assertEq(token.balanceOf(address(stake)), staked);
@@ -261,6 +307,42 @@ contract InvariantsTest is StdInvariant, Test {
             bytes32 id = handler.workIds(i);
             assertLe(handler.timesPaid(id), 1);
             if (handler.everRejected(id)) assertEq(handler.timesPaid(id), 0);
+        }
+    }
+
+    /// No two submissions — and so no two paid works — share (pool, worker, nonce) or (pool, worker, step, nonce).
+    function invariant_noSharedNonce() public view {
+        for (uint256 i; i < handler.workCount(); ++i) {
+            (bytes32 key, bytes32 stepKey) = handler.keyOf(handler.workIds(i));
+            assertEq(handler.submissionsOf(key), 1);
+            assertEq(handler.submissionsOf(stepKey), 1);
+            assertLe(handler.paidOf(key), 1);
+            assertLe(handler.paidOf(stepKey), 1);
+        }
+    }
+
+    /// In every pool a worker's allocation covers one full slash per open work, the open-work
+    /// count is exact, and the allocations of a worker sum to the stake locked for the pool contract.
+    function invariant_allocationCoversOpenWork() public view {
+        for (uint256 k; k < 4; ++k) {
+            address w = handler.workers(k);
+            uint256 allocated;
+            for (uint256 i; i < handler.poolCount(); ++i) {
+                uint256 id = handler.poolIds(i);
+                IComputePool.MemberView memory m = pools.getMember(id, w);
+                assertGe(m.allocation, uint256(m.openWorks) * pools.getPool(id).params.slashAmount);
+                assertEq(m.openWorks, _openWorks(id, w));
+                allocated += m.allocation;
+            }
+            assertEq(allocated, stake.lockedOf(address(pools), w));
+        }
+    }
+
+    function _openWorks(uint256 poolId, address worker) internal view returns (uint256 open) {
+        for (uint256 i; i < handler.workCount(); ++i) {
+            IComputePool.WorkView memory v = pools.getWork(handler.workIds(i));
+            if (v.poolId != poolId || v.worker != worker) continue;
+            if (v.status == IComputePool.WorkStatus.Pending || v.status == IComputePool.WorkStatus.Accepted) ++open;
         }
     }
 }

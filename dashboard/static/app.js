@@ -124,7 +124,8 @@ async function workerView(address) {
   const [w, subs] = await Promise.all([api(`/api/workers/${address}`), paged("wsubs", `/api/workers/${address}/submissions`)]);
   const st = w.stake || {};
   return `<h1>Worker <span class="mono">${esc(w.worker)}</span></h1>` + kv([
-      ["pools", w.pools.map(p => `<a href="#/pool/${p}">pool ${p}</a>`).join(", ") || "–"], ["bonded", tokens(st.bonded)],
+      ["pools", w.pools.map(p => `<a href="#/pool/${p}">pool ${p}</a>`).join(", ") || "–"], ["bonded (free)", tokens(st.bonded)],
+      ["allocated to pools", tokens(st.allocated)],
       ["unbonding", tokens(st.unbonding)], ["owed (accepted, unclaimed)", tokens(w.owed)], ["claimed", tokens(w.claimed)],
       ["slashed", tokens(w.slashed)], ["submissions", Object.entries(w.submissions).map(([k, v]) => `${status(k)} ${v}`).join(" · ")]]) +
     `<h2>Submissions</h2>` + table("submissions", ["work", "pool", "step", "samples", "status", "reason"],

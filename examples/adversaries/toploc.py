@@ -60,12 +60,12 @@ class SuiteSetup:
 
     def assigned(self) -> list[list[int]]:
         tokenizer = build_char_tokenizer()
-        indices = assign_prompts(POOL_SEED, WORKER, STEP, 0, len(DATASET), self.n_prompts)
+        indices = assign_prompts(POOL_SEED, WORKER, 0, len(DATASET), self.n_prompts)
         return [[BOS_ID, *tokenizer.encode(DATASET[i])] for i in indices]
 
     def unassigned(self) -> list[list[int]]:
         tokenizer = build_char_tokenizer()
-        taken = set(assign_prompts(POOL_SEED, WORKER, STEP, 0, len(DATASET), self.n_prompts))
+        taken = set(assign_prompts(POOL_SEED, WORKER, 0, len(DATASET), self.n_prompts))
         free = [i for i in range(len(DATASET)) if i not in taken][: self.n_prompts]
         return [[BOS_ID, *tokenizer.encode(DATASET[i])] for i in free]
 

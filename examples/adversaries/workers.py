@@ -24,15 +24,14 @@ from ledger_client.ipfs.content import put_object
 from proofs.toploc import build_proofs_batch
 from protocol.rollouts import RolloutBatch, RolloutSample, encode_rollouts
 from protocol.runspec import RunSpec
+from protocol.submission import SubmissionBinding
 from tasks.registry import build_task
 from worker.policy import Policy
 from worker.produce import make_batch
 
-Producer = Callable[[Policy, RunSpec, str, int, int], tuple[bytes, int]]
-
-
-def _file(batch: RolloutBatch) -> tuple[bytes, int]:
-    return encode_rollouts(batch), len(batch.samples)
+Producer = Callable[[Policy, RunSpec, SubmissionBinding], tuple[bytes, int]]
+Attack = Callable[[Policy, RunSpec, SubmissionBinding, RolloutBatch], RolloutBatch]
+"""An attack turns the honest batch of a submission into a dishonest one."""
 
 
 def _with_samples(batch: RolloutBatch, samples: list[RolloutSample]) -> RolloutBatch:
@@ -50,64 +49,61 @@ def _rescored(spec: RunSpec, tokenizer, samples: list[RolloutSample]) -> list[Ro
     return out
 
 
-def fabricated_rewards(policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> tuple[bytes, int]:
+def fabricated_rewards(policy: Policy, spec: RunSpec, binding: SubmissionBinding, honest: RolloutBatch) -> RolloutBatch:
     """Claims every completion solved the task."""
-    batch = make_batch(policy, spec, worker, step, nonce)
-    return _file(_with_samples(batch, [s.model_copy(update={"reward": 1.0}) for s in batch.samples]))
+    return _with_samples(honest, [s.model_copy(update={"reward": 1.0}) for s in honest.samples])
 
 
-def cherry_picked_prompts(policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> tuple[bytes, int]:
+def cherry_picked_prompts(policy: Policy, spec: RunSpec, binding: SubmissionBinding,
+                          honest: RolloutBatch) -> RolloutBatch:
     """Answers prompts of its own choosing (another nonce's assignment) instead of the assigned ones."""
-    honest = make_batch(policy, spec, worker, step, nonce + 10_000)
-    header = honest.header.model_copy(update={"nonce": nonce})
-    return _file(RolloutBatch(header=header, samples=honest.samples))
+    other = make_batch(policy, spec, binding.model_copy(update={"nonce": binding.nonce + 10_000}))
+    return RolloutBatch(header=honest.header, samples=other.samples)
 
 
-def tampered_completion(policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> tuple[bytes, int]:
+def tampered_completion(policy: Policy, spec: RunSpec, binding: SubmissionBinding,
+                        honest: RolloutBatch) -> RolloutBatch:
     """Changes one token of one completion (rewards rescored so the file is self-consistent)."""
-    batch = make_batch(policy, spec, worker, step, nonce)
-    samples = list(batch.samples)
+    samples = list(honest.samples)
     s = samples[0]
     ids = list(s.completion_ids)
     ids[0] = (ids[0] + 1) % len(policy.tokenizer) or 1
     samples[0] = s.model_copy(update={"completion_ids": ids})
-    return _file(_with_samples(batch, _rescored(spec, policy.tokenizer, samples)))
+    return _with_samples(honest, _rescored(spec, policy.tokenizer, samples))
 
 
-def _generate_with(model, policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int,
-                   temperature: float) -> RolloutBatch:
+def _generate_with(model, policy: Policy, spec: RunSpec, honest: RolloutBatch, temperature: float) -> RolloutBatch:
     """Honest-looking file whose completions come from `model` at `temperature`."""
-    batch = make_batch(policy, spec, worker, step, nonce)
     backend = TorchBackend(model, eos_token_id=stop_token_ids(policy.model, policy.tokenizer),
                            pad_token_id=policy.tokenizer.pad_token_id)
     params = spec.sampling.model_copy(update={"temperature": temperature})
-    completions = backend.generate([s.prompt_ids for s in batch.samples], params, [s.seed for s in batch.samples])
-    proofs = build_proofs_batch([c.hidden for c in completions], chunk=batch.header.proof_chunk)
+    completions = backend.generate([s.prompt_ids for s in honest.samples], params, [s.seed for s in honest.samples])
+    proofs = build_proofs_batch([c.hidden for c in completions], chunk=honest.header.proof_chunk)
     samples = [s.model_copy(update={"completion_ids": c.token_ids, "logprobs": c.logprobs, "proofs": p,
                                     "finish_reason": c.finish_reason})
-               for s, c, p in zip(batch.samples, completions, proofs, strict=True)]
-    return _with_samples(batch, _rescored(spec, policy.tokenizer, samples))
+               for s, c, p in zip(honest.samples, completions, proofs, strict=True)]
+    return _with_samples(honest, _rescored(spec, policy.tokenizer, samples))
 
 
-def wrong_temperature(policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> tuple[bytes, int]:
+def wrong_temperature(policy: Policy, spec: RunSpec, binding: SubmissionBinding, honest: RolloutBatch) -> RolloutBatch:
     """Samples colder than the pool's temperature (declares the pool's)."""
-    return _file(_generate_with(policy.model, policy, spec, worker, step, nonce, spec.sampling.temperature * 0.5))
+    return _generate_with(policy.model, policy, spec, honest, spec.sampling.temperature * 0.5)
 
 
-def greedy_decoding(policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> tuple[bytes, int]:
+def greedy_decoding(policy: Policy, spec: RunSpec, binding: SubmissionBinding, honest: RolloutBatch) -> RolloutBatch:
     """Decodes greedily instead of sampling."""
-    return _file(_generate_with(policy.model, policy, spec, worker, step, nonce, 0.0))
+    return _generate_with(policy.model, policy, spec, honest, 0.0)
 
 
-def other_weights(policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> tuple[bytes, int]:
+def other_weights(policy: Policy, spec: RunSpec, binding: SubmissionBinding, honest: RolloutBatch) -> RolloutBatch:
     """Generates with a cheaper model (other weights) than the pool's policy."""
     cfg = policy.model.config
     cheap = build_tiny_llama(cfg.vocab_size, seed=12345, hidden=cfg.hidden_size, layers=cfg.num_hidden_layers,
                              heads=cfg.num_attention_heads)
-    return _file(_generate_with(cheap, policy, spec, worker, step, nonce, spec.sampling.temperature))
+    return _generate_with(cheap, policy, spec, honest, spec.sampling.temperature)
 
 
-def perturbed_weights(policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> tuple[bytes, int]:
+def perturbed_weights(policy: Policy, spec: RunSpec, binding: SubmissionBinding, honest: RolloutBatch) -> RolloutBatch:
     """Generates with the policy's weights perturbed by 1% (e.g. a stale or fine-tuned copy)."""
     model = build_tiny_llama(policy.model.config.vocab_size, seed=0, hidden=policy.model.config.hidden_size,
                              layers=policy.model.config.num_hidden_layers,
@@ -117,47 +113,47 @@ def perturbed_weights(policy: Policy, spec: RunSpec, worker: str, step: int, non
         gen = torch.Generator().manual_seed(7)
         for p in model.parameters():
             p.mul_(1 + 0.01 * torch.randn(p.shape, generator=gen))
-    return _file(_generate_with(model, policy, spec, worker, step, nonce, spec.sampling.temperature))
+    return _generate_with(model, policy, spec, honest, spec.sampling.temperature)
 
 
-def corrupted_proofs(policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> tuple[bytes, int]:
+def corrupted_proofs(policy: Policy, spec: RunSpec, binding: SubmissionBinding, honest: RolloutBatch) -> RolloutBatch:
     """Flips bytes in the TOPLOC proofs."""
-    batch = make_batch(policy, spec, worker, step, nonce)
     samples = []
-    for s in batch.samples:
+    for s in honest.samples:
         proofs = [p[:2] + bytes(b ^ 0x5A for b in p[2:]) for p in s.proofs]
         samples.append(s.model_copy(update={"proofs": proofs}))
-    return _file(_with_samples(batch, samples))
+    return _with_samples(honest, samples)
 
 
-def truncated_completion(policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> tuple[bytes, int]:
-    """Cuts a completion short and calls it finished (no EOS)."""
-    batch = make_batch(policy, spec, worker, step, nonce)
-    samples = list(batch.samples)
-    s = samples[0]
-    cut = max(1, len(s.completion_ids) // 2)
-    samples[0] = s.model_copy(update={"completion_ids": s.completion_ids[:cut], "logprobs": s.logprobs[:cut],
-                                      "proofs": s.proofs[: math.ceil(cut / batch.header.proof_chunk)],
+def truncated_completion(policy: Policy, spec: RunSpec, binding: SubmissionBinding,
+                         honest: RolloutBatch) -> RolloutBatch:
+    """Cuts a completion short and calls it finished (no EOS): the first one with two tokens or more
+    (a one-token completion cannot be cut; with none, the batch is returned unchanged — a no-op)."""
+    samples = list(honest.samples)
+    i = next((i for i, s in enumerate(samples) if len(s.completion_ids) >= 2), None)
+    if i is None:
+        return honest
+    s = samples[i]
+    cut = len(s.completion_ids) // 2
+    samples[i] = s.model_copy(update={"completion_ids": s.completion_ids[:cut], "logprobs": s.logprobs[:cut],
+                                      "proofs": s.proofs[: math.ceil(cut / honest.header.proof_chunk)],
                                       "finish_reason": "eos"})
-    return _file(_with_samples(batch, _rescored(spec, policy.tokenizer, samples)))
+    return _with_samples(honest, _rescored(spec, policy.tokenizer, samples))
 
 
-def altered_logprobs(policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> tuple[bytes, int]:
+def altered_logprobs(policy: Policy, spec: RunSpec, binding: SubmissionBinding, honest: RolloutBatch) -> RolloutBatch:
     """Honest completions with made-up per-token logprobs (what the trainer's importance ratios use)."""
-    batch = make_batch(policy, spec, worker, step, nonce)
-    samples = [s.model_copy(update={"logprobs": [lp - 0.05 for lp in s.logprobs]}) for s in batch.samples]
-    return _file(_with_samples(batch, samples))
+    samples = [s.model_copy(update={"logprobs": [lp - 0.05 for lp in s.logprobs]}) for s in honest.samples]
+    return _with_samples(honest, samples)
 
 
 WITHHELD: set[bytes] = set()
 """Digests of files `withheld` produced; `selective_upload` never uploads them."""
 
 
-def withheld(policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> tuple[bytes, int]:
-    """An honest file that is submitted but never uploaded: nobody can fetch it."""
-    data, n = _file(make_batch(policy, spec, worker, step, nonce))
-    WITHHELD.add(hashlib.sha256(data).digest())
-    return data, n
+def withheld(policy: Policy, spec: RunSpec, binding: SubmissionBinding, honest: RolloutBatch) -> RolloutBatch:
+    """An honest file that is submitted but never uploaded: nobody can fetch it (the attack is the upload)."""
+    return honest
 
 
 def selective_upload(kubo, data: bytes) -> None:
@@ -166,7 +162,7 @@ def selective_upload(kubo, data: bytes) -> None:
         put_object(kubo, data)
 
 
-ATTACKS: dict[str, Producer] = {
+ATTACKS: dict[str, Attack] = {
     "fabricated_rewards": fabricated_rewards,
     "cherry_picked_prompts": cherry_picked_prompts,
     "tampered_completion": tampered_completion,
@@ -179,16 +175,37 @@ ATTACKS: dict[str, Producer] = {
     "altered_logprobs": altered_logprobs,
     "withheld": withheld,
 }
+FALLBACK = "tampered_completion"
+"""Always changes the file (one token of the first completion moves), so it replaces an attack that would not."""
+
+
+def attack_file(name: str, policy: Policy, spec: RunSpec, binding: SubmissionBinding) -> tuple[str, bytes, int]:
+    """The file of attack `name` for the submission — never a no-op: when the tampering leaves the file
+    byte-identical to the honest one (e.g. every reward already 1.0, greedy sampling that happens to match,
+    nothing to truncate) the fallback attack is used instead. Returns (attack used, bytes, samples)."""
+    honest = make_batch(policy, spec, binding)
+    honest_bytes = encode_rollouts(honest)
+    data = encode_rollouts(ATTACKS[name](policy, spec, binding, honest))
+    if name == "withheld":
+        WITHHELD.add(hashlib.sha256(data).digest())
+    elif data == honest_bytes:
+        name = FALLBACK
+        data = encode_rollouts(ATTACKS[name](policy, spec, binding, honest))
+    return name, data, len(honest.samples)
 
 
 def cycling(names: list[str]) -> Producer:
-    """A producer that uses the attacks in turn, one per submission; `produce.used` lists them."""
+    """A producer that uses the attacks in turn, one per submission; `produce.used` lists the attack each
+    submission really used (the fallback where the named one would have been a no-op)."""
     used: list[str] = []
+    turn = [0]
 
-    def produce(policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> tuple[bytes, int]:
-        name = names[len(used) % len(names)]
+    def produce(policy: Policy, spec: RunSpec, binding: SubmissionBinding) -> tuple[bytes, int]:
+        name = names[turn[0] % len(names)]
+        turn[0] += 1
+        name, data, n = attack_file(name, policy, spec, binding)
         used.append(name)
-        return ATTACKS[name](policy, spec, worker, step, nonce)
+        return data, n
 
     produce.used = used  # type: ignore[attr-defined]
     return produce

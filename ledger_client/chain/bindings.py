@@ -25,6 +25,7 @@ class PoolParams(NamedTuple):
     max_staleness: int
     task_ref: bytes
     base_checkpoint: bytes
+    max_samples_per_work: int
 
     @classmethod
     def from_abi(cls, value: Any) -> PoolParams:
@@ -41,6 +42,28 @@ class PoolParams(NamedTuple):
             max_staleness=value[8],
             task_ref=value[9],
             base_checkpoint=value[10],
+            max_samples_per_work=value[11],
+        )
+
+
+class MemberView(NamedTuple):
+    """Struct `MemberView`."""
+
+    member: bool
+    next_nonce: int
+    open_works: int
+    allocation: int
+    required: int
+
+    @classmethod
+    def from_abi(cls, value: Any) -> MemberView:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            member=value[0],
+            next_nonce=value[1],
+            open_works=value[2],
+            allocation=value[3],
+            required=value[4],
         )
 
 
@@ -79,6 +102,7 @@ class WorkView(NamedTuple):
     submitted_at: int
     status: int
     reward: int
+    nonce: int
 
     @classmethod
     def from_abi(cls, value: Any) -> WorkView:
@@ -91,6 +115,7 @@ class WorkView(NamedTuple):
             submitted_at=value[4],
             status=value[5],
             reward=value[6],
+            nonce=value[7],
         )
 
 
@@ -102,6 +127,14 @@ class StakeManager(BoundContract):
     def default_admin_role(self) -> bytes:
         """Call `DEFAULT_ADMIN_ROLE` (view)."""
         return self._call("DEFAULT_ADMIN_ROLE")
+
+    def max_unbonding_delay(self) -> int:
+        """Call `MAX_UNBONDING_DELAY` (view)."""
+        return self._call("MAX_UNBONDING_DELAY")
+
+    def min_unbonding_delay(self) -> int:
+        """Call `MIN_UNBONDING_DELAY` (view)."""
+        return self._call("MIN_UNBONDING_DELAY")
 
     def slasher_role(self) -> bytes:
         """Call `SLASHER_ROLE` (view)."""
@@ -126,6 +159,14 @@ class StakeManager(BoundContract):
     def has_role(self, role: bytes, account: str) -> bool:
         """Call `hasRole` (view)."""
         return self._call("hasRole", role, account)
+
+    def lock(self, worker: str, amount: int) -> Any:
+        """Send a `lock` transaction; returns the receipt."""
+        return self._transact("lock", worker, amount)
+
+    def locked_of(self, slasher: str, worker: str) -> int:
+        """Call `lockedOf` (view)."""
+        return self._call("lockedOf", slasher, worker)
 
     def renounce_role(self, role: bytes, caller_confirmation: str) -> Any:
         """Send a `renounceRole` transaction; returns the receipt."""
@@ -171,6 +212,10 @@ class StakeManager(BoundContract):
         """Call `unbondingOf` (view)."""
         return self._call("unbondingOf", worker)
 
+    def unlock(self, worker: str, amount: int) -> Any:
+        """Send a `unlock` transaction; returns the receipt."""
+        return self._transact("unlock", worker, amount)
+
     def withdraw(self) -> Any:
         """Send a `withdraw` transaction; returns the receipt."""
         return self._transact("withdraw")
@@ -180,9 +225,25 @@ class ComputePool(BoundContract):
 
     NAME = "ComputePool"
 
+    def max_bounty_bps(self) -> int:
+        """Call `MAX_BOUNTY_BPS` (view)."""
+        return self._call("MAX_BOUNTY_BPS")
+
     def max_bps(self) -> int:
         """Call `MAX_BPS` (view)."""
         return self._call("MAX_BPS")
+
+    def max_challenge_window(self) -> int:
+        """Call `MAX_CHALLENGE_WINDOW` (view)."""
+        return self._call("MAX_CHALLENGE_WINDOW")
+
+    def max_reward_lock(self) -> int:
+        """Call `MAX_REWARD_LOCK` (view)."""
+        return self._call("MAX_REWARD_LOCK")
+
+    def allocate(self, pool_id: int, amount: int) -> Any:
+        """Send a `allocate` transaction; returns the receipt."""
+        return self._transact("allocate", pool_id, amount)
 
     def attest(self, work_id: bytes) -> Any:
         """Send a `attest` transaction; returns the receipt."""
@@ -208,6 +269,10 @@ class ComputePool(BoundContract):
         """Send a `createPool` transaction; returns the receipt."""
         return self._transact("createPool", p)
 
+    def deallocate(self, pool_id: int, amount: int) -> Any:
+        """Send a `deallocate` transaction; returns the receipt."""
+        return self._transact("deallocate", pool_id, amount)
+
     def eject_worker(self, pool_id: int, worker: str) -> Any:
         """Send a `ejectWorker` transaction; returns the receipt."""
         return self._transact("ejectWorker", pool_id, worker)
@@ -219,6 +284,10 @@ class ComputePool(BoundContract):
     def fund_pool(self, pool_id: int, amount: int) -> Any:
         """Send a `fundPool` transaction; returns the receipt."""
         return self._transact("fundPool", pool_id, amount)
+
+    def get_member(self, pool_id: int, worker: str) -> MemberView:
+        """Call `getMember` (view)."""
+        return MemberView.from_abi(self._call("getMember", pool_id, worker))
 
     def get_pool(self, pool_id: int) -> PoolView:
         """Call `getPool` (view)."""
@@ -260,13 +329,17 @@ class ComputePool(BoundContract):
         """Call `stakeManager` (view)."""
         return self._call("stakeManager")
 
-    def submit_work(self, pool_id: int, step: int, rollout_digest: bytes, n_samples: int) -> Any:
+    def submit_work(self, pool_id: int, step: int, nonce: int, rollout_digest: bytes, n_samples: int) -> Any:
         """Send a `submitWork` transaction; returns the receipt."""
-        return self._transact("submitWork", pool_id, step, rollout_digest, n_samples)
+        return self._transact("submitWork", pool_id, step, nonce, rollout_digest, n_samples)
 
     def token(self) -> str:
         """Call `token` (view)."""
         return self._call("token")
+
+    def work_id_of(self, pool_id: int, worker: str, nonce: int) -> bytes:
+        """Call `workIdOf` (view)."""
+        return self._call("workIdOf", pool_id, worker, nonce)
 
     def worker_ids(self, worker: str) -> int:
         """Call `workerIds` (view)."""
@@ -410,7 +483,7 @@ class RewardsClaimed:
 
     worker: str
     amount: int
-    works: int
+    work_ids: list[bytes]
     meta: EventMeta
 
 
@@ -448,11 +521,55 @@ class RoleRevoked:
 class Slashed:
     """Event `Slashed`."""
 
+    slasher: str
     worker: str
     challenger: str
     amount: int
-    from_bonded: int
     bounty: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class StakeAllocated:
+    """Event `StakeAllocated`."""
+
+    pool_id: int
+    worker: str
+    amount: int
+    allocation: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class StakeDeallocated:
+    """Event `StakeDeallocated`."""
+
+    pool_id: int
+    worker: str
+    amount: int
+    allocation: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class StakeLocked:
+    """Event `StakeLocked`."""
+
+    slasher: str
+    worker: str
+    amount: int
+    locked: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class StakeUnlocked:
+    """Event `StakeUnlocked`."""
+
+    slasher: str
+    worker: str
+    amount: int
+    locked: int
     meta: EventMeta
 
 
@@ -551,7 +668,9 @@ class WorkSubmitted:
     pool_id: int
     work_id: bytes
     worker: str
+    rollout_digest: bytes
     step: int
+    nonce: int
     n_samples: int
     meta: EventMeta
 
@@ -597,6 +716,10 @@ EVENT_TYPES: dict[str, type] = {
     "RoleGranted": RoleGranted,
     "RoleRevoked": RoleRevoked,
     "Slashed": Slashed,
+    "StakeAllocated": StakeAllocated,
+    "StakeDeallocated": StakeDeallocated,
+    "StakeLocked": StakeLocked,
+    "StakeUnlocked": StakeUnlocked,
     "Transfer": Transfer,
     "TreasuryChanged": TreasuryChanged,
     "UnbondStarted": UnbondStarted,

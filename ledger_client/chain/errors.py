@@ -1,7 +1,7 @@
 """Exceptions of the ledger client, including one class per custom error of the contracts.
 
 Every Solidity custom error (ours and OpenZeppelin's) becomes a subclass of `ContractRevert`
-with the same name, e.g. `errors.DuplicateWork`, so callers can `except errors.DuplicateWork`.
+with the same name, e.g. `errors.InvalidNonce`, so callers can `except errors.InvalidNonce`.
 Messages are one line that names the problem, ready for a CLI to print.
 """
 

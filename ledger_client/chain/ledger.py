@@ -118,3 +118,20 @@ class Ledger:
         if self.token.allowance(self.address, self.stake.address) < need:
             self.token.approve(self.stake.address, need)
         self.stake.bond(need)
+
+    def ensure_allocation(self, pool_id: int, amount: int) -> int:
+        """Bond (if needed) and allocate so that at least `amount` of the account's stake is allocated to
+        `pool_id`; returns what was added."""
+        allocation = self.pool.get_member(pool_id, self.address).allocation
+        if allocation >= amount:
+            return 0
+        need = amount - allocation
+        self.ensure_stake(need)
+        self.pool.allocate(pool_id, need)
+        return need
+
+    def required_allocation(self, pool_id: int, min_stake: int, slash_amount: int) -> int:
+        """What `submitWork` requires allocated for the account's next submission to the pool:
+        max(minStake, (open works + 1) × slashAmount)."""
+        open_works = self.pool.get_member(pool_id, self.address).open_works
+        return max(min_stake, (open_works + 1) * slash_amount)

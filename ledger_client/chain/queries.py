@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from ledger_client.chain.bindings import PoolView
+from ledger_client.chain.errors import LedgerError
 from ledger_client.chain.ledger import Ledger
 from protocol.digest import Digest
 from protocol.pool import PoolState, PoolStatus, Work, WorkStatus
@@ -24,29 +25,58 @@ def decode_pool(pool_id: int, view: PoolView) -> PoolState:
         reward_per_sample=p.reward_per_sample, slash_amount=p.slash_amount, bounty_bps=p.bounty_bps,
         challenge_window_s=p.challenge_window, reward_lock_s=p.reward_lock, async_level=p.max_staleness,
         task_ref=Digest(p.task_ref), base_checkpoint=Digest(p.base_checkpoint),
+        max_samples_per_work=p.max_samples_per_work,
     )
+
+
+def pool_created_in(ledger: Ledger, pool_id: int) -> bytes:
+    """Hash of the block whose `PoolCreated` made the pool: names this pool instance apart from a pool with
+    the same id on another run of a devnet (raises LedgerError if there is none)."""
+    logs = ledger.pool.contract.events.PoolCreated.get_logs(argument_filters={"poolId": pool_id},
+                                                            from_block=ledger.deployment.block)
+    if not logs:
+        raise LedgerError(f"pool {pool_id} was never created on this deployment")
+    return bytes(logs[0]["blockHash"])
 
 
 def get_work(ledger: Ledger, work_id: bytes) -> Work:
     """One submission (raises UnknownWork)."""
     v = ledger.pool.get_work(work_id)
     return Work(work_id=bytes(work_id), worker=v.worker, pool_id=v.pool_id, step=v.step, n_samples=v.n_samples,
-                submitted_at=v.submitted_at, status=WorkStatus(v.status), reward=v.reward)
+                submitted_at=v.submitted_at, status=WorkStatus(v.status), reward=v.reward, nonce=v.nonce)
 
 
 def works_of(ledger: Ledger, worker: str, pool_id: int | None = None) -> list[Work]:
-    """Every submission of `worker` (optionally in one pool), with its current status."""
+    """Every submission of `worker` (optionally in one pool), from its `WorkSubmitted` events, with its
+    current status."""
     filters = {"worker": worker} | ({"poolId": pool_id} if pool_id is not None else {})
     logs = ledger.pool.contract.events.WorkSubmitted.get_logs(argument_filters=filters,
                                                               from_block=ledger.deployment.block)
     return [get_work(ledger, bytes(log["args"]["workId"])) for log in logs]
 
 
+def rollout_digest_of(ledger: Ledger, work_id: bytes) -> Digest | None:
+    """The rollout-file digest a work was submitted with (kept only in its `WorkSubmitted` event);
+    None if no such submission is on-chain."""
+    logs = ledger.pool.contract.events.WorkSubmitted.get_logs(argument_filters={"workId": bytes(work_id)},
+                                                              from_block=ledger.deployment.block)
+    return Digest(bytes(logs[-1]["args"]["rolloutDigest"])) if logs else None
+
+
 def claimed_total(ledger: Ledger, worker: str) -> int:
     """Sum of rewards `worker` has claimed."""
+    return sum(amount for amount, _ in _claims(ledger, worker))
+
+
+def claimed_works(ledger: Ledger, worker: str) -> set[bytes]:
+    """Ids of the works whose rewards `worker` has claimed (named by `RewardsClaimed`)."""
+    return {bytes(w) for _, ids in _claims(ledger, worker) for w in ids}
+
+
+def _claims(ledger: Ledger, worker: str) -> list[tuple[int, list[bytes]]]:
     logs = ledger.pool.contract.events.RewardsClaimed.get_logs(argument_filters={"worker": worker},
                                                                from_block=ledger.deployment.block)
-    return sum(log["args"]["amount"] for log in logs)
+    return [(log["args"]["amount"], list(log["args"]["workIds"])) for log in logs]
 
 
 def chain_time(ledger: Ledger) -> int:

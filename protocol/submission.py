@@ -1,0 +1,46 @@
+"""What binds a rollout file to one on-chain submission: (chain id, pool contract, pool id, worker,
+step, nonce) — carried in the file's header and equal to the `submitWork` record — and the work id
+the contract derives from it (`ComputePool.workIdOf`)."""
+
+from __future__ import annotations
+
+from eth_abi import encode
+from eth_utils import keccak, to_checksum_address
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+ADDRESS_PATTERN = r"^0x[0-9a-fA-F]{40}$"
+LOCAL_CONTRACT = "0x" + "00" * 20
+"""The pool contract named by files of local mode (no chain)."""
+
+
+class SubmissionBinding(BaseModel):
+    """One submission's identity: `nonce` is the worker's `nonce`-th submission in the pool."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    chain_id: int = Field(ge=0)
+    pool_contract: str = Field(pattern=ADDRESS_PATTERN)
+    pool_id: int = Field(ge=0)
+    worker: str = Field(pattern=ADDRESS_PATTERN)
+    step: int = Field(ge=0, lt=2**64)
+    nonce: int = Field(ge=0, lt=2**64)
+
+    @field_validator("pool_contract", "worker")
+    @classmethod
+    def _checksummed(cls, value: str) -> str:
+        return to_checksum_address(value)
+
+    @property
+    def work_id(self) -> bytes:
+        return work_id_of(self.chain_id, self.pool_contract, self.pool_id, self.worker, self.nonce)
+
+
+def work_id_of(chain_id: int, pool_contract: str, pool_id: int, worker: str, nonce: int) -> bytes:
+    """`keccak256(abi.encode(chainid, contract, poolId, worker, nonce))`, as `ComputePool.workIdOf`."""
+    return keccak(encode(["uint256", "address", "uint256", "address", "uint64"],
+                         [chain_id, to_checksum_address(pool_contract), pool_id, to_checksum_address(worker), nonce]))
+
+
+def local_binding(worker: str, step: int, nonce: int) -> SubmissionBinding:
+    """The binding of a local-mode file (no chain: chain id 0, the zero contract, pool 0)."""
+    return SubmissionBinding(chain_id=0, pool_contract=LOCAL_CONTRACT, pool_id=0, worker=worker, step=step, nonce=nonce)
