@@ -2,8 +2,9 @@
 
 One GRPO step (Trainer.train_step: π_prox pass, loss, backward, AdamW, retained policy, checkpoint)
 at the shipped batch settings — TrainerConfig's defaults: 128 samples, groups of 16, 16 completion
-tokens, micro_batch_tokens — with 16-token prompts (a ChatML prompt of the sort task) on a
-Qwen2-style model built in code with V = 152,064 (hidden 64, 2 layers, tied embeddings, float32).
+tokens, micro_batch_tokens = 1,024 — with 20-token prompts (the sort task's ChatML prompt under the
+tokenizer of examples/hf_models.py), 4,480 padded positions, on a Qwen2-style model built in code
+with V = 152,064 (hidden 64, 2 layers, tied embeddings, float32).
 
 The measure: growth of the process's peak resident set during the step — the kernel's high-water
 mark (VmHWM) is reset just before it (`echo 5 > /proc/self/clear_refs`) and read after it, minus the
@@ -14,10 +15,9 @@ allocations; ru_maxrss cannot be reset.)
 
 The bound: the logits of one micro-batch and their gradient, 2 × micro_batch_tokens × V × 4 bytes
 (1,188 MiB), plus 400 MiB for everything else (parameters' gradients, AdamW moments, policy
-snapshots, checkpoint writing, chunk buffers). Measured on the 2-core VM: 1,313 MiB, step ~5–9 s;
-with micro_batch_tokens above the batch, 4,710 MiB. One float32 [tokens, V] tensor of the whole
-batch is 2,302 MiB; the step before chunking and micro-batching held several of them and failed to
-allocate under a 16 GB address-space limit (`ulimit -v 16000000`).
+snapshots, checkpoint writing, chunk buffers). Measured on the 2-core VM: 1,304 MiB, the step in
+7–13 s (1 thread); with micro_batch_tokens above the batch, 5,311 MiB. One float32 [positions, V] tensor of
+the whole batch is 2,599 MiB; the step before chunking and micro-batching held several of them.
 """
 
 import random
@@ -34,7 +34,7 @@ from trainer.loop import Trainer
 from trainer.work_source import InMemorySource
 
 VOCAB = 152_064
-PROMPT_TOKENS = 16
+PROMPT_TOKENS = 20
 MIB = 2**20
 OTHER_BOUND_MIB = 400
 
@@ -64,7 +64,16 @@ def _rollouts(config: TrainerConfig) -> RolloutBatch:
     return RolloutBatch(header=header, samples=samples)
 
 
-def test_a_grpo_step_at_152k_vocabulary_is_bounded_by_its_micro_batch(tmp_path):
+@pytest.fixture
+def one_thread():
+    """One torch thread (as the suite runs): two threads on two shared cores are several times slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_a_grpo_step_at_152k_vocabulary_is_bounded_by_its_micro_batch(tmp_path, one_thread):
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(Qwen2Config(
         vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
