@@ -96,7 +96,7 @@ def test_gradcheck_in_double_precision():
 def test_the_loss_formula_reads_the_same_functions():
     from trainer import loss
 
-    assert loss.token_logprobs is token_logprobs and loss.token_entropy is token_entropy
+    assert loss.token_logprobs is token_logprobs and loss.token_logprobs_and_entropy is token_logprobs_and_entropy
 
 
 def _saved_bytes(fn, logits):

@@ -54,10 +54,10 @@ import torch
 from pydantic import BaseModel, Field
 
 # logp_θ and H(t) in chunks of positions (no float32 [tokens, V] tensor for the whole batch)
-from inference.logprobs import token_entropy, token_logprobs, token_logprobs_and_entropy
+from inference.logprobs import token_logprobs, token_logprobs_and_entropy
 
 __all__ = ["LossConfig", "LossOutput", "clipped_token_loss", "grpo_loss", "k3_kl", "merge_loss_outputs",
-           "token_entropy", "token_logprobs", "token_logprobs_and_entropy", "truncated_is_weight"]
+           "token_logprobs", "token_logprobs_and_entropy", "truncated_is_weight"]
 
 
 class LossConfig(BaseModel):
