@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from examples.demo import PIDS_FILE, stop_leftover_roles
 from tests.test_cli import ROOT, run
 
 SHORT = ["--steps", "1", "--eval-every", "1000", "--eval-problems", "10", "--timeout", "600"]
@@ -37,6 +38,7 @@ def _demo(state: Path, out: Path, *extra: str) -> dict:
 def devnet_dir(tmp_path, kubo_node):  # kubo_node: skips unless a real Kubo is installed
     state = tmp_path / "devnet"
     yield state
+    stop_leftover_roles(tmp_path / "demo" / PIDS_FILE)  # a failed or timed-out run leaves no process behind
     run("deploy.cli", "down", "--state-dir", str(state), cwd=tmp_path, ok=False)
 
 

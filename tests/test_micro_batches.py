@@ -9,6 +9,7 @@ import torch
 from inference.tiny import build_tiny_llama
 from protocol.rollouts import RolloutBatch, RolloutHeader, RolloutSample
 from protocol.runspec import SamplingSpec
+from protocol.submission import local_binding
 from trainer.batching import micro_batches, pack
 from trainer.config import TrainerConfig
 from trainer.loop import Trainer
@@ -27,8 +28,8 @@ def _model(seed=1):
 
 def _batch(seed: int, policy_step: int, groups: int = 2) -> RolloutBatch:
     rng = random.Random(seed)
-    header = RolloutHeader(policy_step=policy_step, manifest_digest="0x" + "00" * 32, worker="0x" + "ab" * 20,
-                           task={"name": "test"}, sampling=SAMPLING, proof_chunk=0)
+    header = RolloutHeader.bound(local_binding("0x" + "ab" * 20, policy_step, 0), manifest_digest="0x" + "00" * 32,
+                                 task={"name": "test"}, sampling=SAMPLING, proof_chunk=0)
     samples = []
     for g in range(groups):
         prompt = [1] + [rng.randrange(4, VOCAB) for _ in range(rng.randint(2, 5))]

@@ -29,6 +29,7 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from protocol.rollouts import RolloutBatch, RolloutHeader, RolloutSample
+from protocol.submission import local_binding
 from trainer.config import TrainerConfig
 from trainer.loop import Trainer
 from trainer.work_source import InMemorySource
@@ -51,8 +52,8 @@ def _kib(field: str) -> int:
 def _rollouts(config: TrainerConfig) -> RolloutBatch:
     rng = random.Random(0)
     sampling = config.sampling
-    header = RolloutHeader(policy_step=0, manifest_digest="0x" + "00" * 32, worker="0x" + "ab" * 20,
-                           task={"name": "test"}, sampling=sampling, proof_chunk=0)
+    header = RolloutHeader.bound(local_binding("0x" + "ab" * 20, 0, 0), manifest_digest="0x" + "00" * 32,
+                                 task={"name": "test"}, sampling=sampling, proof_chunk=0)
     samples = []
     for g in range(config.batch_samples // sampling.group_size):
         prompt = [rng.randrange(VOCAB) for _ in range(PROMPT_TOKENS)]
