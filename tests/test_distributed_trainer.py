@@ -11,6 +11,8 @@ import random
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -131,3 +133,46 @@ def test_a_bad_nproc_is_refused_in_one_line(tmp_path, value):
     result = _trainer_local(tmp_path / "run", "--nproc", value)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [f"error: --nproc must be a positive integer, got {value!r}"]
+
+
+@pytest.mark.slow
+def test_trainer_start_on_two_ranks_publishes_every_policy_from_rank_0(tmp_path, kubo_node):
+    from ledger_client.chain.queries import wait_for
+    from ledger_client.ipfs.checkpoints import fetch_checkpoint
+    from ledger_client.ipfs.kubo import KuboClient
+    from tests.test_protocol import Protocol
+
+    protocol = Protocol(tmp_path, kubo_node)
+    run_dir = tmp_path / "trainer"
+    workers = [protocol.worker(i, per_step=3) for i in (4, 5)]
+    validator = protocol.validator()
+    command = [sys.executable, "-m", "trainer.main", "start", "--nproc", "2", "--pool", str(protocol.pool_id),
+               "--key", protocol.accounts[2].key.to_0x_hex(), "--set", f"run_dir={run_dir}", "--set", "max_steps=2",
+               "--set", "batch_samples=8", "--set", "wait_timeout_s=120", "--json",
+               "--rpc-url", protocol.anvil.rpc_url, "--deployments", str(protocol.deployments),
+               "--kubo-api", protocol.kubo_api]
+    trainer = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stop = threading.Event()
+        while trainer.poll() is None:
+            for w in workers:
+                w.step_once(stop)
+            validator.run_once()
+            time.sleep(0.2)
+        out, err = trainer.communicate(timeout=60)
+        assert trainer.returncode == 0, err[-3000:]
+        lines = [json.loads(line) for line in out.splitlines()]
+        assert [line["step"] for line in lines] == [1, 2]  # rank 0 alone reports
+        digests = [bytes(protocol.ledger(0).pool.checkpoint_at(protocol.pool_id, s)) for s in (1, 2)]
+        assert all(d != bytes(32) for d in digests)
+        assert ["0x" + d.hex() for d in digests] == [line["checkpoint"] for line in lines]
+        with KuboClient(protocol.kubo_api) as kubo:
+            fetched = fetch_checkpoint(kubo, digests[1], tmp_path / "fetched")
+        model = AutoModelForCausalLM.from_pretrained(fetched.path)
+        assert sum(p.numel() for p in model.parameters()) > 0
+        assert wait_for(lambda: (run_dir / "trainer.done").exists(), timeout=5)
+    finally:
+        if trainer.poll() is None:
+            trainer.kill()
+        validator.close()
+        protocol.close()
