@@ -163,6 +163,7 @@ def test_trainer_start_on_two_ranks_publishes_every_policy_from_rank_0(tmp_path,
         assert trainer.returncode == 0, err[-3000:]
         lines = [json.loads(line) for line in out.splitlines()]
         assert [line["step"] for line in lines] == [1, 2]  # rank 0 alone reports
+        assert all(0 < line["patch_ratio"] <= 1.5 for line in lines)  # every policy also went out as a delta
         digests = [bytes(protocol.ledger(0).pool.checkpoint_at(protocol.pool_id, s)) for s in (1, 2)]
         assert all(d != bytes(32) for d in digests)
         assert ["0x" + d.hex() for d in digests] == [line["checkpoint"] for line in lines]

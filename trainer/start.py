@@ -106,7 +106,7 @@ def run_start(args: argparse.Namespace) -> int:
             return
         reward = None if m.reward is None else round(m.reward, 4)
         line = {"step": m.step, "reward": reward, "consumed": len(source.consumed),
-                "checkpoint": publisher.published.get(m.step)}
+                "checkpoint": publisher.published.get(m.step), "patch_ratio": _rounded(publisher.patch_ratios.get(m.step))}
         tmp = consumed_path.with_suffix(".tmp")  # which work ids the trainer learned from, for audits
         tmp.write_text(json.dumps({"step": m.step, **source.state()} | {"cursor": None}))
         tmp.replace(consumed_path)
@@ -117,3 +117,7 @@ def run_start(args: argparse.Namespace) -> int:
     if parallel.is_main:
         (Path(config.run_dir) / "trainer.done").touch()
     return 0
+
+
+def _rounded(ratio: float | None) -> float | None:
+    return None if ratio is None else round(ratio, 4)

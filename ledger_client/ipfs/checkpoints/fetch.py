@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ledger_client.ipfs.checkpoints.delta import apply_delta
 from ledger_client.ipfs.checkpoints.errors import (
     DiskFull,
     ManifestNotFound,
@@ -28,6 +29,7 @@ from ledger_client.ipfs.checkpoints.files import (
     exclusive_lock,
     sha256_file,
 )
+from ledger_client.ipfs.checkpoints.publish import encode_shard
 from ledger_client.ipfs.checkpoints.retention import PinRetention, RetainedVersion
 from ledger_client.ipfs.kubo import KuboClient, KuboContentTooLarge, KuboError, KuboNotFound, KuboUnreachable
 from protocol.digest import RAW, Digest, cid_codec, cid_to_digest
@@ -51,6 +53,8 @@ class FetchedCheckpoint:
     reused: list[str] = field(default_factory=list)
     retried: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    patched: list[str] = field(default_factory=list)  # shards rebuilt from the parent and the delta
+    delta_fallback: str | None = None  # why a delta could not be used (the shards were downloaded instead)
 
 
 def manifest_cid_of(ref: bytes | str) -> str:
@@ -88,7 +92,9 @@ def fetch_checkpoint(
     provide: bool = True,
 ) -> FetchedCheckpoint:
     """Fetch the checkpoint behind ``ref`` (on-chain digest or manifest CID) into
-    ``store/<manifest cid>/``, verifying every file; resume whatever is already there.
+    ``store/<manifest cid>/``, verifying every file; resume whatever is already there. When the
+    manifest names a delta and ``store`` holds its parent, the shards are rebuilt from the parent
+    and the delta and kept only if their sha256 match the manifest; any other case downloads them.
 
     Raises a :class:`CheckpointError` subclass (or :class:`KuboUnreachable`) and returns
     nothing unless every file matches the manifest.
@@ -105,6 +111,8 @@ def fetch_checkpoint(
         progress.start(manifest.total_bytes, len(files))
         reused = _verified_already(folder, files, parallel, progress)
         missing = [f for f in files if f.name not in reused]
+        patched, delta_fallback = _patch_from_parent(kubo, manifest, Path(store), folder, missing, timeout, progress)
+        missing = [f for f in missing if f.name not in patched]
         check_free_space(folder, sum(f.size for f in missing))
         retried: dict[str, int] = {}
         stop = threading.Event()
@@ -131,14 +139,15 @@ def fetch_checkpoint(
                 raise
 
         _write_local_metadata(folder, manifest, manifest_cid)
-        for stored in files:
+        kept = [*files, *([manifest.delta] if patched and manifest.delta else [])]
+        for stored in kept:
             kubo.pin_add(stored.cid, timeout=timeout)
         kubo.pin_add(manifest_cid, timeout=timeout)
         if provide:
-            _provide_best_effort(kubo, [manifest_cid, *(f.cid for f in files)])
+            _provide_best_effort(kubo, [manifest_cid, *(f.cid for f in kept)])
     if retention is not None:
         retention.record(RetainedVersion(
-            step=manifest.step, manifest_cid=manifest_cid, cids=[f.cid for f in files], path=str(folder)
+            step=manifest.step, manifest_cid=manifest_cid, cids=[f.cid for f in kept], path=str(folder)
         ))
     return FetchedCheckpoint(
         manifest=manifest,
@@ -149,7 +158,52 @@ def fetch_checkpoint(
         reused=sorted(reused),
         retried=retried,
         seconds=time.monotonic() - started,
+        patched=patched,
+        delta_fallback=delta_fallback,
     )
+
+
+def _patch_from_parent(
+    kubo: KuboClient, manifest: CheckpointManifest, store: Path, folder: Path, missing: Sequence[StoredFile],
+    timeout: float, progress: TransferProgress,
+) -> tuple[list[str], str | None]:
+    """Rebuild the missing shards from the parent held in ``store`` and the manifest's delta; returns
+    the names rebuilt (each verified against the manifest) and why the rest could not be, if so."""
+    shards = [s for s in manifest.shards if s in missing]
+    delta = manifest.delta
+    if delta is None or not shards or manifest.parent is None:
+        return [], None
+    parent_folder = store / manifest.parent
+    if not (parent_folder / "manifest.json").is_file():
+        return [], "the parent checkpoint is not held locally"
+    # load imports fetch (FetchedCheckpoint), so it is imported here
+    from ledger_client.ipfs.checkpoints.load import load_state_dict
+
+    try:
+        data = kubo.cat(delta.cid, timeout=timeout)
+        if len(data) != delta.size or hashlib.sha256(data).hexdigest() != delta.sha256:
+            raise ShardHashMismatch(f"{delta.name}: the bytes received do not match the manifest")
+        tensors = apply_delta(data, load_state_dict(parent_folder))
+    except KuboUnreachable:
+        raise
+    except (CheckpointError, KuboError) as exc:
+        return [], f"delta unusable: {exc}"
+    patched, failed = [], []
+    for shard in shards:
+        try:
+            data = encode_shard({name: tensors[name] for name in shard.tensors})
+        except KeyError as exc:
+            failed.append(f"{shard.name} (delta lacks {exc})")
+            continue
+        if len(data) != shard.size or hashlib.sha256(data).hexdigest() != shard.sha256:
+            failed.append(shard.name)
+            continue
+        atomic_write(folder / shard.name, data)
+        progress.advance(shard.size)
+        progress.file_done(shard.name)
+        patched.append(shard.name)
+    reason = f"rebuilt shards do not match the manifest: {', '.join(failed)}" if failed else None
+    return patched, reason
 
 
 def _verified_already(
