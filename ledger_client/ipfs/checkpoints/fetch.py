@@ -6,6 +6,7 @@ import errno
 import hashlib
 import json
 import os
+import random
 import threading
 import time
 from collections.abc import Sequence
@@ -129,8 +130,12 @@ def fetch_checkpoint(
                 stop.set()
                 raise
 
+        # Each fetcher starts at a random shard: fetchers of the same checkpoint then pull different
+        # shards from the publisher first and trade them among themselves, instead of all asking
+        # the publisher's uplink for the same shards at once.
+        start = random.randrange(len(missing)) if missing else 0
         with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="shard") as pool:
-            futures = [pool.submit(fetch_one, f) for f in missing]
+            futures = [pool.submit(fetch_one, f) for f in [*missing[start:], *missing[:start]]]
             try:
                 for future in futures:
                     future.result()
