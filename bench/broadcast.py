@@ -235,7 +235,9 @@ def run_netns(total_mib: int, shard_mib: int, nodes: int, uplink_mbit: float) ->
             shard_dir = next((root / "one").iterdir()) / published.manifest_cid
             fetchers = start_namespaced_nodes(lab, root, list(range(2, nodes + 2)), [publisher])
             try:
+                before = [lab.sent_bytes(i) for i in [0, *range(2, nodes + 2)]]
                 all_nodes_s = timed_fetches(fetchers, published.digest, root / "swarm")
+                sent = [lab.sent_bytes(i) - b for i, b in zip([0, *range(2, nodes + 2)], before, strict=True)]
             finally:
                 for node in fetchers:
                     node.stop()
@@ -254,6 +256,9 @@ def run_netns(total_mib: int, shard_mib: int, nodes: int, uplink_mbit: float) ->
         "http_origin_all_s": round(http_s, 3),
         "swarm_vs_http": round(all_nodes_s / http_s, 3),
         "uplink_floor_s": round(total * 8 / (uplink_mbit * 1e6), 3),  # one copy through one uplink
+        # during the swarm fetch: copies of the checkpoint the publisher's uplink carried, and each fetcher's
+        "publisher_sent_copies": round(sent[0] / total, 3),
+        "fetcher_sent_copies": [round(b / total, 3) for b in sent[1:]],
         "netns": True,
         "uplink_mbit": uplink_mbit,
         "load_avg_before": [round(x, 2) for x in load_before],

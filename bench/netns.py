@@ -87,6 +87,12 @@ class NetnsLab:
         """Prefix a command with this to run it inside node `i`."""
         return [IP, "netns", "exec", self.namespace(i)]
 
+    def sent_bytes(self, i: int) -> int:
+        """Bytes node `i` has sent over its uplink so far."""
+        result = subprocess.run([*self.exec_prefix(i), "cat", "/sys/class/net/data/statistics/tx_bytes"],
+                                capture_output=True, text=True, timeout=30, check=True)
+        return int(result.stdout)
+
     def __enter__(self) -> NetnsLab:
         try:
             self._add_namespace(self.hub)

@@ -130,10 +130,7 @@ def fetch_checkpoint(
                 stop.set()
                 raise
 
-        # Each fetcher starts at a random shard: fetchers of the same checkpoint then pull different
-        # shards from the publisher first and trade them among themselves, instead of all asking
-        # the publisher's uplink for the same shards at once.
-        start = random.randrange(len(missing)) if missing else 0
+        start = _start_offset(kubo, len(missing))
         with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="shard") as pool:
             futures = [pool.submit(fetch_one, f) for f in [*missing[start:], *missing[:start]]]
             try:
@@ -209,6 +206,24 @@ def _patch_from_parent(
         patched.append(shard.name)
     reason = f"rebuilt shards do not match the manifest: {', '.join(failed)}" if failed else None
     return patched, reason
+
+
+def _start_offset(kubo: KuboClient, count: int) -> int:
+    """Where in the list of missing files this node starts. Fetchers of one checkpoint should pull
+    different shards from the publisher first and trade them among themselves, not all ask the
+    publisher's uplink for the same shards at once: each node takes its rank among itself and the
+    peers it is connected to (the same ranking for every node of a connected swarm), and starts
+    that far round the list. A random offset when the node cannot tell."""
+    if count <= 1:
+        return 0
+    try:
+        me = kubo.id().peer_id
+        ranking = sorted({me, *kubo.swarm_peers()})
+    except KuboUnreachable:
+        raise
+    except KuboError:
+        return random.randrange(count)
+    return ranking.index(me) * count // len(ranking)
 
 
 def _verified_already(
