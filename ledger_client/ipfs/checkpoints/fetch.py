@@ -6,7 +6,6 @@ import errno
 import hashlib
 import json
 import os
-import random
 import threading
 import time
 from collections.abc import Sequence
@@ -213,7 +212,7 @@ def _start_offset(kubo: KuboClient, count: int) -> int:
     different shards from the publisher first and trade them among themselves, not all ask the
     publisher's uplink for the same shards at once: each node takes its rank among itself and the
     peers it is connected to (the same ranking for every node of a connected swarm), and starts
-    that far round the list. A random offset when the node cannot tell."""
+    that far round the list. Manifest order when the node has no peers (or is offline)."""
     if count <= 1:
         return 0
     try:
@@ -222,7 +221,7 @@ def _start_offset(kubo: KuboClient, count: int) -> int:
     except KuboUnreachable:
         raise
     except KuboError:
-        return random.randrange(count)
+        return 0
     return ranking.index(me) * count // len(ranking)
 
 
