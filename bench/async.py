@@ -2,13 +2,27 @@
 
 Every variant starts from the same warm-started policy and uses the same task, group size,
 batch, learning rate and token limit, and runs until held-out greedy accuracy reaches the
-target (or the time budget ends):
+target (or the time budget ends).
 
-  sync    one process: generate a batch, train on it, generate again (async_level 0);
-  async1  trainer process + `--workers` worker processes (default 1), async_level 1;
+Core budget (`--cores N`, default 2): every variant gets N cores' worth of torch threads.
+
+  sync    one process with N torch threads: generate a batch, train on it, generate again
+          (async_level 0); both phases use all N threads, neither overlaps the other;
+  async1  trainer process (1 thread) + N − 1 worker processes (1 thread each), async_level 1;
   async2  the same, async_level 2;
-  trl     trl.GRPOTrainer (its own generate-then-train loop), configured as closely as it
-          allows: same G, batch, lr, ε, δ, no KL, constant token normalisation (dr_grpo).
+  trl     trl.GRPOTrainer in one process with N threads (its own generate-then-train loop),
+          configured as closely as it allows: same G, batch, ε, δ, no KL, constant token
+          normalisation (dr_grpo); a sweep over 3 learning rates, its best is reported.
+
+Clocks: from the first RL generation to the step whose held-out greedy accuracy reaches the
+target, minus the time spent in that evaluation (evaluation is off every clock alike; the
+async workers keep generating while the trainer evaluates, at most their pacing window of
+async_level steps ahead). samples/s counts consumed samples only: rollouts the trainer took
+in and did not drop as stale or mis-sampled (informative or not).
+
+The overlap limit `1 + min(gen, train) / max(gen, train)` comes from the sync run's phase
+times: the speedup that perfectly overlapping its generation and training would give on the
+same cores. Each async variant's speedup over sync is also reported as a fraction of it.
 
 Prints a table, then one JSON object as the last line.
 """
@@ -29,6 +43,8 @@ from examples.cpu_run import CpuRecipe, RunResult, run_async, run_sync, warm_pol
 from tasks.encoding import encode_prompt
 from trainer.evaluate import greedy_accuracy
 
+TRL_LEARNING_RATES = (5e-4, 1.5e-4, 5e-5)
+
 
 def run_trl(spec: CpuRecipe, run_dir: Path) -> RunResult:
     """The same recipe through trl.GRPOTrainer; raises ImportError when trl is absent."""
@@ -48,20 +64,23 @@ def run_trl(spec: CpuRecipe, run_dir: Path) -> RunResult:
     def reward(prompts: list[str], completions: list[str], index: list[int], **_: object) -> list[float]:
         return [task.reward(task.problem(i), c, len(c)) for i, c in zip(index, completions, strict=True)]
 
-    state = {"start": 0.0, "reached": None, "accuracy": 0.0, "steps": 0, "begin": time.perf_counter()}
+    state = {"start": 0.0, "reached": None, "accuracy": 0.0, "steps": 0, "begin": time.perf_counter(),
+             "eval_s": 0.0, "reached_steps": None}
 
     class TargetAccuracy(TrainerCallback):
         def on_step_end(self, args, trainer_state, control, **kwargs):  # type: ignore[no-untyped-def]
             state["steps"] = trainer_state.global_step
-            elapsed = time.perf_counter() - state["begin"]
             if trainer_state.global_step % spec.eval_every == 0:
+                eval_started = time.perf_counter()
                 model.eval()
                 state["accuracy"] = greedy_accuracy(model, tokenizer, task, spec.eval_problems, spec.sampling.max_tokens)
                 model.train()
+                state["eval_s"] += time.perf_counter() - eval_started
                 if state["accuracy"] >= spec.target:
-                    state["reached"] = elapsed
+                    state["reached"] = time.perf_counter() - state["begin"] - state["eval_s"]
+                    state["reached_steps"] = trainer_state.global_step
                     control.should_training_stop = True
-            if elapsed > spec.budget_s:
+            if time.perf_counter() - state["begin"] - state["eval_s"] > spec.budget_s:
                 control.should_training_stop = True
             return control
 
@@ -99,72 +118,113 @@ def run_trl(spec: CpuRecipe, run_dir: Path) -> RunResult:
     )
     state["begin"] = time.perf_counter()
     trainer.train()
-    rl_s = time.perf_counter() - state["begin"]
+    rl_s = time.perf_counter() - state["begin"] - state["eval_s"]
     return RunResult(
-        mode="trl", accuracy_start=state["start"], accuracy_end=state["accuracy"], steps=int(state["steps"]),
-        rl_s=round(rl_s, 2), time_to_target_s=None if state["reached"] is None else round(state["reached"], 2),
+        mode=f"trl lr={spec.lr:g}", accuracy_start=state["start"], accuracy_end=state["accuracy"],
+        steps=int(state["steps"]), rl_s=round(rl_s, 2),
+        time_to_target_s=None if state["reached"] is None else round(state["reached"], 2),
         trainer_idle_fraction=None, samples_per_s=round(state["steps"] * spec.batch_samples / rl_s, 1),
         dropped_stale_groups=0, dropped_zero_advantage_groups=0, files_consumed=0,
+        steps_to_target=state["reached_steps"], eval_s=round(state["eval_s"], 2),
+        consumed_samples=int(state["steps"]) * spec.batch_samples,
     )
+
+
+def best_trl(runs: list[RunResult]) -> RunResult:
+    """The sweep's best: fastest to the target, else the highest final accuracy."""
+    return min(runs, key=lambda r: (r.time_to_target_s is None, r.time_to_target_s or 0.0, -r.accuracy_end))
 
 
 def _fmt(x: float | None) -> str:
     return "—" if x is None else f"{x:.1f}"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description="sync vs async GRPO vs TRL on the CPU sort task")
-    parser.add_argument("--quick", action="store_true", help="lower target and shorter budget per variant")
+def _ratio(a: float | None, b: float | None, digits: int = 2) -> float | None:
+    return round(a / b, digits) if a and b else None
+
+
+def summarise(results: dict[str, RunResult], trl_runs: list[RunResult], spec: CpuRecipe, cores: int) -> dict:
+    """The JSON line: the issue's keys first, then the details."""
+    sync, async1, async2 = results["sync"], results["async1"], results["async2"]
+    gen, train = sync.generate_s or 0.0, sync.train_s or 0.0
+    overlap_limit = round(1 + min(gen, train) / max(gen, train), 3) if max(gen, train) > 0 else None
+    speedup1 = _ratio(sync.time_to_target_s, async1.time_to_target_s)
+    speedup2 = _ratio(sync.time_to_target_s, async2.time_to_target_s)
+    trl = best_trl(trl_runs) if trl_runs else None
+    return {
+        "sync_s": sync.time_to_target_s,
+        "async1_s": async1.time_to_target_s,
+        "async2_s": async2.time_to_target_s,
+        "sync_steps": sync.steps_to_target,
+        "async2_steps": async2.steps_to_target,
+        "steps_ratio": _ratio(async2.steps_to_target, sync.steps_to_target),
+        "overlap_limit": overlap_limit,
+        "speedup_vs_sync": speedup2,
+        "final_accuracy": async2.accuracy_end,
+        "trl_s": None if trl is None else trl.time_to_target_s,
+        "async1_steps": async1.steps_to_target,
+        "async1_speedup_vs_sync": speedup1,
+        "speedup_fraction_of_limit": {"async1": _ratio(speedup1, overlap_limit, 3),
+                                      "async2": _ratio(speedup2, overlap_limit, 3)},
+        "staleness_p50_p99": {name: [r.staleness_p50, r.staleness_p99] for name, r in results.items()},
+        "trl_sweep": {r.mode: [r.time_to_target_s, r.accuracy_end] for r in trl_runs},
+        "target": spec.target,
+        "cores": cores,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "runs": {name: asdict(r) for name, r in results.items()} | {r.mode: asdict(r) for r in trl_runs},
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="sync vs async GRPO vs TRL on the CPU sort task, on the same cores")
+    parser.add_argument("--quick", action="store_true", help="lower target (0.6) and 180 s budget per variant")
     parser.add_argument("--skip-trl", action="store_true")
-    parser.add_argument("--workers", type=int, default=1, help="worker processes of the async variants")
+    parser.add_argument("--cores", type=int, default=2,
+                        help="core budget of every variant: sync/TRL threads, async 1 trainer + N−1 workers")
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    if args.cores < 2:
+        print("error: --cores must be at least 2 (an async run needs a trainer and a worker process)")
+        return 2
     spec = CpuRecipe()
     if args.quick:
         spec = replace(spec, target=0.6, budget_s=180.0)
     root = Path(tempfile.mkdtemp(prefix="bench-async-"))
+    load_start = os.getloadavg()[0]
     results: dict[str, RunResult] = {}
-    trl_error = None
+    torch.set_num_threads(args.cores)
     results["sync"] = run_sync(spec, root / "sync")
-    results["async1"] = run_async(spec, root / "async1", async_level=1, workers=args.workers)
-    results["async2"] = run_async(spec, root / "async2", async_level=2, workers=args.workers)
+    torch.set_num_threads(1)
+    results["async1"] = run_async(spec, root / "async1", async_level=1, workers=args.cores - 1)
+    results["async2"] = run_async(spec, root / "async2", async_level=2, workers=args.cores - 1)
+    trl_runs: list[RunResult] = []
+    trl_error = None
     if not args.skip_trl:
+        torch.set_num_threads(args.cores)
         try:
-            results["trl"] = run_trl(spec, root / "trl")
+            for lr in TRL_LEARNING_RATES:
+                trl_runs.append(run_trl(replace(spec, lr=lr), root / f"trl-{lr:g}"))
         except ImportError as exc:
             trl_error = f"trl not installed: {exc}"
 
     print(f"task {spec.task.name} {spec.task.params}, G={spec.sampling.group_size}, batch={spec.batch_samples}, "
           f"lr={spec.lr}, target accuracy {spec.target}, budget {spec.budget_s:.0f}s per variant, "
-          f"{args.workers} worker process(es) per async run, "
-          f"load average {os.getloadavg()[0]:.2f}")
-    print(f"{'variant':8} {'to target s':>12} {'final acc':>10} {'steps':>6} {'idle':>6} {'samples/s':>10} {'stale':>6} {'zero-adv':>9}")
-    for name, r in results.items():
+          f"{args.cores} cores per variant, load average {load_start:.2f} -> {os.getloadavg()[0]:.2f}")
+    print(f"{'variant':14} {'to target s':>12} {'steps':>6} {'final acc':>10} {'idle':>6} {'samples/s':>10} "
+          f"{'stale':>6} {'zero-adv':>9} {'staleness p50/p99':>18} {'eval s':>7}")
+    for name, r in list(results.items()) + [(r.mode, r) for r in trl_runs]:
         idle = "—" if r.trainer_idle_fraction is None else f"{r.trainer_idle_fraction:.2f}"
-        print(f"{name:8} {_fmt(r.time_to_target_s):>12} {r.accuracy_end:>10.3f} {r.steps:>6} "
-              f"{idle:>6} {r.samples_per_s:>10.1f} {r.dropped_stale_groups:>6} {r.dropped_zero_advantage_groups:>9}")
+        stale = "—" if r.staleness_p50 is None else f"{r.staleness_p50:.0f} / {r.staleness_p99:.0f}"
+        steps = "—" if r.steps_to_target is None else str(r.steps_to_target)
+        print(f"{name:14} {_fmt(r.time_to_target_s):>12} {steps:>6} {r.accuracy_end:>10.3f} {idle:>6} "
+              f"{r.samples_per_s:>10.1f} {r.dropped_stale_groups:>6} {r.dropped_zero_advantage_groups:>9} "
+              f"{stale:>18} {r.eval_s:>7.1f}")
+    sync = results["sync"]
+    print(f"sync phases: generate {sync.generate_s} s, train {sync.train_s} s")
     if trl_error:
         print(trl_error)
-
-    def seconds(name: str) -> float | None:
-        r = results.get(name)
-        return None if r is None else r.time_to_target_s
-
-    sync_s, async2_s, trl_s = seconds("sync"), seconds("async2"), seconds("trl")
-    summary = {
-        "sync_s": sync_s,
-        "async1_s": seconds("async1"),
-        "async2_s": async2_s,
-        "trl_s": trl_s,
-        "speedup_vs_sync": round(sync_s / async2_s, 2) if sync_s and async2_s else None,
-        "speedup_vs_trl": round(trl_s / async2_s, 2) if trl_s and async2_s else None,
-        "trainer_idle": results["async2"].trainer_idle_fraction,
-        "final_accuracy": results["async2"].accuracy_end,
-        "target": spec.target,
-        "runs": {name: asdict(r) for name, r in results.items()},
-    }
-    print(json.dumps(summary))
+    print(json.dumps(summarise(results, trl_runs, spec, args.cores)))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

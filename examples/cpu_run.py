@@ -76,7 +76,7 @@ class CpuRecipe:
 
 @dataclass
 class RunResult:
-    """What a run reached and how fast."""
+    """What a run reached and how fast. Every clock excludes held-out evaluation (`eval_s`)."""
 
     mode: str
     accuracy_start: float
@@ -85,10 +85,42 @@ class RunResult:
     rl_s: float
     time_to_target_s: float | None
     trainer_idle_fraction: float | None
-    samples_per_s: float
+    samples_per_s: float  # consumed samples (taken in, not stale) per second of rl_s
     dropped_stale_groups: int
     dropped_zero_advantage_groups: int
     files_consumed: int
+    steps_to_target: int | None = None
+    eval_s: float = 0.0
+    generate_s: float | None = None  # sync only: its phase times
+    train_s: float | None = None
+    consumed_samples: int = 0
+    staleness_p50: float | None = None  # per consumed submission, in trainer steps
+    staleness_p99: float | None = None
+    clipped_fraction: float | None = None  # mean over steps
+    is_weight_mean: float | None = None
+
+
+class EvalClock:
+    """Held-out accuracy as a trainer Evaluator, timing itself so runs can leave it off their clocks."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, task: Task, spec: CpuRecipe) -> None:
+        self.tokenizer, self.task, self.spec = tokenizer, task, spec
+        self.seconds = 0.0
+
+    def __call__(self, model: PreTrainedModel) -> dict[str, float]:
+        started = time.perf_counter()
+        accuracy = greedy_accuracy(model, self.tokenizer, self.task, self.spec.eval_problems, self.spec.sampling.max_tokens)
+        self.seconds += time.perf_counter() - started
+        return {"accuracy": accuracy}
+
+
+def percentile(values: list[int], q: float) -> float | None:
+    """Nearest-rank percentile (q in [0, 100]); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, int(-(-q * len(ordered) // 100)))  # ceil(q·n/100)
+    return float(ordered[rank - 1])
 
 
 def warm_policy(spec: CpuRecipe) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Task]:
@@ -117,26 +149,31 @@ def write_run_toml(path: Path, config: TrainerConfig, prompts_per_file: int) -> 
     )
 
 
-def _train_until_target(trainer: Trainer, spec: CpuRecipe, mode: str, log: bool) -> tuple[float | None, float, float]:
-    """Step until the target accuracy, the budget or max_steps; (time to target, accuracy, seconds)."""
-    started = time.perf_counter()
+def _train_until_target(
+    trainer: Trainer, spec: CpuRecipe, mode: str, log: bool, evals: EvalClock
+) -> tuple[float | None, float, float]:
+    """Step until the target accuracy, the budget or max_steps; (time to target, accuracy,
+    seconds), every time without evaluation."""
+    started, eval_before = time.perf_counter(), evals.seconds
+    clock = lambda: time.perf_counter() - started - (evals.seconds - eval_before)  # noqa: E731
     accuracy = _last_accuracy(trainer)
     reached = None
-    while trainer.step < trainer.config.max_steps and time.perf_counter() - started < spec.budget_s:
+    while trainer.step < trainer.config.max_steps and clock() < spec.budget_s:
         m = trainer.train_step()
         if trainer.step % spec.eval_every:
             continue
         accuracy = _last_accuracy(trainer)
         if log:
             print(
-                f"[{mode}] step {trainer.step:4d}  t={time.perf_counter() - started:6.1f}s  batch reward {m.batch_reward:.3f}  "
-                f"accuracy {accuracy:.3f}  entropy {m.entropy:.3f}  staleness {m.staleness_mean:.2f}  idle {m.idle_s:.2f}s",
+                f"[{mode}] step {trainer.step:4d}  t={clock():6.1f}s  batch reward {m.batch_reward:.3f}  "
+                f"accuracy {accuracy:.3f}  entropy {m.entropy:.3f}  staleness {m.staleness_mean:.2f}  "
+                f"IS weight {m.is_weight_mean:.3f}  idle {m.idle_s:.2f}s",
                 flush=True,
             )
         if accuracy >= spec.target:
-            reached = time.perf_counter() - started
+            reached = clock()
             break
-    return reached, accuracy, time.perf_counter() - started
+    return reached, accuracy, clock()
 
 
 def _last_accuracy(trainer: Trainer) -> float:
@@ -144,8 +181,13 @@ def _last_accuracy(trainer: Trainer) -> float:
     return next(json.loads(line)["accuracy"] for line in reversed(lines) if "accuracy" in line)
 
 
-def _result(mode: str, trainer: Trainer, start: float, end: float, reached: float | None, rl_s: float, generated: int) -> RunResult:
+def _result(mode: str, trainer: Trainer, spec: CpuRecipe, start: float, end: float, reached: float | None,
+            rl_s: float, eval_s: float) -> RunResult:
     rows = [json.loads(line) for line in trainer.metrics_path.read_text().splitlines() if '"loss"' in line]
+    per_file = spec.prompts_per_file * spec.sampling.group_size
+    consumed = sum((r["files_consumed"] - r["rejected_files"]) * per_file - r["dropped_stale_groups"] * spec.sampling.group_size
+                   for r in rows)
+    staleness = [s for r in rows for s in r["submission_staleness"]]
     return RunResult(
         mode=mode,
         accuracy_start=start,
@@ -154,47 +196,56 @@ def _result(mode: str, trainer: Trainer, start: float, end: float, reached: floa
         rl_s=round(rl_s, 2),
         time_to_target_s=None if reached is None else round(reached, 2),
         trainer_idle_fraction=round(sum(r["idle_s"] for r in rows) / max(rl_s, 1e-9), 4),
-        samples_per_s=round(generated / max(rl_s, 1e-9), 1),
+        samples_per_s=round(consumed / max(rl_s, 1e-9), 1),
         dropped_stale_groups=sum(r["dropped_stale_groups"] for r in rows),
         dropped_zero_advantage_groups=sum(r["dropped_zero_advantage_groups"] for r in rows),
         files_consumed=sum(r["files_consumed"] for r in rows),
+        steps_to_target=trainer.step if reached is not None else None,
+        eval_s=round(eval_s, 2),
+        consumed_samples=consumed,
+        staleness_p50=percentile(staleness, 50),
+        staleness_p99=percentile(staleness, 99),
+        clipped_fraction=round(sum(r["clipped_fraction"] for r in rows) / max(len(rows), 1), 4),
+        is_weight_mean=round(sum(r["is_weight_mean"] for r in rows) / max(len(rows), 1), 4),
     )
 
 
 def run_sync(spec: CpuRecipe, run_dir: Path, log: bool = False) -> RunResult:
     """Synchronous GRPO in one process: generate a batch with the current policy, train
     on it, generate again. Generation and training never overlap; idle is the time the
-    trainer spends waiting for generation."""
+    trainer spends waiting for generation. Its phase times (generate_s, train_s) bound what
+    overlapping them could gain."""
     model, tokenizer, task = warm_policy(spec)
     config = spec.trainer_config(run_dir, async_level=0)
     source = InMemorySource()
-    accuracy = lambda m: {"accuracy": greedy_accuracy(m, tokenizer, task, spec.eval_problems, spec.sampling.max_tokens)}  # noqa: E731
-    trainer = Trainer(config, model, source, evaluate=accuracy, eval_every=spec.eval_every)
+    evals = EvalClock(tokenizer, task, spec)
+    trainer = Trainer(config, model, source, evaluate=evals, eval_every=spec.eval_every)
     trainer.start()
     start = _last_accuracy(trainer)
-    generated, files, gen_s = 0, 0, 0.0
-    started = time.perf_counter()
+    files, gen_s = 0, 0.0
+    started, eval_before = time.perf_counter(), evals.seconds
+    clock = lambda: time.perf_counter() - started - (evals.seconds - eval_before)  # noqa: E731
     reached, end = None, start
-    while trainer.step < config.max_steps and time.perf_counter() - started < spec.budget_s:
+    while trainer.step < config.max_steps and clock() < spec.budget_s:
         t0 = time.perf_counter()
         while not trainer.ready():
             indices = assign_prompts(bytes(32), SYNC_WORKER, trainer.step, files, 2**62, spec.prompts_per_file)
             batch = make_rollouts(TorchBackend(model), tokenizer, task, spec.task, indices, spec.sampling, trainer.step, Digest(bytes(32)), SYNC_WORKER, nonce=files)
             source.put(f"{files:06d}", batch)
             files += 1
-            generated += len(batch.samples)
         gen_s += time.perf_counter() - t0
         trainer.train_step()
         if trainer.step % spec.eval_every == 0:
             end = _last_accuracy(trainer)
             if log:
-                print(f"[sync] step {trainer.step:4d}  t={time.perf_counter() - started:6.1f}s  accuracy {end:.3f}", flush=True)
+                print(f"[sync] step {trainer.step:4d}  t={clock():6.1f}s  accuracy {end:.3f}", flush=True)
             if end >= spec.target:
-                reached = time.perf_counter() - started
+                reached = clock()
                 break
-    rl_s = time.perf_counter() - started
-    result = _result("sync", trainer, start, end, reached, rl_s, generated)
+    rl_s = clock()
+    result = _result("sync", trainer, spec, start, end, reached, rl_s, evals.seconds - eval_before)
     result.trainer_idle_fraction = round(gen_s / max(rl_s, 1e-9), 4)
+    result.generate_s, result.train_s = round(gen_s, 2), round(rl_s - gen_s, 2)
     return result
 
 
@@ -217,15 +268,16 @@ def run_async(spec: CpuRecipe, run_dir: Path, async_level: int, workers: int = 1
     ]
     try:
         model, tokenizer, task = warm_policy(spec)
-        accuracy = lambda m: {"accuracy": greedy_accuracy(m, tokenizer, task, spec.eval_problems, spec.sampling.max_tokens)}  # noqa: E731
+        evals = EvalClock(tokenizer, task, spec)
         trainer = Trainer(
             config, model, LocalDirectorySource(run_dir / "rollouts"),
             publishers=[LocalPolicyStore(run_dir / "policy", model.config, tokenizer)],
-            evaluate=accuracy, eval_every=spec.eval_every,
+            evaluate=evals, eval_every=spec.eval_every,
         )
         trainer.start()
         start = _last_accuracy(trainer)
-        reached, end, rl_s = _train_until_target(trainer, spec, f"async{async_level}", log)
+        eval_before = evals.seconds
+        reached, end, rl_s = _train_until_target(trainer, spec, f"async{async_level}", log, evals)
     finally:
         (run_dir / DONE_MARKER).touch()
         for proc in procs:
@@ -233,8 +285,7 @@ def run_async(spec: CpuRecipe, run_dir: Path, async_level: int, workers: int = 1
                 proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 proc.kill()
-    generated = sum(1 for _ in (run_dir / "rollouts").glob("*.parquet")) * spec.prompts_per_file * spec.sampling.group_size
-    return _result(f"async{async_level}", trainer, start, end, reached, rl_s, generated)
+    return _result(f"async{async_level}", trainer, spec, start, end, reached, rl_s, evals.seconds - eval_before)
 
 
 def plot(metrics_path: Path, out: Path) -> None:

@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import signal
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from dashboard.service import free_port
 from deploy import devnet
 from deploy.pool_cli import PoolConfig, create_pool
 from ledger_client.chain.keys import load_account
@@ -114,7 +114,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
     roles = Roles(out / "logs", env)
     explorer = Roles(out / "logs", env)
     run_dir = out / "trainer"
-    port = args.explorer_port or _free_port()
+    port = args.explorer_port or free_port()
     explorer.start("explorer", "dashboard.cli", "start", "--port", str(port), "--db", str(out / "explorer.sqlite"),
                    "--summary", str(out / "summary.json"), *chain)
     console.print(f"explorer: http://127.0.0.1:{port}/pool/{pool_id}  (live while the demo runs)")
@@ -168,11 +168,6 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
     finally:
         explorer.stop()
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _trainer_step(run_dir: Path) -> int:

@@ -25,9 +25,14 @@ def load_policy(folder: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]
 def stop_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> tuple[int, ...]:
     """Every token that ends a completion: the tokenizer's EOS, the model config's and the generation
     config's (Qwen-style checkpoints stop on `<|im_end|>` and `<|endoftext|>`). Sorted, no duplicates."""
-    ids: set[int] = set()
     generation = getattr(model, "generation_config", None)
-    for value in (tokenizer.eos_token_id, model.config.eos_token_id, getattr(generation, "eos_token_id", None)):
+    return collect_stop_ids(tokenizer.eos_token_id, model.config.eos_token_id, getattr(generation, "eos_token_id", None))
+
+
+def collect_stop_ids(*values: int | list[int] | tuple[int, ...] | None) -> tuple[int, ...]:
+    """The union of EOS ids as configs write them (an id, a list of ids, or None); sorted, no duplicates."""
+    ids: set[int] = set()
+    for value in values:
         if isinstance(value, int):
             ids.add(value)
         elif isinstance(value, (list, tuple)):

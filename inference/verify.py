@@ -6,6 +6,9 @@ Checks, cheapest first; the prefill runs only when the structural checks pass:
   seed         the sampling seed is the one derived for (pool, worker, step, sample index)
   termination  EOS only at the end; "length" means exactly max_tokens; EOS plausible
   sampling     every token replays under the seeded Gumbel rule from recomputed logits
+  logprobs     every reported logprob equals log_softmax(recomputed logits / T) at the sampled
+               token, within 2 × logit tolerance / T (+ float32 rounding): the bound a logit
+               error of at most the tolerance allows (when the record carries logprobs)
   toploc       the proofs match the recomputed hidden states (per-chunk statistics)
 Each check reports its measured statistics so a challenge can carry them as evidence.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
+import torch
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from inference.backend import InferenceBackend
@@ -31,7 +35,7 @@ from proofs.toploc import (
 )
 from protocol.runspec import SamplingSpec
 
-CheckName = Literal["tokens", "prompt", "seed", "termination", "sampling", "toploc"]
+CheckName = Literal["tokens", "prompt", "seed", "termination", "sampling", "logprobs", "toploc"]
 
 DEFAULT_LOGIT_TOLERANCE = 1e-3
 """eps of the replay rule, in logit units. Measured honest worker/validator logit differences
@@ -70,6 +74,8 @@ class CompletionRecord(BaseModel):
     proofs: list[bytes]
     seed: int
     finish_reason: str
+    logprobs: list[float] | None = None
+    """The worker's per-token logprobs; None skips the logprob check."""
 
 
 class CheckResult(BaseModel):
@@ -191,9 +197,38 @@ def verify_completions(
                 "logit_tolerance": config.logit_tolerance,
             },
         ))
+        if record.logprobs is not None:
+            checks.append(_logprob_check(prefill.logits, record, config))
         checks.append(_toploc_check(prefill.hidden, record.proofs, config))
         verdicts[i] = Verdict(checks=checks)
     return verdicts
+
+
+LOGPROB_ROUNDING = 1e-5
+"""Absolute slack on top of the logit bound: float32 rounding of log_softmax (|logprob| ≲ 30)."""
+
+
+def _logprob_check(logits: torch.Tensor, record: CompletionRecord, config: VerifyConfig) -> CheckResult:
+    """Reported logprobs against log_softmax(logits / T) at the sampled tokens (as the worker computes them).
+
+    If every logit differs from the worker's by at most eps, l_t/T moves by eps/T and the
+    log-normaliser by at most eps/T, so an honest logprob is within 2 eps / T."""
+    reported = torch.tensor(record.logprobs, dtype=torch.float32)
+    if reported.shape[0] != logits.shape[0]:
+        return CheckResult(name="logprobs", passed=False,
+                           reason=f"{reported.shape[0]} logprobs for {logits.shape[0]} tokens")
+    temperature = config.sampling.temperature if config.sampling.temperature > 0 else 1.0
+    tokens = torch.tensor(record.completion_ids, dtype=torch.long)
+    recomputed = torch.log_softmax(logits.float() / temperature, dim=-1).gather(1, tokens[:, None]).squeeze(1)
+    gap = (recomputed - reported).abs()
+    tolerance = 2 * config.logit_tolerance / temperature + LOGPROB_ROUNDING
+    failed = (~(gap <= tolerance)).nonzero().flatten().tolist()  # NaN counts as failed
+    return CheckResult(
+        name="logprobs", passed=not failed,
+        reason="" if not failed else f"{len(failed)} of {len(gap)} logprobs differ from the recomputed ones",
+        details={"failed_positions": failed[:64], "max_abs_diff": float(gap.max()) if len(gap) else 0.0,
+                 "tolerance": tolerance},
+    )
 
 
 def _toploc_check(hidden: Any, proofs: list[bytes], config: VerifyConfig) -> CheckResult:

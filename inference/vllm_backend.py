@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from inference.backend import Completion, InferenceError, Prefill
+from inference.policy import collect_stop_ids
 from proofs.sampling import GumbelStream, gumbel, sample_token
 from protocol.runspec import SamplingSpec
 
@@ -251,21 +252,13 @@ def _compute_logits(compute_logits: Any, hidden: torch.Tensor) -> torch.Tensor:
 
 
 def _stop_ids(model_path: str) -> tuple[int, ...]:
-    """The checkpoint's stop tokens, read as inference.policy.stop_token_ids reads them."""
+    """The checkpoint's stop tokens (tokenizer, config and generation config, as inference.policy reads them)."""
     from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 
-    ids: set[int] = set()
-    sources = [AutoTokenizer.from_pretrained(model_path).eos_token_id, AutoConfig.from_pretrained(model_path).eos_token_id]
     try:
-        sources.append(GenerationConfig.from_pretrained(model_path).eos_token_id)
+        generation = GenerationConfig.from_pretrained(model_path).eos_token_id
     except OSError:
-        pass
-    for value in sources:
-        if isinstance(value, int):
-            ids.add(value)
-        elif isinstance(value, (list, tuple)):
-            ids.update(int(v) for v in value)
-    if not ids:
-        raise InferenceError(f"{model_path} names no EOS token")
-    return tuple(sorted(ids))
+        generation = None
+    return collect_stop_ids(AutoTokenizer.from_pretrained(model_path).eos_token_id,
+                            AutoConfig.from_pretrained(model_path).eos_token_id, generation)
 

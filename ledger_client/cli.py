@@ -19,6 +19,7 @@ from protocol.devnet import DEFAULT_DEVNET_DIR, DevnetCorrupt, load_devnet_info
 from protocol.digest import InvalidCid, InvalidDigest
 from protocol.manifest import CheckpointError
 from protocol.rollouts import RolloutFileError
+from protocol.runspec import RunSpecFileError
 
 EXIT_FAILURE = 1
 """The command could not do its job: the chain, IPFS, a file or a check failed; the message says which."""
@@ -34,6 +35,7 @@ class UsageError(Exception):
 EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (UsageError, EXIT_USAGE),
     (DevnetCorrupt, EXIT_USAGE),
+    (RunSpecFileError, EXIT_USAGE),
     (ValidationError, EXIT_USAGE),
     (InvalidCid, EXIT_USAGE),
     (InvalidDigest, EXIT_USAGE),

@@ -20,6 +20,42 @@ the schema metadata key `proofswarm.rollouts`. Version 2 columns:
 Header (`RolloutHeader`): schema version, policy step and manifest digest of the policy
 used, worker address, task spec, sampling spec (protocol.runspec.SamplingSpec), proof chunk size,
 assignment nonce. Readers validate everything and raise `RolloutSchemaError` otherwise.
+
+Every field is re-derived and compared by the validator (validator.checks, inference.verify),
+or the file is refused; the challenge reason follows the arrow:
+
+| field               | rule                                                                         |
+|---------------------|------------------------------------------------------------------------------|
+| schema_name/version | equal to this reader's constants → SCHEMA                                    |
+| policy_step         | equal to the on-chain submission's step → WRONG_STEP                         |
+| manifest_digest     | equal to the on-chain checkpoint of that step → WRONG_STEP                   |
+| worker              | equal to the submitting address → WRONG_WORKER                               |
+| task                | equal to the pool's run spec → SCHEMA                                        |
+| sampling            | equal to the run spec's (temperature/top_p → SAMPLING, others → SCHEMA)      |
+| proof_chunk         | equal to the validator's chunk size → SCHEMA                                 |
+| nonce               | feeds the re-derivation of prompt_index and seed below                       |
+| group, sample       | equal to the row's position (row = group × group_size + sample) → SCHEMA     |
+| prompt_index        | re-derived by the assignment PRF of (pool seed, worker, step, nonce) → ASSIGNMENT |
+| prompt_ids          | re-encoded from the task's prompt → ASSIGNMENT; ids in [0, vocab) → SCHEMA   |
+| completion_ids      | replayed from the seeded Gumbel noise and recomputed logits → SAMPLING;      |
+|                     | ids in [0, vocab), length ≤ max_tokens → SCHEMA                              |
+| logprobs            | recomputed as log_softmax(prefill logits / T) at each token, equal within    |
+|                     | 2 × logit_tolerance / T + 1e-5 → LOGPROBS; one per token, finite, ≤ 0 → SCHEMA |
+| reward              | recomputed by the task verifier, equal within reward_tolerance → REWARD      |
+| finish_reason       | "eos" iff the last token is EOS (and EOS was plausible), "length" iff        |
+|                     | exactly max_tokens without EOS → TERMINATION                                 |
+| seed                | re-derived as derive_seed(pool seed, worker, step, nonce × rows + row) → SEED |
+| proofs              | ceil(len / proof_chunk) proofs of 258 bytes → SCHEMA; each matches the       |
+|                     | recomputed hidden states → TOPLOC                                            |
+
+Bounds (`RolloutLimits`, from the pool's run spec via `RolloutLimits.for_spec`): the header is
+at most 16 KiB of UTF-8 JSON, nested at most 8 deep (checked by a scan before parsing, since a
+recursive parser overflows the C stack on deep nesting), with strings of at most 1024
+characters, integers of at most 20 digits and finite numbers; the Parquet footer must declare
+exactly prompts_per_submission × group_size rows and no more list values than those rows can
+hold (prompt ≤ max_prompt_tokens, completion ≤ max_tokens, proofs ≤ ceil(max_tokens / chunk));
+each row group's arrays are checked (lengths, token ids ≥ 0, proof sizes) before they become
+Python lists. A small file that would decompress to millions of tokens is refused from its footer.
 """
 
 from __future__ import annotations
@@ -29,15 +65,17 @@ import json
 import math
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from protocol.digest import Digest
-from protocol.runspec import SamplingSpec
+from protocol.runspec import RunSpec, SamplingSpec
 from tasks.registry import TaskSpec
 
 SCHEMA_NAME = "proofswarm.rollouts"
@@ -58,6 +96,39 @@ ARROW_SCHEMA = pa.schema(
         ("proofs", pa.list_(pa.binary())),
     ]
 )
+
+
+MAX_HEADER_BYTES = 16 * 1024
+MAX_HEADER_DEPTH = 8
+MAX_HEADER_STRING = 1024
+MAX_INT_DIGITS = 20
+"""2**64 has 20 digits; every header integer must fit an int64 or uint64 (and Python's int() would
+raise ValueError beyond 4300 digits)."""
+PROOF_BYTES = 258
+"""One TOPLOC proof: 2-byte modulus + 128 two-byte coefficients (proofs.toploc, topk = 128)."""
+
+
+@dataclass(frozen=True)
+class RolloutLimits:
+    """Bounds a file must meet before its content is materialised; `for_spec` derives the pool's."""
+
+    rows: int | None = None
+    """Exact row count (the pool's prompts_per_submission × group_size); None: any up to max_rows."""
+    max_rows: int = 4096
+    max_prompt_tokens: int = 4096
+    max_completion_tokens: int = 32768
+    """Also capped by the header's own max_tokens."""
+    max_total_tokens: int = 4_000_000
+    proof_chunk: int | None = None
+    vocab_size: int | None = None
+    max_file_bytes: int = 16 * 1024 * 1024
+
+    @classmethod
+    def for_spec(cls, spec: RunSpec, proof_chunk: int, vocab_size: int | None = None) -> RolloutLimits:
+        """The limits of a pool's submissions (the validator's view: the spec, not the file, decides)."""
+        rows = spec.prompts_per_submission * spec.sampling.group_size
+        return cls(rows=rows, max_rows=rows, max_completion_tokens=spec.sampling.max_tokens,
+                   proof_chunk=proof_chunk, vocab_size=vocab_size)
 
 
 class RolloutFileError(Exception):
@@ -158,40 +229,223 @@ def encode_rollouts(batch: RolloutBatch) -> bytes:
     return sink.getvalue()
 
 
-def decode_rollouts(data: bytes) -> RolloutBatch:
-    """Parse and validate Parquet bytes; RolloutSchemaError names the first problem."""
+def decode_rollouts(data: bytes, limits: RolloutLimits | None = None) -> RolloutBatch:
+    """Parse and validate Parquet bytes within `limits`; RolloutSchemaError names the first problem.
+
+    Nothing is materialised before it is bounded: the header is size- and depth-checked before
+    JSON parsing, and row counts, list lengths and byte sizes are checked against the footer
+    metadata before a row group is read, and against the read arrays before Python lists are made.
+    """
+    limits = limits or RolloutLimits()
+    if len(data) > limits.max_file_bytes:
+        raise RolloutSchemaError(f"file of {len(data)} bytes exceeds {limits.max_file_bytes}")
     try:
-        table = pq.read_table(io.BytesIO(data))
-    except (pa.ArrowException, OSError) as exc:
-        raise RolloutSchemaError(f"not a Parquet file: {exc}") from exc
-    raw_header = (table.schema.metadata or {}).get(METADATA_KEY)
+        parquet = pq.ParquetFile(io.BytesIO(data))
+        metadata = parquet.metadata
+        schema = parquet.schema_arrow
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise RolloutSchemaError(f"not a Parquet file: {clip(str(exc))}") from exc
+    raw_header = (metadata.metadata or {}).get(METADATA_KEY)
     if raw_header is None:
         raise RolloutSchemaError(f"no '{SCHEMA_NAME}' header in the file metadata")
-    try:
-        header_json = json.loads(raw_header)
-    except json.JSONDecodeError as exc:
-        raise RolloutSchemaError(f"header is not JSON: {exc.msg}") from exc
-    if isinstance(header_json, dict) and header_json.get("version") != SCHEMA_VERSION:
-        raise RolloutSchemaError(f"unsupported rollout schema version {header_json.get('version')!r}; this reader knows {SCHEMA_VERSION}")
-    try:
-        header = RolloutHeader.model_validate(header_json)
-    except ValidationError as exc:
-        raise RolloutSchemaError(f"invalid header: {_first_error(exc)}") from exc
-    if not table.schema.remove_metadata().equals(ARROW_SCHEMA):
-        raise RolloutSchemaError(f"columns {table.schema.names} with types {[str(t) for t in table.schema.types]} do not match schema v{SCHEMA_VERSION}")
-    rows = table.to_pylist()
-    try:
-        samples = [RolloutSample.model_validate(row) for row in rows]
-    except ValidationError as exc:
-        raise RolloutSchemaError(f"invalid sample: {_first_error(exc)}") from exc
+    header = parse_header(raw_header)
+    if not schema.remove_metadata().equals(ARROW_SCHEMA):
+        raise RolloutSchemaError(f"columns {clip(str(schema.names))} with types {clip(str([str(t) for t in schema.types]))} "
+                                 f"do not match schema v{SCHEMA_VERSION}")
+    bounds = _Bounds.of(header, limits)
+    _check_footer(metadata, bounds)
+    samples: list[RolloutSample] = []
+    for group in range(metadata.num_row_groups):
+        try:
+            table = parquet.read_row_group(group)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise RolloutSchemaError(f"row group {group} unreadable: {clip(str(exc))}") from exc
+        _check_arrays(table, bounds, first_row=len(samples))
+        try:
+            samples += [RolloutSample.model_validate(row) for row in table.to_pylist()]
+        except ValidationError as exc:
+            raise RolloutSchemaError(f"invalid sample: {_first_error(exc)}") from exc
     batch = RolloutBatch(header=header, samples=samples)
     _check_consistency(batch)
     return batch
 
 
+def parse_header(raw: bytes) -> RolloutHeader:
+    """The header from its JSON bytes, refusing oversized, deeply nested or unbounded content."""
+    if len(raw) > MAX_HEADER_BYTES:
+        raise RolloutSchemaError(f"header of {len(raw)} bytes exceeds {MAX_HEADER_BYTES}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RolloutSchemaError("header is not UTF-8") from exc
+    depth = json_depth(text)
+    if depth > MAX_HEADER_DEPTH:
+        raise RolloutSchemaError(f"header nests deeper than {MAX_HEADER_DEPTH} levels")
+    try:
+        header_json = json.loads(text, parse_int=_bounded_int, parse_float=_finite_float,
+                                 parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise RolloutSchemaError(f"header is not JSON: {exc.msg}") from exc
+    except ValueError as exc:
+        raise RolloutSchemaError(f"header is not JSON: {clip(str(exc))}") from exc
+    _check_strings(header_json)
+    if not isinstance(header_json, dict):
+        raise RolloutSchemaError("header is not a JSON object")
+    if header_json.get("version") != SCHEMA_VERSION:
+        raise RolloutSchemaError(f"unsupported rollout schema version {clip(repr(header_json.get('version')))}; "
+                                 f"this reader knows {SCHEMA_VERSION}")
+    try:
+        return RolloutHeader.model_validate(header_json)
+    except ValidationError as exc:
+        raise RolloutSchemaError(f"invalid header: {_first_error(exc)}") from exc
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of arrays/objects in JSON text, counted without parsing it (so no
+    recursion, whatever the depth). Brackets inside strings do not count."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"integer of {len(text)} digits")
+    value = int(text)
+    if not -(2**63) <= value < 2**64:
+        raise ValueError(f"integer {text} outside the 64-bit range")
+    return value
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("non-finite number")
+    return value
+
+
+def _refuse_constant(text: str) -> float:
+    raise ValueError(f"{text} is not a JSON number")
+
+
+def _check_strings(value: Any) -> None:
+    """Every string (keys included) of parsed header JSON is at most MAX_HEADER_STRING long."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str) and len(item) > MAX_HEADER_STRING:
+            raise RolloutSchemaError(f"header string of {len(item)} characters exceeds {MAX_HEADER_STRING}")
+        if isinstance(item, dict):
+            stack += list(item.keys()) + list(item.values())
+        elif isinstance(item, list):
+            stack += item
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    """Per-row limits of one file: the tighter of `RolloutLimits` and the header's own values."""
+
+    rows: int | None
+    max_rows: int
+    prompt: int
+    completion: int
+    proofs: int
+    total_tokens: int
+    vocab_size: int | None
+
+    @classmethod
+    def of(cls, header: RolloutHeader, limits: RolloutLimits) -> _Bounds:
+        if limits.proof_chunk is not None and header.proof_chunk != limits.proof_chunk:
+            raise RolloutSchemaError(f"proof_chunk {header.proof_chunk}, the pool uses {limits.proof_chunk}")
+        completion = min(header.sampling.max_tokens, limits.max_completion_tokens)
+        proofs = math.ceil(completion / header.proof_chunk) if header.proof_chunk else 0
+        return cls(limits.rows, limits.max_rows, limits.max_prompt_tokens, completion, proofs,
+                   limits.max_total_tokens, limits.vocab_size)
+
+
+_SCALAR_COLUMNS = ("group", "sample", "prompt_index", "reward", "finish_reason", "seed")
+
+
+def _check_footer(metadata: pq.FileMetaData, b: _Bounds) -> None:
+    """Row and value counts the footer declares, before any data page is decompressed."""
+    rows = metadata.num_rows
+    if b.rows is not None and rows != b.rows:
+        raise RolloutSchemaError(f"{rows} rows, the pool's submissions have {b.rows}")
+    if not 0 < rows <= b.max_rows:
+        raise RolloutSchemaError(f"{rows} rows, expected 1…{b.max_rows}")
+    per_value = {"prompt_ids": b.prompt, "completion_ids": b.completion, "logprobs": b.completion, "proofs": b.proofs}
+    totals = dict.fromkeys(per_value, 0)
+    uncompressed = 0
+    for g in range(metadata.num_row_groups):
+        row_group = metadata.row_group(g)
+        n = row_group.num_rows
+        for c in range(row_group.num_columns):
+            column = row_group.column(c)
+            name = column.path_in_schema.split(".")[0]
+            uncompressed += column.total_uncompressed_size
+            # a list column has one value per element, plus one per empty list
+            cap = n if name in _SCALAR_COLUMNS else n * (per_value[name] + 1)
+            if column.num_values > cap:
+                raise RolloutSchemaError(f"row group {g}: column {name} declares {column.num_values} values, "
+                                         f"at most {cap} fit {n} rows")
+            if name in totals:
+                totals[name] += column.num_values
+    if totals["prompt_ids"] + totals["completion_ids"] > b.total_tokens:
+        raise RolloutSchemaError(f"{totals['prompt_ids'] + totals['completion_ids']} tokens exceed {b.total_tokens}")
+    budget = rows * (16 * 8 + 8 * (b.prompt + 2 * b.completion) + (PROOF_BYTES + 8) * b.proofs) + 65536
+    if uncompressed > budget:
+        raise RolloutSchemaError(f"columns declare {uncompressed} uncompressed bytes, at most {budget} fit the bounds")
+
+
+def _check_arrays(table: pa.Table, b: _Bounds, first_row: int) -> None:
+    """Lengths and token ranges of one row group's arrays, before they become Python lists."""
+    lengths = {name: pc.fill_null(pc.list_value_length(table[name]), 0)
+               for name in ("prompt_ids", "completion_ids", "logprobs", "proofs")}
+    caps = {"prompt_ids": b.prompt, "completion_ids": b.completion, "logprobs": b.completion, "proofs": b.proofs}
+    for name, cap in caps.items():
+        longest = pc.max(lengths[name]).as_py() if len(table) else 0
+        if longest is not None and longest > cap:
+            row = first_row + pc.index(pc.greater(lengths[name], cap), True).as_py()
+            raise RolloutSchemaError(f"row {row}: {longest} {name} exceed the bound {cap}")
+    for name in ("prompt_ids", "completion_ids"):
+        values = pc.list_flatten(table[name])
+        if len(values) == 0:
+            continue
+        extremes = pc.min_max(values).as_py()
+        if extremes["min"] is not None and extremes["min"] < 0:
+            raise RolloutSchemaError(f"{name}: negative token id {extremes['min']}")
+        if b.vocab_size is not None and extremes["max"] is not None and extremes["max"] >= b.vocab_size:
+            raise RolloutSchemaError(f"{name}: token id {extremes['max']} outside the vocabulary [0, {b.vocab_size})")
+    proof_values = pc.list_flatten(table["proofs"])
+    if len(proof_values):
+        sizes = pc.min_max(pc.binary_length(proof_values)).as_py()
+        if (sizes["min"], sizes["max"]) != (PROOF_BYTES, PROOF_BYTES) and sizes["min"] is not None:
+            raise RolloutSchemaError(f"proofs of {sizes['min']}…{sizes['max']} bytes, each must be {PROOF_BYTES}")
+
+
+def clip(text: str, limit: int = 200) -> str:
+    """`text` cut to `limit` characters (attacker-controlled text in errors and evidence)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    return f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+    err = exc.errors(include_input=False, include_url=False)[0]
+    return clip(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}")
 
 
 def write_rollout_file(path: str | Path, batch: RolloutBatch) -> None:

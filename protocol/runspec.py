@@ -7,6 +7,9 @@ chain alone and nobody can quietly change the task, the sampling or the verifica
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tasks.registry import TaskSpec
@@ -61,3 +64,17 @@ class RunSpec(BaseModel):
     @property
     def pool_seed_bytes(self) -> bytes:
         return bytes.fromhex(self.pool_seed[2:])
+
+
+class RunSpecFileError(ValueError):
+    """A run spec file is missing or is not TOML."""
+
+
+def load_run_spec(path: Path) -> RunSpec:
+    """A RunSpec from TOML (see examples/run.toml); RunSpecFileError or pydantic's ValidationError otherwise."""
+    try:
+        return RunSpec.model_validate(tomllib.loads(Path(path).read_text()))
+    except FileNotFoundError:
+        raise RunSpecFileError(f"run spec {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise RunSpecFileError(f"run spec {path} is not valid TOML: {exc}") from None

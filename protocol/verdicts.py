@@ -9,7 +9,12 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+
+MAX_TEXT = 200
+"""Longest string an evidence document carries: messages and statistics may quote worker bytes."""
+MAX_ITEMS = 256
+"""Longest list (and largest dict) an evidence document carries."""
 
 
 class Reason(IntEnum):
@@ -29,6 +34,8 @@ class Reason(IntEnum):
     TOPLOC = 12            # activation proofs do not match the declared policy
     SEED = 13              # sampling seeds are not the derived ones
     DUPLICATE_ASSIGNMENT = 14  # the same (worker, step, nonce) was already submitted
+    LOGPROBS = 15          # reported per-token logprobs differ from the recomputed ones
+    UNCHECKABLE = 16       # the file crashed or timed out the checker on every attempt
 
 
 class Evidence(BaseModel):
@@ -47,3 +54,34 @@ class Evidence(BaseModel):
     statistics: dict[str, Any] = Field(default_factory=dict)
     thresholds: dict[str, Any] = Field(default_factory=dict)
     validator: str
+
+    @field_validator("message", mode="before")
+    @classmethod
+    def _clip_message(cls, value: Any) -> Any:
+        return clip_text(value) if isinstance(value, str) else value
+
+    @field_validator("failing_samples", "failing_chunks", "statistics", "thresholds", mode="before")
+    @classmethod
+    def _bound(cls, value: Any) -> Any:
+        return bounded(value)
+
+
+def clip_text(text: str, limit: int = MAX_TEXT) -> str:
+    """`text` cut to `limit` characters, marked with an ellipsis when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def bounded(value: Any, depth: int = 0) -> Any:
+    """A copy of JSON-like `value` with strings clipped, lists and dicts cut to MAX_ITEMS and
+    nesting cut at 8 levels, so an evidence document always fits one IPFS object."""
+    if isinstance(value, str):
+        return clip_text(value)
+    if depth >= 8:
+        return "…"
+    if isinstance(value, dict):
+        return {clip_text(str(k)): bounded(v, depth + 1) for k, v in list(value.items())[:MAX_ITEMS]}
+    if isinstance(value, (list, tuple)):
+        return [bounded(v, depth + 1) for v in list(value)[:MAX_ITEMS]]
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**64:
+        return clip_text(str(value), 40)
+    return value

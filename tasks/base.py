@@ -41,6 +41,11 @@ class Task(ABC):
     def reward(self, problem: Problem, completion: str, completion_tokens: int) -> float:
         """Score a completion (text without special tokens, and its length in tokens)."""
 
+    def is_correct(self, problem: Problem, completion: str) -> bool:
+        """The verifier's verdict on the answer alone. Tasks whose reward is shaped (length
+        targets, partial credit) override this; "solved" means this, not reward ≥ 1."""
+        return self.reward(problem, completion, len(completion)) >= 1.0
+
     def size(self, split: Split = "train") -> int | None:
         """Number of problems in `split`, or None when the task is unbounded."""
         return None

@@ -51,8 +51,11 @@ class JsonlTask(Task):
         prompt, answer = rows[index]
         return Problem(index=index, prompt=prompt, answer=answer)
 
+    def is_correct(self, problem: Problem, completion: str) -> bool:
+        return answers_match(extract_answer(completion), problem.answer)
+
     def reward(self, problem: Problem, completion: str, completion_tokens: int) -> float:
-        return 1.0 if answers_match(extract_answer(completion), problem.answer) else 0.0
+        return 1.0 if self.is_correct(problem, completion) else 0.0
 
 
 class ReasoningGymTask(Task):
@@ -83,5 +86,8 @@ class ReasoningGymTask(Task):
         entry = data[index]
         return Problem(index=index, prompt=entry["question"], answer=str(entry["answer"]))
 
+    def is_correct(self, problem: Problem, completion: str) -> bool:
+        return answers_match(extract_answer(completion), problem.answer)
+
     def reward(self, problem: Problem, completion: str, completion_tokens: int) -> float:
-        return 1.0 if answers_match(extract_answer(completion), problem.answer) else 0.0
+        return 1.0 if self.is_correct(problem, completion) else 0.0

@@ -36,6 +36,9 @@ class LengthTargetTask(Task):
             metadata={**inner.metadata, "length_target": target},
         )
 
+    def is_correct(self, problem: Problem, completion: str) -> bool:
+        return self.base.is_correct(problem, completion)
+
     def reward(self, problem: Problem, completion: str, completion_tokens: int) -> float:
         target = int(problem.metadata["length_target"])  # type: ignore[arg-type]
         base = self.base.reward(problem, completion, completion_tokens)

@@ -55,8 +55,11 @@ class DigitTask(Task):
                 return Problem(index=index, prompt=prompt, answer=self._solve(digits))
         raise TaskError(f"{self.name}: no {split} problem found in {_MAX_DRAWS} draws; widen the digit range")
 
+    def is_correct(self, problem: Problem, completion: str) -> bool:
+        return first_line(completion) == problem.answer
+
     def reward(self, problem: Problem, completion: str, completion_tokens: int) -> float:
-        return 1.0 if first_line(completion) == problem.answer else 0.0
+        return 1.0 if self.is_correct(problem, completion) else 0.0
 
 
 SOLVERS: dict[str, Callable[[str], str]] = {

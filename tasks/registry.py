@@ -9,18 +9,22 @@ from pydantic import BaseModel, Field
 
 from tasks.base import Task, TaskError
 from tasks.datasets import JsonlTask, ReasoningGymTask
+from tasks.difficulty import SubsetTask, registered_subset
 from tasks.length import LengthTargetTask
 from tasks.procedural import SOLVERS, DigitTask
 
 
 class TaskSpec(BaseModel):
     """How to build a task: `rev`, `copy`, `sort`, `sum`, `jsonl` (params: path),
-    or `gym:<reasoning-gym dataset>`; optional length targets wrap any of them."""
+    or `gym:<reasoning-gym dataset>`; optional length targets wrap any of them, and an
+    optional difficulty subset (tasks.difficulty) keeps only the train problems it lists."""
 
     name: str = "rev"
     seed: int = 0
     params: dict[str, Any] = Field(default_factory=dict)
     length_targets: tuple[int, ...] = ()
+    subset: str | None = Field(None, pattern=r"^0x[0-9a-f]{64}$",
+                               description="digest of a difficulty subset file on IPFS")
 
 
 def _digit_factory(name: str) -> Callable[..., Task]:
@@ -56,4 +60,6 @@ def build_task(spec: TaskSpec) -> Task:
         raise TaskError(f"unknown task {spec.name!r}; known: {', '.join(task_names())}, gym:<name>")
     if spec.length_targets:
         task = LengthTargetTask(task, spec.length_targets, seed=spec.seed)
+    if spec.subset:
+        task = SubsetTask(task, registered_subset(spec.subset, spec.model_dump(mode="json")).kept)
     return task

@@ -3,12 +3,12 @@ and each console script follows it (in-process, so the checks are fast and need 
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from dashboard.service import free_port
 from deploy.checkpoint_cli import main as checkpoint_main
 from deploy.cli import main as devnet_main
 from deploy.kubo_node import KuboStartError
@@ -63,9 +63,7 @@ def test_an_unknown_error_is_a_bug_not_an_exit_code() -> None:
 
 
 def _dead_rpc() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}"
+    return f"http://127.0.0.1:{free_port()}"
 
 
 COMMANDS = {

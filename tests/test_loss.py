@@ -7,7 +7,7 @@ import torch
 
 from trainer.advantages import group_advantages
 from trainer.filtering import informative_groups, is_stale
-from trainer.loss import LossConfig, clipped_token_loss, grpo_loss, k3_kl, token_logprobs
+from trainer.loss import LossConfig, clipped_token_loss, grpo_loss, k3_kl, token_logprobs, truncated_is_weight
 
 
 def _token(ratio: float, advantage: float, epsilon: float = 0.2, delta: float = 4.0):
@@ -105,6 +105,82 @@ def test_zero_advantage_groups_are_dropped_and_counted():
     assert result.keep == [1]
     assert result.dropped_zero_advantage == 3
     assert result.advantages[0].abs().sum() == 0
+
+
+def test_identical_non_dyadic_rewards_are_dropped_whatever_their_float_rounding():
+    rewards = torch.full((1, 16), 0.7)
+    # normalised advantages of this group are rounding error, not zero ...
+    assert group_advantages(rewards).abs().max() > 0.01
+    # ... so the filter decides on the raw rewards
+    result = informative_groups(rewards)
+    assert result.keep == []
+    assert result.dropped_zero_advantage == 1
+    assert result.advantages.abs().sum() == 0
+
+
+def test_a_length_penalty_spread_is_informative_and_a_spread_within_tol_is_not():
+    # two correct answers, 1 token apart under a 0.0003-per-token length penalty
+    rewards = torch.tensor([[1.0 - 0.0003 * 2, 1.0 - 0.0003 * 3], [0.7, 0.7 + 1e-9]], dtype=torch.float64)
+    result = informative_groups(rewards, tol=1e-6)
+    assert result.keep == [0]
+    assert result.advantages[0].tolist() == pytest.approx([1.0, -1.0], abs=1e-2)
+
+
+def test_is_weight_is_truncated_at_the_cap():
+    logp_behav = torch.log(torch.tensor([0.5, 0.25, 0.1]))
+    logp_prox = torch.log(torch.tensor([0.25, 0.25, 0.5]))  # ratios 0.5, 1, 5
+    weight, raw = truncated_is_weight(logp_prox, logp_behav, cap=2.0)
+    assert weight.tolist() == pytest.approx([0.5, 1.0, 2.0], abs=1e-6)
+    assert raw.tolist() == pytest.approx([0.5, 1.0, 5.0], abs=1e-5)
+
+
+def test_a_truncated_is_weight_scales_the_token_gradient_by_the_cap():
+    def grad_of_logits(logp_behav_shift: float, cap: float):
+        logits = torch.tensor([[[0.3, -0.2, 0.1]]], requires_grad=True)
+        targets = torch.tensor([[0]])
+        logp_behav = token_logprobs(logits.detach(), targets, 1.0) - logp_behav_shift  # π_prox/π_behav = e^shift
+        out = grpo_loss(logits, targets, torch.ones(1, 1), torch.tensor([1.0]), logp_behav, 1.0, 1,
+                        LossConfig(is_weight_cap=cap))
+        out.loss.backward()
+        return logits.grad, out
+
+    on_policy, out_fresh = grad_of_logits(0.0, cap=2.0)
+    stale, out_stale = grad_of_logits(math.log(5.0), cap=2.0)  # raw weight 5, truncated to 2
+    assert torch.allclose(stale, 2.0 * on_policy, atol=1e-6)
+    assert out_stale.is_weight_max == pytest.approx(5.0, rel=1e-5)
+    assert out_stale.is_truncated_fraction == 1.0 and out_fresh.is_truncated_fraction == 0.0
+    assert out_stale.is_weight_mean == pytest.approx(2.0)
+    assert out_stale.clipped_fraction == 0.0  # r = π_θ/π_prox = 1: a stale token is not clipped
+
+
+def _coupled_reference_loss(logits, targets, mask, advantages, logp_old, budget, epsilon=0.2, delta=4.0):
+    """The loss before decoupling: r = π_θ/π_old, no IS weight, written out independently."""
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    r = torch.exp(logp - logp_old)
+    c1 = r.clamp(0.0, delta)
+    c2 = c1.clamp(1 - epsilon, 1 + epsilon)
+    a = advantages.unsqueeze(-1)
+    return (torch.maximum(-c1 * a, -c2 * a) * mask).sum() / budget
+
+
+def test_decoupled_loss_equals_the_coupled_one_when_proximal_and_behaviour_policies_agree():
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(4, 5, 7, generator=gen)
+    targets = torch.randint(0, 7, (4, 5), generator=gen)
+    mask = (torch.rand(4, 5, generator=gen) > 0.2).float()
+    advantages = torch.randn(4, generator=gen)
+    logp_now = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    logp_old = logp_now + 0.6 * torch.randn(4, 5, generator=gen)  # ratios on both sides of the clip range
+    a = logits.clone().requires_grad_(True)
+    b = logits.clone().requires_grad_(True)
+    out = grpo_loss(a, targets, mask, advantages, logp_old, 1.0, 20, LossConfig(), logp_prox=logp_old)
+    reference = _coupled_reference_loss(b, targets, mask, advantages, logp_old, 20)
+    out.loss.backward()
+    reference.backward()
+    assert 0.1 < out.clipped_fraction < 0.9
+    assert float(out.loss.detach()) == pytest.approx(float(reference.detach()), abs=1e-6)
+    assert torch.allclose(a.grad, b.grad, atol=1e-6)
+    assert out.is_weight_mean == pytest.approx(1.0)
 
 
 def test_staleness_bound_is_async_level_steps():

@@ -46,13 +46,14 @@ SPEC = RunSpec(
 EXPECTED = {
     "fabricated_rewards": {Reason.REWARD},
     "cherry_picked_prompts": {Reason.ASSIGNMENT},
-    "tampered_completion": {Reason.TERMINATION, Reason.SAMPLING, Reason.TOPLOC},
+    "tampered_completion": {Reason.TERMINATION, Reason.SAMPLING, Reason.LOGPROBS, Reason.TOPLOC},
     "wrong_temperature": {Reason.SAMPLING},
     "greedy_decoding": {Reason.SAMPLING},
-    "other_weights": {Reason.SAMPLING, Reason.TOPLOC, Reason.TERMINATION},
-    "perturbed_weights": {Reason.SAMPLING, Reason.TOPLOC, Reason.TERMINATION},
+    "other_weights": {Reason.SAMPLING, Reason.LOGPROBS, Reason.TOPLOC, Reason.TERMINATION},
+    "perturbed_weights": {Reason.SAMPLING, Reason.LOGPROBS, Reason.TOPLOC, Reason.TERMINATION},
     "corrupted_proofs": {Reason.TOPLOC},
     "truncated_completion": {Reason.TERMINATION},
+    "altered_logprobs": {Reason.LOGPROBS},
     "withheld": {Reason.UNAVAILABLE},
 }
 
@@ -93,12 +94,14 @@ class Protocol:
         daemon.prepare()
         return daemon
 
-    def validator(self, name: str = "validator") -> ValidatorDaemon:
+    def validator(self, name: str = "validator", checker=RolloutChecker, **config) -> ValidatorDaemon:
+        """A validator daemon of the pool; `checker` (a RolloutChecker subclass) and DaemonConfig overrides."""
         state = self.tmp / name
-        factory = functools.partial(RolloutChecker, self.anvil.rpc_url, str(self.deployments), self.kubo_api,
+        factory = functools.partial(checker, self.anvil.rpc_url, str(self.deployments), self.kubo_api,
                                     self.pool_id, state / "cache")
+        options = {"fetch_timeout_s": 3.0, "fetch_attempts": 1, **config}
         return ValidatorDaemon(self.ledger(3), DaemonConfig(pool_id=self.pool_id, state_dir=state,
-                                                            kubo_api=self.kubo_api, fetch_timeout_s=3.0), factory)
+                                                            kubo_api=self.kubo_api, **options), factory)
 
     def close(self) -> None:
         self.kubo.close()
@@ -142,7 +145,7 @@ def test_honest_and_adversarial_work_are_told_apart(protocol):
         assert reason in EXPECTED[name], f"{name}: {reason}"
     print("\nattack → verdict:", dict(matrix))
     slashed = protocol.ledger(0).stake.bonded_of(protocol.accounts[5].address)
-    assert slashed == 0  # 10 challenges × 50 tokens exceed the 100 staked: all of it is gone
+    assert slashed == 0  # 11 challenges × 50 tokens exceed the 100 staked: all of it is gone
 
     source = LedgerSource(protocol.ledger(2), protocol.kubo, protocol.pool_id)
     items = source.poll()

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from tasks import TaskError, TaskSpec, build_task, task_names
-from tasks.difficulty import SubsetTask, filter_by_difficulty
+from tasks.base import assignment_space
+from tasks.difficulty import SubsetTask, difficulty_subset, filter_by_difficulty, register_subset
 from tasks.procedural import SOLVERS
 from tasks.verify import answers_match, extract_answer
 
@@ -138,3 +139,36 @@ def test_difficulty_filter_keeps_the_band_of_pass_rates():
     assert subset.problem(1).prompt == task.problem(2).prompt
     with pytest.raises(TaskError):
         filter_by_difficulty(task, [0], sample, band=(0.9, 0.1))
+
+
+def test_offline_filter_on_a_length_target_task_counts_correct_answers_as_solved():
+    spec = TaskSpec(name="sort", params={"min_digits": 3, "max_digits": 3}, length_targets=(2, 8))
+    task = build_task(spec)
+    problems = [task.problem(i) for i in range(4)]
+    assert all(task.reward(p, p.answer, 3) < 1.0 for p in problems)  # no correct answer reaches 1.0
+    calls = {"n": 0}
+
+    def sample(prompts):  # problem 0 always correct, 1 half the time, 2 once in four, 3 never
+        calls["n"] += 1
+        solve_rate = [1.0, 0.5, 0.25, 0.0]
+        by_prompt = {p.prompt: (i, p.answer) for i, p in enumerate(problems)}
+        return [by_prompt[q][1] if (calls["n"] - 1) / 4 < solve_rate[by_prompt[q][0]] else "000" for q in prompts]
+
+    subset = difficulty_subset(task, spec.model_dump(mode="json"), candidates=4, sample=sample, attempts=4,
+                               band=(0.1, 0.8), base_checkpoint="0x" + "11" * 32)
+    assert subset.pass_rates == [1.0, 0.5, 0.25, 0.0]
+    assert subset.kept == [1, 2]
+
+    data = subset.to_bytes()
+    named = spec.model_copy(update={"subset": subset.digest})
+    with pytest.raises(TaskError, match="not fetched"):
+        build_task(named.model_copy(update={"subset": "0x" + "00" * 32}))
+    assert register_subset(data) == subset.digest
+    filtered = build_task(named)
+    assert assignment_space(filtered) == 2  # workers and validators assign from the subset only
+    assert [filtered.problem(i).prompt for i in range(2)] == [problems[1].prompt, problems[2].prompt]
+    assert filtered.reward(filtered.problem(0), problems[1].answer, 3) == task.reward(problems[1], problems[1].answer, 3)
+    assert filtered.problem(0, "test").prompt == task.problem(0, "test").prompt
+    other = TaskSpec(name="rev", subset=subset.digest)
+    with pytest.raises(TaskError, match="another task"):
+        build_task(other)

@@ -160,3 +160,38 @@ def test_files_sampled_with_other_settings_are_rejected_and_counted(tmp_path):
     metrics = trainer.train_step()
     assert metrics.rejected_files == 1
     assert metrics.files_consumed == 2
+
+
+def test_staleness_is_counted_at_consumption_and_the_is_weight_corrects_it(tmp_path):
+    source = InMemorySource()
+    trainer = Trainer(_config(tmp_path, async_level=2, max_steps=10, optim={"lr": 1e-2, "warmup_steps": 0}),
+                      _model(), source)
+    trainer.start()
+    source.put("fresh", _batch(0, policy_step=0))
+    first = trainer.train_step()
+    assert first.staleness_histogram == {"0": 2} and first.submission_staleness == [0]
+    assert first.is_weight_mean == pytest.approx(1.0) and first.clipped_fraction == 0.0
+    source.put("late", _batch(1, policy_step=0, groups=1))
+    source.put("recent", _batch(2, policy_step=1, groups=1))
+    second = trainer.train_step()
+    assert second.staleness_histogram == {"0": 1, "1": 1}
+    assert sorted(second.submission_staleness) == [0, 1]
+    # made with policy 0 and accepted only now (a slow verdict): consumed at step 2, two steps old
+    source.put("older", _batch(3, policy_step=0))
+    third = trainer.train_step()
+    assert third.staleness_histogram == {"2": 2}
+    assert third.submission_staleness == [2]
+    assert third.is_weight_mean != pytest.approx(1.0, abs=1e-4)  # π_prox moved away from π_behav
+    assert 0 < third.is_weight_mean <= trainer.config.loss.is_weight_cap
+    assert third.clipped_fraction == 0.0
+
+
+def test_a_group_of_identical_non_dyadic_rewards_is_not_trained_on(tmp_path):
+    source = InMemorySource()
+    trainer = Trainer(_config(tmp_path), _model(), source)
+    trainer.start()
+    source.put("seven-tenths", _batch(0, rewards=[0.7] * G))
+    source.put("informative", _batch(1))
+    metrics = trainer.train_step()
+    assert metrics.dropped_zero_advantage_groups == 2
+    assert metrics.batch_reward == pytest.approx(0.5)

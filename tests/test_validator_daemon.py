@@ -1,13 +1,17 @@
 """The validator daemon's chain and IPFS mechanics against real anvil + Kubo.
 
 The rollout checks themselves are exercised by the adversary tests; here a small checker that
-rejects files starting with b"bad" stands in, so these tests isolate fetching, verdicts,
-evidence, idempotency and metrics.
+rejects files starting with b"bad" stands in (and segfaults, hangs or raises on files that ask
+it to), so these tests isolate fetching, retries, checker failures, verdicts, evidence,
+idempotency and metrics.
 """
 
 from __future__ import annotations
 
+import ctypes
+import hashlib
 import json
+import time
 
 import pytest
 
@@ -20,6 +24,12 @@ from validator.daemon import CheckOutcome, DaemonConfig, Submission, ValidatorDa
 
 class PrefixChecker:
     def check(self, submission: Submission, data: bytes) -> CheckOutcome:
+        if data.startswith(b"segfault"):
+            ctypes.string_at(0)  # a real SIGSEGV in the checker process
+        if data.startswith(b"hang"):
+            time.sleep(3600)
+        if data.startswith(b"raise"):
+            raise RuntimeError("x" * 100_000)
         if data.startswith(b"bad"):
             return CheckOutcome(False, Reason.SCHEMA, "not a rollout file", statistics={"bytes": len(data)})
         return CheckOutcome(True, tokens=len(data))
@@ -33,9 +43,11 @@ def make_prefix_checker() -> PrefixChecker:
 def daemon_factory(chain, kubo_node, tmp_path):
     made = []
 
-    def make(state="validator") -> ValidatorDaemon:
+    def make(state="validator", **overrides) -> ValidatorDaemon:
+        values = dict(fetch_timeout_s=1.0, fetch_attempts=2, retry_backoff_s=0.2, check_timeout_s=5.0,
+                      processes=1, max_in_flight=2)
         cfg = DaemonConfig(pool_id=chain.pool_id, state_dir=tmp_path / state, kubo_api=kubo_node.api_multiaddr,
-                           fetch_timeout_s=2.0, processes=1, max_in_flight=2)
+                           **{**values, **overrides})
         d = ValidatorDaemon(chain.validator, cfg, make_prefix_checker)
         made.append(d)
         return d
@@ -53,7 +65,9 @@ def test_every_submission_gets_exactly_one_verdict(chain, kubo, daemon_factory, 
         chain.worker(i % 2).pool.submit_work(chain.pool_id, 0, digest, 4)
 
     daemon = daemon_factory()
-    assert daemon.run_once() == 3
+    assert daemon.run_once() == 2  # the missing file waits for its second fetch attempt
+    assert get_work(chain.owner, missing).status == WorkStatus.PENDING
+    assert _run_until_judged(daemon, chain, [missing])
     assert get_work(chain.owner, good).status == WorkStatus.ACCEPTED
     assert get_work(chain.owner, bad).status == WorkStatus.REJECTED
     assert get_work(chain.owner, missing).status == WorkStatus.REJECTED
@@ -71,6 +85,85 @@ def test_every_submission_gets_exactly_one_verdict(chain, kubo, daemon_factory, 
     assert restarted.run_once() == 0
     journal = [json.loads(l) for l in (tmp_path / "validator" / "verdicts.jsonl").read_text().splitlines()]
     assert sorted(j["verdict"] for j in journal) == ["accepted", "challenged", "challenged"]
+
+
+def _run_until_judged(daemon: ValidatorDaemon, chain, work_ids: list[bytes], timeout: float = 60.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        daemon.run_once()
+        if all(get_work(chain.owner, w).status != WorkStatus.PENDING for w in work_ids):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _reason(chain, work_id: bytes) -> Reason | None:
+    logs = chain.owner.pool.contract.events.WorkChallenged.get_logs(from_block=0)
+    return next((Reason(l["args"]["reasonCode"]) for l in logs if bytes(l["args"]["workId"]) == work_id), None)
+
+
+def _metric(daemon: ValidatorDaemon, name: str, labels: dict | None = None) -> float:
+    return daemon.metrics.registry.get_sample_value(name, labels or {}) or 0.0
+
+
+def test_unavailable_file_is_fetched_again_with_backoff_then_challenged(chain, kubo, daemon_factory):
+    missing = bytes.fromhex("cd" * 32)
+    chain.worker(0).pool.submit_work(chain.pool_id, 0, missing, 1)
+    daemon = daemon_factory(fetch_attempts=3, retry_backoff_s=1.0)
+    assert daemon.run_once() == 0
+    assert daemon.run_once() == 0  # the retry is not due yet
+    assert _metric(daemon, "proofswarm_validator_retries_total", {"kind": "fetch"}) == 1
+    put_object(kubo, b"late but here")  # an unrelated upload: the missing file stays missing
+    started = time.monotonic()
+    assert _run_until_judged(daemon, chain, [missing])
+    assert time.monotonic() - started >= 1.0  # attempts 2 and 3 came after 1 s and 2 s of backoff
+    assert _reason(chain, missing) == Reason.UNAVAILABLE
+    assert _metric(daemon, "proofswarm_validator_retries_total", {"kind": "fetch"}) == 2
+    assert not daemon.retries.entries
+
+
+def test_file_uploaded_between_attempts_is_judged_on_its_content(chain, kubo, daemon_factory):
+    data = b"good but late"
+    digest = hashlib.sha256(data).digest()
+    chain.worker(0).pool.submit_work(chain.pool_id, 0, digest, 1)
+    daemon = daemon_factory(fetch_attempts=3)
+    assert daemon.run_once() == 0
+    assert put_object(kubo, data) == digest
+    assert _run_until_judged(daemon, chain, [digest])
+    assert get_work(chain.owner, digest).status == WorkStatus.ACCEPTED
+
+
+@pytest.mark.parametrize("kind, payload", [("crash", b"segfault me"), ("timeout", b"hang forever"),
+                                           ("error", b"raise an exception")])
+def test_file_that_breaks_the_checker_is_challenged_after_three_failures(chain, kubo, daemon_factory, kind, payload):
+    hostile = put_object(kubo, payload)
+    honest = put_object(kubo, b"honest after " + payload)
+    chain.worker(0).pool.submit_work(chain.pool_id, 0, hostile, 1)
+    daemon = daemon_factory(check_timeout_s=3.0, max_checker_failures=3)
+    assert daemon.run_once() == 0  # first failure: the file is kept for another try, in a fresh process
+    chain.worker(1).pool.submit_work(chain.pool_id, 0, honest, 1)
+    assert _run_until_judged(daemon, chain, [hostile, honest])
+    assert _reason(chain, hostile) == Reason.UNCHECKABLE
+    assert get_work(chain.owner, honest).status == WorkStatus.ACCEPTED  # the daemon judged on after the failures
+    assert _metric(daemon, "proofswarm_validator_check_failures_total", {"kind": kind}) == 3
+    if kind != "error":
+        assert _metric(daemon, "proofswarm_validator_checker_restarts_total") == 3
+    logs = chain.owner.pool.contract.events.WorkChallenged.get_logs(from_block=0)
+    evidence_digest = next(bytes(l["args"]["evidenceDigest"]) for l in logs if bytes(l["args"]["workId"]) == hostile)
+    evidence = Evidence.model_validate_json(get_object(kubo, evidence_digest))
+    assert evidence.reason == "UNCHECKABLE" and "3 times" in evidence.message and len(evidence.message) <= 200
+    assert len(evidence.statistics["attempts"]) == 3
+
+
+def test_retries_survive_a_restart(chain, kubo, daemon_factory):
+    missing = bytes.fromhex("ef" * 32)
+    chain.worker(0).pool.submit_work(chain.pool_id, 0, missing, 1)
+    first = daemon_factory("v", fetch_attempts=2)
+    assert first.run_once() == 0  # cursor committed past the submission, which waits in the retry book
+    first.close()
+    restarted = daemon_factory("v", fetch_attempts=2)
+    assert _run_until_judged(restarted, chain, [missing])
+    assert _reason(chain, missing) == Reason.UNAVAILABLE
 
 
 def test_uncommitted_batch_is_redelivered_but_not_judged_twice(chain, kubo, daemon_factory):

@@ -2,7 +2,9 @@
 
 Builds the in-code char-level Llama, gives it a short supervised warm start on the run spec's
 task (the answer format, not the skill), adds it to IPFS as the step-0 checkpoint and adds the
-run spec; prints the two digests a pool owner puts in the pool config (`base_checkpoint`,
+run spec; with `--difficulty-candidates N` it first measures the base policy's pass rate on
+train problems 0 … N−1, stores the kept band as a difficulty-subset file and names its
+digest in the run spec's task (computed once, here, with the base policy); prints the two digests a pool owner puts in the pool config (`base_checkpoint`,
 `task`). Deterministic in its arguments: the same spec and seed give the same digests.
 """
 
@@ -10,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import tomllib
 from pathlib import Path
 
 import torch
@@ -21,21 +22,15 @@ from inference.tiny import build_char_tokenizer, build_tiny_llama
 from ledger_client.cli import UsageError, load_devnet_info
 from ledger_client.ipfs.content import publish_run_spec
 from ledger_client.ipfs.kubo import KuboClient
-from protocol.runspec import RunSpec
+from ledger_client.ipfs.task_subset import publish_task_subset
+from protocol.runspec import RunSpec, load_run_spec
+from tasks.base import TaskError
+from tasks.difficulty import difficulty_subset
 from tasks.registry import build_task
 from trainer.config import ModelSpec
+from trainer.evaluate import policy_sampler
 from trainer.publish import base_checkpoint_digest
 from trainer.warmstart import supervised_warm_start
-
-
-def load_run_spec(path: Path) -> RunSpec:
-    """A RunSpec from TOML (see examples/run.toml)."""
-    try:
-        return RunSpec.model_validate(tomllib.loads(path.read_text()))
-    except FileNotFoundError:
-        raise UsageError(f"run spec {path} does not exist") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"run spec {path} is not valid TOML: {exc}") from None
 
 
 def init_policy(spec: RunSpec, model: ModelSpec, warm_steps: int, warm_lr: float,
@@ -67,6 +62,11 @@ def add_init_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warm-steps", type=int, default=25)
     p.add_argument("--warm-lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--difficulty-candidates", type=int, default=0,
+                   help="offline difficulty filter over this many train problems (0: no filter)")
+    p.add_argument("--difficulty-attempts", type=int, default=8, help="samples per problem for its pass rate")
+    p.add_argument("--difficulty-band", type=float, nargs=2, default=(0.1, 0.8), metavar=("LOW", "HIGH"),
+                   help="keep problems whose pass rate lies in [LOW, HIGH]")
 
 
 def run_init(args: argparse.Namespace) -> int:
@@ -74,11 +74,26 @@ def run_init(args: argparse.Namespace) -> int:
     kubo_api = args.kubo_api or (load_devnet_info(args.devnet_dir) or {}).get("kubo_api")
     if not kubo_api:
         raise UsageError("no --kubo-api given and no devnet is up")
+    if args.difficulty_candidates < 0:
+        raise UsageError("--difficulty-candidates must be >= 0")
     torch.set_num_threads(min(2, torch.get_num_threads()))
     model, tokenizer = init_policy(spec, ModelSpec(hidden=args.hidden, layers=args.layers, heads=args.heads),
                                    args.warm_steps, args.warm_lr, args.seed, checkpoint=args.checkpoint)
     with KuboClient(kubo_api) as kubo:
         base = base_checkpoint_digest(kubo, model.state_dict(), model.config, tokenizer)
+        subset_line = {}
+        if args.difficulty_candidates:
+            sample = policy_sampler(model, tokenizer, spec.sampling.temperature, spec.sampling.max_tokens, args.seed)
+            try:
+                task_spec = spec.task
+                subset = difficulty_subset(build_task(task_spec), task_spec.model_dump(mode="json"),
+                                           args.difficulty_candidates, sample, args.difficulty_attempts,
+                                           tuple(args.difficulty_band), base_checkpoint="0x" + base.hex())
+            except TaskError as exc:
+                raise UsageError(str(exc)) from None
+            digest = publish_task_subset(kubo, subset)
+            spec = spec.model_copy(update={"task": spec.task.model_copy(update={"subset": digest})})
+            subset_line = {"subset": digest, "subset_size": len(subset.kept)}
         task_ref = publish_run_spec(kubo, spec)
-    print(json.dumps({"base_checkpoint": "0x" + base.hex(), "task": "0x" + task_ref.hex()}))
+    print(json.dumps({"base_checkpoint": "0x" + base.hex(), "task": "0x" + task_ref.hex(), **subset_line}))
     return 0

@@ -48,6 +48,9 @@ class TrainerConfig(BaseSettings):
     sampling: SamplingSpec = Field(SamplingSpec(), description="must equal the workers' (a pool's run spec sets it)")
     batch_samples: int = Field(128, ge=2, description="informative samples per optimizer step")
     async_level: int = Field(DEFAULT_ASYNC_LEVEL, ge=0, description="rollouts from policies older than step − k are dropped")
+    reward_spread_tol: float = Field(
+        1e-6, ge=0, description="a group is informative when max(reward) − min(reward) exceeds this"
+    )
     max_steps: int = Field(100, ge=1)
     checkpoint_every: int = Field(1, ge=1)
     poll_interval_s: float = Field(0.02, gt=0)

@@ -10,7 +10,7 @@ reduce-scatter (or DDP's all-reduce) is the one-process gradient.
   and AdamW state; DDP replicates them. The process group is gloo: the loop keeps model and
   batch on the CPU (torch 2.15's gloo has every collective FSDP2 uses).
 - Retained policies and published policies are full state dicts gathered on every rank (each
-  rank recomputes logp_old for its own rows); only rank 0 publishes, so what goes to IPFS stays
+  rank recomputes logp_behav for its own rows); only rank 0 publishes, so what goes to IPFS stays
   an ordinary Hugging Face safetensors checkpoint.
 - Trainer checkpoints: model and optimizer as torch.distributed.checkpoint (DCP) shards in
   `step_N/sharded/` (each rank writes its own shards), everything else (scheduler, retained
@@ -153,7 +153,7 @@ class Distributed:
         if self.is_main:
             try:
                 box[0] = ("ok", fn())
-            except Exception as exc:  # every rank must leave the collective, then rank 0 raises
+            except Exception as exc:  # noqa: BLE001 - every rank must leave the collective, then rank 0 raises
                 box[0] = ("error", exc)
         dist.broadcast_object_list(box, src=0)
         status, value = box[0]

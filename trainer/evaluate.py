@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from inference.torch_backend import TorchBackend
@@ -21,7 +23,26 @@ def greedy_accuracy(
         [0] * n_problems,
     )
     solved = sum(
-        task.reward(p, tokenizer.decode(c.token_ids, skip_special_tokens=True), len(c.token_ids)) >= 1.0
+        task.is_correct(p, tokenizer.decode(c.token_ids, skip_special_tokens=True))
         for p, c in zip(problems, completions, strict=True)
     )
     return solved / n_problems
+
+
+def policy_sampler(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, temperature: float, max_tokens: int, seed: int = 0
+) -> Callable[[list[str]], list[str]]:
+    """A `tasks.difficulty.SampleFn`: one sampled completion text per prompt, fresh seeds per call."""
+    calls = [0]
+
+    def sample(prompts: list[str]) -> list[str]:
+        base = seed + calls[0] * len(prompts)
+        calls[0] += 1
+        completions = TorchBackend(model).generate(
+            [encode_prompt(tokenizer, p) for p in prompts],
+            SamplingSpec(temperature=temperature, max_tokens=max_tokens),
+            [base + i for i in range(len(prompts))],
+        )
+        return [tokenizer.decode(c.token_ids, skip_special_tokens=True) for c in completions]
+
+    return sample

@@ -29,13 +29,23 @@ class GroupFilterResult:
     dropped_zero_advantage: int
 
 
-def informative_groups(rewards: torch.Tensor) -> GroupFilterResult:
-    """Drop groups whose advantages are all zero (every completion got the same reward).
+REWARD_SPREAD_TOL = 1e-6
 
-    Such groups contribute nothing to the policy gradient but would still dilute the
-    token-budget normalisation; they are dropped and counted.
+
+def informative_groups(rewards: torch.Tensor, tol: float = REWARD_SPREAD_TOL) -> GroupFilterResult:
+    """Keep the groups whose raw rewards differ: max − min > tol.
+
+    The decision is made on the rewards themselves, not on normalised advantages: the
+    mean of identical non-dyadic rewards (16 × 0.7) is not exactly 0.7 in floating point,
+    so (r − mean) / (std + eps) of such a group is a small non-zero number and the group
+    would be kept with advantages made of rounding error. Dropped groups would contribute
+    nothing to the gradient but still dilute the token-budget normalisation.
     """
+    if tol < 0:
+        raise ValueError(f"tol must be >= 0, got {tol}")
+    rewards = rewards.double()
+    spread = rewards.amax(dim=1) - rewards.amin(dim=1)
+    keep = [i for i, flag in enumerate((spread > tol).tolist()) if flag]
     advantages = group_advantages(rewards)
-    nonzero = advantages.abs().amax(dim=1) > 0
-    keep = [i for i, flag in enumerate(nonzero.tolist()) if flag]
-    return GroupFilterResult(keep=keep, advantages=advantages, dropped_zero_advantage=len(nonzero) - len(keep))
+    advantages[spread <= tol] = 0.0
+    return GroupFilterResult(keep=keep, advantages=advantages.float(), dropped_zero_advantage=len(spread) - len(keep))

@@ -3,14 +3,18 @@
 Per step s:
   1. collect — take rollout files from the work source until the buffer holds a full batch
      of informative samples: drop files from policies older than s − async_level (stale),
-     recompute advantages from the rewards per group, drop zero-advantage groups;
-  2. recompute logp_old for every batch sample with the policy that sampled it (the
-     trainer keeps the last async_level + 1 policies);
-  3. one AdamW step on the GRPO loss (trainer/loss.py), gradient-norm clipped;
+     drop groups whose raw rewards are all equal (zero advantage), compute advantages
+     from the rewards per group;
+  2. recompute logp_behav for every batch sample with the policy that sampled it (the
+     trainer keeps the last async_level + 1 policies); the current policy is π_prox;
+  3. one AdamW step on the decoupled GRPO loss (trainer/loss.py), gradient-norm clipped;
   4. publish the new policy (step s + 1) through every publisher hook;
   5. checkpoint model, optimizer, retained policies, buffer and work-source cursor in one
      atomic commit, and append a metrics line.
-"""
+
+Staleness is counted at consumption: a submission made with policy p and first trained on
+at step s is s − p steps old, which includes every step it spent waiting for its verdict
+(the ledger source hands out only accepted work) and in the trainer's buffer."""
 
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ from transformers import PreTrainedModel
 from trainer.batching import PackedBatch, completion_logprobs, pack
 from trainer.config import TrainerConfig
 from trainer.filtering import informative_groups, is_stale
-from trainer.loss import grpo_loss
+from trainer.loss import grpo_loss, token_logprobs
 from trainer.parallel import Parallel, SingleProcess
 from trainer.work_source import WorkItem, WorkSource
 
@@ -53,6 +57,7 @@ class BufferedGroup:
     worker_logprobs: list[list[float]]
     rewards: list[float]
     advantages: list[float]
+    first_of_submission: bool = False  # the first kept group of its rollout file
 
 
 @dataclass
@@ -69,10 +74,15 @@ class StepMetrics:
     clipped_fraction: float
     delta_clamped_fraction: float
     mean_ratio: float
+    is_weight_mean: float
+    is_weight_max: float
+    is_truncated_fraction: float
     reward: float | None  # mean over the rollouts taken in since the last step; None if none
     batch_reward: float
     staleness_mean: float
     staleness_max: int
+    staleness_histogram: dict[str, int]  # batch groups by staleness (trainer step − policy step)
+    submission_staleness: list[int]  # one per submission first trained on in this step
     dropped_stale_groups: int
     dropped_zero_advantage_groups: int
     files_consumed: int
@@ -99,7 +109,7 @@ class Trainer:
     ) -> None:
         self.config = config
         self.parallel = parallel or SingleProcess()
-        self._scratch = copy.deepcopy(model)  # unwrapped: logp_old of retained policies, evaluation
+        self._scratch = copy.deepcopy(model)  # unwrapped: logp_behav of retained policies, evaluation
         self.model = self.parallel.wrap(model)
         self.source = source
         self.publishers = publishers or []
@@ -199,7 +209,7 @@ class Trainer:
         header = item.batch.header
         self._counters["files"] += 1
         if header.sampling != self.config.sampling:
-            # logp_old and the token budget assume the pool's sampling settings
+            # logp_behav and the token budget assume the pool's sampling settings
             self._counters["rejected"] += 1
             return
         rewards = torch.tensor([s.reward for s in item.batch.samples]).view(-1, header.sampling.group_size)
@@ -208,7 +218,7 @@ class Trainer:
         if is_stale(header.policy_step, self.step, self.config.async_level) or header.policy_step not in self.policies:
             self._counters["stale"] += item.batch.n_groups
             return
-        filtered = informative_groups(rewards)
+        filtered = informative_groups(rewards, self.config.reward_spread_tol)
         self._counters["zero_adv"] += filtered.dropped_zero_advantage
         for g in filtered.keep:
             group_size = header.sampling.group_size
@@ -221,6 +231,7 @@ class Trainer:
                     worker_logprobs=[s.logprobs for s in members],
                     rewards=[s.reward for s in members],
                     advantages=filtered.advantages[g].tolist(),
+                    first_of_submission=g == filtered.keep[0],
                 )
             )
 
@@ -251,7 +262,7 @@ class Trainer:
             self._report(waiting=True)
             now = time.perf_counter()
             waiting_since = waiting_since or now
-            if self.parallel.from_main(lambda: now - waiting_since > self.config.wait_timeout_s):
+            if self.parallel.from_main(lambda now=now, since=waiting_since: now - since > self.config.wait_timeout_s):
                 raise TrainerStarved(f"no usable rollouts for {self.config.wait_timeout_s:.0f}s at step {self.step}")
             if items:
                 waiting_since = now
@@ -263,15 +274,17 @@ class Trainer:
     # -- the step -------------------------------------------------------------------------
 
     @torch.no_grad()
-    def _old_logprobs(self, policy_of_row: list[int], packed: PackedBatch) -> torch.Tensor:
-        """logp_old of every row, from the retained policy that sampled it."""
-        logp_old = torch.zeros_like(packed.targets, dtype=torch.float32)
-        for policy_step in sorted(set(policy_of_row)):
+    def _behaviour_logprobs(self, policy_of_row: list[int], packed: PackedBatch) -> torch.Tensor:
+        """logp_behav of every row, from the retained policy that sampled it. Rows of the
+        current policy are left for the loss, which fills them from the training pass
+        itself (π_behav = π_prox = π_θ there)."""
+        logp_behav = torch.full_like(packed.targets, float("nan"), dtype=torch.float32)
+        for policy_step in sorted(set(policy_of_row) - {self.step}):
             index = torch.tensor([i for i, s in enumerate(policy_of_row) if s == policy_step])
             self._scratch.load_state_dict(self.policies[policy_step])
             sub = PackedBatch(packed.inputs[index], packed.targets[index], packed.loss_mask[index])
-            logp_old[index] = completion_logprobs(self._scratch, sub, self.config.sampling.temperature)
-        return logp_old
+            logp_behav[index] = completion_logprobs(self._scratch, sub, self.config.sampling.temperature)
+        return logp_behav
 
     def train_step(self) -> StepMetrics:
         """Collect a batch, take one optimizer step, publish and checkpoint."""
@@ -289,7 +302,7 @@ class Trainer:
         mine = self.parallel.rows(len(completions))
         packed = PackedBatch(packed.inputs[mine], packed.targets[mine], packed.loss_mask[mine])
         advantages = advantages[mine]
-        logp_old = self._old_logprobs([groups[gi].policy_step for gi in group_of_row][mine], packed)
+        logp_behav = self._behaviour_logprobs([groups[gi].policy_step for gi in group_of_row][mine], packed)
         logp_ref = None
         if self.reference is not None:
             with torch.no_grad():
@@ -297,9 +310,12 @@ class Trainer:
 
         self.model.train()
         logits = self.model(input_ids=packed.inputs).logits
+        # π_prox is the policy at the start of this step: the parameters of this very pass
+        logp_prox = token_logprobs(logits.detach(), packed.targets, self.config.sampling.temperature)
+        logp_behav = torch.where(torch.isnan(logp_behav), logp_prox, logp_behav)
         out = grpo_loss(
-            logits, packed.targets, packed.loss_mask, advantages, logp_old,
-            self.config.sampling.temperature, self.config.token_budget, self.config.loss, logp_ref,
+            logits, packed.targets, packed.loss_mask, advantages, logp_behav,
+            self.config.sampling.temperature, self.config.token_budget, self.config.loss, logp_ref, logp_prox,
         )
         self.optimizer.zero_grad(set_to_none=True)
         (out.loss * self.parallel.loss_scale).backward()
@@ -311,9 +327,11 @@ class Trainer:
         self.model.eval()
 
         worker_logprobs = [lp for g in groups for lp in g.worker_logprobs][mine]
-        mismatch = self.parallel.reduce_mean(_worker_trainer_mismatch(worker_logprobs, logp_old, packed.loss_mask),
+        mismatch = self.parallel.reduce_mean(_worker_trainer_mismatch(worker_logprobs, logp_behav, packed.loss_mask),
                                              float(packed.loss_mask.sum()))
         staleness = [self.step - g.policy_step for g in groups]
+        histogram = {str(k): staleness.count(k) for k in sorted(set(staleness))}
+        submission_staleness = [self.step - g.policy_step for g in groups if g.first_of_submission]
         rewards = [r for g in groups for r in g.rewards]
         self.step += 1
         consumed_rewards, self._consumed_rewards = self._consumed_rewards, []
@@ -329,10 +347,15 @@ class Trainer:
             clipped_fraction=out.clipped_fraction,
             delta_clamped_fraction=out.delta_clamped_fraction,
             mean_ratio=out.mean_ratio,
+            is_weight_mean=out.is_weight_mean,
+            is_weight_max=out.is_weight_max,
+            is_truncated_fraction=out.is_truncated_fraction,
             reward=sum(consumed_rewards) / len(consumed_rewards) if consumed_rewards else None,
             batch_reward=sum(rewards) / len(rewards),
             staleness_mean=sum(staleness) / len(staleness),
             staleness_max=max(staleness),
+            staleness_histogram=histogram,
+            submission_staleness=submission_staleness,
             dropped_stale_groups=self._counters["stale"] - self._reported["stale"],
             dropped_zero_advantage_groups=self._counters["zero_adv"] - self._reported["zero_adv"],
             files_consumed=self._counters["files"] - self._reported["files"],
@@ -390,11 +413,11 @@ class Trainer:
                 on_step(metrics)
 
 
-def _worker_trainer_mismatch(worker_logprobs: list[list[float]], logp_old: torch.Tensor, mask: torch.Tensor) -> float:
-    """Mean |worker logprob − trainer-recomputed logp_old| over completion tokens (one list of
+def _worker_trainer_mismatch(worker_logprobs: list[list[float]], logp_behav: torch.Tensor, mask: torch.Tensor) -> float:
+    """Mean |worker logprob − trainer-recomputed logp_behav| over completion tokens (one list of
     worker logprobs per row): a diagnostic only, the loss never uses the worker's numbers."""
-    worker = torch.zeros_like(logp_old)
+    worker = torch.zeros_like(logp_behav)
     for row, lp in enumerate(worker_logprobs):
         positions = mask[row].nonzero().flatten()[: len(lp)]
         worker[row, positions] = torch.tensor(lp, dtype=torch.float32)
-    return float(((worker - logp_old).abs() * mask).sum() / mask.sum().clamp(min=1.0))
+    return float(((worker - logp_behav).abs() * mask).sum() / mask.sum().clamp(min=1.0))

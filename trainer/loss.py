@@ -1,14 +1,31 @@
-"""The GRPO loss with the INTELLECT-2 changes — the one place to learn it.
+"""The GRPO loss with the INTELLECT-2 changes and decoupled PPO — the one place to learn it.
+
+Three policies meet in an asynchronous step (decoupled PPO, as in AReaL):
+
+    π_behav  the policy that sampled the completion (one to async_level steps old);
+    π_prox   the proximal policy: the trainer's policy at the start of the current step;
+    π_θ      the policy being trained (equal to π_prox before the first optimizer update).
 
 For every completion token t of a sample with advantage A (shared by all its tokens):
 
-    logp_θ(t)   = log softmax(logits / temperature)[token]   (the policy being trained)
-    logp_old(t) = the same, recomputed by the trainer with the policy that sampled the
-                  completion (never the worker's numbers)
-    r           = exp(logp_θ − logp_old)
-    c1          = clamp(r, 0, δ)                 # two-sided clipping: δ bounds r from above,
-    c2          = clamp(c1, 1 − ε, 1 + ε)        # which only matters when A < 0
-    loss(t)     = max(−c1·A, −c2·A)              # the PPO pessimistic bound
+    logp_θ(t)     = log softmax(logits / temperature)[token]
+    logp_prox(t)  = the same under π_prox (no gradient)
+    logp_behav(t) = the same under π_behav, recomputed by the trainer with the retained
+                    policy of the rollout's step (never the worker's numbers)
+    r             = exp(logp_θ − logp_prox)              # the trust region is around π_prox
+    w             = min(exp(logp_prox − logp_behav), C)  # truncated IS weight, no gradient
+    c1            = clamp(r, 0, δ)                       # two-sided clipping: δ bounds r,
+    c2            = clamp(c1, 1 − ε, 1 + ε)              # which only matters when A < 0
+    loss(t)       = w · max(−c1·A, −c2·A)                # the PPO pessimistic bound, reweighted
+
+Why decoupled: with r = π_θ / π_behav, ε bounds the *total* drift since sampling, so a
+rollout two steps old has many tokens clipped before the update even starts and their
+gradient is lost. Clipping against π_prox bounds only this step's update; the staleness is
+corrected by w instead, truncated at C (`is_weight_cap`) so a token the policy has since
+made much likelier cannot dominate the batch. When π_prox = π_behav (a fresh rollout) w = 1
+and the loss is the ordinary clipped one. With one optimizer step per batch π_θ = π_prox at
+the point the gradient is taken, so r = 1, nothing is clipped, and the update is the
+truncated-IS policy gradient w·A·∇logp_θ.
 
 Without δ, a token whose ratio has exploded (r ≫ 1) in a group with negative advantage
 contributes −r·A: an unbounded loss and gradient. Clamping r at δ = 4 caps it and zeroes
@@ -40,6 +57,9 @@ class LossConfig(BaseModel):
     delta: float = Field(4.0, gt=1, description="two-sided clipping: r is clamped to [0, δ] first")
     entropy_coef: float = Field(0.0, ge=0, description="weight of the entropy bonus")
     kl_coef: float = Field(0.0, ge=0, description="weight of the k3 KL to the reference policy")
+    is_weight_cap: float = Field(
+        2.0, ge=1, description="C: the IS weight π_prox/π_behav is truncated to at most C"
+    )
 
 
 @dataclass(frozen=True)
@@ -53,6 +73,9 @@ class LossOutput:
     clipped_fraction: float
     delta_clamped_fraction: float
     mean_ratio: float
+    is_weight_mean: float
+    is_weight_max: float  # before truncation
+    is_truncated_fraction: float
 
 
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -68,18 +91,24 @@ def token_entropy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
 
 
 def clipped_token_loss(
-    logp: torch.Tensor, logp_old: torch.Tensor, advantages: torch.Tensor, epsilon: float, delta: float
+    logp: torch.Tensor, logp_prox: torch.Tensor, advantages: torch.Tensor, epsilon: float, delta: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-token max(−c1·A, −c2·A) with c1 = clamp(r, 0, δ), c2 = clamp(c1, 1−ε, 1+ε).
+    """Per-token max(−c1·A, −c2·A) with c1 = clamp(r, 0, δ), c2 = clamp(c1, 1−ε, 1+ε), r = π_θ/π_prox.
 
     `advantages` broadcasts against `logp` ([B, 1] for per-sample advantages).
     Returns the per-token loss and the ratio r (detached).
     """
-    ratio = torch.exp(logp - logp_old)
+    ratio = torch.exp(logp - logp_prox)
     c1 = torch.clamp(ratio, 0.0, delta)
     c2 = torch.clamp(c1, 1.0 - epsilon, 1.0 + epsilon)
     loss = torch.maximum(-c1 * advantages, -c2 * advantages)
     return loss, ratio.detach()
+
+
+def truncated_is_weight(logp_prox: torch.Tensor, logp_behav: torch.Tensor, cap: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """w = min(π_prox / π_behav, cap) per token, without gradient; also the untruncated ratio."""
+    raw = torch.exp(logp_prox.detach() - logp_behav.detach())
+    return torch.clamp(raw, max=cap), raw
 
 
 def k3_kl(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
@@ -93,23 +122,29 @@ def grpo_loss(
     targets: torch.Tensor,
     loss_mask: torch.Tensor,
     advantages: torch.Tensor,
-    logp_old: torch.Tensor,
+    logp_behav: torch.Tensor,
     temperature: float,
     token_budget: int,
     config: LossConfig,
     logp_ref: torch.Tensor | None = None,
+    logp_prox: torch.Tensor | None = None,
 ) -> LossOutput:
-    """GRPO loss of one batch.
+    """Decoupled GRPO loss of one batch.
 
     logits [B, T, V] predict targets [B, T]; loss_mask [B, T] is 1 on completion tokens;
-    advantages [B] (one per sample); logp_old [B, T]; token_budget is the constant divisor.
+    advantages [B] (one per sample); logp_behav [B, T] under the sampling policies;
+    token_budget is the constant divisor. logp_prox defaults to the trained policy's own
+    logp (detached): right for the first optimizer update of a step.
     """
     if token_budget <= 0:
         raise ValueError(f"token_budget must be positive, got {token_budget}")
     mask = loss_mask.float()
     logp = token_logprobs(logits, targets, temperature)
-    per_token, ratio = clipped_token_loss(logp, logp_old, advantages.unsqueeze(-1), config.epsilon, config.delta)
-    policy_loss = (per_token * mask).sum() / token_budget
+    if logp_prox is None:
+        logp_prox = logp.detach()
+    weight, raw_weight = truncated_is_weight(logp_prox, logp_behav, config.is_weight_cap)
+    per_token, ratio = clipped_token_loss(logp, logp_prox, advantages.unsqueeze(-1), config.epsilon, config.delta)
+    policy_loss = (weight * per_token * mask).sum() / token_budget
     entropy = (token_entropy(logits, temperature) * mask).sum() / token_budget
     total = policy_loss - config.entropy_coef * entropy
     kl_value = torch.zeros(())
@@ -120,12 +155,19 @@ def grpo_loss(
         total = total + config.kl_coef * kl_value
     n_tokens = mask.sum().clamp(min=1.0)
     clipped = ((ratio < 1 - config.epsilon) | (ratio > 1 + config.epsilon)).float()
+
+    def token_mean(x: torch.Tensor) -> float:
+        return float((x * mask).sum() / n_tokens)
+
     return LossOutput(
         loss=total,
         policy_loss=float(policy_loss.detach()),
         entropy=float(entropy.detach() * token_budget / n_tokens),
         kl=float(kl_value.detach() * token_budget / n_tokens),
-        clipped_fraction=float((clipped * mask).sum() / n_tokens),
-        delta_clamped_fraction=float(((ratio > config.delta).float() * mask).sum() / n_tokens),
-        mean_ratio=float((ratio * mask).sum() / n_tokens),
+        clipped_fraction=token_mean(clipped),
+        delta_clamped_fraction=token_mean((ratio > config.delta).float()),
+        mean_ratio=token_mean(ratio),
+        is_weight_mean=token_mean(weight),
+        is_weight_max=float(raw_weight[mask > 0].max()) if mask.any() else 1.0,
+        is_truncated_fraction=token_mean((raw_weight > config.is_weight_cap).float()),
     )

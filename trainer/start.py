@@ -35,6 +35,7 @@ from ledger_client.cli import (
 from ledger_client.ipfs.checkpoints import fetch_checkpoint
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
+from ledger_client.ipfs.task_subset import fetch_task_subset
 from tasks.registry import build_task
 from trainer.checkpoint import TrainerStateError
 from trainer.config import TrainerConfig
@@ -77,6 +78,7 @@ def run_start(args: argparse.Namespace) -> int:
         raise UsageError("no --kubo-api given and no devnet is up")
     kubo = KuboClient(kubo_api)
     spec = fetch_run_spec(kubo, pool.task_ref)
+    fetch_task_subset(kubo, spec.task)
 
     overrides = [f"--{kv.replace('=', ' ', 1)}" if "=" in kv else kv for kv in args.set]
     argv = [tok for o in overrides for tok in o.split(" ", 1)]

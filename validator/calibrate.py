@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +34,7 @@ from inference.torch_backend import TorchBackend
 from ledger_client.cli import UsageError
 from proofs.sampling import derive_seed
 from proofs.toploc import DEFAULT_CHUNK, build_proofs_batch, verify_proofs
-from protocol.runspec import RunSpec, VerificationSpec
+from protocol.runspec import RunSpec, VerificationSpec, load_run_spec
 from tasks.encoding import encode_prompt
 from tasks.registry import build_task
 
@@ -141,12 +140,7 @@ def add_calibrate_args(p: argparse.ArgumentParser) -> None:
 def run_calibrate(args: argparse.Namespace) -> int:
     if not (args.checkpoint / "config.json").is_file():
         raise UsageError(f"{args.checkpoint} is not a Hugging Face model folder (no config.json)")
-    try:
-        spec = RunSpec.model_validate(tomllib.loads(args.run_spec.read_text()))
-    except FileNotFoundError:
-        raise UsageError(f"run spec {args.run_spec} does not exist") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"run spec {args.run_spec} is not valid TOML: {exc}") from None
+    spec = load_run_spec(args.run_spec)
     dtypes = _csv(str, args.dtypes)
     unknown = sorted(set(dtypes) - set(DTYPES))
     if unknown:

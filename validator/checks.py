@@ -1,12 +1,13 @@
 """The checks on one rollout file, cheapest first (runs inside the validator's worker processes).
 
-    schema      → the bytes are a valid rollout file of a known version
+    schema      → the bytes are a valid rollout file of a known version, within the pool's bounds
+                  (protocol.rollouts.RolloutLimits: rows, lengths, proof sizes) and the policy's vocabulary
     identity    → the file names the submitting worker, the submitted step and that step's
                   on-chain checkpoint, the pool's task and sampling, and n_samples rows
     assignment  → every group answers the prompt the PRF assigns to (worker, step, nonce)
     reward      → every reported reward equals the task verifier's
-    completion  → seeds, termination, sampling replay and TOPLOC against one prefill of the
-                  declared checkpoint (inference.verify)
+    completion  → seeds, termination, sampling replay, logprobs and TOPLOC against one prefill
+                  of the declared checkpoint (inference.verify)
 The first failing check decides the challenge reason; its measured statistics become evidence.
 """
 
@@ -22,21 +23,23 @@ from ledger_client.chain.queries import pool_state
 from ledger_client.ipfs.checkpoints import PinRetention, fetch_checkpoint
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
+from ledger_client.ipfs.task_subset import fetch_task_subset
 from proofs.assignment import assign_prompts
 from proofs.sampling import derive_seed, sample_index
 from proofs.toploc import Thresholds
 from protocol.digest import Digest
 from protocol.pool import versions_to_keep
-from protocol.rollouts import RolloutBatch, RolloutFileError, decode_rollouts
+from protocol.rollouts import RolloutBatch, RolloutFileError, RolloutLimits, decode_rollouts
 from protocol.runspec import RunSpec
-from protocol.verdicts import Reason
+from protocol.verdicts import Reason, clip_text
 from tasks.base import Task, assignment_space
 from tasks.encoding import encode_prompt
 from tasks.registry import build_task
 from validator.daemon import CheckOutcome, Submission
 
-CHECK_REASONS = {"prompt": Reason.ASSIGNMENT, "seed": Reason.SEED, "termination": Reason.TERMINATION,
-                 "sampling": Reason.SAMPLING, "toploc": Reason.TOPLOC}
+CHECK_REASONS = {"tokens": Reason.SCHEMA, "prompt": Reason.ASSIGNMENT, "seed": Reason.SEED,
+                 "termination": Reason.TERMINATION, "sampling": Reason.SAMPLING, "logprobs": Reason.LOGPROBS,
+                 "toploc": Reason.TOPLOC}
 PROOF_CHUNK = 32
 
 
@@ -50,6 +53,7 @@ class RolloutChecker:
         self.cache_dir = Path(cache_dir)
         pool = pool_state(self.ledger, pool_id)
         self.spec: RunSpec = fetch_run_spec(self.kubo, pool.task_ref)
+        fetch_task_subset(self.kubo, self.spec.task)
         self.task: Task = build_task(self.spec.task)
         self.retention = PinRetention(self.kubo, self.cache_dir / "pins.json", keep=versions_to_keep(pool.async_level))
         self._policies: dict[int, tuple[bytes, TorchBackend, object]] = {}
@@ -60,6 +64,7 @@ class RolloutChecker:
                                   max_mant_err_median=v.toploc_max_mant_err_median),
             logit_tolerance=v.logit_tolerance, min_eos_prob=v.min_eos_prob, chunk=PROOF_CHUNK,
         )
+        self.limits = RolloutLimits.for_spec(self.spec, PROOF_CHUNK)
 
     def _policy(self, step: int, digest: bytes) -> tuple[TorchBackend, object]:
         cached = self._policies.get(step)
@@ -75,18 +80,27 @@ class RolloutChecker:
 
     def check(self, sub: Submission, data: bytes) -> CheckOutcome:
         try:
-            batch = decode_rollouts(data)
+            batch = decode_rollouts(data, self.limits)
         except RolloutFileError as exc:
-            return CheckOutcome(False, Reason.SCHEMA, str(exc))
+            return CheckOutcome(False, Reason.SCHEMA, clip_text(str(exc)))
         ckpt = Digest(self.ledger.pool.checkpoint_at(sub.pool_id, sub.step))
         fail = self._identity(sub, batch, ckpt)
         if fail:
             return fail
         backend, tokenizer = self._policy(sub.step, ckpt)
-        fail = self._assignment_and_rewards(batch, tokenizer)
+        fail = self._vocabulary(batch, backend.vocab_size) or self._assignment_and_rewards(batch, tokenizer)
         if fail:
             return fail
         return self._completions(sub, batch, backend, tokenizer)
+
+    @staticmethod
+    def _vocabulary(batch: RolloutBatch, vocab_size: int) -> CheckOutcome | None:
+        """Token ids outside the policy's vocabulary make the file invalid (before the tokenizer sees them)."""
+        bad = [i for i, s in enumerate(batch.samples) if max(s.prompt_ids + s.completion_ids) >= vocab_size]
+        if bad:
+            return CheckOutcome(False, Reason.SCHEMA, f"{len(bad)} completions have token ids outside the "
+                                                      f"vocabulary [0, {vocab_size})", failing_samples=bad)
+        return None
 
     def _identity(self, sub: Submission, batch: RolloutBatch, ckpt: Digest) -> CheckOutcome | None:
         h, spec = batch.header, self.spec
@@ -108,6 +122,8 @@ class RolloutChecker:
             return CheckOutcome(False, Reason.SAMPLING if sampled_otherwise else Reason.SCHEMA,
                                 f"file does not follow the pool's run spec: {sorted(wrong)}",
                                 statistics={k: {"file": a, "pool": b} for k, (a, b) in wrong.items()})
+        if (h.nonce + 1) * len(batch.samples) > 2**64:
+            return CheckOutcome(False, Reason.SCHEMA, f"nonce {h.nonce} leaves no 64-bit sample index for its rows")
         if batch.n_groups != spec.prompts_per_submission:
             return CheckOutcome(False, Reason.ASSIGNMENT, f"{batch.n_groups} prompt groups, the pool assigns "
                                                           f"{spec.prompts_per_submission}")
@@ -139,7 +155,8 @@ class RolloutChecker:
     def _completions(self, sub: Submission, batch: RolloutBatch, backend: TorchBackend, tokenizer) -> CheckOutcome:
         h = batch.header
         records = [CompletionRecord(prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, proofs=s.proofs,
-                                    seed=s.seed, finish_reason=s.finish_reason) for s in batch.samples]
+                                    seed=s.seed, finish_reason=s.finish_reason, logprobs=s.logprobs)
+                   for s in batch.samples]
         n = len(records)
         seeds = [derive_seed(self.spec.pool_seed_bytes, h.worker, h.policy_step, sample_index(h.nonce, i, n))
                  for i in range(n)]

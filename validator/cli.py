@@ -31,7 +31,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--state-dir", type=Path, help="cursor, verdict journal, checkpoint cache (default .validator/<address>)")
     s.add_argument("--processes", type=int, default=1, help="verification worker processes")
     s.add_argument("--max-in-flight", type=int, default=8, help="bound on files being checked at once")
-    s.add_argument("--fetch-timeout", type=float, default=20.0, help="seconds before a file counts as unavailable")
+    s.add_argument("--fetch-timeout", type=float, default=20.0, help="seconds one fetch attempt of a file may take")
+    s.add_argument("--fetch-attempts", type=int, default=3, help="fetch attempts, spread over time, before UNAVAILABLE")
+    s.add_argument("--check-timeout", type=float, default=300.0, help="seconds one file's check may take")
+    s.add_argument("--max-checker-failures", type=int, default=3,
+                   help="checker crashes/timeouts on one file before it is challenged UNCHECKABLE")
     s.add_argument("--confirmations", type=int, default=0)
     s.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1:PORT")
     s.add_argument("--devnet-validator", action="store_true", help="use the devnet's validator key")
@@ -57,8 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     devnet = load_devnet_info(args.devnet_dir)
     if args.devnet_validator:
         use_devnet_role_key(args, "validator", "--devnet-validator")
-    if args.processes < 1 or args.max_in_flight < 1 or args.fetch_timeout <= 0:
-        raise UsageError("--processes and --max-in-flight must be ≥ 1 and --fetch-timeout > 0")
+    if min(args.processes, args.max_in_flight, args.fetch_attempts, args.max_checker_failures) < 1 \
+            or min(args.fetch_timeout, args.check_timeout) <= 0:
+        raise UsageError("--processes, --max-in-flight, --fetch-attempts and --max-checker-failures must be ≥ 1; "
+                         "--fetch-timeout and --check-timeout > 0")
     ledger = Ledger.open(rpc_url, deployments, load_account(args.key, args.keystore, args.password_file),
                          args.chain_id)
     pool_state(ledger, args.pool)  # UnknownPool here, before any process starts
@@ -69,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         raise UsageError("no --kubo-api given and no devnet is up")
     state_dir = args.state_dir or Path(".validator") / ledger.address
     config = DaemonConfig(pool_id=args.pool, state_dir=state_dir, kubo_api=kubo_api, fetch_timeout_s=args.fetch_timeout,
-                          processes=args.processes, max_in_flight=args.max_in_flight, confirmations=args.confirmations)
+                          fetch_attempts=args.fetch_attempts, check_timeout_s=args.check_timeout,
+                          max_checker_failures=args.max_checker_failures, processes=args.processes,
+                          max_in_flight=args.max_in_flight, confirmations=args.confirmations)
     factory = functools.partial(RolloutChecker, rpc_url, str(deployments), kubo_api, args.pool, state_dir / "cache")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     metrics = Metrics()

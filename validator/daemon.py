@@ -1,12 +1,19 @@
 """The challenge daemon: judge every submission of a pool exactly once.
 
 Loop: the persistent event cursor yields `WorkSubmitted` events; submissions of our pool still
-Pending on-chain are fetched from IPFS (in threads, with a timeout — unavailable files are
-challenged), checked in a pool of worker processes (bounded: at most `max_in_flight` at once),
-and judged on-chain: `attest`, or `challenge` with the digest of an evidence document added to
-IPFS. The cursor is committed only after every submission of a batch has its verdict, so after
-a kill -9 the batch is delivered again; the on-chain status (re-read right before each verdict)
-makes the redelivery harmless: every submission gets exactly one verdict.
+Pending on-chain are fetched from IPFS (in threads, with a timeout), checked in checker
+processes (validator.checker_pool: one check per process, each with its own deadline), and
+judged on-chain: `attest`, or `challenge` with the digest of an evidence document added to IPFS.
+
+Hostile bytes never stop the loop. Whatever goes wrong with one submission stays with it: a
+file that cannot be fetched is tried again with backoff (`fetch_attempts` in all, spread over
+time) before it is challenged UNAVAILABLE; a check that crashes its process or overruns
+`check_timeout_s` is retried in a fresh process and, after `max_checker_failures` such
+failures, challenged UNCHECKABLE; a check that raised an infrastructure error, or a verdict
+that could not be sent, is retried until the challenge window closes. Those submissions wait
+in a retry book (validator.retries) that is saved before the cursor is committed, so after a
+kill -9 nothing is lost; the on-chain status (re-read right before each verdict) makes every
+redelivery harmless: every submission gets exactly one verdict.
 """
 
 from __future__ import annotations
@@ -15,9 +22,8 @@ import json
 import logging
 import threading
 import time
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -27,10 +33,12 @@ from ledger_client.chain.errors import ContractRevert
 from ledger_client.chain.events import EventCursor, Removed
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import chain_time, get_work, pool_state
-from ledger_client.ipfs.content import ContentError, ContentUnavailable, get_object, put_object
+from ledger_client.ipfs.content import MAX_OBJECT_BYTES, ContentError, ContentUnavailable, get_object, put_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.pool import WorkStatus
-from protocol.verdicts import Evidence, Reason
+from protocol.verdicts import Evidence, Reason, clip_text
+from validator.checker_pool import CheckerPool, CheckFailure
+from validator.retries import RetryBook
 
 log = logging.getLogger("proofswarm.validator")
 
@@ -68,22 +76,6 @@ class Checker(Protocol):
     def check(self, submission: Submission, data: bytes) -> CheckOutcome: ...
 
 
-_PROCESS_CHECKER: Checker | None = None
-
-
-def _init_process(factory: Callable[[], Checker]) -> None:
-    global _PROCESS_CHECKER
-    _PROCESS_CHECKER = factory()
-
-
-def _check_in_process(submission: Submission, data: bytes) -> CheckOutcome:
-    assert _PROCESS_CHECKER is not None
-    t0 = time.perf_counter()
-    outcome = _PROCESS_CHECKER.check(submission, data)
-    outcome.seconds = time.perf_counter() - t0
-    return outcome
-
-
 class Metrics:
     """Prometheus metrics of one validator (its own registry, so several can live in one process)."""
 
@@ -102,6 +94,16 @@ class Metrics:
                               registry=self.registry)
         self.skipped = Counter("proofswarm_validator_skipped", "submissions already judged or outside the window",
                                registry=self.registry)
+        self.check_failures = Counter("proofswarm_validator_check_failures",
+                                      "checks that ended without an outcome", ["kind"], registry=self.registry)
+        self.retries = Counter("proofswarm_validator_retries", "submissions put back for another attempt", ["kind"],
+                               registry=self.registry)
+        self.retry_queue = Gauge("proofswarm_validator_retry_queue", "submissions waiting for another attempt",
+                                 registry=self.registry)
+        self.checker_restarts = Counter("proofswarm_validator_checker_restarts",
+                                        "checker processes replaced after a crash or timeout", registry=self.registry)
+        self.loop_errors = Counter("proofswarm_validator_loop_errors", "polls that failed (chain or IPFS down)",
+                                   registry=self.registry)
 
     def serve(self, port: int) -> None:
         start_http_server(port, addr="127.0.0.1", registry=self.registry)
@@ -113,6 +115,15 @@ class DaemonConfig:
     state_dir: Path
     kubo_api: str
     fetch_timeout_s: float = 20.0
+    fetch_attempts: int = 3
+    """Fetches of a file before it is challenged UNAVAILABLE (fewer if the window is closing)."""
+    retry_backoff_s: float = 10.0
+    """Delay before the second attempt of anything; doubles with each further attempt."""
+    check_timeout_s: float = 300.0
+    max_checker_failures: int = 3
+    """Crashes or timeouts of the checker on one file before it is challenged UNCHECKABLE."""
+    verdict_margin_s: float = 30.0
+    """A fetch retry that would end later than this before the window closes is not waited for."""
     processes: int = 1
     max_in_flight: int = 8
     confirmations: int = 0
@@ -132,26 +143,39 @@ class ValidatorDaemon:
         self.cursor = EventCursor(ledger.pool, ["WorkSubmitted"], config.state_dir / "cursor.json",
                                   confirmations=config.confirmations, start_block=ledger.deployment.block)
         self.journal_path = config.state_dir / "verdicts.jsonl"
+        self.retries = RetryBook(config.state_dir / "retries.json")
         self.pool = pool_state(ledger, config.pool_id)
-        self._executor = ProcessPoolExecutor(max_workers=config.processes, mp_context=get_context("spawn"),
-                                             initializer=_init_process, initargs=(checker_factory,))
+        self.checkers = CheckerPool(checker_factory, processes=config.processes,
+                                    check_timeout_s=config.check_timeout_s)
         self._fetchers = ThreadPoolExecutor(max_workers=max(2, config.max_in_flight))
 
     def close(self) -> None:
-        self._executor.shutdown(cancel_futures=True)
+        self.checkers.close()
         self._fetchers.shutdown(cancel_futures=True)
         self.kubo.close()
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
-            if self.run_once() == 0:
+            try:
+                judged = self.run_once()
+            except Exception as exc:  # noqa: BLE001 - chain or IPFS down: log, wait, poll again
+                log.error("poll failed: %s: %s", exc.__class__.__name__, exc)
+                self.metrics.loop_errors.inc()
+                judged = 0
+                stop.wait(max(self.config.poll_interval_s, 2.0))
+            if judged == 0:
                 stop.wait(self.config.poll_interval_s)
 
     def run_once(self) -> int:
-        """One poll: judge every new submission, then commit the cursor. Returns how many were judged."""
+        """One poll: judge every new submission and every retry that is due, save what is left for
+        later, then commit the cursor. Returns how many verdicts were sent."""
         events = [e for e in self.cursor.poll() if not isinstance(e, Removed) and e.pool_id == self.config.pool_id]
         subs = [Submission(e.work_id, e.pool_id, e.worker, e.step, e.n_samples) for e in events]
+        seen = {s.work_id for s in subs}
+        subs += [s for s in map(_submission_from, self.retries.due()) if s.work_id not in seen]
         judged = self._judge_all(subs)
+        self.retries.save()
+        self.metrics.retry_queue.set(len(self.retries.entries))
         self.cursor.commit()
         return judged
 
@@ -160,60 +184,120 @@ class ValidatorDaemon:
     def _judge_all(self, subs: list[Submission]) -> int:
         todo = []
         for s in subs:
-            work = get_work(self.ledger, s.work_id)
+            try:
+                work = get_work(self.ledger, s.work_id)
+            except Exception as exc:  # noqa: BLE001 - our chain connection: try again later
+                self._defer(s, "errors", f"{exc.__class__.__name__}: {exc}")
+                continue
             if work.status != WorkStatus.PENDING:
                 self.metrics.skipped.inc()
+                self.retries.drop(s.work_id.hex())
                 continue
             todo.append(Submission(s.work_id, s.pool_id, s.worker, s.step, s.n_samples, work.submitted_at))
         self.metrics.backlog.set(len(todo))
         judged = 0
-        in_flight: list[tuple[Submission, Future]] = []
         fetches = {s.work_id: self._fetchers.submit(self._fetch, s) for s in todo}
-        for s in todo:
-            data_or_outcome = fetches[s.work_id].result()
-            if isinstance(data_or_outcome, CheckOutcome):
-                judged += self._verdict(s, data_or_outcome)
-                self.metrics.backlog.dec()
-                continue
-            while len(in_flight) >= self.config.max_in_flight:
-                judged += self._finish(*in_flight.pop(0))
-            in_flight.append((s, self._executor.submit(_check_in_process, s, data_or_outcome)))
-        for s, fut in in_flight:
-            judged += self._finish(s, fut)
+        queue = list(todo)
+        while queue or self.checkers.busy():
+            while queue and self.checkers.free() and self.checkers.busy() < self.config.max_in_flight:
+                s = queue.pop(0)
+                fetched = fetches[s.work_id].result()
+                if isinstance(fetched, bytes):
+                    failure = self.checkers.submit(s.work_id, s, fetched)
+                    if failure is not None:
+                        judged += self._settle(s, failure)
+                else:
+                    judged += self._settle(s, fetched)
+            for work_id, result in self.checkers.wait():
+                s = next(t for t in todo if t.work_id == work_id)
+                judged += self._settle(s, result)
         return judged
 
-    def _fetch(self, s: Submission) -> bytes | CheckOutcome:
+    def _fetch(self, s: Submission) -> bytes | CheckOutcome | CheckFailure:
         try:
             return get_object(self.kubo, s.work_id, timeout=self.config.fetch_timeout_s)
         except ContentUnavailable as exc:
-            return CheckOutcome(False, Reason.UNAVAILABLE, str(exc))
+            return CheckFailure("unfetchable", str(exc))
         except ContentError as exc:
             return CheckOutcome(False, Reason.DIGEST_MISMATCH, str(exc))
+        except Exception as exc:  # noqa: BLE001 - our IPFS node: try again later
+            return CheckFailure("error", f"{exc.__class__.__name__}: {exc}", infrastructure=True)
 
-    def _finish(self, s: Submission, fut: Future) -> int:
+    def _settle(self, s: Submission, result: CheckOutcome | CheckFailure) -> int:
+        """Turn one submission's result into a verdict or a retry; never raises."""
+        self.metrics.backlog.dec()
         try:
-            outcome: CheckOutcome = fut.result()
-        except Exception as exc:  # noqa: BLE001 - a checker failure is ours (or the trainer's), not the worker's
-            log.error("could not check work 0x%s: %s: %s", s.work_id.hex(), exc.__class__.__name__, exc)
-            self.metrics.errors.inc()
-            self.metrics.backlog.dec()
+            if isinstance(result, CheckFailure):
+                return self._failed(s, result)
+            self._observe(result)
+            return self._verdict(s, result)
+        except Exception as exc:  # noqa: BLE001 - sending the verdict failed: keep it for the next poll
+            log.error("work 0x%s: verdict not sent: %s: %s", s.work_id.hex(), exc.__class__.__name__, exc)
+            self._defer(s, "errors", f"verdict not sent: {exc.__class__.__name__}: {exc}")
             return 0
+
+    def _observe(self, outcome: CheckOutcome) -> None:
         self.metrics.latency.observe(outcome.seconds)
         if outcome.tokens:
             self.metrics.tokens.inc(outcome.tokens)
             self.metrics.tokens_per_s.set(outcome.tokens / max(outcome.seconds, 1e-9))
-        self.metrics.backlog.dec()
-        return self._verdict(s, outcome)
+
+    def _failed(self, s: Submission, failure: CheckFailure) -> int:
+        """A fetch or check without an outcome: retry, or challenge once the file has had its chances."""
+        key = s.work_id.hex()
+        if failure.kind == "unfetchable":
+            entry = self.retries.record(key, _submission_to(s), "fetch", failure.message, self.config.retry_backoff_s)
+            if entry.fetch >= self.config.fetch_attempts or not self._time_for_retry(s, entry.next_at):
+                return self._challenge_after_retries(
+                    s, Reason.UNAVAILABLE, f"not available on {entry.fetch} fetch attempts: {failure.message}", entry)
+            self.metrics.retries.labels("fetch").inc()
+            return 0
+        self.metrics.check_failures.labels(failure.kind).inc()
+        if failure.kind in ("crash", "timeout"):
+            self.metrics.checker_restarts.inc()
+        if failure.kind in ("crash", "timeout") or (failure.kind == "error" and not failure.infrastructure):
+            log.error("work 0x%s: checker %s: %s", key, failure.kind, failure.message)
+            if failure.trace:
+                log.debug("%s", failure.trace)
+            entry = self.retries.record(key, _submission_to(s), "checker", f"{failure.kind}: {failure.message}",
+                                        backoff_s=0.0)
+            if entry.checker >= self.config.max_checker_failures:
+                return self._challenge_after_retries(
+                    s, Reason.UNCHECKABLE, f"the file made the checker fail {entry.checker} times "
+                                           f"(last: {failure.kind}: {failure.message})", entry)
+            self.metrics.retries.labels("checker").inc()
+            return 0
+        self.metrics.errors.inc()
+        self._defer(s, "errors", failure.message)
+        return 0
+
+    def _challenge_after_retries(self, s: Submission, reason: Reason, message: str, entry) -> int:
+        outcome = CheckOutcome(False, reason, message, statistics={"attempts": entry.history})
+        sent = self._verdict(s, outcome)
+        self.retries.drop(s.work_id.hex())
+        return sent
+
+    def _time_for_retry(self, s: Submission, next_at: float) -> bool:
+        """Whether a retry at `next_at` (local time) still leaves room for a verdict in the window."""
+        window_end = s.submitted_at + self.pool.challenge_window_s
+        retry_chain_time = chain_time(self.ledger) + max(0.0, next_at - time.time()) + self.config.fetch_timeout_s
+        return retry_chain_time + self.config.verdict_margin_s < window_end
+
+    def _defer(self, s: Submission, kind: str, message: str) -> None:
+        self.retries.record(s.work_id.hex(), _submission_to(s), kind, message, self.config.retry_backoff_s)
+        self.metrics.retries.labels(kind).inc()
 
     def _verdict(self, s: Submission, outcome: CheckOutcome) -> int:
         """Send the verdict unless the submission was judged meanwhile; returns 1 if one was sent."""
         work = get_work(self.ledger, s.work_id)
         if work.status != WorkStatus.PENDING:
             self.metrics.skipped.inc()
+            self.retries.drop(s.work_id.hex())
             return 0
         if chain_time(self.ledger) > work.submitted_at + self.pool.challenge_window_s:
             log.warning("work 0x%s: challenge window closed before a verdict", s.work_id.hex())
             self.metrics.skipped.inc()
+            self.retries.drop(s.work_id.hex())
             return 0
         try:
             if outcome.ok:
@@ -226,17 +310,37 @@ class ValidatorDaemon:
                     failing_chunks=outcome.failing_chunks, statistics=outcome.statistics,
                     thresholds=outcome.thresholds, validator=self.ledger.address,
                 )
-                digest = put_object(self.kubo, evidence.model_dump_json().encode())
+                digest = put_object(self.kubo, _evidence_bytes(evidence))
                 self.ledger.pool.challenge(s.work_id, int(outcome.reason), digest)
                 verdict, reason = "challenged", outcome.reason.name
         except ContractRevert as exc:
             if exc.error in ("AlreadyJudged", "ChallengeWindowClosed"):
                 self.metrics.skipped.inc()
+                self.retries.drop(s.work_id.hex())
                 return 0
             raise
+        self.retries.drop(s.work_id.hex())
         self.metrics.verdicts.labels(verdict, reason).inc()
         with open(self.journal_path, "a") as journal:
             journal.write(json.dumps({"work_id": "0x" + s.work_id.hex(), "worker": s.worker, "verdict": verdict,
-                                      "reason": reason, "message": outcome.message}) + "\n")
+                                      "reason": reason, "message": clip_text(outcome.message)}) + "\n")
         log.info("work 0x%s from %s: %s (%s)", s.work_id.hex()[:12], s.worker, verdict, reason)
         return 1
+
+
+def _evidence_bytes(evidence: Evidence) -> bytes:
+    """The evidence document, shed of its statistics if even bounded they would not fit one object."""
+    data = evidence.model_dump_json().encode()
+    if len(data) > MAX_OBJECT_BYTES:
+        data = evidence.model_copy(update={"statistics": {"omitted": "too large"}, "failing_chunks": {},
+                                           "failing_samples": evidence.failing_samples[:64]}).model_dump_json().encode()
+    return data
+
+
+def _submission_to(s: Submission) -> dict:
+    return {"work_id": s.work_id.hex(), "pool_id": s.pool_id, "worker": s.worker, "step": s.step,
+            "n_samples": s.n_samples}
+
+
+def _submission_from(d: dict) -> Submission:
+    return Submission(bytes.fromhex(d["work_id"]), d["pool_id"], d["worker"], d["step"], d["n_samples"])

@@ -34,6 +34,7 @@ from ledger_client.cli import UsageError, load_devnet_info
 from ledger_client.ipfs.checkpoints import PinRetention, fetch_checkpoint
 from ledger_client.ipfs.content import fetch_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
+from ledger_client.ipfs.task_subset import fetch_task_subset
 from protocol.pool import WorkStatus, versions_to_keep
 from protocol.runspec import RunSpec
 from worker.account import claim_all, open_ledger
@@ -96,6 +97,7 @@ class WorkerDaemon:
         if not self.ledger.pool.is_member(self.opt.pool_id, self.ledger.address):
             self.ledger.pool.join_pool(self.opt.pool_id)
         self.spec = fetch_run_spec(self.kubo, pool.task_ref)
+        fetch_task_subset(self.kubo, self.spec.task)
         self.pool = pool
         self.recover()
 

@@ -142,6 +142,13 @@ def truncated_completion(policy: Policy, spec: RunSpec, worker: str, step: int, 
     return _file(_with_samples(batch, _rescored(spec, policy.tokenizer, samples)))
 
 
+def altered_logprobs(policy: Policy, spec: RunSpec, worker: str, step: int, nonce: int) -> tuple[bytes, int]:
+    """Honest completions with made-up per-token logprobs (what the trainer's importance ratios use)."""
+    batch = make_batch(policy, spec, worker, step, nonce)
+    samples = [s.model_copy(update={"logprobs": [lp - 0.05 for lp in s.logprobs]}) for s in batch.samples]
+    return _file(_with_samples(batch, samples))
+
+
 WITHHELD: set[bytes] = set()
 """Digests of files `withheld` produced; `selective_upload` never uploads them."""
 
@@ -169,6 +176,7 @@ ATTACKS: dict[str, Producer] = {
     "perturbed_weights": perturbed_weights,
     "corrupted_proofs": corrupted_proofs,
     "truncated_completion": truncated_completion,
+    "altered_logprobs": altered_logprobs,
     "withheld": withheld,
 }
 
