@@ -28,6 +28,7 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import logging
+import math
 import os
 import sys
 import uuid
@@ -52,11 +53,10 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ledger_client.cli import UsageError, exit_code_of, pop_option
 from trainer.checkpoint import Checkpoint, commit_checkpoint, load_latest_checkpoint, staging_folder
-from trainer.loss import LossOutput
+from trainer.loss import LossOutput, reduction_of
 
 T = TypeVar("T")
 Strategy = Literal["fsdp", "ddp"]
-SUMMED_LOSS_FIELDS = ("loss", "policy_loss")  # sums over tokens / the constant budget; the rest are token means
 SHARDED = "sharded"
 
 
@@ -127,17 +127,35 @@ class Distributed:
         return slice(start, start + base + (1 if self.rank < extra else 0))
 
     def reduce(self, out: LossOutput, n_tokens: float) -> LossOutput:
-        floats = [f.name for f in dataclasses.fields(out) if f.name != "loss"]
-        means = [f for f in floats if f not in SUMMED_LOSS_FIELDS]
-        local = [float(out.loss.detach())] + [getattr(out, f) for f in floats if f in SUMMED_LOSS_FIELDS]
-        local += [getattr(out, f) * n_tokens for f in means] + [n_tokens]
-        total = torch.tensor(local, dtype=torch.float64)
-        dist.all_reduce(total)
-        values = total.tolist()
-        count = max(values[-1], 1.0)
-        summed = dict(zip(["loss", *[f for f in floats if f in SUMMED_LOSS_FIELDS]], values, strict=False))
-        averaged = {f: v / count for f, v in zip(means, values[len(summed):-1], strict=True)}
-        return dataclasses.replace(out, loss=torch.tensor(summed.pop("loss")), **summed, **averaged)
+        """The whole batch's statistics from every rank's share (of n_tokens completion tokens), each
+        field as LossOutput declares: sums add, token means are weighted by the ranks' token counts,
+        maxima and minima take the extreme over the ranks that hold tokens. Two collectives."""
+        names = [f.name for f in dataclasses.fields(out)]
+        by = {kind: [n for n in names if reduction_of(n) == kind] for kind in ("sum", "token_mean", "max", "min")}
+        local = {n: float(out.loss.detach()) if n == "loss" else float(getattr(out, n)) for n in names}
+        # sums and token-weighted sums in one SUM, the token count last
+        summed = torch.tensor([local[n] for n in by["sum"]] + [local[n] * n_tokens for n in by["token_mean"]]
+                              + [n_tokens], dtype=torch.float64)
+        dist.all_reduce(summed, op=dist.ReduceOp.SUM)
+        # maxima and negated minima in one MAX; a rank without tokens has no extreme to offer
+        # (its value is a placeholder), and when no rank has tokens the local placeholder stays
+        held = n_tokens > 0
+        extremes = torch.tensor([local[n] if held else -math.inf for n in by["max"]]
+                                + [-local[n] if held else -math.inf for n in by["min"]] + [float(held)],
+                                dtype=torch.float64)
+        dist.all_reduce(extremes, op=dist.ReduceOp.MAX)
+        sums = summed.tolist()
+        total_tokens = sums[-1]
+        reduced = dict(zip(by["sum"], sums, strict=False))
+        weighted = sums[len(by["sum"]):-1]
+        reduced |= {n: v / total_tokens if total_tokens > 0 else local[n]
+                    for n, v in zip(by["token_mean"], weighted, strict=True)}
+        tops = extremes.tolist()
+        any_tokens = tops[-1] > 0
+        reduced |= {n: v if any_tokens else local[n] for n, v in zip(by["max"], tops, strict=False)}
+        reduced |= {n: -v if any_tokens else local[n]
+                    for n, v in zip(by["min"], tops[len(by["max"]):-1], strict=True)}
+        return dataclasses.replace(out, **{**reduced, "loss": torch.tensor(reduced["loss"])})
 
     def reduce_mean(self, value: float, weight: float) -> float:
         total = torch.tensor([value * weight, weight], dtype=torch.float64)

@@ -76,6 +76,7 @@ class StepMetrics:
     mean_ratio: float
     is_weight_mean: float
     is_weight_max: float
+    is_weight_min: float
     is_truncated_fraction: float
     reward: float | None  # mean over the rollouts taken in since the last step; None if none
     batch_reward: float
@@ -349,6 +350,7 @@ class Trainer:
             mean_ratio=out.mean_ratio,
             is_weight_mean=out.is_weight_mean,
             is_weight_max=out.is_weight_max,
+            is_weight_min=out.is_weight_min,
             is_truncated_fraction=out.is_truncated_fraction,
             reward=sum(consumed_rewards) / len(consumed_rewards) if consumed_rewards else None,
             batch_reward=sum(rewards) / len(rewards),

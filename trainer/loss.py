@@ -43,7 +43,8 @@ policy (optional; 0 by default).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -62,20 +63,34 @@ class LossConfig(BaseModel):
     )
 
 
+# How a statistic of one share of the batch combines with the others' into the whole batch's
+# (trainer/distributed.py reads it; every LossOutput field must declare one):
+#   sum         a sum over tokens divided by the constant token budget (the loss) or a count;
+#   token_mean  a mean over the share's completion tokens: weighted by each share's token count;
+#   max / min   an extreme over the share's tokens.
+Reduction = Literal["sum", "token_mean", "max", "min"]
+
+
+def reduction_of(name: str) -> Reduction:
+    """How the LossOutput field `name` is combined across shares of a batch."""
+    return LossOutput.__dataclass_fields__[name].metadata["reduce"]
+
+
 @dataclass(frozen=True)
 class LossOutput:
     """The scalar to backpropagate and detached statistics for logging."""
 
-    loss: torch.Tensor
-    policy_loss: float
-    entropy: float
-    kl: float
-    clipped_fraction: float
-    delta_clamped_fraction: float
-    mean_ratio: float
-    is_weight_mean: float
-    is_weight_max: float  # before truncation
-    is_truncated_fraction: float
+    loss: torch.Tensor = field(metadata={"reduce": "sum"})
+    policy_loss: float = field(metadata={"reduce": "sum"})
+    entropy: float = field(metadata={"reduce": "token_mean"})
+    kl: float = field(metadata={"reduce": "token_mean"})
+    clipped_fraction: float = field(metadata={"reduce": "token_mean"})
+    delta_clamped_fraction: float = field(metadata={"reduce": "token_mean"})
+    mean_ratio: float = field(metadata={"reduce": "token_mean"})
+    is_weight_mean: float = field(metadata={"reduce": "token_mean"})
+    is_weight_max: float = field(metadata={"reduce": "max"})  # before truncation
+    is_weight_min: float = field(metadata={"reduce": "min"})  # before truncation
+    is_truncated_fraction: float = field(metadata={"reduce": "token_mean"})
 
 
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -169,5 +184,6 @@ def grpo_loss(
         mean_ratio=token_mean(ratio),
         is_weight_mean=token_mean(weight),
         is_weight_max=float(raw_weight[mask > 0].max()) if mask.any() else 1.0,
+        is_weight_min=float(raw_weight[mask > 0].min()) if mask.any() else 1.0,
         is_truncated_fraction=token_mean((raw_weight > config.is_weight_cap).float()),
     )
