@@ -38,7 +38,7 @@ from pathlib import Path
 
 import torch
 
-from bench.netns import OBSERVER_IP, NetnsLab, netns_unavailable
+from bench.netns import NetnsLab, netns_unavailable
 from deploy.kubo_node import KuboNode, find_ipfs_binary
 from ledger_client.ipfs.checkpoints import fetch_checkpoint, publish_checkpoint
 from ledger_client.ipfs.kubo import KuboClient
@@ -68,18 +68,22 @@ def start_nodes(root: Path, count: int, peers: list[KuboNode]) -> list[KuboNode]
     return nodes
 
 
-def timed_fetches(nodes: list[KuboNode], digest: bytes, store: Path) -> float:
-    """Seconds until every node in ``nodes`` holds a verified copy (fetching concurrently)."""
+def timed_fetches(nodes: list[KuboNode], digest: bytes, store: Path, seen: list[list[int]] | None = None) -> float:
+    """Seconds until every node in ``nodes`` holds a verified copy (fetching concurrently). ``seen``
+    receives, per node, [rank, fetchers it saw, blocks it brought in one by one in the swarm order]."""
 
-    def fetch(node: KuboNode) -> None:
+    def fetch(node: KuboNode) -> list[int]:
         with KuboClient(node.api_multiaddr, timeout=600) as client:
-            fetch_checkpoint(client, digest, store / node.peer_id, parallel=PARALLEL_SHARDS, timeout=600)
+            got = fetch_checkpoint(client, digest, store / node.peer_id, parallel=PARALLEL_SHARDS, timeout=600)
+        return [*got.swarm, got.prefetched_blocks]
 
     started = time.perf_counter()
     with ThreadPoolExecutor(len(nodes)) as pool:
-        for future in [pool.submit(fetch, node) for node in nodes]:
-            future.result()
-    return time.perf_counter() - started
+        positions = [future.result() for future in [pool.submit(fetch, node) for node in nodes]]
+    elapsed = time.perf_counter() - started
+    if seen is not None:
+        seen.extend(positions)
+    return elapsed
 
 
 def http_origin_seconds(shard_dir: Path, manifest: CheckpointManifest, clients: int, store: Path) -> float:
@@ -236,7 +240,8 @@ def run_netns(total_mib: int, shard_mib: int, nodes: int, uplink_mbit: float) ->
             fetchers = start_namespaced_nodes(lab, root, list(range(2, nodes + 2)), [publisher])
             try:
                 before = [lab.sent_bytes(i) for i in [0, *range(2, nodes + 2)]]
-                all_nodes_s = timed_fetches(fetchers, published.digest, root / "swarm")
+                seen: list[list[int]] = []
+                all_nodes_s = timed_fetches(fetchers, published.digest, root / "swarm", seen)
                 sent = [lab.sent_bytes(i) - b for i, b in zip([0, *range(2, nodes + 2)], before, strict=True)]
             finally:
                 for node in fetchers:
@@ -259,6 +264,7 @@ def run_netns(total_mib: int, shard_mib: int, nodes: int, uplink_mbit: float) ->
         # during the swarm fetch: copies of the checkpoint the publisher's uplink carried, and each fetcher's
         "publisher_sent_copies": round(sent[0] / total, 3),
         "fetcher_sent_copies": [round(b / total, 3) for b in sent[1:]],
+        "fetcher_swarm": seen,  # per fetcher: [rank, fetchers it saw, blocks fetched one by one]
         "netns": True,
         "uplink_mbit": uplink_mbit,
         "load_avg_before": [round(x, 2) for x in load_before],

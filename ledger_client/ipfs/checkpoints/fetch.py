@@ -1,4 +1,14 @@
-"""Fetch: digest -> manifest -> shards in parallel, each verified before use; resumable; re-provided."""
+"""Fetch: digest -> manifest -> shards in parallel, each verified before use; resumable; re-provided.
+
+When other fetchers of the same checkpoint are connected (a broadcast after a publish), the blocks
+are first brought in one by one in a swarm order (`_prefetch`): the blocks are cut into as many
+windows as there are fetchers; each node asks for its own window first — which, at the start,
+only the origin holds — and for block j of every other window once it holds j + LAG blocks of
+its own, i.e. when that window's owner, progressing at the same pace, most likely holds it. Each
+block is its own bitswap session, so it is asked of the first peer that answers it has it: a
+peer with a free uplink rather than the origin, whose uplink is busy with the blocks nobody else
+has yet. The shards are then read and verified as always, from the node's own blockstore.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +22,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from ledger_client.ipfs.checkpoints.delta import apply_delta
 from ledger_client.ipfs.checkpoints.errors import (
@@ -40,6 +51,8 @@ from protocol.manifest import (
     parse_manifest,
 )
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class FetchedCheckpoint:
@@ -55,6 +68,8 @@ class FetchedCheckpoint:
     seconds: float = 0.0
     patched: list[str] = field(default_factory=list)  # shards rebuilt from the parent and the delta
     delta_fallback: str | None = None  # why a delta could not be used (the shards were downloaded instead)
+    swarm: tuple[int, int] = (0, 1)  # (rank, count) of this node among the fetchers it saw
+    prefetched_blocks: int = 0  # blocks brought in one by one in the swarm order before the shards were read
 
 
 def manifest_cid_of(ref: bytes | str) -> str:
@@ -101,7 +116,11 @@ def fetch_checkpoint(
     """
     started = time.monotonic()
     progress = progress or NoProgress()
+    manifest_cid_of(ref)  # a malformed reference is refused before the daemon is asked anything
+    received_before = _received_by_peer(kubo)
     manifest_cid, manifest = fetch_manifest(kubo, ref, timeout=timeout)
+    # the peers that served the manifest hold the checkpoint already (the origin): not fetchers
+    origins = {p for p, n in _received_by_peer(kubo).items() if n > received_before.get(p, 0)}
     folder = Path(store) / manifest_cid
     folder.mkdir(parents=True, exist_ok=True)
     files: list[StoredFile] = [*manifest.shards, *manifest.tokenizer_files]
@@ -114,6 +133,11 @@ def fetch_checkpoint(
         patched, delta_fallback = _patch_from_parent(kubo, manifest, Path(store), folder, missing, timeout, progress)
         missing = [f for f in missing if f.name not in patched]
         check_free_space(folder, sum(f.size for f in missing))
+        position = _swarm_position(kubo, origins)
+        credit: dict[str, int] = {}
+        prefetched = 0
+        if position[1] > 1 and missing:
+            credit, prefetched = _prefetch(kubo, missing, position, parallel, timeout, progress)
         retried: dict[str, int] = {}
         stop = threading.Event()
 
@@ -121,7 +145,8 @@ def fetch_checkpoint(
             if stop.is_set():  # another shard failed or the fetch was interrupted
                 return
             try:
-                retried_count = _download_verified(kubo, stored, folder, retries, timeout, progress)
+                retried_count = _download_verified(kubo, stored, folder, retries, timeout, progress,
+                                                   credit.get(stored.name, 0))
                 if retried_count:
                     retried[stored.name] = retried_count
                 progress.file_done(stored.name)
@@ -129,7 +154,7 @@ def fetch_checkpoint(
                 stop.set()
                 raise
 
-        start = _start_offset(kubo, len(missing))
+        start = _start_offset(position, len(missing))
         with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="shard") as pool:
             futures = [pool.submit(fetch_one, f) for f in [*missing[start:], *missing[:start]]]
             try:
@@ -161,6 +186,8 @@ def fetch_checkpoint(
         seconds=time.monotonic() - started,
         patched=patched,
         delta_fallback=delta_fallback,
+        swarm=position,
+        prefetched_blocks=prefetched,
     )
 
 
@@ -207,22 +234,152 @@ def _patch_from_parent(
     return patched, reason
 
 
-def _start_offset(kubo: KuboClient, count: int) -> int:
-    """Where in the list of missing files this node starts. Fetchers of one checkpoint should pull
-    different shards from the publisher first and trade them among themselves, not all ask the
-    publisher's uplink for the same shards at once: each node takes its rank among itself and the
-    peers it is connected to (the same ranking for every node of a connected swarm), and starts
-    that far round the list. Manifest order when the node has no peers (or is offline)."""
-    if count <= 1:
-        return 0
+def _received_by_peer(kubo: KuboClient) -> dict[str, int]:
+    """Bytes received so far from each connected peer (empty when the node has no peers or is offline)."""
     try:
-        me = kubo.id().peer_id
-        ranking = sorted({me, *kubo.swarm_peers()})
+        peers = kubo.swarm_peers()
     except KuboUnreachable:
         raise
     except KuboError:
-        return 0
-    return ranking.index(me) * count // len(ranking)
+        return {}
+    received: dict[str, int] = {}
+    for peer in peers:
+        try:
+            received[peer] = kubo.received_from(peer)
+        except KuboUnreachable:
+            raise
+        except KuboError:  # the peer left meanwhile
+            continue
+    return received
+
+
+def _swarm_position(kubo: KuboClient, exclude: set[str] | frozenset[str] = frozenset()) -> tuple[int, int]:
+    """(rank, count): this node's place among itself and its connected peers, the peers in
+    ``exclude`` (the origin) left out — the same ranking on every node of a connected swarm.
+    (0, 1) when the node has no peers (or is offline)."""
+    try:
+        me = kubo.id().peer_id
+        ranking = sorted(({me, *kubo.swarm_peers()} - set(exclude)) | {me})
+    except KuboUnreachable:
+        raise
+    except KuboError:
+        return 0, 1
+    return ranking.index(me), len(ranking)
+
+
+def _start_offset(position: tuple[int, int], count: int) -> int:
+    """Where in the list of missing files this node starts: fetchers of one checkpoint should pull
+    different shards first and trade them among themselves, not all ask the origin's uplink for
+    the same shards at once. Manifest order for a node alone."""
+    rank, size = position
+    return rank * count // size if count > 1 else 0
+
+
+LAG = 4  # own blocks held before block j of another window is asked for: j + LAG
+
+
+def _prefetch_plan(blocks: Sequence[T], rank: int, size: int, lag: int = LAG) -> tuple[list[T], list[tuple[int, T]]]:
+    """Cut ``blocks`` into ``size`` contiguous windows; return this node's window (window ``rank``)
+    and every other block with the number of own blocks to hold before asking for it: block j of
+    each other window waits for min(j + lag, own window length). The others are listed j by j
+    across the windows that follow this node's (in ring order), so all of them trail together."""
+    bounds = [w * len(blocks) // size for w in range(size + 1)]
+    windows = [list(blocks[bounds[w]:bounds[w + 1]]) for w in range(size)]
+    own = windows[rank]
+    others = [windows[(rank + k) % size] for k in range(1, size)]
+    trailing = [(min(j + lag, len(own)), window[j])
+                for j in range(max((len(w) for w in others), default=0))
+                for window in others if j < len(window)]
+    return own, trailing
+
+
+def _leaves(kubo: KuboClient, stored: StoredFile, timeout: float) -> list[tuple[str, int]]:
+    """The raw blocks of ``stored`` in file order with their sizes (UnixFS with raw leaves, as
+    published; a dag-pb node's own data, if any, comes with the node, fetched here)."""
+    if cid_codec(stored.cid) == RAW:
+        return [(stored.cid, stored.size)]
+    found: list[tuple[str, int]] = []
+
+    def walk(cid: str) -> None:  # depth first, in order: a file of more than 174 blocks has inner nodes
+        for child, size in kubo.links(cid, timeout=timeout):
+            if cid_codec(child) == RAW:
+                found.append((child, size))
+            else:
+                walk(child)
+
+    walk(stored.cid)
+    return found
+
+
+def _prefetch(kubo: KuboClient, files: Sequence[StoredFile], position: tuple[int, int], parallel: int,
+              timeout: float, progress: TransferProgress) -> tuple[dict[str, int], int]:
+    """Bring the blocks of ``files`` into the node's blockstore in the swarm order (module
+    docstring), ``parallel`` blocks at a time for the own window and as many for the others.
+    Returns the bytes brought in per file name (already reported to ``progress``) and the number
+    of blocks. Best effort: on the first error other than an unreachable daemon it stops, and
+    the shards' own download fetches (and reports) whatever is missing."""
+    rank, size = position
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+            per_file = list(pool.map(lambda f: [(f.name, *leaf) for leaf in _leaves(kubo, f, timeout)], files))
+    except KuboUnreachable:
+        raise
+    except KuboError:
+        return {}, 0
+    own, trailing = _prefetch_plan([leaf for leaves in per_file for leaf in leaves], rank, size)
+    credit: dict[str, int] = {}
+    blocks = own_done = 0
+    stopped = False
+    changed = threading.Condition()
+
+    def stop() -> None:
+        nonlocal stopped
+        with changed:
+            stopped = True
+            changed.notify_all()
+
+    def get(name: str, cid: str, _size: int) -> None:
+        nonlocal blocks
+        if stopped:
+            return
+        try:
+            size = kubo.fetch_block(cid, timeout=timeout)
+        except BaseException:
+            stop()
+            raise
+        progress.advance(size)
+        with changed:
+            credit[name] = credit.get(name, 0) + size
+            blocks += 1
+
+    def own_one(leaf: tuple[str, str, int]) -> None:
+        nonlocal own_done
+        try:
+            get(*leaf)
+        finally:
+            with changed:
+                own_done += 1
+                changed.notify_all()
+
+    def trail_one(gate: int, leaf: tuple[str, str, int]) -> None:
+        with changed:
+            changed.wait_for(lambda: own_done >= gate or stopped)
+        get(*leaf)
+
+    with ThreadPoolExecutor(max(1, parallel), "own") as own_pool, \
+            ThreadPoolExecutor(max(1, parallel), "trail") as trail_pool:
+        futures = [own_pool.submit(own_one, leaf) for leaf in own]
+        futures += [trail_pool.submit(trail_one, gate, leaf) for gate, leaf in trailing]
+        try:
+            for future in futures:
+                future.result()
+        except KuboUnreachable:
+            raise
+        except KuboError:
+            pass  # the shards' download takes over
+        finally:
+            stop()  # the queued blocks are skipped, the waiting ones released
+    return credit, blocks
 
 
 def _verified_already(
@@ -252,17 +409,19 @@ def _download_verified(
     retries: int,
     timeout: float,
     progress: TransferProgress,
+    credit: int = 0,
 ) -> int:
     """Download one file, check size and sha256 before it takes its final name; retry on a
-    bad or unavailable copy. Returns how many retries it took."""
+    bad or unavailable copy. Returns how many retries it took. The first ``credit`` bytes were
+    reported to ``progress`` already (brought into the node by the prefetch)."""
     last_error: CheckpointError | None = None
     for attempt in range(retries + 1):
         received = 0
 
         def count(n: int) -> None:
             nonlocal received
+            progress.advance(max(0, received + n - credit) - max(0, received - credit))
             received += n
-            progress.advance(n)
 
         staging = folder / f".{stored.name}.part"
         try:
@@ -290,7 +449,7 @@ def _download_verified(
                 os.replace(staging, folder / stored.name)
                 return attempt
         staging.unlink(missing_ok=True)
-        progress.advance(-received)
+        progress.advance(-max(0, received - credit))
     assert last_error is not None
     raise type(last_error)(f"{last_error} (after {retries + 1} attempts)")
 
