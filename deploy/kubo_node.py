@@ -191,11 +191,15 @@ class KuboNode:
         gateway_port: int = 0,
         swarm_port: int = 0,
         timeout: float = 60.0,
+        api_host: str = "127.0.0.1",
+        swarm_host: str = "127.0.0.1",
     ) -> Self:
         """Initialise ``repo`` if it has no Kubo repo yet, then start a daemon on it.
 
         Ports default to 0 (the kernel picks free ones; the chosen ones are read back from the
         daemon). ``offline`` runs without any networking: add/cat/pin work, swarm does not.
+        ``api_host`` / ``swarm_host`` are the addresses the API and the swarm listen on: loopback
+        unless the node is one machine of a test network on this host (bench/netns.py).
         """
         binary = Path(binary or find_ipfs_binary()).absolute()
         repo = Path(repo).resolve()
@@ -207,9 +211,9 @@ class KuboNode:
             _run(binary, ["init", "--profile", "test", "--empty-repo"], env)
         _apply_config(repo, {
             **_PRIVATE_CONFIG,
-            "Addresses.API": f"/ip4/127.0.0.1/tcp/{api_port}",
-            "Addresses.Gateway": f"/ip4/127.0.0.1/tcp/{gateway_port}",
-            "Addresses.Swarm": [f"/ip4/127.0.0.1/tcp/{swarm_port}"],
+            "Addresses.API": f"/ip4/{api_host}/tcp/{api_port}",
+            "Addresses.Gateway": f"/ip4/{api_host}/tcp/{gateway_port}",
+            "Addresses.Swarm": [f"/ip4/{swarm_host}/tcp/{swarm_port}"],
         })
 
         (repo / "api").unlink(missing_ok=True)
@@ -230,7 +234,7 @@ class KuboNode:
         try:
             api, gateway = _wait_until_ready(process, log_path, timeout)
             node = cls(repo, process.pid, api, gateway, "", [], offline, process)
-            node._refresh_identity()
+            node._refresh_identity(swarm_host)
         except BaseException:
             process.kill()
             process.wait()
@@ -254,7 +258,7 @@ class KuboNode:
         node._refresh_identity()
         return node
 
-    def _refresh_identity(self) -> None:
+    def _refresh_identity(self, swarm_host: str = "127.0.0.1") -> None:
         try:
             response = requests.post(f"{self.api_url}/api/v0/id", timeout=10)
             response.raise_for_status()
@@ -262,7 +266,7 @@ class KuboNode:
         except (requests.RequestException, ValueError) as exc:
             raise KuboStartError(f"Kubo for {self.repo} does not answer at {self.api_multiaddr}: {exc}") from None
         self.peer_id = identity["ID"]
-        self.swarm_multiaddrs = [a for a in identity.get("Addresses") or [] if "/127.0.0.1/" in a]
+        self.swarm_multiaddrs = [a for a in identity.get("Addresses") or [] if f"/{swarm_host}/" in a]
 
     def connect(self, other: KuboNode) -> None:
         """``swarm connect`` this node to ``other`` (both must be online)."""

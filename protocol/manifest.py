@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from protocol.digest import cid_to_digest
 
 SCHEMA_VERSION: Final = 1
+OPTIONAL_FIELDS: Final = ("metrics", "delta")  # left out of the encoding when unset
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -80,6 +81,10 @@ class CheckpointManifest(BaseModel):
     metrics: str | None = Field(
         None, description="CID of the trainer's metrics of the step that produced this policy (a small JSON object)"
     )
+    delta: StoredFile | None = Field(
+        None, description="sparse patch that rebuilds the shards from the parent's tensors "
+                          "(ledger_client/ipfs/checkpoints/delta.py); the shards stay the reference"
+    )
 
     @field_validator("parent", "metrics")
     @classmethod
@@ -99,9 +104,11 @@ class CheckpointManifest(BaseModel):
         return {name for shard in self.shards for name in shard.tensors} | set(self.aliases)
 
     def to_bytes(self) -> bytes:
-        """The canonical encoding stored in IPFS (its sha256 is the on-chain digest). Without metrics
-        the field is left out, so such manifests keep the bytes (and digests) they had before it existed."""
-        return self.model_dump_json(exclude={"metrics"} if self.metrics is None else None).encode()
+        """The canonical encoding stored in IPFS (its sha256 is the on-chain digest). Optional fields
+        that are unset (metrics, delta) are left out, so such manifests keep the bytes (and digests)
+        they had before those fields existed."""
+        unset = {name for name in OPTIONAL_FIELDS if getattr(self, name) is None}
+        return self.model_dump_json(exclude=unset or None).encode()
 
 
 def parse_manifest(data: bytes) -> CheckpointManifest:
@@ -130,7 +137,10 @@ def parse_manifest(data: bytes) -> CheckpointManifest:
             for e in errors if e["type"] != "missing"
         ][:3]
         raise InvalidManifest(f"manifest is invalid: {'; '.join(problems)}") from None
+    if manifest.delta is not None and manifest.parent is None:
+        raise InvalidManifest("manifest names a delta but no parent to apply it to")
     stored = [f.name for f in manifest.shards] + [f.name for f in manifest.tokenizer_files]
+    stored += [manifest.delta.name] if manifest.delta is not None else []
     if len(stored) != len(set(stored)):
         raise InvalidManifest("manifest names the same file twice")
     names = [name for shard in manifest.shards for name in shard.tensors]

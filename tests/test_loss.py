@@ -147,7 +147,7 @@ def test_a_truncated_is_weight_scales_the_token_gradient_by_the_cap():
     on_policy, out_fresh = grad_of_logits(0.0, cap=2.0)
     stale, out_stale = grad_of_logits(math.log(5.0), cap=2.0)  # raw weight 5, truncated to 2
     assert torch.allclose(stale, 2.0 * on_policy, atol=1e-6)
-    assert out_stale.is_weight_max == pytest.approx(5.0, rel=1e-5)
+    assert out_stale.is_weight_max == out_stale.is_weight_min == pytest.approx(5.0, rel=1e-5)
     assert out_stale.is_truncated_fraction == 1.0 and out_fresh.is_truncated_fraction == 0.0
     assert out_stale.is_weight_mean == pytest.approx(2.0)
     assert out_stale.clipped_fraction == 0.0  # r = π_θ/π_prox = 1: a stale token is not clipped

@@ -32,14 +32,28 @@ class Checkpoint:
     step: int
     tensors: dict[str, Any]
     trainer: dict[str, Any]
+    path: Path | None = None
 
 
 def save_checkpoint(root: str | Path, step: int, tensors: dict[str, Any], trainer: dict[str, Any], keep: int = 2) -> Path:
     """Write checkpoint `step` atomically and prune all but the newest `keep`."""
+    return commit_checkpoint(root, step, staging_folder(root, step), tensors, trainer, keep)
+
+
+def staging_folder(root: str | Path, step: int) -> Path:
+    """A fresh temporary folder for checkpoint `step` (more files, e.g. sharded state, may go in
+    before `commit_checkpoint`)."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=root, prefix=f".step_{step:06d}."))
+
+
+def commit_checkpoint(root: str | Path, step: int, tmp: Path, tensors: dict[str, Any], trainer: dict[str, Any],
+                      keep: int = 2) -> Path:
+    """Write `tensors` and `trainer` into the staging folder `tmp`, rename it to checkpoint `step`,
+    point `latest` at it and prune all but the newest `keep`."""
+    root = Path(root)
     final = root / f"step_{step:06d}"
-    tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{final.name}."))
     torch.save(tensors, tmp / "state.pt")
     (tmp / "trainer.json").write_text(json.dumps({"step": step, **trainer}))
     if final.exists():
@@ -67,4 +81,4 @@ def load_latest_checkpoint(root: str | Path) -> Checkpoint | None:
         tensors = torch.load(folder / "state.pt", weights_only=False)
     except (OSError, json.JSONDecodeError, RuntimeError) as exc:
         raise TrainerStateError(f"checkpoint {folder} is unreadable: {exc}") from exc
-    return Checkpoint(step=int(trainer.pop("step")), tensors=tensors, trainer=trainer)
+    return Checkpoint(step=int(trainer.pop("step")), tensors=tensors, trainer=trainer, path=folder)

@@ -5,6 +5,7 @@ increasing order of precedence."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -59,6 +60,8 @@ class TrainerConfig(BaseSettings):
     poll_interval_s: float = Field(0.02, gt=0)
     wait_timeout_s: float = Field(600.0, gt=0, description="give up when no usable rollout arrives for this long")
     seed: int = 0
+    parallel: Literal["fsdp", "ddp"] = Field(
+        "fsdp", description="with --nproc N > 1: FSDP2 (sharded) or DDP (replicated) data parallelism")
 
     @model_validator(mode="after")
     def _whole_groups(self) -> TrainerConfig:

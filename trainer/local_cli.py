@@ -1,9 +1,11 @@
-"""`trainer local --config run.toml [--init-policy DIR] [--key.sub value …]`.
+"""`trainer local --config run.toml [--init-policy DIR] [--nproc N] [--key.sub value …]`.
 
 Trains on rollout files that local workers write to `<run_dir>/rollouts`, publishes each
 policy to `<run_dir>/policy` (more publishers, e.g. the IPFS checkpoint path, plug into
 `Trainer(publishers=[...])`), checkpoints to `<run_dir>/checkpoints` (a restart resumes
-there) and writes `<run_dir>/trainer.done` when max_steps is reached.
+there) and writes `<run_dir>/trainer.done` when max_steps is reached. With `--nproc N` (N > 1) it
+runs as N ranks of one data-parallel trainer (FSDP2 by default, `--parallel ddp`; see
+trainer/distributed.py); rank 0 publishes and writes the metrics.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from ledger_client.cli import load_settings, one_line_errors, pop_option
 from protocol.pool import versions_to_keep
 from trainer.checkpoint import TrainerStateError
 from trainer.config import TrainerConfig
+from trainer.distributed import Distributed, launch, launched_by_torchrun, pop_nproc, quiet_followers
 from trainer.loop import Trainer, TrainerStarved
+from trainer.parallel import SingleProcess
 from trainer.work_source import LocalDirectorySource
 
 
@@ -30,9 +34,13 @@ from trainer.work_source import LocalDirectorySource
 def main(argv: list[str] | None = None) -> int:
     """CLI entry: one line on error, non-zero exit (ledger_client.cli.EXIT_CODES)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    nproc = pop_nproc(args)
     toml = pop_option(args, "--config")
     init = pop_option(args, "--init-policy")
-    config = load_settings(TrainerConfig, toml, args)
+    config = load_settings(TrainerConfig, toml, args)  # validated once here, before any rank starts
+    if nproc is not None and nproc > 1:
+        return launch(nproc, ["trainer.main", "local", *_options(toml, init), *args])
+    parallel = Distributed(config.parallel) if launched_by_torchrun() else SingleProcess()
     torch.set_num_threads(1)
     hf_logging.disable_progress_bar()
     if init:
@@ -48,16 +56,20 @@ def main(argv: list[str] | None = None) -> int:
                              keep=versions_to_keep(config.async_level) + 1)
     # the KL term (loss.kl_coef > 0) pulls towards the initial policy, frozen
     reference = copy.deepcopy(model).eval() if config.loss.kl_coef > 0 else None
-    trainer = Trainer(
-        config, model, LocalDirectorySource(config.run_dir / "rollouts"), publishers=[store], reference=reference
-    )
-    trainer.run(on_step=lambda m: print(
-        f"step {m.step}  batch reward {m.batch_reward:.3f}  entropy {m.entropy:.3f}  staleness {m.staleness_mean:.2f}  idle {m.idle_s:.2f}s",
-        flush=True,
-    ))
-    (config.run_dir / DONE_MARKER).touch()
+    trainer = Trainer(config, model, LocalDirectorySource(config.run_dir / "rollouts"), publishers=[store],
+                      reference=reference, parallel=parallel)
+    with quiet_followers(parallel.is_main, failures=(TrainerStarved, TrainerStateError)):
+        trainer.run(on_step=lambda m: parallel.is_main and print(
+            f"step {m.step}  batch reward {m.batch_reward:.3f}  entropy {m.entropy:.3f}  staleness {m.staleness_mean:.2f}  idle {m.idle_s:.2f}s",
+            flush=True,
+        ))
+    if parallel.is_main:
+        (config.run_dir / DONE_MARKER).touch()
     return 0
 
+
+def _options(toml: str | None, init: str | None) -> list[str]:
+    return [*(["--config", toml] if toml else []), *(["--init-policy", init] if init else [])]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -31,10 +31,10 @@ import torch
 from transformers import PreTrainedModel
 
 from trainer.batching import PackedBatch, completion_logprobs, micro_batches, pack
-from trainer.checkpoint import load_latest_checkpoint, save_checkpoint
 from trainer.config import TrainerConfig
 from trainer.filtering import informative_groups, is_stale
 from trainer.loss import LossOutput, grpo_loss, merge_loss_outputs, token_logprobs
+from trainer.parallel import Parallel, SingleProcess
 from trainer.work_source import WorkItem, WorkSource
 
 # publish(step, state_dict) -> optional digest. The local policy store is one; the IPFS
@@ -77,6 +77,7 @@ class StepMetrics:
     mean_ratio: float
     is_weight_mean: float
     is_weight_max: float
+    is_weight_min: float
     is_truncated_fraction: float
     reward: float | None  # mean over the rollouts taken in since the last step; None if none
     batch_reward: float
@@ -106,9 +107,12 @@ class Trainer:
         evaluate: Evaluator | None = None,
         eval_every: int = 0,
         reference: PreTrainedModel | None = None,
+        parallel: Parallel | None = None,
     ) -> None:
         self.config = config
-        self.model = model
+        self.parallel = parallel or SingleProcess()
+        self._scratch = copy.deepcopy(model)  # unwrapped: logp_behav of retained policies, evaluation
+        self.model = self.parallel.wrap(model)
         self.source = source
         self.publishers = publishers or []
         self.evaluate = evaluate
@@ -118,7 +122,7 @@ class Trainer:
             raise ValueError("loss.kl_coef > 0 needs a reference model")
         torch.manual_seed(config.seed)
         self.optimizer = torch.optim.AdamW(
-            model.parameters(), lr=config.optim.lr, betas=config.optim.betas, weight_decay=config.optim.weight_decay
+            self.model.parameters(), lr=config.optim.lr, betas=config.optim.betas, weight_decay=config.optim.weight_decay
         )
         warmup = config.optim.warmup_steps
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -127,7 +131,6 @@ class Trainer:
         self.step = 0
         self.buffer: deque[BufferedGroup] = deque()
         self.policies: dict[int, dict[str, torch.Tensor]] = {}
-        self._scratch = copy.deepcopy(model)
         self._counters = {"stale": 0, "zero_adv": 0, "files": 0, "rejected": 0}
         self._reported = dict(self._counters)  # counter values at the last metrics line
         self._consumed_rewards: list[float] = []
@@ -138,7 +141,7 @@ class Trainer:
     # -- state ----------------------------------------------------------------------------
 
     def _snapshot(self) -> dict[str, torch.Tensor]:
-        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        return self.parallel.full_state_dict(self.model)
 
     def _retain_policy(self) -> None:
         self.policies[self.step] = self._snapshot()
@@ -147,11 +150,9 @@ class Trainer:
 
     def resume(self) -> bool:
         """Load the newest checkpoint if there is one; True if the trainer resumed."""
-        ckpt = load_latest_checkpoint(self.checkpoint_dir)
+        ckpt = self.parallel.load_checkpoint(self.checkpoint_dir, self.model, self.optimizer)
         if ckpt is None:
             return False
-        self.model.load_state_dict(ckpt.tensors["model"])
-        self.optimizer.load_state_dict(ckpt.tensors["optimizer"])
         self.scheduler.load_state_dict(ckpt.tensors["scheduler"])
         self.policies = {int(k): v for k, v in ckpt.tensors["policies"].items()}
         torch.set_rng_state(ckpt.tensors["rng"])
@@ -166,7 +167,7 @@ class Trainer:
 
     def _truncate_metrics(self) -> None:
         # Steps after the checkpoint will be redone; drop their lines so the log stays exact.
-        if not self.metrics_path.exists():
+        if not self.parallel.is_main or not self.metrics_path.exists():
             return
         lines = [line for line in self.metrics_path.read_text().splitlines() if line.strip()]
         kept = [line for line in lines if json.loads(line)["step"] <= self.step]
@@ -174,8 +175,6 @@ class Trainer:
 
     def _checkpoint(self) -> None:
         tensors = {
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "policies": self.policies,
             "rng": torch.get_rng_state(),
@@ -186,16 +185,25 @@ class Trainer:
             "source": self.source.state(),
             "step_metrics": self.step_metrics,
         }
-        save_checkpoint(self.checkpoint_dir, self.step, tensors, trainer)
+        self.parallel.save_checkpoint(self.checkpoint_dir, self.step, self.model, self.optimizer, tensors, trainer)
 
     def metrics_at(self, step: int) -> dict | None:
         """The metrics line of `step` if it is the step last trained (what a publisher attaches to its policy)."""
         return self.step_metrics if self.step_metrics is not None and self.step_metrics["step"] == step else None
 
     def _publish(self) -> None:
-        state = self._snapshot()
+        state = self._snapshot()  # a collective: every rank gathers, rank 0 publishes
+        if not self.parallel.is_main:
+            return
         for publish in self.publishers:
             publish(self.step, state)
+
+    def _poll(self) -> list[WorkItem]:
+        return self.parallel.from_main(self.source.poll)
+
+    def _report(self, waiting: bool) -> None:
+        if self.parallel.is_main:
+            self.source.report(self.step, waiting=waiting)
 
     # -- intake ---------------------------------------------------------------------------
 
@@ -238,7 +246,7 @@ class Trainer:
         """Take in what the source has now; True when a full batch is buffered (the
         synchronous loop generates until this holds, then calls train_step)."""
         self._drop_stale_buffered()
-        for item in self.source.poll():
+        for item in self._poll():
             self._take(item)
         return len(self.buffer) >= self.config.batch_samples // self.config.sampling.group_size
 
@@ -248,21 +256,21 @@ class Trainer:
         idle, waiting_since = 0.0, None
         self._drop_stale_buffered()
         while len(self.buffer) < needed:
-            items = self.source.poll()
+            items = self._poll()
             for item in items:
                 self._take(item)
             if len(self.buffer) >= needed:
                 break
-            self.source.report(self.step, waiting=True)
+            self._report(waiting=True)
             now = time.perf_counter()
             waiting_since = waiting_since or now
-            if now - waiting_since > self.config.wait_timeout_s:
+            if self.parallel.from_main(lambda now=now, since=waiting_since: now - since > self.config.wait_timeout_s):
                 raise TrainerStarved(f"no usable rollouts for {self.config.wait_timeout_s:.0f}s at step {self.step}")
             if items:
                 waiting_since = now
             time.sleep(self.config.poll_interval_s)
             idle += time.perf_counter() - now
-        self.source.report(self.step, waiting=False)
+        self._report(waiting=False)
         return idle
 
     # -- the step -------------------------------------------------------------------------
@@ -292,7 +300,7 @@ class Trainer:
             logits, mb.targets, mb.loss_mask, advantages, logp_behav,
             self.config.sampling.temperature, self.config.token_budget, self.config.loss, logp_ref, logp_prox,
         )
-        out.loss.backward()
+        (out.loss * self.parallel.loss_scale).backward()
         return out, logp_behav
 
     def train_step(self) -> StepMetrics:
@@ -306,8 +314,12 @@ class Trainer:
         prompts = [groups[gi].prompt_ids for gi in group_of_row]
         completions = [c for g in groups for c in g.completions]
         advantages = torch.tensor([a for g in groups for a in g.advantages])
-        packed = pack(prompts, completions, pad_id=self.model.config.pad_token_id or 0)
-        logp_behav = self._behaviour_logprobs([groups[gi].policy_step for gi in group_of_row], packed)
+        packed = pack(prompts, completions, pad_id=self._scratch.config.pad_token_id or 0)
+        # this rank's share of the rows (all of them in one process)
+        mine = self.parallel.rows(len(completions))
+        packed = PackedBatch(packed.inputs[mine], packed.targets[mine], packed.loss_mask[mine])
+        advantages = advantages[mine]
+        logp_behav = self._behaviour_logprobs([groups[gi].policy_step for gi in group_of_row][mine], packed)
         logp_ref = None
         if self.reference is not None:
             with torch.no_grad():
@@ -317,18 +329,23 @@ class Trainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         parts = []
-        for rows in micro_batches(packed, self.config.micro_batch_tokens):
+        # Ranks hold different row counts, so their micro-batch counts could differ, and every backward
+        # under DDP/FSDP2 is a collective: with several ranks each trains its share in one micro-batch.
+        budget = self.config.micro_batch_tokens if self.parallel.world_size == 1 else max(1, packed.inputs.numel())
+        for rows in micro_batches(packed, budget):
             part, logp_behav[rows] = self._accumulate(packed.rows(rows), advantages[rows], logp_behav[rows],
                                                       None if logp_ref is None else logp_ref[rows])
             parts.append(part)
-        out = merge_loss_outputs(parts)
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.max_grad_norm))
+        out = self.parallel.reduce(merge_loss_outputs(parts), float(packed.loss_mask.sum()))
+        grad_norm = self.parallel.clip_grad_norm(self.model, self.config.optim.max_grad_norm)
         lr = self.optimizer.param_groups[0]["lr"]
         self.optimizer.step()
         self.scheduler.step()
         self.model.eval()
 
-        mismatch = _worker_trainer_mismatch(groups, logp_behav, packed.loss_mask)
+        worker_logprobs = [lp for g in groups for lp in g.worker_logprobs][mine]
+        mismatch = self.parallel.reduce_mean(_worker_trainer_mismatch(worker_logprobs, logp_behav, packed.loss_mask),
+                                             float(packed.loss_mask.sum()))
         staleness = [self.step - g.policy_step for g in groups]
         histogram = {str(k): staleness.count(k) for k in sorted(set(staleness))}
         submission_staleness = [self.step - g.policy_step for g in groups if g.first_of_submission]
@@ -349,6 +366,7 @@ class Trainer:
             mean_ratio=out.mean_ratio,
             is_weight_mean=out.is_weight_mean,
             is_weight_max=out.is_weight_max,
+            is_weight_min=out.is_weight_min,
             is_truncated_fraction=out.is_truncated_fraction,
             reward=sum(consumed_rewards) / len(consumed_rewards) if consumed_rewards else None,
             batch_reward=sum(rewards) / len(rewards),
@@ -368,17 +386,24 @@ class Trainer:
         self._reported = dict(self._counters)
         extra: dict[str, float] = {}
         if self.evaluate is not None and self.eval_every and self.step % self.eval_every == 0:
-            extra = self.evaluate(self.model)
+            extra = self.parallel.from_main(self._evaluate)
         self.step_metrics = {**asdict(metrics), **extra}
         if self.step % self.config.checkpoint_every == 0 or self.step == self.config.max_steps:
             self._checkpoint()
         # Publish after checkpointing: a crash in between re-publishes the same policy on resume,
         # never a different policy under an already published step.
         self._publish()
-        self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.metrics_path.open("a") as handle:
-            handle.write(json.dumps(self.step_metrics) + "\n")
+        if self.parallel.is_main:
+            self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
+            with self.metrics_path.open("a") as handle:
+                handle.write(json.dumps(self.step_metrics) + "\n")
         return metrics
+
+    def _evaluate(self) -> dict[str, float]:
+        """The evaluator on the newest policy, in an unwrapped copy (a sharded model needs every rank)."""
+        assert self.evaluate is not None
+        self._scratch.load_state_dict(self.policies[self.step])
+        return self.evaluate(self._scratch)
 
     def start(self) -> None:
         """Resume from the newest checkpoint (re-publishing its policy, which a crash may have kept
@@ -389,12 +414,13 @@ class Trainer:
             self._retain_policy()
             self._publish()
             if self.evaluate is not None and self.eval_every:
-                extra = self.evaluate(self.model)
-                self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
-                with self.metrics_path.open("a") as handle:
-                    handle.write(json.dumps({"step": 0, **extra}) + "\n")
+                extra = self.parallel.from_main(self._evaluate)
+                if self.parallel.is_main:
+                    self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
+                    with self.metrics_path.open("a") as handle:
+                        handle.write(json.dumps({"step": 0, **extra}) + "\n")
             self._checkpoint()
-        self.source.report(self.step, waiting=False)
+        self._report(waiting=False)
 
     def run(self, on_step: Callable[[StepMetrics], None] | None = None) -> None:
         """start(), then train until config.max_steps."""
@@ -405,14 +431,11 @@ class Trainer:
                 on_step(metrics)
 
 
-def _worker_trainer_mismatch(groups: list[BufferedGroup], logp_behav: torch.Tensor, mask: torch.Tensor) -> float:
-    """Mean |worker logprob − trainer-recomputed logp_behav| over completion tokens: a
-    diagnostic only, the loss never uses the worker's numbers."""
+def _worker_trainer_mismatch(worker_logprobs: list[list[float]], logp_behav: torch.Tensor, mask: torch.Tensor) -> float:
+    """Mean |worker logprob − trainer-recomputed logp_behav| over completion tokens (one list of
+    worker logprobs per row): a diagnostic only, the loss never uses the worker's numbers."""
     worker = torch.zeros_like(logp_behav)
-    row = 0
-    for g in groups:
-        for lp in g.worker_logprobs:
-            positions = mask[row].nonzero().flatten()[: len(lp)]
-            worker[row, positions] = torch.tensor(lp, dtype=torch.float32)
-            row += 1
+    for row, lp in enumerate(worker_logprobs):
+        positions = mask[row].nonzero().flatten()[: len(lp)]
+        worker[row, positions] = torch.tensor(lp, dtype=torch.float32)
     return float(((worker - logp_behav).abs() * mask).sum() / mask.sum().clamp(min=1.0))

@@ -48,7 +48,8 @@ statistics. The loop does that to bound memory (`TrainerConfig.micro_batch_token
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
+from typing import Literal
 
 import torch
 from pydantic import BaseModel, Field
@@ -72,21 +73,36 @@ class LossConfig(BaseModel):
     )
 
 
+# How a statistic of one share of the batch combines with the others' into the whole batch's
+# (trainer/distributed.py reads it; every LossOutput field must declare one):
+#   sum         a sum over tokens divided by the constant token budget (the loss) or a count;
+#   token_mean  a mean over the share's completion tokens: weighted by each share's token count;
+#   max / min   an extreme over the share's tokens.
+Reduction = Literal["sum", "token_mean", "max", "min"]
+
+
+def reduction_of(name: str) -> Reduction:
+    """How the LossOutput field `name` is combined across shares of a batch."""
+    return LossOutput.__dataclass_fields__[name].metadata["reduce"]
+
+
 @dataclass(frozen=True)
 class LossOutput:
     """The scalar to backpropagate and detached statistics for logging."""
 
-    loss: torch.Tensor
-    policy_loss: float
-    entropy: float
-    kl: float
-    clipped_fraction: float
-    delta_clamped_fraction: float
-    mean_ratio: float
-    is_weight_mean: float
-    is_weight_max: float  # before truncation
-    is_truncated_fraction: float
-    n_tokens: float  # completion tokens the statistics are means over (the weights of merging)
+    loss: torch.Tensor = field(metadata={"reduce": "sum"})
+    policy_loss: float = field(metadata={"reduce": "sum"})
+    entropy: float = field(metadata={"reduce": "token_mean"})
+    kl: float = field(metadata={"reduce": "token_mean"})
+    clipped_fraction: float = field(metadata={"reduce": "token_mean"})
+    delta_clamped_fraction: float = field(metadata={"reduce": "token_mean"})
+    mean_ratio: float = field(metadata={"reduce": "token_mean"})
+    is_weight_mean: float = field(metadata={"reduce": "token_mean"})
+    is_weight_max: float = field(metadata={"reduce": "max"})  # before truncation
+    is_weight_min: float = field(metadata={"reduce": "min"})  # before truncation
+    is_truncated_fraction: float = field(metadata={"reduce": "token_mean"})
+
+    n_tokens: float = field(metadata={"reduce": "sum"})  # completion tokens the means are over (merge weights)
 
 
 def clipped_token_loss(
@@ -171,31 +187,31 @@ def grpo_loss(
         mean_ratio=token_mean(ratio),
         is_weight_mean=token_mean(weight),
         is_weight_max=float(raw_weight[mask > 0].max()) if mask.any() else 1.0,
+        is_weight_min=float(raw_weight[mask > 0].min()) if mask.any() else 1.0,
         is_truncated_fraction=token_mean((raw_weight > config.is_weight_cap).float()),
         n_tokens=n_raw,
     )
 
 
-_TOKEN_MEANS = ("entropy", "kl", "clipped_fraction", "delta_clamped_fraction", "mean_ratio", "is_weight_mean",
-                "is_truncated_fraction")
-
-
 def merge_loss_outputs(parts: list[LossOutput]) -> LossOutput:
-    """The LossOutput of a batch from those of its micro-batches: loss and policy_loss add up (sums
-    over the constant budget), token means are weighted by n_tokens, is_weight_max is the max.
-    The merged loss is detached (each part was backpropagated on its own)."""
+    """The LossOutput of a batch from those of its micro-batches, each field as it declares (the same
+    rules trainer/distributed.py applies across ranks): sums add, token means are weighted by n_tokens,
+    maxima and minima take the extreme over the parts that hold tokens. The merged loss is detached
+    (each part was backpropagated on its own)."""
     if not parts:
         raise ValueError("no micro-batches to merge")
     n = sum(p.n_tokens for p in parts)
-
-    def mean(field: str) -> float:
-        return sum(getattr(p, field) * p.n_tokens for p in parts) / max(n, 1.0)
-
-    counted = [p.is_weight_max for p in parts if p.n_tokens > 0]
-    return LossOutput(
-        loss=sum((p.loss.detach() for p in parts), torch.zeros(())),
-        policy_loss=sum(p.policy_loss for p in parts),
-        **{f: mean(f) for f in _TOKEN_MEANS},
-        is_weight_max=max(counted) if counted else 1.0,
-        n_tokens=n,
-    )
+    holding = [p for p in parts if p.n_tokens > 0] or parts[:1]
+    merged: dict[str, object] = {}
+    for f in fields(LossOutput):
+        values = [getattr(p, f.name) for p in parts]
+        kind = reduction_of(f.name)
+        if f.name == "loss":
+            merged["loss"] = sum((v.detach() for v in values), torch.zeros(()))
+        elif kind == "sum":
+            merged[f.name] = sum(values)
+        elif kind == "token_mean":
+            merged[f.name] = sum(v * p.n_tokens for v, p in zip(values, parts, strict=True)) / max(n, 1.0)
+        else:
+            merged[f.name] = (max if kind == "max" else min)(getattr(p, f.name) for p in holding)
+    return LossOutput(**merged)

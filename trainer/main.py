@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ledger_client.cli import one_line_errors
+from ledger_client.cli import UsageError, one_line_errors
 
 
 def _start(argv: list[str]) -> int:
     from trainer.checkpoint import TrainerStateError
+    from trainer.distributed import launch
     from trainer.loop import TrainerStarved
     from trainer.start import add_start_args, run_start
 
@@ -23,9 +24,21 @@ def _start(argv: list[str]) -> int:
     def start() -> int:
         p = argparse.ArgumentParser(prog="trainer start", description=__doc__.splitlines()[0])
         add_start_args(p)
-        return run_start(p.parse_args(argv))
+        args = p.parse_args(argv)
+        if args.nproc is not None and args.nproc < 1:
+            raise UsageError(f"--nproc must be a positive integer, got {args.nproc}")
+        if args.nproc is not None and args.nproc > 1:
+            return launch(args.nproc, ["trainer.main", "start", *_without_nproc(argv)])
+        return run_start(args)
 
     return start()
+
+
+def _without_nproc(argv: list[str]) -> list[str]:
+    at = argv.index("--nproc") if "--nproc" in argv else None
+    if at is None:  # --nproc=N
+        return [a for a in argv if not a.startswith("--nproc=")]
+    return argv[:at] + argv[at + 2:]
 
 
 @one_line_errors

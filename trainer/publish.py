@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -14,7 +15,13 @@ from transformers import PretrainedConfig, PreTrainedTokenizerBase
 from ledger_client.chain.errors import LedgerError
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import pool_state
-from ledger_client.ipfs.checkpoints import PinRetention, manifest_cid_of, publish_checkpoint
+from ledger_client.ipfs.checkpoints import (
+    PinRetention,
+    fetch_checkpoint,
+    load_state_dict,
+    manifest_cid_of,
+    publish_checkpoint,
+)
 from ledger_client.ipfs.content import put_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import digest_to_cid
@@ -32,6 +39,11 @@ class IpfsPublisher:
     ...) goes to IPFS as a small JSON object named by the manifest's `metrics` field, so anyone can
     draw the learning curve from the chain and IPFS alone. Those objects stay pinned (they are tiny
     and make the whole curve).
+
+    Every policy also goes out as a sparse patch against its parent (the manifest's `delta`); the
+    parent's tensors are the ones published last, or — after a restart — fetched back from IPFS,
+    so a re-published step gets the same patch and manifest. `patch_ratios[step]` is patch bytes
+    over shard bytes.
     """
 
     def __init__(self, ledger: Ledger, kubo: KuboClient, pool_id: int, model_config: PretrainedConfig,
@@ -47,15 +59,35 @@ class IpfsPublisher:
         base = bytes(ledger.pool.checkpoint_at(pool_id, 0))
         self.published: dict[int, str] = {0: "0x" + base.hex()}
         self.metrics_of = metrics_of
+        self.state_dir = Path(state_dir)
+        self.patch_ratios: dict[int, float] = {}
+        self._last: tuple[str, dict[str, torch.Tensor]] | None = None  # (manifest CID, tensors) published last
 
     def __call__(self, step: int, state_dict: dict[str, torch.Tensor]) -> str:
         if step == 0:
             return self.published[0]
-        published = publish_checkpoint(self.kubo, state_dict, step=step, parent=self._parent(step), config=self.config,
+        parent = self._parent(step)
+        published = publish_checkpoint(self.kubo, state_dict, step=step, parent=parent, config=self.config,
                                        tokenizer_files=self.tokenizer_files, on_chain=self._publish_on_chain,
-                                       retention=self.retention, metrics=self._put_metrics(step))
+                                       retention=self.retention, metrics=self._put_metrics(step),
+                                       parent_state=self._tensors_of(parent))
         self.published[step] = "0x" + published.digest.hex()
+        if published.patch_ratio is not None:
+            self.patch_ratios[step] = published.patch_ratio
+        self._last = (published.manifest_cid, state_dict)
         return self.published[step]
+
+    def _tensors_of(self, manifest_cid: str) -> dict[str, torch.Tensor]:
+        """The tensors of a published policy: the last one published, or fetched back (after a restart,
+        and for the base checkpoint) into <state_dir>/parent, which holds only that one."""
+        if self._last is not None and self._last[0] == manifest_cid:
+            return self._last[1]
+        folder = self.state_dir / "parent"
+        if folder.exists():
+            for other in folder.iterdir():
+                if other.name != manifest_cid:
+                    shutil.rmtree(other, ignore_errors=True)
+        return load_state_dict(fetch_checkpoint(self.kubo, manifest_cid, folder, provide=False))
 
     def _put_metrics(self, step: int) -> str | None:
         metrics = self.metrics_of(step) if self.metrics_of is not None else None

@@ -5,6 +5,9 @@ from its run spec (taskRef), the async level from its max staleness, and the ini
 its base checkpoint (step 0), fetched from IPFS and verified. Rollouts come only from the
 ledger-gated source (accepted work, each exactly once across restarts); each new policy is
 published with `publishCheckpoint` by the pool's trainer key.
+
+With `--nproc N` every rank reads the pool and loads the base policy; rank 0 alone reads the
+accepted work (and broadcasts it), publishes and reports (trainer/distributed.py).
 """
 
 from __future__ import annotations
@@ -34,10 +37,13 @@ from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.ipfs.task_subset import fetch_task_subset
 from tasks.registry import build_task
+from trainer.checkpoint import TrainerStateError
 from trainer.config import TrainerConfig
+from trainer.distributed import Distributed, launched_by_torchrun, quiet_followers
 from trainer.evaluate import greedy_accuracy
 from trainer.ledger_source import LedgerSource
-from trainer.loop import Trainer
+from trainer.loop import Trainer, TrainerStarved
+from trainer.parallel import SingleProcess
 from trainer.publish import IpfsPublisher
 
 log = logging.getLogger("proofswarm.trainer")
@@ -54,6 +60,7 @@ def add_start_args(p: argparse.ArgumentParser) -> None:
     add_chain_args(p)
     p.add_argument("--devnet-trainer", action="store_true", help="use the devnet's trainer key")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--nproc", type=int, help="train as N data-parallel ranks on this machine (FSDP2; --set parallel=ddp)")
 
 
 def run_start(args: argparse.Namespace) -> int:
@@ -79,6 +86,7 @@ def run_start(args: argparse.Namespace) -> int:
     config = load_settings(TrainerConfig, args.config, argv, fixed={
         "task": spec.task, "sampling": spec.sampling, "async_level": pool.async_level, "checkpoint_every": 1})
 
+    parallel = Distributed(config.parallel) if launched_by_torchrun() else SingleProcess()
     base = fetch_checkpoint(kubo, pool.base_checkpoint, Path(config.run_dir) / "base-checkpoint")
     model, tokenizer = load_policy(base.path)
     torch.set_num_threads(1)
@@ -87,21 +95,31 @@ def run_start(args: argparse.Namespace) -> int:
         if args.eval_every else None
     source = LedgerSource(ledger, kubo, args.pool)
     publisher = IpfsPublisher(ledger, kubo, args.pool, model.config, tokenizer, pool.async_level,
-                              Path(config.run_dir), metrics_of=lambda step: trainer.metrics_at(step))
-    trainer = Trainer(config, model, source, publishers=[publisher], evaluate=evaluate, eval_every=args.eval_every)
+                              Path(config.run_dir), metrics_of=lambda step: trainer.metrics_at(step)) \
+        if parallel.is_main else None
+    trainer = Trainer(config, model, source, publishers=[publisher] if publisher else [], evaluate=evaluate,
+                      eval_every=args.eval_every, parallel=parallel)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
 
     consumed_path = Path(config.run_dir) / "consumed.json"
 
     def report(m) -> None:
+        if publisher is None:
+            return
         reward = None if m.reward is None else round(m.reward, 4)
         line = {"step": m.step, "reward": reward, "consumed": len(source.consumed),
-                "checkpoint": publisher.published.get(m.step)}
+                "checkpoint": publisher.published.get(m.step), "patch_ratio": _rounded(publisher.patch_ratios.get(m.step))}
         tmp = consumed_path.with_suffix(".tmp")  # which work ids the trainer learned from, for audits
         tmp.write_text(json.dumps({"step": m.step, **source.state()} | {"cursor": None}))
         tmp.replace(consumed_path)
         print(json.dumps(line) if args.json else "  ".join(f"{k} {v}" for k, v in line.items()), flush=True)
 
-    trainer.run(on_step=report)
-    (Path(config.run_dir) / "trainer.done").touch()
+    with quiet_followers(parallel.is_main, failures=(TrainerStarved, TrainerStateError)):
+        trainer.run(on_step=report)
+    if parallel.is_main:
+        (Path(config.run_dir) / "trainer.done").touch()
     return 0
+
+
+def _rounded(ratio: float | None) -> float | None:
+    return None if ratio is None else round(ratio, 4)

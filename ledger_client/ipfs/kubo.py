@@ -273,6 +273,23 @@ class KuboClient:
             return False
         return True
 
+    def fetch_block(self, cid: str, *, timeout: float | None = None) -> int:
+        """Bring block ``cid`` into this node's blockstore from whichever peer has it, without
+        sending its bytes over the API; returns its size. Each call is a bitswap session of its
+        own, so the block is asked of the first peer that answers it has it (not of the peer that
+        served a session's earlier blocks, as within one ``cat``)."""
+        reply = self._post("block/stat", [cid], self._deadline(timeout), timeout=self._http_timeout(timeout)[1])
+        return int(reply["Size"])
+
+    def links(self, cid: str, *, timeout: float | None = None) -> list[tuple[str, int]]:
+        """(CID, cumulative size) of each link of the DAG node ``cid`` (fetched if not held)."""
+        node = self._post("dag/get", [cid], self._deadline(timeout), timeout=self._http_timeout(timeout)[1])
+        return [(link["Hash"]["/"], int(link.get("Tsize") or 0)) for link in (node or {}).get("Links") or []]
+
+    def received_from(self, peer: str) -> int:
+        """Bytes this node's bitswap has received from ``peer`` so far (its ledger)."""
+        return int(self._post("bitswap/ledger", [peer])["Recv"])
+
     def pin_add(self, cid: str, *, timeout: float | None = None) -> None:
         """Pin ``cid`` recursively (fetching what is missing)."""
         with self._errors(f"pin add {cid}"):

@@ -12,10 +12,15 @@ resumes. The folder is also a valid Hugging Face model folder (config.json, toke
 model.safetensors.index.json). Everything fetched is pinned and provided by the local node, so
 every worker serves the checkpoint to the others.
 
+Deltas: with the parent's tensors, publish also adds a sparse patch (changed elements only,
+zstd; checkpoints/delta.py) named by the manifest; a fetcher holding the parent rebuilds the
+shards from it, keeps them only if their sha256 match the manifest, and downloads them otherwise.
+
 Load: :func:`load_state_dict` memory-maps the verified shards (no copy of the weights in RAM);
 :func:`load_into` assigns those tensors as the model's parameters.
 """
 
+from ledger_client.ipfs.checkpoints.delta import InvalidDelta, apply_delta, encode_delta
 from ledger_client.ipfs.checkpoints.errors import (
     CheckpointIncomplete,
     DiskFull,
@@ -40,7 +45,7 @@ from ledger_client.ipfs.checkpoints.publish import (
 from ledger_client.ipfs.checkpoints.retention import PinRetention, RetainedVersion
 
 __all__ = [
-    "DEFAULT_SHARD_BYTES", "CheckpointIncomplete", "DiskFull", "FetchedCheckpoint", "InvalidCheckpointSource",
+    "DEFAULT_SHARD_BYTES", "CheckpointIncomplete", "InvalidDelta", "apply_delta", "encode_delta", "DiskFull", "FetchedCheckpoint", "InvalidCheckpointSource",
     "ManifestNotFound", "ManifestTooLarge", "PinRetention", "PublishedCheckpoint", "RetainedVersion",
     "ShardHashMismatch", "ShardSizeMismatch", "ShardUnavailable", "TransferProgress", "fetch_checkpoint",
     "fetch_manifest", "load_into", "load_model_folder", "load_state_dict", "manifest_cid_of", "plan_shards",

@@ -14,6 +14,7 @@ import torch
 from safetensors.torch import load_file as _mmap_safetensors
 from safetensors.torch import save as _safetensors_bytes
 
+from ledger_client.ipfs.checkpoints.delta import encode_delta
 from ledger_client.ipfs.checkpoints.errors import (
     InvalidCheckpointSource,
     ManifestTooLarge,
@@ -34,6 +35,7 @@ from protocol.manifest import (
 )
 
 DEFAULT_SHARD_BYTES: Final = 256 << 20
+DELTA_FILE_NAME: Final = "model.delta"
 # Files of a Hugging Face model folder that travel with the weights.
 TOKENIZER_FILE_NAMES: Final = (
     "tokenizer.json",
@@ -60,6 +62,19 @@ class PublishedCheckpoint:
     manifest_cid: str
     digest: bytes
     seconds: float
+
+    @property
+    def patch_ratio(self) -> float | None:
+        """Bytes of the delta over bytes of the full shards (None without a delta)."""
+        if self.manifest.delta is None:
+            return None
+        return self.manifest.delta.size / sum(s.size for s in self.manifest.shards)
+
+
+def encode_shard(tensors: Mapping[str, torch.Tensor]) -> bytes:
+    """The bytes of one safetensors shard (deterministic: a fetcher rebuilding a shard from a delta
+    gets the very bytes the manifest hashes)."""
+    return _safetensors_bytes(dict(tensors), metadata={"format": "pt"})
 
 
 def plan_shards(sizes: Sequence[tuple[str, int]], shard_bytes: int) -> list[list[str]]:
@@ -152,11 +167,13 @@ def publish_checkpoint(
     retention: PinRetention | None = None,
     progress: TransferProgress | None = None,
     metrics: str | None = None,
+    parent_state: Mapping[str, torch.Tensor] | None = None,
 ) -> PublishedCheckpoint:
     """Shard ``source`` (a state dict, or a Hugging Face model folder whose config and
     tokenizer files are taken along), add everything to Kubo pinned, add the manifest (naming
     ``metrics``, the CID of the step's metrics object, if given), call ``on_chain(step, digest)``,
-    then let ``retention`` unpin versions that fell out."""
+    then let ``retention`` unpin versions that fell out. With ``parent_state`` (the parent's tensors)
+    a sparse patch against the parent goes along too (checkpoints/delta.py), named by the manifest."""
     started = time.monotonic()
     progress = progress or NoProgress()
     if isinstance(source, (str, Path)):
@@ -183,7 +200,7 @@ def publish_checkpoint(
     shards: list[Shard] = []
     for index, names in enumerate(plan, start=1):
         file_name = f"model-{index:05d}-of-{len(plan):05d}.safetensors"
-        data = _safetensors_bytes({n: stored[n] for n in names}, metadata={"format": "pt"})
+        data = encode_shard({n: stored[n] for n in names})
         cid = kubo.add_bytes(data)
         shards.append(Shard(name=file_name, cid=cid, sha256=hashlib.sha256(data).hexdigest(),
                             size=len(data), tensors=names))
@@ -197,6 +214,12 @@ def publish_checkpoint(
         progress.advance(path.stat().st_size)
         progress.file_done(path.name)
 
+    delta = None
+    if parent_state is not None and parent is not None:
+        patch = encode_delta(parent_state, stored)
+        delta = StoredFile(name=DELTA_FILE_NAME, cid=kubo.add_bytes(patch), sha256=hashlib.sha256(patch).hexdigest(),
+                           size=len(patch))
+        del patch
     manifest = CheckpointManifest(
         schema_version=SCHEMA_VERSION,
         step=step,
@@ -207,6 +230,7 @@ def publish_checkpoint(
         shards=shards,
         aliases=aliases,
         metrics=metrics,
+        delta=delta,
     )
     manifest_bytes = manifest.to_bytes()
     manifest_cid = kubo.add_bytes(manifest_bytes)
@@ -218,6 +242,6 @@ def publish_checkpoint(
         on_chain(step, digest)
     if retention is not None:
         retention.record(RetainedVersion(
-            step=step, manifest_cid=manifest_cid, cids=[f.cid for f in [*shards, *extra]]
+            step=step, manifest_cid=manifest_cid, cids=[f.cid for f in [*shards, *extra, *([delta] if delta else [])]]
         ))
     return PublishedCheckpoint(manifest, manifest_cid, digest, time.monotonic() - started)
