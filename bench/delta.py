@@ -36,12 +36,18 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from examples.cpu_run import SYNC_WORKER, CpuRecipe, warm_policy
 from inference.torch_backend import TorchBackend
-from ledger_client.ipfs.checkpoints import apply_delta, encode_delta, plan_shards, split_aliases
+from ledger_client.ipfs.checkpoints import (
+    apply_delta,
+    encode_delta,
+    plan_shards,
+    split_aliases,
+)
 from ledger_client.ipfs.checkpoints.publish import encode_shard
 from proofs.assignment import assign_prompts
 from protocol.digest import Digest
 from protocol.rollouts import RolloutBatch, RolloutHeader, RolloutSample
 from protocol.runspec import SamplingSpec
+from protocol.submission import local_binding
 from trainer.config import TrainerConfig
 from trainer.loop import Trainer
 from trainer.work_source import InMemorySource
@@ -92,8 +98,8 @@ def fixture_model() -> Qwen2ForCausalLM:
 def synthetic_batch(seed: int, policy_step: int, vocab: int, groups: int = 4) -> RolloutBatch:
     rng = random.Random(seed)
     g = FIXTURE_SAMPLING.group_size
-    header = RolloutHeader(policy_step=policy_step, manifest_digest="0x" + "00" * 32, worker=SYNC_WORKER,
-                           task={"name": "synthetic"}, sampling=FIXTURE_SAMPLING, proof_chunk=0)
+    header = RolloutHeader.bound(local_binding(SYNC_WORKER, policy_step, seed), manifest_digest="0x" + "00" * 32,
+                                 task={"name": "synthetic"}, sampling=FIXTURE_SAMPLING, proof_chunk=0)
     samples = []
     for group in range(groups):
         prompt = [rng.randrange(1, vocab) for _ in range(12)]
@@ -131,9 +137,10 @@ def run_cpu_recipe(steps: int, run_dir: Path) -> tuple[DeltaRecorder, DeltaRecor
     files = 0
     while trainer.step < steps:
         while not trainer.ready():
-            indices = assign_prompts(bytes(32), SYNC_WORKER, trainer.step, files, 2**62, spec.prompts_per_file)
+            indices = assign_prompts(bytes(32), SYNC_WORKER, files, 2**62, spec.prompts_per_file)
             source.put(f"{files:06d}", make_rollouts(TorchBackend(model), tokenizer, task, spec.task, indices,
-                                                     spec.sampling, trainer.step, Digest(bytes(32)), SYNC_WORKER, nonce=files))
+                                                     spec.sampling, local_binding(SYNC_WORKER, trainer.step, files),
+                                                     Digest(bytes(32))))
             files += 1
         trainer.train_step()
     return recorder, as_bf16, spec

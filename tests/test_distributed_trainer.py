@@ -20,8 +20,14 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
-from protocol.rollouts import RolloutBatch, RolloutHeader, RolloutSample, write_rollout_file
+from protocol.rollouts import (
+    RolloutBatch,
+    RolloutHeader,
+    RolloutSample,
+    write_rollout_file,
+)
 from protocol.runspec import SamplingSpec
+from protocol.submission import local_binding
 
 ROOT = Path(__file__).resolve().parent.parent
 G = 4
@@ -36,8 +42,8 @@ def _rollouts(folder: Path) -> None:
     folder.mkdir(parents=True)
     for i in range(STEPS):
         rng = random.Random(i)
-        header = RolloutHeader(policy_step=0, manifest_digest="0x" + "00" * 32, worker="0x" + "ab" * 20,
-                               task={"name": "test"}, sampling=SAMPLING, proof_chunk=0)
+        header = RolloutHeader.bound(local_binding("0x" + "ab" * 20, 0, i), manifest_digest="0x" + "00" * 32,
+                                     task={"name": "test"}, sampling=SAMPLING, proof_chunk=0)
         samples = []
         for g in range(2):
             prompt = [1] + [rng.randrange(4, 16) for _ in range(3)]
