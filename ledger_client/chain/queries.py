@@ -25,7 +25,7 @@ def decode_pool(pool_id: int, view: PoolView) -> PoolState:
         reward_per_sample=p.reward_per_sample, slash_amount=p.slash_amount, bounty_bps=p.bounty_bps,
         challenge_window_s=p.challenge_window, reward_lock_s=p.reward_lock, async_level=p.max_staleness,
         task_ref=Digest(p.task_ref), base_checkpoint=Digest(p.base_checkpoint),
-        max_samples_per_work=p.max_samples_per_work,
+        max_samples_per_work=p.max_samples_per_work, spot_check_bps=p.spot_check_bps,
     )
 
 
