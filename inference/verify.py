@@ -123,7 +123,7 @@ def _structural_checks(
 ) -> list[CheckResult]:
     eos_token_ids = backend.eos_token_ids
     ids = record.prompt_ids + record.completion_ids
-    in_vocab = bool(record.prompt_ids) and all(0 <= t < backend.vocab_size for t in ids)
+    in_vocab = bool(record.prompt_ids) and min(ids) >= 0 and max(ids) < backend.vocab_size
     checks = [CheckResult(
         name="tokens", passed=in_vocab,
         reason="" if in_vocab else "empty prompt or token ids outside the vocabulary",

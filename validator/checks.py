@@ -62,6 +62,7 @@ class RolloutChecker:
         self.task: Task = build_task(self.spec.task)
         self.retention = PinRetention(self.kubo, self.cache_dir / "pins.json", keep=versions_to_keep(pool.async_level))
         self._policies: dict[int, tuple[bytes, TorchBackend, object]] = {}
+        self._checkpoints: dict[int, Digest] = {}
         v = self.spec.verification
         self.verify_config = VerifyConfig(
             sampling=self.spec.sampling,
@@ -69,6 +70,16 @@ class RolloutChecker:
             logit_tolerance=v.logit_tolerance, min_eos_prob=v.min_eos_prob, chunk=PROOF_CHUNK,
         )
         self.limits = RolloutLimits.for_spec(self.spec, PROOF_CHUNK)
+
+    def _checkpoint_at(self, step: int) -> Digest:
+        """The manifest digest published for `step` (zero if none); a published one never changes (the
+        contract only appends), so it is read from the chain once."""
+        digest = self._checkpoints.get(step)
+        if digest is None:
+            digest = Digest(self.ledger.pool.checkpoint_at(self.pool_id, step))
+            if any(digest):
+                self._checkpoints[step] = digest
+        return digest
 
     def _policy(self, step: int, digest: bytes) -> tuple[TorchBackend, object]:
         cached = self._policies.get(step)
@@ -87,7 +98,7 @@ class RolloutChecker:
             batch = decode_rollouts(data, self.limits)
         except RolloutFileError as exc:
             return CheckOutcome(False, Reason.SCHEMA, clip_text(str(exc)))
-        ckpt = Digest(self.ledger.pool.checkpoint_at(sub.pool_id, sub.step))
+        ckpt = self._checkpoint_at(sub.step)
         fail = self._identity(sub, batch, ckpt)
         if fail:
             return fail
@@ -157,8 +168,9 @@ class RolloutChecker:
                                     f"group {group} answers prompt {first.prompt_index}, assigned {index}",
                                     failing_samples=list(range(group * g, (group + 1) * g)))
         bad = []
+        problems = {index: self.task.problem(index) for index in assigned}  # a group shares its prompt
         for i, s in enumerate(batch.samples):
-            problem = self.task.problem(s.prompt_index)
+            problem = problems[s.prompt_index]
             text = tokenizer.decode(s.completion_ids, skip_special_tokens=True)
             if abs(self.task.reward(problem, text, len(s.completion_ids)) - s.reward) > self.spec.verification.reward_tolerance:
                 bad.append(i)

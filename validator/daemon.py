@@ -235,22 +235,30 @@ class ValidatorDaemon:
                 s = replace(s, spot_block=seed[0], spot_block_hash=seed[1])
             todo.append(s)
         self.metrics.backlog.set(len(todo))
-        judged = 0
         fetches = {s.work_id: self._fetchers.submit(self._fetch, s) for s in todo}
         queue = list(todo)
-        while queue or self.checkers.busy():
+        settled: list[tuple[Submission, CheckOutcome | CheckFailure]] = []
+
+        def fill() -> None:
+            """Hand queued files to free checkers (files that need no check are settled later)."""
             while queue and self.checkers.free() and self.checkers.busy() < self.config.max_in_flight:
                 s = queue.pop(0)
                 fetched = fetches[s.work_id].result()
                 if isinstance(fetched, bytes):
                     failure = self.checkers.submit(s.work_id, s, fetched)
                     if failure is not None:
-                        judged += self._settle(s, failure)
+                        settled.append((s, failure))
                 else:
-                    judged += self._settle(s, fetched)
+                    settled.append((s, fetched))
+
+        judged = 0
+        while queue or self.checkers.busy() or settled:
+            fill()
             for work_id, result in self.checkers.wait():
-                s = next(t for t in todo if t.work_id == work_id)
-                judged += self._settle(s, result)
+                settled.append((next(t for t in todo if t.work_id == work_id), result))
+            fill()  # the checkers work on the next files while these verdicts are sent
+            while settled:
+                judged += self._settle(*settled.pop(0))
         return judged
 
     def _fetch(self, s: Submission) -> bytes | CheckOutcome | CheckFailure:
