@@ -63,12 +63,7 @@ class RolloutChecker:
         self.retention = PinRetention(self.kubo, self.cache_dir / "pins.json", keep=versions_to_keep(pool.async_level))
         self._policies: dict[int, tuple[bytes, TorchBackend, object]] = {}
         self._checkpoints: dict[int, Digest] = {}
-        v = self.spec.verification
-        self.verify_config = VerifyConfig(
-            sampling=self.spec.sampling,
-            thresholds=v.toploc_thresholds(),
-            logit_tolerance=v.logit_tolerance, min_eos_prob=v.min_eos_prob, chunk=PROOF_CHUNK,
-        )
+        self.verify_config = verify_config_of(self.spec)
         self.limits = RolloutLimits.for_spec(self.spec, PROOF_CHUNK)
 
     def _checkpoint_at(self, step: int) -> Digest:
@@ -181,6 +176,13 @@ class RolloutChecker:
 
     def _completions(self, sub: Submission, batch: RolloutBatch, backend: TorchBackend, tokenizer) -> CheckOutcome:
         return check_completions(self.spec, self.verify_config, self.spot_check_bps, sub, batch, backend)
+
+
+def verify_config_of(spec: RunSpec) -> VerifyConfig:
+    """The completion checks' parameters that the run spec states."""
+    v = spec.verification
+    return VerifyConfig(sampling=spec.sampling, thresholds=v.toploc_thresholds(), logit_tolerance=v.logit_tolerance,
+                        min_eos_prob=v.min_eos_prob, chunk=PROOF_CHUNK)
 
 
 def spot_check_of(sub: Submission, n: int, bps: int) -> dict:
