@@ -8,13 +8,15 @@ real rollout files (generated beforehand, with TOPLOC proofs, for their own addr
 the pace one worker on this machine generates them; one validator daemon (one checker process) judges
 them at the pool's q (the run spec's `spot_check_bps`, default examples/run-spot.toml; `--q` overrides).
 
-Figures (last line: one JSON object):
-- workers_per_validator: one worker's generation seconds per file / the validator's busy seconds per
-  file (wall time of the daemon polls that sent verdicts: fetch, decode, every check, the verdict
-  transaction) — how many workers' output one validator can judge;
-- verify_cost_fraction: the checker's compute seconds / the generation seconds of the same files;
-- checked_fraction: completion tokens given the expensive checks / all completion tokens;
-- p50/p99 submission-to-verdict seconds, max backlog, and `lost` (submissions without a verdict).
+Two phases (last line: one JSON object):
+- paced: N workers submit their files at one worker's generation pace each — `lost` (submissions without
+  a verdict at the end), p50/p99 submission-to-verdict seconds, the backlog, and `paced_keeps_up` (every
+  file judged within one generation period after the last submission);
+- saturated: each worker submits one more file, all at once; the time to judge them all gives the
+  validator's capacity: workers_per_validator = N × one worker's generation seconds per file / that time
+  (fetch, decode, every check, the verdict transaction — the daemon as it runs).
+Also: verify_cost_fraction = the checker's compute seconds / the generation seconds of the same files;
+checked_fraction = completion tokens given the expensive checks / all completion tokens.
 """
 
 from __future__ import annotations
@@ -132,19 +134,21 @@ def _run(tmp: Path, anvil, kubo_node, spec: RunSpec, n_workers: int, files_per_w
     pool_id = create_pool(Ledger(w3, deployment, accounts[1]), cfg, spec)  # n and q from the run spec
     worker_ledgers = []
     for acc in accounts[4:]:
-        admin.token.mint(acc.address, (files_per_worker + 2) * slash)
+        admin.token.mint(acc.address, (files_per_worker + 3) * slash)
         ledger = Ledger(w3, deployment, acc)
-        ledger.ensure_allocation(pool_id, (files_per_worker + 1) * slash)  # every file open at once: slash × files
+        ledger.ensure_allocation(pool_id, (files_per_worker + 2) * slash)  # every file open at once: slash × files
         ledger.pool.join_pool(pool_id)
         worker_ledgers.append(ledger)
 
     policy = Policy(0, base, model, tokenizer)
-    console.print(f"generating {n_workers}×{files_per_worker} real rollout files (+1 to warm the validator)…")
+    burst = 1  # one more file per worker for the saturation phase
+    per_worker = files_per_worker + burst
+    console.print(f"generating {n_workers}×{per_worker} real rollout files (+1 to warm the validator)…")
     files: list[list[tuple[bytes, int, int]]] = []  # per worker, by nonce: (bytes, n_samples, completion tokens)
     gen_seconds = gen_tokens = 0.0
     for w, ledger in enumerate(worker_ledgers):
         own = []
-        for nonce in range(files_per_worker + (1 if w == 0 else 0)):
+        for nonce in range(per_worker + (1 if w == 0 else 0)):
             t0 = time.perf_counter()
             binding = SubmissionBinding(chain_id=deployment.chain_id, pool_contract=deployment.compute_pool,
                                         pool_id=pool_id, worker=ledger.address, step=0, nonce=nonce)
@@ -158,8 +162,7 @@ def _run(tmp: Path, anvil, kubo_node, spec: RunSpec, n_workers: int, files_per_w
             put_object(kubo, data)
             own.append((data, len(batch.samples), tokens))
         files.append(own)
-    n_files = n_workers * files_per_worker
-    file_gen_s = gen_seconds / n_files
+    file_gen_s = gen_seconds / (n_workers * per_worker)
 
     state = tmp / "validator"
     factory = functools.partial(one_thread_checker, anvil.rpc_url, str(deployments), kubo_node.api_multiaddr, pool_id,
@@ -168,8 +171,7 @@ def _run(tmp: Path, anvil, kubo_node, spec: RunSpec, n_workers: int, files_per_w
                          DaemonConfig(pool_id=pool_id, state_dir=state, kubo_api=kubo_node.api_multiaddr,
                                       processes=1, max_in_flight=4, poll_interval_s=0.05), factory)
     # Warm the checker process (start, run spec, policy fetch and load) on worker 0's first file.
-    data, n_samples, _ = files[0][0]
-    worker_ledgers[0].pool.submit_work(pool_id, 0, 0, hashlib.sha256(data).digest(), n_samples)
+    _submit(worker_ledgers[0], pool_id, 0, *files[0][0][:2])
     while not daemon.verdict_at:
         daemon.run_once()
         time.sleep(0.05)
@@ -194,34 +196,49 @@ def _run(tmp: Path, anvil, kubo_node, spec: RunSpec, n_workers: int, files_per_w
     first_nonce = [1] + [0] * (n_workers - 1)
     schedule = sorted((i * file_gen_s + (w / n_workers) * file_gen_s, w, first_nonce[w] + i)
                       for w in range(n_workers) for i in range(files_per_worker))
-    console.print(f"submitting for {schedule[-1][0]:.1f}s at one worker's pace ({file_gen_s:.2f}s per file) × "
+    console.print(f"paced: submitting for {schedule[-1][0]:.1f}s at one worker's pace ({file_gen_s:.2f}s per file) × "
                   f"{n_workers}")
     submitted_at: dict[bytes, float] = {}
     backlog_series: list[tuple[float, int]] = []
+
+    def submit(w: int, nonce: int) -> None:
+        _submit(worker_ledgers[w], pool_id, nonce, *files[w][nonce][:2])
+        work_id = work_id_of(deployment.chain_id, deployment.compute_pool, pool_id, worker_ledgers[w].address, nonce)
+        submitted_at[work_id] = time.perf_counter()
+
+    def drain(start: float) -> None:
+        deadline = time.perf_counter() + 600
+        while len(daemon.verdict_at) < len(submitted_at) and time.perf_counter() < deadline:
+            time.sleep(0.02)
+            _sample(backlog_series, start, len(submitted_at), len(daemon.verdict_at))
+
     start = time.perf_counter()
     for at, w, nonce in schedule:
         while time.perf_counter() - start < at:
             time.sleep(0.005)
             _sample(backlog_series, start, len(submitted_at), len(daemon.verdict_at))
-        data, n_samples, _ = files[w][nonce]
-        worker_ledgers[w].pool.submit_work(pool_id, 0, nonce, hashlib.sha256(data).digest(), n_samples)
-        work_id = work_id_of(deployment.chain_id, deployment.compute_pool, pool_id, worker_ledgers[w].address, nonce)
-        submitted_at[work_id] = time.perf_counter()
+        submit(w, nonce)
     submit_window = time.perf_counter() - start
-    drain_deadline = time.perf_counter() + 600
-    while len(daemon.verdict_at) < len(submitted_at) and time.perf_counter() < drain_deadline:
-        time.sleep(0.05)
-        _sample(backlog_series, start, len(submitted_at), len(daemon.verdict_at))
-    total = time.perf_counter() - start
+    drain(start)
+    paced_total = time.perf_counter() - start
+    paced = dict(submitted_at)
+    latencies = sorted(daemon.verdict_at[w] - t for w, t in paced.items() if w in daemon.verdict_at)
+    paced_busy = dict(busy)
+
+    console.print(f"saturated: {n_workers} files at once")
+    burst_start = time.perf_counter()
+    for w in range(n_workers):
+        submit(w, first_nonce[w] + files_per_worker)
+    drain(start)
+    burst_s = max(daemon.verdict_at[w] for w in submitted_at if w not in paced) - burst_start
     stop.set()
     thread.join(60)
     daemon.close()
     statuses = [get_work(worker_ledgers[0], w).status for w in submitted_at]
     verdicts = sum(s != WorkStatus.PENDING for s in statuses)
-    latencies = sorted(daemon.verdict_at[w] - t for w, t in submitted_at.items() if w in daemon.verdict_at)
     outcomes = daemon.outcomes
     file_tokens = sum(o.tokens for o in outcomes)
-    busy_per_file = busy["s"] / max(1, busy["judged"])
+    paced_busy_per_file = paced_busy["s"] / max(1, paced_busy["judged"])
     check_seconds = sum(o.seconds for o in outcomes)
     terms = spot_check_terms(cfg, spec)
     return {
@@ -235,20 +252,29 @@ def _run(tmp: Path, anvil, kubo_node, spec: RunSpec, n_workers: int, files_per_w
         "verdicts": verdicts,
         "accepted": sum(s == WorkStatus.ACCEPTED for s in statuses),
         "lost": len(submitted_at) - verdicts,
-        "max_backlog": max((b for _, b in backlog_series), default=0),
-        "submit_window_s": round(submit_window, 1),
-        "total_s": round(total, 1),
         "gen_s_per_file": round(file_gen_s, 3),
-        "validator_busy_s_per_file": round(busy_per_file, 4),
-        "check_s_per_file": round(check_seconds / max(1, len(outcomes)), 4),
         "worker_gen_tokens_per_s": round(gen_tokens / gen_seconds, 1),
-        "checked_fraction": round(sum(o.checked_tokens for o in outcomes) / max(1, file_tokens), 4),
-        "verify_cost_fraction": round(check_seconds / (file_gen_s * max(1, len(outcomes))), 4),
+        "paced_submit_window_s": round(submit_window, 1),
+        "paced_total_s": round(paced_total, 1),
+        "paced_max_backlog": max((b for t, b in backlog_series if t <= paced_total), default=0),
+        "paced_keeps_up": paced_total - submit_window < file_gen_s,
         "p50_verdict_s": round(_quantile(latencies, 0.50), 2),
         "p99_verdict_s": round(_quantile(latencies, 0.99), 2),
-        "workers_per_validator": round(file_gen_s / busy_per_file, 1) if busy_per_file else None,
+        "paced_busy_s_per_file": round(paced_busy_per_file, 4),
+        "saturated_s_per_file": round(burst_s / n_workers, 4),
+        "check_s_per_file": round(check_seconds / max(1, len(outcomes)), 4),
+        "checked_fraction": round(sum(o.checked_tokens for o in outcomes) / max(1, file_tokens), 4),
+        "verify_cost_fraction": round(check_seconds / (file_gen_s * max(1, len(outcomes))), 4),
+        "workers_per_validator": round(file_gen_s * n_workers / burst_s, 1),
         "backlog": [(round(t, 1), b) for t, b in backlog_series[:: max(1, len(backlog_series) // 20)]],
     }
+
+
+def _submit(ledger: Ledger, pool_id: int, nonce: int, data: bytes, n_samples: int) -> None:
+    """A simulated worker's submitWork, sent from anvil's unlocked account (one RPC, no signing or receipt
+    polling), so that the simulated workers take as little as possible of the validator's two cores."""
+    call = ledger.pool.contract.functions.submitWork(pool_id, 0, nonce, hashlib.sha256(data).digest(), n_samples)
+    call.transact({"from": ledger.address, "gas": 200_000})
 
 
 def _quantile(values: list[float], q: float) -> float:
