@@ -29,6 +29,7 @@ import statistics
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -251,6 +252,7 @@ def _run(tmp: Path, anvil, kubo_node, spec: RunSpec, n_workers: int, files_per_w
         "submissions": len(submitted_at),
         "verdicts": verdicts,
         "accepted": sum(s == WorkStatus.ACCEPTED for s in statuses),
+        "challenged": dict(Counter(o.reason.name for o in outcomes if not o.ok)),  # every file is honest
         "lost": len(submitted_at) - verdicts,
         "gen_s_per_file": round(file_gen_s, 3),
         "worker_gen_tokens_per_s": round(gen_tokens / gen_seconds, 1),
