@@ -7,7 +7,9 @@ Each figure comes from a fresh subprocess, so its peak resident memory (ru_maxrs
   `completions` × `tokens` — tokens/s and peak RSS;
 - `replay`: proofs.sampling.replay alone, milliseconds per token (the part that grows with V);
 - `trainer`: one forward + backward of the completion log-probabilities of a batch (trainer.batching,
-  the memory-dominant path of the GRPO step), `batch` × `tokens` — tokens/s and peak RSS.
+  the memory-dominant path of the GRPO step), `batch` × `tokens` — tokens/s and peak RSS — in
+  micro-batches of `--micro-batch-tokens` positions (default: TrainerConfig's; 0 = the whole batch in
+  one pass), the log-probabilities in chunks (inference.logprobs), as the trainer computes them.
 Last line: one JSON object.
 """
 
@@ -25,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _child(kind: str, folder: str, completions: int, tokens: int, threads: int) -> dict:
+def _child(kind: str, folder: str, completions: int, tokens: int, threads: int, micro_batch_tokens: int = 0) -> dict:
     import torch
 
     from inference.policy import load_policy, stop_token_ids
@@ -35,7 +37,7 @@ def _child(kind: str, folder: str, completions: int, tokens: int, threads: int) 
     from proofs.toploc import build_proofs_batch
     from protocol.runspec import SamplingSpec
     from tasks.encoding import encode_prompt
-    from trainer.batching import completion_logprobs, pack
+    from trainer.batching import completion_logprobs, micro_batches, pack
 
     torch.set_num_threads(threads)
     model, tokenizer = load_policy(Path(folder))
@@ -62,17 +64,20 @@ def _child(kind: str, folder: str, completions: int, tokens: int, threads: int) 
         model.train()
         batch = pack(prompts, [c.token_ids for c in generated], tokenizer.pad_token_id or 0)
         start = time.perf_counter()
-        logp = completion_logprobs(model, batch, 1.0)
-        (logp * batch.loss_mask).sum().backward()
+        for rows in micro_batches(batch, micro_batch_tokens or batch.inputs.numel()):
+            micro = batch.rows(rows)
+            logp = completion_logprobs(model, micro, 1.0)
+            (logp * micro.loss_mask).sum().backward()
     seconds = time.perf_counter() - start
     return {"kind": kind, "tokens": n_tokens, "seconds": seconds, "tokens_per_s": n_tokens / seconds,
             "ms_per_token": 1000 * seconds / n_tokens,
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def _measure(kind: str, folder: Path, completions: int, tokens: int, threads: int) -> dict:
+def _measure(kind: str, folder: Path, completions: int, tokens: int, threads: int, micro_batch_tokens: int) -> dict:
     code = (f"import json, sys; sys.path.insert(0, {str(ROOT)!r}); from bench.hf import _child; "
-            f"print(json.dumps(_child({kind!r}, {str(folder)!r}, {completions}, {tokens}, {threads})))")
+            f"print(json.dumps(_child({kind!r}, {str(folder)!r}, {completions}, {tokens}, {threads}, "
+            f"{micro_batch_tokens})))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -81,7 +86,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer, shorter completions")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--micro-batch-tokens", type=int, default=None,
+                        help="trainer figure: positions per forward/backward (default TrainerConfig's; 0 = whole batch)")
     args = parser.parse_args()
+    from trainer.config import TrainerConfig
+
+    micro_batch_tokens = TrainerConfig().micro_batch_tokens if args.micro_batch_tokens is None else args.micro_batch_tokens
     from examples.hf_models import qwen2_style
 
     completions, tokens = (4, 32) if args.quick else (16, 64)
@@ -90,11 +100,12 @@ def main() -> None:
         for vocab in (32_768, 152_064):
             folder = qwen2_style(Path(tmp) / f"v{vocab}", vocab=32_768, model_vocab=vocab)
             for kind in ("validator", "replay", "trainer"):
-                r = _measure(kind, folder, completions, tokens, args.threads)
+                r = _measure(kind, folder, completions, tokens, args.threads, micro_batch_tokens)
                 results[f"{kind}_v{vocab}"] = r
                 print(f"V={vocab:>7}  {kind:<9}  {r['tokens']:>5} tokens  {r['tokens_per_s']:>9.1f} tok/s  "
                       f"{r['ms_per_token']:>8.3f} ms/token  peak RSS {r['peak_rss_mib']:>7.0f} MiB", flush=True)
-    print(json.dumps({"completions": completions, "tokens": tokens, "threads": args.threads, **results}))
+    print(json.dumps({"completions": completions, "tokens": tokens, "threads": args.threads,
+                      "micro_batch_tokens": micro_batch_tokens, **results}))
 
 
 if __name__ == "__main__":

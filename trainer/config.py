@@ -46,6 +46,10 @@ class TrainerConfig(BaseSettings):
     optim: OptimConfig = OptimConfig()
     sampling: SamplingSpec = Field(SamplingSpec(), description="must equal the workers' (a pool's run spec sets it)")
     batch_samples: int = Field(128, ge=2, description="informative samples per optimizer step")
+    micro_batch_tokens: int = Field(
+        1024, ge=1, description="padded positions per forward/backward pass; the step's gradient is accumulated over "
+        "micro-batches (same update). Bounds the [tokens, V] logits and their gradient: ~2 × this × V × 4 bytes",
+    )
     async_level: int = Field(DEFAULT_ASYNC_LEVEL, ge=0, description="rollouts from policies older than step − k are dropped")
     reward_spread_tol: float = Field(
         1e-6, ge=0, description="a group is informative when max(reward) − min(reward) exceeds this"

@@ -7,7 +7,8 @@ Per step s:
      from the rewards per group;
   2. recompute logp_behav for every batch sample with the policy that sampled it (the
      trainer keeps the last async_level + 1 policies); the current policy is π_prox;
-  3. one AdamW step on the decoupled GRPO loss (trainer/loss.py), gradient-norm clipped;
+  3. one AdamW step on the decoupled GRPO loss (trainer/loss.py), gradient-norm clipped; the
+     gradient is accumulated over micro-batches of at most micro_batch_tokens positions;
   4. publish the new policy (step s + 1) through every publisher hook;
   5. checkpoint model, optimizer, retained policies, buffer and work-source cursor in one
      atomic commit, and append a metrics line.
@@ -29,11 +30,11 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel
 
-from trainer.batching import PackedBatch, completion_logprobs, pack
+from trainer.batching import PackedBatch, completion_logprobs, micro_batches, pack
 from trainer.checkpoint import load_latest_checkpoint, save_checkpoint
 from trainer.config import TrainerConfig
 from trainer.filtering import informative_groups, is_stale
-from trainer.loss import grpo_loss, token_logprobs
+from trainer.loss import LossOutput, grpo_loss, merge_loss_outputs, token_logprobs
 from trainer.work_source import WorkItem, WorkSource
 
 # publish(step, state_dict) -> optional digest. The local policy store is one; the IPFS
@@ -275,9 +276,24 @@ class Trainer:
         for policy_step in sorted(set(policy_of_row) - {self.step}):
             index = torch.tensor([i for i, s in enumerate(policy_of_row) if s == policy_step])
             self._scratch.load_state_dict(self.policies[policy_step])
-            sub = PackedBatch(packed.inputs[index], packed.targets[index], packed.loss_mask[index])
-            logp_behav[index] = completion_logprobs(self._scratch, sub, self.config.sampling.temperature)
+            logp_behav[index] = completion_logprobs(self._scratch, packed.rows(index), self.config.sampling.temperature,
+                                                    self.config.micro_batch_tokens)
         return logp_behav
+
+    def _accumulate(self, mb: PackedBatch, advantages: torch.Tensor, logp_behav: torch.Tensor,
+                    logp_ref: torch.Tensor | None) -> tuple[LossOutput, torch.Tensor]:
+        """Forward and backward of one micro-batch: its gradient adds to the others' (the loss is a
+        token sum over a constant budget). Returns its loss statistics and its filled logp_behav."""
+        logits = self.model(input_ids=mb.inputs).logits
+        # π_prox is the policy at the start of this step: the parameters of this very pass
+        logp_prox = token_logprobs(logits.detach(), mb.targets, self.config.sampling.temperature)
+        logp_behav = torch.where(torch.isnan(logp_behav), logp_prox, logp_behav)
+        out = grpo_loss(
+            logits, mb.targets, mb.loss_mask, advantages, logp_behav,
+            self.config.sampling.temperature, self.config.token_budget, self.config.loss, logp_ref, logp_prox,
+        )
+        out.loss.backward()
+        return out, logp_behav
 
     def train_step(self) -> StepMetrics:
         """Collect a batch, take one optimizer step, publish and checkpoint."""
@@ -295,19 +311,17 @@ class Trainer:
         logp_ref = None
         if self.reference is not None:
             with torch.no_grad():
-                logp_ref = completion_logprobs(self.reference, packed, self.config.sampling.temperature)
+                logp_ref = completion_logprobs(self.reference, packed, self.config.sampling.temperature,
+                                               self.config.micro_batch_tokens)
 
         self.model.train()
-        logits = self.model(input_ids=packed.inputs).logits
-        # π_prox is the policy at the start of this step: the parameters of this very pass
-        logp_prox = token_logprobs(logits.detach(), packed.targets, self.config.sampling.temperature)
-        logp_behav = torch.where(torch.isnan(logp_behav), logp_prox, logp_behav)
-        out = grpo_loss(
-            logits, packed.targets, packed.loss_mask, advantages, logp_behav,
-            self.config.sampling.temperature, self.config.token_budget, self.config.loss, logp_ref, logp_prox,
-        )
         self.optimizer.zero_grad(set_to_none=True)
-        out.loss.backward()
+        parts = []
+        for rows in micro_batches(packed, self.config.micro_batch_tokens):
+            part, logp_behav[rows] = self._accumulate(packed.rows(rows), advantages[rows], logp_behav[rows],
+                                                      None if logp_ref is None else logp_ref[rows])
+            parts.append(part)
+        out = merge_loss_outputs(parts)
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.max_grad_norm))
         lr = self.optimizer.param_groups[0]["lr"]
         self.optimizer.step()

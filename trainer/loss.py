@@ -39,6 +39,11 @@ short completions weigh per token the same and the scale does not depend on the 
 
 with k3(t) = exp(logp_ref − logp_θ) − (logp_ref − logp_θ) − 1 against a frozen reference
 policy (optional; 0 by default).
+
+Micro-batches: every term is a sum over tokens divided by that same constant budget, so the batch
+can be cut into micro-batches of rows whose losses are backpropagated one after another — the
+accumulated gradient is the whole batch's, and `merge_loss_outputs` gives the whole batch's
+statistics. The loop does that to bound memory (`TrainerConfig.micro_batch_tokens`).
 """
 
 from __future__ import annotations
@@ -46,8 +51,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from pydantic import BaseModel, Field
+
+# logp_θ and H(t) in chunks of positions (no float32 [tokens, V] tensor for the whole batch)
+from inference.logprobs import token_logprobs, token_logprobs_and_entropy
+
+__all__ = ["LossConfig", "LossOutput", "clipped_token_loss", "grpo_loss", "k3_kl", "merge_loss_outputs",
+           "token_logprobs", "token_logprobs_and_entropy", "truncated_is_weight"]
 
 
 class LossConfig(BaseModel):
@@ -76,18 +86,7 @@ class LossOutput:
     is_weight_mean: float
     is_weight_max: float  # before truncation
     is_truncated_fraction: float
-
-
-def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float) -> torch.Tensor:
-    """Log-probabilities of `targets` under `logits / temperature` ([B, T, V], [B, T] → [B, T])."""
-    logp = F.log_softmax(logits.float() / temperature, dim=-1)
-    return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-
-
-def token_entropy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """Entropy of the tempered next-token distribution at every position ([B, T, V] → [B, T])."""
-    logp = F.log_softmax(logits.float() / temperature, dim=-1)
-    return -(logp.exp() * logp).sum(-1)
+    n_tokens: float  # completion tokens the statistics are means over (the weights of merging)
 
 
 def clipped_token_loss(
@@ -139,13 +138,15 @@ def grpo_loss(
     if token_budget <= 0:
         raise ValueError(f"token_budget must be positive, got {token_budget}")
     mask = loss_mask.float()
-    logp = token_logprobs(logits, targets, temperature)
+    logp, token_h = token_logprobs_and_entropy(logits, targets, temperature)  # one pass over the logits
+    if config.entropy_coef == 0:
+        token_h = token_h.detach()  # a statistic only: backward skips it
     if logp_prox is None:
         logp_prox = logp.detach()
     weight, raw_weight = truncated_is_weight(logp_prox, logp_behav, config.is_weight_cap)
     per_token, ratio = clipped_token_loss(logp, logp_prox, advantages.unsqueeze(-1), config.epsilon, config.delta)
     policy_loss = (weight * per_token * mask).sum() / token_budget
-    entropy = (token_entropy(logits, temperature) * mask).sum() / token_budget
+    entropy = (token_h * mask).sum() / token_budget
     total = policy_loss - config.entropy_coef * entropy
     kl_value = torch.zeros(())
     if config.kl_coef > 0:
@@ -153,6 +154,7 @@ def grpo_loss(
             raise ValueError("kl_coef > 0 needs logp_ref from a reference policy")
         kl_value = (k3_kl(logp, logp_ref) * mask).sum() / token_budget
         total = total + config.kl_coef * kl_value
+    n_raw = float(mask.sum())
     n_tokens = mask.sum().clamp(min=1.0)
     clipped = ((ratio < 1 - config.epsilon) | (ratio > 1 + config.epsilon)).float()
 
@@ -170,4 +172,30 @@ def grpo_loss(
         is_weight_mean=token_mean(weight),
         is_weight_max=float(raw_weight[mask > 0].max()) if mask.any() else 1.0,
         is_truncated_fraction=token_mean((raw_weight > config.is_weight_cap).float()),
+        n_tokens=n_raw,
+    )
+
+
+_TOKEN_MEANS = ("entropy", "kl", "clipped_fraction", "delta_clamped_fraction", "mean_ratio", "is_weight_mean",
+                "is_truncated_fraction")
+
+
+def merge_loss_outputs(parts: list[LossOutput]) -> LossOutput:
+    """The LossOutput of a batch from those of its micro-batches: loss and policy_loss add up (sums
+    over the constant budget), token means are weighted by n_tokens, is_weight_max is the max.
+    The merged loss is detached (each part was backpropagated on its own)."""
+    if not parts:
+        raise ValueError("no micro-batches to merge")
+    n = sum(p.n_tokens for p in parts)
+
+    def mean(field: str) -> float:
+        return sum(getattr(p, field) * p.n_tokens for p in parts) / max(n, 1.0)
+
+    counted = [p.is_weight_max for p in parts if p.n_tokens > 0]
+    return LossOutput(
+        loss=sum((p.loss.detach() for p in parts), torch.zeros(())),
+        policy_loss=sum(p.policy_loss for p in parts),
+        **{f: mean(f) for f in _TOKEN_MEANS},
+        is_weight_max=max(counted) if counted else 1.0,
+        n_tokens=n,
     )
