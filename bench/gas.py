@@ -52,7 +52,7 @@ def _measure(w3) -> dict[str, dict[str, int]]:
     params = PoolParams(trainer=acc[2].address, validators=[acc[3].address], min_stake=100 * 10**18,
                         reward_per_sample=10**18, slash_amount=10 * 10**18, bounty_bps=2_000, challenge_window=60,
                         reward_lock=120, max_staleness=2, task_ref=b"\x22" * 32, base_checkpoint=b"\x11" * 32,
-                        max_samples_per_work=64)
+                        max_samples_per_work=64, spot_check_bps=10_000)
     owner.pool.create_pool(params)
     pool_id = owner.pool.pool_count()
     owner.token.approve(owner.pool.address, 10**23)

@@ -1,7 +1,9 @@
 """`pool create | fund | status | close` — pool owners run pools through contract calls.
 
 A pool is described by a TOML file (see examples/pool.toml). Addresses may be written as
-`@trainer`, `@validator`, ... to name the local devnet's dev accounts.
+`@trainer`, `@validator`, ... to name the local devnet's dev accounts. `pool create` refuses, before
+any transaction, a slash too small for the pool's spot-check fraction (ComputePool._checkIncentives)
+and prints the detection probability of a file with one fabricated completion and the break-even slash.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient, KuboError
 from protocol.digest import Digest, InvalidCid, cid_to_digest
 from protocol.runspec import RunSpec
+from protocol.spotcheck import MAX_BPS, detection_probability, min_slash, spot_check_count
 
 Amount = Annotated[int, BeforeValidator(parse_amount), Field(ge=0)]
 # ComputePool's bounds (MAX_BOUNTY_BPS, MAX_CHALLENGE_WINDOW, MAX_REWARD_LOCK), checked before any transaction.
@@ -64,6 +67,9 @@ class PoolConfig(BaseModel):
     base_checkpoint: str = Field(description="manifest CID or 0x digest of the step-0 policy")
     max_samples_per_work: int | None = Field(None, gt=0, lt=2**32, description="samples one submission may claim; "
                                              "default: the task run spec's prompts_per_submission × group_size")
+    spot_check_bps: int | None = Field(None, gt=0, le=MAX_BPS, description="q in basis points: the fraction of "
+                                       "each file's completions given the expensive checks; default: the task run "
+                                       "spec's verification.spot_check_bps, else 10000 (check all)")
     funding: Amount = 0
 
     @model_validator(mode="after")
@@ -79,6 +85,12 @@ class PoolConfig(BaseModel):
         if spec is None:
             raise UsageError("max_samples_per_work is required when the pool's task is not a run spec on IPFS")
         return samples_per_submission(spec)
+
+    def spot_check(self, spec: RunSpec | None = None) -> int:
+        """`spotCheckBps`: as configured, else the run spec's, else 10000 (every completion checked)."""
+        if self.spot_check_bps is not None:
+            return self.spot_check_bps
+        return spec.verification.spot_check_bps if spec is not None else MAX_BPS
 
     def task_ref(self) -> bytes:
         if self.task.startswith("0x") and len(self.task) == 66:
@@ -124,14 +136,41 @@ def _address(value: str, devnet: dict | None, field: str) -> str:
     return to_checksum_address(value)
 
 
+def spot_check_terms(cfg: PoolConfig, spec: RunSpec | None = None) -> dict:
+    """What the spot-check rule means for this pool: a file of maxSamplesPerWork completions of which
+    m = ceil(q·n) get the expensive checks; the probability that one fabricated completion is among
+    them; the file's reward and the least slash `createPool` accepts (docs/protocol.md)."""
+    n, bps = cfg.samples_per_work(spec), cfg.spot_check(spec)
+    m = spot_check_count(n, bps)
+    return {"spot_check_bps": bps, "checked_per_file": f"{m} of {n}",
+            "detection_probability_1_fabricated": round(detection_probability(n, m, 1), 6),
+            "file_reward": cfg.reward_per_sample * n,
+            "break_even_slash": min_slash(bps, cfg.reward_per_sample, n)}
+
+
+def check_spot_check_bound(cfg: PoolConfig, spec: RunSpec | None = None) -> dict:
+    """`spot_check_terms`, or UsageError when the slash is below the break-even slash (the contract's
+    SlashBelowSpotCheckBound, caught before any transaction)."""
+    terms = spot_check_terms(cfg, spec)
+    if cfg.slash_amount < terms["break_even_slash"]:
+        raise UsageError(
+            f"slash_amount {cfg.slash_amount} is below {terms['break_even_slash']}, the least at which a worker "
+            f"fabricating one completion per file gains nothing: spot_check_bps {terms['spot_check_bps']} checks "
+            f"{terms['checked_per_file']} completions (detection probability "
+            f"{terms['detection_probability_1_fabricated']:.4f}), file reward {terms['file_reward']}")
+    return terms
+
+
 def create_pool(ledger: Ledger, cfg: PoolConfig, spec: RunSpec | None = None) -> int:
     """Create (and fund, if cfg.funding > 0) a pool; returns its id. `spec` is the task's run spec, whose
-    submission size is the default `maxSamplesPerWork`."""
+    submission size and spot-check fraction are the defaults of `maxSamplesPerWork` and `spotCheckBps`."""
+    check_spot_check_bound(cfg, spec)
     params = PoolParams(trainer=cfg.trainer, validators=cfg.validators, min_stake=cfg.min_stake,
                         reward_per_sample=cfg.reward_per_sample, slash_amount=cfg.slash_amount,
                         bounty_bps=cfg.bounty_bps, challenge_window=cfg.challenge_window_s,
                         reward_lock=cfg.reward_lock_s, max_staleness=cfg.async_level, task_ref=cfg.task_ref(),
-                        base_checkpoint=cfg.base_checkpoint_digest(), max_samples_per_work=cfg.samples_per_work(spec))
+                        base_checkpoint=cfg.base_checkpoint_digest(), max_samples_per_work=cfg.samples_per_work(spec),
+                        spot_check_bps=cfg.spot_check(spec))
     receipt = ledger.pool.create_pool(params)
     (event,) = ledger.pool.contract.events.PoolCreated().process_receipt(receipt, errors=DISCARD)
     pool_id = event["args"]["poolId"]
@@ -159,16 +198,21 @@ def pool_status(ledger: Ledger, pool_id: int) -> dict:
     return {key: str(value) if isinstance(value, Digest) else value for key, value in status.items()}
 
 
-def _task_run_spec(cfg: PoolConfig, kubo_api: str | None) -> RunSpec:
-    """The run spec the config's task names (a 0x digest of a run spec on IPFS)."""
-    if not (cfg.task.startswith("0x") and len(cfg.task) == 66) or not kubo_api:
-        raise UsageError("max_samples_per_work is required unless task is the 0x digest of a run spec on a "
+def _task_run_spec(cfg: PoolConfig, kubo_api: str | None) -> RunSpec | None:
+    """The run spec the config's task names (a 0x digest of a run spec on IPFS), when the config leaves
+    max_samples_per_work (then it is required) or spot_check_bps to it; None when it need not be read."""
+    is_digest = cfg.task.startswith("0x") and len(cfg.task) == 66
+    if cfg.max_samples_per_work is not None and (cfg.spot_check_bps is not None or not is_digest):
+        return None
+    what = "max_samples_per_work" if cfg.max_samples_per_work is None else "spot_check_bps"
+    if not is_digest or not kubo_api:
+        raise UsageError(f"{what} is required unless task is the 0x digest of a run spec on a "
                          "reachable Kubo node (--kubo-api or a devnet)")
     kubo = KuboClient(kubo_api)
     try:
         return fetch_run_spec(kubo, cfg.task_ref(), timeout=10.0)
     except (KuboError, ValidationError) as exc:
-        raise UsageError(f"max_samples_per_work is required: task {cfg.task[:18]}… is not a readable run spec "
+        raise UsageError(f"{what} is required: task {cfg.task[:18]}… is not a readable run spec "
                          f"({exc.__class__.__name__})") from None
     finally:
         kubo.close()
@@ -181,7 +225,7 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("create", parents=[common], help="create a pool from a TOML config (and fund it with its `funding`)")
     c.add_argument("--config", type=Path, required=True)
     c.add_argument("--kubo-api", help="Kubo RPC API to read the task's run spec from (default: the devnet's); "
-                                      "it sets max_samples_per_work unless the config does")
+                                      "it sets max_samples_per_work and spot_check_bps unless the config does")
     f = sub.add_parser("fund", parents=[common], help="add budget to a pool (owner only)")
     f.add_argument("pool_id", type=int)
     f.add_argument("amount", help="base units, e.g. 1000e18")
@@ -207,9 +251,10 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_pool_config(args.config, devnet)  # validate before touching the chain
     ledger = Ledger.open(rpc_url, deployments, account, args.chain_id)
     if args.command == "create":
-        spec = None if cfg.max_samples_per_work is not None else _task_run_spec(cfg, args.kubo_api or (devnet or {}).get("kubo_api"))
+        spec = _task_run_spec(cfg, args.kubo_api or (devnet or {}).get("kubo_api"))
+        terms = check_spot_check_bound(cfg, spec)
         pool_id = create_pool(ledger, cfg, spec)
-        result = {"pool_id": pool_id, "funded": cfg.funding}
+        result = {"pool_id": pool_id, "funded": cfg.funding, **terms}
     elif args.command == "fund":
         try:
             amount = parse_amount(args.amount)

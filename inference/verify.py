@@ -11,11 +11,13 @@ Checks, cheapest first; the prefill runs only when the structural checks pass:
                error of at most the tolerance allows (when the record carries logprobs)
   toploc       the proofs match the recomputed hidden states (per-chunk statistics)
 Each check reports its measured statistics so a challenge can carry them as evidence.
+With `spot_check` (protocol.spotcheck), only the chosen completions are prefilled: the others
+get the structural checks (tokens, prompt, seed, EOS placement) and nothing else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Literal
 
 import torch
@@ -95,6 +97,8 @@ class Verdict(BaseModel):
     """All checks run on one completion; `model_dump()` is the evidence JSON."""
 
     checks: list[CheckResult]
+    prefilled: bool = False
+    """Whether the prefill checks (termination's EOS probability, sampling, logprobs, TOPLOC) ran."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -119,7 +123,7 @@ def _structural_checks(
 ) -> list[CheckResult]:
     eos_token_ids = backend.eos_token_ids
     ids = record.prompt_ids + record.completion_ids
-    in_vocab = bool(record.prompt_ids) and all(0 <= t < backend.vocab_size for t in ids)
+    in_vocab = bool(record.prompt_ids) and min(ids) >= 0 and max(ids) < backend.vocab_size
     checks = [CheckResult(
         name="tokens", passed=in_vocab,
         reason="" if in_vocab else "empty prompt or token ids outside the vocabulary",
@@ -153,11 +157,13 @@ def verify_completions(
     config: VerifyConfig,
     expected_prompts: Sequence[Sequence[int] | None] | None = None,
     expected_seeds: Sequence[int | None] | None = None,
+    spot_check: Collection[int] | None = None,
 ) -> list[Verdict]:
     """Verify many completions with one batched prefill; one Verdict per record.
 
     `expected_prompts` / `expected_seeds` (per record, from the assignment PRF and
-    proofs.sampling.derive_seed) enable the prompt and seed checks.
+    proofs.sampling.derive_seed) enable the prompt and seed checks. `spot_check` (indices into
+    `records`; None = all) limits the prefill and the checks that need it to those records.
     """
     n = len(records)
     prompts = list(expected_prompts) if expected_prompts is not None else [None] * n
@@ -168,7 +174,8 @@ def verify_completions(
     early = [
         _structural_checks(r, config, backend, p, s) for r, p, s in zip(records, prompts, seeds)
     ]
-    todo = [i for i in range(n) if all(c.passed for c in early[i])]
+    chosen = set(range(n)) if spot_check is None else set(spot_check)
+    todo = [i for i in range(n) if i in chosen and all(c.passed for c in early[i])]
     prefills = backend.prefill_batch(
         [(records[i].prompt_ids, records[i].completion_ids) for i in todo]
     ) if todo else []
@@ -204,7 +211,7 @@ def verify_completions(
         if record.logprobs is not None:
             checks.append(_logprob_check(prefill.logits, record, config))
         checks.append(_toploc_check(prefill.hidden, record.proofs, config))
-        verdicts[i] = Verdict(checks=checks)
+        verdicts[i] = Verdict(checks=checks, prefilled=True)
     return verdicts
 
 

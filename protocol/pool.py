@@ -66,6 +66,9 @@ class PoolState:
     task_ref: Digest
     base_checkpoint: Digest
     max_samples_per_work: int = 0
+    spot_check_bps: int = 10_000
+    """q in basis points: the fraction of each file's completions that get the expensive checks
+    (protocol.spotcheck)."""
 
     @property
     def active(self) -> bool:

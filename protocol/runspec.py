@@ -42,6 +42,10 @@ class VerificationSpec(BaseModel):
     logit_tolerance: float = Field(1e-3, ge=0)
     min_eos_prob: float = Field(1e-4, ge=0, le=1)
     reward_tolerance: float = Field(1e-6, ge=0)
+    spot_check_bps: int = Field(10_000, gt=0, le=10_000, description=(
+        "q in basis points: the fraction of each file's completions given the expensive checks "
+        "(protocol.spotcheck); `pool create` makes it the pool's on-chain spotCheckBps, which is what "
+        "validators apply"))
 
     def toploc_thresholds(self) -> Thresholds:
         """The TOPLOC chunk thresholds these rules state."""

@@ -39,11 +39,25 @@ class Reason(IntEnum):
     WRONG_BINDING = 17     # the header's chain id, pool contract, pool id or nonce differ from the submission
 
 
+class SpotCheck(BaseModel):
+    """Which completions got the expensive checks, and the randomness they were drawn from: anyone
+    re-derives `indices` as protocol.spotcheck.spot_check_indices(randomness, n, spot_check_bps) and
+    `randomness` as spot_check_randomness(block_hash, work id)."""
+
+    spot_check_bps: int = Field(gt=0, le=10_000)
+    n: int = Field(ge=0, description="completions in the file")
+    m: int = Field(ge=0, description="completions given the expensive checks: ceil(n · bps / 10000)")
+    indices: list[int] = Field(description="the m chosen completions, sorted")
+    submission_block: int | None = Field(None, description="block B of the WorkSubmitted event (None when q = 1)")
+    block_hash: str | None = Field(None, pattern=r"^0x[0-9a-f]{64}$", description="hash of block B + 1")
+    randomness: str | None = Field(None, pattern=r"^0x[0-9a-f]{64}$", description="keccak256(block_hash ‖ work id)")
+
+
 class Evidence(BaseModel):
     """The document whose digest goes on-chain with a challenge."""
 
     schema_name: str = "proofswarm.evidence"
-    version: int = 1
+    version: int = 2
     work_id: str = Field(pattern=r"^0x[0-9a-f]{64}$")
     pool_id: int
     worker: str
@@ -54,6 +68,7 @@ class Evidence(BaseModel):
     failing_chunks: dict[str, list[int]] = Field(default_factory=dict, description="sample index → chunk indices")
     statistics: dict[str, Any] = Field(default_factory=dict)
     thresholds: dict[str, Any] = Field(default_factory=dict)
+    spot_check: SpotCheck | None = Field(None, description="set when the completion checks ran (on a spot check)")
     validator: str
 
     @field_validator("message", mode="before")

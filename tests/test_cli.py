@@ -56,6 +56,8 @@ def test_pool_commands_and_their_refusals(devnet_dir, tmp_path):
     created = json.loads(run("deploy.pool_cli", "create", "--config", str(ROOT / "examples/pool.toml"), "--json",
                              *chain, cwd=tmp_path).stdout)
     pool_id = str(created["pool_id"])
+    assert (created["spot_check_bps"], created["checked_per_file"]) == (10_000, "64 of 64")
+    assert created["detection_probability_1_fabricated"] == 1.0 and created["break_even_slash"] == 1
     status = json.loads(run("deploy.pool_cli", "status", pool_id, "--json", *chain, cwd=tmp_path).stdout)
     assert status["status"] == "active" and status["budget"] == 10_000 * 10**18
     funded = json.loads(run("deploy.pool_cli", "fund", pool_id, "5e18", "--json", *chain, cwd=tmp_path).stdout)
@@ -74,7 +76,11 @@ def test_pool_commands_and_their_refusals(devnet_dir, tmp_path):
     pool_toml = (ROOT / "examples/pool.toml").read_text()
     for edit, needle in ((("reward_lock_s = 120", "reward_lock_s = 60"), "reward_lock_s must be > challenge_window_s"),
                          (("bounty_bps = 2000", "bounty_bps = 5001"), "bounty_bps"),
-                         (("max_samples_per_work = 64", ""), "max_samples_per_work is required")):
+                         (("max_samples_per_work = 64", ""), "max_samples_per_work is required"),
+                         # q = 5 %: one fabricated completion of 64 is caught with P = 4/64; S must be ≥ 19 × 64e18
+                         (("funding =", "spot_check_bps = 500\nfunding ="),
+                          "slash_amount 50000000000000000000 is below 1216000000000000000000, the least at which"),
+                         (("funding =", "spot_check_bps = 0\nfunding ="), "spot_check_bps")):
         bad.write_text(pool_toml.replace(*edit))
         assert_one_line_error(run("deploy.pool_cli", "create", "--config", str(bad), *chain, cwd=tmp_path, ok=False),
                               needle, 2)

@@ -7,9 +7,12 @@
                   sampling; n_samples is the run spec's prompts × group size and the file's rows
     assignment  → every group answers the prompt the PRF assigns to (worker, nonce)
     reward      → every reported reward equals the task verifier's
-    completion  → seeds, termination, sampling replay, logprobs and TOPLOC against one prefill
-                  of the declared checkpoint (inference.verify)
-The first failing check decides the challenge reason; its measured statistics become evidence.
+    completion  → on every completion: seeds, token ranges, EOS placement; on the spot-checked
+                  m = ceil(q·n) of them (protocol.spotcheck, q = the pool's spotCheckBps): termination,
+                  sampling replay, logprobs and TOPLOC against one prefill of the declared checkpoint
+                  (inference.verify)
+The first failing check decides the challenge reason; its measured statistics become evidence, with
+the spot-checked indices and the randomness they were drawn from.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from protocol.digest import Digest
 from protocol.pool import versions_to_keep
 from protocol.rollouts import RolloutBatch, RolloutFileError, RolloutLimits, decode_rollouts
 from protocol.runspec import RunSpec
+from protocol.spotcheck import MAX_BPS, spot_check_count, spot_check_indices, spot_check_randomness
 from protocol.verdicts import Reason, clip_text
 from tasks.base import Task, assignment_space
 from tasks.encoding import encode_prompt
@@ -52,18 +56,25 @@ class RolloutChecker:
         self.pool_id = pool_id
         self.cache_dir = Path(cache_dir)
         pool = pool_state(self.ledger, pool_id)
+        self.spot_check_bps = pool.spot_check_bps
         self.spec: RunSpec = fetch_run_spec(self.kubo, pool.task_ref)
         fetch_task_subset(self.kubo, self.spec.task)
         self.task: Task = build_task(self.spec.task)
         self.retention = PinRetention(self.kubo, self.cache_dir / "pins.json", keep=versions_to_keep(pool.async_level))
         self._policies: dict[int, tuple[bytes, TorchBackend, object]] = {}
-        v = self.spec.verification
-        self.verify_config = VerifyConfig(
-            sampling=self.spec.sampling,
-            thresholds=v.toploc_thresholds(),
-            logit_tolerance=v.logit_tolerance, min_eos_prob=v.min_eos_prob, chunk=PROOF_CHUNK,
-        )
+        self._checkpoints: dict[int, Digest] = {}
+        self.verify_config = verify_config_of(self.spec)
         self.limits = RolloutLimits.for_spec(self.spec, PROOF_CHUNK)
+
+    def _checkpoint_at(self, step: int) -> Digest:
+        """The manifest digest published for `step` (zero if none); a published one never changes (the
+        contract only appends), so it is read from the chain once."""
+        digest = self._checkpoints.get(step)
+        if digest is None:
+            digest = Digest(self.ledger.pool.checkpoint_at(self.pool_id, step))
+            if any(digest):
+                self._checkpoints[step] = digest
+        return digest
 
     def _policy(self, step: int, digest: bytes) -> tuple[TorchBackend, object]:
         cached = self._policies.get(step)
@@ -82,7 +93,7 @@ class RolloutChecker:
             batch = decode_rollouts(data, self.limits)
         except RolloutFileError as exc:
             return CheckOutcome(False, Reason.SCHEMA, clip_text(str(exc)))
-        ckpt = Digest(self.ledger.pool.checkpoint_at(sub.pool_id, sub.step))
+        ckpt = self._checkpoint_at(sub.step)
         fail = self._identity(sub, batch, ckpt)
         if fail:
             return fail
@@ -152,8 +163,9 @@ class RolloutChecker:
                                     f"group {group} answers prompt {first.prompt_index}, assigned {index}",
                                     failing_samples=list(range(group * g, (group + 1) * g)))
         bad = []
+        problems = {index: self.task.problem(index) for index in assigned}  # a group shares its prompt
         for i, s in enumerate(batch.samples):
-            problem = self.task.problem(s.prompt_index)
+            problem = problems[s.prompt_index]
             text = tokenizer.decode(s.completion_ids, skip_special_tokens=True)
             if abs(self.task.reward(problem, text, len(s.completion_ids)) - s.reward) > self.spec.verification.reward_tolerance:
                 bad.append(i)
@@ -163,24 +175,55 @@ class RolloutChecker:
         return None
 
     def _completions(self, sub: Submission, batch: RolloutBatch, backend: TorchBackend, tokenizer) -> CheckOutcome:
-        h = batch.header
-        records = [CompletionRecord(prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, proofs=s.proofs,
-                                    seed=s.seed, finish_reason=s.finish_reason, logprobs=s.logprobs)
-                   for s in batch.samples]
-        n = len(records)
-        seeds = [derive_seed(self.spec.pool_seed_bytes, h.worker, h.policy_step, sample_index(h.nonce, i, n))
-                 for i in range(n)]
-        verdicts = verify_completions(backend, records, self.verify_config,
-                                      expected_prompts=[r.prompt_ids for r in records], expected_seeds=seeds)
-        tokens = sum(len(r.completion_ids) for r in records)
-        for name, reason in CHECK_REASONS.items():
-            failing = [i for i, v in enumerate(verdicts) if (c := v.check(name)) is not None and not c.passed]
-            if failing:
-                first = verdicts[failing[0]].check(name)
-                chunks = {str(i): verdicts[i].check("toploc").details.get("failing_chunks", [])
-                          for i in failing if name == "toploc"}
-                return CheckOutcome(False, reason, f"{len(failing)} of {n} completions fail {name}: {first.reason}",
-                                    failing_samples=failing, failing_chunks=chunks,
-                                    statistics={"first_failure": first.details},
-                                    thresholds=self.verify_config.thresholds.model_dump(), tokens=tokens)
-        return CheckOutcome(True, tokens=tokens)
+        return check_completions(self.spec, self.verify_config, self.spot_check_bps, sub, batch, backend)
+
+
+def verify_config_of(spec: RunSpec) -> VerifyConfig:
+    """The completion checks' parameters that the run spec states."""
+    v = spec.verification
+    return VerifyConfig(sampling=spec.sampling, thresholds=v.toploc_thresholds(), logit_tolerance=v.logit_tolerance,
+                        min_eos_prob=v.min_eos_prob, chunk=PROOF_CHUNK)
+
+
+def spot_check_of(sub: Submission, n: int, bps: int) -> dict:
+    """The completions of an n-completion file that get the expensive checks at q = bps / 10000, with the
+    randomness they come from (protocol.verdicts.SpotCheck fields). Below q = 1 the daemon must have set
+    the hash of block B + 1 on the submission."""
+    if bps >= MAX_BPS:
+        return {"spot_check_bps": bps, "n": n, "m": n, "indices": list(range(n))}
+    if sub.spot_block_hash is None:
+        raise RuntimeError("spot check below q = 1 without the seeding block hash")
+    randomness = spot_check_randomness(sub.spot_block_hash, sub.work_id)
+    return {"spot_check_bps": bps, "n": n, "m": spot_check_count(n, bps),
+            "indices": spot_check_indices(randomness, n, bps), "submission_block": sub.spot_block,
+            "block_hash": "0x" + sub.spot_block_hash.hex(), "randomness": "0x" + randomness.hex()}
+
+
+def check_completions(spec: RunSpec, config: VerifyConfig, spot_check_bps: int, sub: Submission,
+                      batch: RolloutBatch, backend: TorchBackend) -> CheckOutcome:
+    """The completion checks of a decoded file whose identity, assignment and rewards passed: seeds and
+    structure on all n completions, prefill-based checks on the spot-checked m (`spot_check_of`)."""
+    h = batch.header
+    records = [CompletionRecord(prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, proofs=s.proofs,
+                                seed=s.seed, finish_reason=s.finish_reason, logprobs=s.logprobs)
+               for s in batch.samples]
+    n = len(records)
+    seeds = [derive_seed(spec.pool_seed_bytes, h.worker, h.policy_step, sample_index(h.nonce, i, n))
+             for i in range(n)]
+    spot = spot_check_of(sub, n, spot_check_bps)
+    verdicts = verify_completions(backend, records, config, expected_prompts=[r.prompt_ids for r in records],
+                                  expected_seeds=seeds, spot_check=spot["indices"])
+    tokens = sum(len(r.completion_ids) for r in records)
+    checked = sum(len(records[i].completion_ids) for i in spot["indices"])
+    for name, reason in CHECK_REASONS.items():
+        failing = [i for i, v in enumerate(verdicts) if (c := v.check(name)) is not None and not c.passed]
+        if failing:
+            first = verdicts[failing[0]].check(name)
+            chunks = {str(i): verdicts[i].check("toploc").details.get("failing_chunks", [])
+                      for i in failing if name == "toploc"}
+            return CheckOutcome(False, reason, f"{len(failing)} of {n} completions fail {name}: {first.reason}",
+                                failing_samples=failing, failing_chunks=chunks,
+                                statistics={"first_failure": first.details},
+                                thresholds=config.thresholds.model_dump(), spot_check=spot,
+                                tokens=tokens, checked_tokens=checked)
+    return CheckOutcome(True, spot_check=spot, tokens=tokens, checked_tokens=checked)

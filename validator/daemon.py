@@ -14,6 +14,11 @@ that could not be sent, is retried until the challenge window closes. Those subm
 in a retry book (validator.retries) that is saved before the cursor is committed, so after a
 kill -9 nothing is lost; the on-chain status (re-read right before each verdict) makes every
 redelivery harmless: every submission gets exactly one verdict.
+
+Spot checks (protocol.spotcheck): when the pool's `spotCheckBps` is below 10000 a submission is
+checked only once block B + 1 (B = its `WorkSubmitted` block) has `confirmations` blocks on top:
+its hash seeds which completions get the expensive checks. Until then the submission waits in the
+retry book (postponed, not counted as a failure).
 """
 
 from __future__ import annotations
@@ -32,11 +37,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from ledger_client.chain.errors import ContractRevert
 from ledger_client.chain.events import EventCursor, Removed
 from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import chain_time, get_work, pool_state
+from ledger_client.chain.queries import chain_time, get_work, pool_state, spot_check_block
 from ledger_client.ipfs.content import MAX_OBJECT_BYTES, ContentError, ContentUnavailable, get_object, put_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.pool import WorkStatus
-from protocol.verdicts import Evidence, Reason, clip_text
+from protocol.spotcheck import MAX_BPS
+from protocol.verdicts import Evidence, Reason, SpotCheck, clip_text
 from validator.checker_pool import CheckerPool, CheckFailure
 from validator.retries import RetryBook
 
@@ -55,11 +61,18 @@ class Submission:
     nonce: int
     rollout_digest: bytes
     submitted_at: int = 0
+    block_number: int = 0
+    """Block of the `WorkSubmitted` event as first seen (0: unknown)."""
+    spot_block: int | None = None
+    """B, the block of the `WorkSubmitted` event the spot check is seeded from (set before the check)."""
+    spot_block_hash: bytes | None = None
+    """Hash of block B + 1 (set before the check when the pool spot-checks)."""
 
     @classmethod
     def of_event(cls, e: Any) -> Submission:
         """From a decoded `WorkSubmitted` event."""
-        return cls(bytes(e.work_id), e.pool_id, e.worker, e.step, e.n_samples, e.nonce, bytes(e.rollout_digest))
+        return cls(bytes(e.work_id), e.pool_id, e.worker, e.step, e.n_samples, e.nonce, bytes(e.rollout_digest),
+                   block_number=e.meta.block_number)
 
 
 @dataclass
@@ -73,7 +86,12 @@ class CheckOutcome:
     failing_chunks: dict[str, list[int]] = field(default_factory=dict)
     statistics: dict[str, Any] = field(default_factory=dict)
     thresholds: dict[str, Any] = field(default_factory=dict)
+    spot_check: dict[str, Any] | None = None
+    """protocol.verdicts.SpotCheck fields, when the completion checks ran."""
     tokens: int = 0
+    """Completion tokens in the file."""
+    checked_tokens: int = 0
+    """Completion tokens that got the expensive checks."""
     seconds: float = 0.0
 
 
@@ -109,6 +127,9 @@ class Metrics:
                                  registry=self.registry)
         self.checker_restarts = Counter("proofswarm_validator_checker_restarts",
                                         "checker processes replaced after a crash or timeout", registry=self.registry)
+        self.waiting = Counter("proofswarm_validator_spot_check_waits",
+                               "polls a submission waited for the block that seeds its spot check",
+                               registry=self.registry)
         self.loop_errors = Counter("proofswarm_validator_loop_errors", "polls that failed (chain or IPFS down)",
                                    registry=self.registry)
 
@@ -200,24 +221,44 @@ class ValidatorDaemon:
                 self.metrics.skipped.inc()
                 self.retries.drop(s.work_id.hex())
                 continue
-            todo.append(replace(s, submitted_at=work.submitted_at))
+            s = replace(s, submitted_at=work.submitted_at)
+            if self.pool.spot_check_bps < MAX_BPS:
+                try:
+                    seed = spot_check_block(self.ledger, s.work_id, self.config.confirmations, s.block_number)
+                except Exception as exc:  # noqa: BLE001 - our chain connection: try again later
+                    self._defer(s, "errors", f"{exc.__class__.__name__}: {exc}")
+                    continue
+                if seed is None:  # block B + 1 is not there yet: the randomness does not exist
+                    self.retries.postpone(s.work_id.hex(), _submission_to(s), self.config.poll_interval_s)
+                    self.metrics.waiting.inc()
+                    continue
+                s = replace(s, spot_block=seed[0], spot_block_hash=seed[1])
+            todo.append(s)
         self.metrics.backlog.set(len(todo))
-        judged = 0
         fetches = {s.work_id: self._fetchers.submit(self._fetch, s) for s in todo}
         queue = list(todo)
-        while queue or self.checkers.busy():
+        settled: list[tuple[Submission, CheckOutcome | CheckFailure]] = []
+
+        def fill() -> None:
+            """Hand queued files to free checkers (files that need no check are settled later)."""
             while queue and self.checkers.free() and self.checkers.busy() < self.config.max_in_flight:
                 s = queue.pop(0)
                 fetched = fetches[s.work_id].result()
                 if isinstance(fetched, bytes):
                     failure = self.checkers.submit(s.work_id, s, fetched)
                     if failure is not None:
-                        judged += self._settle(s, failure)
+                        settled.append((s, failure))
                 else:
-                    judged += self._settle(s, fetched)
+                    settled.append((s, fetched))
+
+        judged = 0
+        while queue or self.checkers.busy() or settled:
+            fill()
             for work_id, result in self.checkers.wait():
-                s = next(t for t in todo if t.work_id == work_id)
-                judged += self._settle(s, result)
+                settled.append((next(t for t in todo if t.work_id == work_id), result))
+            fill()  # the checkers work on the next files while these verdicts are sent
+            while settled:
+                judged += self._settle(*settled.pop(0))
         return judged
 
     def _fetch(self, s: Submission) -> bytes | CheckOutcome | CheckFailure:
@@ -316,6 +357,7 @@ class ValidatorDaemon:
                     reason_code=int(outcome.reason), message=outcome.message, failing_samples=outcome.failing_samples,
                     failing_chunks=outcome.failing_chunks, statistics=outcome.statistics,
                     thresholds=outcome.thresholds, validator=self.ledger.address,
+                    spot_check=SpotCheck(**outcome.spot_check) if outcome.spot_check else None,
                 )
                 digest = put_object(self.kubo, _evidence_bytes(evidence))
                 self.ledger.pool.challenge(s.work_id, int(outcome.reason), digest)
@@ -346,9 +388,10 @@ def _evidence_bytes(evidence: Evidence) -> bytes:
 
 def _submission_to(s: Submission) -> dict:
     return {"work_id": s.work_id.hex(), "pool_id": s.pool_id, "worker": s.worker, "step": s.step,
-            "n_samples": s.n_samples, "nonce": s.nonce, "rollout_digest": s.rollout_digest.hex()}
+            "n_samples": s.n_samples, "nonce": s.nonce, "rollout_digest": s.rollout_digest.hex(),
+            "block_number": s.block_number}
 
 
 def _submission_from(d: dict) -> Submission:
     return Submission(bytes.fromhex(d["work_id"]), d["pool_id"], d["worker"], d["step"], d["n_samples"],
-                      d["nonce"], bytes.fromhex(d["rollout_digest"]))
+                      d["nonce"], bytes.fromhex(d["rollout_digest"]), block_number=d.get("block_number", 0))

@@ -50,6 +50,12 @@ class RetryBook:
         entry.history = (entry.history + [f"{kind}: {message[:200]}"])[-8:]
         return entry
 
+    def postpone(self, key: str, submission: dict, delay_s: float) -> Attempts:
+        """Try `key` again after `delay_s` without counting a failed attempt (it waits for something)."""
+        entry = self.entries.setdefault(key, Attempts(submission=submission))
+        entry.next_at = time.time() + delay_s
+        return entry
+
     def drop(self, key: str) -> None:
         self.entries.pop(key, None)
 

@@ -25,6 +25,8 @@ import {IStakeManager} from "./IStakeManager.sol";
 /// in its member record), and the work id is derived from (chain, contract, pool, worker, nonce):
 /// no one else can take a worker's id, no two submissions share one, and off-chain the prompts
 /// are derived from (pool seed, worker, nonce), so a worker cannot skip or regrind an assignment.
+/// Spot-check rule: validators run the expensive checks on a random fraction `spotCheckBps` of
+/// each file's completions; `createPool` refuses a slash too small for that fraction (`_checkIncentives`).
 contract ComputePool is IComputePool, ReentrancyGuardTransient {
     using SafeERC20 for IERC20;
 
@@ -57,6 +59,7 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         // slot 4
         uint128 slashAmount;
         uint32 maxSamplesPerWork;
+        uint16 spotCheckBps;
         // slot 5, 6
         bytes32 taskRef;
         bytes32 baseCheckpoint;
@@ -127,6 +130,7 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         pool.rewardPerSample = p.rewardPerSample;
         pool.slashAmount = p.slashAmount;
         pool.maxSamplesPerWork = p.maxSamplesPerWork;
+        pool.spotCheckBps = p.spotCheckBps;
         pool.taskRef = p.taskRef;
         pool.baseCheckpoint = p.baseCheckpoint;
         _checkpoints[poolId][0] = p.baseCheckpoint;
@@ -407,7 +411,8 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
             maxStaleness: pool.maxStaleness,
             taskRef: pool.taskRef,
             baseCheckpoint: pool.baseCheckpoint,
-            maxSamplesPerWork: pool.maxSamplesPerWork
+            maxSamplesPerWork: pool.maxSamplesPerWork,
+            spotCheckBps: pool.spotCheckBps
         });
     }
 
@@ -471,8 +476,18 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         if (msg.sender != pool.owner) revert NotPoolOwner(poolId, msg.sender);
     }
 
-    /// @dev Parameter bounds of a new pool. Issue 14 (spot-check fraction q) adds here the
-    /// refusal of parameters under which fabricating work has a positive expected gain.
+    /// @dev Parameter bounds of a new pool, and the spot-check incentive bound.
+    /// Spot checks: validators run the expensive checks on m = ceil(q·n) of a file's n completions
+    /// (q = spotCheckBps / 10000), drawn without replacement after submission. A file with one
+    /// fabricated completion is caught with the hypergeometric probability P(n) = m/n ≥ q, for
+    /// every n. Undetected it earns at most R = rewardPerSample × maxSamplesPerWork; detected it
+    /// loses S = slashAmount (and the reward). Fabrication has no positive expected gain, for
+    /// every n ≤ maxSamplesPerWork, when q·S ≥ (1 − q)·R, since then
+    /// P(n)·S ≥ q·S ≥ (1 − q)·R ≥ (1 − P(n))·R(n). In integers (× 10000):
+    ///     spotCheckBps × S ≥ (10000 − spotCheckBps) × rewardPerSample × maxSamplesPerWork.
+    /// Fabricating k > 1 completions is caught with probability 1 − C(n−k, m)/C(n, m) ≥ m/n, so
+    /// one fabricated completion per file is the cheater's best case. Operands: 14 bits × 128 bits
+    /// and 14 bits × 128 bits × 32 bits, far below 2^256.
     function _checkIncentives(PoolParams calldata p) private pure {
         if (p.challengeWindow == 0 || p.challengeWindow > MAX_CHALLENGE_WINDOW) {
             revert ChallengeWindowOutOfRange(p.challengeWindow, MAX_CHALLENGE_WINDOW);
@@ -482,6 +497,12 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         if (p.bountyBps > MAX_BOUNTY_BPS) revert BountyBpsTooHigh(p.bountyBps, MAX_BOUNTY_BPS);
         if (p.slashAmount == 0) revert ZeroSlashAmount();
         if (p.maxSamplesPerWork == 0) revert ZeroMaxSamples();
+        uint256 q = p.spotCheckBps;
+        if (q == 0 || q > MAX_BPS) revert SpotCheckBpsOutOfRange(p.spotCheckBps, MAX_BPS);
+        uint256 gainIfMissed = (MAX_BPS - q) * uint256(p.rewardPerSample) * p.maxSamplesPerWork;
+        if (q * p.slashAmount < gainIfMissed) {
+            revert SlashBelowSpotCheckBound(p.slashAmount, (gainIfMissed + q - 1) / q);
+        }
     }
 
     /// @dev The reward of a submission of `nSamples` samples (the formula every path shares).

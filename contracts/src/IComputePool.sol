@@ -37,6 +37,12 @@ interface IComputePool {
     /// @param baseCheckpoint manifest digest of the step-0 policy
     /// @param maxSamplesPerWork most samples one submission may claim (the run spec's prompts per
     /// submission × group size), which bounds the budget one submission can reserve
+    /// @param spotCheckBps q, the fraction of each file's completions validators run the expensive
+    /// checks on (prefill, TOPLOC, sampling replay, termination, logprobs), in basis points:
+    /// m = ceil(q·n) of n, drawn without replacement from keccak(blockhash(submission block + 1) ‖
+    /// workId). 10000 checks every completion. `createPool` requires
+    /// `spotCheckBps × slashAmount ≥ (10000 − spotCheckBps) × rewardPerSample × maxSamplesPerWork`
+    /// (fabricating work has no positive expected gain; docs/protocol.md)
     struct PoolParams {
         address trainer;
         address[] validators;
@@ -50,6 +56,7 @@ interface IComputePool {
         bytes32 taskRef;
         bytes32 baseCheckpoint;
         uint32 maxSamplesPerWork;
+        uint16 spotCheckBps;
     }
 
     /// @notice A view of one pool: its state and parameters (`params.validators` is always empty —
@@ -166,6 +173,12 @@ interface IComputePool {
     error ZeroSlashAmount();
     /// @notice `createPool` was given a zero `maxSamplesPerWork`.
     error ZeroMaxSamples();
+    /// @notice `createPool` was given a spot-check fraction of 0 or above `maxBps` (10000 = check all).
+    error SpotCheckBpsOutOfRange(uint16 spotCheckBps, uint16 maxBps);
+    /// @notice `createPool` was given a slash below `minSlash`, the least under which a worker that
+    /// fabricates one completion per file has no positive expected gain at the pool's spot-check
+    /// fraction: `minSlash = ceil((10000 − spotCheckBps) × rewardPerSample × maxSamplesPerWork / spotCheckBps)`.
+    error SlashBelowSpotCheckBound(uint128 slashAmount, uint256 minSlash);
     /// @notice `createPool` was given a bounty share above `maxBps`.
     error BountyBpsTooHigh(uint16 bountyBps, uint16 maxBps);
     /// @notice Pool ids are stored in 32 bits; `poolId` would not fit.

@@ -67,7 +67,8 @@ abstract contract BaseTest is Test {
             maxStaleness: STALENESS,
             taskRef: TASK,
             baseCheckpoint: BASE_CKPT,
-            maxSamplesPerWork: MAX_SAMPLES
+            maxSamplesPerWork: MAX_SAMPLES,
+            spotCheckBps: 10_000
         });
     }
 

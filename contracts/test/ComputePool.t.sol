@@ -98,6 +98,109 @@ contract ComputePoolTest is BaseTest {
         pools.createPool(p);
     }
 
+    // ---------------------------------------------------------------- spot-check incentive bound
+
+    /// @dev The bound in rationals: q·S ≥ (1 − q)·R with q = bps / 10000 and R = reward × maxSamples.
+    function _fabricationUnprofitable(uint16 bps, uint128 slash, uint128 reward, uint32 maxSamples)
+        internal
+        pure
+        returns (bool)
+    {
+        return uint256(bps) * slash >= (10_000 - uint256(bps)) * reward * maxSamples;
+    }
+
+    function test_createPool_recordsSpotCheckBps() public {
+        IComputePool.PoolParams memory p = _params();
+        p.spotCheckBps = 500; // q = 5 %: S ≥ 19 R
+        p.slashAmount = uint128(19 * uint256(REWARD_PER_SAMPLE) * MAX_SAMPLES);
+        vm.prank(owner);
+        uint256 id = pools.createPool(p);
+        assertEq(pools.getPool(id).params.spotCheckBps, 500);
+        assertEq(pools.getPool(poolId).params.spotCheckBps, 10_000);
+    }
+
+    function test_createPool_refusesSpotCheckOutOfRange() public {
+        IComputePool.PoolParams memory p = _params();
+        p.spotCheckBps = 0;
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.SpotCheckBpsOutOfRange.selector, 0, 10_000));
+        pools.createPool(p);
+        p.spotCheckBps = 10_001;
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.SpotCheckBpsOutOfRange.selector, 10_001, 10_000));
+        pools.createPool(p);
+    }
+
+    function test_createPool_spotCheckBoundIsExactAtBreakEven() public {
+        IComputePool.PoolParams memory p = _params();
+        p.spotCheckBps = 500;
+        uint256 breakEven = 19 * uint256(REWARD_PER_SAMPLE) * MAX_SAMPLES; // (10000 − 500) / 500 = 19
+        p.slashAmount = uint128(breakEven - 1);
+        vm.expectRevert(
+            abi.encodeWithSelector(IComputePool.SlashBelowSpotCheckBound.selector, uint128(breakEven - 1), breakEven)
+        );
+        pools.createPool(p);
+        p.slashAmount = uint128(breakEven);
+        pools.createPool(p);
+    }
+
+    function test_createPool_checkingEverythingNeedsOnlyAPositiveSlash() public {
+        IComputePool.PoolParams memory p = _params();
+        p.slashAmount = 1;
+        p.rewardPerSample = type(uint128).max;
+        p.maxSamplesPerWork = type(uint32).max;
+        pools.createPool(p); // q = 1: every completion is checked, any S > 0 deters
+    }
+
+    /// Fuzz: createPool accepts exactly the parameters that satisfy the inequality, and the
+    /// minimum slash it reports is the least one that does.
+    function testFuzz_createPool_spotCheckBound(uint16 bps, uint128 slash, uint128 reward, uint32 maxSamples)
+        public
+    {
+        bps = uint16(bound(bps, 1, 10_000));
+        slash = uint128(bound(slash, 1, type(uint128).max));
+        maxSamples = uint32(bound(maxSamples, 1, type(uint32).max));
+        IComputePool.PoolParams memory p = _params();
+        p.spotCheckBps = bps;
+        p.slashAmount = slash;
+        p.rewardPerSample = reward;
+        p.maxSamplesPerWork = maxSamples;
+        if (_fabricationUnprofitable(bps, slash, reward, maxSamples)) {
+            pools.createPool(p);
+            return;
+        }
+        uint256 gain = (10_000 - uint256(bps)) * reward * maxSamples;
+        uint256 minSlash = (gain + bps - 1) / bps;
+        assertTrue(minSlash > slash);
+        if (minSlash <= type(uint128).max) {
+            assertTrue(_fabricationUnprofitable(bps, uint128(minSlash), reward, maxSamples));
+            assertFalse(_fabricationUnprofitable(bps, uint128(minSlash - 1), reward, maxSamples));
+        }
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.SlashBelowSpotCheckBound.selector, slash, minSlash));
+        pools.createPool(p);
+    }
+
+    /// Fuzz: at any accepted parameters, a worker that fabricates one completion of an n-sample
+    /// file (n ≤ maxSamplesPerWork) has no positive expected gain: with m = ceil(q·n) checked,
+    /// P = m/n and (in units of 1/n) m·S ≥ (n − m)·rewardPerSample·n.
+    function testFuzz_acceptedPoolsDeterFabricationAtEveryFileSize(uint16 bps, uint128 reward, uint32 maxSamples, uint32 n)
+        public
+    {
+        bps = uint16(bound(bps, 1, 10_000));
+        reward = uint128(bound(reward, 0, 1e24));
+        maxSamples = uint32(bound(maxSamples, 1, 1_000_000));
+        n = uint32(bound(n, 1, maxSamples));
+        uint256 gain = (10_000 - uint256(bps)) * reward * maxSamples;
+        uint256 minSlash = (gain + bps - 1) / bps;
+        if (minSlash == 0) minSlash = 1;
+        IComputePool.PoolParams memory p = _params();
+        p.spotCheckBps = bps;
+        p.slashAmount = uint128(minSlash);
+        p.rewardPerSample = reward;
+        p.maxSamplesPerWork = maxSamples;
+        pools.createPool(p);
+        uint256 m = (uint256(n) * bps + 9_999) / 10_000; // protocol.spotcheck.spot_check_count
+        assertGe(m * minSlash, (n - m) * uint256(reward) * n);
+    }
+
     // ---------------------------------------------------------------- fund / validators / close
 
     function test_fundPool_ownerOnly() public {

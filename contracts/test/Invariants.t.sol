@@ -84,7 +84,8 @@ contract Handler is Test {
             maxStaleness: 2,
             taskRef: bytes32(0),
             baseCheckpoint: keccak256("base"),
-            maxSamplesPerWork: 64
+            maxSamplesPerWork: 64,
+            spotCheckBps: 10_000
         });
         vm.prank(owner);
         poolIds.push(pools.createPool(p));

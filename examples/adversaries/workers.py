@@ -147,6 +147,34 @@ def altered_logprobs(policy: Policy, spec: RunSpec, binding: SubmissionBinding, 
     return _with_samples(honest, samples)
 
 
+def fabricate_completions(policy: Policy, spec: RunSpec, honest: RolloutBatch, indices) -> RolloutBatch:
+    """The cheater of the spot-check rule: the completions at `indices` are replaced by tokens the policy
+    did not sample — every token but a final stop token moves to the next id that is no stop token —
+    keeping length, finish reason, seed, proofs and logprobs, with rewards rescored (a completion that is a
+    lone stop token gets one made-up token before it). Only the checks that need a prefill (sampling
+    replay, logprobs, TOPLOC) can tell, so only a spot check of one of these completions does."""
+    stops = set(stop_token_ids(policy.model, policy.tokenizer))
+    vocab = len(policy.tokenizer)
+
+    def other(token: int) -> int:
+        new = (token + 1) % vocab
+        while new in stops:
+            new = (new + 1) % vocab
+        return new
+
+    samples = list(honest.samples)
+    for i in indices:
+        s = samples[i]
+        ids, logprobs = list(s.completion_ids), list(s.logprobs)
+        body = len(ids) - 1 if ids and ids[-1] in stops else len(ids)
+        if body == 0:
+            ids, logprobs = [other(ids[0])] + ids, logprobs[:1] + logprobs
+        else:
+            ids = [other(t) for t in ids[:body]] + ids[body:]
+        samples[i] = s.model_copy(update={"completion_ids": ids, "logprobs": logprobs})
+    return _with_samples(honest, _rescored(spec, policy.tokenizer, samples))
+
+
 WITHHELD: set[bytes] = set()
 """Digests of files `withheld` produced; `selective_upload` never uploads them."""
 

@@ -26,6 +26,7 @@ class PoolParams(NamedTuple):
     task_ref: bytes
     base_checkpoint: bytes
     max_samples_per_work: int
+    spot_check_bps: int
 
     @classmethod
     def from_abi(cls, value: Any) -> PoolParams:
@@ -43,6 +44,7 @@ class PoolParams(NamedTuple):
             task_ref=value[9],
             base_checkpoint=value[10],
             max_samples_per_work=value[11],
+            spot_check_bps=value[12],
         )
 
 

@@ -25,7 +25,7 @@ def decode_pool(pool_id: int, view: PoolView) -> PoolState:
         reward_per_sample=p.reward_per_sample, slash_amount=p.slash_amount, bounty_bps=p.bounty_bps,
         challenge_window_s=p.challenge_window, reward_lock_s=p.reward_lock, async_level=p.max_staleness,
         task_ref=Digest(p.task_ref), base_checkpoint=Digest(p.base_checkpoint),
-        max_samples_per_work=p.max_samples_per_work,
+        max_samples_per_work=p.max_samples_per_work, spot_check_bps=p.spot_check_bps,
     )
 
 
@@ -61,6 +61,23 @@ def rollout_digest_of(ledger: Ledger, work_id: bytes) -> Digest | None:
     logs = ledger.pool.contract.events.WorkSubmitted.get_logs(argument_filters={"workId": bytes(work_id)},
                                                               from_block=ledger.deployment.block)
     return Digest(bytes(logs[-1]["args"]["rolloutDigest"])) if logs else None
+
+
+def spot_check_block(ledger: Ledger, work_id: bytes, confirmations: int = 0,
+                     near_block: int = 0) -> tuple[int, bytes] | None:
+    """(B, hash of block B + 1) for the work whose `WorkSubmitted` event is in block B — the block hash its
+    spot-check randomness comes from (protocol.spotcheck) — once B + 1 has `confirmations` blocks on top
+    of it; None while it has not (or no such submission is on-chain). `near_block` (the event's block as
+    first seen) narrows the log search; the event is looked up again so a reorg that moved it is followed."""
+    start = max(ledger.deployment.block, near_block - 64)
+    logs = ledger.pool.contract.events.WorkSubmitted.get_logs(argument_filters={"workId": bytes(work_id)},
+                                                              from_block=start)
+    if not logs:
+        return None
+    block = logs[-1]["blockNumber"]
+    if ledger.w3.eth.block_number < block + 1 + confirmations:
+        return None
+    return block, bytes(ledger.w3.eth.get_block(block + 1)["hash"])
 
 
 def claimed_total(ledger: Ledger, worker: str) -> int:
