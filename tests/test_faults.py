@@ -67,7 +67,9 @@ def test_validator_killed_mid_verification_judges_every_submission_exactly_once(
     args = ["start", "--pool", str(protocol.pool_id), "--key", key, "--state-dir", str(tmp_path / "v"),
             "--max-in-flight", "1"]
     first = _cli(protocol, "validator.cli", *args, log=tmp_path / "validator.log")
-    assert wait_for(lambda: sum(_verdicts(protocol).values()) >= 1, timeout=120), (tmp_path / "validator.log").read_text()
+    # kill at the first verdict: each later one needs its own transaction and receipt (well over 10 ms)
+    assert wait_for(lambda: sum(_verdicts(protocol).values()) >= 1, timeout=120, interval=0.01), \
+        (tmp_path / "validator.log").read_text()
     _kill9(first)
     judged_before_restart = sum(_verdicts(protocol).values())
     second = _cli(protocol, "validator.cli", *args, log=tmp_path / "validator.log")
