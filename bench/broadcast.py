@@ -39,6 +39,7 @@ from pathlib import Path
 import torch
 
 from bench.netns import NetnsLab, netns_unavailable
+from bench.report import print_rows
 from deploy.kubo_node import KuboNode, find_ipfs_binary
 from ledger_client.ipfs.checkpoints import fetch_checkpoint, publish_checkpoint
 from ledger_client.ipfs.kubo import KuboClient
@@ -166,17 +167,8 @@ def run(total_mib: int, shard_mib: int, nodes: int) -> dict[str, float | int]:
 
         http_s = http_origin_seconds(shard_dir, published.manifest, nodes, root / "http")
         gbps = verify_gbps([shard_dir / s.name for s in published.manifest.shards])
-        return {
-            "nodes": nodes,
-            "bytes": sum(s.size for s in published.manifest.shards),
-            "shards": len(published.manifest.shards),
-            "publish_s": round(publish_s, 3),
-            "one_node_s": round(one_node_s, 3),
-            "all_nodes_s": round(all_nodes_s, 3),
-            "swarm_ratio": round(all_nodes_s / one_node_s, 3),
-            "http_origin_all_s": round(http_s, 3),
-            "verify_gbps": round(gbps, 3),
-        }
+        return {**_timings(published.manifest, nodes, publish_s, one_node_s, all_nodes_s, http_s),
+                "verify_gbps": round(gbps, 3)}
 
 
 def start_namespaced_nodes(lab: NetnsLab, root: Path, indices: list[int], peers: list[KuboNode]) -> list[KuboNode]:
@@ -251,14 +243,7 @@ def run_netns(total_mib: int, shard_mib: int, nodes: int, uplink_mbit: float) ->
         http_s = namespaced_http_origin_seconds(lab, shard_dir, published.manifest, nodes, root / "http")
     total = sum(s.size for s in published.manifest.shards)
     return {
-        "nodes": nodes,
-        "bytes": total,
-        "shards": len(published.manifest.shards),
-        "publish_s": round(publish_s, 3),
-        "one_node_s": round(one_node_s, 3),
-        "all_nodes_s": round(all_nodes_s, 3),
-        "swarm_ratio": round(all_nodes_s / one_node_s, 3),
-        "http_origin_all_s": round(http_s, 3),
+        **_timings(published.manifest, nodes, publish_s, one_node_s, all_nodes_s, http_s),
         "swarm_vs_http": round(all_nodes_s / http_s, 3),
         "uplink_floor_s": round(total * 8 / (uplink_mbit * 1e6), 3),  # one copy through one uplink
         # during the swarm fetch: copies of the checkpoint the publisher's uplink carried, and each fetcher's
@@ -269,6 +254,21 @@ def run_netns(total_mib: int, shard_mib: int, nodes: int, uplink_mbit: float) ->
         "uplink_mbit": uplink_mbit,
         "load_avg_before": [round(x, 2) for x in load_before],
         "load_avg_after": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def _timings(manifest, nodes: int, publish_s: float, one_node_s: float, all_nodes_s: float,
+             http_s: float) -> dict:
+    """The figures both modes report: sizes, publish time, one node vs all nodes, the HTTP origin."""
+    return {
+        "nodes": nodes,
+        "bytes": sum(s.size for s in manifest.shards),
+        "shards": len(manifest.shards),
+        "publish_s": round(publish_s, 3),
+        "one_node_s": round(one_node_s, 3),
+        "all_nodes_s": round(all_nodes_s, 3),
+        "swarm_ratio": round(all_nodes_s / one_node_s, 3),
+        "http_origin_all_s": round(http_s, 3),
     }
 
 
@@ -309,10 +309,7 @@ def main() -> None:
                  ("one copy through one uplink", f"{result['uplink_floor_s']:.2f} s")]
     else:
         rows += [("sha256 verify, one thread", f"{result['verify_gbps']:.2f} GB/s")]
-    width = max(len(name) for name, _ in rows)
-    for name, value in rows:
-        print(f"  {name:<{width}}  {value:>10}")
-    print(json.dumps(result))
+    print_rows(rows, result)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import random
 import tempfile
 import time
@@ -34,6 +33,7 @@ from pathlib import Path
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
+from bench.report import print_rows
 from examples.cpu_run import SYNC_WORKER, CpuRecipe, warm_policy
 from inference.torch_backend import TorchBackend
 from ledger_client.ipfs.checkpoints import (
@@ -181,10 +181,7 @@ def main() -> None:
         ("  the same policies cast to bf16", f"{result['cpu_recipe_bf16_patch_ratio']:.4f}"),
         ("every shard rebuilt bit for bit", str(result["bit_exact"])),
     ]
-    width = max(len(name) for name, _ in rows)
-    for name, value in rows:
-        print(f"  {name:<{width}}  {value:>10}")
-    print(json.dumps(result))
+    print_rows(rows, result)
 
 
 if __name__ == "__main__":
