@@ -37,8 +37,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 _SEED_DOMAIN = b"proofswarm/sampling-seed/v1"
 SEED_BITS = 63
-REPLAY_BLOCK = 128
-"""Rows replayed at once (bounds memory to REPLAY_BLOCK x vocab floats per tensor)."""
+REPLAY_BLOCK_ELEMENTS = 1 << 22
+"""Logits replayed at once (block rows × vocab): each float32 work tensor of a block is at most 16 MiB
+whatever the vocabulary or the completion's length (27 rows at V = 152,064; 128 rows at V = 32k).
+Every row is replayed on its own, so the block size changes no result bit."""
 
 
 class SamplingSpecError(ValueError):
@@ -75,9 +77,10 @@ class GumbelStream:
             raise SamplingSpecError(f"seed {seed} outside [0, 2^{SEED_BITS})")
         self._generator = torch.Generator(device="cpu").manual_seed(seed)
 
-    def next_uniform(self, vocab_size: int) -> torch.Tensor:
-        """The step's uniforms u (float32 [V]); gumbel(u) turns them into the noise."""
-        return torch.rand(vocab_size, generator=self._generator, dtype=torch.float32)
+    def next_uniform(self, vocab_size: int, out: torch.Tensor | None = None) -> torch.Tensor:
+        """The step's uniforms u (float32 [V], written into `out` if given); gumbel(u) turns them into
+        the noise."""
+        return torch.rand(vocab_size, generator=self._generator, dtype=torch.float32, out=out)
 
     def next(self, vocab_size: int) -> torch.Tensor:
         """The step's Gumbel noise g = -log(-log(u)) (float32 [V])."""
@@ -86,7 +89,12 @@ class GumbelStream:
 
 def gumbel(uniform: torch.Tensor) -> torch.Tensor:
     """-log(-log(u)) elementwise, with u = 0 mapped to the smallest positive float32."""
-    return -torch.log(-torch.log(uniform.clamp_min(torch.finfo(torch.float32).tiny)))
+    return gumbel_(uniform.clone())
+
+
+def gumbel_(uniform: torch.Tensor) -> torch.Tensor:
+    """`gumbel` in place (the same bits, without four temporaries the size of `uniform`)."""
+    return uniform.clamp_min_(torch.finfo(torch.float32).tiny).log_().neg_().log_().neg_()
 
 
 def nucleus_mask(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
@@ -135,8 +143,10 @@ def replay(
     temperature: float,
     top_p: float,
     logit_tolerance: float,
+    block_rows: int | None = None,
 ) -> ReplayResult:
-    """Check every sampled token against recomputed logits [n, V] (the rule above)."""
+    """Check every sampled token against recomputed logits [n, V] (the rule above), `block_rows`
+    positions at a time (default: REPLAY_BLOCK_ELEMENTS // V), upcast to float32 block by block."""
     if logits.dim() != 2 or logits.shape[0] != len(token_ids):
         raise SamplingSpecError(
             f"logits {tuple(logits.shape)} do not match {len(token_ids)} sampled tokens"
@@ -146,26 +156,26 @@ def replay(
     n, vocab = logits.shape
     if n == 0:
         return ReplayResult(n_tokens=0)
-    logits = logits.float()
     tokens = torch.tensor(token_ids, dtype=torch.long)
     if int(tokens.min()) < 0 or int(tokens.max()) >= vocab:
         return ReplayResult(n_tokens=n, failed_positions=list(range(n)), max_score_gap=math.inf)
-    if temperature == 0:
-        gap = logits.max(dim=-1).values - logits.gather(1, tokens[:, None]).squeeze(1)
-        failed = (gap > 2 * logit_tolerance).nonzero().flatten().tolist()
-        return ReplayResult(n_tokens=n, failed_positions=failed, max_score_gap=float(gap.max()))
-
-    stream = GumbelStream(seed)
+    rows_per_block = block_rows or max(1, REPLAY_BLOCK_ELEMENTS // vocab)
+    stream = GumbelStream(seed) if temperature > 0 else None
+    noise_buffer = torch.empty(min(n, rows_per_block), vocab) if stream is not None else None
     failed: list[int] = []
     max_gap = -math.inf
-    for begin in range(0, n, REPLAY_BLOCK):
-        rows = logits[begin : begin + REPLAY_BLOCK]
-        noise = gumbel(torch.stack([stream.next_uniform(vocab) for _ in range(rows.shape[0])]))
-        gap, in_nucleus = _replay_block(
-            rows, tokens[begin : begin + REPLAY_BLOCK], noise, temperature, top_p,
-            logit_tolerance,
-        )
-        bad = (gap > 2 * logit_tolerance / temperature) | ~in_nucleus
+    for begin in range(0, n, rows_per_block):
+        rows = logits[begin : begin + rows_per_block].float()
+        block_tokens = tokens[begin : begin + rows_per_block]
+        if stream is None:
+            gap = rows.max(dim=-1).values - rows.gather(1, block_tokens[:, None]).squeeze(1)
+            bad = gap > 2 * logit_tolerance
+        else:
+            noise = noise_buffer[: rows.shape[0]]
+            for row in noise:
+                stream.next_uniform(vocab, out=row)
+            gap, in_nucleus = _replay_block(rows, block_tokens, noise, temperature, top_p, logit_tolerance)
+            bad = (gap > 2 * logit_tolerance / temperature) | ~in_nucleus
         failed += (bad.nonzero().flatten() + begin).tolist()
         max_gap = max(max_gap, float(gap.max()))
     return ReplayResult(n_tokens=n, failed_positions=failed, max_score_gap=max_gap)
@@ -179,8 +189,9 @@ def _replay_block(
     top_p: float,
     logit_tolerance: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(score gap, nucleus check) per row of a block of float32 logits [b, V]."""
-    scores = logits / temperature + noise
+    """(score gap, nucleus check) per row of a block of float32 logits [b, V]; `noise` holds the block's
+    uniforms and is turned into its Gumbel noise, then its scores, in place."""
+    scores = gumbel_(noise).add_(logits / temperature)
     token_scores = scores.gather(1, tokens[:, None]).squeeze(1)
     if top_p >= 1.0:
         return scores.max(dim=-1).values - token_scores, torch.ones_like(tokens, dtype=torch.bool)

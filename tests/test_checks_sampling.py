@@ -123,6 +123,20 @@ def test_replay_measured_false_positive_rate_is_zero_within_and_grows_beyond_tol
     assert 0 < len(replay(beyond, tokens, 3, 1.0, 0.95, 1e-3).failed_positions) < 200
 
 
+@pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.7, 0.9), (0.0, 1.0)])
+def test_replay_gives_the_same_bits_whatever_its_block_size(temperature: float, top_p: float) -> None:
+    """Replay works on blocks of positions to bound its memory; each row is replayed on its own, so
+    the verdict and the evidence (failed positions, max score gap) do not depend on the block."""
+    gen = torch.Generator().manual_seed(4)
+    logits = 3 * torch.randn(70, 50, generator=gen)
+    tokens = _sample_sequence(logits, 5, temperature, top_p)
+    tokens[3] = (tokens[3] + 1) % 50  # one failing position, so the evidence is not trivial
+    noisy = logits + 1e-3 * (2 * torch.rand(logits.shape, generator=gen) - 1)
+    results = [replay(noisy, tokens, 5, temperature, top_p, 1e-3, block_rows=rows) for rows in (1, 7, 64, 70, None)]
+    assert 3 in results[0].failed_positions
+    assert all(r == results[0] for r in results)
+
+
 def test_replay_refuses_mismatched_shapes() -> None:
     with pytest.raises(SamplingSpecError):
         replay(torch.zeros(3, 5), [1, 2], 0, 1.0, 1.0, 0.0)
