@@ -23,7 +23,8 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from inference.backend import InferenceBackend
+from inference.backend import InferenceBackend, Prefill
+from inference.logprobs import token_logprobs
 from proofs.sampling import replay
 from proofs.termination import DEFAULT_MIN_EOS_PROB, check_termination
 from proofs.toploc import (
@@ -58,6 +59,10 @@ compute in place of float32 shows 5–15 flips per chunk. The paper's
 thresholds, sized for bf16 GPU kernels on large models, let small tampering through on a tiny
 model. Measurements: docs/benchmarks.md."""
 
+DEFAULT_MAX_BATCH_TOKENS = 1024
+"""Padded positions (prompt + completion) prefilled at once: the float32 logits held at any moment are
+at most max_batch_tokens × V × 4 bytes (594 MiB at V = 152,064), whatever the file's size."""
+
 
 class VerifyConfig(BaseModel):
     """The pool's verification parameters."""
@@ -70,6 +75,10 @@ class VerifyConfig(BaseModel):
     min_eos_prob: float = Field(DEFAULT_MIN_EOS_PROB, ge=0, le=1)
     chunk: int = Field(DEFAULT_CHUNK, ge=1)
     topk: int = Field(DEFAULT_TOPK, ge=1)
+    max_batch_tokens: int = Field(DEFAULT_MAX_BATCH_TOKENS, ge=1)
+    """The validator's own memory bound, not a pool rule (verdicts do not depend on it): completions are
+    prefilled and checked in batches of at most this many padded positions (one completion longer than
+    that is a batch of its own)."""
 
 
 class CompletionRecord(BaseModel):
@@ -159,7 +168,8 @@ def verify_completions(
     expected_seeds: Sequence[int | None] | None = None,
     spot_check: Collection[int] | None = None,
 ) -> list[Verdict]:
-    """Verify many completions with one batched prefill; one Verdict per record.
+    """Verify many completions, prefilled in batches of `config.max_batch_tokens` positions; one Verdict
+    per record.
 
     `expected_prompts` / `expected_seeds` (per record, from the assignment PRF and
     proofs.sampling.derive_seed) enable the prompt and seed checks. `spot_check` (indices into
@@ -170,49 +180,79 @@ def verify_completions(
     seeds = list(expected_seeds) if expected_seeds is not None else [None] * n
     if len(prompts) != n or len(seeds) != n:
         raise ValueError("expected_prompts and expected_seeds need one entry per record")
-    eos = backend.eos_token_ids
     early = [
         _structural_checks(r, config, backend, p, s) for r, p, s in zip(records, prompts, seeds)
     ]
     chosen = set(range(n)) if spot_check is None else set(spot_check)
     todo = [i for i in range(n) if i in chosen and all(c.passed for c in early[i])]
-    prefills = backend.prefill_batch(
-        [(records[i].prompt_ids, records[i].completion_ids) for i in todo]
-    ) if todo else []
     verdicts = [Verdict(checks=checks) for checks in early]
-    params = config.sampling
-    for i, prefill in zip(todo, prefills):
-        record, checks = records[i], early[i]
-        if record.finish_reason == "eos":
-            term = check_termination(
-                record.completion_ids, record.finish_reason, params.max_tokens, eos,
-                last_logits=prefill.logits[-1], temperature=params.temperature,
-                min_eos_prob=config.min_eos_prob,
-            )
-            checks = [c for c in checks if c.name != "termination"]
-            checks.append(CheckResult(
-                name="termination", passed=term.passed, reason=term.reason,
-                details={"eos_prob": term.eos_prob},
-            ))
-        replayed = replay(
-            prefill.logits, record.completion_ids, record.seed, params.temperature,
-            params.top_p, config.logit_tolerance,
-        )
-        checks.append(CheckResult(
-            name="sampling", passed=replayed.passed,
-            reason="" if replayed.passed else
-            f"{len(replayed.failed_positions)} of {replayed.n_tokens} tokens do not replay",
-            details={
-                "failed_positions": replayed.failed_positions[:64],
-                "max_score_gap": replayed.max_score_gap,
-                "logit_tolerance": config.logit_tolerance,
-            },
-        ))
-        if record.logprobs is not None:
-            checks.append(_logprob_check(prefill.logits, record, config))
-        checks.append(_toploc_check(prefill.hidden, record.proofs, config))
-        verdicts[i] = Verdict(checks=checks, prefilled=True)
+    for batch in _prefill_batches(records, todo, config.max_batch_tokens):
+        _check_batch(backend, records, early, verdicts, batch, config)
     return verdicts
+
+
+def _prefill_batches(records: Sequence[CompletionRecord], todo: list[int], max_tokens: int) -> list[list[int]]:
+    """`todo` in batches of at most `max_tokens` padded positions (batch × its longest sequence),
+    shortest sequences first so that little of a batch is padding; a longer sequence is a batch alone."""
+    def length(i: int) -> int:  # the prefilled sequence: prompt + completion[:-1]
+        return len(records[i].prompt_ids) + max(len(records[i].completion_ids) - 1, 0)
+
+    batches: list[list[int]] = []
+    width = 0
+    for i in sorted(todo, key=length):
+        if batches and (len(batches[-1]) + 1) * max(width, length(i)) <= max_tokens:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+        width = length(i)  # sorted: the longest so far
+    return batches
+
+
+def _check_batch(backend: InferenceBackend, records: Sequence[CompletionRecord], early: list[list[CheckResult]],
+                 verdicts: list[Verdict], batch: list[int], config: VerifyConfig) -> None:
+    """Prefill one batch and run the prefill checks of its completions into `verdicts`; the batch's
+    logits are dropped on return, before the next batch is prefilled."""
+    prefills = backend.prefill_batch([(records[i].prompt_ids, records[i].completion_ids) for i in batch])
+    for i, prefill in zip(batch, prefills):
+        verdicts[i] = Verdict(checks=_prefill_checks(records[i], early[i], prefill, backend.eos_token_ids, config),
+                              prefilled=True)
+
+
+def _prefill_checks(record: CompletionRecord, early: list[CheckResult], prefill: Prefill,
+                    eos: tuple[int, ...], config: VerifyConfig) -> list[CheckResult]:
+    params = config.sampling
+    checks = early
+    if record.finish_reason == "eos":
+        term = check_termination(
+            record.completion_ids, record.finish_reason, params.max_tokens, eos,
+            last_logits=prefill.logits[-1], temperature=params.temperature,
+            min_eos_prob=config.min_eos_prob,
+        )
+        checks = [c for c in checks if c.name != "termination"]
+        checks.append(CheckResult(
+            name="termination", passed=term.passed, reason=term.reason,
+            details={"eos_prob": term.eos_prob},
+        ))
+    else:
+        checks = list(checks)
+    replayed = replay(
+        prefill.logits, record.completion_ids, record.seed, params.temperature,
+        params.top_p, config.logit_tolerance,
+    )
+    checks.append(CheckResult(
+        name="sampling", passed=replayed.passed,
+        reason="" if replayed.passed else
+        f"{len(replayed.failed_positions)} of {replayed.n_tokens} tokens do not replay",
+        details={
+            "failed_positions": replayed.failed_positions[:64],
+            "max_score_gap": replayed.max_score_gap,
+            "logit_tolerance": config.logit_tolerance,
+        },
+    ))
+    if record.logprobs is not None:
+        checks.append(_logprob_check(prefill.logits, record, config))
+    checks.append(_toploc_check(prefill.hidden, record.proofs, config))
+    return checks
 
 
 LOGPROB_ROUNDING = 1e-5
@@ -220,7 +260,8 @@ LOGPROB_ROUNDING = 1e-5
 
 
 def _logprob_check(logits: torch.Tensor, record: CompletionRecord, config: VerifyConfig) -> CheckResult:
-    """Reported logprobs against log_softmax(logits / T) at the sampled tokens (as the worker computes them).
+    """Reported logprobs against log_softmax(logits / T) at the sampled tokens (as the worker computes them;
+    here in chunks of positions, inference.logprobs, equal to float rounding).
 
     If every logit differs from the worker's by at most eps, l_t/T moves by eps/T and the
     log-normaliser by at most eps/T, so an honest logprob is within 2 eps / T."""
@@ -230,7 +271,7 @@ def _logprob_check(logits: torch.Tensor, record: CompletionRecord, config: Verif
                            reason=f"{reported.shape[0]} logprobs for {logits.shape[0]} tokens")
     temperature = config.sampling.temperature if config.sampling.temperature > 0 else 1.0
     tokens = torch.tensor(record.completion_ids, dtype=torch.long)
-    recomputed = torch.log_softmax(logits.float() / temperature, dim=-1).gather(1, tokens[:, None]).squeeze(1)
+    recomputed = token_logprobs(logits, tokens, temperature)
     gap = (recomputed - reported).abs()
     tolerance = 2 * config.logit_tolerance / temperature + LOGPROB_ROUNDING
     failed = (~(gap <= tolerance)).nonzero().flatten().tolist()  # NaN counts as failed

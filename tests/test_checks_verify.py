@@ -168,3 +168,32 @@ def test_altered_logprobs_fail_with_the_positions(honest) -> None:
     assert check.details["tolerance"] == pytest.approx(2 * CONFIG.logit_tolerance / PARAMS.temperature + 1e-5)
     nan = verify_completion(_model(), record.model_copy(update={"logprobs": [float("nan")] * len(altered)}), CONFIG)
     assert nan.failed == ["logprobs"]
+
+
+def test_prefill_batches_stay_within_the_token_budget_and_keep_every_verdict(honest, monkeypatch) -> None:
+    """The validator prefills and checks at most `max_batch_tokens` positions at a time, so its memory does
+    not grow with the file; each batch's verdicts are those of one batch holding every completion."""
+    backend, prompts, seeds, records = honest
+    records = _with_logprobs(prompts, backend.generate(prompts, PARAMS, seeds)) * 3
+    altered = list(records[4].logprobs)
+    altered[1] += 0.01
+    records[4] = records[4].model_copy(update={"logprobs": altered})
+    validator = _model()
+    batches: list[int] = []
+    original = TorchBackend.prefill_batch
+
+    def recording(self, pairs, *args, **kwargs):
+        batches.append(len(pairs) * max(len(p) + len(c) - 1 for p, c in pairs))
+        return original(self, pairs, *args, **kwargs)
+
+    monkeypatch.setattr(TorchBackend, "prefill_batch", recording)
+    whole = verify_completions(validator, records, CONFIG.model_copy(update={"max_batch_tokens": 10**6}))
+    assert len(batches) == 1
+    batches.clear()
+    budget = 2 * max(len(r.prompt_ids) + len(r.completion_ids) for r in records)
+    bounded = verify_completions(validator, records, CONFIG.model_copy(update={"max_batch_tokens": budget}))
+    assert len(batches) > 1 and max(batches) <= budget
+    assert [v.failed for v in bounded] == [v.failed for v in whole] == [[]] * 4 + [["logprobs"]] + [[]] * 4
+    assert bounded[4].check("logprobs").details["failed_positions"] == [1]
+    one_each = verify_completions(validator, records, CONFIG.model_copy(update={"max_batch_tokens": 1}))
+    assert [v.failed for v in one_each] == [v.failed for v in whole]
