@@ -80,12 +80,6 @@ class TimedDaemon(ValidatorDaemon):
         return sent
 
 
-def one_thread_checker(*args) -> RolloutChecker:
-    """A RolloutChecker in a checker process whose torch uses one thread, as the worker's generation does."""
-    torch.set_num_threads(1)
-    return RolloutChecker(*args)
-
-
 def bench_spec(path: Path, q: float | None, max_tokens: int | None) -> RunSpec:
     """The run spec at `path`, with `--q` and `--max-tokens` applied."""
     spec = load_run_spec(path)
@@ -97,21 +91,22 @@ def bench_spec(path: Path, q: float | None, max_tokens: int | None) -> RunSpec:
     return RunSpec.model_validate(spec.model_dump())  # re-validated after the updates
 
 
-def run(spec: RunSpec, workers: int, files_per_worker: int, vocab: int | None, console: Console) -> dict:
+def run(spec: RunSpec, workers: int, files_per_worker: int, vocab: int | None, console: Console,
+        checker_threads: int | None = 1) -> dict:
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         anvil = start_anvil(tmp / "anvil.log", accounts=workers + 4, extra_args=["--block-time", "1", "--mixed-mining"])
         kubo_node = KuboNode.start(tmp / "kubo", offline=True)
         try:
-            return _run(tmp, anvil, kubo_node, spec, workers, files_per_worker, vocab, console)
+            return _run(tmp, anvil, kubo_node, spec, workers, files_per_worker, vocab, console, checker_threads)
         finally:
             kubo_node.stop()
             anvil.stop()
 
 
 def _run(tmp: Path, anvil, kubo_node, spec: RunSpec, n_workers: int, files_per_worker: int, vocab: int | None,
-         console: Console) -> dict:
+         console: Console, checker_threads: int | None) -> dict:
     w3 = connect(anvil.rpc_url)
     accounts = dev_accounts(n_workers + 4)
     deployment = deploy_contracts(w3, accounts[0])
@@ -166,8 +161,8 @@ def _run(tmp: Path, anvil, kubo_node, spec: RunSpec, n_workers: int, files_per_w
     file_gen_s = gen_seconds / (n_workers * per_worker)
 
     state = tmp / "validator"
-    factory = functools.partial(one_thread_checker, anvil.rpc_url, str(deployments), kubo_node.api_multiaddr, pool_id,
-                                state / "cache")
+    factory = functools.partial(RolloutChecker, anvil.rpc_url, str(deployments), kubo_node.api_multiaddr, pool_id,
+                                state / "cache", threads=checker_threads)
     daemon = TimedDaemon(Ledger(w3, deployment, accounts[2]),
                          DaemonConfig(pool_id=pool_id, state_dir=state, kubo_api=kubo_node.api_multiaddr,
                                       processes=1, max_in_flight=4, poll_interval_s=0.05), factory)
@@ -247,6 +242,7 @@ def _run(tmp: Path, anvil, kubo_node, spec: RunSpec, n_workers: int, files_per_w
         "checked_per_file": terms["checked_per_file"],
         "detection_probability_1_fabricated": terms["detection_probability_1_fabricated"],
         "vocab": model.config.vocab_size,
+        "checker_threads": checker_threads or "torch default",
         "max_tokens": spec.sampling.max_tokens,
         "workers": n_workers,
         "submissions": len(submitted_at),
@@ -302,6 +298,7 @@ def main() -> None:
     p.add_argument("--q", type=float, help="spot-check fraction in (0, 1] (default: the spec's spot_check_bps)")
     p.add_argument("--vocab", type=int, help="use a Llama-style HF checkpoint of this vocabulary (examples/hf_models)")
     p.add_argument("--max-tokens", type=int, help="completion token limit (default: the spec's)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads of the checker process (0: torch's default)")
     args = p.parse_args()
     if args.q is not None and not 0 < args.q <= 1:
         p.error("--q must be in (0, 1]")
@@ -309,7 +306,7 @@ def main() -> None:
     workers = args.workers or (24 if args.quick else 40)
     files = args.files_per_worker or (1 if args.quick else 3)
     console = Console()
-    result = run(spec, workers, files, args.vocab, console)
+    result = run(spec, workers, files, args.vocab, console, args.threads or None)
     table = Table(title=f"one validator vs N workers (CPU, q = {result['spot_check_bps'] / MAX_BPS:g})",
                   show_header=False)
     for k, v in result.items():

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from inference.policy import load_policy, stop_token_ids
 from inference.torch_backend import TorchBackend
-from inference.verify import CompletionRecord, VerifyConfig, verify_completions
+from inference.verify import DEFAULT_MAX_BATCH_TOKENS, CompletionRecord, VerifyConfig, verify_completions
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import pool_state
 from ledger_client.ipfs.checkpoints import PinRetention, fetch_checkpoint
@@ -45,12 +47,20 @@ CHECK_REASONS = {"tokens": Reason.SCHEMA, "prompt": Reason.ASSIGNMENT, "seed": R
                  "termination": Reason.TERMINATION, "sampling": Reason.SAMPLING, "logprobs": Reason.LOGPROBS,
                  "toploc": Reason.TOPLOC}
 PROOF_CHUNK = 32
+DEFAULT_CHECKER_THREADS = 1
+"""Torch threads of one checker process. On the 2-core VM next to anvil, Kubo and workers, a check with
+torch's default threads (one per core) ran several times slower than on one (docs/benchmarks.md):
+more cores are used by more checker processes (`validator start --processes`), not more threads."""
 
 
 class RolloutChecker:
-    """Checks rollout files of one pool; caches the run spec and loaded policies by step."""
+    """Checks rollout files of one pool; caches the run spec and loaded policies by step. Built inside its
+    checker process: `threads` (None: torch's default) sets that process's torch threads."""
 
-    def __init__(self, rpc_url: str, deployments: str, kubo_api: str, pool_id: int, cache_dir: Path):
+    def __init__(self, rpc_url: str, deployments: str, kubo_api: str, pool_id: int, cache_dir: Path,
+                 threads: int | None = DEFAULT_CHECKER_THREADS, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS):
+        if threads is not None:
+            torch.set_num_threads(threads)
         self.ledger = Ledger.open(rpc_url, deployments)
         self.kubo = KuboClient(kubo_api)
         self.pool_id = pool_id
@@ -63,7 +73,7 @@ class RolloutChecker:
         self.retention = PinRetention(self.kubo, self.cache_dir / "pins.json", keep=versions_to_keep(pool.async_level))
         self._policies: dict[int, tuple[bytes, TorchBackend, object]] = {}
         self._checkpoints: dict[int, Digest] = {}
-        self.verify_config = verify_config_of(self.spec)
+        self.verify_config = verify_config_of(self.spec, max_batch_tokens)
         self.limits = RolloutLimits.for_spec(self.spec, PROOF_CHUNK)
 
     def _checkpoint_at(self, step: int) -> Digest:
@@ -178,11 +188,12 @@ class RolloutChecker:
         return check_completions(self.spec, self.verify_config, self.spot_check_bps, sub, batch, backend)
 
 
-def verify_config_of(spec: RunSpec) -> VerifyConfig:
-    """The completion checks' parameters that the run spec states."""
+def verify_config_of(spec: RunSpec, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS) -> VerifyConfig:
+    """The completion checks' parameters that the run spec states, with the validator's own prefill batch
+    bound."""
     v = spec.verification
     return VerifyConfig(sampling=spec.sampling, thresholds=v.toploc_thresholds(), logit_tolerance=v.logit_tolerance,
-                        min_eos_prob=v.min_eos_prob, chunk=PROOF_CHUNK)
+                        min_eos_prob=v.min_eos_prob, chunk=PROOF_CHUNK, max_batch_tokens=max_batch_tokens)
 
 
 def spot_check_of(sub: Submission, n: int, bps: int) -> dict:

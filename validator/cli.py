@@ -30,6 +30,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--kubo-api", help="Kubo RPC API (default: the devnet's)")
     s.add_argument("--state-dir", type=Path, help="cursor, verdict journal, checkpoint cache (default .validator/<address>)")
     s.add_argument("--processes", type=int, default=1, help="verification worker processes")
+    s.add_argument("--threads", type=int,
+                   help="torch threads per verification process (default 1, measured fastest next to other work: "
+                        "use more cores with --processes; 0 = torch's default, one per core)")
+    s.add_argument("--max-batch-tokens", type=int,
+                   help="padded positions prefilled at once (default 1,024); bounds the float32 logits held to "
+                        "this × vocabulary × 4 bytes")
     s.add_argument("--max-in-flight", type=int, default=8, help="bound on files being checked at once")
     s.add_argument("--fetch-timeout", type=float, default=20.0, help="seconds one fetch attempt of a file may take")
     s.add_argument("--fetch-attempts", type=int, default=3, help="fetch attempts, spread over time, before UNAVAILABLE")
@@ -61,10 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     devnet = load_devnet_info(args.devnet_dir)
     if args.devnet_validator:
         use_devnet_role_key(args, "validator", "--devnet-validator")
-    if min(args.processes, args.max_in_flight, args.fetch_attempts, args.max_checker_failures) < 1 \
-            or min(args.fetch_timeout, args.check_timeout) <= 0:
-        raise UsageError("--processes, --max-in-flight, --fetch-attempts and --max-checker-failures must be ≥ 1; "
-                         "--fetch-timeout and --check-timeout > 0")
+    if min(args.processes, args.max_in_flight, args.fetch_attempts, args.max_checker_failures,
+           args.max_batch_tokens or 1) < 1 or (args.threads or 0) < 0 or min(args.fetch_timeout, args.check_timeout) <= 0:
+        raise UsageError("--processes, --max-in-flight, --fetch-attempts, --max-checker-failures and --max-batch-tokens "
+                         "must be ≥ 1; --threads ≥ 0; --fetch-timeout and --check-timeout > 0")
     ledger = Ledger.open(rpc_url, deployments, load_account(args.key, args.keystore, args.password_file),
                          args.chain_id)
     pool_state(ledger, args.pool)  # UnknownPool here, before any process starts
@@ -78,7 +84,11 @@ def main(argv: list[str] | None = None) -> int:
                           fetch_attempts=args.fetch_attempts, check_timeout_s=args.check_timeout,
                           max_checker_failures=args.max_checker_failures, processes=args.processes,
                           max_in_flight=args.max_in_flight, confirmations=args.confirmations)
-    factory = functools.partial(RolloutChecker, rpc_url, str(deployments), kubo_api, args.pool, state_dir / "cache")
+    options = {"threads": args.threads or None} if args.threads is not None else {}
+    if args.max_batch_tokens is not None:
+        options["max_batch_tokens"] = args.max_batch_tokens
+    factory = functools.partial(RolloutChecker, rpc_url, str(deployments), kubo_api, args.pool, state_dir / "cache",
+                                **options)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     metrics = Metrics()
     if args.metrics_port:
