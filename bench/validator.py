@@ -53,7 +53,7 @@ from protocol.submission import SubmissionBinding, work_id_of
 from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
 from trainer.publish import base_checkpoint_digest
-from validator.checks import RolloutChecker
+from validator.checks import checker_process
 from validator.daemon import CheckOutcome, DaemonConfig, Submission, ValidatorDaemon
 from worker.policy import Policy
 from worker.produce import make_batch
@@ -161,8 +161,8 @@ def _run(tmp: Path, anvil, kubo_node, spec: RunSpec, n_workers: int, files_per_w
     file_gen_s = gen_seconds / (n_workers * per_worker)
 
     state = tmp / "validator"
-    factory = functools.partial(RolloutChecker, anvil.rpc_url, str(deployments), kubo_node.api_multiaddr, pool_id,
-                                state / "cache", threads=checker_threads)
+    factory = functools.partial(checker_process, checker_threads, anvil.rpc_url, str(deployments),
+                                kubo_node.api_multiaddr, pool_id, state / "cache")
     daemon = TimedDaemon(Ledger(w3, deployment, accounts[2]),
                          DaemonConfig(pool_id=pool_id, state_dir=state, kubo_api=kubo_node.api_multiaddr,
                                       processes=1, max_in_flight=4, poll_interval_s=0.05), factory)

@@ -54,13 +54,10 @@ more cores are used by more checker processes (`validator start --processes`), n
 
 
 class RolloutChecker:
-    """Checks rollout files of one pool; caches the run spec and loaded policies by step. Built inside its
-    checker process: `threads` (None: torch's default) sets that process's torch threads."""
+    """Checks rollout files of one pool; caches the run spec and loaded policies by step."""
 
     def __init__(self, rpc_url: str, deployments: str, kubo_api: str, pool_id: int, cache_dir: Path,
-                 threads: int | None = DEFAULT_CHECKER_THREADS, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS):
-        if threads is not None:
-            torch.set_num_threads(threads)
+                 max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS):
         self.ledger = Ledger.open(rpc_url, deployments)
         self.kubo = KuboClient(kubo_api)
         self.pool_id = pool_id
@@ -186,6 +183,14 @@ class RolloutChecker:
 
     def _completions(self, sub: Submission, batch: RolloutBatch, backend: TorchBackend, tokenizer) -> CheckOutcome:
         return check_completions(self.spec, self.verify_config, self.spot_check_bps, sub, batch, backend)
+
+
+def checker_process(threads: int | None, *args, **kwargs) -> RolloutChecker:
+    """The checker of one checker process (validator.checker_pool's factory): that process's torch runs
+    `threads` threads (None: torch's default, one per core), then RolloutChecker(*args, **kwargs)."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    return RolloutChecker(*args, **kwargs)
 
 
 def verify_config_of(spec: RunSpec, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS) -> VerifyConfig:

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         from validator.calibrate import run_calibrate
 
         return run_calibrate(args)
-    from validator.checks import RolloutChecker  # torch: only when starting
+    from validator.checks import DEFAULT_CHECKER_THREADS, checker_process  # torch: only when starting
     from validator.daemon import DaemonConfig, Metrics, ValidatorDaemon
 
     rpc_url, deployments = resolve_chain_args(args)
@@ -84,11 +84,10 @@ def main(argv: list[str] | None = None) -> int:
                           fetch_attempts=args.fetch_attempts, check_timeout_s=args.check_timeout,
                           max_checker_failures=args.max_checker_failures, processes=args.processes,
                           max_in_flight=args.max_in_flight, confirmations=args.confirmations)
-    options = {"threads": args.threads or None} if args.threads is not None else {}
-    if args.max_batch_tokens is not None:
-        options["max_batch_tokens"] = args.max_batch_tokens
-    factory = functools.partial(RolloutChecker, rpc_url, str(deployments), kubo_api, args.pool, state_dir / "cache",
-                                **options)
+    threads = DEFAULT_CHECKER_THREADS if args.threads is None else args.threads or None
+    options = {} if args.max_batch_tokens is None else {"max_batch_tokens": args.max_batch_tokens}
+    factory = functools.partial(checker_process, threads, rpc_url, str(deployments), kubo_api, args.pool,
+                                state_dir / "cache", **options)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     metrics = Metrics()
     if args.metrics_port:
