@@ -220,8 +220,10 @@ def _check_batch(backend: InferenceBackend, records: Sequence[CompletionRecord],
 
 def _prefill_checks(record: CompletionRecord, early: list[CheckResult], prefill: Prefill,
                     eos: tuple[int, ...], config: VerifyConfig) -> list[CheckResult]:
+    """The structural checks `early`, then those that need the prefill: termination's EOS probability,
+    sampling replay, logprobs, TOPLOC."""
     params = config.sampling
-    checks = early
+    checks = list(early)
     if record.finish_reason == "eos":
         term = check_termination(
             record.completion_ids, record.finish_reason, params.max_tokens, eos,
@@ -233,8 +235,6 @@ def _prefill_checks(record: CompletionRecord, early: list[CheckResult], prefill:
             name="termination", passed=term.passed, reason=term.reason,
             details={"eos_prob": term.eos_prob},
         ))
-    else:
-        checks = list(checks)
     replayed = replay(
         prefill.logits, record.completion_ids, record.seed, params.temperature,
         params.top_p, config.logit_tolerance,
