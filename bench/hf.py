@@ -3,8 +3,8 @@
     python -m bench.hf [--quick]
 
 Each figure comes from a fresh subprocess, so its peak resident memory (ru_maxrss) is its own:
-- `validator`: verify_completions (one batched prefill, TOPLOC, sampling replay, termination) over
-  `completions` × `tokens` — tokens/s and peak RSS;
+- `validator`: verify_completions (prefill in batches of VerifyConfig's max_batch_tokens, TOPLOC, sampling
+  replay, termination) over `completions` × `tokens` — tokens/s and peak RSS;
 - `replay`: proofs.sampling.replay alone, milliseconds per token (the part that grows with V);
 - `trainer`: one forward + backward of the completion log-probabilities of a batch (trainer.batching,
   the memory-dominant path of the GRPO step), `batch` × `tokens` — tokens/s and peak RSS — in

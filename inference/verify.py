@@ -76,9 +76,9 @@ class VerifyConfig(BaseModel):
     chunk: int = Field(DEFAULT_CHUNK, ge=1)
     topk: int = Field(DEFAULT_TOPK, ge=1)
     max_batch_tokens: int = Field(DEFAULT_MAX_BATCH_TOKENS, ge=1)
-    """The validator's own memory bound, not a pool rule (verdicts do not depend on it): completions are
-    prefilled and checked in batches of at most this many padded positions (one completion longer than
-    that is a batch of its own)."""
+    """The validator's own memory bound, not a pool rule (it moves recomputed values by float noise only):
+    completions are prefilled and checked in batches of at most this many padded positions (one completion
+    longer than that is a batch of its own)."""
 
 
 class CompletionRecord(BaseModel):
