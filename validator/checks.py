@@ -49,8 +49,8 @@ CHECK_REASONS = {"tokens": Reason.SCHEMA, "prompt": Reason.ASSIGNMENT, "seed": R
 PROOF_CHUNK = 32
 DEFAULT_CHECKER_THREADS = 1
 """Torch threads of one checker process. On the 2-core VM next to anvil, Kubo and workers, a check with
-torch's default threads (one per core) ran several times slower than on one (docs/benchmarks.md):
-more cores are used by more checker processes (`validator start --processes`), not more threads."""
+torch's default threads (one per core) ran 14.7× slower than on one (bench.validator --q 1,
+docs/benchmarks.md): more cores are used by more checker processes (`validator start --processes`)."""
 
 
 class RolloutChecker:
