@@ -39,7 +39,7 @@ _SEED_DOMAIN = b"proofswarm/sampling-seed/v1"
 SEED_BITS = 63
 REPLAY_BLOCK_ELEMENTS = 1 << 22
 """Logits replayed at once (block rows × vocab): each float32 work tensor of a block is at most 16 MiB
-whatever the vocabulary or the completion's length (27 rows at V = 152,064; 128 rows at V = 32k).
+whatever the vocabulary or the completion's length (27 rows at V = 152,064; 128 rows at V = 32,768).
 Every row is replayed on its own, so the block size changes no result bit."""
 
 
