@@ -3,7 +3,10 @@ validator daemons of it (shared by the whole-protocol tests)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
+import json
 from pathlib import Path
 
 from deploy.anvil import dev_accounts, start_anvil
@@ -11,9 +14,12 @@ from deploy.contracts import deploy_contracts
 from deploy.pool_cli import create_pool
 from inference.policy import load_policy
 from ledger_client.chain.ledger import Ledger, connect, save_deployment
+from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
+from protocol.digest import Digest
 from protocol.runspec import RunSpec
 from tests.conftest_chain import TOKENS, pool_config
+from trainer.main import main as trainer_main
 from validator.checks import RolloutChecker
 from validator.daemon import DaemonConfig, ValidatorDaemon
 from worker.daemon import WorkerDaemon, WorkerOptions
@@ -44,6 +50,18 @@ class ProtocolPool:
                                   challenge_window_s=3600, reward_lock_s=7200, max_samples_per_work=None)
         self.pool_id = create_pool(self.ledger(1), self.config, spec)  # maxSamplesPerWork from the run spec
         return self.pool_id
+
+    def create_by_trainer_init(self, run_spec: Path, *init_args: str) -> RunSpec:
+        """`trainer init --run-spec RUN_SPEC INIT_ARGS…` on this Kubo, then the pool of the run spec and base
+        checkpoint it published; returns the run spec as fetched from IPFS."""
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            assert trainer_main(["init", "--run-spec", str(run_spec), "--kubo-api", self.kubo_api, *init_args]) == 0
+        init = json.loads(printed.getvalue().strip().splitlines()[-1])
+        task_ref, base = Digest.parse(init["task"]), Digest.parse(init["base_checkpoint"])
+        spec = fetch_run_spec(self.kubo, task_ref)
+        self.create(spec, bytes(task_ref), bytes(base))
+        return spec
 
     def ledger(self, i: int) -> Ledger:
         return Ledger(self.w3, self.deployment, self.accounts[i])

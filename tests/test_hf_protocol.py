@@ -5,36 +5,42 @@ publishes step 1, and a worker fetches step 1 and submits work on it that the va
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 
 import pytest
 import torch
 
+from examples.adversaries.workers import ATTACKS, cycling, selective_upload
 from examples.hf_models import llama_style, qwen2_style
 from ledger_client.chain.queries import get_work, pool_state
-from ledger_client.ipfs.content import fetch_run_spec
-from protocol.digest import Digest
 from protocol.pool import WorkStatus
+from protocol.runspec import load_run_spec
+from protocol.verdicts import Reason
 from tests.protocol_pool import ProtocolPool
+from tests.test_protocol import EXPECTED
 from trainer.main import main as trainer_main
+from validator.cli import main as validator_main
 from worker.daemon import WorkerDaemon
+from worker.produce import produce_rollout_file
 
 RUN_SPEC = """
 prompts_per_submission = 2
-pool_seed = "0x{seed}"
+pool_seed = "0x5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e"
 
 [task]
 name = "sort"
-params = {{ min_digits = 3, max_digits = 3 }}
+params = { min_digits = 3, max_digits = 3 }
 length_targets = [2, 6]  # rewards that vary with the completion's length: informative groups from step 0
 
 [sampling]
 group_size = 4
 temperature = 1.0
 max_tokens = 6
-
-[verification]  # float32 reference and float32 workers (validator calibrate measures them on these folders)
+"""
+FP32_VERIFICATION = """
+[verification]  # float32 reference and float32 workers (tests/test_hf_calibration.py calibrates for bf16 ones)
 toploc_min_exp_matches = 125
 toploc_max_mant_err_mean = 0.03
 toploc_max_mant_err_median = 0.0
@@ -62,16 +68,11 @@ def _status(pool: ProtocolPool, entry: dict) -> WorkStatus:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("family", ["qwen2", "llama"])
-def test_a_pool_runs_end_to_end_on_a_hugging_face_folder(family, pool, tmp_path, capsys):
+def test_a_pool_runs_end_to_end_on_a_hugging_face_folder(family, pool, tmp_path):
     folder = BUILDERS[family](tmp_path / family)
     spec_file = tmp_path / "run.toml"
-    spec_file.write_text(RUN_SPEC.format(seed="5e" * 32))
-    assert trainer_main(["init", "--run-spec", str(spec_file), "--checkpoint", str(folder), "--kubo-api",
-                         pool.kubo_api, *WARM_START]) == 0
-    init = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    task_ref, base = Digest.parse(init["task"]), Digest.parse(init["base_checkpoint"])
-    spec = fetch_run_spec(pool.kubo, task_ref)
-    pool.create(spec, bytes(task_ref), bytes(base))
+    spec_file.write_text(RUN_SPEC + FP32_VERIFICATION)
+    pool.create_by_trainer_init(spec_file, "--checkpoint", str(folder), *WARM_START)
 
     stop = threading.Event()
     workers = [pool.worker(4), pool.worker(5)]
@@ -104,3 +105,46 @@ def test_a_pool_runs_end_to_end_on_a_hugging_face_folder(family, pool, tmp_path,
         validator.close()
     latest = _submitted(workers[0])[-1]
     assert latest["step"] == 1 and _status(pool, latest) == WorkStatus.ACCEPTED
+
+
+@pytest.mark.timeout(300)
+def test_calibrated_thresholds_in_a_run_spec_pass_honest_bf16_workers_and_catch_every_attack(pool, tmp_path):
+    folder = qwen2_style(tmp_path / "qwen2")
+    task_file, spec_file, table = tmp_path / "task.toml", tmp_path / "run.toml", tmp_path / "verification.toml"
+    task_file.write_text(RUN_SPEC)
+    assert validator_main(["calibrate", "--checkpoint", str(folder), "--run-spec", str(task_file),
+                           "--dtypes", "float32,bfloat16", "--batch-sizes", "1,8", "--prompts", "8",
+                           "--out", str(table)]) == 0
+    spec_file.write_text(RUN_SPEC + table.read_text())
+    spec = pool.create_by_trainer_init(spec_file, "--checkpoint", str(folder), "--warm-steps", "0")
+    calibrated = load_run_spec(spec_file).verification
+    assert spec.verification == calibrated
+    assert calibrated.toploc_min_exp_matches < 125 and calibrated.logit_tolerance > 1e-3  # looser than float32's
+
+    stop = threading.Event()
+    honest = [pool.worker(4, per_step=2),
+              pool.worker(5, producer=functools.partial(produce_rollout_file, compute_dtype=torch.bfloat16),
+                          per_step=2)]
+    attacks = cycling(list(ATTACKS))
+    adversary = pool.worker(6, producer=attacks, upload=selective_upload, per_step=len(ATTACKS))
+    for worker in honest:
+        assert worker.step_once(stop) and worker.step_once(stop)
+    for _ in ATTACKS:
+        assert adversary.step_once(stop)
+    validator = pool.validator()
+    try:
+        assert validator.run_once() == 4 + len(ATTACKS)
+    finally:
+        validator.close()
+
+    assert [_status(pool, e) for w in honest for e in _submitted(w)] == [WorkStatus.ACCEPTED] * 4
+    verdicts = {name: _reason(pool, entry) for entry, name in zip(_submitted(adversary), attacks.used, strict=True)}
+    print("\ncalibrated", calibrated.model_dump(), "\nattack → verdict:", verdicts)
+    assert set(attacks.used) == set(ATTACKS)  # no attack fell back to another on this model
+    assert all(reason in EXPECTED[name] for name, reason in verdicts.items()), verdicts
+
+
+def _reason(pool: ProtocolPool, entry: dict) -> Reason | None:
+    logs = pool.ledger(0).pool.contract.events.WorkChallenged.get_logs(
+        from_block=0, argument_filters={"workId": bytes.fromhex(entry["work_id"])})
+    return Reason(logs[0]["args"]["reasonCode"]) if logs else None
