@@ -108,8 +108,9 @@ def test_a_pool_runs_end_to_end_on_a_hugging_face_folder(family, pool, tmp_path)
 
 
 @pytest.mark.timeout(300)
-def test_calibrated_thresholds_in_a_run_spec_pass_honest_bf16_workers_and_catch_every_attack(pool, tmp_path):
-    folder = qwen2_style(tmp_path / "qwen2")
+@pytest.mark.parametrize("family", ["qwen2", "llama"])
+def test_calibrated_thresholds_in_a_run_spec_pass_honest_bf16_workers_and_catch_every_attack(family, pool, tmp_path):
+    folder = BUILDERS[family](tmp_path / family)
     task_file, spec_file, table = tmp_path / "task.toml", tmp_path / "run.toml", tmp_path / "verification.toml"
     task_file.write_text(RUN_SPEC)
     assert validator_main(["calibrate", "--checkpoint", str(folder), "--run-spec", str(task_file),
