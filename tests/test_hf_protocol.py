@@ -8,21 +8,25 @@ from __future__ import annotations
 import functools
 import json
 import threading
+from pathlib import Path
 
 import pytest
 import torch
 
 from examples.adversaries.workers import ATTACKS, cycling, selective_upload
 from examples.hf_models import llama_style, qwen2_style
+from inference.policy import load_policy, stop_token_ids
 from ledger_client.chain.queries import get_work, pool_state
 from protocol.pool import WorkStatus
 from protocol.runspec import load_run_spec
 from protocol.verdicts import Reason
+from tasks.encoding import encode_prompt
 from tests.protocol_pool import ProtocolPool
 from tests.test_protocol import EXPECTED
 from trainer.main import main as trainer_main
 from validator.cli import main as validator_main
 from worker.daemon import WorkerDaemon
+from worker.policy import Policy
 from worker.produce import produce_rollout_file
 
 RUN_SPEC = """
@@ -100,6 +104,7 @@ def test_a_pool_runs_end_to_end_on_a_hugging_face_folder(family, pool, tmp_path)
         assert workers[0].policy.manifest_digest == bytes(pool.ledger(0).pool.checkpoint_at(pool.pool_id, 1))
         trained = workers[0].policy.model.state_dict()
         assert any(not torch.equal(trained[k], base_weights[k]) for k in base_weights)
+        _assert_same_format(workers[0].policy, folder)
         assert validator.run_once() == 1
     finally:
         validator.close()
@@ -143,6 +148,16 @@ def test_calibrated_thresholds_in_a_run_spec_pass_honest_bf16_workers_and_catch_
     print("\ncalibrated", calibrated.model_dump(), "\nattack → verdict:", verdicts)
     assert set(attacks.used) == set(ATTACKS)  # no attack fell back to another on this model
     assert all(reason in EXPECTED[name] for name, reason in verdicts.items()), verdicts
+
+
+def _assert_same_format(policy: Policy, folder: Path) -> None:
+    """The checkpoint the trainer published is still the folder's kind of model: chat template, stop tokens,
+    tied or untied embeddings."""
+    original, tokenizer = load_policy(folder)
+    assert encode_prompt(policy.tokenizer, "Sort: 312") == encode_prompt(tokenizer, "Sort: 312")
+    assert stop_token_ids(policy.model, policy.tokenizer) == stop_token_ids(original, tokenizer)
+    tied = policy.model.get_output_embeddings().weight is policy.model.get_input_embeddings().weight
+    assert tied == original.config.tie_word_embeddings
 
 
 def _reason(pool: ProtocolPool, entry: dict) -> Reason | None:
