@@ -1,7 +1,9 @@
 """The whole protocol on real-format Hugging Face folders (examples/hf_models.py, vocabularies over 32k) on a
 real anvil + Kubo: `trainer init --checkpoint FOLDER` publishes the base checkpoint and run spec, two workers
 generate and submit, the validator verifies and attests, `trainer start` trains on the accepted work and
-publishes step 1, and a worker fetches step 1 and submits work on it that the validator accepts."""
+publishes step 1, and a worker fetches step 1 and submits work on it that the validator accepts. Then the
+thresholds `validator calibrate` measures on each folder, put in the pool's run spec, let honest float32 and
+bf16 workers through and still have every file attack of examples/adversaries/workers.py challenged."""
 
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ temperature = 1.0
 max_tokens = 6
 """
 FP32_VERIFICATION = """
-[verification]  # float32 reference and float32 workers (tests/test_hf_calibration.py calibrates for bf16 ones)
+[verification]  # float32 reference and float32 workers (the calibration test below measures bf16 ones)
 toploc_min_exp_matches = 125
 toploc_max_mant_err_mean = 0.03
 toploc_max_mant_err_median = 0.0
