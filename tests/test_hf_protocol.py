@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import signal
 import threading
 from pathlib import Path
 
@@ -55,6 +56,16 @@ toploc_mean_excludes_max = true
 WARM_START = ["--warm-steps", "4", "--warm-lr", "3e-2"]
 """Enough for the random-weight policy to end some answers with its EOS, so completion lengths vary."""
 BUILDERS = {"qwen2": qwen2_style, "llama": llama_style}
+
+
+@pytest.fixture(autouse=True)
+def _process_settings_restored():
+    """`trainer init` and `trainer start` run in this process set torch's thread count and a SIGTERM handler:
+    the tests after these get theirs back."""
+    threads, handler = torch.get_num_threads(), signal.getsignal(signal.SIGTERM)
+    yield
+    torch.set_num_threads(threads)
+    signal.signal(signal.SIGTERM, handler)
 
 
 @pytest.fixture
