@@ -1,7 +1,8 @@
-"""vLLM backend (optional extra `pip install .[vllm]`), behind the same interface as the torch
-backend. UNTESTED on CPU machines: written against vLLM's V1 engine with the legacy
-per-batch logits-processor interface (`vllm.v1.sample.logits_processor.LogitsProcessor`,
-vLLM 0.10 - 0.2x); tests/test_inference_vllm.py runs it when a GPU and vLLM are present.
+"""vLLM backend (optional extra `pip install .[vllm]`, pinned to vllm==0.32.0), behind the same interface as
+the torch backend. Written against vLLM 0.32.0's legacy V1 model runner (VLLM_USE_V2_MODEL_RUNNER=0) and its
+per-batch logits-processor interface (`vllm.v1.sample.logits_processor.LogitsProcessor`; the Model Runner V2
+default since 0.25 has another one); never run on this project's CPU machines: tests/test_inference_vllm.py runs
+it when a GPU and vLLM are present.
 
 How it maps the interface onto vLLM:
 - the engine runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0, V1 model runner), so a
@@ -232,8 +233,7 @@ class VllmBackend:
         first = len(prompt_ids) - 1
         hidden = captured[first : first + len(completion_ids)]
         logits = self._llm.apply_model(
-            lambda model: _compute_logits(self._compute_logits, hidden.to(next(model.parameters()).device))
-            .float().cpu()
+            lambda model: self._compute_logits(hidden.to(next(model.parameters()).device)).float().cpu()
         )[0]
         return Prefill(hidden=hidden, logits=logits)
 
@@ -241,14 +241,6 @@ class VllmBackend:
         self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]]
     ) -> list[Prefill]:
         return [self.prefill(p, c) for p, c in pairs]
-
-
-def _compute_logits(compute_logits: Any, hidden: torch.Tensor) -> torch.Tensor:
-    """`compute_logits(hidden)` (vLLM >= 0.11) or `compute_logits(hidden, sampling_metadata)` (older)."""
-    try:
-        return compute_logits(hidden)
-    except TypeError:
-        return compute_logits(hidden, None)
 
 
 def _stop_ids(model_path: str) -> tuple[int, ...]:

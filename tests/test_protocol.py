@@ -3,37 +3,27 @@ trained on exactly once; every adversary is challenged and slashed."""
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from deploy.anvil import dev_accounts, start_anvil
-from deploy.contracts import deploy_contracts
-from deploy.pool_cli import create_pool
 from examples.adversaries.workers import ATTACKS, cycling, selective_upload
-from inference.policy import load_policy
 from ledger_client.chain.errors import revert_class
-from ledger_client.chain.ledger import Ledger, connect, save_deployment
 from ledger_client.chain.queries import get_work, pool_state
 from ledger_client.ipfs.content import publish_run_spec, put_object
-from ledger_client.ipfs.kubo import KuboClient
 from protocol.pool import WorkStatus
 from protocol.rollouts import decode_rollouts, encode_rollouts
 from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
 from protocol.verdicts import Reason
-from tests.conftest_chain import TOKENS, pool_config
+from tests.protocol_pool import ProtocolPool
 from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
 from trainer.ledger_source import LedgerSource
 from trainer.publish import base_checkpoint_digest
-from validator.checks import RolloutChecker
-from validator.daemon import DaemonConfig, ValidatorDaemon
 from worker.account import stake_for_next_submission
-from worker.daemon import WorkerDaemon, WorkerOptions
-from worker.produce import produce_rollout_file
+from worker.daemon import WorkerDaemon
 
 SPEC = RunSpec(
     # length targets make rewards continuous, so even an untrained policy's groups carry a learning signal
@@ -59,54 +49,15 @@ EXPECTED = {
 }
 
 
-class Protocol:
-    """A pool whose base checkpoint and run spec are real IPFS objects."""
+class Protocol(ProtocolPool):
+    """The pool of SPEC, starting from a warm-started tiny policy."""
 
     def __init__(self, tmp: Path, kubo_node):
-        self.tmp = tmp
-        self.anvil = start_anvil(tmp / "anvil.log")
-        self.w3 = connect(self.anvil.rpc_url, 31337)
-        self.accounts = dev_accounts(10)
-        self.deployment = deploy_contracts(self.w3, self.accounts[0])
-        admin = self.ledger(0)
-        for i in (1, 4, 5, 6):
-            admin.token.mint(self.accounts[i].address, 1_000_000 * TOKENS)
-        self.kubo_api = kubo_node.api_multiaddr
-        self.kubo = KuboClient(self.kubo_api)
+        super().__init__(tmp, kubo_node)
         # a short warm start: the policy emits answers of varying length and EOS, so groups are informative
         model, tokenizer = init_policy(SPEC, ModelSpec(hidden=32, layers=1, heads=2), warm_steps=40, warm_lr=3e-3)
         base = base_checkpoint_digest(self.kubo, model.state_dict(), model.config, tokenizer)
-        task_ref = publish_run_spec(self.kubo, SPEC)
-        cfg = pool_config(self.accounts, task="0x" + task_ref.hex(), base_checkpoint="0x" + base.hex(),
-                          challenge_window_s=3600, reward_lock_s=7200, max_samples_per_work=None)
-        self.config = cfg
-        self.pool_id = create_pool(self.ledger(1), cfg, SPEC)  # maxSamplesPerWork from the run spec
-        self.deployments = tmp / "deployments.json"
-        save_deployment(self.deployments, self.deployment)
-
-    def ledger(self, i: int) -> Ledger:
-        return Ledger(self.w3, self.deployment, self.accounts[i])
-
-    def worker(self, i: int, producer=produce_rollout_file, upload=None, per_step: int = 1) -> WorkerDaemon:
-        opts = WorkerOptions(pool_id=self.pool_id, kubo_api=self.kubo_api, work_dir=self.tmp / f"worker{i}",
-                             submissions_per_step=per_step, max_pending=per_step)
-        kwargs = {"upload": upload} if upload else {}
-        daemon = WorkerDaemon(self.ledger(i), opts, producer, load_policy, **kwargs)
-        daemon.prepare()
-        return daemon
-
-    def validator(self, name: str = "validator", checker=RolloutChecker, **config) -> ValidatorDaemon:
-        """A validator daemon of the pool; `checker` (a RolloutChecker subclass) and DaemonConfig overrides."""
-        state = self.tmp / name
-        factory = functools.partial(checker, self.anvil.rpc_url, str(self.deployments), self.kubo_api,
-                                    self.pool_id, state / "cache")
-        options = {"fetch_timeout_s": 3.0, "fetch_attempts": 1, **config}
-        return ValidatorDaemon(self.ledger(3), DaemonConfig(pool_id=self.pool_id, state_dir=state,
-                                                            kubo_api=self.kubo_api, **options), factory)
-
-    def close(self) -> None:
-        self.kubo.close()
-        self.anvil.stop()
+        self.create(SPEC, publish_run_spec(self.kubo, SPEC), base)
 
 
 @pytest.fixture(scope="module")

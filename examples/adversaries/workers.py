@@ -8,6 +8,7 @@ one as a daemon against a pool. The validator must challenge every one of them.
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import math
 import signal
@@ -18,7 +19,6 @@ from pathlib import Path
 import torch
 
 from inference.policy import stop_token_ids
-from inference.tiny import build_tiny_llama
 from inference.torch_backend import TorchBackend
 from ledger_client.ipfs.content import put_object
 from proofs.toploc import build_proofs_batch
@@ -97,23 +97,24 @@ def greedy_decoding(policy: Policy, spec: RunSpec, binding: SubmissionBinding, h
 
 def other_weights(policy: Policy, spec: RunSpec, binding: SubmissionBinding, honest: RolloutBatch) -> RolloutBatch:
     """Generates with a cheaper model (other weights) than the pool's policy."""
-    cfg = policy.model.config
-    cheap = build_tiny_llama(cfg.vocab_size, seed=12345, hidden=cfg.hidden_size, layers=cfg.num_hidden_layers,
-                             heads=cfg.num_attention_heads)
-    return _generate_with(cheap, policy, spec, honest, spec.sampling.temperature)
+    return _generate_with(_fresh_like(policy.model, seed=12345), policy, spec, honest, spec.sampling.temperature)
 
 
 def perturbed_weights(policy: Policy, spec: RunSpec, binding: SubmissionBinding, honest: RolloutBatch) -> RolloutBatch:
     """Generates with the policy's weights perturbed by 1% (e.g. a stale or fine-tuned copy)."""
-    model = build_tiny_llama(policy.model.config.vocab_size, seed=0, hidden=policy.model.config.hidden_size,
-                             layers=policy.model.config.num_hidden_layers,
-                             heads=policy.model.config.num_attention_heads)
-    model.load_state_dict(policy.model.state_dict())
+    model = copy.deepcopy(policy.model)  # keeps the architecture and tied embeddings of any checkpoint family
     with torch.no_grad():
         gen = torch.Generator().manual_seed(7)
         for p in model.parameters():
-            p.mul_(1 + 0.01 * torch.randn(p.shape, generator=gen))
+            p.mul_(1 + 0.01 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
     return _generate_with(model, policy, spec, honest, spec.sampling.temperature)
+
+
+def _fresh_like(model, seed: int):
+    """A randomly initialised model of `model`'s architecture and config (float32), deterministic in `seed`."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return type(model)(model.config).float().eval()
 
 
 def corrupted_proofs(policy: Policy, spec: RunSpec, binding: SubmissionBinding, honest: RolloutBatch) -> RolloutBatch:
