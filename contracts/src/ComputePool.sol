@@ -60,6 +60,8 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         uint128 slashAmount;
         uint32 maxSamplesPerWork;
         uint16 spotCheckBps;
+        uint32 validatorCount;
+        bool validatorsFrozen;
         // slot 5, 6
         bytes32 taskRef;
         bytes32 baseCheckpoint;
@@ -69,20 +71,22 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
     /// nonce counter, the open-work count and the allocation).
     struct Member {
         bool member;
-        uint48 nextNonce;
+        uint40 nextNonce;
         uint32 openWorks;
         uint128 allocation;
     }
 
     /// @dev Packed into one storage slot. The rollout digest is in the WorkSubmitted event only.
+    /// Steps fit 32 bits (`publishCheckpoint` refuses more), nonces 40 bits (the member counter's width).
     struct Work {
         uint32 workerId;
         uint32 poolId;
-        uint64 step;
+        uint32 step;
         uint32 nSamples;
         uint40 submittedAt;
         WorkStatus status;
-        uint48 nonce;
+        uint40 nonce;
+        uint40 submittedBlock;
     }
 
     IERC20 public immutable token;
@@ -137,10 +141,7 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         emit PoolCreated(poolId, msg.sender, p.trainer, p.taskRef, p.baseCheckpoint);
         emit CheckpointPublished(poolId, 0, p.baseCheckpoint);
         for (uint256 i; i < p.validators.length; ++i) {
-            address v = p.validators[i];
-            if (v == address(0)) revert ZeroAddress();
-            isValidator[poolId][v] = true;
-            emit ValidatorSet(poolId, v, true);
+            _setValidator(poolId, pool, p.validators[i], true);
         }
     }
 
@@ -158,13 +159,22 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         if (received != amount) revert TransferAmountMismatch(amount, received);
     }
 
-    /// @notice Allow or disallow a validator (owner only).
+    /// @notice Allow or disallow a validator (owner only; refused once the set is frozen).
     function setValidator(uint256 poolId, address validator, bool allowed) external {
         Pool storage pool = _activePool(poolId);
         _onlyOwner(poolId, pool);
-        if (validator == address(0)) revert ZeroAddress();
-        isValidator[poolId][validator] = allowed;
-        emit ValidatorSet(poolId, validator, allowed);
+        if (pool.validatorsFrozen) revert ValidatorsAreFrozen(poolId);
+        _setValidator(poolId, pool, validator, allowed);
+    }
+
+    /// @notice Freeze the validator set for good (owner only). A pool whose validator is a
+    /// ValidatorCourt freezes it, so its owner can neither add a validator of its own that bypasses
+    /// the court nor remove the court to let honest work expire and sweep its reward.
+    function freezeValidators(uint256 poolId) external {
+        Pool storage pool = _activePool(poolId);
+        _onlyOwner(poolId, pool);
+        pool.validatorsFrozen = true;
+        emit ValidatorsFrozen(poolId);
     }
 
     /// @notice Remove a worker from the pool (owner only). Its submitted work stays judgeable.
@@ -200,6 +210,7 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         if (msg.sender != pool.trainer) revert NotPoolTrainer(poolId, msg.sender);
         uint64 expected = pool.latestStep + 1;
         if (step != expected) revert StepNotContiguous(step, expected);
+        if (step > type(uint32).max) revert TooManySteps(step);
         if (manifestDigest == bytes32(0)) revert ZeroDigest();
         pool.latestStep = step;
         _checkpoints[poolId][step] = manifestDigest;
@@ -299,11 +310,12 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         _works[workId] = Work({
             workerId: workerIds[msg.sender],
             poolId: uint32(poolId),
-            step: step,
+            step: uint32(step), // step ≤ latestStep < 2^32
             nSamples: nSamples,
             submittedAt: uint40(block.timestamp),
             status: WorkStatus.Pending,
-            nonce: m.nextNonce
+            nonce: m.nextNonce,
+            submittedBlock: uint40(block.number)
         });
         emit WorkSubmitted(poolId, workId, msg.sender, rolloutDigest, step, nonce, nSamples);
     }
@@ -414,6 +426,8 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
             maxSamplesPerWork: pool.maxSamplesPerWork,
             spotCheckBps: pool.spotCheckBps
         });
+        v.validatorCount = pool.validatorCount;
+        v.validatorsFrozen = pool.validatorsFrozen;
     }
 
     /// @notice The manifest digest published for `step` (zero if none).
@@ -455,8 +469,20 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
             submittedAt: w.submittedAt,
             status: w.status,
             reward: _rewardOf(w.nSamples, _pools[w.poolId].rewardPerSample),
-            nonce: w.nonce
+            nonce: w.nonce,
+            submittedBlock: w.submittedBlock
         });
+    }
+
+    /// @notice What a validator contract needs to schedule a submission's judgement, in two storage reads.
+    function workSchedule(bytes32 workId)
+        external
+        view
+        returns (uint256 poolId, address worker, uint64 submittedAt, uint64 submittedBlock, WorkStatus status)
+    {
+        Work memory w = _works[workId];
+        if (w.status == WorkStatus.None) revert UnknownWork(workId);
+        return (w.poolId, _workerAddresses[w.workerId - 1], w.submittedAt, w.submittedBlock, w.status);
     }
 
     // ------------------------------------------------------------------ internal
@@ -469,6 +495,17 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
     function _activePool(uint256 poolId) private view returns (Pool storage pool) {
         pool = _pool(poolId);
         if (pool.status != PoolStatus.Active) revert PoolNotActive(poolId);
+    }
+
+    /// @dev Allow or disallow `validator`, keeping the pool's count of allowed validators.
+    function _setValidator(uint256 poolId, Pool storage pool, address validator, bool allowed) private {
+        if (validator == address(0)) revert ZeroAddress();
+        if (isValidator[poolId][validator] != allowed) {
+            isValidator[poolId][validator] = allowed;
+            if (allowed) pool.validatorCount += 1;
+            else pool.validatorCount -= 1;
+        }
+        emit ValidatorSet(poolId, validator, allowed);
     }
 
     /// @dev Refuse any caller but the pool's owner.
