@@ -5,7 +5,7 @@ import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
-import {IComputePool} from "./IComputePool.sol";
+import {IComputePool, IWorkJudge} from "./IComputePool.sol";
 import {IStakeManager} from "./IStakeManager.sol";
 
 /// @title ComputePool — pools, stake allocations, checkpoints, work submissions, verdicts and rewards
@@ -98,6 +98,8 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
     mapping(uint256 poolId => mapping(address worker => Member)) private _members;
     mapping(uint256 poolId => mapping(uint64 step => bytes32)) private _checkpoints;
     mapping(bytes32 workId => Work) private _works;
+    /// @notice The validator contract told of each submission of the pool (zero: none).
+    mapping(uint256 poolId => address) public judgeOf;
     /// @notice Global id of a worker (0 = never joined a pool).
     mapping(address worker => uint32) public workerIds;
     address[] private _workerAddresses;
@@ -167,14 +169,20 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         _setValidator(poolId, pool, validator, allowed);
     }
 
-    /// @notice Freeze the validator set for good (owner only). A pool whose validator is a
-    /// ValidatorCourt freezes it, so its owner can neither add a validator of its own that bypasses
-    /// the court nor remove the court to let honest work expire and sweep its reward.
-    function freezeValidators(uint256 poolId) external {
+    /// @notice Freeze the validator set for good (owner only), optionally naming `judge`, one of the
+    /// validators, as the contract told of every later submission (`IWorkJudge.onWorkSubmitted`). A pool
+    /// judged by a ValidatorCourt freezes its set to the court, so its owner can neither add a validator
+    /// of its own that bypasses the court nor remove the court to let honest work expire and sweep its reward.
+    function freezeValidators(uint256 poolId, address judge) external {
         Pool storage pool = _activePool(poolId);
         _onlyOwner(poolId, pool);
+        if (pool.validatorsFrozen) revert ValidatorsAreFrozen(poolId);
+        if (judge != address(0)) {
+            if (!isValidator[poolId][judge]) revert NotPoolValidator(poolId, judge);
+            judgeOf[poolId] = judge;
+        }
         pool.validatorsFrozen = true;
-        emit ValidatorsFrozen(poolId);
+        emit ValidatorsFrozen(poolId, judge);
     }
 
     /// @notice Remove a worker from the pool (owner only). Its submitted work stays judgeable.
@@ -318,6 +326,8 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
             submittedBlock: uint40(block.number)
         });
         emit WorkSubmitted(poolId, workId, msg.sender, rolloutDigest, step, nonce, nSamples);
+        address judge = judgeOf[poolId];
+        if (judge != address(0)) IWorkJudge(judge).onWorkSubmitted(poolId, workId, msg.sender);
     }
 
     /// @notice Claim the rewards of accepted work whose reward lock has passed (caller must be the worker).
@@ -472,17 +482,6 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
             nonce: w.nonce,
             submittedBlock: w.submittedBlock
         });
-    }
-
-    /// @notice What a validator contract needs to schedule a submission's judgement, in two storage reads.
-    function workSchedule(bytes32 workId)
-        external
-        view
-        returns (uint256 poolId, address worker, uint64 submittedAt, uint64 submittedBlock, WorkStatus status)
-    {
-        Work memory w = _works[workId];
-        if (w.status == WorkStatus.None) revert UnknownWork(workId);
-        return (w.poolId, _workerAddresses[w.workerId - 1], w.submittedAt, w.submittedBlock, w.status);
     }
 
     // ------------------------------------------------------------------ internal

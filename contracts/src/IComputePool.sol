@@ -116,8 +116,9 @@ interface IComputePool {
     );
     /// @notice `validator` was allowed (`allowed`) or disallowed to attest and challenge in the pool.
     event ValidatorSet(uint256 indexed poolId, address indexed validator, bool allowed);
-    /// @notice The owner froze the pool's validator set: it can never change again.
-    event ValidatorsFrozen(uint256 indexed poolId);
+    /// @notice The owner froze the pool's validator set: it can never change again. `judge` (if not
+    /// zero) is told of every submission.
+    event ValidatorsFrozen(uint256 indexed poolId, address judge);
     /// @notice `from` added `amount` to the pool's budget; `budget` is the new unreserved budget.
     event PoolFunded(uint256 indexed poolId, address indexed from, uint256 amount, uint256 budget);
     /// @notice The pool was closed (or swept again) and `refunded` went back to the owner.
@@ -245,4 +246,10 @@ interface IComputePool {
     error NotClaimable(bytes32 workId, WorkStatus status);
     /// @notice The reward is locked until `unlockAt`.
     error RewardLocked(bytes32 workId, uint64 unlockAt);
+}
+
+/// @title IWorkJudge — a validator contract the ComputePool tells of each submission of its pool
+interface IWorkJudge {
+    /// @notice `worker` submitted `workId` to `poolId` (called by the ComputePool inside `submitWork`).
+    function onWorkSubmitted(uint256 poolId, bytes32 workId, address worker) external;
 }

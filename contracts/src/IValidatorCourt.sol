@@ -1,11 +1,26 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity ^0.8.24;
 
+import {IComputePool} from "./IComputePool.sol";
+import {IStakeManager} from "./IStakeManager.sol";
+
+/// @title IJudgedPool — the ComputePool functions a ValidatorCourt calls
+interface IJudgedPool {
+    function getPool(uint256 poolId) external view returns (IComputePool.PoolView memory);
+    function isValidator(uint256 poolId, address validator) external view returns (bool);
+    function judgeOf(uint256 poolId) external view returns (address);
+    function stakeManager() external view returns (IStakeManager);
+    function token() external view returns (address);
+    function attest(bytes32 workId) external;
+    function challenge(bytes32 workId, uint16 reasonCode, bytes32 evidenceDigest) external;
+}
+
 /// @title IValidatorCourt — events, errors and types of the bonded-validator court
 interface IValidatorCourt {
-    /// @dev None → Verdict (first verdict) → Final, or Verdict → Disputed → Final (resolve).
+    /// @dev None → Pending (submitted) → Verdict (first verdict) → Final, or Verdict → Disputed → Final (resolve).
     enum CaseState {
         None,
+        Pending,
         Verdict,
         Disputed,
         Final
@@ -25,19 +40,20 @@ interface IValidatorCourt {
     /// @param commitPeriod seconds after a dispute in which the committee is drawn and commits votes
     /// @param revealPeriod seconds after the commit period in which votes are revealed
     /// @param committeeSize validators drawn to decide a dispute (odd, ≤ MAX_COMMITTEE)
+    /// @dev Declared in storage order: the last slot holds everything a verdict reads.
     struct CourtParams {
         uint128 validatorBond;
         uint128 verdictFee;
         uint128 disputeBond;
-        uint128 wrongVerdictSlash;
         uint128 nonVoterPenalty;
         uint128 silencePenalty;
-        uint32 assignedWindow;
-        uint32 verdictWindow;
-        uint32 disputeWindow;
-        uint32 commitPeriod;
-        uint32 revealPeriod;
+        uint24 assignedWindow;
+        uint24 verdictWindow;
+        uint24 disputeWindow;
+        uint24 commitPeriod;
+        uint24 revealPeriod;
         uint8 committeeSize;
+        uint96 wrongVerdictSlash;
     }
 
     /// @notice One registered validator of a pool.
@@ -52,22 +68,6 @@ interface IValidatorCourt {
         uint40 deregisteredAt;
         uint256 locked;
         uint256 reserved;
-    }
-
-    /// @notice One submission's case: its verdict and, if disputed, the dispute.
-    struct CaseView {
-        CaseState state;
-        bool accepted;
-        address judge;
-        uint64 verdictAt;
-        uint16 reasonCode;
-        bytes32 evidenceDigest;
-        address disputer;
-        uint64 disputedAt;
-        uint64 disputeBlock;
-        address[] committee;
-        uint16 votesValid;
-        uint16 votesInvalid;
     }
 
     event CourtConfigured(uint256 indexed poolId, CourtParams params);
@@ -111,7 +111,7 @@ interface IValidatorCourt {
     /// 2 0 < assignedWindow < verdictWindow; 3 dispute, commit and reveal periods > 0;
     /// 4 verdictWindow + disputeWindow + commitPeriod + revealPeriod < the pool's challengeWindow;
     /// 5 wrongVerdictSlash, disputeBond, nonVoterPenalty > 0; 6 validatorBond ≥ wrongVerdictSlash and
-    /// ≥ nonVoterPenalty; 7 validatorBond and disputeBond < 2^96.
+    /// ≥ nonVoterPenalty; 7 validatorBond and disputeBond < 2^96, verdictWindow ≤ MAX_PERIOD.
     error BadCourtParams(uint8 rule);
     /// @notice The pool owner may not validate its own pool.
     error OwnerCannotValidate(uint256 poolId);
@@ -136,4 +136,6 @@ interface IValidatorCourt {
     error CommitteeNotDrawn(bytes32 workId);
     error SubmissionNotPending(bytes32 workId);
     error TransferAmountMismatch(uint256 expected, uint256 received);
+    /// @notice Only the ComputePool calls the submission hook.
+    error NotComputePool(address caller);
 }

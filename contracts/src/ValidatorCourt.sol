@@ -5,9 +5,8 @@ import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {IComputePool} from "./IComputePool.sol";
-import {ComputePool} from "./ComputePool.sol";
 import {IStakeManager} from "./IStakeManager.sol";
-import {IValidatorCourt} from "./IValidatorCourt.sol";
+import {IJudgedPool, IValidatorCourt} from "./IValidatorCourt.sol";
 
 /// @title ValidatorCourt — bonded, permissionless validators who answer for their verdicts
 /// @notice A pool opts in by making this court its only validator and freezing its validator set.
@@ -31,6 +30,8 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
 
     /// @notice Largest dispute committee.
     uint8 public constant MAX_COMMITTEE = 15;
+    /// @notice Longest verdict window (periods are stored in 24 bits; each is below the pool's challenge window).
+    uint24 public constant MAX_PERIOD = 30 days;
     /// @notice Reason code of a challenge that a dispute committee decided (the work was attested first).
     uint16 public constant REASON_DISPUTE = 18;
     uint8 private constant WHY_WRONG_VERDICT = 1;
@@ -53,13 +54,21 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         uint40 registeredAt;
     }
 
-    /// @dev Slot 0 of a case; `evidenceDigest` (challenges only) is in a second slot.
+    /// @dev One slot, written by the ComputePool's submission hook, so that a verdict only updates it.
+    /// `workerIndex` is the worker's own validator index in the pool at submission (0 = none).
     struct Case {
+        uint32 poolId;
+        uint40 submittedAt;
+        uint40 submittedBlock;
+        uint24 workerIndex;
         CaseState state;
         bool accepted;
         uint24 judge;
         uint40 verdictAt;
         uint16 reasonCode;
+    }
+
+    struct Dispute {
         uint24 disputer;
         uint40 disputedAt;
         uint40 disputeBlock;
@@ -67,7 +76,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         uint16 votesInvalid;
     }
 
-    ComputePool public immutable pools;
+    IJudgedPool public immutable pools;
     IStakeManager public immutable stakeManager;
     IERC20 public immutable token;
 
@@ -76,18 +85,20 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     mapping(uint256 poolId => uint256) public feeBudget;
     mapping(uint256 poolId => Entry[]) private _entries;
     mapping(uint256 poolId => mapping(address => Validator)) private _validators;
-    mapping(bytes32 workId => Case) private _cases;
+    /// @notice Each submission's case (judge and disputer are 1-based validator indices: `validatorAt`).
+    mapping(bytes32 workId => Case) public cases;
+    mapping(bytes32 workId => Dispute) public disputes;
     mapping(bytes32 workId => bytes32) private _evidence;
     mapping(bytes32 workId => address[]) private _committees;
     mapping(bytes32 workId => mapping(address voter => bytes32)) private _votes;
     /// @notice Fees, bounties and shares of penalties owed to each address (`withdraw`).
     mapping(address => uint256) public credits;
 
-    constructor(ComputePool pools_) {
+    constructor(IJudgedPool pools_) {
         if (address(pools_) == address(0)) revert ZeroAddress();
         pools = pools_;
         stakeManager = pools_.stakeManager();
-        token = pools_.token();
+        token = IERC20(pools_.token());
     }
 
     // ------------------------------------------------------------------ pool owner
@@ -98,7 +109,10 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         IComputePool.PoolView memory pool = pools.getPool(poolId);
         if (msg.sender != pool.owner) revert NotPoolOwner(poolId, msg.sender);
         if (_params[poolId].committeeSize != 0) revert AlreadyConfigured(poolId);
-        if (!pool.validatorsFrozen || pool.validatorCount != 1 || !pools.isValidator(poolId, address(this))) {
+        if (
+            !pool.validatorsFrozen || pool.validatorCount != 1 || !pools.isValidator(poolId, address(this))
+                || pools.judgeOf(poolId) != address(this)
+        ) {
             revert CourtNotSoleValidator(poolId);
         }
         _checkParams(p, pool.params.challengeWindow);
@@ -118,6 +132,23 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         token.safeTransferFrom(msg.sender, address(this), amount);
         uint256 received = token.balanceOf(address(this)) - before;
         if (received != amount) revert TransferAmountMismatch(amount, received);
+    }
+
+    /// @notice The ComputePool's hook on every submission of a pool judged here: opens its case.
+    function onWorkSubmitted(uint256 poolId, bytes32 workId, address worker) external {
+        if (msg.sender != address(pools)) revert NotComputePool(msg.sender);
+        _configured(poolId);
+        cases[workId] = Case({
+            poolId: uint32(poolId),
+            submittedAt: uint40(block.timestamp),
+            submittedBlock: uint40(block.number),
+            workerIndex: _validators[poolId][worker].index,
+            state: CaseState.Pending,
+            accepted: false,
+            judge: 0,
+            verdictAt: 0,
+            reasonCode: 0
+        });
     }
 
     // ------------------------------------------------------------------ validators
@@ -180,48 +211,52 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     /// @notice Dispute the first verdict of a submission within the dispute window, locking the
     /// pool's dispute bond (a registered validator that is neither the judge nor the worker).
     function dispute(bytes32 workId, bytes32 evidenceDigest) external {
-        Case storage c = _cases[workId];
+        Case storage c = cases[workId];
         if (c.state != CaseState.Verdict) revert WrongCaseState(workId, c.state);
-        (uint256 poolId, address worker) = _poolAndWorker(workId);
+        uint256 poolId = c.poolId;
         CourtParams storage p = _params[poolId];
         uint64 until = uint64(c.verdictAt) + p.disputeWindow;
         if (block.timestamp > until) revert OutsidePeriod(workId, c.verdictAt, until);
         Validator storage v = _registered(poolId, msg.sender);
-        if (v.index == c.judge || msg.sender == worker) revert NotEligible(workId, msg.sender);
+        if (v.index == c.judge || v.index == c.workerIndex) revert NotEligible(workId, msg.sender);
         _lock(v, p.disputeBond);
         v.reserved += uint96(p.disputeBond);
         c.state = CaseState.Disputed;
-        c.disputer = v.index;
-        c.disputedAt = uint40(block.timestamp);
-        c.disputeBlock = uint40(block.number);
+        disputes[workId] = Dispute({
+            disputer: v.index,
+            disputedAt: uint40(block.timestamp),
+            disputeBlock: uint40(block.number),
+            votesValid: 0,
+            votesInvalid: 0
+        });
         emit Disputed(poolId, workId, msg.sender, evidenceDigest);
     }
 
     /// @notice Draw the dispute committee (anyone, from the block after the dispute on, within the
-    /// commit period): up to `committeeSize` registered validators, none of them a party, each with
-    /// `nonVoterPenalty` of unreserved stake, by the hash of the block after the dispute.
+    /// commit period): up to `committeeSize` validators registered before the submission and still
+    /// registered, none of them a party, each with `nonVoterPenalty` of unreserved stake, by the hash
+    /// of the block after the dispute.
     function drawCommittee(bytes32 workId) external {
-        Case storage c = _cases[workId];
-        if (c.state != CaseState.Disputed) revert WrongCaseState(workId, c.state);
+        (Case storage c, Dispute storage d) = _disputed(workId);
         address[] storage committee = _committees[workId];
         if (committee.length != 0) revert WrongCaseState(workId, c.state);
-        if (block.number <= uint256(c.disputeBlock) + 1) revert CommitteeNotDrawn(workId);
-        (uint256 poolId, address worker) = _poolAndWorker(workId);
+        if (block.number <= uint256(d.disputeBlock) + 1) revert CommitteeNotDrawn(workId);
+        uint256 poolId = c.poolId;
         CourtParams storage p = _params[poolId];
-        uint64 until = uint64(c.disputedAt) + p.commitPeriod;
-        if (block.timestamp > until) revert OutsidePeriod(workId, c.disputedAt, until);
-        bytes32 seed = keccak256(abi.encode(_blockHashAfter(c.disputeBlock), workId));
+        uint64 until = uint64(d.disputedAt) + p.commitPeriod;
+        if (block.timestamp > until) revert OutsidePeriod(workId, d.disputedAt, until);
+        bytes32 seed = keccak256(abi.encode(_blockHashAfter(d.disputeBlock), workId));
         Entry[] storage entries = _entries[poolId];
         uint256 n = entries.length; // ≥ 2: the judge and the disputer
         uint256 size = p.committeeSize;
         uint128 penalty = p.nonVoterPenalty;
         for (uint256 j; j < 4 * size + 8 && committee.length < size; ++j) {
-            Entry storage e = entries[uint256(keccak256(abi.encode(seed, j))) % n];
+            uint256 index = uint256(keccak256(abi.encode(seed, j))) % n + 1;
+            Entry storage e = entries[index - 1];
             Validator storage v = _validators[poolId][e.validator];
             if (
-                v.deregisteredAt != 0 || e.registeredAt > c.disputedAt || v.index == c.judge
-                    || v.index == c.disputer || e.validator == worker || v.locked - v.reserved < penalty
-                    || _inCommittee(committee, e.validator)
+                v.deregisteredAt != 0 || e.registeredAt > c.submittedAt || index == c.judge || index == d.disputer
+                    || index == c.workerIndex || v.locked - v.reserved < penalty || _inCommittee(committee, e.validator)
             ) continue;
             v.reserved += uint96(penalty);
             committee.push(e.validator);
@@ -231,10 +266,9 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
 
     /// @notice Commit a vote: `commitment = keccak256(abi.encode(workId, voter, workValid, salt))`.
     function commitVote(bytes32 workId, bytes32 commitment) external {
-        Case storage c = _disputed(workId);
-        (uint256 poolId,) = _poolAndWorker(workId);
-        uint64 until = uint64(c.disputedAt) + _params[poolId].commitPeriod;
-        if (block.timestamp > until) revert OutsidePeriod(workId, c.disputedAt, until);
+        (Case storage c, Dispute storage d) = _disputed(workId);
+        uint64 until = uint64(d.disputedAt) + _params[c.poolId].commitPeriod;
+        if (block.timestamp > until) revert OutsidePeriod(workId, d.disputedAt, until);
         if (!_inCommittee(_committees[workId], msg.sender)) revert NotCommitteeMember(workId, msg.sender);
         bytes32 vote = _votes[workId][msg.sender];
         if (vote != bytes32(0) || commitment == bytes32(0) || commitment == REVEALED_VALID
@@ -245,10 +279,9 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
 
     /// @notice Reveal a committed vote during the reveal period.
     function revealVote(bytes32 workId, bool workValid, bytes32 salt) external {
-        Case storage c = _disputed(workId);
-        (uint256 poolId,) = _poolAndWorker(workId);
-        CourtParams storage p = _params[poolId];
-        uint64 from = uint64(c.disputedAt) + p.commitPeriod;
+        (Case storage c, Dispute storage d) = _disputed(workId);
+        CourtParams storage p = _params[c.poolId];
+        uint64 from = uint64(d.disputedAt) + p.commitPeriod;
         uint64 until = from + p.revealPeriod;
         if (block.timestamp <= from || block.timestamp > until) revert OutsidePeriod(workId, from + 1, until);
         bytes32 commitment = _votes[workId][msg.sender];
@@ -256,8 +289,8 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
             revert RevealMismatch(workId, msg.sender);
         }
         _votes[workId][msg.sender] = workValid ? REVEALED_VALID : REVEALED_INVALID;
-        if (workValid) c.votesValid += 1;
-        else c.votesInvalid += 1;
+        if (workValid) d.votesValid += 1;
+        else d.votesInvalid += 1;
         emit VoteRevealed(workId, msg.sender, workValid);
     }
 
@@ -268,44 +301,28 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     /// did not reveal lose `nonVoterPenalty`; the majority's voters share every amount taken (the
     /// remainder, or all of it when no one voted with a majority, goes to the pool's fee budget).
     function resolve(bytes32 workId) external nonReentrant {
-        Case storage c = _disputed(workId);
-        (uint256 poolId,) = _poolAndWorker(workId);
-        CourtParams storage p = _params[poolId];
-        uint64 until = uint64(c.disputedAt) + p.commitPeriod + p.revealPeriod;
+        (Case storage c, Dispute storage d) = _disputed(workId);
+        CourtParams storage p = _params[c.poolId];
+        uint64 until = uint64(d.disputedAt) + p.commitPeriod + p.revealPeriod;
         if (block.timestamp <= until) revert OutsidePeriod(workId, until + 1, type(uint64).max);
-        (uint16 yes, uint16 no) = (c.votesValid, c.votesInvalid);
+        (uint16 yes, uint16 no) = (d.votesValid, d.votesInvalid);
         bool workValid = yes > no ? true : no > yes ? false : c.accepted;
         bool overturned = workValid != c.accepted;
-        address judge = _entries[poolId][c.judge - 1].validator;
-        address disputer = _entries[poolId][c.disputer - 1].validator;
-        _validators[poolId][judge].reserved -= uint96(p.wrongVerdictSlash);
-        _validators[poolId][disputer].reserved -= uint96(p.disputeBond);
-        uint256 pot;
-        if (overturned) {
-            pot = _penalize(poolId, workId, judge, WHY_WRONG_VERDICT, p.wrongVerdictSlash);
-        } else if (yes + no > 0) {
-            pot = _penalize(poolId, workId, disputer, WHY_LOST_DISPUTE, p.disputeBond);
-        }
-        pot += _settleCommittee(poolId, workId, p.nonVoterPenalty);
-        // the winning party and the majority's voters share the pot; a tie has no majority to reward
-        uint256 winners = yes == no ? 0 : 1 + (workValid ? yes : no);
-        uint256 share = winners == 0 ? 0 : pot / winners;
-        if (share != 0) _payMajority(workId, overturned ? disputer : judge, workValid, share);
-        feeBudget[poolId] += pot - share * winners;
+        address winner = _settle(workId, c, d, p, overturned);
         emit DisputeResolved(workId, workValid, overturned, yes, no);
         if (overturned) {
             c.accepted = workValid;
             c.reasonCode = REASON_DISPUTE;
         }
-        _finalize(poolId, workId, c, p, overturned ? disputer : judge);
+        _finalize(c.poolId, workId, c, p, winner);
     }
 
     /// @notice Make an undisputed verdict final once its dispute window has passed (anyone): records it
     /// in the ComputePool, frees the judge's reservation and pays the verdict fee (and a challenge's bounty).
     function finalize(bytes32 workId) external nonReentrant {
-        Case storage c = _cases[workId];
+        Case storage c = cases[workId];
         if (c.state != CaseState.Verdict) revert WrongCaseState(workId, c.state);
-        (uint256 poolId,) = _poolAndWorker(workId);
+        uint256 poolId = c.poolId;
         CourtParams storage p = _params[poolId];
         uint64 from = uint64(c.verdictAt) + p.disputeWindow;
         if (block.timestamp <= from) revert OutsidePeriod(workId, from + 1, type(uint64).max);
@@ -341,29 +358,15 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     /// @notice The validator assigned to a submission (zero: none yet — wait one block — or none
     /// registered before it, or the hash is older than 256 blocks: then any registered validator may judge).
     function assignedValidator(bytes32 workId) external view returns (address) {
-        (uint256 poolId,, uint64 submittedAt, uint64 submittedBlock,) = pools.workSchedule(workId);
-        if (block.number <= submittedBlock + 1) return address(0);
-        (uint256 index,) = _assignment(poolId, workId, submittedAt, submittedBlock);
-        return index == 0 ? address(0) : _entries[poolId][index - 1].validator;
+        Case memory c = cases[workId];
+        if (c.state == CaseState.None || block.number <= uint256(c.submittedBlock) + 1) return address(0);
+        uint256 index = _assignment(workId, c);
+        return index == 0 ? address(0) : _entries[c.poolId][index - 1].validator;
     }
 
-    function getCase(bytes32 workId) external view returns (CaseView memory view_) {
-        Case memory c = _cases[workId];
-        view_.state = c.state;
-        view_.accepted = c.accepted;
-        view_.verdictAt = c.verdictAt;
-        view_.reasonCode = c.reasonCode;
-        view_.evidenceDigest = _evidence[workId];
-        view_.disputedAt = c.disputedAt;
-        view_.disputeBlock = c.disputeBlock;
-        view_.committee = _committees[workId];
-        view_.votesValid = c.votesValid;
-        view_.votesInvalid = c.votesInvalid;
-        if (c.state != CaseState.None) {
-            (uint256 poolId,) = _poolAndWorker(workId);
-            view_.judge = _entries[poolId][c.judge - 1].validator;
-            if (c.disputer != 0) view_.disputer = _entries[poolId][c.disputer - 1].validator;
-        }
+    /// @notice The validators drawn to decide the submission's dispute.
+    function committeeOf(bytes32 workId) external view returns (address[] memory) {
+        return _committees[workId];
     }
 
     /// @notice Seconds after deregistering before a validator's bond can be withdrawn: every case it
@@ -379,52 +382,48 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     /// worker, and the silent assigned one then loses `silencePenalty` to the judge. The judge reserves
     /// `wrongVerdictSlash` of its locked stake until the verdict is final.
     function _judge(bytes32 workId, bool accepted, uint16 reasonCode, bytes32 evidenceDigest) private {
-        Case storage c = _cases[workId];
-        if (c.state != CaseState.None) revert WrongCaseState(workId, c.state);
-        (uint256 poolId, CourtParams storage p, Validator storage v) = _eligibleJudge(workId);
-        uint128 exposure = p.wrongVerdictSlash;
+        Case storage c = cases[workId];
+        if (c.state != CaseState.Pending) revert WrongCaseState(workId, c.state);
+        uint256 poolId = c.poolId;
+        CourtParams storage p = _params[poolId];
+        Validator storage v = _eligibleJudge(workId, c, p);
+        uint96 exposure = p.wrongVerdictSlash;
         if (v.locked - v.reserved < exposure) revert InsufficientBond(v.locked - v.reserved, exposure);
-        v.reserved += uint96(exposure);
-        _cases[workId] = Case({
-            state: CaseState.Verdict,
-            accepted: accepted,
-            judge: v.index,
-            verdictAt: uint40(block.timestamp),
-            reasonCode: reasonCode,
-            disputer: 0,
-            disputedAt: 0,
-            disputeBlock: 0,
-            votesValid: 0,
-            votesInvalid: 0
-        });
-        if (!accepted) _evidence[workId] = evidenceDigest;
+        v.reserved += exposure;
+        c.state = CaseState.Verdict;
+        c.accepted = accepted;
+        c.judge = v.index;
+        c.verdictAt = uint40(block.timestamp);
+        if (!accepted) {
+            c.reasonCode = reasonCode;
+            _evidence[workId] = evidenceDigest;
+        }
         emit VerdictGiven(poolId, workId, msg.sender, accepted, reasonCode, evidenceDigest);
     }
 
-    /// @dev The caller's record if it may give the first verdict now (penalizing a silent assigned validator).
-    function _eligibleJudge(bytes32 workId)
+    /// @dev The caller's record if it may give the first verdict now (penalizing a silent assigned
+    /// validator): registered before the submission and not deregistered by then, not the worker.
+    function _eligibleJudge(bytes32 workId, Case storage c, CourtParams storage p)
         private
-        returns (uint256 poolId, CourtParams storage p, Validator storage v)
+        returns (Validator storage v)
     {
-        address worker;
-        uint64 submittedAt;
-        uint64 submittedBlock;
-        IComputePool.WorkStatus status;
-        (poolId, worker, submittedAt, submittedBlock, status) = pools.workSchedule(workId);
-        if (status != IComputePool.WorkStatus.Pending) revert SubmissionNotPending(workId);
-        p = _configured(poolId);
+        uint64 submittedAt = c.submittedAt;
         if (block.timestamp > submittedAt + p.verdictWindow) {
             revert OutsidePeriod(workId, submittedAt, submittedAt + p.verdictWindow);
         }
-        if (block.number <= submittedBlock + 1) revert AssignmentNotDrawn(workId);
+        if (block.number <= uint256(c.submittedBlock) + 1) revert AssignmentNotDrawn(workId);
+        uint256 poolId = c.poolId;
         v = _validators[poolId][msg.sender];
-        if (v.index == 0 || (v.deregisteredAt != 0 && v.deregisteredAt <= submittedAt) || msg.sender == worker) {
-            revert NotEligible(workId, msg.sender);
-        }
-        (uint256 assigned, address assignedAddress) = _assignment(poolId, workId, submittedAt, submittedBlock);
-        if (assigned != 0 && assigned != v.index) {
-            if (block.timestamp <= submittedAt + p.assignedWindow) revert NotAssigned(workId, assignedAddress);
-            _penalizeSilence(poolId, workId, assignedAddress, msg.sender, p.silencePenalty);
+        uint24 index = v.index;
+        if (
+            index == 0 || index == c.workerIndex || (v.deregisteredAt != 0 && v.deregisteredAt <= submittedAt)
+                || _entries[poolId][index - 1].registeredAt > submittedAt
+        ) revert NotEligible(workId, msg.sender);
+        uint256 assigned = _assignment(workId, c);
+        if (assigned != 0 && assigned != index) {
+            address silent = _entries[poolId][assigned - 1].validator;
+            if (block.timestamp <= submittedAt + p.assignedWindow) revert NotAssigned(workId, silent);
+            _penalizeSilence(poolId, workId, silent, msg.sender, p.silencePenalty);
         }
     }
 
@@ -446,6 +445,31 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
             uint256 bounty = token.balanceOf(address(this)) - before;
             if (bounty != 0) _credit(owner_, bounty);
         }
+    }
+
+    /// @dev Free the parties' reservations, take the losing side's stake and every non-voter's penalty,
+    /// and share it between the winning party (returned) and the majority's voters; a tie has no majority
+    /// to reward, so then (and for the division's remainder) it goes to the pool's fee budget.
+    function _settle(bytes32 workId, Case storage c, Dispute storage d, CourtParams storage p, bool overturned)
+        private
+        returns (address winner)
+    {
+        uint256 poolId = c.poolId;
+        address judge = _entries[poolId][c.judge - 1].validator;
+        address disputer = _entries[poolId][d.disputer - 1].validator;
+        _validators[poolId][judge].reserved -= p.wrongVerdictSlash;
+        _validators[poolId][disputer].reserved -= uint96(p.disputeBond);
+        uint256 votes = uint256(d.votesValid) + d.votesInvalid;
+        uint256 pot;
+        if (overturned) pot = _penalize(poolId, workId, judge, WHY_WRONG_VERDICT, p.wrongVerdictSlash);
+        else if (votes > 0) pot = _penalize(poolId, workId, disputer, WHY_LOST_DISPUTE, p.disputeBond);
+        pot += _settleCommittee(poolId, workId, p.nonVoterPenalty);
+        winner = overturned ? disputer : judge;
+        bool workValid = overturned != c.accepted;
+        uint256 winners = d.votesValid == d.votesInvalid ? 0 : 1 + (workValid ? d.votesValid : d.votesInvalid);
+        uint256 share = winners == 0 ? 0 : pot / winners;
+        if (share != 0) _payMajority(workId, winner, workValid, share);
+        feeBudget[poolId] += pot - share * winners;
     }
 
     /// @dev Free every committee seat's reservation and take `penalty` from the members that did not reveal.
@@ -494,22 +518,17 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
 
     /// @dev The assigned validator's 1-based index (0 = none): uniform over the validators registered at the
     /// submission (a prefix of the append-only list, found walking back from its end), by the hash of the
-    /// block after the submission; none if that validator had deregistered by then.
-    function _assignment(uint256 poolId, bytes32 workId, uint64 submittedAt, uint64 submittedBlock)
-        private
-        view
-        returns (uint256 index, address validator)
-    {
-        Entry[] storage entries = _entries[poolId];
+    /// block after the submission; none if that validator re-registered since or had deregistered by then.
+    function _assignment(bytes32 workId, Case memory c) private view returns (uint256 index) {
+        Entry[] storage entries = _entries[c.poolId];
         uint256 n = entries.length;
-        while (n != 0 && entries[n - 1].registeredAt > submittedAt) --n;
-        bytes32 hash = blockhash(submittedBlock + 1);
-        if (n == 0 || hash == bytes32(0)) return (0, address(0));
+        while (n != 0 && entries[n - 1].registeredAt > c.submittedAt) --n;
+        bytes32 hash = blockhash(uint256(c.submittedBlock) + 1);
+        if (n == 0 || hash == bytes32(0)) return 0;
         index = uint256(keccak256(abi.encode(hash, workId))) % n + 1;
         Entry storage e = entries[index - 1];
-        validator = e.validator;
-        uint40 gone = _validators[poolId][validator].deregisteredAt;
-        if (e.registeredAt > submittedAt || (gone != 0 && gone <= submittedAt)) return (0, address(0));
+        uint40 gone = _validators[c.poolId][e.validator].deregisteredAt;
+        if (e.registeredAt > c.submittedAt || (gone != 0 && gone <= c.submittedAt)) return 0;
     }
 
     /// @dev The hash of block `b + 1`; if it is older than 256 blocks, the previous block's (documented bias).
@@ -536,10 +555,6 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         return false;
     }
 
-    function _poolAndWorker(bytes32 workId) private view returns (uint256 poolId, address worker) {
-        (poolId, worker,,,) = pools.workSchedule(workId);
-    }
-
     function _configured(uint256 poolId) private view returns (CourtParams storage p) {
         p = _params[poolId];
         if (p.committeeSize == 0) revert NotConfigured(poolId);
@@ -550,9 +565,10 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         if (v.index == 0 || v.deregisteredAt != 0) revert NotRegistered(poolId, who);
     }
 
-    function _disputed(bytes32 workId) private view returns (Case storage c) {
-        c = _cases[workId];
+    function _disputed(bytes32 workId) private view returns (Case storage c, Dispute storage d) {
+        c = cases[workId];
         if (c.state != CaseState.Disputed) revert WrongCaseState(workId, c.state);
+        d = disputes[workId];
     }
 
     function _exitDelay(CourtParams storage p) private view returns (uint64) {
@@ -581,7 +597,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         if (p.validatorBond < p.wrongVerdictSlash || p.validatorBond < p.nonVoterPenalty) {
             revert BadCourtParams(6);
         }
-        if (p.validatorBond > type(uint96).max || p.disputeBond > type(uint96).max) {
+        if (p.validatorBond > type(uint96).max || p.disputeBond > type(uint96).max || p.verdictWindow > MAX_PERIOD) {
             revert BadCourtParams(7);
         }
     }

@@ -3,7 +3,7 @@ pragma solidity ^0.8.24;
 
 import {BaseTest} from "./Base.t.sol";
 import {IComputePool} from "../src/IComputePool.sol";
-import {IValidatorCourt} from "../src/IValidatorCourt.sol";
+import {IJudgedPool, IValidatorCourt} from "../src/IValidatorCourt.sol";
 import {ValidatorCourt} from "../src/ValidatorCourt.sol";
 
 /// A pool judged by the ValidatorCourt, with seven bonded validators.
@@ -15,20 +15,20 @@ abstract contract CourtBase is BaseTest {
     uint128 internal constant BOND = 100 ether;
     uint128 internal constant FEE = 1 ether;
     uint128 internal constant DISPUTE_BOND = 20 ether;
-    uint128 internal constant WRONG_SLASH = 40 ether;
+    uint96 internal constant WRONG_SLASH = 40 ether;
     uint128 internal constant NO_VOTE = 5 ether;
     uint128 internal constant SILENCE = 2 ether;
-    uint32 internal constant ASSIGNED = 5 minutes;
-    uint32 internal constant VERDICT = 15 minutes;
-    uint32 internal constant DISPUTE = 10 minutes;
-    uint32 internal constant COMMIT = 10 minutes;
-    uint32 internal constant REVEAL = 10 minutes;
+    uint24 internal constant ASSIGNED = 5 minutes;
+    uint24 internal constant VERDICT = 15 minutes;
+    uint24 internal constant DISPUTE = 10 minutes;
+    uint24 internal constant COMMIT = 10 minutes;
+    uint24 internal constant REVEAL = 10 minutes;
     bytes32 internal constant DIGEST = keccak256("rollouts");
     bytes32 internal constant EVIDENCE = keccak256("evidence");
 
     function setUp() public virtual override {
         super.setUp();
-        court = new ValidatorCourt(pools);
+        court = new ValidatorCourt(IJudgedPool(address(pools)));
         vm.startPrank(admin);
         stake.grantRole(stake.SLASHER_ROLE(), address(court));
         vm.stopPrank();
@@ -37,7 +37,7 @@ abstract contract CourtBase is BaseTest {
         vm.startPrank(owner);
         poolId = pools.createPool(p);
         pools.fundPool(poolId, 10_000 ether);
-        pools.freezeValidators(poolId);
+        pools.freezeValidators(poolId, address(court));
         court.configurePool(poolId, _courtParams());
         token.approve(address(court), type(uint256).max);
         court.fundFees(poolId, 100 ether);
@@ -57,7 +57,6 @@ abstract contract CourtBase is BaseTest {
             validatorBond: BOND,
             verdictFee: FEE,
             disputeBond: DISPUTE_BOND,
-            wrongVerdictSlash: WRONG_SLASH,
             nonVoterPenalty: NO_VOTE,
             silencePenalty: SILENCE,
             assignedWindow: ASSIGNED,
@@ -65,7 +64,8 @@ abstract contract CourtBase is BaseTest {
             disputeWindow: DISPUTE,
             commitPeriod: COMMIT,
             revealPeriod: REVEAL,
-            committeeSize: 3
+            committeeSize: 3,
+            wrongVerdictSlash: WRONG_SLASH
         });
     }
 
@@ -106,7 +106,7 @@ abstract contract CourtBase is BaseTest {
         court.dispute(workId, EVIDENCE);
         vm.roll(block.number + 2);
         court.drawCommittee(workId);
-        committee = court.getCase(workId).committee;
+        committee = court.committeeOf(workId);
         for (uint256 i; i < committee.length; ++i) {
             if (votes[i] == 0) continue;
             vm.prank(committee[i]);
@@ -119,6 +119,10 @@ abstract contract CourtBase is BaseTest {
             court.revealVote(workId, votes[i] == 1, keccak256(abi.encode(committee[i])));
         }
         vm.warp(block.timestamp + REVEAL);
+    }
+
+    function _caseState(bytes32 workId) internal view returns (IValidatorCourt.CaseState state) {
+        (,,,, state,,,,) = court.cases(workId);
     }
 
     function _locked(address v) internal view returns (uint256) {
@@ -145,11 +149,11 @@ contract ValidatorCourtTest is CourtBase {
         pools.setValidator(open, validator, false);
         vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.CourtNotSoleValidator.selector, open));
         court.configurePool(open, _courtParams()); // not frozen yet
-        pools.freezeValidators(open);
+        pools.freezeValidators(open, address(court));
         vm.expectRevert(abi.encodeWithSelector(IComputePool.ValidatorsAreFrozen.selector, open));
         pools.setValidator(open, owner, true); // the owner can no longer add a validator of its own
         IValidatorCourt.CourtParams memory bad = _courtParams();
-        bad.verdictWindow = WINDOW; // nothing left of the challenge window for disputes
+        bad.verdictWindow = uint24(WINDOW); // nothing left of the challenge window for disputes
         vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.BadCourtParams.selector, 4));
         court.configurePool(open, bad);
         vm.stopPrank();
@@ -188,7 +192,7 @@ contract ValidatorCourtTest is CourtBase {
         court.attest(workId);
         vm.prank(assigned);
         court.attest(workId);
-        assertEq(uint8(court.getCase(workId).state), uint8(IValidatorCourt.CaseState.Verdict));
+        assertEq(uint8(_caseState(workId)), uint8(IValidatorCourt.CaseState.Verdict));
         assertEq(court.getValidator(poolId, assigned).reserved, WRONG_SLASH);
         // the verdict is not final: the ComputePool still has the work pending, nothing to claim
         assertEq(uint8(_status(workId)), uint8(IComputePool.WorkStatus.Pending));
@@ -350,7 +354,7 @@ contract ValidatorCourtTest is CourtBase {
         court.drawCommittee(workId); // the block after the dispute is not there yet
         vm.roll(block.number + 2);
         court.drawCommittee(workId);
-        address[] memory committee = court.getCase(workId).committee;
+        address[] memory committee = court.committeeOf(workId);
         for (uint256 i; i < committee.length; ++i) {
             assertTrue(committee[i] != judge && committee[i] != disputer && committee[i] != alice);
         }
