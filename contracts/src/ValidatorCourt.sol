@@ -90,7 +90,8 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     mapping(bytes32 workId => Dispute) public disputes;
     mapping(bytes32 workId => bytes32) private _evidence;
     mapping(bytes32 workId => address[]) private _committees;
-    mapping(bytes32 workId => mapping(address voter => bytes32)) private _votes;
+    /// @notice A committee member's commitment, then (once revealed) 1 = work valid, 2 = invalid.
+    mapping(bytes32 workId => mapping(address voter => bytes32)) public votes;
     /// @notice Fees, bounties and shares of penalties owed to each address (`withdraw`).
     mapping(address => uint256) public credits;
 
@@ -270,10 +271,10 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         uint64 until = uint64(d.disputedAt) + _params[c.poolId].commitPeriod;
         if (block.timestamp > until) revert OutsidePeriod(workId, d.disputedAt, until);
         if (!_inCommittee(_committees[workId], msg.sender)) revert NotCommitteeMember(workId, msg.sender);
-        bytes32 vote = _votes[workId][msg.sender];
+        bytes32 vote = votes[workId][msg.sender];
         if (vote != bytes32(0) || commitment == bytes32(0) || commitment == REVEALED_VALID
                 || commitment == REVEALED_INVALID) revert AlreadyCommitted(workId, msg.sender);
-        _votes[workId][msg.sender] = commitment;
+        votes[workId][msg.sender] = commitment;
         emit VoteCommitted(workId, msg.sender);
     }
 
@@ -284,11 +285,11 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         uint64 from = uint64(d.disputedAt) + p.commitPeriod;
         uint64 until = from + p.revealPeriod;
         if (block.timestamp <= from || block.timestamp > until) revert OutsidePeriod(workId, from + 1, until);
-        bytes32 commitment = _votes[workId][msg.sender];
+        bytes32 commitment = votes[workId][msg.sender];
         if (commitment == bytes32(0) || commitment != keccak256(abi.encode(workId, msg.sender, workValid, salt))) {
             revert RevealMismatch(workId, msg.sender);
         }
-        _votes[workId][msg.sender] = workValid ? REVEALED_VALID : REVEALED_INVALID;
+        votes[workId][msg.sender] = workValid ? REVEALED_VALID : REVEALED_INVALID;
         if (workValid) d.votesValid += 1;
         else d.votesInvalid += 1;
         emit VoteRevealed(workId, msg.sender, workValid);
@@ -478,7 +479,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         for (uint256 i; i < committee.length; ++i) {
             address member = committee[i];
             _validators[poolId][member].reserved -= uint96(penalty);
-            bytes32 vote = _votes[workId][member];
+            bytes32 vote = votes[workId][member];
             if (vote != REVEALED_VALID && vote != REVEALED_INVALID) {
                 taken += _penalize(poolId, workId, member, WHY_NO_VOTE, penalty);
             }
@@ -491,7 +492,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         bytes32 winning = workValid ? REVEALED_VALID : REVEALED_INVALID;
         address[] storage committee = _committees[workId];
         for (uint256 i; i < committee.length; ++i) {
-            if (_votes[workId][committee[i]] == winning) _credit(committee[i], share);
+            if (votes[workId][committee[i]] == winning) _credit(committee[i], share);
         }
     }
 
