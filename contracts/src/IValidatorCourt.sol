@@ -32,7 +32,8 @@ interface IValidatorCourt {
     /// @param verdictFee paid from the pool's fee budget to the validator whose verdict becomes final
     /// @param disputeBond stake a disputer locks; lost if the committee upholds the verdict
     /// @param wrongVerdictSlash taken from a validator whose verdict the committee overturns
-    /// @param nonVoterPenalty taken from a committee member that does not reveal a vote
+    /// @param nonVoterPenalty taken from a committee member that does not reveal a vote, or (unless the
+    /// votes tie) reveals the losing one
     /// @param silencePenalty taken from an assigned validator that gave no verdict in its window
     /// @param assignedWindow seconds after submission in which only the assigned validator may judge
     /// @param verdictWindow seconds after submission in which any first verdict must be given
@@ -91,7 +92,8 @@ interface IValidatorCourt {
     event VoteRevealed(bytes32 indexed workId, address indexed voter, bool workValid);
     /// @notice The dispute was decided: `workValid` by the revealed majority (a tie or no vote keeps the verdict).
     event DisputeResolved(bytes32 indexed workId, bool workValid, bool overturned, uint16 votesValid, uint16 votesInvalid);
-    /// @notice `party` lost `amount` of its locked stake (`why`: 1 wrong verdict, 2 lost dispute, 3 no vote, 4 silence).
+    /// @notice `party` lost `amount` of its locked stake (`why`: 1 wrong verdict, 2 lost dispute, 3 no vote,
+    /// 4 silence, 5 voted against the majority).
     event ValidatorPenalized(uint256 indexed poolId, bytes32 indexed workId, address indexed party, uint8 why, uint256 amount);
     /// @notice The verdict became final and was recorded in the ComputePool (`accepted` → attest, else challenge).
     event VerdictFinal(uint256 indexed poolId, bytes32 indexed workId, bool accepted, address judge, uint256 fee);

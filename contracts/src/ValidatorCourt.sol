@@ -38,6 +38,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     uint8 private constant WHY_LOST_DISPUTE = 2;
     uint8 private constant WHY_NO_VOTE = 3;
     uint8 private constant WHY_SILENCE = 4;
+    uint8 private constant WHY_MINORITY = 5;
     bytes32 private constant REVEALED_VALID = bytes32(uint256(1));
     bytes32 private constant REVEALED_INVALID = bytes32(uint256(2));
 
@@ -464,24 +465,31 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         uint256 pot;
         if (overturned) pot = _penalize(poolId, workId, judge, WHY_WRONG_VERDICT, p.wrongVerdictSlash);
         else if (votes > 0) pot = _penalize(poolId, workId, disputer, WHY_LOST_DISPUTE, p.disputeBond);
-        pot += _settleCommittee(poolId, workId, p.nonVoterPenalty);
-        winner = overturned ? disputer : judge;
         bool workValid = overturned != c.accepted;
+        bool tie = d.votesValid == d.votesInvalid;
+        pot += _settleCommittee(poolId, workId, p.nonVoterPenalty, workValid ? REVEALED_VALID : REVEALED_INVALID, tie);
+        winner = overturned ? disputer : judge;
         uint256 winners = d.votesValid == d.votesInvalid ? 0 : 1 + (workValid ? d.votesValid : d.votesInvalid);
         uint256 share = winners == 0 ? 0 : pot / winners;
         if (share != 0) _payMajority(workId, winner, workValid, share);
         feeBudget[poolId] += pot - share * winners;
     }
 
-    /// @dev Free every committee seat's reservation and take `penalty` from the members that did not reveal.
-    function _settleCommittee(uint256 poolId, bytes32 workId, uint128 penalty) private returns (uint256 taken) {
+    /// @dev Free every committee seat's reservation and take `penalty` from the members that did not reveal
+    /// and, unless the votes tied, from those that revealed the losing vote (so that a vote not made by
+    /// checking the work — at random, or always the same — loses in expectation).
+    function _settleCommittee(uint256 poolId, bytes32 workId, uint128 penalty, bytes32 winning, bool tie)
+        private
+        returns (uint256 taken)
+    {
         address[] storage committee = _committees[workId];
         for (uint256 i; i < committee.length; ++i) {
             address member = committee[i];
             _validators[poolId][member].reserved -= uint96(penalty);
             bytes32 vote = votes[workId][member];
-            if (vote != REVEALED_VALID && vote != REVEALED_INVALID) {
-                taken += _penalize(poolId, workId, member, WHY_NO_VOTE, penalty);
+            bool revealed = vote == REVEALED_VALID || vote == REVEALED_INVALID;
+            if (!revealed || (!tie && vote != winning)) {
+                taken += _penalize(poolId, workId, member, revealed ? WHY_MINORITY : WHY_NO_VOTE, penalty);
             }
         }
     }

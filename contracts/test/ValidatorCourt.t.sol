@@ -275,9 +275,9 @@ contract ValidatorCourtTest is CourtBase {
         court.finalize(workId); // a disputed verdict is final only through resolve
         court.resolve(workId);
         assertEq(_locked(judge), BOND - WRONG_SLASH, "judge loses exactly wrongVerdictSlash");
-        assertEq(_locked(committee[2]), BOND, "a minority voter loses nothing");
-        // pot = WRONG_SLASH, shared by the disputer and the two majority voters
-        uint256 share = uint256(WRONG_SLASH) / 3;
+        assertEq(_locked(committee[2]), BOND - NO_VOTE, "a minority voter loses nonVoterPenalty");
+        // pot = WRONG_SLASH + the minority's penalty, shared by the disputer and the two majority voters
+        uint256 share = (uint256(WRONG_SLASH) + NO_VOTE) / 3;
         uint256 bounty = uint256(SLASH) * BOUNTY_BPS / 10_000;
         assertEq(court.credits(disputer), share + FEE + bounty);
         assertEq(court.credits(committee[0]), share);
@@ -435,8 +435,10 @@ contract ValidatorCourtTest is CourtBase {
         assertEq(_locked(judge), overturned ? BOND - WRONG_SLASH : BOND);
         uint256 disputerAfter = disputerLocked + DISPUTE_BOND - (!overturned && yes + no > 0 ? DISPUTE_BOND : 0);
         assertEq(_locked(disputer), disputerAfter);
+        bool tie = yes == no;
         for (uint256 i; i < committee.length; ++i) {
-            assertEq(_locked(committee[i]), votes[i] == 0 ? BOND - NO_VOTE : BOND);
+            bool lost = votes[i] == 0 || (!tie && (votes[i] == 1) != workValid);
+            assertEq(_locked(committee[i]), lost ? BOND - NO_VOTE : BOND, "out of the majority: exactly the penalty");
             assertEq(court.getValidator(poolId, committee[i]).reserved, 0);
         }
         assertEq(court.getValidator(poolId, judge).reserved, 0);
