@@ -73,6 +73,7 @@ interface IValidatorCourt {
 
     event CourtConfigured(uint256 indexed poolId, CourtParams params);
     event ValidatorRegistered(uint256 indexed poolId, address indexed validator, uint32 index, uint256 bond);
+    event BondAdded(uint256 indexed poolId, address indexed validator, uint256 amount, uint256 locked);
     event ValidatorDeregistered(uint256 indexed poolId, address indexed validator, uint64 exitAt);
     event BondWithdrawn(uint256 indexed poolId, address indexed validator, uint256 amount);
     event FeesFunded(uint256 indexed poolId, address indexed from, uint256 amount, uint256 feeBudget);

@@ -176,6 +176,17 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         emit ValidatorRegistered(poolId, msg.sender, v.index, v.locked);
     }
 
+    /// @notice Lock `amount` more of the caller's free bonded stake here: each open verdict reserves
+    /// `wrongVerdictSlash` of it, so the locked stake bounds how many verdicts a validator has open at once.
+    function addBond(uint256 poolId, uint256 amount) external {
+        _configured(poolId);
+        Validator storage v = _registered(poolId, msg.sender);
+        if (amount == 0) revert ZeroAmount();
+        if (uint256(v.locked) + amount > type(uint96).max) revert BadCourtParams(7);
+        _lock(v, amount);
+        emit BondAdded(poolId, msg.sender, amount, v.locked);
+    }
+
     /// @notice Stop validating the pool. Work submitted before now may still be assigned to the caller;
     /// its bond can be withdrawn once `exitDelay` has passed and nothing of it is reserved.
     function deregister(uint256 poolId) external {

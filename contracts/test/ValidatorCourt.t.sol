@@ -179,6 +179,24 @@ contract ValidatorCourtTest is CourtBase {
         court.register(poolId);
     }
 
+    function test_lockedStakeBoundsOpenVerdicts() public {
+        address v = vals[0];
+        bytes32[3] memory works;
+        for (uint256 i; i < 3; ++i) {
+            (works[i],) = _submitAndDraw();
+        }
+        vm.warp(block.timestamp + ASSIGNED + 1); // v may stand in for whoever is assigned
+        vm.startPrank(v);
+        court.attest(works[0]); // 100 ether of bond: two verdicts of 40 ether exposure each
+        court.attest(works[1]);
+        vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.InsufficientBond.selector, 20 ether, WRONG_SLASH));
+        court.attest(works[2]);
+        court.addBond(poolId, 20 ether);
+        court.attest(works[2]);
+        vm.stopPrank();
+        assertEq(court.getValidator(poolId, v).reserved, 3 * uint256(WRONG_SLASH));
+    }
+
     function test_onlyTheAssignedValidatorJudgesFirst() public {
         bytes32 workId = _submit(alice, poolId, 0, DIGEST, 10);
         vm.prank(vals[0]);

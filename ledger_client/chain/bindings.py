@@ -434,6 +434,10 @@ class ValidatorCourt(BoundContract):
         """Call `REASON_DISPUTE` (view)."""
         return self._call("REASON_DISPUTE")
 
+    def add_bond(self, pool_id: int, amount: int) -> Any:
+        """Send a `addBond` transaction; returns the receipt."""
+        return self._transact("addBond", pool_id, amount)
+
     def assigned_validator(self, work_id: bytes) -> str:
         """Call `assignedValidator` (view)."""
         return self._call("assignedValidator", work_id)
@@ -618,6 +622,17 @@ class Approval:
     owner: str
     spender: str
     value: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class BondAdded:
+    """Event `BondAdded`."""
+
+    pool_id: int
+    validator: str
+    amount: int
+    locked: int
     meta: EventMeta
 
 
@@ -1067,6 +1082,7 @@ class WorkerLeft:
 
 EVENT_TYPES: dict[str, type] = {
     "Approval": Approval,
+    "BondAdded": BondAdded,
     "BondWithdrawn": BondWithdrawn,
     "Bonded": Bonded,
     "CheckpointPublished": CheckpointPublished,
