@@ -47,8 +47,8 @@ SPEC = RunSpec(
 N = 8
 COURT = CourtConfig(validator_bond=200 * TOKENS, verdict_fee=TOKENS, dispute_bond=20 * TOKENS,
                     wrong_verdict_slash=60 * TOKENS, non_voter_penalty=10 * TOKENS, silence_penalty=5 * TOKENS,
-                    assigned_window_s=6, verdict_window_s=40, dispute_window_s=20, commit_period_s=12,
-                    reveal_period_s=12, committee_size=3, fee_funding=100 * TOKENS)
+                    assigned_window_s=6, verdict_window_s=40, dispute_window_s=20, commit_period_s=15,
+                    reveal_period_s=10, committee_size=3, fee_funding=100 * TOKENS)
 HONEST, ADVERSARIES = (5, 6, 7), {8: AttestEverything(), 9: ChallengeEverything(), 10: Silent()}
 WORKER = 4
 
@@ -122,6 +122,11 @@ def test_dishonest_validators_lose_stake_and_honest_parties_lose_nothing(court_p
     address = {pool.accounts[i].address: i for i in (*HONEST, *ADVERSARIES)}
     before = {i: pool.locked(i) for i in address.values()}
     daemons = [pool.daemon(i, Conduct()) for i in HONEST] + [pool.daemon(i, c) for i, c in ADVERSARIES.items()]
+    starting = [threading.Thread(target=d.checkers.start) for d in daemons]  # checker processes up before any file
+    for t in starting:
+        t.start()
+    for t in starting:
+        t.join()
     stop = threading.Event()
     threads = [threading.Thread(target=d.run, args=(stop,), daemon=True) for d in daemons]
     for t in threads:
@@ -132,7 +137,6 @@ def test_dishonest_validators_lose_stake_and_honest_parties_lose_nothing(court_p
     # who will judge its file (the hash of the next block decides), so it submits until each has happened
     needed = {8: False, 9: True, 10: None}
     court = pool.ledger(0).court
-    t0 = time.monotonic()
     try:
         while needed and len(works) < 60:
             wants = {h for h in needed.values() if h is not None} or {True}
@@ -148,14 +152,10 @@ def test_dishonest_validators_lose_stake_and_honest_parties_lose_nothing(court_p
                 if judge in needed and needed[judge] in (None, works[w]):
                     needed.pop(judge)
         assert not needed, f"no fitting assignment in {len(works)} submissions for {sorted(needed)}"
-        print("SUBMITTED", len(works), time.monotonic() - t0, flush=True)
         court = pool.ledger(0).court
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and any(court.cases(w)[4] != CaseState.FINAL for w in works):
             time.sleep(1.0)
-        print("DONE", time.monotonic() - t0, [court.cases(w)[4] for w in works], flush=True)
-        for d in daemons:
-            print("DAEMON", d.conduct.name, len(d.retries.entries), [(k[:20], e.history[-2:], e.next_at - time.time()) for k, e in list(d.retries.entries.items())[:3]], d.duties.book.outcomes, flush=True)
     finally:
         stop.set()
         for t in threads:

@@ -514,6 +514,10 @@ class ValidatorDaemon:
                                    "finding": "every check passed"}).encode())
         try:
             receipt = self.court.dispute(s.work_id, digest)
+        except TransactionFailed:  # another auditor's dispute was mined first
+            if self.court.cases(s.work_id)[4] != CaseState.VERDICT:
+                return 0
+            raise
         except ContractRevert as exc:
             if exc.error in ("WrongCaseState", "OutsidePeriod", "NotEligible", "NotRegistered"):
                 return 0

@@ -232,7 +232,8 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         if (block.timestamp > until) revert OutsidePeriod(workId, c.verdictAt, until);
         Validator storage v = _registered(poolId, msg.sender);
         if (v.index == c.judge || v.index == c.workerIndex) revert NotEligible(workId, msg.sender);
-        _lock(v, p.disputeBond);
+        uint256 free = v.locked - v.reserved; // a freed dispute bond stays locked here: use it again first
+        if (free < p.disputeBond) _lock(v, p.disputeBond - free);
         v.reserved += uint96(p.disputeBond);
         c.state = CaseState.Disputed;
         disputes[workId] = Dispute({

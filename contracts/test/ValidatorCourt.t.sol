@@ -333,8 +333,9 @@ contract ValidatorCourtTest is CourtBase {
         uint256 disputerLocked = _locked(disputer);
         address[] memory committee = _disputeAndVote(workId, disputer, [uint8(1), 1, 0]);
         court.resolve(workId);
-        assertEq(_locked(disputer), disputerLocked, "dispute bond locked, then taken: net zero of the old lock");
-        assertEq(stake.lockedOf(address(court), disputer), disputerLocked);
+        // the bond came from the disputer's unreserved locked stake, and was taken from it
+        assertEq(_locked(disputer), disputerLocked - DISPUTE_BOND, "the disputer loses exactly its dispute bond");
+        assertEq(stake.lockedOf(address(court), disputer), disputerLocked - DISPUTE_BOND);
         assertEq(_locked(committee[2]), BOND - NO_VOTE, "a silent member loses exactly nonVoterPenalty");
         uint256 pot = uint256(DISPUTE_BOND) + NO_VOTE;
         uint256 share = pot / 3; // judge + two majority voters
@@ -352,7 +353,7 @@ contract ValidatorCourtTest is CourtBase {
         address disputer = _other(judge, address(0));
         address[] memory committee = _disputeAndVote(workId, disputer, [uint8(0), 0, 0]);
         court.resolve(workId);
-        assertEq(_locked(disputer), BOND + DISPUTE_BOND, "bond freed, not taken");
+        assertEq(_locked(disputer), BOND, "bond freed, not taken");
         assertEq(court.getValidator(poolId, disputer).reserved, 0);
         for (uint256 i; i < committee.length; ++i) {
             assertEq(_locked(committee[i]), BOND - NO_VOTE);
@@ -451,7 +452,7 @@ contract ValidatorCourtTest is CourtBase {
         bool workValid = yes > no ? true : no > yes ? false : attested;
         bool overturned = workValid != attested;
         assertEq(_locked(judge), overturned ? BOND - WRONG_SLASH : BOND);
-        uint256 disputerAfter = disputerLocked + DISPUTE_BOND - (!overturned && yes + no > 0 ? DISPUTE_BOND : 0);
+        uint256 disputerAfter = disputerLocked - (!overturned && yes + no > 0 ? DISPUTE_BOND : 0);
         assertEq(_locked(disputer), disputerAfter);
         bool tie = yes == no;
         for (uint256 i; i < committee.length; ++i) {
