@@ -5,7 +5,11 @@ the worker's registry entry and token balances already exist), i.e. the second o
 the call. `execution` is the receipt's gasUsed minus the intrinsic cost (21000 + calldata),
 which is what the budgets below refer to; `total` is the receipt's gasUsed.
 
-Budgets (issue #2): submitWork ≤ 60,000, attest ≤ 40,000, claim ≤ 60,000.
+Budgets (issue #2): submitWork ≤ 60,000, attest ≤ 40,000, claim ≤ 60,000; (issue 13) the court's first
+verdict `court.attest` ≤ 40,000. The `court.*` rows are a pool judged by the ValidatorCourt: register,
+attest (by the assigned validator), dispute, drawCommittee, commitVote, revealVote, resolve and finalize;
+`submitWork (court pool)` includes the court's submission hook, which opens the case so that a verdict
+only updates it.
 """
 
 from __future__ import annotations
@@ -18,13 +22,12 @@ from rich.console import Console
 from rich.table import Table
 
 from deploy.anvil import dev_accounts, start_anvil
-from ledger_client.chain.ledger import Ledger, connect
-
-from ledger_client.chain.bindings import PoolParams
-
 from deploy.contracts import deploy_contracts
+from ledger_client.chain.bindings import CourtParams, PoolParams
+from ledger_client.chain.ledger import Ledger, connect
+from validator.court import vote_commitment
 
-BUDGETS = {"submitWork": 60_000, "attest": 40_000, "claim": 60_000}
+BUDGETS = {"submitWork": 60_000, "attest": 40_000, "claim": 60_000, "court.attest": 40_000}
 
 
 def _intrinsic(w3, tx_hash) -> int:
@@ -88,7 +91,67 @@ def _measure(w3) -> dict[str, dict[str, int]]:
     w3.provider.make_request("evm_mine", [])
     w1.pool.claim([ids[0]])
     record("claim", w1.pool.claim([ids[1]]))
+    _measure_court(w3, deployment, acc, params, record)
     return out
+
+
+def _measure_court(w3, deployment, acc, params: PoolParams, record) -> None:
+    """The court's calls on a second pool judged by it (validators: accounts 6-9; worker: account 4)."""
+    admin, owner = Ledger(w3, deployment, acc[0]), Ledger(w3, deployment, acc[1])
+    court = owner.court
+    pool = params._replace(validators=[court.address], challenge_window=200, reward_lock=300)
+    owner.pool.create_pool(pool)
+    pool_id = owner.pool.pool_count()
+    owner.token.approve(owner.pool.address, 10**22)
+    owner.pool.fund_pool(pool_id, 10**22)
+    owner.pool.freeze_validators(pool_id, court.address)
+    rules = CourtParams(validator_bond=100 * 10**18, verdict_fee=10**17, dispute_bond=10 * 10**18,
+                        non_voter_penalty=5 * 10**18, silence_penalty=10**18, assigned_window=10, verdict_window=30,
+                        dispute_window=20, commit_period=20, reveal_period=20, committee_size=3,
+                        wrong_verdict_slash=40 * 10**18)
+    court.configure_pool(pool_id, rules)
+    owner.token.approve(court.address, 10**21)
+    court.fund_fees(pool_id, 10**21)
+    vals = {}
+    for i in (6, 7, 8, 9):
+        admin.token.mint(acc[i].address, 10**24)
+        v = vals[acc[i].address] = Ledger(w3, deployment, acc[i])
+        v.token.approve(v.stake.address, 10**24)
+        v.stake.bond(500 * 10**18)
+        receipt = v.court.register(pool_id)
+    record("court.register", receipt)
+    worker = Ledger(w3, deployment, acc[4])
+    worker.stake.bond(200 * 10**18)
+    worker.pool.allocate(pool_id, 200 * 10**18)
+    worker.pool.join_pool(pool_id)
+    nonce = worker.pool.get_member(pool_id, worker.address).next_nonce
+    worker.pool.submit_work(pool_id, 0, nonce, b"\x21" * 32, 16)
+    record("submitWork (court pool)", worker.pool.submit_work(pool_id, 0, nonce + 1, b"\x22" * 32, 16))
+    works = [worker.pool.work_id_of(pool_id, worker.address, nonce + k) for k in (0, 1)]
+    for _ in range(2):  # the assignment draws from the hash of the block after the submission
+        w3.provider.make_request("evm_mine", [])
+    judges = [vals[court.assigned_validator(w)] for w in works]
+    judges[0].court.attest(works[0])
+    record("court.attest", judges[1].court.attest(works[1]))
+    disputer = next(v for a, v in vals.items() if a != judges[1].address)
+    record("court.dispute", disputer.court.dispute(works[1], b"\x0e" * 32))
+    for _ in range(2):
+        w3.provider.make_request("evm_mine", [])
+    record("court.drawCommittee", disputer.court.draw_committee(works[1]))
+    salt = b"\x5a" * 32
+    members = [vals[a] for a in court.committee_of(works[1])]
+    for m in members:
+        receipt = m.court.commit_vote(works[1], vote_commitment(works[1], m.address, True, salt))
+    record("court.commitVote", receipt)
+    w3.provider.make_request("evm_increaseTime", [rules.commit_period + 1])
+    w3.provider.make_request("evm_mine", [])
+    for m in members:
+        receipt = m.court.reveal_vote(works[1], True, salt)
+    record("court.revealVote", receipt)
+    w3.provider.make_request("evm_increaseTime", [rules.reveal_period + 1])
+    w3.provider.make_request("evm_mine", [])
+    record("court.resolve", disputer.court.resolve(works[1]))
+    record("court.finalize", judges[0].court.finalize(works[0]))
 
 
 def main() -> None:

@@ -34,9 +34,9 @@ def deploy_contracts(
     treasury: str | None = None,
     unbonding_delay: int = 7 * 24 * 3600,
 ) -> Deployment:
-    """Deploy StakeManager and ComputePool (and a mintable DevStakeToken if `token` is None).
+    """Deploy StakeManager, ComputePool and ValidatorCourt (and a mintable DevStakeToken if `token` is None).
 
-    The deployer becomes the StakeManager admin and grants SLASHER_ROLE to the ComputePool.
+    The deployer becomes the StakeManager admin and grants SLASHER_ROLE to the ComputePool and the court.
     `treasury` (default: the deployer) receives the non-bounty part of slashes.
     """
     if not MIN_UNBONDING_DELAY_S <= unbonding_delay <= MAX_UNBONDING_DELAY_S:
@@ -50,7 +50,9 @@ def deploy_contracts(
         raise LedgerError(f"no token contract at {token}")
     stake = _deploy(sender, "StakeManager", token, treasury or deployer.address, unbonding_delay, deployer.address)
     pool = _deploy(sender, "ComputePool", token, stake)
+    court = _deploy(sender, "ValidatorCourt", pool)
     binding = StakeManager(w3, stake, sender)
     binding.grant_role(binding.slasher_role(), pool)
+    binding.grant_role(binding.slasher_role(), court)
     return Deployment(chain_id=w3.eth.chain_id, token=token, stake_manager=stake, compute_pool=pool,
-                      deployer=deployer.address, block=first_block, dev_token=dev_token)
+                      validator_court=court, deployer=deployer.address, block=first_block, dev_token=dev_token)

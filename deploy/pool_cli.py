@@ -18,7 +18,7 @@ from eth_utils import is_address, keccak, to_checksum_address
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from web3.logs import DISCARD
 
-from ledger_client.chain.bindings import PoolParams
+from ledger_client.chain.bindings import CourtParams, PoolParams
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import pool_state
@@ -42,11 +42,58 @@ Amount = Annotated[int, BeforeValidator(parse_amount), Field(ge=0)]
 MAX_BOUNTY_BPS = 5_000
 MAX_CHALLENGE_WINDOW_S = 30 * 24 * 3600
 MAX_REWARD_LOCK_S = 60 * 24 * 3600
+# ValidatorCourt's bounds (MAX_PERIOD, MAX_COMMITTEE).
+MAX_COURT_PERIOD_S = 30 * 24 * 3600
+MAX_COMMITTEE = 15
 
 
 def samples_per_submission(spec: RunSpec) -> int:
     """Samples in one submission of the run spec: prompts_per_submission × group_size."""
     return spec.prompts_per_submission * spec.sampling.group_size
+
+
+class CourtConfig(BaseModel):
+    """The `[pool.court]` table: the pool is judged by the ValidatorCourt's bonded validators (anyone may
+    register) instead of a list the owner writes. Rules and numbers: docs/protocol.md, "Bonded validators"."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    validator_bond: Amount
+    verdict_fee: Amount
+    dispute_bond: Amount = Field(gt=0)
+    wrong_verdict_slash: Amount = Field(gt=0)
+    non_voter_penalty: Amount = Field(gt=0)
+    silence_penalty: Amount
+    assigned_window_s: int = Field(gt=0)
+    verdict_window_s: int = Field(gt=0, le=MAX_COURT_PERIOD_S)
+    dispute_window_s: int = Field(gt=0, le=MAX_COURT_PERIOD_S)
+    commit_period_s: int = Field(gt=0, le=MAX_COURT_PERIOD_S)
+    reveal_period_s: int = Field(gt=0, le=MAX_COURT_PERIOD_S)
+    committee_size: int = Field(3, ge=1, le=MAX_COMMITTEE)
+    fee_funding: Amount = 0
+    """Verdict-fee budget the owner adds at creation."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "CourtConfig":
+        if self.committee_size % 2 == 0:
+            raise ValueError("committee_size must be odd (a majority always exists without ties)")
+        if self.assigned_window_s >= self.verdict_window_s:
+            raise ValueError("assigned_window_s must be < verdict_window_s (others must be able to stand in)")
+        if self.validator_bond < max(self.wrong_verdict_slash, self.non_voter_penalty):
+            raise ValueError("validator_bond must cover wrong_verdict_slash and non_voter_penalty")
+        return self
+
+    def decided_within_s(self) -> int:
+        """Seconds after a submission by which its verdict is final, however it is disputed."""
+        return self.verdict_window_s + self.dispute_window_s + self.commit_period_s + self.reveal_period_s
+
+    def params(self) -> CourtParams:
+        return CourtParams(validator_bond=self.validator_bond, verdict_fee=self.verdict_fee,
+                           dispute_bond=self.dispute_bond, non_voter_penalty=self.non_voter_penalty,
+                           silence_penalty=self.silence_penalty, assigned_window=self.assigned_window_s,
+                           verdict_window=self.verdict_window_s, dispute_window=self.dispute_window_s,
+                           commit_period=self.commit_period_s, reveal_period=self.reveal_period_s,
+                           committee_size=self.committee_size, wrong_verdict_slash=self.wrong_verdict_slash)
 
 
 class PoolConfig(BaseModel):
@@ -55,7 +102,9 @@ class PoolConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     trainer: str
-    validators: list[str] = Field(min_length=1)
+    validators: list[str] = Field(default_factory=list, description="the owner's validator list (permissioned "
+                                  "pools); empty with a [pool.court] table")
+    court: CourtConfig | None = None
     min_stake: Amount
     reward_per_sample: Amount
     slash_amount: Amount
@@ -76,6 +125,11 @@ class PoolConfig(BaseModel):
     def _lock_after_window(self) -> "PoolConfig":
         if self.reward_lock_s <= self.challenge_window_s:
             raise ValueError("reward_lock_s must be > challenge_window_s (no claim in the second a challenge can land)")
+        if bool(self.validators) == (self.court is not None):
+            raise ValueError("give either validators (a permissioned pool) or a [pool.court] table, not both")
+        if self.court is not None and self.court.decided_within_s() >= self.challenge_window_s:
+            raise ValueError(f"the court's verdict, dispute, commit and reveal periods ({self.court.decided_within_s()} s) "
+                             f"must end before challenge_window_s ({self.challenge_window_s})")
         return self
 
     def samples_per_work(self, spec: RunSpec | None = None) -> int:
@@ -165,7 +219,11 @@ def create_pool(ledger: Ledger, cfg: PoolConfig, spec: RunSpec | None = None) ->
     """Create (and fund, if cfg.funding > 0) a pool; returns its id. `spec` is the task's run spec, whose
     submission size and spot-check fraction are the defaults of `maxSamplesPerWork` and `spotCheckBps`."""
     check_spot_check_bound(cfg, spec)
-    params = PoolParams(trainer=cfg.trainer, validators=cfg.validators, min_stake=cfg.min_stake,
+    court = ledger.court if cfg.court is not None else None
+    if cfg.court is not None and court is None:
+        raise UsageError("the pool has a [pool.court] table but this deployment has no ValidatorCourt")
+    validators = [court.address] if court is not None else cfg.validators
+    params = PoolParams(trainer=cfg.trainer, validators=validators, min_stake=cfg.min_stake,
                         reward_per_sample=cfg.reward_per_sample, slash_amount=cfg.slash_amount,
                         bounty_bps=cfg.bounty_bps, challenge_window=cfg.challenge_window_s,
                         reward_lock=cfg.reward_lock_s, max_staleness=cfg.async_level, task_ref=cfg.task_ref(),
@@ -174,18 +232,28 @@ def create_pool(ledger: Ledger, cfg: PoolConfig, spec: RunSpec | None = None) ->
     receipt = ledger.pool.create_pool(params)
     (event,) = ledger.pool.contract.events.PoolCreated().process_receipt(receipt, errors=DISCARD)
     pool_id = event["args"]["poolId"]
+    if court is not None:
+        ledger.pool.freeze_validators(pool_id, court.address)
+        court.configure_pool(pool_id, cfg.court.params())
+        if cfg.court.fee_funding:
+            _approve(ledger, court.address, cfg.court.fee_funding)
+            court.fund_fees(pool_id, cfg.court.fee_funding)
     if cfg.funding:
         fund_pool(ledger, pool_id, cfg.funding)
     return pool_id
 
 
-def fund_pool(ledger: Ledger, pool_id: int, amount: int) -> None:
-    """Approve (if needed) and fund a pool with `amount` base units."""
+def _approve(ledger: Ledger, spender: str, amount: int) -> None:
     balance = ledger.token.balance_of(ledger.address)
     if balance < amount:
         raise UsageError(f"{ledger.address} holds {balance} base units, cannot fund {amount}")
-    if ledger.token.allowance(ledger.address, ledger.pool.address) < amount:
-        ledger.token.approve(ledger.pool.address, amount)
+    if ledger.token.allowance(ledger.address, spender) < amount:
+        ledger.token.approve(spender, amount)
+
+
+def fund_pool(ledger: Ledger, pool_id: int, amount: int) -> None:
+    """Approve (if needed) and fund a pool with `amount` base units."""
+    _approve(ledger, ledger.pool.address, amount)
     ledger.pool.fund_pool(pool_id, amount)
 
 

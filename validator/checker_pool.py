@@ -89,6 +89,12 @@ class CheckerPool:
         self._ctx = get_context("spawn")
         self._slots = [None] * self.processes
 
+    def start(self) -> None:
+        """Start every checker process now (they start on first use otherwise); raises CheckerUnavailable."""
+        for index, slot in enumerate(self._slots):
+            if slot is None:
+                self._slots[index] = self._start()
+
     def free(self) -> bool:
         return any(s is None or s.job is None for s in self._slots)
 

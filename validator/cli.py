@@ -43,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--max-checker-failures", type=int, default=3,
                    help="checker crashes/timeouts on one file before it is challenged UNCHECKABLE")
     s.add_argument("--confirmations", type=int, default=0)
+    s.add_argument("--audit-rate", type=float, default=0.1,
+                   help="court pools: fraction of other validators' verdicts to re-check (and dispute if wrong)")
     s.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1:PORT")
     s.add_argument("--devnet-validator", action="store_true", help="use the devnet's validator key")
     add_chain_args(s)
@@ -61,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_calibrate(args)
     from validator.checks import DEFAULT_CHECKER_THREADS, checker_process  # torch: only when starting
+    from validator.court import is_court_pool, register_with_court
     from validator.daemon import DaemonConfig, Metrics, ValidatorDaemon
 
     rpc_url, deployments = resolve_chain_args(args)
@@ -74,7 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     ledger = Ledger.open(rpc_url, deployments, load_account(args.key, args.keystore, args.password_file),
                          args.chain_id)
     pool_state(ledger, args.pool)  # UnknownPool here, before any process starts
-    if not ledger.pool.is_validator(args.pool, ledger.address):
+    if not 0.0 <= args.audit_rate <= 1.0:
+        raise UsageError("--audit-rate must be in [0, 1]")
+    if is_court_pool(ledger, args.pool):
+        register_with_court(ledger, args.pool)
+    elif not ledger.pool.is_validator(args.pool, ledger.address):
         raise UsageError(f"{ledger.address} is not a validator of pool {args.pool}")
     kubo_api = args.kubo_api or (devnet or {}).get("kubo_api")
     if not kubo_api:
@@ -83,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     config = DaemonConfig(pool_id=args.pool, state_dir=state_dir, kubo_api=kubo_api, fetch_timeout_s=args.fetch_timeout,
                           fetch_attempts=args.fetch_attempts, check_timeout_s=args.check_timeout,
                           max_checker_failures=args.max_checker_failures, processes=args.processes,
-                          max_in_flight=args.max_in_flight, confirmations=args.confirmations)
+                          max_in_flight=args.max_in_flight, confirmations=args.confirmations,
+                          audit_rate=args.audit_rate)
     threads = DEFAULT_CHECKER_THREADS if args.threads is None else args.threads or None
     options = {} if args.max_batch_tokens is None else {"max_batch_tokens": args.max_batch_tokens}
     factory = functools.partial(checker_process, threads, rpc_url, str(deployments), kubo_api, args.pool,

@@ -19,10 +19,18 @@ Spot checks (protocol.spotcheck): when the pool's `spotCheckBps` is below 10000 
 checked only once block B + 1 (B = its `WorkSubmitted` block) has `confirmations` blocks on top:
 its hash seeds which completions get the expensive checks. Until then the submission waits in the
 retry book (postponed, not counted as a failure).
+
+Court pools (the pool's judge is the ValidatorCourt): verdicts go to the court, only for submissions
+assigned to this validator or, after the assigned window, standing in for a silent one; the court's
+own events bring audits of other validators' verdicts (`audit_rate`) and the committees this
+validator sits on, whose work it re-checks before voting. Each such check is a `Submission` with a
+`purpose` ("judge", "audit", "vote") and goes through the same fetch/check/retry machinery; the
+follow-ups that fall due later (finalize, draw, reveal, resolve) are in validator.court.CourtDuties.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -34,7 +42,8 @@ from typing import Any, Callable, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from ledger_client.chain.errors import ContractRevert
+from ledger_client.chain.bindings import CommitteeDrawn, Disputed, VerdictGiven
+from ledger_client.chain.errors import ContractRevert, TransactionFailed
 from ledger_client.chain.events import EventCursor, Removed
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import chain_time, get_work, pool_state, spot_check_block
@@ -44,6 +53,7 @@ from protocol.pool import WorkStatus
 from protocol.spotcheck import MAX_BPS
 from protocol.verdicts import Evidence, Reason, SpotCheck, clip_text
 from validator.checker_pool import CheckerPool, CheckFailure
+from validator.court import ZERO_ADDRESS, CaseState, Conduct, CourtDuties, CourtRules, audits, vote_commitment
 from validator.retries import RetryBook
 
 log = logging.getLogger("proofswarm.validator")
@@ -67,6 +77,14 @@ class Submission:
     """B, the block of the `WorkSubmitted` event the spot check is seeded from (set before the check)."""
     spot_block_hash: bytes | None = None
     """Hash of block B + 1 (set before the check when the pool spot-checks)."""
+    purpose: str = "judge"
+    """Why the file is checked: "judge" (the first verdict), "audit" (another validator's verdict, court
+    pools) or "vote" (a dispute this validator's committee decides)."""
+
+    @property
+    def key(self) -> str:
+        """Its key in the retry book and the checker pool (one per work id and purpose)."""
+        return self.work_id.hex() if self.purpose == "judge" else f"{self.purpose}:{self.work_id.hex()}"
 
     @classmethod
     def of_event(cls, e: Any) -> Submission:
@@ -156,15 +174,18 @@ class DaemonConfig:
     max_in_flight: int = 8
     confirmations: int = 0
     poll_interval_s: float = 0.5
+    audit_rate: float = 0.1
+    """Court pools: the fraction of other validators' verdicts re-checked (and disputed if wrong)."""
 
 
 class ValidatorDaemon:
     """Judges the submissions of one pool; `run()` until `stop` is set, or `run_once()` per poll."""
 
     def __init__(self, ledger: Ledger, config: DaemonConfig, checker_factory: Callable[[], Checker],
-                 metrics: Metrics | None = None):
+                 metrics: Metrics | None = None, conduct: Conduct | None = None):
         self.ledger = ledger
         self.config = config
+        self.conduct = conduct or Conduct()
         self.metrics = metrics or Metrics()
         self.kubo = KuboClient(config.kubo_api)
         config.state_dir.mkdir(parents=True, exist_ok=True)
@@ -176,6 +197,14 @@ class ValidatorDaemon:
         self.checkers = CheckerPool(checker_factory, processes=config.processes,
                                     check_timeout_s=config.check_timeout_s)
         self._fetchers = ThreadPoolExecutor(max_workers=max(2, config.max_in_flight))
+        court = ledger.court
+        self.court = court if court is not None and ledger.pool.judge_of(config.pool_id) == court.address else None
+        if self.court is not None:
+            self.rules = CourtRules.of(self.court.get_params(config.pool_id))
+            self.duties = CourtDuties(config.state_dir / "court.json")
+            self.court_cursor = EventCursor(self.court, ["VerdictGiven", "Disputed", "CommitteeDrawn"],
+                                            config.state_dir / "court_cursor.json", confirmations=config.confirmations,
+                                            start_block=ledger.deployment.block)
 
     def close(self) -> None:
         self.checkers.close()
@@ -199,12 +228,19 @@ class ValidatorDaemon:
         later, then commit the cursor. Returns how many verdicts were sent."""
         events = [e for e in self.cursor.poll() if not isinstance(e, Removed) and e.pool_id == self.config.pool_id]
         subs = [Submission.of_event(e) for e in events]
-        seen = {s.work_id for s in subs}
-        subs += [s for s in map(_submission_from, self.retries.due()) if s.work_id not in seen]
+        if self.court is not None:
+            subs += self._court_events()
+        seen = {s.key for s in subs}
+        subs += [s for s in map(_submission_from, self.retries.due()) if s.key not in seen]
         judged = self._judge_all(subs)
+        if self.court is not None:
+            self._run_duties()
+            self.duties.save()
         self.retries.save()
         self.metrics.retry_queue.set(len(self.retries.entries))
         self.cursor.commit()
+        if self.court is not None:
+            self.court_cursor.commit()
         return judged
 
     # ------------------------------------------------------------------ judging
@@ -214,12 +250,16 @@ class ValidatorDaemon:
         for s in subs:
             try:
                 work = get_work(self.ledger, s.work_id)
+                wanted = work.status == WorkStatus.PENDING and (self.court is None or self._court_wants(s))
             except Exception as exc:  # noqa: BLE001 - our chain connection: try again later
                 self._defer(s, "errors", f"{exc.__class__.__name__}: {exc}")
                 continue
-            if work.status != WorkStatus.PENDING:
+            if wanted is None:  # waits for its turn (court: the assigned window)
+                continue
+            if not wanted:
+                log.debug("work 0x%s: %s not wanted", s.work_id.hex()[:12], s.purpose)
                 self.metrics.skipped.inc()
-                self.retries.drop(s.work_id.hex())
+                self.retries.drop(s.key)
                 continue
             s = replace(s, submitted_at=work.submitted_at)
             if self.pool.spot_check_bps < MAX_BPS:
@@ -229,13 +269,13 @@ class ValidatorDaemon:
                     self._defer(s, "errors", f"{exc.__class__.__name__}: {exc}")
                     continue
                 if seed is None:  # block B + 1 is not there yet: the randomness does not exist
-                    self.retries.postpone(s.work_id.hex(), _submission_to(s), self.config.poll_interval_s)
+                    self.retries.postpone(s.key, _submission_to(s), self.config.poll_interval_s)
                     self.metrics.waiting.inc()
                     continue
                 s = replace(s, spot_block=seed[0], spot_block_hash=seed[1])
             todo.append(s)
         self.metrics.backlog.set(len(todo))
-        fetches = {s.work_id: self._fetchers.submit(self._fetch, s) for s in todo}
+        fetches = {s.key: self._fetchers.submit(self._fetch, s) for s in todo}
         queue = list(todo)
         settled: list[tuple[Submission, CheckOutcome | CheckFailure]] = []
 
@@ -243,9 +283,9 @@ class ValidatorDaemon:
             """Hand queued files to free checkers (files that need no check are settled later)."""
             while queue and self.checkers.free() and self.checkers.busy() < self.config.max_in_flight:
                 s = queue.pop(0)
-                fetched = fetches[s.work_id].result()
+                fetched = fetches[s.key].result()
                 if isinstance(fetched, bytes):
-                    failure = self.checkers.submit(s.work_id, s, fetched)
+                    failure = self.checkers.submit(s.key, s, fetched)
                     if failure is not None:
                         settled.append((s, failure))
                 else:
@@ -254,8 +294,8 @@ class ValidatorDaemon:
         judged = 0
         while queue or self.checkers.busy() or settled:
             fill()
-            for work_id, result in self.checkers.wait():
-                settled.append((next(t for t in todo if t.work_id == work_id), result))
+            for key, result in self.checkers.wait():
+                settled.append((next(t for t in todo if t.key == key), result))
             fill()  # the checkers work on the next files while these verdicts are sent
             while settled:
                 judged += self._settle(*settled.pop(0))
@@ -278,7 +318,7 @@ class ValidatorDaemon:
             if isinstance(result, CheckFailure):
                 return self._failed(s, result)
             self._observe(result)
-            return self._verdict(s, result)
+            return self._conclude(s, result)
         except Exception as exc:  # noqa: BLE001 - sending the verdict failed: keep it for the next poll
             log.error("work 0x%s: verdict not sent: %s: %s", s.work_id.hex(), exc.__class__.__name__, exc)
             self._defer(s, "errors", f"verdict not sent: {exc.__class__.__name__}: {exc}")
@@ -292,7 +332,7 @@ class ValidatorDaemon:
 
     def _failed(self, s: Submission, failure: CheckFailure) -> int:
         """A fetch or check without an outcome: retry, or challenge once the file has had its chances."""
-        key = s.work_id.hex()
+        key = s.key
         if failure.kind == "unfetchable":
             entry = self.retries.record(key, _submission_to(s), "fetch", failure.message, self.config.retry_backoff_s)
             if entry.fetch >= self.config.fetch_attempts or not self._time_for_retry(s, entry.next_at):
@@ -321,8 +361,8 @@ class ValidatorDaemon:
 
     def _challenge_after_retries(self, s: Submission, reason: Reason, message: str, entry) -> int:
         outcome = CheckOutcome(False, reason, message, statistics={"attempts": entry.history})
-        sent = self._verdict(s, outcome)
-        self.retries.drop(s.work_id.hex())
+        sent = self._conclude(s, outcome)
+        self.retries.drop(s.key)
         return sent
 
     def _time_for_retry(self, s: Submission, next_at: float) -> bool:
@@ -332,8 +372,18 @@ class ValidatorDaemon:
         return retry_chain_time + self.config.verdict_margin_s < window_end
 
     def _defer(self, s: Submission, kind: str, message: str) -> None:
-        self.retries.record(s.work_id.hex(), _submission_to(s), kind, message, self.config.retry_backoff_s)
+        self.retries.record(s.key, _submission_to(s), kind, message, self.config.retry_backoff_s)
         self.metrics.retries.labels(kind).inc()
+
+    def _conclude(self, s: Submission, outcome: CheckOutcome) -> int:
+        """Act on a check's outcome as its purpose says; returns 1 if a verdict was sent."""
+        if s.purpose == "audit":
+            return self._audited(s, outcome)
+        if s.purpose == "vote":
+            return self._voted(s, outcome)
+        if self.court is not None:
+            return self._court_verdict(s, outcome)
+        return self._verdict(s, outcome)
 
     def _verdict(self, s: Submission, outcome: CheckOutcome) -> int:
         """Send the verdict unless the submission was judged meanwhile; returns 1 if one was sent."""
@@ -352,15 +402,7 @@ class ValidatorDaemon:
                 self.ledger.pool.attest(s.work_id)
                 verdict, reason = "accepted", "ok"
             else:
-                evidence = Evidence(
-                    work_id="0x" + s.work_id.hex(), pool_id=s.pool_id, worker=s.worker, reason=outcome.reason.name,
-                    reason_code=int(outcome.reason), message=outcome.message, failing_samples=outcome.failing_samples,
-                    failing_chunks=outcome.failing_chunks, statistics=outcome.statistics,
-                    thresholds=outcome.thresholds, validator=self.ledger.address,
-                    spot_check=SpotCheck(**outcome.spot_check) if outcome.spot_check else None,
-                )
-                digest = put_object(self.kubo, _evidence_bytes(evidence))
-                self.ledger.pool.challenge(s.work_id, int(outcome.reason), digest)
+                self.ledger.pool.challenge(s.work_id, int(outcome.reason), self._evidence(s, outcome))
                 verdict, reason = "challenged", outcome.reason.name
         except ContractRevert as exc:
             if exc.error in ("AlreadyJudged", "ChallengeWindowClosed"):
@@ -368,13 +410,237 @@ class ValidatorDaemon:
                 self.retries.drop(s.work_id.hex())
                 return 0
             raise
-        self.retries.drop(s.work_id.hex())
+        self._journal(s, verdict, reason, outcome.message)
+        return 1
+
+    def _journal(self, s: Submission, verdict: str, reason: str, message: str) -> None:
+        self.retries.drop(s.key)
         self.metrics.verdicts.labels(verdict, reason).inc()
         with open(self.journal_path, "a") as journal:
             journal.write(json.dumps({"work_id": "0x" + s.work_id.hex(), "worker": s.worker, "verdict": verdict,
-                                      "reason": reason, "message": clip_text(outcome.message)}) + "\n")
+                                      "reason": reason, "message": clip_text(message)}) + "\n")
         log.info("work 0x%s from %s: %s (%s)", s.work_id.hex()[:12], s.worker, verdict, reason)
+
+    def _evidence(self, s: Submission, outcome: CheckOutcome) -> bytes:
+        """Add the evidence document of a failed check to IPFS; returns its digest."""
+        evidence = Evidence(
+            work_id="0x" + s.work_id.hex(), pool_id=s.pool_id, worker=s.worker, reason=outcome.reason.name,
+            reason_code=int(outcome.reason), message=outcome.message, failing_samples=outcome.failing_samples,
+            failing_chunks=outcome.failing_chunks, statistics=outcome.statistics,
+            thresholds=outcome.thresholds, validator=self.ledger.address,
+            spot_check=SpotCheck(**outcome.spot_check) if outcome.spot_check else None,
+        )
+        return put_object(self.kubo, _evidence_bytes(evidence))
+
+    # ------------------------------------------------------------------ court pools
+
+    def _now(self) -> int:
+        """The timestamp the next block will have, about: devnets mine blocks only on transactions, so
+        the latest block's timestamp lags wall time until someone sends one."""
+        return max(chain_time(self.ledger), int(time.time()))
+
+    def _court_wants(self, s: Submission) -> bool | None:
+        """Whether a court pool's submission should be checked now for `s.purpose`: True, False (never:
+        judged, not ours, too late) or None (not yet: postponed in the retry book)."""
+        me, rules = self.ledger.address, self.rules
+        case = self.court.cases(s.work_id)
+        state, submitted_at, submitted_block = case[4], case[1], case[2]
+        if s.purpose == "judge":
+            if state != CaseState.PENDING or not self.conduct.judges:
+                return False
+            now = self._now()
+            if now > submitted_at + rules.verdict_window:
+                return False
+            assigned = self.court.assigned_validator(s.work_id)
+            if assigned == ZERO_ADDRESS and self.ledger.w3.eth.block_number <= submitted_block + 1:
+                self.retries.postpone(s.key, _submission_to(s), self.config.poll_interval_s)
+                return None
+            if assigned not in (ZERO_ADDRESS, me):
+                stand_in_at = submitted_at + rules.assigned_window + 1 + _stagger(me, s.work_id, STAND_IN_SPREAD_S)
+                if now < stand_in_at:  # the assigned validator's turn; then stand-ins, one after another
+                    self.retries.postpone(s.key, _submission_to(s), stand_in_at - now)
+                    return None
+            return True
+        if s.purpose == "audit":
+            return state == CaseState.VERDICT and self._now() <= case[7] + rules.dispute_window
+        return (state == CaseState.DISPUTED and self.conduct.votes and s.work_id.hex() not in self.duties.book.votes
+                and me in self.court.committee_of(s.work_id))
+
+    def _court_verdict(self, s: Submission, outcome: CheckOutcome) -> int:
+        """The first verdict, sent to the court (final only after the dispute window: then `finalize`)."""
+        ok = self.conduct.verdict(outcome.ok)
+        try:
+            if ok:
+                self.court.attest(s.work_id)
+                verdict, reason = "accepted", "ok"
+            else:
+                if outcome.ok:  # a dishonest conduct challenges work that passed: it makes up a reason
+                    outcome = CheckOutcome(False, Reason.TOPLOC, f"{self.conduct.name}: challenged without cause")
+                self.court.challenge(s.work_id, int(outcome.reason), self._evidence(s, outcome))
+                verdict, reason = "challenged", outcome.reason.name
+        except TransactionFailed:  # another validator's verdict was mined first (stand-ins race)
+            if self.court.cases(s.work_id)[4] != CaseState.PENDING:
+                self.metrics.skipped.inc()
+                self.retries.drop(s.key)
+                return 0
+            raise
+        except ContractRevert as exc:
+            if exc.error in ("NotAssigned", "AssignmentNotDrawn"):
+                self.retries.postpone(s.key, _submission_to(s), max(self.config.poll_interval_s, 1.0))
+                return 0
+            if exc.error == "InsufficientBond":  # every locked unit backs an open verdict: wait for one to be final
+                log.warning("work 0x%s: %s (lock more with a larger bond); trying again", s.work_id.hex()[:12], exc)
+                self.retries.postpone(s.key, _submission_to(s), max(self.config.poll_interval_s, 2.0))
+                return 0
+            if exc.error in ("WrongCaseState", "OutsidePeriod", "SubmissionNotPending", "NotEligible"):
+                log.info("work 0x%s: no verdict from us: %s", s.work_id.hex()[:12], exc)
+                self.metrics.skipped.inc()
+                self.retries.drop(s.key)
+                return 0
+            raise
+        self.duties.book.finalize[s.work_id.hex()] = self._now() + self.rules.dispute_window + 1
+        self.duties.count("verdicts")
+        self._journal(s, verdict, reason, outcome.message)
         return 1
+
+    def _audited(self, s: Submission, outcome: CheckOutcome) -> int:
+        """Dispute another validator's verdict that this check contradicts."""
+        self.retries.drop(s.key)
+        case = self.court.cases(s.work_id)
+        if case[4] != CaseState.VERDICT or outcome.ok == bool(case[5]):
+            return 0
+        digest = self._evidence(s, outcome) if not outcome.ok else put_object(
+            self.kubo, json.dumps({"work_id": "0x" + s.work_id.hex(), "validator": self.ledger.address,
+                                   "finding": "every check passed"}).encode())
+        try:
+            receipt = self.court.dispute(s.work_id, digest)
+        except TransactionFailed:  # another auditor's dispute was mined first
+            if self.court.cases(s.work_id)[4] != CaseState.VERDICT:
+                return 0
+            raise
+        except ContractRevert as exc:
+            if exc.error in ("WrongCaseState", "OutsidePeriod", "NotEligible", "NotRegistered"):
+                return 0
+            raise
+        key = s.work_id.hex()
+        self.duties.book.draw[key] = receipt["blockNumber"]
+        self.duties.book.resolve[key] = self._now() + self.rules.commit_period + self.rules.reveal_period + 1
+        self.duties.count("disputes")
+        log.info("work 0x%s: disputed the verdict (%s)", key[:12], "valid" if outcome.ok else outcome.reason.name)
+        return 0
+
+    def _voted(self, s: Submission, outcome: CheckOutcome) -> int:
+        """Decide and commit this committee member's vote (salt saved first, revealed later)."""
+        self.retries.drop(s.key)
+        key = s.work_id.hex()
+        if key in self.duties.book.votes:
+            return 0
+        disputed_at = self.court.disputes(s.work_id)[1]
+        vote = self.duties.new_vote(s.work_id, self.conduct.vote(outcome.ok),
+                                    reveal_after=disputed_at + self.rules.commit_period,
+                                    resolve_after=disputed_at + self.rules.commit_period + self.rules.reveal_period + 1)
+        self._commit(s.work_id, vote)
+        return 0
+
+    def _commit(self, work_id: bytes, vote) -> None:
+        commitment = vote_commitment(work_id, self.ledger.address, vote.valid, bytes.fromhex(vote.salt))
+        if bytes(self.court.votes(work_id, self.ledger.address)) != commitment:
+            self.court.commit_vote(work_id, commitment)
+        vote.committed = True
+        self.duties.count("votes")
+        self.duties.save()
+
+    def _court_events(self) -> list[Submission]:
+        """Audits and committee seats from the court's events; every verdict and dispute also becomes a
+        follow-up (finalize, draw, resolve) that anyone may do once it falls due."""
+        me, rules, out = self.ledger.address, self.rules, []
+        for e in self.court_cursor.poll():
+            if isinstance(e, Removed):
+                continue
+            key = bytes(e.work_id).hex()
+            if isinstance(e, VerdictGiven) and e.pool_id == self.config.pool_id:
+                # the judge is paid to finalize: the others follow up only if it does not
+                grace = 0 if e.judge == me else FOLLOW_UP_GRACE_S + _stagger(me, bytes(e.work_id), FOLLOW_UP_GRACE_S)
+                self.duties.book.finalize.setdefault(key, self._now() + rules.dispute_window + 1 + grace)
+                if e.judge != me and self.conduct.judges and audits(me, bytes(e.work_id), self.config.audit_rate):
+                    out += self._submission_of(bytes(e.work_id), "audit")
+            elif isinstance(e, Disputed) and e.pool_id == self.config.pool_id:
+                self.duties.book.finalize.pop(key, None)
+                # the disputer draws and resolves first; the others only if it does not
+                later = 0 if e.disputer == me else FOLLOW_UP_GRACE_S + _stagger(me, bytes(e.work_id), FOLLOW_UP_GRACE_S)
+                self.duties.book.draw.setdefault(key, e.meta.block_number + (0 if e.disputer == me else 2))
+                self.duties.book.resolve.setdefault(key, self._now() + rules.commit_period + rules.reveal_period + 1
+                                                    + later)
+            elif isinstance(e, CommitteeDrawn) and me in e.committee and self.conduct.votes:
+                out += self._submission_of(bytes(e.work_id), "vote")
+        return out
+
+    def _submission_of(self, work_id: bytes, purpose: str) -> list[Submission]:
+        logs = self.ledger.pool.contract.events.WorkSubmitted.get_logs(argument_filters={"workId": work_id},
+                                                                       from_block=self.ledger.deployment.block)
+        if not logs:
+            return []
+        a = logs[-1]["args"]
+        return [Submission(work_id, a["poolId"], a["worker"], a["step"], a["nSamples"], a["nonce"],
+                           bytes(a["rolloutDigest"]), block_number=logs[-1]["blockNumber"], purpose=purpose)]
+
+    def _run_duties(self) -> None:
+        """Do every court follow-up that is due; one that fails stays for the next poll."""
+        book, now, block = self.duties.book, self._now(), self.ledger.w3.eth.block_number
+        for key, due in list(book.finalize.items()):
+            if now >= due and self._court_call("finalize", key, self.court.finalize, bytes.fromhex(key)):
+                book.finalize.pop(key)
+        for key, dispute_block in list(book.draw.items()):
+            if block > dispute_block + 1 and self._court_call("drawn", key, self.court.draw_committee,
+                                                               bytes.fromhex(key)):
+                book.draw.pop(key)
+        for key, vote in list(book.votes.items()):
+            if not vote.committed:
+                if self._court_call("committed", key, self._commit, bytes.fromhex(key), vote) and not vote.committed:
+                    book.votes.pop(key)  # the commit period ended before the vote could be committed
+            elif now > vote.reveal_after and self._court_call("revealed", key, self.court.reveal_vote,
+                                                               bytes.fromhex(key), vote.valid, bytes.fromhex(vote.salt)):
+                book.resolve.setdefault(key, vote.resolve_after)
+                book.votes.pop(key)
+        for key, due in list(book.resolve.items()):
+            if now >= due and self._court_call("resolved", key, self.court.resolve, bytes.fromhex(key)):
+                book.resolve.pop(key)
+
+    def _court_call(self, what: str, key: str, call, *args) -> bool:
+        """Run one follow-up; True when it is done (or can never be done: the case moved on without it)."""
+        try:
+            call(*args)
+        except TransactionFailed:  # another validator's follow-up was mined first; the next poll re-checks
+            log.info("work 0x%s: %s lost a race; checking again next poll", key[:12], what)
+            return False
+        except ContractRevert as exc:
+            if exc.error == "OutsidePeriod" and what != "drawn":
+                return what in ("committed", "revealed") and exc.args_dict.get("until", 0) < self._now()
+            if exc.error in ("WrongCaseState", "OutsidePeriod", "NotCommitteeMember", "RevealMismatch",
+                             "AlreadyCommitted"):
+                return True
+            log.error("work 0x%s: %s failed: %s", key[:12], what, exc)
+            return False
+        except Exception as exc:  # noqa: BLE001 - chain down: the follow-up waits for the next poll
+            log.error("work 0x%s: %s failed: %s: %s", key[:12], what, exc.__class__.__name__, exc)
+            return False
+        if what in ("finalize", "resolved"):
+            self.duties.count("finalized" if what == "finalize" else "resolved")
+        log.info("work 0x%s: %s", key[:12], what)
+        return True
+
+
+STAND_IN_SPREAD_S = 3
+"""Stand-ins for a silent assigned validator spread their verdicts over this many seconds after the
+assigned window (each at its own offset), so that most of the time only one sends one."""
+FOLLOW_UP_GRACE_S = 3
+"""Seconds others leave the party that profits from a follow-up (the judge's finalize, the disputer's
+draw and resolve) before doing it themselves."""
+
+
+def _stagger(validator: str, work_id: bytes, spread_s: int) -> int:
+    """This validator's own offset in [0, spread_s) for a work: a fixed function of both."""
+    return int.from_bytes(hashlib.sha256(validator.lower().encode() + work_id).digest()[:4], "big") % max(spread_s, 1)
 
 
 def _evidence_bytes(evidence: Evidence) -> bytes:
@@ -389,9 +655,10 @@ def _evidence_bytes(evidence: Evidence) -> bytes:
 def _submission_to(s: Submission) -> dict:
     return {"work_id": s.work_id.hex(), "pool_id": s.pool_id, "worker": s.worker, "step": s.step,
             "n_samples": s.n_samples, "nonce": s.nonce, "rollout_digest": s.rollout_digest.hex(),
-            "block_number": s.block_number}
+            "block_number": s.block_number, "purpose": s.purpose}
 
 
 def _submission_from(d: dict) -> Submission:
     return Submission(bytes.fromhex(d["work_id"]), d["pool_id"], d["worker"], d["step"], d["n_samples"],
-                      d["nonce"], bytes.fromhex(d["rollout_digest"]), block_number=d.get("block_number", 0))
+                      d["nonce"], bytes.fromhex(d["rollout_digest"]), block_number=d.get("block_number", 0),
+                      purpose=d.get("purpose", "judge"))

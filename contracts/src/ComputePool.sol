@@ -5,7 +5,7 @@ import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
-import {IComputePool} from "./IComputePool.sol";
+import {IComputePool, IWorkJudge} from "./IComputePool.sol";
 import {IStakeManager} from "./IStakeManager.sol";
 
 /// @title ComputePool — pools, stake allocations, checkpoints, work submissions, verdicts and rewards
@@ -60,6 +60,8 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         uint128 slashAmount;
         uint32 maxSamplesPerWork;
         uint16 spotCheckBps;
+        uint32 validatorCount;
+        bool validatorsFrozen;
         // slot 5, 6
         bytes32 taskRef;
         bytes32 baseCheckpoint;
@@ -69,20 +71,22 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
     /// nonce counter, the open-work count and the allocation).
     struct Member {
         bool member;
-        uint48 nextNonce;
+        uint40 nextNonce;
         uint32 openWorks;
         uint128 allocation;
     }
 
     /// @dev Packed into one storage slot. The rollout digest is in the WorkSubmitted event only.
+    /// Steps fit 32 bits (`publishCheckpoint` refuses more), nonces 40 bits (the member counter's width).
     struct Work {
         uint32 workerId;
         uint32 poolId;
-        uint64 step;
+        uint32 step;
         uint32 nSamples;
         uint40 submittedAt;
         WorkStatus status;
-        uint48 nonce;
+        uint40 nonce;
+        uint40 submittedBlock;
     }
 
     IERC20 public immutable token;
@@ -94,6 +98,8 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
     mapping(uint256 poolId => mapping(address worker => Member)) private _members;
     mapping(uint256 poolId => mapping(uint64 step => bytes32)) private _checkpoints;
     mapping(bytes32 workId => Work) private _works;
+    /// @notice The validator contract told of each submission of the pool (zero: none).
+    mapping(uint256 poolId => address) public judgeOf;
     /// @notice Global id of a worker (0 = never joined a pool).
     mapping(address worker => uint32) public workerIds;
     address[] private _workerAddresses;
@@ -137,10 +143,7 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         emit PoolCreated(poolId, msg.sender, p.trainer, p.taskRef, p.baseCheckpoint);
         emit CheckpointPublished(poolId, 0, p.baseCheckpoint);
         for (uint256 i; i < p.validators.length; ++i) {
-            address v = p.validators[i];
-            if (v == address(0)) revert ZeroAddress();
-            isValidator[poolId][v] = true;
-            emit ValidatorSet(poolId, v, true);
+            _setValidator(poolId, pool, p.validators[i], true);
         }
     }
 
@@ -158,13 +161,28 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         if (received != amount) revert TransferAmountMismatch(amount, received);
     }
 
-    /// @notice Allow or disallow a validator (owner only).
+    /// @notice Allow or disallow a validator (owner only; refused once the set is frozen).
     function setValidator(uint256 poolId, address validator, bool allowed) external {
         Pool storage pool = _activePool(poolId);
         _onlyOwner(poolId, pool);
-        if (validator == address(0)) revert ZeroAddress();
-        isValidator[poolId][validator] = allowed;
-        emit ValidatorSet(poolId, validator, allowed);
+        if (pool.validatorsFrozen) revert ValidatorsAreFrozen(poolId);
+        _setValidator(poolId, pool, validator, allowed);
+    }
+
+    /// @notice Freeze the validator set for good (owner only), optionally naming `judge`, one of the
+    /// validators, as the contract told of every later submission (`IWorkJudge.onWorkSubmitted`). A pool
+    /// judged by a ValidatorCourt freezes its set to the court, so its owner can neither add a validator
+    /// of its own that bypasses the court nor remove the court to let honest work expire and sweep its reward.
+    function freezeValidators(uint256 poolId, address judge) external {
+        Pool storage pool = _activePool(poolId);
+        _onlyOwner(poolId, pool);
+        if (pool.validatorsFrozen) revert ValidatorsAreFrozen(poolId);
+        if (judge != address(0)) {
+            if (!isValidator[poolId][judge]) revert NotPoolValidator(poolId, judge);
+            judgeOf[poolId] = judge;
+        }
+        pool.validatorsFrozen = true;
+        emit ValidatorsFrozen(poolId, judge);
     }
 
     /// @notice Remove a worker from the pool (owner only). Its submitted work stays judgeable.
@@ -200,6 +218,7 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         if (msg.sender != pool.trainer) revert NotPoolTrainer(poolId, msg.sender);
         uint64 expected = pool.latestStep + 1;
         if (step != expected) revert StepNotContiguous(step, expected);
+        if (step > type(uint32).max) revert TooManySteps(step);
         if (manifestDigest == bytes32(0)) revert ZeroDigest();
         pool.latestStep = step;
         _checkpoints[poolId][step] = manifestDigest;
@@ -299,13 +318,16 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         _works[workId] = Work({
             workerId: workerIds[msg.sender],
             poolId: uint32(poolId),
-            step: step,
+            step: uint32(step), // step ≤ latestStep < 2^32
             nSamples: nSamples,
             submittedAt: uint40(block.timestamp),
             status: WorkStatus.Pending,
-            nonce: m.nextNonce
+            nonce: m.nextNonce,
+            submittedBlock: uint40(block.number)
         });
         emit WorkSubmitted(poolId, workId, msg.sender, rolloutDigest, step, nonce, nSamples);
+        address judge = judgeOf[poolId];
+        if (judge != address(0)) IWorkJudge(judge).onWorkSubmitted(poolId, workId, msg.sender);
     }
 
     /// @notice Claim the rewards of accepted work whose reward lock has passed (caller must be the worker).
@@ -414,6 +436,8 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
             maxSamplesPerWork: pool.maxSamplesPerWork,
             spotCheckBps: pool.spotCheckBps
         });
+        v.validatorCount = pool.validatorCount;
+        v.validatorsFrozen = pool.validatorsFrozen;
     }
 
     /// @notice The manifest digest published for `step` (zero if none).
@@ -455,7 +479,8 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
             submittedAt: w.submittedAt,
             status: w.status,
             reward: _rewardOf(w.nSamples, _pools[w.poolId].rewardPerSample),
-            nonce: w.nonce
+            nonce: w.nonce,
+            submittedBlock: w.submittedBlock
         });
     }
 
@@ -469,6 +494,17 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
     function _activePool(uint256 poolId) private view returns (Pool storage pool) {
         pool = _pool(poolId);
         if (pool.status != PoolStatus.Active) revert PoolNotActive(poolId);
+    }
+
+    /// @dev Allow or disallow `validator`, keeping the pool's count of allowed validators.
+    function _setValidator(uint256 poolId, Pool storage pool, address validator, bool allowed) private {
+        if (validator == address(0)) revert ZeroAddress();
+        if (isValidator[poolId][validator] != allowed) {
+            isValidator[poolId][validator] = allowed;
+            if (allowed) pool.validatorCount += 1;
+            else pool.validatorCount -= 1;
+        }
+        emit ValidatorSet(poolId, validator, allowed);
     }
 
     /// @dev Refuse any caller but the pool's owner.

@@ -68,6 +68,8 @@ interface IComputePool {
     /// @param budget funded stake-token units not reserved by any submission
     /// @param reserved units reserved by pending or accepted, unpaid submissions
     /// @param params the parameters the pool was created with
+    /// @param validatorCount how many addresses may attest and challenge now
+    /// @param validatorsFrozen whether the owner froze the validator set (`freezeValidators`)
     struct PoolView {
         address owner;
         address trainer;
@@ -76,6 +78,8 @@ interface IComputePool {
         uint256 budget;
         uint256 reserved;
         PoolParams params;
+        uint32 validatorCount;
+        bool validatorsFrozen;
     }
 
     /// @notice A view of one submission, with its worker address and reward (the rollout digest is
@@ -89,6 +93,7 @@ interface IComputePool {
         WorkStatus status;
         uint256 reward;
         uint64 nonce;
+        uint64 submittedBlock;
     }
 
     /// @notice A view of one (pool, worker) record.
@@ -111,6 +116,9 @@ interface IComputePool {
     );
     /// @notice `validator` was allowed (`allowed`) or disallowed to attest and challenge in the pool.
     event ValidatorSet(uint256 indexed poolId, address indexed validator, bool allowed);
+    /// @notice The owner froze the pool's validator set: it can never change again. `judge` (if not
+    /// zero) is told of every submission.
+    event ValidatorsFrozen(uint256 indexed poolId, address judge);
     /// @notice `from` added `amount` to the pool's budget; `budget` is the new unreserved budget.
     event PoolFunded(uint256 indexed poolId, address indexed from, uint256 amount, uint256 budget);
     /// @notice The pool was closed (or swept again) and `refunded` went back to the owner.
@@ -187,6 +195,10 @@ interface IComputePool {
     error UnknownPool(uint256 poolId);
     /// @notice The pool is closed: no funding, validator changes, checkpoints, joins or submissions.
     error PoolNotActive(uint256 poolId);
+    /// @notice The pool's validator set is frozen (`freezeValidators`).
+    error ValidatorsAreFrozen(uint256 poolId);
+    /// @notice Steps are stored in 32 bits; `step` would not fit.
+    error TooManySteps(uint64 step);
     /// @notice Only the pool owner may do this.
     error NotPoolOwner(uint256 poolId, address caller);
     /// @notice Only the pool trainer may publish checkpoints.
@@ -234,4 +246,10 @@ interface IComputePool {
     error NotClaimable(bytes32 workId, WorkStatus status);
     /// @notice The reward is locked until `unlockAt`.
     error RewardLocked(bytes32 workId, uint64 unlockAt);
+}
+
+/// @title IWorkJudge — a validator contract the ComputePool tells of each submission of its pool
+interface IWorkJudge {
+    /// @notice `worker` submitted `workId` to `poolId` (called by the ComputePool inside `submitWork`).
+    function onWorkSubmitted(uint256 poolId, bytes32 workId, address worker) external;
 }

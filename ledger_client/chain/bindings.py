@@ -79,6 +79,8 @@ class PoolView(NamedTuple):
     budget: int
     reserved: int
     params: PoolParams
+    validator_count: int
+    validators_frozen: bool
 
     @classmethod
     def from_abi(cls, value: Any) -> PoolView:
@@ -91,6 +93,8 @@ class PoolView(NamedTuple):
             budget=value[4],
             reserved=value[5],
             params=PoolParams.from_abi(value[6]),
+            validator_count=value[7],
+            validators_frozen=value[8],
         )
 
 
@@ -105,6 +109,7 @@ class WorkView(NamedTuple):
     status: int
     reward: int
     nonce: int
+    submitted_block: int
 
     @classmethod
     def from_abi(cls, value: Any) -> WorkView:
@@ -118,6 +123,63 @@ class WorkView(NamedTuple):
             status=value[5],
             reward=value[6],
             nonce=value[7],
+            submitted_block=value[8],
+        )
+
+
+class CourtParams(NamedTuple):
+    """Struct `CourtParams`."""
+
+    validator_bond: int
+    verdict_fee: int
+    dispute_bond: int
+    non_voter_penalty: int
+    silence_penalty: int
+    assigned_window: int
+    verdict_window: int
+    dispute_window: int
+    commit_period: int
+    reveal_period: int
+    committee_size: int
+    wrong_verdict_slash: int
+
+    @classmethod
+    def from_abi(cls, value: Any) -> CourtParams:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            validator_bond=value[0],
+            verdict_fee=value[1],
+            dispute_bond=value[2],
+            non_voter_penalty=value[3],
+            silence_penalty=value[4],
+            assigned_window=value[5],
+            verdict_window=value[6],
+            dispute_window=value[7],
+            commit_period=value[8],
+            reveal_period=value[9],
+            committee_size=value[10],
+            wrong_verdict_slash=value[11],
+        )
+
+
+class ValidatorView(NamedTuple):
+    """Struct `ValidatorView`."""
+
+    index: int
+    registered_at: int
+    deregistered_at: int
+    locked: int
+    reserved: int
+
+    @classmethod
+    def from_abi(cls, value: Any) -> ValidatorView:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            index=value[0],
+            registered_at=value[1],
+            deregistered_at=value[2],
+            locked=value[3],
+            reserved=value[4],
         )
 
 
@@ -283,6 +345,10 @@ class ComputePool(BoundContract):
         """Send a `expireWork` transaction; returns the receipt."""
         return self._transact("expireWork", work_id)
 
+    def freeze_validators(self, pool_id: int, judge: str) -> Any:
+        """Send a `freezeValidators` transaction; returns the receipt."""
+        return self._transact("freezeValidators", pool_id, judge)
+
     def fund_pool(self, pool_id: int, amount: int) -> Any:
         """Send a `fundPool` transaction; returns the receipt."""
         return self._transact("fundPool", pool_id, amount)
@@ -310,6 +376,10 @@ class ComputePool(BoundContract):
     def join_pool(self, pool_id: int) -> Any:
         """Send a `joinPool` transaction; returns the receipt."""
         return self._transact("joinPool", pool_id)
+
+    def judge_of(self, pool_id: int) -> str:
+        """Call `judgeOf` (view)."""
+        return self._call("judgeOf", pool_id)
 
     def leave_pool(self, pool_id: int) -> Any:
         """Send a `leavePool` transaction; returns the receipt."""
@@ -346,6 +416,143 @@ class ComputePool(BoundContract):
     def worker_ids(self, worker: str) -> int:
         """Call `workerIds` (view)."""
         return self._call("workerIds", worker)
+
+class ValidatorCourt(BoundContract):
+    """Binding of `ValidatorCourt.sol`."""
+
+    NAME = "ValidatorCourt"
+
+    def max_committee(self) -> int:
+        """Call `MAX_COMMITTEE` (view)."""
+        return self._call("MAX_COMMITTEE")
+
+    def max_period(self) -> int:
+        """Call `MAX_PERIOD` (view)."""
+        return self._call("MAX_PERIOD")
+
+    def reason_dispute(self) -> int:
+        """Call `REASON_DISPUTE` (view)."""
+        return self._call("REASON_DISPUTE")
+
+    def add_bond(self, pool_id: int, amount: int) -> Any:
+        """Send a `addBond` transaction; returns the receipt."""
+        return self._transact("addBond", pool_id, amount)
+
+    def assigned_validator(self, work_id: bytes) -> str:
+        """Call `assignedValidator` (view)."""
+        return self._call("assignedValidator", work_id)
+
+    def attest(self, work_id: bytes) -> Any:
+        """Send a `attest` transaction; returns the receipt."""
+        return self._transact("attest", work_id)
+
+    def cases(self, work_id: bytes) -> tuple:
+        """Call `cases` (view)."""
+        return self._call("cases", work_id)
+
+    def challenge(self, work_id: bytes, reason_code: int, evidence_digest: bytes) -> Any:
+        """Send a `challenge` transaction; returns the receipt."""
+        return self._transact("challenge", work_id, reason_code, evidence_digest)
+
+    def commit_vote(self, work_id: bytes, commitment: bytes) -> Any:
+        """Send a `commitVote` transaction; returns the receipt."""
+        return self._transact("commitVote", work_id, commitment)
+
+    def committee_of(self, work_id: bytes) -> list[str]:
+        """Call `committeeOf` (view)."""
+        return self._call("committeeOf", work_id)
+
+    def configure_pool(self, pool_id: int, p: CourtParams | tuple) -> Any:
+        """Send a `configurePool` transaction; returns the receipt."""
+        return self._transact("configurePool", pool_id, p)
+
+    def credits(self, arg0: str) -> int:
+        """Call `credits` (view)."""
+        return self._call("credits", arg0)
+
+    def deregister(self, pool_id: int) -> Any:
+        """Send a `deregister` transaction; returns the receipt."""
+        return self._transact("deregister", pool_id)
+
+    def dispute(self, work_id: bytes, evidence_digest: bytes) -> Any:
+        """Send a `dispute` transaction; returns the receipt."""
+        return self._transact("dispute", work_id, evidence_digest)
+
+    def disputes(self, work_id: bytes) -> tuple:
+        """Call `disputes` (view)."""
+        return self._call("disputes", work_id)
+
+    def draw_committee(self, work_id: bytes) -> Any:
+        """Send a `drawCommittee` transaction; returns the receipt."""
+        return self._transact("drawCommittee", work_id)
+
+    def exit_delay(self, pool_id: int) -> int:
+        """Call `exitDelay` (view)."""
+        return self._call("exitDelay", pool_id)
+
+    def fee_budget(self, pool_id: int) -> int:
+        """Call `feeBudget` (view)."""
+        return self._call("feeBudget", pool_id)
+
+    def finalize(self, work_id: bytes) -> Any:
+        """Send a `finalize` transaction; returns the receipt."""
+        return self._transact("finalize", work_id)
+
+    def fund_fees(self, pool_id: int, amount: int) -> Any:
+        """Send a `fundFees` transaction; returns the receipt."""
+        return self._transact("fundFees", pool_id, amount)
+
+    def get_params(self, pool_id: int) -> CourtParams:
+        """Call `getParams` (view)."""
+        return CourtParams.from_abi(self._call("getParams", pool_id))
+
+    def get_validator(self, pool_id: int, validator: str) -> ValidatorView:
+        """Call `getValidator` (view)."""
+        return ValidatorView.from_abi(self._call("getValidator", pool_id, validator))
+
+    def on_work_submitted(self, pool_id: int, work_id: bytes, worker: str) -> Any:
+        """Send a `onWorkSubmitted` transaction; returns the receipt."""
+        return self._transact("onWorkSubmitted", pool_id, work_id, worker)
+
+    def pool_owner(self, pool_id: int) -> str:
+        """Call `poolOwner` (view)."""
+        return self._call("poolOwner", pool_id)
+
+    def pools(self) -> str:
+        """Call `pools` (view)."""
+        return self._call("pools")
+
+    def register(self, pool_id: int) -> Any:
+        """Send a `register` transaction; returns the receipt."""
+        return self._transact("register", pool_id)
+
+    def resolve(self, work_id: bytes) -> Any:
+        """Send a `resolve` transaction; returns the receipt."""
+        return self._transact("resolve", work_id)
+
+    def reveal_vote(self, work_id: bytes, work_valid: bool, salt: bytes) -> Any:
+        """Send a `revealVote` transaction; returns the receipt."""
+        return self._transact("revealVote", work_id, work_valid, salt)
+
+    def stake_manager(self) -> str:
+        """Call `stakeManager` (view)."""
+        return self._call("stakeManager")
+
+    def token(self) -> str:
+        """Call `token` (view)."""
+        return self._call("token")
+
+    def votes(self, work_id: bytes, voter: str) -> bytes:
+        """Call `votes` (view)."""
+        return self._call("votes", work_id, voter)
+
+    def withdraw(self) -> Any:
+        """Send a `withdraw` transaction; returns the receipt."""
+        return self._transact("withdraw")
+
+    def withdraw_bond(self, pool_id: int) -> Any:
+        """Send a `withdrawBond` transaction; returns the receipt."""
+        return self._transact("withdrawBond", pool_id)
 
 class DevStakeToken(BoundContract):
     """Binding of `DevStakeToken.sol`."""
@@ -419,6 +626,27 @@ class Approval:
 
 
 @dataclass(frozen=True)
+class BondAdded:
+    """Event `BondAdded`."""
+
+    pool_id: int
+    validator: str
+    amount: int
+    locked: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class BondWithdrawn:
+    """Event `BondWithdrawn`."""
+
+    pool_id: int
+    validator: str
+    amount: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
 class Bonded:
     """Event `Bonded`."""
 
@@ -435,6 +663,67 @@ class CheckpointPublished:
     pool_id: int
     step: int
     manifest_digest: bytes
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class CommitteeDrawn:
+    """Event `CommitteeDrawn`."""
+
+    work_id: bytes
+    committee: list[str]
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class CourtConfigured:
+    """Event `CourtConfigured`."""
+
+    pool_id: int
+    params: Any
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class Credited:
+    """Event `Credited`."""
+
+    to: str
+    amount: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class DisputeResolved:
+    """Event `DisputeResolved`."""
+
+    work_id: bytes
+    work_valid: bool
+    overturned: bool
+    votes_valid: int
+    votes_invalid: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class Disputed:
+    """Event `Disputed`."""
+
+    pool_id: int
+    work_id: bytes
+    disputer: str
+    evidence_digest: bytes
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class FeesFunded:
+    """Event `FeesFunded`."""
+
+    pool_id: int
+    from_: str
+    amount: int
+    fee_budget: int
     meta: EventMeta
 
 
@@ -613,6 +902,39 @@ class UnbondingDelayChanged:
 
 
 @dataclass(frozen=True)
+class ValidatorDeregistered:
+    """Event `ValidatorDeregistered`."""
+
+    pool_id: int
+    validator: str
+    exit_at: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class ValidatorPenalized:
+    """Event `ValidatorPenalized`."""
+
+    pool_id: int
+    work_id: bytes
+    party: str
+    why: int
+    amount: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class ValidatorRegistered:
+    """Event `ValidatorRegistered`."""
+
+    pool_id: int
+    validator: str
+    index: int
+    bond: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
 class ValidatorSet:
     """Event `ValidatorSet`."""
 
@@ -623,10 +945,63 @@ class ValidatorSet:
 
 
 @dataclass(frozen=True)
+class ValidatorsFrozen:
+    """Event `ValidatorsFrozen`."""
+
+    pool_id: int
+    judge: str
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class VerdictFinal:
+    """Event `VerdictFinal`."""
+
+    pool_id: int
+    work_id: bytes
+    accepted: bool
+    judge: str
+    fee: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class VerdictGiven:
+    """Event `VerdictGiven`."""
+
+    pool_id: int
+    work_id: bytes
+    judge: str
+    accepted: bool
+    reason_code: int
+    evidence_digest: bytes
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class VoteCommitted:
+    """Event `VoteCommitted`."""
+
+    work_id: bytes
+    voter: str
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class VoteRevealed:
+    """Event `VoteRevealed`."""
+
+    work_id: bytes
+    voter: str
+    work_valid: bool
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
 class Withdrawn:
     """Event `Withdrawn`."""
 
-    worker: str
+    to: str
     amount: int
     meta: EventMeta
 
@@ -707,8 +1082,16 @@ class WorkerLeft:
 
 EVENT_TYPES: dict[str, type] = {
     "Approval": Approval,
+    "BondAdded": BondAdded,
+    "BondWithdrawn": BondWithdrawn,
     "Bonded": Bonded,
     "CheckpointPublished": CheckpointPublished,
+    "CommitteeDrawn": CommitteeDrawn,
+    "CourtConfigured": CourtConfigured,
+    "Credited": Credited,
+    "DisputeResolved": DisputeResolved,
+    "Disputed": Disputed,
+    "FeesFunded": FeesFunded,
     "OwnershipTransferred": OwnershipTransferred,
     "PoolClosed": PoolClosed,
     "PoolCreated": PoolCreated,
@@ -726,7 +1109,15 @@ EVENT_TYPES: dict[str, type] = {
     "TreasuryChanged": TreasuryChanged,
     "UnbondStarted": UnbondStarted,
     "UnbondingDelayChanged": UnbondingDelayChanged,
+    "ValidatorDeregistered": ValidatorDeregistered,
+    "ValidatorPenalized": ValidatorPenalized,
+    "ValidatorRegistered": ValidatorRegistered,
     "ValidatorSet": ValidatorSet,
+    "ValidatorsFrozen": ValidatorsFrozen,
+    "VerdictFinal": VerdictFinal,
+    "VerdictGiven": VerdictGiven,
+    "VoteCommitted": VoteCommitted,
+    "VoteRevealed": VoteRevealed,
     "Withdrawn": Withdrawn,
     "WorkAccepted": WorkAccepted,
     "WorkChallenged": WorkChallenged,

@@ -19,7 +19,7 @@ import re
 import sys
 from pathlib import Path
 
-CONTRACTS = ("StakeManager", "ComputePool", "DevStakeToken")
+CONTRACTS = ("StakeManager", "ComputePool", "ValidatorCourt", "DevStakeToken")
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 

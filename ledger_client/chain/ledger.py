@@ -11,7 +11,7 @@ from eth_account.signers.local import LocalAccount
 from pydantic import BaseModel, ValidationError
 from web3 import HTTPProvider, Web3
 
-from ledger_client.chain.bindings import ComputePool, DevStakeToken, StakeManager
+from ledger_client.chain.bindings import ComputePool, DevStakeToken, StakeManager, ValidatorCourt
 from ledger_client.chain.errors import LedgerError, NotDeployed, RpcUnreachable, WrongChain
 from ledger_client.chain.tx import TxSender
 
@@ -39,6 +39,8 @@ class Deployment(BaseModel):
     token: str
     stake_manager: str
     compute_pool: str
+    validator_court: str | None = None
+    """The ValidatorCourt (bonded validators and disputes); None in deployments made before it existed."""
     deployer: str
     block: int
     dev_token: bool = False
@@ -92,6 +94,7 @@ class Ledger:
         self.token = DevStakeToken(w3, deployment.token, self.sender)
         self.stake = StakeManager(w3, deployment.stake_manager, self.sender)
         self.pool = ComputePool(w3, deployment.compute_pool, self.sender)
+        self.court = ValidatorCourt(w3, deployment.validator_court, self.sender) if deployment.validator_court else None
 
     @classmethod
     def open(cls, rpc_url: str, deployments: str | Path, account: LocalAccount | None = None,

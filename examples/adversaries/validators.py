@@ -1,0 +1,58 @@
+"""Dishonest validators of court pools (validator.court.Conduct): what the end-to-end test and the
+demo run against honest ones, each of which the court makes lose stake (docs/protocol.md, "Bonded
+validators and disputes"):
+
+  attest-all      attests every submission without regard to its checks → disputed, overturned, slashed
+                  `wrongVerdictSlash`; on committees it votes "valid" whatever the work
+  challenge-all   challenges every submission → the same, for honest work; on committees votes "invalid"
+  silent          registers and never answers → `silencePenalty` whenever it is assigned, and the
+                  committee penalty whenever it is drawn
+  random-vote     judges honestly but votes at random → the committee penalty whenever it votes with
+                  the minority (half the time), for less than that in shares when it votes with the majority
+"""
+
+from __future__ import annotations
+
+import random
+
+from validator.court import Conduct
+
+
+class AttestEverything(Conduct):
+    name = "attest-all"
+
+    def verdict(self, ok: bool) -> bool:
+        return True
+
+    def vote(self, ok: bool) -> bool:
+        return True
+
+
+class ChallengeEverything(Conduct):
+    name = "challenge-all"
+
+    def verdict(self, ok: bool) -> bool:
+        return False
+
+    def vote(self, ok: bool) -> bool:
+        return False
+
+
+class Silent(Conduct):
+    name = "silent"
+    judges = False
+    votes = False
+
+
+class RandomVoter(Conduct):
+    name = "random-vote"
+
+    def __init__(self, seed: int | None = None):
+        self._rng = random.Random(seed)
+
+    def vote(self, ok: bool) -> bool:
+        return self._rng.random() < 0.5
+
+
+CONDUCTS = {c.name: c for c in (Conduct, AttestEverything, ChallengeEverything, Silent, RandomVoter)}
+"""Conducts by name (for the demo's command line)."""

@@ -1,0 +1,183 @@
+"""Bonded validators who answer for their verdicts, end to end on a real anvil (1 s blocks) + Kubo with a
+real (tiny) policy: three honest validator daemons and three dishonest ones (examples/adversaries/
+validators.py: attest-all, challenge-all, silent) judge a worker's honest and fabricated files through the
+ValidatorCourt. Every dishonest validator loses stake, no honest party (validator or worker) loses any,
+every fabricated file ends rejected and every honest one accepted, and the ComputePool only learns
+verdicts that are final."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+
+import pytest
+
+from deploy.anvil import dev_accounts, start_anvil
+from deploy.contracts import deploy_contracts
+from deploy.pool_cli import CourtConfig, create_pool
+from examples.adversaries.validators import AttestEverything, ChallengeEverything, Silent
+from examples.adversaries.workers import fabricate_completions
+from ledger_client.chain.ledger import Ledger, connect, save_deployment
+from ledger_client.chain.queries import get_work
+from ledger_client.ipfs.content import publish_run_spec, put_object
+from ledger_client.ipfs.kubo import KuboClient
+from protocol.pool import WorkStatus
+from protocol.rollouts import encode_rollouts
+from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
+from protocol.submission import SubmissionBinding
+from tests.conftest_chain import TOKENS, pool_config
+from trainer.bootstrap import init_policy
+from trainer.config import ModelSpec
+from trainer.publish import base_checkpoint_digest
+from validator.checks import RolloutChecker
+from validator.court import CaseState, Conduct, register_with_court
+from validator.daemon import DaemonConfig, ValidatorDaemon
+from worker.policy import Policy
+from worker.produce import make_batch
+
+SPEC = RunSpec(
+    task={"name": "sort", "seed": 0, "params": {"min_digits": 3, "max_digits": 3}},
+    sampling=SamplingSpec(group_size=4, temperature=1.0, max_tokens=8),
+    prompts_per_submission=2,
+    pool_seed="0x" + "6c" * 32,
+    verification=VerificationSpec(toploc_min_exp_matches=125, toploc_max_mant_err_mean=0.03,
+                                  toploc_max_mant_err_median=0.0, toploc_mean_excludes_max=True),
+)
+N = 8
+COURT = CourtConfig(validator_bond=200 * TOKENS, verdict_fee=TOKENS, dispute_bond=20 * TOKENS,
+                    wrong_verdict_slash=60 * TOKENS, non_voter_penalty=10 * TOKENS, silence_penalty=5 * TOKENS,
+                    assigned_window_s=6, verdict_window_s=40, dispute_window_s=20, commit_period_s=15,
+                    reveal_period_s=10, committee_size=3, fee_funding=100 * TOKENS)
+HONEST, ADVERSARIES = (5, 6, 7), {8: AttestEverything(), 9: ChallengeEverything(), 10: Silent()}
+WORKER = 4
+
+
+class CourtPool:
+    def __init__(self, tmp, kubo_node):
+        self.tmp = tmp
+        self.anvil = start_anvil(tmp / "anvil.log", accounts=12, extra_args=["--block-time", "1"])
+        self.w3 = connect(self.anvil.rpc_url, 31337)
+        self.accounts = dev_accounts(12)
+        self.deployment = deploy_contracts(self.w3, self.accounts[0], treasury=self.accounts[11].address)
+        admin = self.ledger(0)
+        for i in (1, WORKER, *HONEST, *ADVERSARIES):
+            admin.token.mint(self.accounts[i].address, 10**6 * TOKENS)
+        self.kubo_api = kubo_node.api_multiaddr
+        self.kubo = KuboClient(self.kubo_api)
+        model, tokenizer = init_policy(SPEC, ModelSpec(hidden=32, layers=1, heads=2), warm_steps=0, warm_lr=0.0)
+        base = base_checkpoint_digest(self.kubo, model.state_dict(), model.config, tokenizer)
+        self.policy = Policy(0, base, model, tokenizer)
+        self.config = pool_config(self.accounts, validators=[], court=COURT, challenge_window_s=180,
+                                  reward_lock_s=181, task="0x" + publish_run_spec(self.kubo, SPEC).hex(),
+                                  base_checkpoint="0x" + base.hex(), max_samples_per_work=None)
+        self.pool_id = create_pool(self.ledger(1), self.config, SPEC)
+        self.deployments = tmp / "deployments.json"
+        save_deployment(self.deployments, self.deployment)
+        for i in (*HONEST, *ADVERSARIES):
+            register_with_court(self.ledger(i), self.pool_id)
+        worker = self.ledger(WORKER)
+        worker.ensure_allocation(self.pool_id, 60 * self.config.slash_amount)  # every submission backed up front
+        worker.pool.join_pool(self.pool_id)
+
+    def ledger(self, i: int) -> Ledger:
+        return Ledger(self.w3, self.deployment, self.accounts[i])
+
+    def daemon(self, i: int, conduct: Conduct) -> ValidatorDaemon:
+        state = self.tmp / f"validator-{i}"
+        factory = functools.partial(RolloutChecker, self.anvil.rpc_url, str(self.deployments), self.kubo_api,
+                                    self.pool_id, state / "cache")
+        config = DaemonConfig(pool_id=self.pool_id, state_dir=state, kubo_api=self.kubo_api, poll_interval_s=0.3,
+                              audit_rate=1.0)
+        return ValidatorDaemon(self.ledger(i), config, factory, conduct=conduct)
+
+    def submit(self, honest: bool) -> bytes:
+        ledger = self.ledger(WORKER)
+        nonce = ledger.pool.get_member(self.pool_id, ledger.address).next_nonce
+        binding = SubmissionBinding(chain_id=self.deployment.chain_id, pool_contract=self.deployment.compute_pool,
+                                    pool_id=self.pool_id, worker=ledger.address, step=0, nonce=nonce)
+        batch = make_batch(self.policy, SPEC, binding)
+        if not honest:
+            batch = fabricate_completions(self.policy, SPEC, batch, range(N))
+        ledger.pool.submit_work(self.pool_id, 0, nonce, put_object(self.kubo, encode_rollouts(batch)), N)
+        return bytes(ledger.pool.work_id_of(self.pool_id, ledger.address, nonce))
+
+    def locked(self, i: int) -> int:
+        return self.ledger(0).court.get_validator(self.pool_id, self.accounts[i].address).locked
+
+    def close(self) -> None:
+        self.kubo.close()
+        self.anvil.stop()
+
+
+@pytest.fixture(scope="module")
+def court_pool(tmp_path_factory, kubo_node):
+    p = CourtPool(tmp_path_factory.mktemp("court"), kubo_node)
+    yield p
+    p.close()
+
+
+def test_dishonest_validators_lose_stake_and_honest_parties_lose_nothing(court_pool):
+    pool = court_pool
+    address = {pool.accounts[i].address: i for i in (*HONEST, *ADVERSARIES)}
+    before = {i: pool.locked(i) for i in address.values()}
+    daemons = [pool.daemon(i, Conduct()) for i in HONEST] + [pool.daemon(i, c) for i, c in ADVERSARIES.items()]
+    starting = [threading.Thread(target=d.checkers.start) for d in daemons]  # checker processes up before any file
+    for t in starting:
+        t.start()
+    for t in starting:
+        t.join()
+    stop = threading.Event()
+    threads = [threading.Thread(target=d.run, args=(stop,), daemon=True) for d in daemons]
+    for t in threads:
+        t.start()
+    works: dict[bytes, bool] = {}
+    unassigned: list[bytes] = []
+    # attest-all must judge a fabricated file, challenge-all an honest one, silent any: the worker cannot know
+    # who will judge its file (the hash of the next block decides), so it submits until each has happened
+    needed = {8: False, 9: True, 10: None}
+    court = pool.ledger(0).court
+    try:
+        while needed and len(works) < 60:
+            wants = {h for h in needed.values() if h is not None} or {True}
+            honest = True if wants == {True} else False if wants == {False} else len(works) % 2 == 0
+            work_id = pool.submit(honest)
+            works[work_id] = honest
+            unassigned.append(work_id)
+            for w in list(unassigned):
+                if (who := court.assigned_validator(w)) == "0x" + "00" * 20:
+                    continue
+                unassigned.remove(w)
+                judge = address.get(who)
+                if judge in needed and needed[judge] in (None, works[w]):
+                    needed.pop(judge)
+        assert not needed, f"no fitting assignment in {len(works)} submissions for {sorted(needed)}"
+        court = pool.ledger(0).court
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and any(court.cases(w)[4] != CaseState.FINAL for w in works):
+            time.sleep(1.0)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+        for d in daemons:
+            d.close()
+    ledger = pool.ledger(0)
+    for work_id, honest in works.items():
+        assert ledger.court.cases(work_id)[4] == CaseState.FINAL
+        expected = WorkStatus.ACCEPTED if honest else WorkStatus.REJECTED
+        assert get_work(ledger, work_id).status == expected, f"{'honest' if honest else 'fabricated'} work"
+    after = {i: pool.locked(i) for i in address.values()}
+    for i in HONEST:
+        assert after[i] >= before[i], f"honest validator {i} lost stake"
+    for i in ADVERSARIES:
+        assert after[i] < before[i], f"{ADVERSARIES[i].name} lost nothing"
+    assert before[8] - after[8] >= COURT.wrong_verdict_slash
+    assert before[9] - after[9] >= COURT.wrong_verdict_slash
+    assert before[10] - after[10] >= COURT.silence_penalty
+    n_bad = sum(not h for h in works.values())
+    challenged = ledger.pool.contract.events.WorkChallenged.get_logs(from_block=0)
+    assert sorted(bytes(e["args"]["workId"]) for e in challenged) == sorted(w for w, h in works.items() if not h)
+    assert sum(e["args"]["slashed"] for e in challenged) == n_bad * pool.config.slash_amount  # never an honest file
+    credits = {i: ledger.court.credits(pool.accounts[i].address) for i in HONEST}
+    assert sum(credits.values()) > 0, "honest validators were paid fees and shares"

@@ -1,0 +1,176 @@
+"""A validator's part in a pool judged by the ValidatorCourt (contracts/src/ValidatorCourt.sol).
+
+Besides first verdicts (sent to the court, not the pool, and only when assigned or standing in for a
+silent assigned validator), a court validator owes the court follow-ups that fall due later:
+  finalize   a verdict whose dispute window has passed (anyone may; the judge is paid for it)
+  draw       the committee of a dispute, once the block after the dispute exists
+  reveal     its committed vote, once the commit period is over
+  resolve    a dispute, once the reveal period is over (anyone may)
+and it re-checks a fraction (`audit_rate`) of other validators' verdicts, disputing those it
+disagrees with, and re-checks the work of every dispute whose committee it sits on before voting.
+
+`CourtDuties` persists the follow-ups (and a vote's salt before the vote is committed) atomically in
+the state directory, so a validator killed between commit and reveal reveals after its restart.
+`Conduct` is how a validator decides: honest by default; examples/adversaries/validators.py has the
+dishonest ones the end-to-end tests and the demo run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from eth_abi import encode
+from eth_utils import keccak
+
+from ledger_client.chain.ledger import Ledger
+
+ZERO_ADDRESS = "0x" + "00" * 20
+
+
+class CaseState:
+    """ValidatorCourt.CaseState."""
+
+    NONE, PENDING, VERDICT, DISPUTED, FINAL = range(5)
+
+
+@dataclass(frozen=True)
+class CourtRules:
+    """A pool's court periods (seconds), as `ValidatorCourt.getParams` returns them."""
+
+    assigned_window: int
+    verdict_window: int
+    dispute_window: int
+    commit_period: int
+    reveal_period: int
+    validator_bond: int
+    dispute_bond: int
+
+    @classmethod
+    def of(cls, params) -> CourtRules:
+        return cls(params.assigned_window, params.verdict_window, params.dispute_window, params.commit_period,
+                   params.reveal_period, params.validator_bond, params.dispute_bond)
+
+
+class Conduct:
+    """How a validator turns checks into verdicts and votes. Honest: as the checks say."""
+
+    name = "honest"
+    judges = True
+    """Gives first verdicts (when assigned, or standing in)."""
+    votes = True
+    """Commits and reveals votes on the committees it is drawn to."""
+
+    def verdict(self, ok: bool) -> bool:
+        """The verdict to send for work whose check says `ok` (True = attest)."""
+        return ok
+
+    def vote(self, ok: bool) -> bool:
+        """The vote (True = the work is valid) for work whose check says `ok`."""
+        return ok
+
+
+def audits(validator: str, work_id: bytes, rate: float) -> bool:
+    """Whether `validator` re-checks the verdict on `work_id`: a fixed function of both, so a restart
+    audits the same verdicts, and the judge cannot know which (it does not know the rate or the key)."""
+    if rate >= 1.0:
+        return True
+    draw = int.from_bytes(hashlib.sha256(validator.lower().encode() + work_id).digest()[:8], "big") / 2**64
+    return draw < rate
+
+
+def vote_commitment(work_id: bytes, voter: str, work_valid: bool, salt: bytes) -> bytes:
+    """keccak256(abi.encode(workId, voter, workValid, salt)), as `ValidatorCourt.revealVote` checks it."""
+    return keccak(encode(["bytes32", "address", "bool", "bytes32"], [work_id, voter, work_valid, salt]))
+
+
+@dataclass
+class Vote:
+    """A vote decided on: saved before its commitment is sent, revealed after the commit period."""
+
+    valid: bool
+    salt: str
+    reveal_after: int
+    """Chain time after which it may be revealed (disputedAt + commitPeriod)."""
+    resolve_after: int
+    committed: bool = False
+
+
+@dataclass
+class DutyBook:
+    finalize: dict[str, int] = field(default_factory=dict)
+    """work id (hex) → chain time after which its verdict can be finalized."""
+    draw: dict[str, int] = field(default_factory=dict)
+    """work id → the dispute's block (the committee can be drawn from block + 2 on)."""
+    votes: dict[str, Vote] = field(default_factory=dict)
+    resolve: dict[str, int] = field(default_factory=dict)
+    """work id → chain time after which the dispute can be resolved."""
+    outcomes: dict[str, int] = field(default_factory=lambda: {"verdicts": 0, "disputes": 0, "votes": 0,
+                                                              "finalized": 0, "resolved": 0})
+
+
+class CourtDuties:
+    """The court follow-ups of one validator, in `<state_dir>/court.json` (written atomically)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.book = DutyBook()
+        if self.path.exists():
+            raw = json.loads(self.path.read_text())
+            raw["votes"] = {k: Vote(**v) for k, v in raw.get("votes", {}).items()}
+            self.book = DutyBook(**raw)
+
+    def new_vote(self, work_id: bytes, valid: bool, reveal_after: int, resolve_after: int) -> Vote:
+        """Decide a vote with a fresh salt and save it before anything is sent."""
+        vote = Vote(valid=valid, salt=secrets.token_hex(32), reveal_after=reveal_after, resolve_after=resolve_after)
+        self.book.votes[work_id.hex()] = vote
+        self.save()
+        return vote
+
+    def count(self, what: str) -> None:
+        self.book.outcomes[what] = self.book.outcomes.get(what, 0) + 1
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".court.", suffix=".tmp")
+        with os.fdopen(fd, "w") as handle:
+            json.dump(asdict(self.book), handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.path)
+
+
+DISPUTES_BONDED = 2
+"""Dispute bonds a validator keeps bonded (unlocked) beside its locked stake, so that it can dispute."""
+OPEN_VERDICTS = 8
+"""Verdicts a validator registered by `register_with_court` can have open at once (each reserves
+`wrongVerdictSlash` of its locked stake until final)."""
+
+
+def is_court_pool(ledger: Ledger, pool_id: int) -> bool:
+    """Whether the pool's validator is this deployment's ValidatorCourt."""
+    return ledger.court is not None and ledger.pool.judge_of(pool_id) == ledger.court.address
+
+
+def register_with_court(ledger: Ledger, pool_id: int, open_verdicts: int = OPEN_VERDICTS) -> None:
+    """Register as a validator of the pool (unless registered) with enough stake locked for `open_verdicts`
+    verdicts at once (at least the validator bond), bonding what is missing plus `DISPUTES_BONDED` dispute bonds."""
+    court, me = ledger.court, ledger.address
+    params = court.get_params(pool_id)
+    record = court.get_validator(pool_id, me)
+    target = max(params.validator_bond, open_verdicts * params.wrong_verdict_slash)
+    missing = max(0, target - record.locked)
+    registered = record.index != 0 and record.deregistered_at == 0
+    if registered and missing == 0:
+        return
+    ledger.ensure_stake(missing + DISPUTES_BONDED * params.dispute_bond)
+    if not registered:
+        court.register(pool_id)
+        missing = max(0, target - court.get_validator(pool_id, me).locked)
+    if missing:
+        court.add_bond(pool_id, missing)
