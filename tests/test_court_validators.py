@@ -30,7 +30,7 @@ from tests.conftest_chain import TOKENS, pool_config
 from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
 from trainer.publish import base_checkpoint_digest
-from validator.checks import RolloutChecker
+from validator.checks import checker_process
 from validator.court import CaseState, Conduct, register_with_court
 from validator.daemon import DaemonConfig, ValidatorDaemon
 from worker.policy import Policy
@@ -85,7 +85,7 @@ class CourtPool:
 
     def daemon(self, i: int, conduct: Conduct) -> ValidatorDaemon:
         state = self.tmp / f"validator-{i}"
-        factory = functools.partial(RolloutChecker, self.anvil.rpc_url, str(self.deployments), self.kubo_api,
+        factory = functools.partial(checker_process, 1, self.anvil.rpc_url, str(self.deployments), self.kubo_api,
                                     self.pool_id, state / "cache")
         config = DaemonConfig(pool_id=self.pool_id, state_dir=state, kubo_api=self.kubo_api, poll_interval_s=0.3,
                               audit_rate=1.0)
