@@ -22,7 +22,6 @@ the whole batch is 2,599 MiB; the step before chunking and micro-batching held s
 
 import random
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -30,6 +29,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from protocol.rollouts import RolloutBatch, RolloutHeader, RolloutSample
 from protocol.submission import local_binding
+from tests.peak_memory import peak_growth_mib
 from trainer.config import TrainerConfig
 from trainer.loop import Trainer
 from trainer.work_source import InMemorySource
@@ -40,13 +40,6 @@ MIB = 2**20
 OTHER_BOUND_MIB = 400
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self (Linux)")
-
-
-def _kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise KeyError(field)
 
 
 def _rollouts(config: TrainerConfig) -> RolloutBatch:
@@ -85,10 +78,7 @@ def test_a_grpo_step_at_152k_vocabulary_is_bounded_by_its_micro_batch(tmp_path, 
     trainer = Trainer(config, model, source)
     trainer.start()
 
-    Path("/proc/self/clear_refs").write_text("5")  # reset the peak RSS to the current RSS
-    before = _kib("VmRSS")
-    metrics = trainer.train_step()
-    growth_mib = (_kib("VmHWM") - before) / 1024
+    metrics, growth_mib = peak_growth_mib(trainer.train_step)
 
     tokens = config.batch_samples * (PROMPT_TOKENS + config.sampling.max_tokens - 1)
     whole_batch_fp32_mib = tokens * VOCAB * 4 / MIB

@@ -18,10 +18,8 @@ logits (594 MiB). Measured on the 2-core VM: 188 MiB at 1,024 and 52 MiB at 256,
 (1 thread). The verifier before batching held the whole file's logits at once: 635 MiB.
 """
 
-import ctypes
 import random
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -37,6 +35,7 @@ from inference.verify import (
 )
 from proofs.toploc import build_proofs_batch
 from protocol.runspec import SamplingSpec
+from tests.peak_memory import peak_growth_mib
 
 VOCAB = 152_064
 PROMPTS, GROUP, PROMPT_TOKENS = 8, 16, 20
@@ -45,13 +44,6 @@ MIB = 2**20
 OTHER_BOUND_MIB = 100
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self (Linux)")
-
-
-def _kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise KeyError(field)
 
 
 @pytest.fixture(scope="module")
@@ -86,11 +78,7 @@ def test_verifying_a_file_at_152k_vocabulary_is_bounded_by_the_prefill_batch(bac
     backend, records = backend_and_file
     config = VerifyConfig(sampling=SAMPLING, thresholds=FP32_THRESHOLDS, chunk=32, max_batch_tokens=max_batch_tokens)
 
-    ctypes.CDLL("libc.so.6").malloc_trim(0)  # free heap pages leave the resident set, so reusing them counts
-    Path("/proc/self/clear_refs").write_text("5")  # reset the peak RSS to the current RSS
-    before = _kib("VmRSS")
-    verdicts = verify_completions(backend, records, config)
-    growth_mib = (_kib("VmHWM") - before) / 1024
+    verdicts, growth_mib = peak_growth_mib(lambda: verify_completions(backend, records, config))
 
     file_logits_mib = sum(len(r.completion_ids) for r in records) * VOCAB * 4 / MIB
     bound_mib = config.max_batch_tokens * VOCAB * 4 / MIB + OTHER_BOUND_MIB
