@@ -84,6 +84,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     mapping(uint256 poolId => CourtParams) private _params;
     mapping(uint256 poolId => address) public poolOwner;
     mapping(uint256 poolId => uint256) public feeBudget;
+    // slither-disable-next-line uninitialized-state (written through a storage pointer in `register`)
     mapping(uint256 poolId => Entry[]) private _entries;
     mapping(uint256 poolId => mapping(address => Validator)) private _validators;
     /// @notice Each submission's case (judge and disputer are 1-based validator indices: `validatorAt`).
@@ -265,6 +266,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         uint256 size = p.committeeSize;
         uint128 penalty = p.nonVoterPenalty;
         for (uint256 j; j < 4 * size + 8 && committee.length < size; ++j) {
+            // slither-disable-next-line weak-prng (block-hash randomness by design: docs/protocol.md, its bias)
             uint256 index = uint256(keccak256(abi.encode(seed, j))) % n + 1;
             Entry storage e = entries[index - 1];
             Validator storage v = _validators[poolId][e.validator];
@@ -546,6 +548,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         while (n != 0 && entries[n - 1].registeredAt > c.submittedAt) --n;
         bytes32 hash = blockhash(uint256(c.submittedBlock) + 1);
         if (n == 0 || hash == bytes32(0)) return 0;
+        // slither-disable-next-line weak-prng (block-hash randomness by design: docs/protocol.md, its bias)
         index = uint256(keccak256(abi.encode(hash, workId))) % n + 1;
         Entry storage e = entries[index - 1];
         uint40 gone = _validators[c.poolId][e.validator].deregisteredAt;
