@@ -15,9 +15,9 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from ledger_client.chain.errors import LedgerError
+from protocol.devnet import DEV_CHAIN_ID
 
 DEV_MNEMONIC = "test test test test test test test test test test test junk"
-DEV_CHAIN_ID = 31337
 _LISTEN = re.compile(rb"Listening on 127\.0\.0\.1:(\d+)")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,12 +12,12 @@ import os
 import shutil
 from pathlib import Path
 
-from deploy.anvil import DEV_CHAIN_ID, dev_accounts, pid_is, start_anvil, stop_pid
+from deploy.anvil import dev_accounts, pid_is, start_anvil, stop_pid
 from deploy.contracts import deploy_contracts
 from deploy.kubo_node import KuboNode, stop_daemon
 from ledger_client.chain.ledger import Ledger, connect, save_deployment
 from ledger_client.ipfs.kubo import KuboClient
-from protocol.devnet import devnet_file, load_devnet_info
+from protocol.devnet import DEV_CHAIN_ID, devnet_file, load_devnet_info
 
 # Roles of the dev accounts (indices into the dev mnemonic's accounts).
 ROLES = {"deployer": 0, "pool_owner": 1, "trainer": 2, "validator": 3, "treasury": 9}
@@ -49,7 +49,7 @@ def up(state_dir: Path) -> tuple[dict, bool]:
         deployment = deploy_contracts(w3, accounts[0], treasury=accounts[ROLES["treasury"]].address,
                                       unbonding_delay=UNBONDING_DELAY_S)
         admin = Ledger(w3, deployment, accounts[0])
-        for i in [ROLES["pool_owner"], *WORKER_ACCOUNTS]:
+        for i in [ROLES["pool_owner"], ROLES["validator"], *WORKER_ACCOUNTS]:  # validators bond in court pools
             admin.token.mint(accounts[i].address, DEV_TOKENS_PER_ACCOUNT)
         save_deployment(deployments, deployment)
         info = {

@@ -4,14 +4,19 @@
 2. `trainer init`: a tiny char-level policy, warm-started on the run spec's task, and the run
    spec itself, both added to IPFS;
 3. the pool owner creates and funds a pool whose taskRef / base checkpoint are those digests;
-4. separate processes: one validator (`validator start`), the trainer (`trainer start`), two
-   honest workers (`worker start`) and one adversarial worker (examples/adversaries/workers.py, cycling
-   through attacks);
+4. separate processes: the pool is judged by the ValidatorCourt, with two honest bonded validators
+   (`validator start`, re-checking every other validator's verdicts) and one dishonest one
+   (examples/adversaries/validators.py, `--adversarial-validator`, attest-all by default); the trainer
+   (`trainer start`, fast mode: it consumes at the first accepting verdict and reports what it consumed
+   that a dispute later overturned), two honest workers (`worker start`) and one adversarial worker
+   (examples/adversaries/workers.py, cycling through attacks);
 5. after `--steps` trainer steps everything is stopped, time travels past the reward lock and
    the honest workers claim;
 6. a summary table, runs/demo/summary.json and runs/demo/learning_curve.png, with the demo's checks:
    every adversary submission judged by the end is challenged, no honest one is (work still
-   unjudged at the end is reported as `adversary_pending`); the demo exits 1 if a check fails.
+   unjudged at the end is reported as `adversary_pending`), the dishonest validator lost stake and no
+   honest validator lost any; `validators` lists each validator's verdicts, disputes won and lost, and
+   stake change. The demo exits 1 if a check fails.
 
 Repeatable: each run creates a new pool (work ids and file bindings are per pool, so nothing collides
 with an earlier run), starts from an empty `--out`, and first stops the role processes a killed
@@ -38,8 +43,9 @@ from rich.table import Table
 from dashboard.service import free_port
 from deploy import devnet
 from deploy.anvil import stop_pid
-from deploy.pool_cli import PoolConfig, create_pool
-from ledger_client.chain.keys import load_account
+from deploy.pool_cli import CourtConfig, PoolConfig, create_pool
+from examples.adversaries.validators import CONDUCTS
+from ledger_client.chain.keys import KEY_ENV, load_account
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import get_work
 from ledger_client.cli import DEFAULT_DEVNET_DIR, UsageError, one_line_errors
@@ -55,6 +61,17 @@ ADVERSARY_ATTACKS = ["fabricated_rewards", "cherry_picked_prompts", "tampered_co
 
 
 PIDS_FILE = "roles.pids"
+TOKENS = 10**18
+DEMO_COURT = CourtConfig(
+    # a bond of 2,000 covers the wrong-verdict slash of ~33 open verdicts (each stays open through the dispute
+    # window): at the demo's submission rate a validator never waits for its stake to be released
+    validator_bond=2_000 * TOKENS, verdict_fee=TOKENS // 100, dispute_bond=20 * TOKENS,
+    wrong_verdict_slash=60 * TOKENS, non_voter_penalty=10 * TOKENS, silence_penalty=5 * TOKENS,
+    assigned_window_s=60, verdict_window_s=180, dispute_window_s=30, commit_period_s=40, reveal_period_s=40,
+    committee_size=1, fee_funding=100 * TOKENS)
+"""The demo's court: three validators, so a dispute's committee is the one validator that is neither the judge
+nor the disputer. Windows are generous for a loaded two-core machine (checking a file takes about a second)."""
+VALIDATOR_TOKENS = 3_000 * TOKENS
 
 
 class Roles:
@@ -66,9 +83,10 @@ class Roles:
         self.pids_file = pids_file
         self.procs: dict[str, subprocess.Popen] = {}
 
-    def start(self, name: str, *args: str) -> None:
+    def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> None:
         log = open(self.log_dir / f"{name}.log", "wb")
-        self.procs[name] = subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT, env=self.env, stdout=log,
+        self.procs[name] = subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT, env={**self.env, **(env or {})},
+                                            stdout=log,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         with open(self.pids_file, "a") as pids:
             pids.write(f"{self.procs[name].pid} {args[0]}\n")
@@ -136,10 +154,12 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
     init = _run_json(["trainer.main", "init", "--run-spec", str(args.run_spec), "--warm-steps", str(args.warm_steps),
                       "--devnet-dir", state_dir], env)
     owner = Ledger.open(info["rpc_url"], Path(info["deployments"]), load_account(info["roles"]["pool_owner"]["private_key"]))
-    cfg = PoolConfig(trainer=info["roles"]["trainer"]["address"], validators=[info["roles"]["validator"]["address"]],
+    cfg = PoolConfig(trainer=info["roles"]["trainer"]["address"], validators=[], court=DEMO_COURT,
                      min_stake=100 * 10**18, reward_per_sample=10**16, slash_amount=50 * 10**18, bounty_bps=2_000,
                      challenge_window_s=600, reward_lock_s=900, async_level=2, task=init["task"],
                      base_checkpoint=init["base_checkpoint"], funding=10_000 * 10**18)
+    validators = _validator_accounts(info, args.adversarial_validator)
+    _fund_validators(info, validators)
     with KuboClient(info["kubo_api"]) as kubo:
         spec = fetch_run_spec(kubo, Digest.parse(init["task"]))
     pool_id = create_pool(owner, cfg, spec)
@@ -154,13 +174,17 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
                    "--summary", str(out / "summary.json"), *chain)
     console.print(f"explorer: http://127.0.0.1:{port}/pool/{pool_id}  (live while the demo runs)")
     try:
-        roles.start("validator", "validator.cli", "start", "--pool", str(pool_id), "--devnet-validator",
-                    "--state-dir", str(out / "validator"), "--metrics-port", str(args.metrics_port or free_port()),
-                    *chain)
+        for v in validators:
+            module = ["validator.cli"] if v["conduct"] == "honest" else \
+                ["examples.adversaries.validators", "--conduct", v["conduct"]]
+            roles.start(v["name"], *module, "start", "--pool", str(pool_id), "--audit-rate", "1",
+                        "--state-dir", str(out / v["name"]), "--metrics-port",
+                        str(args.metrics_port if args.metrics_port and v["name"] == "validator" else free_port()),
+                        *chain, env={KEY_ENV: v["private_key"]})
         roles.start("trainer", "trainer.main", "start", "--pool", str(pool_id), "--devnet-trainer",
                     "--set", f"run_dir={run_dir}", "--set", f"max_steps={args.steps}",
                     "--set", f"batch_samples={args.batch_samples}", "--set", "optim.lr=5e-4",
-                    "--set", "wait_timeout_s=300",
+                    "--set", "wait_timeout_s=300", "--no-wait-final",
                     "--eval-every", str(args.eval_every), "--eval-problems", str(args.eval_problems), "--json", *chain)
         for n in (0, 1):
             roles.start(f"worker{n}", "worker.cli", "start", "--pool", str(pool_id), "--devnet-worker", str(n),
@@ -172,7 +196,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
         deadline = time.monotonic() + args.timeout
         last = -1
         while not done.exists():
-            roles.check_alive("validator", "trainer", "worker0", "worker1", "adversary")
+            roles.check_alive(*(v["name"] for v in validators), "trainer", "worker0", "worker1", "adversary")
             explorer.check_alive("explorer")
             if time.monotonic() > deadline:
                 raise UsageError(f"the trainer did not finish {args.steps} steps within {args.timeout:.0f}s "
@@ -191,7 +215,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
     try:
         for n in (0, 1):
             _run_json(["worker.cli", "claim", "--pool", str(pool_id), "--devnet-worker", str(n), "--json", *chain], env)
-        summary = _summary(owner, pool_id, start_block, run_dir, info, cfg, time.monotonic() - t0, out)
+        summary = _summary(owner, pool_id, start_block, run_dir, info, cfg, time.monotonic() - t0, out, validators)
         summary["explorer"] = f"http://127.0.0.1:{port}"
         if args.serve:
             console.print(f"explorer serving at http://127.0.0.1:{port} (summary at /summary); Ctrl-C to stop")
@@ -206,6 +230,53 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
 
 
 
+def _validator_accounts(info: dict, adversarial: str) -> list[dict]:
+    """The demo's validators: the devnet's validator and worker account 3 honest, worker account 4 `adversarial`."""
+    accounts = [("validator", "honest", info["roles"]["validator"]), ("validator2", "honest", info["workers"][3]),
+                ("adversarial-validator", adversarial, info["workers"][4])]
+    return [{"name": name, "conduct": conduct, "address": a["address"], "private_key": a["private_key"]}
+            for name, conduct, a in accounts]
+
+
+def _fund_validators(info: dict, validators: list[dict]) -> None:
+    """Mint the devnet stake token to validators that hold less than their bond needs (the deployer may mint)."""
+    deployer = Ledger.open(info["rpc_url"], Path(info["deployments"]),
+                           load_account(info["roles"]["deployer"]["private_key"]))
+    for v in validators:
+        balance = deployer.token.balance_of(v["address"])
+        if balance < VALIDATOR_TOKENS:
+            deployer.token.mint(v["address"], VALIDATOR_TOKENS - balance)
+
+
+def _validator_summary(ledger: Ledger, pool_id: int, start_block: int, validators: list[dict]) -> list[dict]:
+    """Each validator's verdicts, disputes won and lost, and what it lost (penalties) and earned (credits)."""
+    events = ledger.court.contract.events
+    mine = lambda e: e["args"].get("poolId", pool_id) == pool_id  # noqa: E731
+    verdicts = [e for e in events.VerdictGiven.get_logs(from_block=start_block) if mine(e)]
+    disputes = [e for e in events.Disputed.get_logs(from_block=start_block) if mine(e)]
+    outcome = {bytes(e["args"]["workId"]): e["args"]["overturned"]
+               for e in events.DisputeResolved.get_logs(from_block=start_block)}
+    penalties = [e for e in events.ValidatorPenalized.get_logs(from_block=start_block) if mine(e)]
+    credits = events.Credited.get_logs(from_block=start_block)
+    rows = []
+    for v in validators:
+        who = v["address"]
+        given = [bytes(e["args"]["workId"]) for e in verdicts if e["args"]["judge"] == who]
+        raised = [bytes(e["args"]["workId"]) for e in disputes if e["args"]["disputer"] == who]
+        lost = sum(e["args"]["amount"] for e in penalties if e["args"]["party"] == who)
+        rows.append({
+            "name": v["name"], "conduct": v["conduct"], "address": who,
+            "verdicts": len(given),
+            "verdicts_overturned": sum(outcome.get(w) is True for w in given),
+            "disputes_won": sum(outcome.get(w) is True for w in raised),
+            "disputes_lost": sum(outcome.get(w) is False for w in raised),
+            "disputes_open": sum(w not in outcome for w in raised),
+            "stake_change": -lost,
+            "earned": sum(e["args"]["amount"] for e in credits if e["args"]["to"] == who),
+        })
+    return rows
+
+
 def _trainer_step(run_dir: Path) -> int:
     path = run_dir / "consumed.json"
     try:
@@ -215,7 +286,7 @@ def _trainer_step(run_dir: Path) -> int:
 
 
 def _summary(ledger: Ledger, pool_id: int, start_block: int, run_dir: Path, info: dict, cfg: PoolConfig,
-             seconds: float, out: Path) -> dict:
+             seconds: float, out: Path, validators: list[dict]) -> dict:
     events = ledger.pool.contract.events
     submitted = [e for e in events.WorkSubmitted.get_logs(from_block=start_block) if e["args"]["poolId"] == pool_id]
     challenged = [e for e in events.WorkChallenged.get_logs(from_block=start_block) if e["args"]["poolId"] == pool_id]
@@ -228,7 +299,12 @@ def _summary(ledger: Ledger, pool_id: int, start_block: int, run_dir: Path, info
     adversary_status = Counter(get_work(ledger, w).status for w, who in by_worker.items() if who == adversary)
     adversary_judged = sum(adversary_status.values()) - adversary_status[WorkStatus.PENDING]
     honest_challenged = sum(1 for e in challenged if by_worker[bytes(e["args"]["workId"])] in honest)
-    consumed = json.loads((run_dir / "consumed.json").read_text())["consumed"]
+    trainer_record = json.loads((run_dir / "consumed.json").read_text())
+    consumed = trainer_record["consumed"]
+    court = _validator_summary(ledger, pool_id, start_block, validators)
+    honest_validators = [v for v in court if v["conduct"] == "honest"]
+    dishonest = [v for v in court if v["conduct"] != "honest"]
+    slash = cfg.court.wrong_verdict_slash
     consumed_unaccepted = sum(get_work(ledger, bytes.fromhex(w[2:])).status not in (WorkStatus.ACCEPTED, WorkStatus.PAID)
                               for w in consumed)
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
@@ -245,7 +321,12 @@ def _summary(ledger: Ledger, pool_id: int, start_block: int, run_dir: Path, info
         "adversary_pending": adversary_status[WorkStatus.PENDING],
         "honest_challenged": honest_challenged,
         "checks": {"every_judged_adversary_submission_challenged": adversary_status[WorkStatus.REJECTED] == adversary_judged,
-                   "no_honest_submission_challenged": honest_challenged == 0},
+                   "no_honest_submission_challenged": honest_challenged == 0,
+                   "no_honest_validator_lost_stake": all(v["stake_change"] == 0 for v in honest_validators),
+                   "every_overturned_verdict_slashed": all(-v["stake_change"] >= v["verdicts_overturned"] * slash
+                                                           for v in court)},
+        "validators": court,
+        "dishonest_validator_stake_change": sum(v["stake_change"] for v in dishonest),
         "slashed": [{"worker": e["args"]["worker"], "amount": e["args"]["amount"]} for e in slashes],
         "slashed_total": sum(e["args"]["amount"] for e in slashes),
         "claimed": [{"worker": e["args"]["worker"], "amount": e["args"]["amount"]} for e in claims],
@@ -253,6 +334,7 @@ def _summary(ledger: Ledger, pool_id: int, start_block: int, run_dir: Path, info
         "accuracy_end": accuracy[-1][1] if accuracy else None,
         "consumed": len(consumed),
         "consumed_unaccepted": consumed_unaccepted,
+        "consumed_overturned": len(trainer_record.get("overturned", [])),
         "wall_s": round(seconds, 1),
         "reward_per_sample": cfg.reward_per_sample,
         "slash_amount": cfg.slash_amount,
@@ -286,9 +368,14 @@ def _print(summary: dict, console: Console) -> None:
     table = Table(title=f"proofswarm demo — pool {summary['pool_id']}, {summary['steps']} steps, "
                         f"{summary['wall_s']}s", show_header=False)
     for key in ("submitted", "accepted", "challenged", "adversary_submissions", "adversary_challenged",
-                "adversary_pending", "honest_challenged", "checks", "slashed_total", "consumed", "consumed_unaccepted", "accuracy_start",
-                "accuracy_end"):
+                "adversary_pending", "honest_challenged", "checks", "slashed_total", "consumed", "consumed_unaccepted",
+                "consumed_overturned", "accuracy_start", "accuracy_end"):
         table.add_row(key, str(summary[key]))
+    for v in summary["validators"]:
+        table.add_row(f"validator {v['name']} ({v['conduct']})",
+                      f"verdicts {v['verdicts']} (overturned {v['verdicts_overturned']}), disputes won "
+                      f"{v['disputes_won']} lost {v['disputes_lost']} open {v['disputes_open']}, "
+                      f"stake change {v['stake_change'] / TOKENS:+.2f}, earned {v['earned'] / TOKENS:.2f}")
     for c in summary["claimed"]:
         table.add_row("claimed", f"{c['worker']}: {c['amount']}")
     console.print(table)
@@ -310,7 +397,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-every", type=int, default=5)
     p.add_argument("--eval-problems", type=int, default=100)
     p.add_argument("--timeout", type=float, default=1200)
-    p.add_argument("--metrics-port", type=int, default=0, help="validator metrics port (default: a free one)")
+    p.add_argument("--metrics-port", type=int, default=0, help="first validator's metrics port (default: a free one)")
+    p.add_argument("--adversarial-validator", default="attest-all", choices=sorted(set(CONDUCTS) - {"honest"}),
+                   help="conduct of the third validator (examples/adversaries/validators.py)")
     p.add_argument("--explorer-port", type=int, default=0, help="port of the pool explorer (default: a free one)")
     p.add_argument("--serve", action="store_true", help="keep the explorer serving after the demo, until Ctrl-C")
     p.add_argument("--down-after", action="store_true", help="stop the devnet at the end")

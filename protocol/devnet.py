@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 DEFAULT_DEVNET_DIR = Path(".devnet")
+DEV_CHAIN_ID = 31337
+"""The devnet's chain id (anvil's default): roles pick devnet defaults on it, e.g. the trainer's fast mode."""
 
 
 class DevnetCorrupt(ValueError):

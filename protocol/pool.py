@@ -17,6 +17,17 @@ class PoolStatus(IntEnum):
     CLOSED = 2
 
 
+class CaseState(IntEnum):
+    """Mirror of `IValidatorCourt.CaseState`: a court pool's submission goes Pending → Verdict → Final,
+    or Verdict → Disputed → Final; the ComputePool learns the verdict only at Final."""
+
+    NONE = 0
+    PENDING = 1
+    VERDICT = 2
+    DISPUTED = 3
+    FINAL = 4
+
+
 class WorkStatus(IntEnum):
     """Mirror of `IComputePool.WorkStatus`."""
 

@@ -3,7 +3,8 @@ real (tiny) policy: three honest validator daemons and three dishonest ones (exa
 validators.py: attest-all, challenge-all, silent) judge a worker's honest and fabricated files through the
 ValidatorCourt. Every dishonest validator loses stake, no honest party (validator or worker) loses any,
 every fabricated file ends rejected and every honest one accepted, and the ComputePool only learns
-verdicts that are final."""
+verdicts that are final. A trainer waiting for finality never consumes a fabricated file; a fast one (the
+devnet's mode) counts every fabricated file it consumed on attest-all's word as overturned."""
 
 from __future__ import annotations
 
@@ -22,16 +23,17 @@ from ledger_client.chain.ledger import Ledger, connect, save_deployment
 from ledger_client.chain.queries import get_work
 from ledger_client.ipfs.content import publish_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
-from protocol.pool import WorkStatus
+from protocol.pool import CaseState, WorkStatus
 from protocol.rollouts import encode_rollouts
 from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
 from protocol.submission import SubmissionBinding
 from tests.conftest_chain import TOKENS, pool_config
+from trainer.ledger_source import LedgerSource
 from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
 from trainer.publish import base_checkpoint_digest
 from validator.checks import checker_process
-from validator.court import CaseState, Conduct, register_with_court
+from validator.court import Conduct, register_with_court
 from validator.daemon import DaemonConfig, ValidatorDaemon
 from worker.policy import Policy
 from worker.produce import make_batch
@@ -137,8 +139,10 @@ def test_dishonest_validators_lose_stake_and_honest_parties_lose_nothing(court_p
     # who will judge its file (the hash of the next block decides), so it submits until each has happened
     needed = {8: False, 9: True, 10: None}
     court = pool.ledger(0).court
+    sources = fast, final = [LedgerSource(pool.ledger(0), pool.kubo, pool.pool_id, wait_final=w) for w in (False, True)]
     try:
         while needed and len(works) < 60:
+            fast.poll()  # as a trainer does, while work comes in: attest-all's word is taken before any dispute
             wants = {h for h in needed.values() if h is not None} or {True}
             honest = True if wants == {True} else False if wants == {False} else len(works) % 2 == 0
             work_id = pool.submit(honest)
@@ -155,7 +159,11 @@ def test_dishonest_validators_lose_stake_and_honest_parties_lose_nothing(court_p
         court = pool.ledger(0).court
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and any(court.cases(w)[4] != CaseState.FINAL for w in works):
+            for source in sources:
+                source.poll()
             time.sleep(1.0)
+        for source in sources:
+            source.poll()
     finally:
         stop.set()
         for t in threads:
@@ -181,3 +189,8 @@ def test_dishonest_validators_lose_stake_and_honest_parties_lose_nothing(court_p
     assert sum(e["args"]["slashed"] for e in challenged) == n_bad * pool.config.slash_amount  # never an honest file
     credits = {i: ledger.court.credits(pool.accounts[i].address) for i in HONEST}
     assert sum(credits.values()) > 0, "honest validators were paid fees and shares"
+    honest_ids = {"0x" + w.hex() for w, h in works.items() if h}
+    assert set(final.consumed) == honest_ids and final.unsettled == [] and final.overturned == []
+    assert honest_ids <= set(fast.consumed) and fast.unsettled == []
+    assert sorted(fast.overturned) == sorted(w for w in fast.consumed if w not in honest_ids)
+    print(f"\nfast trainer consumed {len(fast.consumed)}, of which overturned {len(fast.overturned)}")

@@ -127,11 +127,11 @@ def test_honest_and_adversarial_work_are_told_apart(protocol):
     member = protocol.ledger(0).pool.get_member(protocol.pool_id, adversary_address)
     assert (member.open_works, member.allocation) == (0, 0)
 
-    source = LedgerSource(protocol.ledger(2), protocol.kubo, protocol.pool_id)
+    source = LedgerSource(protocol.ledger(2), protocol.kubo, protocol.pool_id, wait_final=False)
     items = source.poll()
     assert [i.id for i in items] == ["0x" + honest_work.hex()]
     assert source.poll() == []
-    restarted = LedgerSource(protocol.ledger(2), protocol.kubo, protocol.pool_id)
+    restarted = LedgerSource(protocol.ledger(2), protocol.kubo, protocol.pool_id, wait_final=False)
     restarted.restore(source.state())
     assert restarted.poll() == []
 

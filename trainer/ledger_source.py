@@ -1,12 +1,21 @@
 """The ledger-gated work source: only submissions the ledger marks accepted, each exactly once.
 
-It follows `WorkAccepted` events of one pool with an in-memory event cursor whose state is
-saved inside the trainer's checkpoint (via `state()`), so after a restart every accepted
-submission is handed out exactly once. Right before a submission is handed out its on-chain
-status is read again: work challenged after its attestation (a second validator overruling
-the first within the challenge window) is skipped. Items are named by work id; the file is fetched
-by the rollout digest of the work's `WorkSubmitted` event. Files that cannot be fetched yet are
-retried on the next poll.
+Two modes (`wait_final`):
+
+- **final** (the default off the devnet): a submission is consumed only once its verdict can no
+  longer be overturned. In a court pool that is the ComputePool's `WorkAccepted` (the court records
+  a verdict there only when it is final); in a permissioned pool, an attestation is final once the
+  pool's challenge window has passed (until then a second validator may still challenge it).
+- **fast** (the devnet's default): a submission is consumed at its first accepting verdict — the
+  ComputePool's `WorkAccepted`, or in a court pool the court's `VerdictGiven(accepted)` while the
+  verdict is undisputed. Consumed work is then followed to its final verdict; what ends rejected is
+  counted in `overturned` (`consumed_overturned` in the trainer's reports): the price of not waiting.
+
+The event cursors live in memory; their state is saved inside the trainer's checkpoint (via
+`state()`), so after a restart every accepted submission is handed out exactly once. Right before a
+submission is handed out its on-chain status is read again; work rejected by then is skipped. Items
+are named by work id; the file is fetched by the rollout digest of the work's `WorkSubmitted` event.
+Files that cannot be fetched yet are retried on the next poll.
 """
 
 from __future__ import annotations
@@ -16,10 +25,10 @@ from typing import Any
 
 from ledger_client.chain.events import EventCursor, Removed
 from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import get_work, rollout_digest_of
+from ledger_client.chain.queries import chain_time, get_work, is_court_pool, pool_state, rollout_digest_of
 from ledger_client.ipfs.content import ContentError, get_object
 from ledger_client.ipfs.kubo import KuboClient
-from protocol.pool import WorkStatus
+from protocol.pool import CaseState, WorkStatus
 from protocol.rollouts import RolloutFileError, decode_rollouts
 from trainer.work_source import WorkItem
 
@@ -28,33 +37,50 @@ CONSUMABLE = (WorkStatus.ACCEPTED, WorkStatus.PAID)
 
 
 class LedgerSource:
-    """WorkSource over the accepted submissions of `pool_id`."""
+    """WorkSource over the accepted submissions of `pool_id` (final ones only when `wait_final`)."""
 
     def __init__(self, ledger: Ledger, kubo: KuboClient, pool_id: int, fetch_timeout_s: float = 30.0,
-                 confirmations: int = 0):
+                 confirmations: int = 0, wait_final: bool = True):
         self.ledger = ledger
         self.kubo = kubo
         self.pool_id = pool_id
         self.fetch_timeout_s = fetch_timeout_s
-        self.cursor = EventCursor(ledger.pool, ["WorkAccepted"], None, confirmations=confirmations,
-                                  start_block=ledger.deployment.block)
-        self.pending: list[str] = []  # accepted work ids whose file is not fetched yet
+        self.wait_final = wait_final
+        self.court = ledger.court if is_court_pool(ledger, pool_id) else None
+        self.challenge_window_s = pool_state(ledger, pool_id).challenge_window_s
+        start = ledger.deployment.block
+        self.cursors = {"pool": EventCursor(ledger.pool, ["WorkAccepted"], None, confirmations=confirmations,
+                                            start_block=start)}
+        if self.court is not None and not wait_final:
+            self.cursors["court"] = EventCursor(self.court, ["VerdictGiven"], None, confirmations=confirmations,
+                                                start_block=start)
+        self.pending: list[str] = []  # accepted work ids not handed out yet
         self.consumed: list[str] = []
         self.skipped: list[str] = []  # accepted, then rejected before we took it
         self.unreadable: list[str] = []
+        self.unsettled: list[str] = []  # fast mode: consumed before its verdict was final
+        self.overturned: list[str] = []  # fast mode: consumed, then finally rejected
 
     def poll(self) -> list[WorkItem]:
-        for event in self.cursor.poll():
-            if isinstance(event, Removed) or event.pool_id != self.pool_id:
-                continue
-            work_id = "0x" + bytes(event.work_id).hex()
-            if work_id not in self.consumed and work_id not in self.pending:
-                self.pending.append(work_id)
+        for cursor in self.cursors.values():
+            for event in cursor.poll():
+                if isinstance(event, Removed) or event.pool_id != self.pool_id:
+                    continue
+                if getattr(event, "accepted", True) is False:  # a court challenge: nothing to consume
+                    continue
+                work_id = "0x" + bytes(event.work_id).hex()
+                if work_id not in self.consumed and work_id not in self.pending:
+                    self.pending.append(work_id)
+        self._settle()
         items, still_pending = [], []
         for work_id in self.pending:
             wid = bytes.fromhex(work_id[2:])
-            if get_work(self.ledger, wid).status not in CONSUMABLE:
+            state = self._state_of(wid)
+            if state == "rejected":
                 self.skipped.append(work_id)
+                continue
+            if state == "wait":
+                still_pending.append(work_id)
                 continue
             digest = rollout_digest_of(self.ledger, wid)
             if digest is None:  # the submission's event is not visible yet (or was reorged out)
@@ -71,20 +97,62 @@ class LedgerSource:
                 self.unreadable.append(work_id)
                 continue
             self.consumed.append(work_id)
+            if state == "consume":
+                self.unsettled.append(work_id)
             items.append(WorkItem(id=work_id, batch=batch))
         self.pending = still_pending
         return items
 
+    def _state_of(self, work_id: bytes) -> str:
+        """"final" (consume, settled), "consume" (fast mode: consume, not final yet), "wait" or "rejected"."""
+        status = get_work(self.ledger, work_id).status
+        if status not in CONSUMABLE and status != WorkStatus.PENDING:
+            return "rejected"
+        if self.court is not None:
+            if status in CONSUMABLE:
+                return "final"  # the court records verdicts in the pool only when they are final
+            case = self.court.cases(work_id)
+            if case[4] == CaseState.VERDICT and case[5] and not self.wait_final:
+                return "consume"
+            return "wait"  # no verdict, disputed, or (final mode) not final yet
+        if status == WorkStatus.PENDING:
+            return "wait"
+        if self._window_passed(work_id):
+            return "final"
+        return "wait" if self.wait_final else "consume"
+
+    def _window_passed(self, work_id: bytes) -> bool:
+        return chain_time(self.ledger) > get_work(self.ledger, work_id).submitted_at + self.challenge_window_s
+
+    def _settle(self) -> None:
+        """Follow consumed, unsettled work to its final verdict; count what ended rejected."""
+        still = []
+        for work_id in self.unsettled:
+            wid = bytes.fromhex(work_id[2:])
+            status = get_work(self.ledger, wid).status
+            if status not in CONSUMABLE and status != WorkStatus.PENDING:
+                self.overturned.append(work_id)
+                log.warning("consumed work %s was overturned after the trainer learned from it", work_id)
+            elif status == WorkStatus.PENDING or (self.court is None and not self._window_passed(wid)):
+                still.append(work_id)
+        self.unsettled = still
+
     def state(self) -> dict[str, Any]:
-        return {"cursor": self.cursor.state, "pending": list(self.pending), "consumed": list(self.consumed),
-                "skipped": list(self.skipped), "unreadable": list(self.unreadable)}
+        return {"cursors": {name: c.state for name, c in self.cursors.items()}, "pending": list(self.pending),
+                "consumed": list(self.consumed), "skipped": list(self.skipped), "unreadable": list(self.unreadable),
+                "unsettled": list(self.unsettled), "overturned": list(self.overturned)}
 
     def restore(self, state: dict[str, Any]) -> None:
-        self.cursor.state = state["cursor"]
+        cursors = state.get("cursors") or {"pool": state["cursor"]}  # checkpoints before the fast/final modes
+        for name, cursor_state in cursors.items():
+            if name in self.cursors:
+                self.cursors[name].state = cursor_state
         self.pending = list(state.get("pending", []))
         self.consumed = list(state.get("consumed", []))
         self.skipped = list(state.get("skipped", []))
         self.unreadable = list(state.get("unreadable", []))
+        self.unsettled = list(state.get("unsettled", []))
+        self.overturned = list(state.get("overturned", []))
 
     def report(self, step: int, waiting: bool) -> None:
         """Workers learn the trainer's step from the chain (published checkpoints); nothing to do."""

@@ -36,6 +36,7 @@ from ledger_client.ipfs.checkpoints import fetch_checkpoint
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.ipfs.task_subset import fetch_task_subset
+from protocol.devnet import DEV_CHAIN_ID
 from tasks.registry import build_task
 from trainer.checkpoint import TrainerStateError
 from trainer.config import TrainerConfig
@@ -58,6 +59,10 @@ def add_start_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-every", type=int, default=0, help="greedy held-out accuracy every N steps (0: never)")
     p.add_argument("--eval-problems", type=int, default=100)
     add_chain_args(p)
+    p.add_argument("--wait-final", action=argparse.BooleanOptionalAction, default=None,
+                   help="consume a submission only once its verdict can no longer be overturned (default: on, "
+                        "except on the devnet, where --no-wait-final consumes at the first accepting verdict and "
+                        "reports consumed_overturned)")
     p.add_argument("--devnet-trainer", action="store_true", help="use the devnet's trainer key")
     p.add_argument("--json", action="store_true")
     p.add_argument("--nproc", type=int, help="train as N data-parallel ranks on this machine (FSDP2; --set parallel=ddp)")
@@ -93,7 +98,8 @@ def run_start(args: argparse.Namespace) -> int:
     task = build_task(config.task)
     evaluate = (lambda m: {"accuracy": greedy_accuracy(m, tokenizer, task, args.eval_problems, config.sampling.max_tokens)}) \
         if args.eval_every else None
-    source = LedgerSource(ledger, kubo, args.pool)
+    wait_final = args.wait_final if args.wait_final is not None else ledger.deployment.chain_id != DEV_CHAIN_ID
+    source = LedgerSource(ledger, kubo, args.pool, wait_final=wait_final)
     publisher = IpfsPublisher(ledger, kubo, args.pool, model.config, tokenizer, pool.async_level,
                               Path(config.run_dir), metrics_of=lambda step: trainer.metrics_at(step)) \
         if parallel.is_main else None
@@ -108,9 +114,10 @@ def run_start(args: argparse.Namespace) -> int:
             return
         reward = None if m.reward is None else round(m.reward, 4)
         line = {"step": m.step, "reward": reward, "consumed": len(source.consumed),
+                "consumed_overturned": len(source.overturned),
                 "checkpoint": publisher.published.get(m.step), "patch_ratio": _rounded(publisher.patch_ratios.get(m.step))}
         tmp = consumed_path.with_suffix(".tmp")  # which work ids the trainer learned from, for audits
-        tmp.write_text(json.dumps({"step": m.step, **source.state()} | {"cursor": None}))
+        tmp.write_text(json.dumps({"step": m.step, **source.state()} | {"cursors": None}))
         tmp.replace(consumed_path)
         print(json.dumps(line) if args.json else "  ".join(f"{k} {v}" for k, v in line.items()), flush=True)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import pool_state
+from ledger_client.chain.queries import is_court_pool, pool_state
 from ledger_client.cli import (
     UsageError,
     add_chain_args,
@@ -20,6 +20,7 @@ from ledger_client.cli import (
     resolve_chain_args,
     use_devnet_role_key,
 )
+from validator.court import Conduct
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -56,14 +57,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 @one_line_errors
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
+    """`validator start|calibrate`; `conduct` (court pools) decides how verdicts and votes follow the checks
+    (honest by default; examples/adversaries/validators.py passes dishonest ones)."""
     args = _parser().parse_args(argv)
     if args.command == "calibrate":
         from validator.calibrate import run_calibrate
 
         return run_calibrate(args)
     from validator.checks import DEFAULT_CHECKER_THREADS, checker_process  # torch: only when starting
-    from validator.court import is_court_pool, register_with_court
+    from validator.court import register_with_court
     from validator.daemon import DaemonConfig, Metrics, ValidatorDaemon
 
     rpc_url, deployments = resolve_chain_args(args)
@@ -100,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics = Metrics()
     if args.metrics_port:
         metrics.serve(args.metrics_port)
-    daemon = ValidatorDaemon(ledger, config, factory, metrics)
+    daemon = ValidatorDaemon(ledger, config, factory, metrics, conduct=conduct)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -33,12 +33,6 @@ from ledger_client.chain.ledger import Ledger
 ZERO_ADDRESS = "0x" + "00" * 20
 
 
-class CaseState:
-    """ValidatorCourt.CaseState."""
-
-    NONE, PENDING, VERDICT, DISPUTED, FINAL = range(5)
-
-
 @dataclass(frozen=True)
 class CourtRules:
     """A pool's court periods (seconds), as `ValidatorCourt.getParams` returns them."""
@@ -150,11 +144,6 @@ DISPUTES_BONDED = 2
 OPEN_VERDICTS = 8
 """Verdicts a validator registered by `register_with_court` can have open at once (each reserves
 `wrongVerdictSlash` of its locked stake until final)."""
-
-
-def is_court_pool(ledger: Ledger, pool_id: int) -> bool:
-    """Whether the pool's validator is this deployment's ValidatorCourt."""
-    return ledger.court is not None and ledger.pool.judge_of(pool_id) == ledger.court.address
 
 
 def register_with_court(ledger: Ledger, pool_id: int, open_verdicts: int = OPEN_VERDICTS) -> None:

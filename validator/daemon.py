@@ -46,14 +46,14 @@ from ledger_client.chain.bindings import CommitteeDrawn, Disputed, VerdictGiven
 from ledger_client.chain.errors import ContractRevert, TransactionFailed
 from ledger_client.chain.events import EventCursor, Removed
 from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import chain_time, get_work, pool_state, spot_check_block
+from ledger_client.chain.queries import chain_time, get_work, is_court_pool, pool_state, spot_check_block
 from ledger_client.ipfs.content import MAX_OBJECT_BYTES, ContentError, ContentUnavailable, get_object, put_object
 from ledger_client.ipfs.kubo import KuboClient
-from protocol.pool import WorkStatus
+from protocol.pool import CaseState, WorkStatus
 from protocol.spotcheck import MAX_BPS
 from protocol.verdicts import Evidence, Reason, SpotCheck, clip_text
 from validator.checker_pool import CheckerPool, CheckFailure
-from validator.court import ZERO_ADDRESS, CaseState, Conduct, CourtDuties, CourtRules, audits, vote_commitment
+from validator.court import ZERO_ADDRESS, Conduct, CourtDuties, CourtRules, audits, vote_commitment
 from validator.retries import RetryBook
 
 log = logging.getLogger("proofswarm.validator")
@@ -198,7 +198,7 @@ class ValidatorDaemon:
                                     check_timeout_s=config.check_timeout_s)
         self._fetchers = ThreadPoolExecutor(max_workers=max(2, config.max_in_flight))
         court = ledger.court
-        self.court = court if court is not None and ledger.pool.judge_of(config.pool_id) == court.address else None
+        self.court = court if court is not None and is_court_pool(ledger, config.pool_id) else None
         if self.court is not None:
             self.rules = CourtRules.of(self.court.get_params(config.pool_id))
             self.duties = CourtDuties(config.state_dir / "court.json")

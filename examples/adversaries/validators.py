@@ -9,12 +9,18 @@ validators and disputes"):
                   committee penalty whenever it is drawn
   random-vote     judges honestly but votes at random → the committee penalty whenever it votes with
                   the minority (half the time), for less than that in shares when it votes with the majority
+
+Run one as a daemon: `python -m examples.adversaries.validators --conduct attest-all start --pool N …`
+(everything after the conduct is `validator start`'s command line).
 """
 
 from __future__ import annotations
 
+import argparse
 import random
+import sys
 
+from validator.cli import main as validator_main
 from validator.court import Conduct
 
 
@@ -56,3 +62,15 @@ class RandomVoter(Conduct):
 
 CONDUCTS = {c.name: c for c in (Conduct, AttestEverything, ChallengeEverything, Silent, RandomVoter)}
 """Conducts by name (for the demo's command line)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="examples.adversaries.validators",
+                                description="A dishonest validator daemon of a court pool (for demos and tests).")
+    p.add_argument("--conduct", required=True, choices=sorted(n for n in CONDUCTS if n != Conduct.name))
+    args, rest = p.parse_known_args(sys.argv[1:] if argv is None else argv)
+    return validator_main(rest, conduct=CONDUCTS[args.conduct]())
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

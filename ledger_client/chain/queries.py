@@ -39,6 +39,11 @@ def pool_created_in(ledger: Ledger, pool_id: int) -> bytes:
     return bytes(logs[0]["blockHash"])
 
 
+def is_court_pool(ledger: Ledger, pool_id: int) -> bool:
+    """Whether the pool's validator is this deployment's ValidatorCourt (its verdicts reach the pool only when final)."""
+    return ledger.court is not None and ledger.pool.judge_of(pool_id) == ledger.court.address
+
+
 def get_work(ledger: Ledger, work_id: bytes) -> Work:
     """One submission (raises UnknownWork)."""
     v = ledger.pool.get_work(work_id)

@@ -1,0 +1,92 @@
+"""The trainer's two consumption modes on a real anvil + Kubo (issue 13, item 4), in a permissioned pool whose
+second validator overrules the first within the challenge window:
+
+- final (`--wait-final`): nothing is consumed before the challenge window has passed, then only what is
+  still accepted — the overruled submission never reaches the trainer;
+- fast (the devnet's default): both are consumed at their attestation, and the overruled one is counted
+  in `overturned` once it is rejected; the count survives a restart through the checkpointed state.
+
+The court-pool side (finality = the court's final verdict) runs in tests/test_court_validators.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from deploy.anvil import dev_accounts, start_anvil
+from deploy.contracts import deploy_contracts
+from deploy.pool_cli import create_pool
+from ledger_client.chain.ledger import Ledger, connect
+from ledger_client.ipfs.content import publish_run_spec, put_object
+from ledger_client.ipfs.kubo import KuboClient
+from protocol.rollouts import encode_rollouts
+from protocol.runspec import RunSpec, SamplingSpec
+from protocol.submission import SubmissionBinding
+from tests.conftest_chain import TOKENS, pool_config
+from trainer.bootstrap import init_policy
+from trainer.config import ModelSpec
+from trainer.ledger_source import LedgerSource
+from trainer.publish import base_checkpoint_digest
+from worker.policy import Policy
+from worker.produce import make_batch
+
+SPEC = RunSpec(task={"name": "sort", "seed": 0, "params": {"min_digits": 3, "max_digits": 3}},
+               sampling=SamplingSpec(group_size=2, temperature=1.0, max_tokens=6), prompts_per_submission=1,
+               pool_seed="0x" + "7f" * 32)
+WINDOW_S = 600
+WORKER, FIRST_VALIDATOR, SECOND_VALIDATOR = 4, 3, 8
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory, kubo_node):
+    tmp = tmp_path_factory.mktemp("finality")
+    anvil = start_anvil(tmp / "anvil.log")
+    w3 = connect(anvil.rpc_url, 31337)
+    accounts = dev_accounts(10)
+    deployment = deploy_contracts(w3, accounts[0])
+    ledger = lambda i: Ledger(w3, deployment, accounts[i])  # noqa: E731
+    for i in (1, WORKER):
+        ledger(0).token.mint(accounts[i].address, 10**6 * TOKENS)
+    kubo = KuboClient(kubo_node.api_multiaddr)
+    model, tokenizer = init_policy(SPEC, ModelSpec(hidden=16, layers=1, heads=2), warm_steps=0, warm_lr=0.0)
+    base = base_checkpoint_digest(kubo, model.state_dict(), model.config, tokenizer)
+    config = pool_config(accounts, validators=[accounts[FIRST_VALIDATOR].address, accounts[SECOND_VALIDATOR].address],
+                         challenge_window_s=WINDOW_S, reward_lock_s=WINDOW_S + 1, max_samples_per_work=None,
+                         task="0x" + publish_run_spec(kubo, SPEC).hex(), base_checkpoint="0x" + base.hex())
+    pool_id = create_pool(ledger(1), config, SPEC)
+    worker = ledger(WORKER)
+    worker.ensure_allocation(pool_id, 3 * config.slash_amount)
+    worker.pool.join_pool(pool_id)
+    policy = Policy(0, base, model, tokenizer)
+    works = []
+    for _ in range(2):
+        nonce = worker.pool.get_member(pool_id, worker.address).next_nonce
+        binding = SubmissionBinding(chain_id=deployment.chain_id, pool_contract=deployment.compute_pool,
+                                    pool_id=pool_id, worker=worker.address, step=0, nonce=nonce)
+        data = encode_rollouts(make_batch(policy, SPEC, binding))
+        worker.pool.submit_work(pool_id, 0, nonce, put_object(kubo, data), SPEC.prompts_per_submission * SPEC.sampling.group_size)
+        works.append(bytes(worker.pool.work_id_of(pool_id, worker.address, nonce)))
+    yield ledger, kubo, pool_id, works
+    kubo.close()
+    anvil.stop()
+
+
+def test_final_mode_waits_out_the_window_and_fast_mode_counts_what_was_overturned(pool):
+    ledger, kubo, pool_id, (kept, overruled) = pool
+    trainer = ledger(2)
+    fast = LedgerSource(trainer, kubo, pool_id, wait_final=False)
+    final = LedgerSource(trainer, kubo, pool_id, wait_final=True)
+    for work_id in (kept, overruled):
+        ledger(FIRST_VALIDATOR).pool.attest(work_id)
+    assert sorted(i.id for i in fast.poll()) == sorted("0x" + w.hex() for w in (kept, overruled))
+    assert final.poll() == [] and len(final.pending) == 2  # attested, but a challenge could still overrule them
+    ledger(SECOND_VALIDATOR).pool.challenge(overruled, 7, b"\x01" * 32)
+    assert fast.poll() == [] and fast.overturned == ["0x" + overruled.hex()] and fast.unsettled == ["0x" + kept.hex()]
+    assert final.poll() == []
+    trainer.w3.provider.make_request("evm_increaseTime", [WINDOW_S + 1])
+    trainer.w3.provider.make_request("evm_mine", [])
+    assert [i.id for i in final.poll()] == ["0x" + kept.hex()]
+    assert final.skipped == ["0x" + overruled.hex()] and final.overturned == [] and final.unsettled == []
+    assert fast.poll() == [] and fast.unsettled == []  # the kept one is final now: settled, not overturned
+    restarted = LedgerSource(trainer, kubo, pool_id, wait_final=False)
+    restarted.restore(fast.state())
+    assert restarted.poll() == [] and restarted.overturned == ["0x" + overruled.hex()]
