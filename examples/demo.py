@@ -52,7 +52,7 @@ from ledger_client.cli import DEFAULT_DEVNET_DIR, UsageError, one_line_errors
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import Digest
-from protocol.pool import WorkStatus
+from protocol.pool import CaseState, WorkStatus
 from protocol.verdicts import Reason
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,12 +98,14 @@ class Roles:
                 tail = (self.log_dir / f"{name}.log").read_text(errors="replace").strip().splitlines()[-1:]
                 raise UsageError(f"the {name} process exited with code {code}: {' '.join(tail)}")
 
-    def stop(self, timeout: float = 30.0) -> None:
-        for p in self.procs.values():
+    def stop(self, *names: str, timeout: float = 30.0) -> None:
+        """Stop the named roles (all when none are named): SIGTERM, then SIGKILL after `timeout`."""
+        procs = [self.procs[n] for n in names] if names else list(self.procs.values())
+        for p in procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        for p in self.procs.values():
+        for p in procs:
             try:
                 p.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
@@ -206,6 +208,8 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
                 console.print(f"  trainer step {step}/{args.steps}  ({time.monotonic() - t0:.0f}s)")
                 last = step
             time.sleep(2)
+        roles.stop("trainer", "worker0", "worker1", "adversary")
+        _settle(owner, pool_id, start_block, roles, [v["name"] for v in validators], args.settle_timeout, console)
     finally:
         roles.stop()
 
@@ -228,6 +232,26 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
     finally:
         explorer.stop()
 
+
+
+def _settle(ledger: Ledger, pool_id: int, start_block: int, roles: Roles, validator_roles: list[str],
+            timeout: float, console: Console) -> None:
+    """With the workers stopped, keep the validators running until every submission's court case is final
+    (disputes drawn, voted, revealed and resolved; verdicts finalized), at most `timeout` seconds, so that
+    the summary shows who lost what; what is still open then is reported as pending."""
+    submitted = [bytes(e["args"]["workId"]) for e in ledger.pool.contract.events.WorkSubmitted.get_logs(
+        from_block=start_block) if e["args"]["poolId"] == pool_id]
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        open_cases = sum(ledger.court.cases(w)[4] != CaseState.FINAL for w in submitted)
+        if open_cases == 0:
+            return
+        if open_cases != last:
+            console.print(f"  settling: {open_cases} court cases not final yet")
+            last = open_cases
+        roles.check_alive(*validator_roles)
+        time.sleep(2)
 
 
 def _validator_accounts(info: dict, adversarial: str) -> list[dict]:
@@ -400,6 +424,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--metrics-port", type=int, default=0, help="first validator's metrics port (default: a free one)")
     p.add_argument("--adversarial-validator", default="attest-all", choices=sorted(set(CONDUCTS) - {"honest"}),
                    help="conduct of the third validator (examples/adversaries/validators.py)")
+    p.add_argument("--settle-timeout", type=float, default=300,
+                   help="after the last step, seconds the validators get to make every court case final "
+                        "(disputes resolved), so the summary shows who lost stake (0: summarise at once)")
     p.add_argument("--explorer-port", type=int, default=0, help="port of the pool explorer (default: a free one)")
     p.add_argument("--serve", action="store_true", help="keep the explorer serving after the demo, until Ctrl-C")
     p.add_argument("--down-after", action="store_true", help="stop the devnet at the end")

@@ -1,13 +1,15 @@
 """Bonded validators who answer for their verdicts, end to end on a real anvil (1 s blocks) + Kubo with a
 real (tiny) policy: three honest validator daemons and three dishonest ones (examples/adversaries/
 validators.py: attest-all, challenge-all, silent) judge a worker's honest and fabricated files through the
-ValidatorCourt. Every dishonest validator loses stake, no honest party (validator or worker) loses any,
+ValidatorCourt; then, in a second pool, three honest validators, attest-all and random-vote, whose coin
+says "valid" on the fabricated file it is drawn to judge as a committee member. Every dishonest validator loses stake, no honest party (validator or worker) loses any,
 every fabricated file ends rejected and every honest one accepted, and the ComputePool only learns
 verdicts that are final. A trainer waiting for finality never consumes a fabricated file; a fast one (the
 devnet's mode) counts every fabricated file it consumed on attest-all's word as overturned."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import time
@@ -17,7 +19,7 @@ import pytest
 from deploy.anvil import dev_accounts, start_anvil
 from deploy.contracts import deploy_contracts
 from deploy.pool_cli import CourtConfig, create_pool
-from examples.adversaries.validators import AttestEverything, ChallengeEverything, Silent
+from examples.adversaries.validators import AttestEverything, ChallengeEverything, RandomVoter, Silent
 from examples.adversaries.workers import fabricate_completions
 from ledger_client.chain.ledger import Ledger, connect, save_deployment
 from ledger_client.chain.queries import get_work
@@ -53,17 +55,22 @@ COURT = CourtConfig(validator_bond=200 * TOKENS, verdict_fee=TOKENS, dispute_bon
                     reveal_period_s=10, committee_size=3, fee_funding=100 * TOKENS)
 HONEST, ADVERSARIES = (5, 6, 7), {8: AttestEverything(), 9: ChallengeEverything(), 10: Silent()}
 WORKER = 4
+RANDOM_VOTER, FOURTH_HONEST = 3, 12
+RANDOM_VOTER_SEED = 4
+"""random.Random(4)'s first three draws are < 0.5: the random voter's first votes say "valid"."""
+REVEALED_VALID, REVEALED_INVALID = (1).to_bytes(32, "big"), (2).to_bytes(32, "big")
+"""`ValidatorCourt.votes` once a vote is revealed."""
 
 
 class CourtPool:
     def __init__(self, tmp, kubo_node):
         self.tmp = tmp
-        self.anvil = start_anvil(tmp / "anvil.log", accounts=12, extra_args=["--block-time", "1"])
+        self.anvil = start_anvil(tmp / "anvil.log", accounts=13, extra_args=["--block-time", "1"])
         self.w3 = connect(self.anvil.rpc_url, 31337)
-        self.accounts = dev_accounts(12)
+        self.accounts = dev_accounts(13)
         self.deployment = deploy_contracts(self.w3, self.accounts[0], treasury=self.accounts[11].address)
         admin = self.ledger(0)
-        for i in (1, WORKER, *HONEST, *ADVERSARIES):
+        for i in (1, WORKER, RANDOM_VOTER, FOURTH_HONEST, *HONEST, *ADVERSARIES):
             admin.token.mint(self.accounts[i].address, 10**6 * TOKENS)
         self.kubo_api = kubo_node.api_multiaddr
         self.kubo = KuboClient(self.kubo_api)
@@ -73,10 +80,15 @@ class CourtPool:
         self.config = pool_config(self.accounts, validators=[], court=COURT, challenge_window_s=180,
                                   reward_lock_s=181, task="0x" + publish_run_spec(self.kubo, SPEC).hex(),
                                   base_checkpoint="0x" + base.hex(), max_samples_per_work=None)
-        self.pool_id = create_pool(self.ledger(1), self.config, SPEC)
         self.deployments = tmp / "deployments.json"
         save_deployment(self.deployments, self.deployment)
-        for i in (*HONEST, *ADVERSARIES):
+        self.open_pool((*HONEST, *ADVERSARIES))
+
+    def open_pool(self, validators: tuple[int, ...], court: CourtConfig = COURT) -> None:
+        """A new court pool (it becomes `pool_id`) judged by the `validators` accounts; the worker joins it."""
+        self.config = self.config.model_copy(update={"court": court})
+        self.pool_id = create_pool(self.ledger(1), self.config, SPEC)
+        for i in validators:
             register_with_court(self.ledger(i), self.pool_id)
         worker = self.ledger(WORKER)
         worker.ensure_allocation(self.pool_id, 60 * self.config.slash_amount)  # every submission backed up front
@@ -85,12 +97,12 @@ class CourtPool:
     def ledger(self, i: int) -> Ledger:
         return Ledger(self.w3, self.deployment, self.accounts[i])
 
-    def daemon(self, i: int, conduct: Conduct) -> ValidatorDaemon:
-        state = self.tmp / f"validator-{i}"
+    def daemon(self, i: int, conduct: Conduct, audit_rate: float = 1.0) -> ValidatorDaemon:
+        state = self.tmp / f"validator-{i}-pool-{self.pool_id}"
         factory = functools.partial(checker_process, 1, self.anvil.rpc_url, str(self.deployments), self.kubo_api,
                                     self.pool_id, state / "cache")
         config = DaemonConfig(pool_id=self.pool_id, state_dir=state, kubo_api=self.kubo_api, poll_interval_s=0.3,
-                              audit_rate=1.0)
+                              audit_rate=audit_rate)
         return ValidatorDaemon(self.ledger(i), config, factory, conduct=conduct)
 
     def submit(self, honest: bool) -> bytes:
@@ -112,6 +124,28 @@ class CourtPool:
         self.anvil.stop()
 
 
+@contextlib.contextmanager
+def running(daemons: list[ValidatorDaemon]):
+    """The daemons judging in threads (their checker processes up before any file), stopped and closed after."""
+    starting = [threading.Thread(target=d.checkers.start) for d in daemons]
+    for t in starting:
+        t.start()
+    for t in starting:
+        t.join()
+    stop = threading.Event()
+    threads = [threading.Thread(target=d.run, args=(stop,), daemon=True) for d in daemons]
+    for t in threads:
+        t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+        for d in daemons:
+            d.close()
+
+
 @pytest.fixture(scope="module")
 def court_pool(tmp_path_factory, kubo_node):
     p = CourtPool(tmp_path_factory.mktemp("court"), kubo_node)
@@ -124,15 +158,6 @@ def test_dishonest_validators_lose_stake_and_honest_parties_lose_nothing(court_p
     address = {pool.accounts[i].address: i for i in (*HONEST, *ADVERSARIES)}
     before = {i: pool.locked(i) for i in address.values()}
     daemons = [pool.daemon(i, Conduct()) for i in HONEST] + [pool.daemon(i, c) for i, c in ADVERSARIES.items()]
-    starting = [threading.Thread(target=d.checkers.start) for d in daemons]  # checker processes up before any file
-    for t in starting:
-        t.start()
-    for t in starting:
-        t.join()
-    stop = threading.Event()
-    threads = [threading.Thread(target=d.run, args=(stop,), daemon=True) for d in daemons]
-    for t in threads:
-        t.start()
     works: dict[bytes, bool] = {}
     unassigned: list[bytes] = []
     # attest-all must judge a fabricated file, challenge-all an honest one, silent any: the worker cannot know
@@ -140,7 +165,7 @@ def test_dishonest_validators_lose_stake_and_honest_parties_lose_nothing(court_p
     needed = {8: False, 9: True, 10: None}
     court = pool.ledger(0).court
     sources = fast, final = [LedgerSource(pool.ledger(0), pool.kubo, pool.pool_id, wait_final=w) for w in (False, True)]
-    try:
+    with running(daemons):
         while needed and len(works) < 60:
             fast.poll()  # as a trainer does, while work comes in: attest-all's word is taken before any dispute
             wants = {h for h in needed.values() if h is not None} or {True}
@@ -164,12 +189,6 @@ def test_dishonest_validators_lose_stake_and_honest_parties_lose_nothing(court_p
             time.sleep(1.0)
         for source in sources:
             source.poll()
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(timeout=30)
-        for d in daemons:
-            d.close()
     ledger = pool.ledger(0)
     for work_id, honest in works.items():
         assert ledger.court.cases(work_id)[4] == CaseState.FINAL
@@ -194,3 +213,53 @@ def test_dishonest_validators_lose_stake_and_honest_parties_lose_nothing(court_p
     assert honest_ids <= set(fast.consumed) and fast.unsettled == []
     assert sorted(fast.overturned) == sorted(w for w in fast.consumed if w not in honest_ids)
     print(f"\nfast trainer consumed {len(fast.consumed)}, of which overturned {len(fast.overturned)}")
+
+
+def test_a_random_voter_in_the_minority_loses_the_committee_penalty(court_pool):
+    """Attest-all accepts a fabricated file, an honest auditor disputes it, and a committee of three is drawn
+    from the other three honest validators and random-vote (which audits nothing, so it is never the
+    disputer). Where its coin says "valid" it votes with the minority and loses exactly the committee
+    penalty; the honest majority overturns the verdict and nobody honest loses anything. Random-vote's
+    daemon is restarted between its commit and its reveal: the vote saved before the commit is revealed."""
+    pool = court_pool
+    honest, attest_all = (*HONEST, FOURTH_HONEST), 8
+    validators = (*honest, attest_all, RANDOM_VOTER)
+    pool.open_pool(validators, COURT.model_copy(update={"commit_period_s": 20, "reveal_period_s": 60}))
+    court = pool.ledger(0).court
+    before = {i: pool.locked(i) for i in validators}
+    voter = pool.accounts[RANDOM_VOTER].address
+    random_voter = lambda: pool.daemon(RANDOM_VOTER, RandomVoter(seed=RANDOM_VOTER_SEED), audit_rate=0.0)  # noqa: E731
+    committed = lambda w: court.votes(w, voter) not in (bytes(32), REVEALED_VALID, REVEALED_INVALID)  # noqa: E731
+    judged_by_attest_all: list[bytes] = []
+    works: list[bytes] = []
+    deadline = time.monotonic() + 300
+    with running([pool.daemon(i, Conduct()) for i in honest] + [pool.daemon(attest_all, AttestEverything())]):
+        with running([random_voter()]):
+            # every file is fabricated; the worker cannot choose its judge, so it submits until attest-all judges
+            # one whose dispute committee (three of the four validators left) seats the random voter, which commits
+            while time.monotonic() < deadline and not any(committed(w) for w in judged_by_attest_all):
+                all_final = all(court.cases(w)[4] == CaseState.FINAL for w in judged_by_attest_all)
+                if len(works) < 30 and all_final:
+                    works.append(pool.submit(honest=False))
+                for w in works:
+                    if w not in judged_by_attest_all and court.assigned_validator(w) == pool.accounts[attest_all].address:
+                        judged_by_attest_all.append(w)
+                time.sleep(0.5)
+        seated = [w for w in judged_by_attest_all if voter in court.committee_of(w)]
+        assert any(committed(w) for w in seated), \
+            f"the random voter committed no vote ({len(works)} files, {len(judged_by_attest_all)} judged by attest-all)"
+        with running([random_voter()]):  # the same state directory: the saved vote and salt
+            while time.monotonic() < deadline and any(court.cases(w)[4] != CaseState.FINAL for w in works):
+                time.sleep(1.0)
+    ledger = pool.ledger(0)
+    for w in works:
+        assert court.cases(w)[4] == CaseState.FINAL and get_work(ledger, w).status == WorkStatus.REJECTED
+    resolved = {bytes(e["args"]["workId"]): e["args"] for e in court.contract.events.DisputeResolved.get_logs(from_block=0)}
+    assert all(resolved[w]["overturned"] for w in judged_by_attest_all)
+    # the seeded coin's first votes say "valid" on fabricated files: revealed after the restart, in the minority
+    assert all(court.votes(w, voter) == REVEALED_VALID for w in seated)
+    after = {i: pool.locked(i) for i in validators}
+    for i in honest:
+        assert after[i] >= before[i], f"honest validator {i} lost stake"
+    assert before[attest_all] - after[attest_all] == len(judged_by_attest_all) * COURT.wrong_verdict_slash
+    assert before[RANDOM_VOTER] - after[RANDOM_VOTER] == len(seated) * COURT.non_voter_penalty

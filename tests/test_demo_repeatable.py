@@ -18,7 +18,7 @@ import pytest
 from examples.demo import PIDS_FILE, stop_leftover_roles
 from tests.test_cli import ROOT, run
 
-SHORT = ["--steps", "1", "--eval-every", "1000", "--eval-problems", "10", "--timeout", "600"]
+SHORT = ["--steps", "1", "--eval-every", "1000", "--eval-problems", "10", "--timeout", "600", "--settle-timeout", "0"]
 """One trainer step (the default warm start: a policy too weak to vary its rewards within a group would give
 only zero-advantage groups, which the trainer drops)."""
 

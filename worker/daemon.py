@@ -31,13 +31,13 @@ from rich.table import Table
 from inference.policy import load_policy
 from ledger_client.chain.errors import ContractRevert
 from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import get_work, pool_created_in, pool_state, rollout_digest_of
+from ledger_client.chain.queries import get_work, is_court_pool, pool_created_in, pool_state, rollout_digest_of
 from ledger_client.cli import UsageError, load_devnet_info
 from ledger_client.ipfs.checkpoints import PinRetention, fetch_checkpoint
 from ledger_client.ipfs.content import fetch_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.ipfs.task_subset import fetch_task_subset
-from protocol.pool import WorkStatus, versions_to_keep
+from protocol.pool import CaseState, WorkStatus, versions_to_keep
 from protocol.runspec import RunSpec
 from protocol.submission import SubmissionBinding
 from worker.account import claim_all, open_ledger, stake_for_next_submission
@@ -62,7 +62,9 @@ class WorkerOptions:
     max_submissions: int | None = None
     claim_interval_s: float = 5.0
     max_pending: int = 2
-    """Submit no more while this many of our submissions await a verdict (keeps pace with the validators)."""
+    """Submit no more while this many of our submissions await a verdict (keeps pace with the validators).
+    In a court pool a first verdict counts: finality comes a dispute window later, and waiting for it would
+    pace the worker by the window instead of by the validators."""
 
 
 @dataclass
@@ -90,6 +92,7 @@ class WorkerDaemon:
         self.policy: Policy | None = None
         self.spec: RunSpec | None = None
         self._last_claim = 0.0
+        self._court = ledger.court if is_court_pool(ledger, options.pool_id) else None
 
     # ------------------------------------------------------------------ set-up
 
@@ -192,7 +195,8 @@ class WorkerDaemon:
                 self.recover()
                 return self.pending_verdicts()
             if status == WorkStatus.PENDING:
-                open_ += 1
+                if self._court is None or self._court.cases(bytes.fromhex(e["work_id"]))[4] == CaseState.PENDING:
+                    open_ += 1
             else:
                 self.journal.advance(e["nonce"], "submitted", final=status.name.lower())
         return open_
