@@ -67,7 +67,7 @@ DEMO_COURT = CourtConfig(
     # window): at the demo's submission rate a validator never waits for its stake to be released
     validator_bond=2_000 * TOKENS, verdict_fee=TOKENS // 100, dispute_bond=20 * TOKENS,
     wrong_verdict_slash=60 * TOKENS, non_voter_penalty=10 * TOKENS, silence_penalty=5 * TOKENS,
-    assigned_window_s=60, verdict_window_s=180, dispute_window_s=30, commit_period_s=40, reveal_period_s=40,
+    assigned_window_s=60, verdict_window_s=180, dispute_window_s=90, commit_period_s=40, reveal_period_s=40,
     committee_size=1, fee_funding=100 * TOKENS)
 """The demo's court: three validators, so a dispute's committee is the one validator that is neither the judge
 nor the disputer. Windows are generous for a loaded two-core machine (checking a file takes about a second)."""

@@ -37,6 +37,7 @@ class Reason(IntEnum):
     LOGPROBS = 15          # reported per-token logprobs differ from the recomputed ones
     UNCHECKABLE = 16       # the file crashed or timed out the checker on every attempt
     WRONG_BINDING = 17     # the header's chain id, pool contract, pool id or nonce differ from the submission
+    DISPUTE = 18           # a court pool's verdict overturned by its dispute committee (ValidatorCourt.REASON_DISPUTE)
 
 
 class SpotCheck(BaseModel):

@@ -367,9 +367,21 @@ class ValidatorDaemon:
 
     def _time_for_retry(self, s: Submission, next_at: float) -> bool:
         """Whether a retry at `next_at` (local time) still leaves room for a verdict in the window."""
-        window_end = s.submitted_at + self.pool.challenge_window_s
+        window_end = self._window_end(s)
         retry_chain_time = chain_time(self.ledger) + max(0.0, next_at - time.time()) + self.config.fetch_timeout_s
         return retry_chain_time + self.config.verdict_margin_s < window_end
+
+    def _window_end(self, s: Submission) -> int:
+        """Chain time by which what this check is for must be sent: a permissioned pool's challenge window; in a
+        court pool the verdict window (judge), the dispute window after the verdict (audit — a withheld file
+        attested by an accomplice must be disputed before it is final) or the commit period (vote)."""
+        if self.court is None:
+            return s.submitted_at + self.pool.challenge_window_s
+        if s.purpose == "audit":
+            return self.court.cases(s.work_id)[7] + self.rules.dispute_window  # verdictAt + window
+        if s.purpose == "vote":
+            return self.court.disputes(s.work_id)[1] + self.rules.commit_period  # disputedAt + period
+        return s.submitted_at + self.rules.verdict_window
 
     def _defer(self, s: Submission, kind: str, message: str) -> None:
         self.retries.record(s.key, _submission_to(s), kind, message, self.config.retry_backoff_s)
