@@ -160,7 +160,8 @@ def median_of(values: list[float | int | None]) -> float | None:
     return None if math.isinf(m) else m
 
 
-def summarise(results: dict[str, list[RunResult]], trl_runs: list[RunResult], spec: CpuRecipe, cores: int) -> dict:
+def summarise(results: dict[str, list[RunResult]], trl_runs: list[RunResult], spec: CpuRecipe, cores: int,
+              sync_threads: int) -> dict:
     """The JSON line: the issue's keys first (medians over the seeds), then the details."""
     def med(name: str, key: str) -> float | None:
         return median_of([getattr(r, key) for r in results[name]])
@@ -200,6 +201,7 @@ def summarise(results: dict[str, list[RunResult]], trl_runs: list[RunResult], sp
         "is_weight_cap": spec.is_weight_cap,
         "target": spec.target,
         "cores": cores,
+        "sync_threads": sync_threads,
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "runs": {f"{name}/seed{r_i}": asdict(r) for name, runs in results.items() for r_i, r in enumerate(runs)}
         | {r.mode: asdict(r) for r in trl_runs},
@@ -212,6 +214,9 @@ def main() -> int:
     parser.add_argument("--skip-trl", action="store_true")
     parser.add_argument("--cores", type=int, default=2,
                         help="core budget of every variant: sync/TRL threads, async 1 trainer + N−1 workers")
+    parser.add_argument("--sync-threads", type=int, default=None,
+                        help="torch threads of the one-process variants (sync, TRL); default --cores. On a machine "
+                             "other jobs load, 2 intra-op threads can stall each other (see docs/benchmarks.md)")
     parser.add_argument("--seeds", type=int, default=None,
                         help="runs per variant (pool seeds 0..N−1); default 3 with --quick, else 1")
     parser.add_argument("--updates-per-step", type=int, default=CpuRecipe.updates_per_step,
@@ -226,6 +231,7 @@ def main() -> int:
     if args.cores < 2:
         print("error: --cores must be at least 2 (an async run needs a trainer and a worker process)")
         return 2
+    sync_threads = args.sync_threads or args.cores
     seeds = args.seeds if args.seeds is not None else (3 if args.quick else 1)
     spec = CpuRecipe(updates_per_step=args.updates_per_step, is_weight_cap=args.is_weight_cap, lr=args.lr)
     if args.quick:
@@ -238,7 +244,7 @@ def main() -> int:
     results: dict[str, list[RunResult]] = {"sync": [], "async1": [], "async2": []}
     for seed in range(seeds):
         seeded = replace(spec, seed=seed)
-        torch.set_num_threads(args.cores)
+        torch.set_num_threads(sync_threads)
         results["sync"].append(run_sync(seeded, root / f"sync-{seed}"))
         torch.set_num_threads(1)
         for level in (1, 2):
@@ -250,7 +256,7 @@ def main() -> int:
     trl_runs: list[RunResult] = []
     trl_error = None
     if not args.skip_trl:
-        torch.set_num_threads(args.cores)
+        torch.set_num_threads(sync_threads)
         try:
             for lr in TRL_LEARNING_RATES[-1:] if args.quick else TRL_LEARNING_RATES:
                 trl_runs.append(run_trl(replace(spec, lr=lr), root / f"trl-{lr:g}"))
@@ -260,7 +266,7 @@ def main() -> int:
     print(f"task {spec.task.name} {spec.task.params}, G={spec.sampling.group_size}, batch={spec.batch_samples}, "
           f"lr={spec.lr}, updates/step {spec.updates_per_step}, IS cap {spec.is_weight_cap}, "
           f"target accuracy {spec.target}, budget {spec.budget_s:.0f}s per variant, {seeds} seed(s), "
-          f"{args.cores} cores per variant, load average {load_start:.2f} -> {os.getloadavg()[0]:.2f}")
+          f"{args.cores} cores per variant (sync/TRL {sync_threads} thread(s)), load average {load_start:.2f} -> {os.getloadavg()[0]:.2f}")
     print(f"{'variant':14} {'to target s':>12} {'steps':>6} {'final acc':>10} {'idle':>6} {'samples/s':>10} "
           f"{'stale':>6} {'zero-adv':>9} {'staleness p50/p99':>18} {'clipped':>8} {'eval s':>7}")
     rows = [(f"{name}/{i}", r) for name, runs in results.items() for i, r in enumerate(runs)]
@@ -275,7 +281,7 @@ def main() -> int:
     print("sync phases (generate s, train s): " + ", ".join(f"{r.generate_s} / {r.train_s}" for r in results["sync"]))
     if trl_error:
         print(trl_error)
-    print(json.dumps(summarise(results, trl_runs, spec, args.cores)))
+    print(json.dumps(summarise(results, trl_runs, spec, args.cores, sync_threads)))
     return 0
 
 
