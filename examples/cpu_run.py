@@ -66,7 +66,7 @@ class CpuRecipe:
     target: float = 0.8
     budget_s: float = 600.0
     max_steps: int = 100_000
-    updates_per_step: int = 2  # optim.updates_per_step: 2 mini-batch updates per step, sync and async alike (bench.async, issue 16)
+    updates_per_step: int = 1  # optim.updates_per_step (2 was measured in bench.async and did not help: docs/benchmarks.md)
     is_weight_cap: float = 2.0  # loss.is_weight_cap
     seed: int = 0  # the pool seed: which prompts are drawn and the sampling noise (the warm start is the same)
 
