@@ -24,6 +24,13 @@ The overlap limit `1 + min(gen, train) / max(gen, train)` comes from the sync ru
 times: the speedup that perfectly overlapping its generation and training would give on the
 same cores. Each async variant's speedup over sync is also reported as a fraction of it.
 
+Seeds (`--seeds N`, default 3 with `--quick`, else 1): every variant except TRL runs once per
+seed (the pool seed: which prompts are drawn and the sampling noise; the warm-started policy is
+the same). Steps and seconds to target are medians over the seeds (a run that misses the target
+counts as +∞), so `steps_ratio` = median async2 steps / median sync steps, and each run's figure
+is listed next to it. TRL runs on seed 0 only; with `--quick` only at the sweep's best learning
+rate (5e-5: the other two collapse and spend the whole budget).
+
 Prints a table, then one JSON object as the last line.
 """
 
@@ -31,7 +38,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import statistics
 import tempfile
 import time
 from dataclasses import asdict, replace
@@ -143,35 +152,59 @@ def _ratio(a: float | None, b: float | None, digits: int = 2) -> float | None:
     return round(a / b, digits) if a and b else None
 
 
-def summarise(results: dict[str, RunResult], trl_runs: list[RunResult], spec: CpuRecipe, cores: int) -> dict:
-    """The JSON line: the issue's keys first, then the details."""
-    sync, async1, async2 = results["sync"], results["async1"], results["async2"]
-    gen, train = sync.generate_s or 0.0, sync.train_s or 0.0
+def median_of(values: list[float | int | None]) -> float | None:
+    """Median with None (target missed) as +∞; None when the median itself is a miss."""
+    if not values:
+        return None
+    m = statistics.median([math.inf if v is None else v for v in values])
+    return None if math.isinf(m) else m
+
+
+def summarise(results: dict[str, list[RunResult]], trl_runs: list[RunResult], spec: CpuRecipe, cores: int,
+              sync_threads: int) -> dict:
+    """The JSON line: the issue's keys first (medians over the seeds), then the details."""
+    def med(name: str, key: str) -> float | None:
+        return median_of([getattr(r, key) for r in results[name]])
+
+    gen = sum(r.generate_s or 0.0 for r in results["sync"])
+    train = sum(r.train_s or 0.0 for r in results["sync"])
     overlap_limit = round(1 + min(gen, train) / max(gen, train), 3) if max(gen, train) > 0 else None
-    speedup1 = _ratio(sync.time_to_target_s, async1.time_to_target_s)
-    speedup2 = _ratio(sync.time_to_target_s, async2.time_to_target_s)
+    sync_s, async1_s, async2_s = (med(n, "time_to_target_s") for n in ("sync", "async1", "async2"))
+    sync_steps, async1_steps, async2_steps = (med(n, "steps_to_target") for n in ("sync", "async1", "async2"))
+    speedup1 = _ratio(sync_s, async1_s)
+    speedup2 = _ratio(sync_s, async2_s)
     trl = best_trl(trl_runs) if trl_runs else None
     return {
-        "sync_s": sync.time_to_target_s,
-        "async1_s": async1.time_to_target_s,
-        "async2_s": async2.time_to_target_s,
-        "sync_steps": sync.steps_to_target,
-        "async2_steps": async2.steps_to_target,
-        "steps_ratio": _ratio(async2.steps_to_target, sync.steps_to_target),
+        "sync_s": sync_s,
+        "async1_s": async1_s,
+        "async2_s": async2_s,
+        "sync_steps": sync_steps,
+        "async2_steps": async2_steps,
+        "steps_ratio": _ratio(async2_steps, sync_steps),
         "overlap_limit": overlap_limit,
         "speedup_vs_sync": speedup2,
-        "final_accuracy": async2.accuracy_end,
+        "final_accuracy": median_of([r.accuracy_end for r in results["async2"]]),
         "trl_s": None if trl is None else trl.time_to_target_s,
-        "async1_steps": async1.steps_to_target,
+        "async1_steps": async1_steps,
+        "async1_steps_ratio": _ratio(async1_steps, sync_steps),
         "async1_speedup_vs_sync": speedup1,
         "speedup_fraction_of_limit": {"async1": _ratio(speedup1, overlap_limit, 3),
                                       "async2": _ratio(speedup2, overlap_limit, 3)},
-        "staleness_p50_p99": {name: [r.staleness_p50, r.staleness_p99] for name, r in results.items()},
+        "seeds": len(results["sync"]),
+        "per_seed": {name: {"steps": [r.steps_to_target for r in runs], "s": [r.time_to_target_s for r in runs],
+                            "final_accuracy": [r.accuracy_end for r in runs]} for name, runs in results.items()},
+        "clipped_fraction": {name: [r.clipped_fraction for r in runs] for name, runs in results.items()},
+        "is_weight_mean": {name: [r.is_weight_mean for r in runs] for name, runs in results.items()},
+        "staleness_p50_p99": {name: [[r.staleness_p50, r.staleness_p99] for r in runs] for name, runs in results.items()},
         "trl_sweep": {r.mode: [r.time_to_target_s, r.accuracy_end] for r in trl_runs},
+        "updates_per_step": spec.updates_per_step,
+        "is_weight_cap": spec.is_weight_cap,
         "target": spec.target,
         "cores": cores,
+        "sync_threads": sync_threads,
         "load_average": [round(x, 2) for x in os.getloadavg()],
-        "runs": {name: asdict(r) for name, r in results.items()} | {r.mode: asdict(r) for r in trl_runs},
+        "runs": {f"{name}/seed{r_i}": asdict(r) for name, runs in results.items() for r_i, r in enumerate(runs)}
+        | {r.mode: asdict(r) for r in trl_runs},
     }
 
 
@@ -181,48 +214,74 @@ def main() -> int:
     parser.add_argument("--skip-trl", action="store_true")
     parser.add_argument("--cores", type=int, default=2,
                         help="core budget of every variant: sync/TRL threads, async 1 trainer + N−1 workers")
+    parser.add_argument("--sync-threads", type=int, default=None,
+                        help="torch threads of the one-process variants (sync, TRL); default --cores. On a machine "
+                             "other jobs load, 2 intra-op threads can stall each other (see docs/benchmarks.md)")
+    parser.add_argument("--seeds", type=int, default=None,
+                        help="runs per variant (pool seeds 0..N−1); default 3 with --quick, else 1")
+    parser.add_argument("--updates-per-step", type=int, default=CpuRecipe.updates_per_step,
+                        help="optim.updates_per_step of every variant (PPO-style mini-batch updates per step)")
+    parser.add_argument("--is-weight-cap", type=float, default=CpuRecipe.is_weight_cap, help="loss.is_weight_cap")
+    parser.add_argument("--lr", type=float, default=CpuRecipe.lr)
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="seconds per run before giving up (default 180 with --quick, else 600)")
+    parser.add_argument("--variants", default="sync,async1,async2",
+                        help="comma-separated subset to run (sync is always run: the others are compared to it)")
     args = parser.parse_args()
     if args.cores < 2:
         print("error: --cores must be at least 2 (an async run needs a trainer and a worker process)")
         return 2
-    spec = CpuRecipe()
+    sync_threads = args.sync_threads or args.cores
+    seeds = args.seeds if args.seeds is not None else (3 if args.quick else 1)
+    spec = CpuRecipe(updates_per_step=args.updates_per_step, is_weight_cap=args.is_weight_cap, lr=args.lr)
     if args.quick:
         spec = replace(spec, target=0.6, budget_s=180.0)
+    if args.budget_s is not None:
+        spec = replace(spec, budget_s=args.budget_s)
+    variants = {"sync"} | set(args.variants.split(","))
     root = Path(tempfile.mkdtemp(prefix="bench-async-"))
     load_start = os.getloadavg()[0]
-    results: dict[str, RunResult] = {}
-    torch.set_num_threads(args.cores)
-    results["sync"] = run_sync(spec, root / "sync")
-    torch.set_num_threads(1)
-    results["async1"] = run_async(spec, root / "async1", async_level=1, workers=args.cores - 1)
-    results["async2"] = run_async(spec, root / "async2", async_level=2, workers=args.cores - 1)
+    results: dict[str, list[RunResult]] = {"sync": [], "async1": [], "async2": []}
+    for seed in range(seeds):
+        seeded = replace(spec, seed=seed)
+        torch.set_num_threads(sync_threads)
+        results["sync"].append(run_sync(seeded, root / f"sync-{seed}"))
+        torch.set_num_threads(1)
+        for level in (1, 2):
+            if f"async{level}" in variants:
+                results[f"async{level}"].append(
+                    run_async(seeded, root / f"async{level}-{seed}", async_level=level, workers=args.cores - 1))
+        print(f"seed {seed}: " + ", ".join(f"{n} {rs[-1].steps_to_target} steps / {rs[-1].time_to_target_s} s"
+                                           for n, rs in results.items() if rs), flush=True)
     trl_runs: list[RunResult] = []
     trl_error = None
     if not args.skip_trl:
-        torch.set_num_threads(args.cores)
+        torch.set_num_threads(sync_threads)
         try:
-            for lr in TRL_LEARNING_RATES:
+            for lr in TRL_LEARNING_RATES[-1:] if args.quick else TRL_LEARNING_RATES:
                 trl_runs.append(run_trl(replace(spec, lr=lr), root / f"trl-{lr:g}"))
         except ImportError as exc:
             trl_error = f"trl not installed: {exc}"
 
     print(f"task {spec.task.name} {spec.task.params}, G={spec.sampling.group_size}, batch={spec.batch_samples}, "
-          f"lr={spec.lr}, target accuracy {spec.target}, budget {spec.budget_s:.0f}s per variant, "
-          f"{args.cores} cores per variant, load average {load_start:.2f} -> {os.getloadavg()[0]:.2f}")
+          f"lr={spec.lr}, updates/step {spec.updates_per_step}, IS cap {spec.is_weight_cap}, "
+          f"target accuracy {spec.target}, budget {spec.budget_s:.0f}s per variant, {seeds} seed(s), "
+          f"{args.cores} cores per variant (sync/TRL {sync_threads} thread(s)), load average {load_start:.2f} -> {os.getloadavg()[0]:.2f}")
     print(f"{'variant':14} {'to target s':>12} {'steps':>6} {'final acc':>10} {'idle':>6} {'samples/s':>10} "
-          f"{'stale':>6} {'zero-adv':>9} {'staleness p50/p99':>18} {'eval s':>7}")
-    for name, r in list(results.items()) + [(r.mode, r) for r in trl_runs]:
+          f"{'stale':>6} {'zero-adv':>9} {'staleness p50/p99':>18} {'clipped':>8} {'eval s':>7}")
+    rows = [(f"{name}/{i}", r) for name, runs in results.items() for i, r in enumerate(runs)]
+    for name, r in rows + [(r.mode, r) for r in trl_runs]:
         idle = "—" if r.trainer_idle_fraction is None else f"{r.trainer_idle_fraction:.2f}"
         stale = "—" if r.staleness_p50 is None else f"{r.staleness_p50:.0f} / {r.staleness_p99:.0f}"
         steps = "—" if r.steps_to_target is None else str(r.steps_to_target)
+        clipped = "—" if r.clipped_fraction is None else f"{r.clipped_fraction:.3f}"
         print(f"{name:14} {_fmt(r.time_to_target_s):>12} {steps:>6} {r.accuracy_end:>10.3f} {idle:>6} "
               f"{r.samples_per_s:>10.1f} {r.dropped_stale_groups:>6} {r.dropped_zero_advantage_groups:>9} "
-              f"{stale:>18} {r.eval_s:>7.1f}")
-    sync = results["sync"]
-    print(f"sync phases: generate {sync.generate_s} s, train {sync.train_s} s")
+              f"{stale:>18} {clipped:>8} {r.eval_s:>7.1f}")
+    print("sync phases (generate s, train s): " + ", ".join(f"{r.generate_s} / {r.train_s}" for r in results["sync"]))
     if trl_error:
         print(trl_error)
-    print(json.dumps(summarise(results, trl_runs, spec, args.cores)))
+    print(json.dumps(summarise(results, trl_runs, spec, args.cores, sync_threads)))
     return 0
 
 

@@ -66,12 +66,21 @@ class CpuRecipe:
     target: float = 0.8
     budget_s: float = 600.0
     max_steps: int = 100_000
+    updates_per_step: int = 1  # optim.updates_per_step (2 was measured in bench.async and did not help: docs/benchmarks.md)
+    is_weight_cap: float = 2.0  # loss.is_weight_cap
+    seed: int = 0  # the pool seed: which prompts are drawn and the sampling noise (the warm start is the same)
+
+    @property
+    def pool_seed(self) -> bytes:
+        return self.seed.to_bytes(32, "big")
 
     def trainer_config(self, run_dir: Path, async_level: int) -> TrainerConfig:
         return TrainerConfig(
             run_dir=run_dir, task=self.task, model=self.model, async_level=async_level, max_steps=self.max_steps,
-            sampling=self.sampling, batch_samples=self.batch_samples, optim={"lr": self.lr, "warmup_steps": 10},
-            loss={"entropy_coef": self.entropy_coef}, wait_timeout_s=120.0, poll_interval_s=0.005, checkpoint_every=10,
+            sampling=self.sampling, batch_samples=self.batch_samples,
+            optim={"lr": self.lr, "warmup_steps": 10, "updates_per_step": self.updates_per_step},
+            loss={"entropy_coef": self.entropy_coef, "is_weight_cap": self.is_weight_cap},
+            wait_timeout_s=120.0, poll_interval_s=0.005, checkpoint_every=10, seed=self.seed,
         )
 
 
@@ -136,12 +145,13 @@ def warm_policy(spec: CpuRecipe) -> tuple[PreTrainedModel, PreTrainedTokenizerBa
     return model, tokenizer, task
 
 
-def write_run_toml(path: Path, config: TrainerConfig, prompts_per_file: int) -> None:
+def write_run_toml(path: Path, config: TrainerConfig, prompts_per_file: int, pool_seed: bytes = bytes(32)) -> None:
     """The run's shared config: the trainer and every worker read the same file."""
     task = config.task
     params = ", ".join(f"{k} = {json.dumps(v)}" for k, v in task.params.items())
     path.write_text(
         f'run_dir = "{config.run_dir}"\n'
+        f'pool_seed = "{pool_seed.hex()}"\n'
         f"batch_samples = {config.batch_samples}\n"
         f"async_level = {config.async_level}\nprompts_per_file = {prompts_per_file}\n"
         f"[sampling]\ngroup_size = {config.sampling.group_size}\nmax_tokens = {config.sampling.max_tokens}\n"
@@ -230,9 +240,10 @@ def run_sync(spec: CpuRecipe, run_dir: Path, log: bool = False) -> RunResult:
     while trainer.step < config.max_steps and clock() < spec.budget_s:
         t0 = time.perf_counter()
         while not trainer.ready():
-            indices = assign_prompts(bytes(32), SYNC_WORKER, files, 2**62, spec.prompts_per_file)
+            indices = assign_prompts(spec.pool_seed, SYNC_WORKER, files, 2**62, spec.prompts_per_file)
             batch = make_rollouts(TorchBackend(model), tokenizer, task, spec.task, indices, spec.sampling,
-                                  local_binding(SYNC_WORKER, trainer.step, files), Digest(bytes(32)))
+                                  local_binding(SYNC_WORKER, trainer.step, files), Digest(bytes(32)),
+                                  pool_seed=spec.pool_seed)
             source.put(f"{files:06d}", batch)
             files += 1
         gen_s += time.perf_counter() - t0
@@ -257,7 +268,7 @@ def run_async(spec: CpuRecipe, run_dir: Path, async_level: int, workers: int = 1
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)
     config = spec.trainer_config(run_dir, async_level=async_level)
-    write_run_toml(run_dir / "run.toml", config, spec.prompts_per_file)
+    write_run_toml(run_dir / "run.toml", config, spec.prompts_per_file, spec.pool_seed)
     # Workers start first: they load torch during the warm start and wait for policy 0,
     # so the RL clock (started after publishing policy 0) does not count their start-up.
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}

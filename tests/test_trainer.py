@@ -196,3 +196,64 @@ def test_a_group_of_identical_non_dyadic_rewards_is_not_trained_on(tmp_path):
     metrics = trainer.train_step()
     assert metrics.dropped_zero_advantage_groups == 2
     assert metrics.batch_reward == pytest.approx(0.5)
+
+
+def test_several_updates_per_step_clip_against_the_policy_at_the_start_of_the_step(tmp_path):
+    """With one update per step π_θ = π_prox where the gradient is taken: nothing is clipped.
+    With four, the later mini-batches see π_θ moved by the earlier updates, and a large learning
+    rate moves it past 1 ± ε for some tokens: the clip binds (the trust region around π_prox)."""
+    def first_step(updates):
+        source = InMemorySource()
+        config = _config(tmp_path / f"u{updates}", batch_samples=4 * G,
+                         optim={"lr": 0.05, "warmup_steps": 0, "updates_per_step": updates})
+        trainer = Trainer(config, _model(), source)
+        trainer.start()
+        source.put("a", _batch(0, groups=4))
+        before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+        metrics = trainer.train_step()
+        return trainer, metrics, before
+
+    _, one, _ = first_step(1)
+    assert one.clipped_fraction == 0.0 and one.mean_ratio == pytest.approx(1.0)
+    trainer, four, before = first_step(4)
+    assert four.clipped_fraction > 0.0
+    assert four.mean_ratio != pytest.approx(1.0, abs=1e-4)
+    assert four.is_weight_mean == pytest.approx(1.0)  # fresh rollouts: π_behav = π_prox, w = 1
+    assert trainer.scheduler.last_epoch == 1  # the schedule advances once per trainer step
+    assert four.lr == pytest.approx(0.05)
+    moved = [k for k, v in trainer.model.state_dict().items() if not torch.equal(v, before[k])]
+    assert moved
+
+
+def test_updates_per_step_one_is_the_single_update_step(tmp_path):
+    """updates_per_step = 1 takes exactly the step it took before the option existed: the same
+    parameters as a hand-written single AdamW update on the whole batch's loss."""
+    from trainer.advantages import group_advantages
+    from trainer.batching import pack
+    from trainer.loss import grpo_loss, token_logprobs
+
+    source = InMemorySource()
+    config = _config(tmp_path, optim={"lr": 1e-2, "warmup_steps": 0, "updates_per_step": 1})
+    trainer = Trainer(config, _model(), source)
+    trainer.start()
+    reference = _model()
+    reference.load_state_dict(trainer.model.state_dict())
+    batch = _batch(0)
+    source.put("a", batch)
+    trainer.train_step()
+
+    optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-2, betas=config.optim.betas, weight_decay=0.0)
+    rewards = torch.tensor([s.reward for s in batch.samples]).view(-1, G)
+    advantages = group_advantages(rewards).float().flatten()
+    packed = pack([s.prompt_ids for s in batch.samples], [s.completion_ids for s in batch.samples],
+                  pad_id=reference.config.pad_token_id or 0)
+    reference.train()
+    logits = reference(input_ids=packed.inputs).logits
+    logp = token_logprobs(logits.detach(), packed.targets, 1.0)
+    out = grpo_loss(logits, packed.targets, packed.loss_mask, advantages, logp, 1.0, config.token_budget,
+                    config.loss, logp_prox=logp)
+    out.loss.backward()
+    torch.nn.utils.clip_grad_norm_(reference.parameters(), config.optim.max_grad_norm)
+    optimizer.step()
+    for (name, mine), theirs in zip(trainer.model.state_dict().items(), reference.state_dict().values(), strict=True):
+        assert torch.allclose(mine, theirs, atol=1e-5), name

@@ -33,6 +33,11 @@ class OptimConfig(BaseModel):
     betas: tuple[float, float] = (0.9, 0.99)
     warmup_steps: int = Field(10, ge=0)
     max_grad_norm: float = Field(1.0, gt=0)
+    updates_per_step: int = Field(
+        1, ge=1, description="optimizer updates per trainer step (PPO-style): the batch is cut into this many "
+        "mini-batches of consecutive rows (whole groups when the sizes allow), one AdamW update each, all clipped "
+        "against π_prox = the policy at the start of the step; the learning-rate schedule advances once per step",
+    )
 
 
 class TrainerConfig(BaseSettings):

@@ -7,8 +7,10 @@ Per step s:
      from the rewards per group;
   2. recompute logp_behav for every batch sample with the policy that sampled it (the
      trainer keeps the last async_level + 1 policies); the current policy is π_prox;
-  3. one AdamW step on the decoupled GRPO loss (trainer/loss.py), gradient-norm clipped; the
-     gradient is accumulated over micro-batches of at most micro_batch_tokens positions;
+  3. `optim.updates_per_step` AdamW updates on the decoupled GRPO loss (trainer/loss.py), one
+     per mini-batch of the batch's rows, each gradient-norm clipped, all clipped against π_prox
+     (the policy at the start of the step, recomputed once); each update's gradient is
+     accumulated over micro-batches of at most micro_batch_tokens positions;
   4. publish the new policy (step s + 1) through every publisher hook;
   5. checkpoint model, optimizer, retained policies, buffer and work-source cursor in one
      atomic commit, and append a metrics line.
@@ -289,18 +291,22 @@ class Trainer:
         return logp_behav
 
     def _accumulate(self, mb: PackedBatch, advantages: torch.Tensor, logp_behav: torch.Tensor,
-                    logp_ref: torch.Tensor | None) -> tuple[LossOutput, torch.Tensor]:
+                    logp_ref: torch.Tensor | None, logp_prox: torch.Tensor | None = None,
+                    scale: float = 1.0) -> tuple[LossOutput, torch.Tensor]:
         """Forward and backward of one micro-batch: its gradient adds to the others' (the loss is a
-        token sum over a constant budget). Returns its loss statistics and its filled logp_behav."""
+        token sum over a constant budget). Returns its loss statistics and its filled logp_behav.
+        Without `logp_prox` this pass is the step's first, so its own logp is π_prox's. `scale`
+        multiplies the loss for backward only (a mini-batch of 1/n of the batch gets n)."""
         logits = self.model(input_ids=mb.inputs).logits
-        # π_prox is the policy at the start of this step: the parameters of this very pass
-        logp_prox = token_logprobs(logits.detach(), mb.targets, self.config.sampling.temperature)
+        if logp_prox is None:
+            # π_prox is the policy at the start of this step: the parameters of this very pass
+            logp_prox = token_logprobs(logits.detach(), mb.targets, self.config.sampling.temperature)
         logp_behav = torch.where(torch.isnan(logp_behav), logp_prox, logp_behav)
         out = grpo_loss(
             logits, mb.targets, mb.loss_mask, advantages, logp_behav,
             self.config.sampling.temperature, self.config.token_budget, self.config.loss, logp_ref, logp_prox,
         )
-        (out.loss * self.parallel.loss_scale).backward()
+        (out.loss * (scale * self.parallel.loss_scale)).backward()
         return out, logp_behav
 
     def train_step(self) -> StepMetrics:
@@ -327,19 +333,36 @@ class Trainer:
                                                self.config.micro_batch_tokens)
 
         self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
         parts = []
         # Ranks hold different row counts, so their micro-batch counts could differ, and every backward
         # under DDP/FSDP2 is a collective: with several ranks each trains its share in one micro-batch.
         budget = self.config.micro_batch_tokens if self.parallel.world_size == 1 else max(1, packed.inputs.numel())
-        for rows in micro_batches(packed, budget):
-            part, logp_behav[rows] = self._accumulate(packed.rows(rows), advantages[rows], logp_behav[rows],
-                                                      None if logp_ref is None else logp_ref[rows])
-            parts.append(part)
-        out = self.parallel.reduce(merge_loss_outputs(parts), float(packed.loss_mask.sum()))
-        grad_norm = self.parallel.clip_grad_norm(self.model, self.config.optim.max_grad_norm)
+        updates = self.config.optim.updates_per_step
+        logp_prox = None
+        if updates > 1:
+            # π_prox of every row, before the first update moves π_θ away from it
+            with torch.no_grad():
+                logp_prox = torch.cat([completion_logprobs(self.model, packed.rows(rows), self.config.sampling.temperature)
+                                       for rows in micro_batches(packed, budget)])
+            logp_behav = torch.where(torch.isnan(logp_behav), logp_prox, logp_behav)
+        # consecutive rows: groups stay whole (their advantages sum to zero) when the sizes allow
+        n_rows = packed.inputs.shape[0]
+        bounds = [round(u * n_rows / updates) for u in range(updates + 1)]
+        grad_norms = []
         lr = self.optimizer.param_groups[0]["lr"]
-        self.optimizer.step()
+        for u in range(updates):
+            self.optimizer.zero_grad(set_to_none=True)
+            mini = packed.rows(slice(bounds[u], bounds[u + 1]))
+            for rows in micro_batches(mini, budget):
+                rows = slice(rows.start + bounds[u], rows.stop + bounds[u])
+                part, logp_behav[rows] = self._accumulate(
+                    packed.rows(rows), advantages[rows], logp_behav[rows], None if logp_ref is None else logp_ref[rows],
+                    None if logp_prox is None else logp_prox[rows], scale=float(updates))
+                parts.append(part)
+            grad_norms.append(self.parallel.clip_grad_norm(self.model, self.config.optim.max_grad_norm))
+            self.optimizer.step()
+        out = self.parallel.reduce(merge_loss_outputs(parts), float(packed.loss_mask.sum()))
+        grad_norm = sum(grad_norms) / len(grad_norms)
         self.scheduler.step()
         self.model.eval()
 

@@ -4,7 +4,7 @@ Three policies meet in an asynchronous step (decoupled PPO, as in AReaL):
 
     π_behav  the policy that sampled the completion (one to async_level steps old);
     π_prox   the proximal policy: the trainer's policy at the start of the current step;
-    π_θ      the policy being trained (equal to π_prox before the first optimizer update).
+    π_θ      the policy being trained (equal to π_prox before the step's first optimizer update).
 
 For every completion token t of a sample with advantage A (shared by all its tokens):
 
@@ -23,9 +23,18 @@ rollout two steps old has many tokens clipped before the update even starts and 
 gradient is lost. Clipping against π_prox bounds only this step's update; the staleness is
 corrected by w instead, truncated at C (`is_weight_cap`) so a token the policy has since
 made much likelier cannot dominate the batch. When π_prox = π_behav (a fresh rollout) w = 1
-and the loss is the ordinary clipped one. With one optimizer step per batch π_θ = π_prox at
-the point the gradient is taken, so r = 1, nothing is clipped, and the update is the
-truncated-IS policy gradient w·A·∇logp_θ.
+and the loss is the ordinary clipped one.
+
+Updates per step (`optim.updates_per_step` = n, trainer/loop.py): the batch is cut into n
+mini-batches of consecutive rows and each gets one optimizer update, with logp_prox computed
+once, before the first. With n = 1, π_θ = π_prox at the point the gradient is taken, so r = 1,
+nothing is clipped, and the update is the truncated-IS policy gradient w·A·∇logp_θ with no
+trust region. With n > 1 the k-th mini-batch sees π_θ already moved by k − 1 updates: tokens
+whose r left [1 − ε, 1 + ε] in the direction the advantage pushes get no gradient, so the clip
+bounds how far one step moves the policy from π_prox, as in PPO. Each mini-batch's loss is
+multiplied by n for its backward pass (it is 1/n of the batch's tokens over the batch's
+budget), so every update has the gradient scale of a whole-batch update; the reported
+statistics are those of the whole batch, each token counted at the update that saw it.
 
 Without δ, a token whose ratio has exploded (r ≫ 1) in a group with negative advantage
 contributes −r·A: an unbounded loss and gradient. Clamping r at δ = 4 caps it and zeroes
