@@ -34,6 +34,8 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     uint24 public constant MAX_PERIOD = 30 days;
     /// @notice Reason code of a challenge that a dispute committee decided (the work was attested first).
     uint16 public constant REASON_DISPUTE = 18;
+    /// @dev Entries a committee draw walks, after its random draws, to fill seats they missed (bounds its gas).
+    uint256 private constant MAX_FILL_SCAN = 64;
     uint8 private constant WHY_WRONG_VERDICT = 1;
     uint8 private constant WHY_LOST_DISPUTE = 2;
     uint8 private constant WHY_NO_VOTE = 3;
@@ -261,21 +263,18 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         uint64 until = uint64(d.disputedAt) + p.commitPeriod;
         if (block.timestamp > until) revert OutsidePeriod(workId, d.disputedAt, until);
         bytes32 seed = keccak256(abi.encode(_blockHashAfter(d.disputeBlock), workId));
-        Entry[] storage entries = _entries[poolId];
-        uint256 n = entries.length; // ≥ 2: the judge and the disputer
+        uint256 n = _entries[poolId].length; // ≥ 2: the judge and the disputer
         uint256 size = p.committeeSize;
-        uint128 penalty = p.nonVoterPenalty;
         for (uint256 j; j < 4 * size + 8 && committee.length < size; ++j) {
             // slither-disable-next-line weak-prng (block-hash randomness by design: docs/protocol.md, its bias)
-            uint256 index = uint256(keccak256(abi.encode(seed, j))) % n + 1;
-            Entry storage e = entries[index - 1];
-            Validator storage v = _validators[poolId][e.validator];
-            if (
-                v.deregisteredAt != 0 || e.registeredAt > c.submittedAt || index == c.judge || index == d.disputer
-                    || index == c.workerIndex || v.locked - v.reserved < penalty || _inCommittee(committee, e.validator)
-            ) continue;
-            v.reserved += uint96(penalty);
-            committee.push(e.validator);
+            _seat(c, d, committee, uint256(keccak256(abi.encode(seed, j))) % n + 1, p.nonVoterPenalty);
+        }
+        // Random draws can miss the last eligible validators when few are eligible; then walk the list from a
+        // random place (at most MAX_FILL_SCAN entries, to bound gas), so a committee is short only when fewer
+        // than committeeSize validators are eligible.
+        for (uint256 j; j < n && j < MAX_FILL_SCAN && committee.length < size; ++j) {
+            // slither-disable-next-line weak-prng (block-hash randomness by design: docs/protocol.md, its bias)
+            _seat(c, d, committee, (uint256(seed) + j) % n + 1, p.nonVoterPenalty);
         }
         emit CommitteeDrawn(workId, committee);
     }
@@ -570,6 +569,26 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     function _credit(address to, uint256 amount) private {
         credits[to] += amount;
         emit Credited(to, amount);
+    }
+
+    /// @dev Seat the validator at 1-based `index` on the committee if it is eligible: registered at the
+    /// submission and still, neither the judge, the disputer nor the worker, not seated yet, and with
+    /// `penalty` of unreserved locked stake (reserved until the dispute is resolved).
+    function _seat(
+        Case storage c,
+        Dispute storage d,
+        address[] storage committee,
+        uint256 index,
+        uint128 penalty
+    ) private {
+        Entry storage e = _entries[c.poolId][index - 1];
+        Validator storage v = _validators[c.poolId][e.validator];
+        if (
+            v.deregisteredAt != 0 || e.registeredAt > c.submittedAt || index == c.judge || index == d.disputer
+                || index == c.workerIndex || v.locked - v.reserved < penalty || _inCommittee(committee, e.validator)
+        ) return;
+        v.reserved += uint96(penalty);
+        committee.push(e.validator);
     }
 
     function _inCommittee(address[] storage committee, address who) private view returns (bool) {

@@ -362,6 +362,33 @@ contract ValidatorCourtTest is CourtBase {
         _assertCourtSolvent();
     }
 
+    /// With exactly committeeSize validators eligible (7 registered: judge, disputer and two deregistered
+    /// left out), the committee is always full: the fill scan seats whom the random draws missed.
+    function testFuzz_committeeFillsWhenExactlyEnoughAreEligible(uint16 blocks) public {
+        vm.roll(block.number + blocks);
+        (bytes32 workId, address judge) = _submitAndDraw();
+        vm.prank(judge);
+        court.attest(workId);
+        address disputer = _other(judge, address(0));
+        uint256 gone;
+        for (uint256 i; i < vals.length && gone < 2; ++i) {
+            if (vals[i] == judge || vals[i] == disputer) continue;
+            vm.prank(vals[i]);
+            court.deregister(poolId);
+            ++gone;
+        }
+        vm.prank(disputer);
+        court.dispute(workId, EVIDENCE);
+        vm.roll(block.number + 2);
+        court.drawCommittee(workId);
+        address[] memory committee = court.committeeOf(workId);
+        assertEq(committee.length, 3, "committee full");
+        for (uint256 i; i < committee.length; ++i) {
+            assertTrue(committee[i] != judge && committee[i] != disputer, "no party on its own committee");
+            assertEq(court.getValidator(poolId, committee[i]).registeredAt != 0, true);
+        }
+    }
+
     function test_onlyCommitteeMembersVoteAndRevealsMustMatch() public {
         (bytes32 workId, address judge) = _submitAndDraw();
         vm.prank(judge);
