@@ -105,7 +105,8 @@ class LedgerSource:
 
     def _state_of(self, work_id: bytes) -> str:
         """"final" (consume, settled), "consume" (fast mode: consume, not final yet), "wait" or "rejected"."""
-        status = get_work(self.ledger, work_id).status
+        work = get_work(self.ledger, work_id)
+        status = work.status
         if status not in CONSUMABLE and status != WorkStatus.PENDING:
             return "rejected"
         if self.court is not None:
@@ -117,23 +118,24 @@ class LedgerSource:
             return "wait"  # no verdict, disputed, or (final mode) not final yet
         if status == WorkStatus.PENDING:
             return "wait"
-        if self._window_passed(work_id):
+        if self._window_passed(work.submitted_at):
             return "final"
         return "wait" if self.wait_final else "consume"
 
-    def _window_passed(self, work_id: bytes) -> bool:
-        return chain_time(self.ledger) > get_work(self.ledger, work_id).submitted_at + self.challenge_window_s
+    def _window_passed(self, submitted_at: int) -> bool:
+        return chain_time(self.ledger) > submitted_at + self.challenge_window_s
 
     def _settle(self) -> None:
         """Follow consumed, unsettled work to its final verdict; count what ended rejected."""
         still = []
         for work_id in self.unsettled:
             wid = bytes.fromhex(work_id[2:])
-            status = get_work(self.ledger, wid).status
+            work = get_work(self.ledger, wid)
+            status = work.status
             if status not in CONSUMABLE and status != WorkStatus.PENDING:
                 self.overturned.append(work_id)
                 log.warning("consumed work %s was overturned after the trainer learned from it", work_id)
-            elif status == WorkStatus.PENDING or (self.court is None and not self._window_passed(wid)):
+            elif status == WorkStatus.PENDING or (self.court is None and not self._window_passed(work.submitted_at)):
                 still.append(work_id)
         self.unsettled = still
 

@@ -197,8 +197,7 @@ class ValidatorDaemon:
         self.checkers = CheckerPool(checker_factory, processes=config.processes,
                                     check_timeout_s=config.check_timeout_s)
         self._fetchers = ThreadPoolExecutor(max_workers=max(2, config.max_in_flight))
-        court = ledger.court
-        self.court = court if court is not None and is_court_pool(ledger, config.pool_id) else None
+        self.court = ledger.court if is_court_pool(ledger, config.pool_id) else None
         if self.court is not None:
             self.rules = CourtRules.of(self.court.get_params(config.pool_id))
             self.duties = CourtDuties(config.state_dir / "court.json")
