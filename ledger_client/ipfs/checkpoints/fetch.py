@@ -119,8 +119,7 @@ def fetch_checkpoint(
     manifest_cid_of(ref)  # a malformed reference is refused before the daemon is asked anything
     received_before = _received_by_peer(kubo)
     manifest_cid, manifest = fetch_manifest(kubo, ref, timeout=timeout)
-    # the peers that served the manifest hold the checkpoint already (the origin): not fetchers
-    origins = {p for p, n in _received_by_peer(kubo).items() if n > received_before.get(p, 0)}
+    origins = _manifest_origin(received_before, _received_by_peer(kubo))
     folder = Path(store) / manifest_cid
     folder.mkdir(parents=True, exist_ok=True)
     files: list[StoredFile] = [*manifest.shards, *manifest.tokenizer_files]
@@ -251,6 +250,19 @@ def _received_by_peer(kubo: KuboClient) -> dict[str, int]:
         except KuboError:  # the peer left meanwhile
             continue
     return received
+
+
+def _manifest_origin(before: dict[str, int], after: dict[str, int]) -> set[str]:
+    """The peer that served this node the most manifest bytes — the origin, which holds the
+    checkpoint already and is no fetcher — or nobody when no peer sent anything.
+
+    Only one: bitswap asks every connected peer, so a fetcher that got the manifest a moment
+    earlier often serves a duplicate copy too; leaving out every sender would leave a fetcher
+    alone in its ranking (no swarm order at all) whenever all its peers answered."""
+    sent = {peer: n - before.get(peer, 0) for peer, n in after.items() if n > before.get(peer, 0)}
+    if not sent:
+        return set()
+    return {min(sent, key=lambda peer: (-sent[peer], peer))}
 
 
 def _swarm_position(kubo: KuboClient, exclude: set[str] | frozenset[str] = frozenset()) -> tuple[int, int]:
