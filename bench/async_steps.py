@@ -1,9 +1,9 @@
-"""`python -m bench.async_steps MODE UPDATES CAP SEEDS [LR]`: steps to the quick target, per seed, for one variant.
+"""`python -m bench.async_steps MODE UPDATES CAP SEEDS [LR [MAX_STEPS]]`: steps to the quick target, per seed, for one variant.
 
 An exploration helper of bench.async (issue 16): MODE is sync, async1 or async2; UPDATES is
 optim.updates_per_step, CAP loss.is_weight_cap, SEEDS a comma-separated list of pool seeds.
-Runs on 1 torch thread (sync) or trainer + 1 worker (async), target 0.6, a 1,500 s budget and at
-most 150 steps, so that steps to target are measured even on a loaded machine (its clocks are
+Runs on 1 torch thread (sync) or trainer + 1 worker (async), target 0.6 (mean of the latest 3
+evaluations), a 1,500 s budget and at most MAX_STEPS steps (default 150), so that steps to target are measured even on a loaded machine (its clocks are
 not comparable: use bench.async for times). Prints one JSON line per seed, with the held-out
 accuracy every 5 steps.
 """
@@ -22,10 +22,11 @@ def main() -> int:
     mode, updates, cap = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
     seeds = [int(x) for x in sys.argv[4].split(",")]
     lr = float(sys.argv[5]) if len(sys.argv) > 5 else CpuRecipe.lr
+    max_steps = int(sys.argv[6]) if len(sys.argv) > 6 else 150
     torch.set_num_threads(1)
     for seed in seeds:
         spec = CpuRecipe(updates_per_step=updates, is_weight_cap=cap, seed=seed, target=0.6, budget_s=1500.0,
-                         max_steps=150, lr=lr)
+                         max_steps=max_steps, lr=lr)
         root = Path(tempfile.mkdtemp(prefix=f"steps-{mode}-u{updates}-"))
         r = run_sync(spec, root) if mode == "sync" else run_async(spec, root, async_level=int(mode[-1]), workers=1)
         accuracy = [json.loads(line)["accuracy"] for line in (root / "metrics.jsonl").read_text().splitlines()

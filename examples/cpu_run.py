@@ -64,6 +64,7 @@ class CpuRecipe:
     eval_every: int = 5
     eval_problems: int = 200
     target: float = 0.8
+    target_window: int = 3  # the target is reached when the mean of this many latest evaluations reaches it
     budget_s: float = 600.0
     max_steps: int = 100_000
     updates_per_step: int = 1  # optim.updates_per_step (2 was measured in bench.async and did not help: docs/benchmarks.md)
@@ -133,6 +134,23 @@ def percentile(values: list[int], q: float) -> float | None:
     return float(ordered[rank - 1])
 
 
+class TargetTracker:
+    """Whether held-out accuracy has reached the target: the mean of the latest ``window``
+    evaluations, not one evaluation — a policy's greedy accuracy swings by ±0.1–0.2 between
+    two evaluations five steps apart, so a first touch of the target measures that noise more
+    than learning (docs/benchmarks.md). Every variant of bench.async uses the same rule."""
+
+    def __init__(self, target: float, window: int) -> None:
+        self.target, self.window = target, max(1, window)
+        self.history: list[float] = []
+
+    def reached(self, accuracy: float) -> bool:
+        """Record one evaluation; True once the latest ``window`` of them average ≥ target."""
+        self.history.append(accuracy)
+        latest = self.history[-self.window:]
+        return len(latest) == self.window and sum(latest) / self.window >= self.target
+
+
 def warm_policy(spec: CpuRecipe) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Task]:
     """A fresh policy after the supervised warm start (deterministic in the spec)."""
     torch.manual_seed(0)
@@ -168,7 +186,7 @@ def _train_until_target(
     started, eval_before = time.perf_counter(), evals.seconds
     clock = lambda: time.perf_counter() - started - (evals.seconds - eval_before)  # noqa: E731
     accuracy = _last_accuracy(trainer)
-    reached = None
+    reached, tracker = None, TargetTracker(spec.target, spec.target_window)
     while trainer.step < trainer.config.max_steps and clock() < spec.budget_s:
         m = trainer.train_step()
         if trainer.step % spec.eval_every:
@@ -181,7 +199,7 @@ def _train_until_target(
                 f"IS weight {m.is_weight_mean:.3f}  idle {m.idle_s:.2f}s",
                 flush=True,
             )
-        if accuracy >= spec.target:
+        if tracker.reached(accuracy):
             reached = clock()
             break
     return reached, accuracy, clock()
@@ -236,7 +254,7 @@ def run_sync(spec: CpuRecipe, run_dir: Path, log: bool = False) -> RunResult:
     files, gen_s = 0, 0.0
     started, eval_before = time.perf_counter(), evals.seconds
     clock = lambda: time.perf_counter() - started - (evals.seconds - eval_before)  # noqa: E731
-    reached, end = None, start
+    reached, end, tracker = None, start, TargetTracker(spec.target, spec.target_window)
     while trainer.step < config.max_steps and clock() < spec.budget_s:
         t0 = time.perf_counter()
         while not trainer.ready():
@@ -252,7 +270,7 @@ def run_sync(spec: CpuRecipe, run_dir: Path, log: bool = False) -> RunResult:
             end = _last_accuracy(trainer)
             if log:
                 print(f"[sync] step {trainer.step:4d}  t={clock():6.1f}s  accuracy {end:.3f}", flush=True)
-            if end >= spec.target:
+            if tracker.reached(end):
                 reached = clock()
                 break
     rl_s = clock()
@@ -333,7 +351,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="GRPO on a CPU: warm start, then RL with separate worker processes.")
     parser.add_argument("--run-dir", type=Path, default=Path("runs/cpu"))
     parser.add_argument("--minutes", type=float, default=10.0, help="wall-clock budget for the RL phase")
-    parser.add_argument("--target", type=float, default=0.8, help="stop once held-out greedy accuracy reaches this")
+    parser.add_argument("--target", type=float, default=0.8,
+                        help="stop once held-out greedy accuracy (mean of the latest --target-window evaluations) reaches this")
+    parser.add_argument("--target-window", type=int, default=CpuRecipe.target_window,
+                        help="evaluations averaged for the target (1: the first evaluation that reaches it)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--async-level", type=int, default=2)
     parser.add_argument("--warm-steps", type=int, default=CpuRecipe.warm_steps)
@@ -341,7 +362,8 @@ def main() -> int:
     args = parser.parse_args()
 
     torch.set_num_threads(1)
-    spec = CpuRecipe(warm_steps=args.warm_steps, lr=args.lr, target=args.target, budget_s=args.minutes * 60)
+    spec = CpuRecipe(warm_steps=args.warm_steps, lr=args.lr, target=args.target,
+                      target_window=args.target_window, budget_s=args.minutes * 60)
     wall = time.perf_counter()
     result = run_async(spec, args.run_dir, args.async_level, args.workers, log=True)
     plot(args.run_dir / "metrics.jsonl", args.run_dir / "curve.png")

@@ -4,7 +4,7 @@ import json
 
 import torch
 
-from examples.cpu_run import CpuRecipe, run_sync
+from examples.cpu_run import CpuRecipe, TargetTracker, run_sync
 
 
 def test_grpo_raises_the_reward_of_a_warm_started_policy(tmp_path):
@@ -18,3 +18,11 @@ def test_grpo_raises_the_reward_of_a_warm_started_policy(tmp_path):
     assert result.steps == 30
     first, last = sum(rewards[:5]) / 5, sum(rewards[-5:]) / 5
     assert last > 1.5 * first + 0.01, (first, last)
+
+
+def test_the_target_counts_as_reached_when_the_latest_evaluations_average_it():
+    tracker = TargetTracker(target=0.6, window=3)
+    # a single evaluation that touches the target is not enough; noise around it is not either
+    assert [tracker.reached(a) for a in (0.62, 0.40, 0.61, 0.55, 0.60, 0.66)] == [False, False, False, False, False, True]
+    first_touch = TargetTracker(target=0.6, window=1)
+    assert first_touch.reached(0.4) is False and first_touch.reached(0.6) is True
