@@ -97,7 +97,7 @@ class LiveChain:
             unbonding = self.stake.unbonding_of(address)
             return {"bonded": str(self.stake.bonded_of(address)),  # free bonded stake
                     "allocated": str(self.stake.locked_of(self.pool.address, address)),  # locked for the pools
-                    "unbonding": str(unbonding[0]), "unbonding_ready_at": unbonding[1]}
+                    "unbonding": str(unbonding.amount), "unbonding_ready_at": unbonding.ready_at}
         return self._cached(("stake", worker), read)
 
 

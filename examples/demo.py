@@ -244,7 +244,7 @@ def _settle(ledger: Ledger, pool_id: int, start_block: int, roles: Roles, valida
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
-        open_cases = sum(ledger.court.cases(w)[4] != CaseState.FINAL for w in submitted)
+        open_cases = sum(ledger.court.cases(w).state != CaseState.FINAL for w in submitted)
         if open_cases == 0:
             return
         if open_cases != last:

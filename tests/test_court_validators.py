@@ -183,7 +183,7 @@ def test_dishonest_validators_lose_stake_and_honest_parties_lose_nothing(court_p
         assert not needed, f"no fitting assignment in {len(works)} submissions for {sorted(needed)}"
         court = pool.ledger(0).court
         deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and any(court.cases(w)[4] != CaseState.FINAL for w in works):
+        while time.monotonic() < deadline and any(court.cases(w).state != CaseState.FINAL for w in works):
             for source in sources:
                 source.poll()
             time.sleep(1.0)
@@ -191,7 +191,7 @@ def test_dishonest_validators_lose_stake_and_honest_parties_lose_nothing(court_p
             source.poll()
     ledger = pool.ledger(0)
     for work_id, honest in works.items():
-        assert ledger.court.cases(work_id)[4] == CaseState.FINAL
+        assert ledger.court.cases(work_id).state == CaseState.FINAL
         expected = WorkStatus.ACCEPTED if honest else WorkStatus.REJECTED
         assert get_work(ledger, work_id).status == expected, f"{'honest' if honest else 'fabricated'} work"
     after = {i: pool.locked(i) for i in address.values()}
@@ -238,7 +238,7 @@ def test_a_random_voter_in_the_minority_loses_the_committee_penalty(court_pool):
             # every file is fabricated; the worker cannot choose its judge, so it submits until attest-all judges
             # one whose dispute committee (three of the four validators left) seats the random voter, which commits
             while time.monotonic() < deadline and not any(committed(w) for w in judged_by_attest_all):
-                all_final = all(court.cases(w)[4] == CaseState.FINAL for w in judged_by_attest_all)
+                all_final = all(court.cases(w).state == CaseState.FINAL for w in judged_by_attest_all)
                 if len(works) < 30 and all_final:
                     works.append(pool.submit(honest=False))
                 for w in works:
@@ -249,11 +249,11 @@ def test_a_random_voter_in_the_minority_loses_the_committee_penalty(court_pool):
         assert any(committed(w) for w in seated), \
             f"the random voter committed no vote ({len(works)} files, {len(judged_by_attest_all)} judged by attest-all)"
         with running([random_voter()]):  # the same state directory: the saved vote and salt
-            while time.monotonic() < deadline and any(court.cases(w)[4] != CaseState.FINAL for w in works):
+            while time.monotonic() < deadline and any(court.cases(w).state != CaseState.FINAL for w in works):
                 time.sleep(1.0)
     ledger = pool.ledger(0)
     for w in works:
-        assert court.cases(w)[4] == CaseState.FINAL and get_work(ledger, w).status == WorkStatus.REJECTED
+        assert court.cases(w).state == CaseState.FINAL and get_work(ledger, w).status == WorkStatus.REJECTED
     resolved = {bytes(e["args"]["workId"]): e["args"] for e in court.contract.events.DisputeResolved.get_logs(from_block=0)}
     assert all(resolved[w]["overturned"] for w in judged_by_attest_all)
     # the seeded coin's first votes say "valid" on fabricated files: revealed after the restart, in the minority

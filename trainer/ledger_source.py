@@ -25,7 +25,7 @@ from typing import Any
 
 from ledger_client.chain.events import EventCursor, Removed
 from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import chain_time, get_work, is_court_pool, pool_state, rollout_digest_of
+from ledger_client.chain.queries import chain_time, court_of, get_work, pool_state, rollout_digest_of
 from ledger_client.ipfs.content import ContentError, get_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.pool import CaseState, WorkStatus
@@ -46,7 +46,7 @@ class LedgerSource:
         self.pool_id = pool_id
         self.fetch_timeout_s = fetch_timeout_s
         self.wait_final = wait_final
-        self.court = ledger.court if is_court_pool(ledger, pool_id) else None
+        self.court = court_of(ledger, pool_id)
         self.challenge_window_s = pool_state(ledger, pool_id).challenge_window_s
         start = ledger.deployment.block
         self.cursors = {"pool": EventCursor(ledger.pool, ["WorkAccepted"], None, confirmations=confirmations,
@@ -113,7 +113,7 @@ class LedgerSource:
             if status in CONSUMABLE:
                 return "final"  # the court records verdicts in the pool only when they are final
             case = self.court.cases(work_id)
-            if case[4] == CaseState.VERDICT and case[5] and not self.wait_final:
+            if case.state == CaseState.VERDICT and case.accepted and not self.wait_final:
                 return "consume"
             return "wait"  # no verdict, disputed, or (final mode) not final yet
         if status == WorkStatus.PENDING:

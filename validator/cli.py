@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import is_court_pool, pool_state
+from ledger_client.chain.queries import court_of, pool_state
 from ledger_client.cli import (
     UsageError,
     add_chain_args,
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
     pool_state(ledger, args.pool)  # UnknownPool here, before any process starts
     if not 0.0 <= args.audit_rate <= 1.0:
         raise UsageError("--audit-rate must be in [0, 1]")
-    if is_court_pool(ledger, args.pool):
+    if court_of(ledger, args.pool) is not None:
         register_with_court(ledger, args.pool)
     elif not ledger.pool.is_validator(args.pool, ledger.address):
         raise UsageError(f"{ledger.address} is not a validator of pool {args.pool}")

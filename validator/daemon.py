@@ -46,7 +46,7 @@ from ledger_client.chain.bindings import CommitteeDrawn, Disputed, VerdictGiven
 from ledger_client.chain.errors import ContractRevert, TransactionFailed
 from ledger_client.chain.events import EventCursor, Removed
 from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import chain_time, get_work, is_court_pool, pool_state, spot_check_block
+from ledger_client.chain.queries import chain_time, court_of, get_work, pool_state, spot_check_block
 from ledger_client.ipfs.content import MAX_OBJECT_BYTES, ContentError, ContentUnavailable, get_object, put_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.pool import CaseState, WorkStatus
@@ -197,7 +197,7 @@ class ValidatorDaemon:
         self.checkers = CheckerPool(checker_factory, processes=config.processes,
                                     check_timeout_s=config.check_timeout_s)
         self._fetchers = ThreadPoolExecutor(max_workers=max(2, config.max_in_flight))
-        self.court = ledger.court if is_court_pool(ledger, config.pool_id) else None
+        self.court = court_of(ledger, config.pool_id)
         if self.court is not None:
             self.rules = CourtRules.of(self.court.get_params(config.pool_id))
             self.duties = CourtDuties(config.state_dir / "court.json")
@@ -377,9 +377,9 @@ class ValidatorDaemon:
         if self.court is None:
             return s.submitted_at + self.pool.challenge_window_s
         if s.purpose == "audit":
-            return self.court.cases(s.work_id)[7] + self.rules.dispute_window  # verdictAt + window
+            return self.court.cases(s.work_id).verdict_at + self.rules.dispute_window
         if s.purpose == "vote":
-            return self.court.disputes(s.work_id)[1] + self.rules.commit_period  # disputedAt + period
+            return self.court.disputes(s.work_id).disputed_at + self.rules.commit_period
         return s.submitted_at + self.rules.verdict_window
 
     def _defer(self, s: Submission, kind: str, message: str) -> None:
@@ -455,7 +455,7 @@ class ValidatorDaemon:
         judged, not ours, too late) or None (not yet: postponed in the retry book)."""
         me, rules = self.ledger.address, self.rules
         case = self.court.cases(s.work_id)
-        state, submitted_at, submitted_block = case[4], case[1], case[2]
+        state, submitted_at, submitted_block = case.state, case.submitted_at, case.submitted_block
         if s.purpose == "judge":
             if state != CaseState.PENDING or not self.conduct.judges:
                 return False
@@ -473,7 +473,7 @@ class ValidatorDaemon:
                     return None
             return True
         if s.purpose == "audit":
-            return state == CaseState.VERDICT and self._now() <= case[7] + rules.dispute_window
+            return state == CaseState.VERDICT and self._now() <= case.verdict_at + rules.dispute_window
         return (state == CaseState.DISPUTED and self.conduct.votes and s.work_id.hex() not in self.duties.book.votes
                 and me in self.court.committee_of(s.work_id))
 
@@ -490,7 +490,7 @@ class ValidatorDaemon:
                 self.court.challenge(s.work_id, int(outcome.reason), self._evidence(s, outcome))
                 verdict, reason = "challenged", outcome.reason.name
         except TransactionFailed:  # another validator's verdict was mined first (stand-ins race)
-            if self.court.cases(s.work_id)[4] != CaseState.PENDING:
+            if self.court.cases(s.work_id).state != CaseState.PENDING:
                 self.metrics.skipped.inc()
                 self.retries.drop(s.key)
                 return 0
@@ -518,7 +518,7 @@ class ValidatorDaemon:
         """Dispute another validator's verdict that this check contradicts."""
         self.retries.drop(s.key)
         case = self.court.cases(s.work_id)
-        if case[4] != CaseState.VERDICT or outcome.ok == bool(case[5]):
+        if case.state != CaseState.VERDICT or outcome.ok == case.accepted:
             return 0
         digest = self._evidence(s, outcome) if not outcome.ok else put_object(
             self.kubo, json.dumps({"work_id": "0x" + s.work_id.hex(), "validator": self.ledger.address,
@@ -526,7 +526,7 @@ class ValidatorDaemon:
         try:
             receipt = self.court.dispute(s.work_id, digest)
         except TransactionFailed:  # another auditor's dispute was mined first
-            if self.court.cases(s.work_id)[4] != CaseState.VERDICT:
+            if self.court.cases(s.work_id).state != CaseState.VERDICT:
                 return 0
             raise
         except ContractRevert as exc:
@@ -546,7 +546,7 @@ class ValidatorDaemon:
         key = s.work_id.hex()
         if key in self.duties.book.votes:
             return 0
-        disputed_at = self.court.disputes(s.work_id)[1]
+        disputed_at = self.court.disputes(s.work_id).disputed_at
         vote = self.duties.new_vote(s.work_id, self.conduct.vote(outcome.ok),
                                     reveal_after=disputed_at + self.rules.commit_period,
                                     resolve_after=disputed_at + self.rules.commit_period + self.rules.reveal_period + 1)

@@ -31,7 +31,7 @@ from rich.table import Table
 from inference.policy import load_policy
 from ledger_client.chain.errors import ContractRevert
 from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import get_work, is_court_pool, pool_created_in, pool_state, rollout_digest_of
+from ledger_client.chain.queries import court_of, get_work, pool_created_in, pool_state, rollout_digest_of
 from ledger_client.cli import UsageError, load_devnet_info
 from ledger_client.ipfs.checkpoints import PinRetention, fetch_checkpoint
 from ledger_client.ipfs.content import fetch_run_spec, put_object
@@ -92,7 +92,7 @@ class WorkerDaemon:
         self.policy: Policy | None = None
         self.spec: RunSpec | None = None
         self._last_claim = 0.0
-        self._court = ledger.court if is_court_pool(ledger, options.pool_id) else None
+        self._court = court_of(ledger, options.pool_id)
 
     # ------------------------------------------------------------------ set-up
 
@@ -195,7 +195,7 @@ class WorkerDaemon:
                 self.recover()
                 return self.pending_verdicts()
             if status == WorkStatus.PENDING:
-                if self._court is None or self._court.cases(bytes.fromhex(e["work_id"]))[4] == CaseState.PENDING:
+                if self._court is None or self._court.cases(bytes.fromhex(e["work_id"])).state == CaseState.PENDING:
                     open_ += 1
             else:
                 self.journal.advance(e["nonce"], "submitted", final=status.name.lower())

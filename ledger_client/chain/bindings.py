@@ -183,6 +183,74 @@ class ValidatorView(NamedTuple):
         )
 
 
+# ---- results (one NamedTuple per view returning several named values)
+
+
+class UnbondingOfResult(NamedTuple):
+    """What `StakeManager.unbondingOf` returns."""
+
+    amount: int
+    ready_at: int
+
+    @classmethod
+    def from_abi(cls, value: Any) -> UnbondingOfResult:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            amount=value[0],
+            ready_at=value[1],
+        )
+
+
+class CasesResult(NamedTuple):
+    """What `ValidatorCourt.cases` returns."""
+
+    pool_id: int
+    submitted_at: int
+    submitted_block: int
+    worker_index: int
+    state: int
+    accepted: bool
+    judge: int
+    verdict_at: int
+    reason_code: int
+
+    @classmethod
+    def from_abi(cls, value: Any) -> CasesResult:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            pool_id=value[0],
+            submitted_at=value[1],
+            submitted_block=value[2],
+            worker_index=value[3],
+            state=value[4],
+            accepted=value[5],
+            judge=value[6],
+            verdict_at=value[7],
+            reason_code=value[8],
+        )
+
+
+class DisputesResult(NamedTuple):
+    """What `ValidatorCourt.disputes` returns."""
+
+    disputer: int
+    disputed_at: int
+    dispute_block: int
+    votes_valid: int
+    votes_invalid: int
+
+    @classmethod
+    def from_abi(cls, value: Any) -> DisputesResult:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            disputer=value[0],
+            disputed_at=value[1],
+            dispute_block=value[2],
+            votes_valid=value[3],
+            votes_invalid=value[4],
+        )
+
+
 class StakeManager(BoundContract):
     """Binding of `StakeManager.sol`."""
 
@@ -272,9 +340,9 @@ class StakeManager(BoundContract):
         """Call `unbondingDelay` (view)."""
         return self._call("unbondingDelay")
 
-    def unbonding_of(self, worker: str) -> tuple:
+    def unbonding_of(self, worker: str) -> UnbondingOfResult:
         """Call `unbondingOf` (view)."""
-        return self._call("unbondingOf", worker)
+        return UnbondingOfResult.from_abi(self._call("unbondingOf", worker))
 
     def unlock(self, worker: str, amount: int) -> Any:
         """Send a `unlock` transaction; returns the receipt."""
@@ -446,9 +514,9 @@ class ValidatorCourt(BoundContract):
         """Send a `attest` transaction; returns the receipt."""
         return self._transact("attest", work_id)
 
-    def cases(self, work_id: bytes) -> tuple:
+    def cases(self, work_id: bytes) -> CasesResult:
         """Call `cases` (view)."""
-        return self._call("cases", work_id)
+        return CasesResult.from_abi(self._call("cases", work_id))
 
     def challenge(self, work_id: bytes, reason_code: int, evidence_digest: bytes) -> Any:
         """Send a `challenge` transaction; returns the receipt."""
@@ -478,9 +546,9 @@ class ValidatorCourt(BoundContract):
         """Send a `dispute` transaction; returns the receipt."""
         return self._transact("dispute", work_id, evidence_digest)
 
-    def disputes(self, work_id: bytes) -> tuple:
+    def disputes(self, work_id: bytes) -> DisputesResult:
         """Call `disputes` (view)."""
-        return self._call("disputes", work_id)
+        return DisputesResult.from_abi(self._call("disputes", work_id))
 
     def draw_committee(self, work_id: bytes) -> Any:
         """Send a `drawCommittee` transaction; returns the receipt."""

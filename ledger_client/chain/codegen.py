@@ -6,7 +6,7 @@ Run by `make contracts` after `forge build`:
 
 It writes `ledger_client/chain/abi/<Name>.json` (abi + creation bytecode) and
 `ledger_client/chain/bindings.py` (one typed class per contract, one dataclass per event, one NamedTuple per
-struct a function takes or returns). Both are
+struct a function takes or returns and per view returning several named values). Both are
 committed so the package works without forge; `tests/test_bindings.py` checks they match the
 compiled contracts.
 """
@@ -63,12 +63,22 @@ def _params(inputs: list[dict]) -> list[tuple[str, str]]:
     return out
 
 
-def _return_type(outputs: list[dict]) -> str:
+def result_name(function: dict) -> str | None:
+    """`CasesResult` for a view with several named outputs (a public mapping of a struct, say):
+    its values come back as that NamedTuple, read by field name. None otherwise."""
+    outputs = function["outputs"]
+    if len(outputs) < 2 or not all(o.get("name") for o in outputs):
+        return None
+    return function["name"][0].upper() + function["name"][1:] + "Result"
+
+
+def _return_type(function: dict) -> str:
+    outputs = function["outputs"]
     if not outputs:
         return "None"
     if len(outputs) == 1:
         return py_type(outputs[0]["type"], outputs[0])
-    return "tuple"
+    return result_name(function) or "tuple"
 
 
 def _collect_structs(items: list[dict], into: dict[str, list[dict]]) -> None:
@@ -91,10 +101,10 @@ def _decoder(item: dict, expr: str) -> str:
     return f"{name}.from_abi({expr})"
 
 
-def _render_struct(name: str, components: list[dict]) -> list[str]:
+def _render_struct(name: str, components: list[dict], doc: str | None = None) -> list[str]:
     # a NamedTuple: web3 encodes it as the tuple it is, and positional readers keep working
     fields = [(snake(c["name"]), py_type(c["type"], c), c) for c in components]
-    lines = ["", "", f"class {name}(NamedTuple):", f'    """Struct `{name}`."""', ""]
+    lines = ["", "", f"class {name}(NamedTuple):", f'    """{doc or f"Struct `{name}`."}"""', ""]
     lines += [f"    {f}: {t}" for f, t, _ in fields]
     lines += ["", "    @classmethod", f"    def from_abi(cls, value: Any) -> {name}:",
               '        """From the tuple web3 decodes (nested structs become their classes too)."""',
@@ -123,6 +133,12 @@ def render_bindings(abis: dict[str, list[dict]]) -> str:
     lines += ["", "", "# ---- structs (one NamedTuple per struct a function takes or returns)"]
     for sname, components in structs.items():
         lines += _render_struct(sname, components)
+    lines += ["", "", "# ---- results (one NamedTuple per view returning several named values)"]
+    for cname, abi in abis.items():
+        for item in sorted((x for x in abi if x["type"] == "function"), key=lambda x: x["name"]):
+            rname = result_name(item)
+            if rname and item["stateMutability"] in ("view", "pure"):
+                lines += _render_struct(rname, item["outputs"], f"What `{cname}.{item['name']}` returns.")
     lines.append("")
     event_classes: dict[str, list[str]] = {}
     for cname, abi in abis.items():
@@ -138,7 +154,9 @@ def render_bindings(abis: dict[str, list[dict]]) -> str:
                 call = f'self._call("{item["name"]}"{", " if args else ""}{args})'
                 if len(item["outputs"]) == 1:
                     call = _decoder(item["outputs"][0], call)
-                lines.append(f"    def {snake(item['name'])}({sig}) -> {_return_type(item['outputs'])}:")
+                elif result_name(item):
+                    call = f"{result_name(item)}.from_abi({call})"
+                lines.append(f"    def {snake(item['name'])}({sig}) -> {_return_type(item)}:")
                 lines.append(f'        """Call `{item["name"]}` (view)."""')
                 lines.append(f"        return {call}")
             else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from ledger_client.chain.bindings import PoolView
+from ledger_client.chain.bindings import PoolView, ValidatorCourt
 from ledger_client.chain.errors import LedgerError
 from ledger_client.chain.ledger import Ledger
 from protocol.digest import Digest
@@ -39,9 +39,12 @@ def pool_created_in(ledger: Ledger, pool_id: int) -> bytes:
     return bytes(logs[0]["blockHash"])
 
 
-def is_court_pool(ledger: Ledger, pool_id: int) -> bool:
-    """Whether the pool's validator is this deployment's ValidatorCourt (its verdicts reach the pool only when final)."""
-    return ledger.court is not None and ledger.pool.judge_of(pool_id) == ledger.court.address
+def court_of(ledger: Ledger, pool_id: int) -> ValidatorCourt | None:
+    """This deployment's ValidatorCourt when it judges the pool (its verdicts reach the pool only
+    when final), else None (the pool's own validators judge it)."""
+    if ledger.court is not None and ledger.pool.judge_of(pool_id) == ledger.court.address:
+        return ledger.court
+    return None
 
 
 def get_work(ledger: Ledger, work_id: bytes) -> Work:
