@@ -23,6 +23,7 @@ from examples.adversaries.validators import AttestEverything, ChallengeEverythin
 from examples.adversaries.workers import fabricate_completions
 from ledger_client.chain.ledger import Ledger, connect, save_deployment
 from ledger_client.chain.queries import get_work
+from ledger_client.cli import EXIT_USAGE
 from ledger_client.ipfs.content import publish_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.pool import CaseState, WorkStatus
@@ -35,6 +36,7 @@ from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
 from trainer.publish import base_checkpoint_digest
 from validator.checks import checker_process
+from validator.cli import main as validator_main
 from validator.court import Conduct, register_with_court
 from validator.daemon import DaemonConfig, ValidatorDaemon
 from worker.policy import Policy
@@ -151,6 +153,18 @@ def court_pool(tmp_path_factory, kubo_node):
     p = CourtPool(tmp_path_factory.mktemp("court"), kubo_node)
     yield p
     p.close()
+
+
+def test_a_validator_whose_fetches_outlast_the_dispute_window_is_refused(court_pool, capsys):
+    # 20 s window < 20 s fetch + 30 s to send: it could never dispute a withheld file in time
+    argv = ["start", "--pool", str(court_pool.pool_id), "--rpc-url", court_pool.anvil.rpc_url,
+            "--deployments", str(court_pool.deployments), "--key", "0x" + bytes(court_pool.accounts[FOURTH_HONEST].key).hex(),
+            "--kubo-api", court_pool.kubo_api, "--state-dir", str(court_pool.tmp / "refused")]
+    assert validator_main(argv) == EXIT_USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "dispute window (20 s) is shorter than --fetch-timeout (20 s)" in err[0]
+    assert court_pool.ledger(0).court.get_validator(court_pool.pool_id, court_pool.accounts[FOURTH_HONEST].address).index == 0
+    assert not (court_pool.tmp / "refused").exists()
 
 
 def test_dishonest_validators_lose_stake_and_honest_parties_lose_nothing(court_pool):

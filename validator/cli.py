@@ -82,7 +82,13 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
     pool_state(ledger, args.pool)  # UnknownPool here, before any process starts
     if not 0.0 <= args.audit_rate <= 1.0:
         raise UsageError("--audit-rate must be in [0, 1]")
-    if court_of(ledger, args.pool) is not None:
+    court = court_of(ledger, args.pool)
+    if court is not None:
+        dispute_window = court.get_params(args.pool).dispute_window
+        if dispute_window < args.fetch_timeout + DaemonConfig.verdict_margin_s:
+            raise UsageError(f"pool {args.pool}'s dispute window ({dispute_window} s) is shorter than --fetch-timeout "
+                             f"({args.fetch_timeout:g} s) + {DaemonConfig.verdict_margin_s:g} s to send: this validator "
+                             "could not dispute a withheld file in time; lower --fetch-timeout")
         register_with_court(ledger, args.pool)
     elif not ledger.pool.is_validator(args.pool, ledger.address):
         raise UsageError(f"{ledger.address} is not a validator of pool {args.pool}")
