@@ -6,15 +6,23 @@ target (or the time budget ends). "Reaches" means the mean of the latest `--targ
 evaluations (default 3, every 5 steps) — one evaluation's accuracy swings by ±0.1–0.2 between
 two evaluations, so its first touch of the target measured noise more than learning.
 
-Core budget (`--cores N`, default 2): every variant gets N cores' worth of torch threads.
+Core budget (`--cores N`, default 2): every variant runs on the same N cores — the bench pins
+itself (and so every process it starts) to N of the machine's cores.
 
-  sync    one process with N torch threads: generate a batch, train on it, generate again
-          (async_level 0); both phases use all N threads, neither overlaps the other;
-  async1  trainer process (1 thread) + N − 1 worker processes (1 thread each), async_level 1;
-  async2  the same, async_level 2;
-  trl     trl.GRPOTrainer in one process with N threads (its own generate-then-train loop),
-          configured as closely as it allows: same G, batch, ε, δ, no KL, constant token
-          normalisation (dr_grpo); a sweep over 3 learning rates, its best is reported.
+  sync        the protocol's synchronous mode (async_level 0) with the layout of the async
+              variants: a trainer process (1 thread) and `--workers` worker processes (1 thread
+              each, default N − 1); a worker generates only while the trainer waits for rollouts
+              and the trainer trains only on rollouts of its current policy, so generation and
+              training never overlap — the distributed system's own synchronous baseline, where
+              trainer and workers are separate machines;
+  async1      the same processes, async_level 1: workers generate while the trainer trains;
+  async2      the same, async_level 2;
+  sync_1proc  one process with N torch threads: generate a batch, train on it, generate again;
+              both phases use all N cores (only possible when trainer and generator share
+              the machine);
+  trl         trl.GRPOTrainer in one process with N threads (its own generate-then-train loop),
+              configured as closely as it allows: same G, batch, ε, δ, no KL, constant token
+              normalisation (dr_grpo); a sweep over 3 learning rates, its best is reported.
 
 Clocks: from the first RL generation to the step whose held-out greedy accuracy reaches the
 target, minus the time spent in that evaluation (evaluation is off every clock alike; the
@@ -23,8 +31,11 @@ async_level steps ahead). samples/s counts consumed samples only: rollouts the t
 in and did not drop as stale or mis-sampled (informative or not).
 
 The overlap limit `1 + min(gen, train) / max(gen, train)` comes from the sync run's phase
-times: the speedup that perfectly overlapping its generation and training would give on the
-same cores. Each async variant's speedup over sync is also reported as a fraction of it.
+times (gen: the trainer waiting for rollouts, train: the rest): the speedup that perfectly
+overlapping its generation and training would give on the same processes and cores. Each async
+variant's speedup over sync is also reported as a fraction of it. The same figures against
+sync_1proc are reported too (`*_1proc` keys): there both phases already use every core, so
+overlapping them cannot add cores, only save what the one-process loop loses to threading.
 
 Seeds (`--seeds N`, default 3 with `--quick`, else 1): every variant except TRL runs once per
 seed (the pool seed: which prompts are drawn and the sampling noise; the warm-started policy is
@@ -164,15 +175,19 @@ def median_of(values: list[float | int | None]) -> float | None:
 
 
 def summarise(results: dict[str, list[RunResult]], trl_runs: list[RunResult], spec: CpuRecipe, cores: int,
-              sync_threads: int) -> dict:
+              sync_threads: int, workers: int) -> dict:
     """The JSON line: the issue's keys first (medians over the seeds), then the details."""
     def med(name: str, key: str) -> float | None:
         return median_of([getattr(r, key) for r in results[name]])
 
-    gen = sum(r.generate_s or 0.0 for r in results["sync"])
-    train = sum(r.train_s or 0.0 for r in results["sync"])
-    overlap_limit = round(1 + min(gen, train) / max(gen, train), 3) if max(gen, train) > 0 else None
+    def limit(name: str) -> float | None:
+        gen = sum(r.generate_s or 0.0 for r in results[name])
+        train = sum(r.train_s or 0.0 for r in results[name])
+        return round(1 + min(gen, train) / max(gen, train), 3) if max(gen, train) > 0 else None
+
+    overlap_limit = limit("sync")
     sync_s, async1_s, async2_s = (med(n, "time_to_target_s") for n in ("sync", "async1", "async2"))
+    one_proc_s, one_proc_steps = med("sync_1proc", "time_to_target_s"), med("sync_1proc", "steps_to_target")
     sync_steps, async1_steps, async2_steps = (med(n, "steps_to_target") for n in ("sync", "async1", "async2"))
     speedup1 = _ratio(sync_s, async1_s)
     speedup2 = _ratio(sync_s, async2_s)
@@ -193,6 +208,12 @@ def summarise(results: dict[str, list[RunResult]], trl_runs: list[RunResult], sp
         "async1_speedup_vs_sync": speedup1,
         "speedup_fraction_of_limit": {"async1": _ratio(speedup1, overlap_limit, 3),
                                       "async2": _ratio(speedup2, overlap_limit, 3)},
+        "sync_1proc_s": one_proc_s,
+        "sync_1proc_steps": one_proc_steps,
+        "steps_ratio_1proc": _ratio(async2_steps, one_proc_steps),
+        "overlap_limit_1proc": limit("sync_1proc"),
+        "speedup_vs_sync_1proc": _ratio(one_proc_s, async2_s),
+        "async1_speedup_vs_sync_1proc": _ratio(one_proc_s, async1_s),
         "seeds": len(results["sync"]),
         "per_seed": {name: {"steps": [r.steps_to_target for r in runs], "s": [r.time_to_target_s for r in runs],
                             "final_accuracy": [r.accuracy_end for r in runs]} for name, runs in results.items()},
@@ -206,6 +227,7 @@ def summarise(results: dict[str, list[RunResult]], trl_runs: list[RunResult], sp
         "target_window": spec.target_window,
         "cores": cores,
         "sync_threads": sync_threads,
+        "async_workers": workers,
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "runs": {f"{name}/seed{r_i}": asdict(r) for name, runs in results.items() for r_i, r in enumerate(runs)}
         | {r.mode: asdict(r) for r in trl_runs},
@@ -217,9 +239,12 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="lower target (0.6) and 180 s budget per variant")
     parser.add_argument("--skip-trl", action="store_true")
     parser.add_argument("--cores", type=int, default=2,
-                        help="core budget of every variant: sync/TRL threads, async 1 trainer + N−1 workers")
+                        help="core budget of every variant (the bench pins itself to that many cores): sync_1proc/TRL "
+                             "threads; sync/async: 1 trainer thread + --workers one-thread workers")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="worker processes of the sync and async variants (default --cores − 1)")
     parser.add_argument("--sync-threads", type=int, default=None,
-                        help="torch threads of the one-process variants (sync, TRL); default --cores. On a machine "
+                        help="torch threads of the one-process variants (sync_1proc, TRL); default --cores. On a machine "
                              "other jobs load, 2 intra-op threads can stall each other (see docs/benchmarks.md)")
     parser.add_argument("--seeds", type=int, default=None,
                         help="runs per variant (pool seeds 0..N−1); default 3 with --quick, else 1")
@@ -231,12 +256,19 @@ def main() -> int:
                         help="evaluations averaged for the target (1: the first evaluation that reaches it)")
     parser.add_argument("--budget-s", type=float, default=None,
                         help="seconds per run before giving up (default 180 with --quick, else 600)")
-    parser.add_argument("--variants", default="sync,async1,async2",
-                        help="comma-separated subset to run (sync is always run: the others are compared to it)")
+    parser.add_argument("--variants", default="async1,async2,sync_1proc",
+                        help="comma-separated subset of async1,async2,sync_1proc (sync always runs: the others are "
+                             "compared to it)")
     args = parser.parse_args()
     if args.cores < 2:
         print("error: --cores must be at least 2 (an async run needs a trainer and a worker process)")
         return 2
+    available = sorted(os.sched_getaffinity(0))
+    if args.cores > len(available):
+        print(f"error: --cores {args.cores} but this process may use only {len(available)} cores")
+        return 2
+    os.sched_setaffinity(0, available[: args.cores])  # the worker processes inherit it
+    workers = args.workers or args.cores - 1
     sync_threads = args.sync_threads or args.cores
     seeds = args.seeds if args.seeds is not None else (3 if args.quick else 1)
     spec = CpuRecipe(updates_per_step=args.updates_per_step, is_weight_cap=args.is_weight_cap, lr=args.lr,
@@ -248,16 +280,17 @@ def main() -> int:
     variants = {"sync"} | set(args.variants.split(","))
     root = Path(tempfile.mkdtemp(prefix="bench-async-"))
     load_start = os.getloadavg()[0]
-    results: dict[str, list[RunResult]] = {"sync": [], "async1": [], "async2": []}
+    results: dict[str, list[RunResult]] = {"sync": [], "async1": [], "async2": [], "sync_1proc": []}
     for seed in range(seeds):
         seeded = replace(spec, seed=seed)
-        torch.set_num_threads(sync_threads)
-        results["sync"].append(run_sync(seeded, root / f"sync-{seed}"))
         torch.set_num_threads(1)
-        for level in (1, 2):
-            if f"async{level}" in variants:
-                results[f"async{level}"].append(
-                    run_async(seeded, root / f"async{level}-{seed}", async_level=level, workers=args.cores - 1))
+        for level in (0, 1, 2):
+            name = f"async{level}" if level else "sync"
+            if name in variants:
+                results[name].append(run_async(seeded, root / f"{name}-{seed}", async_level=level, workers=workers))
+        if "sync_1proc" in variants:
+            torch.set_num_threads(sync_threads)
+            results["sync_1proc"].append(run_sync(seeded, root / f"sync_1proc-{seed}"))
         print(f"seed {seed}: " + ", ".join(f"{n} {rs[-1].steps_to_target} steps / {rs[-1].time_to_target_s} s"
                                            for n, rs in results.items() if rs), flush=True)
     trl_runs: list[RunResult] = []
@@ -273,7 +306,7 @@ def main() -> int:
     print(f"task {spec.task.name} {spec.task.params}, G={spec.sampling.group_size}, batch={spec.batch_samples}, "
           f"lr={spec.lr}, updates/step {spec.updates_per_step}, IS cap {spec.is_weight_cap}, "
           f"target accuracy {spec.target}, budget {spec.budget_s:.0f}s per variant, {seeds} seed(s), "
-          f"{args.cores} cores per variant (sync/TRL {sync_threads} thread(s)), load average {load_start:.2f} -> {os.getloadavg()[0]:.2f}")
+          f"{args.cores} cores per variant (sync_1proc/TRL {sync_threads} thread(s); sync/async trainer + {workers} worker(s)), load average {load_start:.2f} -> {os.getloadavg()[0]:.2f}")
     print(f"{'variant':14} {'to target s':>12} {'steps':>6} {'final acc':>10} {'idle':>6} {'samples/s':>10} "
           f"{'stale':>6} {'zero-adv':>9} {'staleness p50/p99':>18} {'clipped':>8} {'eval s':>7}")
     rows = [(f"{name}/{i}", r) for name, runs in results.items() for i, r in enumerate(runs)]
@@ -285,10 +318,11 @@ def main() -> int:
         print(f"{name:14} {_fmt(r.time_to_target_s):>12} {steps:>6} {r.accuracy_end:>10.3f} {idle:>6} "
               f"{r.samples_per_s:>10.1f} {r.dropped_stale_groups:>6} {r.dropped_zero_advantage_groups:>9} "
               f"{stale:>18} {clipped:>8} {r.eval_s:>7.1f}")
-    print("sync phases (generate s, train s): " + ", ".join(f"{r.generate_s} / {r.train_s}" for r in results["sync"]))
+    for name in ("sync", "sync_1proc"):
+        print(f"{name} phases (generate s, train s): " + ", ".join(f"{r.generate_s} / {r.train_s}" for r in results[name]))
     if trl_error:
         print(trl_error)
-    print(json.dumps(summarise(results, trl_runs, spec, args.cores, sync_threads)))
+    print(json.dumps(summarise(results, trl_runs, spec, args.cores, sync_threads, workers)))
     return 0
 
 

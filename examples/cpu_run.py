@@ -280,8 +280,12 @@ def run_sync(spec: CpuRecipe, run_dir: Path, log: bool = False) -> RunResult:
     return result
 
 
-def run_async(spec: CpuRecipe, run_dir: Path, async_level: int, workers: int = 1, log: bool = False) -> RunResult:
-    """This process trains; `workers` worker processes generate; they share only run_dir."""
+def run_async(spec: CpuRecipe, run_dir: Path, async_level: int, workers: int = 1, log: bool = False,
+              worker_threads: int = 1) -> RunResult:
+    """This process trains; `workers` worker processes of `worker_threads` torch threads each
+    generate; they share only run_dir. With async_level 0 the workers generate only while the
+    trainer waits (the synchronous baseline on the same processes), and the result carries its
+    phase times."""
     if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)
@@ -292,7 +296,8 @@ def run_async(spec: CpuRecipe, run_dir: Path, async_level: int, workers: int = 1
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "worker.local_cli", "--config", str(run_dir / "run.toml"), "--address", "0x" + f"{i + 1:040x}"],
+            [sys.executable, "-m", "worker.local_cli", "--config", str(run_dir / "run.toml"), "--address", "0x" + f"{i + 1:040x}",
+             "--threads", str(worker_threads)],
             env=env, stdout=subprocess.DEVNULL,
         )
         for i in range(workers)
@@ -316,7 +321,13 @@ def run_async(spec: CpuRecipe, run_dir: Path, async_level: int, workers: int = 1
                 proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 proc.kill()
-    return _result(f"async{async_level}", trainer, spec, start, end, reached, rl_s, evals.seconds - eval_before)
+    result = _result(f"async{async_level}" if async_level else "sync (trainer + workers)", trainer, spec, start, end,
+                     reached, rl_s, evals.seconds - eval_before)
+    if async_level == 0:  # generation and training never overlap: the trainer's waits are the generation phase
+        idle = sum(json.loads(line)["idle_s"] for line in trainer.metrics_path.read_text().splitlines()
+                   if '"loss"' in line)
+        result.generate_s, result.train_s = round(idle, 2), round(rl_s - idle, 2)
+    return result
 
 
 def plot(metrics_path: Path, out: Path) -> None:
