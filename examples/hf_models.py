@@ -69,17 +69,20 @@ def _bpe(vocab: int, special: list[str], byte_level: bool, seed: int) -> Tokeniz
 
 
 def qwen2_style(folder: Path, vocab: int = 32768, hidden: int = 64, layers: int = 2, seed: int = 0,
-                model_vocab: int | None = None) -> Path:
+                model_vocab: int | None = None, heads: int = 4, kv_heads: int = 2,
+                intermediate: int | None = None) -> Path:
     """A Qwen2-style folder (see the module docstring); returns `folder`. `model_vocab` pads the embedding
     beyond the tokenizer's vocabulary, as Qwen2 does (151,936 rows for ~151,646 tokens), e.g. 152,064 to
-    measure costs at Qwen's size without training a 152k BPE."""
+    measure costs at Qwen's size without training a 152k BPE. Qwen2.5-0.5B's shape is hidden 896, 24
+    layers, 14 heads, 2 KV heads, intermediate 4864, model_vocab 151,936."""
     special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     raw = _bpe(vocab, special, byte_level=True, seed=seed)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                         bos_token=None, chat_template=CHATML_TEMPLATE)
     eos_ids = [tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.convert_tokens_to_ids("<|endoftext|>")]
-    config = Qwen2Config(vocab_size=max(model_vocab or 0, len(tokenizer)), hidden_size=hidden, intermediate_size=2 * hidden,
-                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+    config = Qwen2Config(vocab_size=max(model_vocab or 0, len(tokenizer)), hidden_size=hidden,
+                         intermediate_size=intermediate or 2 * hidden, num_hidden_layers=layers,
+                         num_attention_heads=heads, num_key_value_heads=kv_heads,
                          max_position_embeddings=512, tie_word_embeddings=True, bos_token_id=None,
                          eos_token_id=eos_ids[1], pad_token_id=eos_ids[1])
     torch.manual_seed(seed)

@@ -13,6 +13,11 @@ weights upcast exactly) and casts hidden states to bf16 for proofs: float32 is f
 makes honest runs agree to far below one bf16 unit, which is what lets the checks tell a model
 run in lower precision from the real one. `compute_dtype=torch.bfloat16` runs in bf16, as a
 GPU worker would; the pool's thresholds must then allow bf16 noise.
+
+Device: `device="cuda"` runs the model's forward passes on the GPU. Sampling stays on the CPU: each
+step's float32 logits are copied to the host and the seeded Gumbel draw (proofs.sampling) runs there,
+so a CUDA worker samples with exactly the code the validator replays; hidden states and prefill
+results come back as CPU tensors.
 """
 
 from __future__ import annotations
@@ -42,14 +47,16 @@ class TorchBackend:
         eos_token_id: int | Sequence[int] | None = None,
         prefill_padding_side: Literal["left", "right"] = "right",
         prefill_chunk_size: int | None = None,
+        device: str | torch.device = "cpu",
     ) -> None:
-        """Converts `model` in place to `compute_dtype` and eval mode. The prefill options
+        """Converts `model` in place to `compute_dtype`, `device` and eval mode. The prefill options
         are the defaults of `prefill_batch` (how the validator batches its recomputation)."""
         config = model.config
         for attribute in ("final_logit_softcapping", "logit_scale"):
             if getattr(config, attribute, None):
                 raise InferenceError(f"models with {attribute} are not supported")
-        self.model = model.to(compute_dtype).eval()
+        self.device = torch.device(device)
+        self.model = model.to(device=self.device, dtype=compute_dtype).eval()
         self.decoder = model.get_decoder()
         self.lm_head = model.get_output_embeddings()
         eos = eos_token_id if eos_token_id is not None else config.eos_token_id
@@ -103,6 +110,7 @@ class TorchBackend:
         for row, prompt in enumerate(prompts):
             input_ids[row, width - len(prompt) :] = torch.tensor(list(prompt))
             mask[row, width - len(prompt) :] = 1
+        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
         positions = (mask.cumsum(-1) - 1).clamp_min(0)
         cache = DynamicCache(config=self.model.config)
         out = self.decoder(
@@ -120,8 +128,9 @@ class TorchBackend:
         active = [True] * batch
         for step in range(params.max_tokens):
             logits = self.lm_head(hidden).float()
-            log_probs = torch.log_softmax(logits / scale, dim=-1)
-            step_hidden = hidden.to(torch.bfloat16)
+            log_probs = torch.log_softmax(logits / scale, dim=-1).cpu()
+            logits = logits.cpu()
+            step_hidden = hidden.to(torch.bfloat16).cpu()
             next_ids = torch.full((batch, 1), self.pad_token_id, dtype=torch.long)
             noise = None
             if streams is not None:
@@ -145,9 +154,9 @@ class TorchBackend:
                     active[row] = False
             if not any(active) or step + 1 == params.max_tokens:
                 break
-            mask = torch.cat([mask, torch.ones((batch, 1), dtype=torch.long)], dim=1)
+            mask = torch.cat([mask, torch.ones((batch, 1), dtype=torch.long, device=self.device)], dim=1)
             out = self.decoder(
-                input_ids=next_ids, attention_mask=mask, position_ids=next_position,
+                input_ids=next_ids.to(self.device), attention_mask=mask, position_ids=next_position,
                 cache=out.cache, use_cache=True,
             )
             hidden = out.last_hidden_state[:, -1]
@@ -205,6 +214,7 @@ class TorchBackend:
             input_ids[row, start : start + len(seq)] = torch.tensor(seq)
             mask[row, start : start + len(seq)] = 1
             offsets.append(start)
+        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
         positions = (mask.cumsum(-1) - 1).clamp_min(0)
 
         step = chunk_size or width
@@ -225,6 +235,6 @@ class TorchBackend:
             first = offsets[row] + len(prompt) - 1
             hidden = hidden_all[row, first : first + len(completion)]
             results.append(
-                Prefill(hidden=hidden.to(torch.bfloat16), logits=self.lm_head(hidden).float())
+                Prefill(hidden=hidden.to(torch.bfloat16).cpu(), logits=self.lm_head(hidden).float().cpu())
             )
         return results

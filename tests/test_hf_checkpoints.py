@@ -142,3 +142,17 @@ def test_calibrated_thresholds_pass_honest_bf16_workers_and_catch_other_weights(
     cheat_model, _ = load_policy(other)
     cheat = TorchBackend(cheat_model, compute_dtype=torch.bfloat16, eos_token_id=stop_token_ids(model, tokenizer))
     assert not any(v.passed for v in verify_completions(reference, records_from(cheat), config))
+
+
+def test_calibrate_refuses_a_worker_device_it_cannot_use(folders: dict[str, Path], tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from validator.cli import main as validator_main
+
+    task_file = tmp_path / "task.toml"
+    task_file.write_text(f'pool_seed = "0x{"ab" * 32}"\n[task]\nname = "sort"\nparams = {{ min_digits = 3, max_digits = 3 }}\n')
+    base = ["calibrate", "--checkpoint", str(folders["qwen2"]), "--run-spec", str(task_file), "--prompts", "1"]
+    devices = ["bogus"] + ([] if torch.cuda.is_available() else ["cuda"])
+    for device in devices:
+        assert validator_main([*base, "--worker-device", device]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and "--worker-device" in err[0], err

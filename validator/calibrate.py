@@ -18,6 +18,11 @@ calibrates with all of them: the loosest honest case sets the thresholds.
 
     validator calibrate --checkpoint DIR --run-spec examples/run.toml [--backend torch|vllm]
         [--dtypes float32,bfloat16] [--batch-sizes 1,8] [--prompts 32] [--margin 2.0] [--out thresholds.toml]
+        [--worker-device cuda]
+
+The reference is always the validator's: float32 on the CPU. A pool whose workers run on GPUs calibrates
+with `--worker-device cuda` (torch backend) or `--backend vllm`, so the GPU kernels' noise is what is
+measured; noise measured with CPU bf16 kernels is not the same population.
 """
 
 from __future__ import annotations
@@ -68,8 +73,9 @@ class Noise:
 
 
 def measure(folder: Path, spec: RunSpec, dtypes: list[str], batch_sizes: list[int], n_prompts: int,
-            worker_backend: str = "torch") -> Noise:
-    """Honest noise of `folder`'s checkpoint for every (dtype, batch size), against the float32 reference."""
+            worker_backend: str = "torch", worker_device: str = "cpu") -> Noise:
+    """Honest noise of `folder`'s checkpoint for every (dtype, batch size), against the float32 reference
+    on the CPU; the worker's torch backend runs on `worker_device`."""
     reference_model, tokenizer = load_policy(folder)
     stops = stop_token_ids(reference_model, tokenizer)
     reference = TorchBackend(reference_model, eos_token_id=stops, pad_token_id=tokenizer.pad_token_id)
@@ -77,7 +83,7 @@ def measure(folder: Path, spec: RunSpec, dtypes: list[str], batch_sizes: list[in
     prompts = [encode_prompt(tokenizer, task.problem(i).prompt) for i in range(n_prompts)]
     noise = Noise()
     for dtype in dtypes:
-        worker = _worker(folder, dtype, worker_backend, stops, tokenizer.pad_token_id)
+        worker = _worker(folder, dtype, worker_backend, stops, tokenizer.pad_token_id, worker_device)
         for batch in batch_sizes:
             before = (noise.min_exp_matches, noise.max_mant_err_mean, noise.max_logit_diff)
             for start in range(0, len(prompts), batch):
@@ -117,13 +123,14 @@ def thresholds(noise: Noise, base: VerificationSpec, margin: float, margin_match
     })
 
 
-def _worker(folder: Path, dtype: str, backend: str, stops: tuple[int, ...], pad: int | None) -> InferenceBackend:
+def _worker(folder: Path, dtype: str, backend: str, stops: tuple[int, ...], pad: int | None,
+            device: str) -> InferenceBackend:
     if backend == "vllm":
         from inference.vllm_backend import VllmBackend
 
         return VllmBackend(str(folder), dtype=dtype)
     model, _ = load_policy(folder)
-    return TorchBackend(model, compute_dtype=DTYPES[dtype], eos_token_id=stops, pad_token_id=pad)
+    return TorchBackend(model, compute_dtype=DTYPES[dtype], eos_token_id=stops, pad_token_id=pad, device=device)
 
 
 def _csv(kind, text: str) -> list:
@@ -140,6 +147,7 @@ def add_calibrate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", type=Path, required=True, help="Hugging Face model folder (e.g. a fetched checkpoint)")
     p.add_argument("--run-spec", type=Path, required=True, help="run spec TOML whose task and sampling to use")
     p.add_argument("--backend", choices=["torch", "vllm"], default="torch", help="the workers' inference engine")
+    p.add_argument("--worker-device", default="cpu", help="where the torch backend's worker runs (cpu, cuda, cuda:1)")
     p.add_argument("--dtypes", default="float32,bfloat16", help="worker compute dtypes (comma-separated)")
     p.add_argument("--batch-sizes", default="1,8", help="worker batch sizes (comma-separated)")
     p.add_argument("--prompts", type=int, default=32, help="prompts per case: 32 over 2 dtypes x 2 batch sizes are "
@@ -160,11 +168,20 @@ def run_calibrate(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown dtype(s) {unknown}; choose from {sorted(DTYPES)}")
     if args.margin < 1 or args.margin_matches < 0 or args.prompts < 1:
         raise UsageError("--margin must be >= 1, --margin-matches >= 0 and --prompts >= 1")
+    try:
+        torch.device(args.worker_device)
+    except RuntimeError:
+        raise UsageError(f"--worker-device {args.worker_device!r} is not a torch device (cpu, cuda, cuda:N)") from None
+    if torch.device(args.worker_device).type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"--worker-device {args.worker_device}: this machine has no CUDA device")
     torch.manual_seed(0)
-    noise = measure(args.checkpoint, spec, dtypes, _csv(int, args.batch_sizes), args.prompts, args.backend)
+    noise = measure(args.checkpoint, spec, dtypes, _csv(int, args.batch_sizes), args.prompts, args.backend,
+                    args.worker_device)
     result = thresholds(noise, spec.verification, args.margin, args.margin_matches)
     table = "[verification]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in result.model_dump().items())
-    header = (f"# validator calibrate: {args.checkpoint.name}, dtypes {dtypes}, batch sizes {args.batch_sizes}, "
+    engine = "vllm" if args.backend == "vllm" else f"torch on {args.worker_device}"
+    header = (f"# validator calibrate: {args.checkpoint.name}, workers {engine}, dtypes {dtypes}, "
+              f"batch sizes {args.batch_sizes}, "
               f"{noise.chunks} honest chunks, margin x{args.margin} / -{args.margin_matches} matches\n")
     if args.out:
         args.out.write_text(header + table)
