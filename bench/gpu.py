@@ -14,10 +14,14 @@ tokens per second of
 - `decode_bf16`: the decode forward passes alone (KV cache, argmax on the device) — the GPU work of a worker
   whose sampler costs nothing (what vLLM approaches);
 - `generate_bf16`: TorchBackend.generate (sampling on the CPU, as the torch backend ships);
-- `prefill_bf16`, `prefill_fp32`: TorchBackend.prefill_batch of the same sequences on the device;
+- `prefill_bf16`, `prefill_fp32`: TorchBackend.prefill_batch of the same sequences on the device (its
+  float32 [n, V] logits are copied to the host, where the checks read them);
+- `forward_bf16`, `forward_fp32`: the same prefill's forward passes and LM head with everything left on the
+  device — the GPU work of checking, without the host copy;
 - `prefill_fp32_cpu`: the validator's float32 reference on the CPU (16 threads or what the machine has).
-`check_cost_fraction_*` = decode tokens/s ÷ prefill tokens/s: the validator's seconds per second of worker
-decoding at q = 1 (multiply by q for spot checks).
+`check_cost_fraction_*` = decode tokens/s ÷ prefill (or forward) tokens/s: the validator's seconds per
+second of worker decoding at q = 1 (multiply by q for spot checks). Decoding is timed at `batch` and at
+`big_batch` rows (`decode_bf16_big`), since a GPU decodes many rows for little more than the price of one.
 
 Last line: one JSON object.
 """
@@ -151,18 +155,40 @@ def _prefill_tokens_per_s(backend: TorchBackend, pairs, batch: int) -> float:
     return sum(len(c) for _, c in pairs) / (time.perf_counter() - start)
 
 
+@torch.inference_mode()
+def _forward_tokens_per_s(backend: TorchBackend, pairs, batch: int) -> float:
+    """prefill_batch's forward passes and LM head over the completion positions, left on the device."""
+    device = backend.device
+    _synchronize(device)
+    start = time.perf_counter()
+    for i in range(0, len(pairs), batch):
+        group = [list(p) + list(c)[:-1] for p, c in pairs[i:i + batch]]
+        width = max(len(s) for s in group)
+        ids = torch.tensor([s + [backend.pad_token_id] * (width - len(s)) for s in group], device=device)
+        mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in group], device=device)
+        hidden = backend.decoder(input_ids=ids, attention_mask=mask,
+                                 position_ids=(mask.cumsum(-1) - 1).clamp_min(0)).last_hidden_state
+        for row, (prompt, completion) in enumerate(pairs[i:i + batch]):
+            first = len(prompt) - 1
+            backend.lm_head(hidden[row, first:first + len(completion)]).float().log_softmax(-1)
+    _synchronize(device)
+    return sum(len(c) for _, c in pairs) / (time.perf_counter() - start)
+
+
 def timing_figures(root: Path, device: str, quick: bool) -> dict:
     shape = dict(hidden=128, layers=2, heads=4, kv_heads=2, intermediate=256) if quick else \
         dict(hidden=896, layers=24, heads=14, kv_heads=2, intermediate=4864)
     folder = qwen2_style(root / "qwen2.5-0.5b-shape", model_vocab=151_936, **shape)
-    batch, new_tokens, prefill_batch = (8, 16, 4) if quick else (64, 256, 16)
+    batch, big_batch, new_tokens, prefill_batch = (8, 16, 16, 4) if quick else (64, 256, 256, 16)
     model, tokenizer = load_policy(folder)
     prompts = [encode_prompt(tokenizer, f"Sort the digits: {100 + i} and say why, at length.") for i in range(batch)]
-    out = {"shape": shape, "vocab": model.config.vocab_size, "batch": batch, "new_tokens": new_tokens,
+    out = {"shape": shape, "vocab": model.config.vocab_size, "batch": batch, "big_batch": big_batch,
+           "new_tokens": new_tokens,
            "prefill_batch": prefill_batch, "device": torch.cuda.get_device_name() if device.startswith("cuda") else device}
     bf16 = TorchBackend(model, compute_dtype=torch.bfloat16, eos_token_id=NO_EOS, device=device)
     _decode_tokens_per_s(bf16, prompts[:2], 4)  # warm-up: kernels, allocator
     out["decode_bf16"] = _decode_tokens_per_s(bf16, prompts, new_tokens)
+    out["decode_bf16_big"] = _decode_tokens_per_s(bf16, (prompts * (big_batch // batch))[:big_batch], new_tokens)
     sampling = SamplingSpec(temperature=1.0, max_tokens=new_tokens)
     generate_rows = min(batch, 16)
     started = time.perf_counter()
@@ -172,19 +198,24 @@ def timing_figures(root: Path, device: str, quick: bool) -> dict:
     pairs = [(p, c.token_ids) for p, c in zip(prompts, completions)] * (batch // generate_rows)
     _prefill_tokens_per_s(bf16, pairs[:prefill_batch], prefill_batch)
     out["prefill_bf16"] = _prefill_tokens_per_s(bf16, pairs, prefill_batch)
+    _forward_tokens_per_s(bf16, pairs[:prefill_batch], prefill_batch)
+    out["forward_bf16"] = _forward_tokens_per_s(bf16, pairs, prefill_batch)
     del bf16, model
     model, _ = load_policy(folder)
     fp32 = TorchBackend(model, eos_token_id=NO_EOS, device=device)
     _prefill_tokens_per_s(fp32, pairs[:prefill_batch], prefill_batch)
     out["prefill_fp32"] = _prefill_tokens_per_s(fp32, pairs, prefill_batch)
+    _forward_tokens_per_s(fp32, pairs[:prefill_batch], prefill_batch)
+    out["forward_fp32"] = _forward_tokens_per_s(fp32, pairs, prefill_batch)
     del fp32, model
     model, _ = load_policy(folder)
     cpu = TorchBackend(model, eos_token_id=NO_EOS)
     cpu_pairs = pairs[: max(2, prefill_batch // 4)]
     out["prefill_fp32_cpu"] = _prefill_tokens_per_s(cpu, cpu_pairs, len(cpu_pairs))
     out["cpu_threads"] = torch.get_num_threads()
-    for name in ("prefill_bf16", "prefill_fp32", "prefill_fp32_cpu"):
-        out[f"check_cost_fraction_{name.removeprefix('prefill_')}"] = round(out["decode_bf16"] / out[name], 4)
+    for name in ("prefill_bf16", "prefill_fp32", "prefill_fp32_cpu", "forward_bf16", "forward_fp32"):
+        out[f"check_cost_fraction_{name}"] = round(out["decode_bf16"] / out[name], 4)
+        out[f"check_cost_fraction_{name}_big"] = round(out["decode_bf16_big"] / out[name], 4)
     if device.startswith("cuda"):
         out["peak_gpu_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
     print(json.dumps({"timing": out}), flush=True)
