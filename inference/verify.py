@@ -4,7 +4,8 @@ Checks, cheapest first; the prefill runs only when the structural checks pass:
   tokens       a non-empty prompt and every token id inside the model's vocabulary
   prompt       the completion answers the prompt the validator assigned (token ids equal)
   seed         the sampling seed is the one derived for (pool, worker, step, sample index)
-  termination  EOS only at the end; "length" means exactly max_tokens; EOS plausible
+  termination  EOS only at the end; "length" means exactly max_tokens; p(EOS) at least the pool's
+               floor (off by default: proofs/termination.py says why)
   sampling     every token replays under the seeded Gumbel rule from recomputed logits
   logprobs     every reported logprob equals log_softmax(recomputed logits / T) at the sampled
                token, within 2 × logit tolerance / T (+ float32 rounding): the bound a logit

@@ -2,11 +2,17 @@
 
 Rules, with n = number of completion tokens:
 - EOS may only be the last token;
-- finish_reason "eos": n >= 1, the last token is EOS, and EOS is plausible under the
-  validator's recomputed distribution at that position: p(EOS) >= min_eos_prob (at the
-  sampling temperature; the replay check separately checks it was the sampled token);
+- finish_reason "eos": n >= 1, the last token is EOS, and p(EOS) >= min_eos_prob under the
+  validator's recomputed distribution at that position (at the sampling temperature);
 - finish_reason "length": n == max_tokens and the last token is not EOS.
 Anything else (e.g. a completion cut short without EOS) fails.
+
+The p(EOS) floor is off by default (0). The sampling replay checks every token, the final EOS included,
+against the seeded draw, so an EOS put where it was not drawn fails there. A floor ε adds no protection
+against that, but it rejects honest work: an honest sampler draws EOS at a position where p(EOS) < ε with
+probability < ε, so a completion of L tokens fails with probability up to L·ε. For example, an untrained
+32k-vocabulary policy has p(EOS) ≈ 1/V ≈ 3e-5, so a floor of 1e-4 rejected 4 of 8 honest files. A pool
+may still set a floor, as long as it stays far below 1 / (tokens checked per file).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict
 
-DEFAULT_MIN_EOS_PROB = 1e-6
+DEFAULT_MIN_EOS_PROB = 0.0
 
 
 class TerminationResult(BaseModel):

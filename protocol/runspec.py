@@ -40,7 +40,9 @@ class VerificationSpec(BaseModel):
     toploc_max_mant_err_median: float = Field(8.0, ge=0)
     toploc_mean_excludes_max: bool = Field(False, description="proofs.toploc.Thresholds.mean_excludes_max")
     logit_tolerance: float = Field(1e-3, ge=0)
-    min_eos_prob: float = Field(1e-4, ge=0, le=1)
+    min_eos_prob: float = Field(0.0, ge=0, le=1, description=(
+        "a floor on p(EOS) where a completion ends; 0 (off) by default: the sampling replay already checks that "
+        "the EOS was the seeded draw, and a floor ε rejects honest completions (up to ε per token)"))
     reward_tolerance: float = Field(1e-6, ge=0)
     spot_check_bps: int = Field(10_000, gt=0, le=10_000, description=(
         "q in basis points: the fraction of each file's completions given the expensive checks "

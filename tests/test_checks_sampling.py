@@ -160,7 +160,9 @@ def test_termination_rules() -> None:
     assert not check_termination([5, 6], "length", 4, EOS).passed  # cut short without EOS
     assert not check_termination([5, EOS, 6, EOS], "eos", 8, EOS, _eos_logits(0.2)).passed
     assert not check_termination([5, 6, 7], "eos", 8, EOS, _eos_logits(0.2)).passed
-    assert not check_termination([5, 6, EOS], "eos", 8, EOS, _eos_logits(1e-9)).passed
+    # the p(EOS) floor is off unless the pool sets one: an honest draw may have a small p(EOS)
+    assert check_termination([5, 6, EOS], "eos", 8, EOS, _eos_logits(1e-9)).passed
+    assert not check_termination([5, 6, EOS], "eos", 8, EOS, _eos_logits(1e-9), min_eos_prob=1e-6).passed
     assert not check_termination([5, 6, 7, EOS], "length", 4, EOS).passed
     assert not check_termination([5] * 9, "length", 8, EOS).passed
     assert not check_termination([], "eos", 8, EOS).passed

@@ -99,6 +99,23 @@ def test_eos_must_be_final_and_plausible(honest) -> None:
     assert "implausible" in verdict.check("termination").reason
 
 
+def test_an_eos_that_was_not_drawn_fails_the_replay_without_any_eos_floor(honest) -> None:
+    """Why the p(EOS) floor is off by default: cutting a completion short with an EOS the seeded draw did not
+    pick is caught by the sampling replay at that position."""
+    backend, prompts, seeds, records = honest
+    assert CONFIG.min_eos_prob == 0
+    for prompt, seed, record in zip(prompts, seeds, records):
+        cut = min(5, len(record.completion_ids) - 1)
+        fake = record.model_copy(update={
+            "completion_ids": [*record.completion_ids[:cut], EOS_ID], "finish_reason": "eos",
+            "proofs": record.proofs[:1],
+        })
+        verdict = verify_completion(backend, fake, CONFIG, prompt, seed)
+        assert "termination" not in verdict.failed
+        sampling = verdict.check("sampling")
+        assert sampling is not None and sampling.details["failed_positions"] == [cut]
+
+
 def test_paper_thresholds_are_the_default() -> None:
     assert VerifyConfig(sampling=PARAMS).thresholds == PAPER_THRESHOLDS
     with pytest.raises(ValueError):
