@@ -196,18 +196,14 @@ def timing_figures(root: Path, device: str, quick: bool) -> dict:
     out["generate_bf16"] = sum(len(c.token_ids) for c in completions) / (time.perf_counter() - started)
     out["generate_rows"] = generate_rows
     pairs = [(p, c.token_ids) for p, c in zip(prompts, completions)] * (batch // generate_rows)
-    _prefill_tokens_per_s(bf16, pairs[:prefill_batch], prefill_batch)
-    out["prefill_bf16"] = _prefill_tokens_per_s(bf16, pairs, prefill_batch)
-    _forward_tokens_per_s(bf16, pairs[:prefill_batch], prefill_batch)
-    out["forward_bf16"] = _forward_tokens_per_s(bf16, pairs, prefill_batch)
     del bf16, model
-    model, _ = load_policy(folder)
-    fp32 = TorchBackend(model, eos_token_id=NO_EOS, device=device)
-    _prefill_tokens_per_s(fp32, pairs[:prefill_batch], prefill_batch)
-    out["prefill_fp32"] = _prefill_tokens_per_s(fp32, pairs, prefill_batch)
-    _forward_tokens_per_s(fp32, pairs[:prefill_batch], prefill_batch)
-    out["forward_fp32"] = _forward_tokens_per_s(fp32, pairs, prefill_batch)
-    del fp32, model
+    for name, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
+        model, _ = load_policy(folder)
+        backend = TorchBackend(model, compute_dtype=dtype, eos_token_id=NO_EOS, device=device)
+        for kind, timed in (("prefill", _prefill_tokens_per_s), ("forward", _forward_tokens_per_s)):
+            timed(backend, pairs[:prefill_batch], prefill_batch)  # warm-up
+            out[f"{kind}_{name}"] = timed(backend, pairs, prefill_batch)
+        del backend, model
     model, _ = load_policy(folder)
     cpu = TorchBackend(model, eos_token_id=NO_EOS)
     cpu_pairs = pairs[: max(2, prefill_batch // 4)]
