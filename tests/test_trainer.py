@@ -146,6 +146,23 @@ def test_zero_advantage_groups_are_dropped_and_the_trainer_waits_for_a_full_batc
     assert metrics.batch_reward == pytest.approx(0.5)
 
 
+def test_a_run_of_uninformative_files_is_reported_in_a_warning_and_in_the_starvation_error(tmp_path, caplog):
+    from trainer.loop import UNINFORMATIVE_WARNING_FILES
+
+    source = InMemorySource()
+    trainer = Trainer(_config(tmp_path), _model(), source)
+    trainer.start()
+    for i in range(UNINFORMATIVE_WARNING_FILES):
+        source.put(f"solved-{i}", _batch(i, rewards=[1.0] * G))
+    with caplog.at_level("WARNING", logger="proofswarm.trainer"), \
+            pytest.raises(TrainerStarved, match=f"the last {UNINFORMATIVE_WARNING_FILES} files had no informative"):
+        trainer.train_step()
+    assert any(f"{UNINFORMATIVE_WARNING_FILES} files in a row had no informative group" in r.getMessage()
+               for r in caplog.records)
+    source.put("half", _batch(100, groups=2))  # an informative file: training goes on
+    assert trainer.train_step().dropped_zero_advantage_groups == 2 * UNINFORMATIVE_WARNING_FILES
+
+
 def test_kl_without_a_reference_model_is_refused(tmp_path):
     with pytest.raises(ValueError, match="reference"):
         Trainer(_config(tmp_path, loss={"kl_coef": 0.1}), _model(), InMemorySource())

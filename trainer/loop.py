@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
@@ -44,6 +45,13 @@ from trainer.work_source import WorkItem, WorkSource
 Publisher = Callable[[int, dict[str, torch.Tensor]], object]
 # evaluate(model) -> metrics merged into the step's metrics line (e.g. held-out accuracy).
 Evaluator = Callable[[PreTrainedModel], dict[str, float]]
+
+
+log = logging.getLogger("proofswarm.trainer")
+
+UNINFORMATIVE_WARNING_FILES = 8
+"""Files in a row without one informative group after which the trainer warns: the policy solves every
+prompt of the task, or none, and there is nothing to learn from until that changes."""
 
 
 class TrainerStarved(Exception):
@@ -134,6 +142,7 @@ class Trainer:
         self.buffer: deque[BufferedGroup] = deque()
         self.policies: dict[int, dict[str, torch.Tensor]] = {}
         self._counters = {"stale": 0, "zero_adv": 0, "files": 0, "rejected": 0}
+        self._uninformative_streak = 0
         self._reported = dict(self._counters)  # counter values at the last metrics line
         self._consumed_rewards: list[float] = []
         self.step_metrics: dict | None = None  # the metrics line of self.step, kept in checkpoints for re-publishing
@@ -224,6 +233,11 @@ class Trainer:
             return
         filtered = informative_groups(rewards, self.config.reward_spread_tol)
         self._counters["zero_adv"] += filtered.dropped_zero_advantage
+        self._uninformative_streak = 0 if filtered.keep else self._uninformative_streak + 1
+        if self._uninformative_streak == UNINFORMATIVE_WARNING_FILES and self.parallel.is_main:
+            log.warning("step %d: %d files in a row had no informative group (every group's rewards equal), so "
+                        "the policy solves every prompt or none; nothing to train on", self.step,
+                        self._uninformative_streak)
         for g in filtered.keep:
             group_size = header.sampling.group_size
             members = item.batch.samples[g * group_size : (g + 1) * group_size]
@@ -267,7 +281,9 @@ class Trainer:
             now = time.perf_counter()
             waiting_since = waiting_since or now
             if self.parallel.from_main(lambda now=now, since=waiting_since: now - since > self.config.wait_timeout_s):
-                raise TrainerStarved(f"no usable rollouts for {self.config.wait_timeout_s:.0f}s at step {self.step}")
+                why = (f": the last {self._uninformative_streak} files had no informative group (every group's "
+                       "rewards equal)" if self._uninformative_streak else "")
+                raise TrainerStarved(f"no usable rollouts for {self.config.wait_timeout_s:.0f}s at step {self.step}{why}")
             if items:
                 waiting_since = now
             time.sleep(self.config.poll_interval_s)
