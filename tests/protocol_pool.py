@@ -53,11 +53,11 @@ class ProtocolPool:
 
     def create_by_trainer_init(self, run_spec: Path, *init_args: str) -> RunSpec:
         """`trainer init --run-spec RUN_SPEC INIT_ARGS…` on this Kubo, then the pool of the run spec and base
-        checkpoint it published; returns the run spec as fetched from IPFS."""
+        checkpoint it published; returns the run spec as fetched from IPFS (what init printed: `init_output`)."""
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
             assert trainer_main(["init", "--run-spec", str(run_spec), "--kubo-api", self.kubo_api, *init_args]) == 0
-        init = json.loads(printed.getvalue().strip().splitlines()[-1])
+        init = self.init_output = json.loads(printed.getvalue().strip().splitlines()[-1])
         task_ref, base = Digest.parse(init["task"]), Digest.parse(init["base_checkpoint"])
         spec = fetch_run_spec(self.kubo, task_ref)
         self.create(spec, bytes(task_ref), bytes(base))
