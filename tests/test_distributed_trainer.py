@@ -107,6 +107,25 @@ def test_two_ranks_train_like_one_process(runs, strategy):
         torch.testing.assert_close(got[name], tensor, rtol=1e-5, atol=1e-7, msg=name)
 
 
+def test_ranks_with_unequal_rows_micro_batch_without_changing_the_result(tmp_path):
+    """3 ranks share 8 rows as 3 / 3 / 2, two updates per step (so the π_prox pass runs too), once in one pass
+    per mini-batch and once one row per micro-batch: a rank with fewer rows in a mini-batch then runs passes that
+    add nothing, so all ranks join every forward and backward collective, and the training is the same."""
+    args = ("--nproc", "3", "--optim.updates_per_step", "2")
+    whole, micro = tmp_path / "whole", tmp_path / "micro"
+    _ok(_trainer_local(whole, *args))
+    _ok(_trainer_local(micro, *args, "--micro_batch_tokens", "1"))
+    # each rank's rows split into mini-batches 2 + 1 / 2 + 1 / 1 + 1: the third rank pads its first
+    assert [m["micro_batches"] for m in _metrics(whole)] == [2] * STEPS
+    assert [m["micro_batches"] for m in _metrics(micro)] == [3] * STEPS
+    for one, other in zip(_metrics(whole), _metrics(micro), strict=True):
+        for key in ("loss", "policy_loss", "entropy", "grad_norm", "clipped_fraction", "is_weight_mean"):
+            assert other[key] == pytest.approx(one[key], rel=1e-5, abs=1e-7), (one["step"], key)
+    expected = _policy(whole, STEPS)
+    for name, tensor in _policy(micro, STEPS).items():
+        torch.testing.assert_close(tensor, expected[name], rtol=1e-5, atol=1e-7, msg=name)
+
+
 def test_fsdp2_checkpoints_are_sharded_and_the_published_policy_is_a_plain_hf_folder(runs):
     checkpoint = runs / "fsdp" / "checkpoints" / f"step_{STEPS:06d}"
     assert sorted(p.name for p in (checkpoint / "sharded").glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]

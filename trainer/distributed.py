@@ -166,6 +166,11 @@ class Distributed:
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
         return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
 
+    def max_over_ranks(self, value: int) -> int:
+        top = torch.tensor([value], dtype=torch.int64)
+        dist.all_reduce(top, op=dist.ReduceOp.MAX)
+        return int(top)
+
     def from_main(self, fn: Callable[[], T]) -> T:
         box: list[Any] = [None]
         if self.is_main:

@@ -100,6 +100,7 @@ class StepMetrics:
     files_consumed: int
     rejected_files: int
     logprob_mismatch: float
+    micro_batches: int  # forward + backward passes of this step on each rank (every rank runs as many)
     idle_s: float
     train_s: float
     wall_s: float
@@ -325,6 +326,24 @@ class Trainer:
         (out.loss * (scale * self.parallel.loss_scale)).backward()
         return out, logp_behav
 
+    def _balanced(self, batch: PackedBatch, budget: int) -> list[slice | None]:
+        """micro_batches(batch, budget), then None (a pass over no rows of its own) until this rank has as many
+        passes as the rank with the most: ranks may hold different row counts, and under FSDP2/DDP every
+        forward and backward is a collective that all ranks must join."""
+        own = micro_batches(batch, budget)
+        return own + [None] * (self.parallel.max_over_ranks(len(own)) - len(own))
+
+    @torch.no_grad()
+    def _prox_logprobs(self, packed: PackedBatch, budget: int) -> torch.Tensor:
+        """logp of every row under the current policy, micro-batch by micro-batch (balanced over ranks)."""
+        parts = []
+        for rows in self._balanced(packed, budget):
+            logp = completion_logprobs(self.model, packed.rows(slice(0, 1) if rows is None else rows),
+                                       self.config.sampling.temperature)
+            if rows is not None:
+                parts.append(logp)
+        return torch.cat(parts)
+
     def train_step(self) -> StepMetrics:
         """Collect a batch, take one optimizer step, publish and checkpoint."""
         started = time.perf_counter()
@@ -350,26 +369,30 @@ class Trainer:
 
         self.model.train()
         parts = []
-        # Ranks hold different row counts, so their micro-batch counts could differ, and every backward
-        # under DDP/FSDP2 is a collective: with several ranks each trains its share in one micro-batch.
-        budget = self.config.micro_batch_tokens if self.parallel.world_size == 1 else max(1, packed.inputs.numel())
+        budget = self.config.micro_batch_tokens
         updates = self.config.optim.updates_per_step
         logp_prox = None
         if updates > 1:
             # π_prox of every row, before the first update moves π_θ away from it
-            with torch.no_grad():
-                logp_prox = torch.cat([completion_logprobs(self.model, packed.rows(rows), self.config.sampling.temperature)
-                                       for rows in micro_batches(packed, budget)])
+            logp_prox = self._prox_logprobs(packed, budget)
             logp_behav = torch.where(torch.isnan(logp_behav), logp_prox, logp_behav)
         # consecutive rows: groups stay whole (their advantages sum to zero) when the sizes allow
         n_rows = packed.inputs.shape[0]
         bounds = [round(u * n_rows / updates) for u in range(updates + 1)]
         grad_norms = []
+        passes = 0
         lr = self.optimizer.param_groups[0]["lr"]
         for u in range(updates):
             self.optimizer.zero_grad(set_to_none=True)
             mini = packed.rows(slice(bounds[u], bounds[u + 1]))
-            for rows in micro_batches(mini, budget):
+            for rows in self._balanced(mini, budget):
+                passes += 1
+                if rows is None:  # a pass that adds nothing, so that this rank joins the others' collectives
+                    first = slice(0, 1)
+                    self._accumulate(packed.rows(first), advantages[first], logp_behav[first].clone(),
+                                     None if logp_ref is None else logp_ref[first],
+                                     None if logp_prox is None else logp_prox[first], scale=0.0)
+                    continue
                 rows = slice(rows.start + bounds[u], rows.stop + bounds[u])
                 part, logp_behav[rows] = self._accumulate(
                     packed.rows(rows), advantages[rows], logp_behav[rows], None if logp_ref is None else logp_ref[rows],
@@ -418,6 +441,7 @@ class Trainer:
             files_consumed=self._counters["files"] - self._reported["files"],
             rejected_files=self._counters["rejected"] - self._reported["rejected"],
             logprob_mismatch=mismatch,
+            micro_batches=passes,
             idle_s=idle,
             train_s=time.perf_counter() - train_started,
             wall_s=time.perf_counter() - started,

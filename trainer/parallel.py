@@ -8,7 +8,8 @@ The loop (trainer/loop.py) never talks to torch.distributed itself; it calls a `
   loss is multiplied by before backward, `reduce(out, n_tokens)` — the batch's loss statistics
   from every rank's share,
 - `clip_grad_norm(model, max_norm)`, `from_main(fn)` — rank 0 calls `fn` (reads the work source,
-  decides to give up waiting) and every rank gets its result,
+  decides to give up waiting) and every rank gets its result, `max_over_ranks(n)` — the largest of
+  every rank's `n` (how many forward passes each must run: under FSDP2/DDP each is a collective),
 - `save_checkpoint` / `load_checkpoint` — the resumable trainer state,
 - `is_main` — only rank 0 publishes, writes metrics and reports to producers.
 
@@ -56,6 +57,8 @@ class Parallel(Protocol):
 
     def from_main(self, fn: Callable[[], T]) -> T: ...
 
+    def max_over_ranks(self, value: int) -> int: ...
+
     def save_checkpoint(self, root: Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                         tensors: dict[str, Any], trainer: dict[str, Any]) -> None: ...
 
@@ -91,6 +94,9 @@ class SingleProcess:
 
     def from_main(self, fn: Callable[[], T]) -> T:
         return fn()
+
+    def max_over_ranks(self, value: int) -> int:
+        return value
 
     def save_checkpoint(self, root: Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                         tensors: dict[str, Any], trainer: dict[str, Any]) -> None:
