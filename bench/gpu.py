@@ -6,8 +6,9 @@ next to generating on a GPU.
 `noise` (fixture folders of examples/hf_models.py, hidden 256, V ≈ 32k): for each family, workers in bf16 on
 `--device` and, for comparison, bf16 on the CPU generate honest completions at batch sizes 1, 8 and 32; the
 validator's reference is float32 on the CPU (validator.calibrate.measure). Then thresholds calibrated from the
-CPU-bf16 noise and from the device noise verify fresh honest device completions (`honest_rejected`: must be 0
-for thresholds a pool can use) and completions of another model's weights (`cheat_passed`: must be 0).
+CPU-bf16 noise and from the device noise verify fresh honest device completions (`honest`: none may be
+rejected for thresholds a pool can use), completions of another model's weights (`cheat`) and of the same
+weights perturbed by 1 % (`perturbed`, examples/adversaries/workers.py's attack): all must be rejected.
 
 `timing` (a Qwen2.5-0.5B-shaped folder: hidden 896, 24 layers, 14 / 2 heads, V 151,936, random weights),
 tokens per second of
@@ -63,13 +64,19 @@ def _records(worker: TorchBackend, prompts, spec: RunSpec, seeds) -> list[Comple
                              finish_reason=c.finish_reason) for p, c, pr in zip(prompts, completions, proofs)]
 
 
-def _rejected(folder: Path, worker_folder: Path, spec: RunSpec, device: str, n: int, batch: int) -> dict:
-    """Verify n fresh bf16 completions of `worker_folder`'s weights made on `device` against `folder`'s
-    float32 CPU reference; the failed checks counted."""
+def _rejected(folder: Path, worker_folder: Path, spec: RunSpec, device: str, n: int, batch: int,
+              perturb: float = 0.0) -> dict:
+    """Verify n fresh bf16 completions of `worker_folder`'s weights (each scaled by 1 + perturb·N(0, 1)) made
+    on `device` against `folder`'s float32 CPU reference; the failed checks counted."""
     model, tokenizer = load_policy(folder)
     stops = stop_token_ids(model, tokenizer)
     validator = TorchBackend(model, eos_token_id=stops)
     worker_model, _ = load_policy(worker_folder)
+    if perturb:
+        generator = torch.Generator().manual_seed(7)
+        with torch.no_grad():
+            for weight in worker_model.parameters():
+                weight.mul_(1 + perturb * torch.randn(weight.shape, generator=generator, dtype=weight.dtype))
     worker = TorchBackend(worker_model, compute_dtype=torch.bfloat16, eos_token_id=stops, device=device)
     task = build_task(spec.task)
     prompts = [encode_prompt(tokenizer, task.problem(1000 + i).prompt) for i in range(n)]
@@ -87,11 +94,12 @@ def _rejected(folder: Path, worker_folder: Path, spec: RunSpec, device: str, n: 
     return {"completions": n, "rejected": rejected, "failed_checks": failed}
 
 
-def noise_figures(root: Path, device: str, quick: bool) -> dict:
+def noise_figures(root: Path, device: str, quick: bool, families: list[str]) -> dict:
     spec = _spec(max_tokens=32 if quick else 64)
     prompts, batches, fresh = (8, [1, 8], 16) if quick else (32, [1, 8, 32], 64)
     out = {}
-    for family, build in (("qwen2", qwen2_style), ("llama", llama_style)):
+    for family in families:
+        build = {"qwen2": qwen2_style, "llama": llama_style}[family]
         folder = build(root / family, hidden=256)
         other = build(root / f"{family}-other", hidden=256, seed=1)
         started = time.perf_counter()
@@ -102,7 +110,8 @@ def noise_figures(root: Path, device: str, quick: bool) -> dict:
             calibrated = spec.model_copy(update={"verification": thresholds(noise, spec.verification, 2.0, 4)})
             row[name] = {"verification": calibrated.verification.model_dump(),
                          "honest": _rejected(folder, folder, calibrated, device, fresh, 16),
-                         "cheat": _rejected(folder, other, calibrated, device, fresh, 16)}
+                         "cheat": _rejected(folder, other, calibrated, device, fresh, 16),
+                         "perturbed": _rejected(folder, folder, calibrated, device, fresh, 16, perturb=0.01)}
         row["seconds"] = round(time.perf_counter() - started, 1)
         out[family] = row
         print(json.dumps({family: {k: v for k, v in row.items() if k != "device_cases"}}), flush=True)
@@ -224,6 +233,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run of the script)")
     parser.add_argument("--skip-noise", action="store_true")
     parser.add_argument("--skip-timing", action="store_true")
+    parser.add_argument("--families", default="qwen2,llama", help="fixture families of the noise part")
     args = parser.parse_args()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("bench.gpu: no CUDA device on this machine (--device cpu tries the script on the CPU)")
@@ -232,7 +242,7 @@ def main() -> None:
         if not args.skip_timing:
             result["timing"] = timing_figures(Path(tmp), args.device, args.quick)
         if not args.skip_noise:
-            result["noise"] = noise_figures(Path(tmp), args.device, args.quick)
+            result["noise"] = noise_figures(Path(tmp), args.device, args.quick, args.families.split(","))
     print(json.dumps(result))
 
 
