@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from deploy.kubo_node import KuboBinaryNotFound, KuboNode, find_ipfs_binary
+from deploy.kubo_node import KuboBinaryNotFound, KuboNode, KuboStartError, find_ipfs_binary
+from ledger_client.chain.queries import wait_for
 from ledger_client.ipfs.kubo import KuboClient
 
 
@@ -41,6 +42,26 @@ def kubo(kubo_node: KuboNode) -> Iterator[KuboClient]:
 KuboSwarm = Callable[[int], list[KuboNode]]
 
 
+def _fully_connected(nodes: list[KuboNode]) -> bool:
+    """True when every node lists every other among its peers; reconnects the pairs that are missing."""
+    complete = True
+    for node in nodes:
+        with KuboClient(node.api_multiaddr) as client:
+            peers = set(client.swarm_peers())
+        for other in nodes:
+            if other is not node and other.peer_id not in peers:
+                complete = False
+                _try_connect(node, other)
+    return complete
+
+
+def _try_connect(node: KuboNode, other: KuboNode) -> None:
+    try:
+        node.connect(other)
+    except KuboStartError:
+        pass  # a simultaneous dial: the caller checks the peer lists and dials again
+
+
 @pytest.fixture
 def kubo_swarm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KuboSwarm]:
     """Factory: ``kubo_swarm(n)`` starts n online daemons, fully connected; all stop at teardown."""
@@ -55,7 +76,12 @@ def kubo_swarm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KuboSwarm]:
             nodes.append(node)
         for i, node in enumerate(nodes):
             for other in nodes[i + 1 :]:
-                node.connect(other)
+                _try_connect(node, other)
+        # `swarm connect` returns once this side has the connection; the other side may list it a moment
+        # later, and a dial that meets the other side's dial fails its handshake ("unexpected handshake
+        # message"): wait until every node lists every other, dialling again what is missing
+        if not wait_for(lambda: _fully_connected(nodes), timeout=30, interval=0.1):
+            raise RuntimeError(f"{count} Kubo daemons did not connect to each other within 30 s")
         return nodes
 
     yield make
