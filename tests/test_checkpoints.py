@@ -296,6 +296,20 @@ def test_retention_keeps_the_newest_versions_pinned_and_drops_older_folders(
     assert [f.path.exists() for f in fetched] == [False, False, True, True]
 
 
+def test_an_old_version_fetched_now_stays_until_the_next_fetch(kubo: KuboClient, tmp_path: Path) -> None:
+    """A validator judging a dispute over old work fetches a checkpoint older than the newest `keep`: its folder
+    must still be there to load (the demo's honest committee member once failed every vote on such work), and it
+    goes at the next fetch."""
+    published = [publish_checkpoint(kubo, {"w": torch.full((100,), float(step))}, step=step) for step in range(4)]
+    fetcher = PinRetention(kubo, tmp_path / "pins.json", keep=2)
+    for p in published[2:]:
+        fetch_checkpoint(kubo, p.digest, tmp_path / "store", retention=fetcher)
+    old = fetch_checkpoint(kubo, published[0].digest, tmp_path / "store", retention=fetcher)
+    assert old.path.exists() and [v.step for v in fetcher.versions()] == [3, 2, 0]
+    fetch_checkpoint(kubo, published[1].digest, tmp_path / "store", retention=fetcher)
+    assert not old.path.exists() and [v.step for v in fetcher.versions()] == [3, 2, 1]
+
+
 def test_fetched_checkpoint_reports_what_it_did(kubo: KuboClient, tmp_path: Path) -> None:
     published = publish_checkpoint(kubo, {"w": torch.ones(10)}, step=0)
     fetched = fetch_checkpoint(kubo, published.digest, tmp_path)

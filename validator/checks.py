@@ -91,7 +91,8 @@ class RolloutChecker:
             backend = TorchBackend(model, eos_token_id=stop_token_ids(model, tokenizer), pad_token_id=tokenizer.pad_token_id)
             self._policies[step] = (digest, backend, tokenizer)
             for old in sorted(self._policies)[: -(self.retention.keep)]:
-                del self._policies[old]
+                if old != step:  # an old step asked for now (a dispute) stays until a newer one is loaded
+                    del self._policies[old]
         _, backend, tokenizer = self._policies[step]
         return backend, tokenizer
 

@@ -48,10 +48,15 @@ class PinRetention:
     def record(self, version: RetainedVersion) -> list[RetainedVersion]:
         """Add ``version``; unpin what falls out of the newest ``keep``; return what was dropped.
 
-        A CID that a kept version still uses (an unchanged shard) stays pinned."""
+        A version older than the newest ``keep`` is kept too until the next call: it was fetched to be
+        used now (a validator checking, or judging a dispute over, old work), so its folder must not
+        vanish before it is loaded. A CID that a kept version still uses (an unchanged shard) stays pinned."""
         versions = [v for v in self.versions() if v.manifest_cid != version.manifest_cid]
         versions = sorted([version, *versions], key=lambda v: v.step, reverse=True)
         kept, dropped = versions[: self.keep], versions[self.keep :]
+        if version in dropped:
+            dropped.remove(version)
+            kept.append(version)
         still_used = {cid for v in kept for cid in [v.manifest_cid, *v.cids]}
         for old in dropped:
             for cid in [old.manifest_cid, *old.cids]:
