@@ -127,9 +127,8 @@ class TorchBackend:
         hiddens: list[list[torch.Tensor]] = [[] for _ in range(batch)]
         active = [True] * batch
         for step in range(params.max_tokens):
-            logits = self.lm_head(hidden).float()
-            log_probs = torch.log_softmax(logits / scale, dim=-1).cpu()
-            logits = logits.cpu()
+            logits = self.lm_head(hidden).float().cpu()  # one copy to the host: sampling and logprobs read it
+            log_probs = torch.log_softmax(logits / scale, dim=-1)
             step_hidden = hidden.to(torch.bfloat16).cpu()
             next_ids = torch.full((batch, 1), self.pad_token_id, dtype=torch.long)
             noise = None
