@@ -1,14 +1,20 @@
 """A difficulty subset travels through real Kubo: published once, named by digest in the run
 spec's task, fetched and checked by every participant before it builds the task."""
 
+import threading
+
 import pytest
 
 import tasks.difficulty
+from ledger_client.chain.queries import get_work
 from ledger_client.ipfs.task_subset import fetch_task_subset, publish_task_subset
+from protocol.pool import WorkStatus
+from protocol.rollouts import read_rollout_file
 from protocol.runspec import RunSpec
 from tasks import TaskError, TaskSpec, build_task
 from tasks.base import assignment_space
-from tasks.difficulty import difficulty_subset
+from tasks.difficulty import difficulty_subset, registered_subset
+from tests.protocol_pool import ProtocolPool
 
 
 def test_a_subset_named_in_the_run_spec_is_fetched_and_used(kubo, monkeypatch):
@@ -64,15 +70,6 @@ def test_trainer_init_filters_by_difficulty_and_worker_and_validator_use_the_sub
     """`trainer init --difficulty-candidates` measures the base policy's pass rates once, publishes the kept band
     and names it in the run spec; a worker draws its prompts from that subset and the validator, rebuilding the
     assignment from the same subset, accepts the work (a worker outside the subset would be challenged)."""
-    import threading
-
-    from ledger_client.chain.queries import get_work
-    from tasks.difficulty import registered_subset
-    from protocol.pool import WorkStatus
-    from protocol.rollouts import read_rollout_file
-    from tests.protocol_pool import ProtocolPool
-    from trainer.main import main as trainer_main
-
     pool = ProtocolPool(tmp_path, kubo_node)
     try:
         spec_file = tmp_path / "run.toml"
@@ -83,8 +80,8 @@ def test_trainer_init_filters_by_difficulty_and_worker_and_validator_use_the_sub
         fetch_task_subset(pool.kubo, spec.task)
         subset = registered_subset(spec.task.subset, spec.task.model_dump(mode="json"))
         assert subset.kept == list(range(12))
-        allowed = {build_task(TaskSpec(name="sort", params={"min_digits": 3, "max_digits": 3})).problem(i).prompt
-                   for i in subset.kept}
+        unfiltered = build_task(spec.task.model_copy(update={"subset": None}))
+        allowed = {unfiltered.problem(i).prompt for i in subset.kept}
 
         worker = pool.worker(4)
         assert worker.step_once(threading.Event())
