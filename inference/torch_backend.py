@@ -14,10 +14,11 @@ makes honest runs agree to far below one bf16 unit, which is what lets the check
 run in lower precision from the real one. `compute_dtype=torch.bfloat16` runs in bf16, as a
 GPU worker would; the pool's thresholds must then allow bf16 noise.
 
-Device: `device="cuda"` runs the model's forward passes on the GPU. Sampling stays on the CPU: each
-step's float32 logits are copied to the host and the seeded Gumbel draw (proofs.sampling) runs there,
-so a CUDA worker samples with exactly the code the validator replays; hidden states and prefill
-results come back as CPU tensors.
+Device: `device="cuda"` runs everything on the GPU: the forward passes, the sampling rule's counter-based
+noise (proofs.sampling, a fused Triton kernel), temperature, top-p, the chosen token, its logprob and the
+hidden-state capture. Per decode step only the chosen token ids reach the host (to stop when every row
+has ended); logprobs and hidden states come back once, at the end. Hidden states and prefill results
+come back as CPU tensors.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from inference.backend import Completion, InferenceError, Prefill
-from proofs.sampling import GumbelStream, gumbel, sample_token
+from proofs.sampling import sample_tokens
 from protocol.runspec import SamplingSpec
 
 NO_EOS = -1
@@ -120,57 +121,49 @@ class TorchBackend:
         hidden = out.last_hidden_state[:, -1]
         next_position = positions[:, -1:] + 1
 
-        streams = [GumbelStream(s) for s in seeds] if params.temperature > 0 else None
         scale = params.temperature if params.temperature > 0 else 1.0
-        tokens: list[list[int]] = [[] for _ in range(batch)]
-        logprobs: list[list[float]] = [[] for _ in range(batch)]
-        hiddens: list[list[torch.Tensor]] = [[] for _ in range(batch)]
-        active = [True] * batch
-        for step in range(params.max_tokens):
-            logits = self.lm_head(hidden).float().cpu()  # one copy to the host: sampling and logprobs read it
-            log_probs = torch.log_softmax(logits / scale, dim=-1)
-            step_hidden = hidden.to(torch.bfloat16).cpu()
-            next_ids = torch.full((batch, 1), self.pad_token_id, dtype=torch.long)
-            noise = None
-            if streams is not None:
-                noise = gumbel(torch.stack([
-                    streams[row].next_uniform(self.vocab_size) if active[row]
-                    else torch.ones(self.vocab_size)
-                    for row in range(batch)
-                ]))
-            for row in range(batch):
-                if not active[row]:
-                    continue
-                token = sample_token(
-                    logits[row], noise[row] if noise is not None else None,
-                    params.temperature, params.top_p,
-                )
-                tokens[row].append(token)
-                logprobs[row].append(float(log_probs[row, token]))
-                hiddens[row].append(step_hidden[row])
-                next_ids[row, 0] = token
-                if token in self._eos_set:
-                    active[row] = False
-            if not any(active) or step + 1 == params.max_tokens:
+        steps = params.max_tokens
+        seed_tensor = torch.tensor([int(s) for s in seeds], dtype=torch.int64, device=self.device)
+        eos_ids = torch.tensor(self._eos_ids, dtype=torch.long, device=self.device)
+        token_buffer = torch.full((batch, steps), self.pad_token_id, dtype=torch.long, device=self.device)
+        logprob_buffer = torch.zeros((batch, steps), dtype=torch.float32, device=self.device)
+        hidden_buffer = torch.empty((batch, steps, hidden.shape[-1]), dtype=torch.bfloat16, device=self.device)
+        ended = torch.zeros(batch, dtype=torch.bool, device=self.device)
+        produced = 0
+        for step in range(steps):
+            logits = self.lm_head(hidden).float()
+            next_ids = sample_tokens(logits, seed_tensor, step, params.temperature, params.top_p)
+            logprob_buffer[:, step] = torch.log_softmax(logits / scale, dim=-1).gather(1, next_ids[:, None])[:, 0]
+            hidden_buffer[:, step] = hidden.to(torch.bfloat16)
+            next_ids = next_ids.masked_fill(ended, self.pad_token_id)
+            token_buffer[:, step] = next_ids
+            ended |= torch.isin(next_ids, eos_ids)
+            produced = step + 1
+            if produced == steps or bool(ended.all()):  # the step's one sync with the host
                 break
             mask = torch.cat([mask, torch.ones((batch, 1), dtype=torch.long, device=self.device)], dim=1)
             out = self.decoder(
-                input_ids=next_ids.to(self.device), attention_mask=mask, position_ids=next_position,
+                input_ids=next_ids[:, None], attention_mask=mask, position_ids=next_position,
                 cache=out.cache, use_cache=True,
             )
             hidden = out.last_hidden_state[:, -1]
             next_position = next_position + 1
 
-        return [
-            Completion(
-                token_ids=tokens[row],
-                logprobs=logprobs[row],
-                hidden=torch.stack(hiddens[row]),
-                finish_reason="eos" if tokens[row][-1] in self._eos_set else "length",
+        token_rows = token_buffer[:, :produced].cpu().tolist()
+        logprob_rows = logprob_buffer[:, :produced].cpu()
+        hidden_rows = hidden_buffer[:, :produced].cpu()
+        completions = []
+        for row in range(batch):
+            ids = token_rows[row]
+            length = next((k + 1 for k, t in enumerate(ids) if t in self._eos_set), produced)
+            completions.append(Completion(
+                token_ids=ids[:length],
+                logprobs=logprob_rows[row, :length].tolist(),
+                hidden=hidden_rows[row, :length].clone(),
+                finish_reason="eos" if ids[length - 1] in self._eos_set else "length",
                 seed=int(seeds[row]),
-            )
-            for row in range(batch)
-        ]
+            ))
+        return completions
 
     # ---- prefill (validator side) ---------------------------------------------------------
 

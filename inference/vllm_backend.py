@@ -9,9 +9,10 @@ How it maps the interface onto vLLM:
   logits processor and a wrapper of the model's `compute_logits` can share state with us;
 - `compute_logits(hidden_states)` is wrapped to remember its input: one row per request, the
   final hidden state the LM head consumes (our hidden capture, no second pass);
-- the `GumbelReplaySampler` logits processor owns each request's noise stream (our sampling
-  rule, proofs.sampling), picks the token from the row's logits, records hidden state and
-  logprob, and masks every other token so vLLM's own sampler can only emit ours;
+- the `GumbelReplaySampler` logits processor applies our sampling rule (proofs.sampling, rule v2) on the
+  device: each row's noise is g(request seed, the row's decode position, v), drawn where the logits live;
+  it picks the token, records hidden state and logprob (kept on the device until the request ends), and
+  masks every other token so vLLM's own sampler can only emit ours (`sample_rows`, unit-tested on the CPU);
 - prefill runs prompt + completion[:-1] with max_tokens=1 and captures the final norm's output
   for every position with a forward hook (prefix caching off, so nothing is skipped).
 """
@@ -29,7 +30,7 @@ import torch
 
 from inference.backend import Completion, InferenceError, Prefill
 from inference.policy import collect_stop_ids
-from proofs.sampling import GumbelStream, gumbel, sample_token
+from proofs.sampling import sample_tokens
 from protocol.runspec import SamplingSpec
 
 _KEY = "proofswarm_key"
@@ -38,11 +39,13 @@ _KEY = "proofswarm_key"
 @dataclass
 class _RequestState:
     key: str
-    stream: GumbelStream | None
+    seed: int
     temperature: float
     top_p: float
     hidden: list[torch.Tensor] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
+    """Per token, the final hidden state (bf16 [H], on the engine's device until the request ends)."""
+    logprobs: list[torch.Tensor] = field(default_factory=list)
+    """Per token, its logprob (a 0-d float32 tensor on the engine's device)."""
     tokens: list[int] = field(default_factory=list)
 
 
@@ -99,24 +102,37 @@ def _logits_processor_class() -> type:
             hidden = _Shared.last_hidden
             if hidden is None or hidden.shape[0] != logits.shape[0]:
                 raise InferenceError("hidden-state capture is out of step with the logits")
-            rows = sorted(self.rows)
-            host_logits = logits[rows].float().cpu()
-            host_hidden = hidden[rows].to(torch.bfloat16).cpu()
-            vocab = logits.shape[1]
-            for i, row in enumerate(rows):
-                state = self.rows[row]
-                noise = gumbel(state.stream.next_uniform(vocab)) if state.stream else None
-                token = sample_token(host_logits[i], noise, state.temperature, state.top_p)
-                scale = state.temperature if state.temperature > 0 else 1.0
-                logprob = torch.log_softmax(host_logits[i] / scale, -1)[token]
-                state.tokens.append(token)
-                state.logprobs.append(float(logprob))
-                state.hidden.append(host_hidden[i])
-                logits[row] = -float("inf")
-                logits[row, token] = 0.0
-            return logits
+            return sample_rows(logits, hidden, self.rows)
 
     return GumbelReplaySampler
+
+
+def sample_rows(logits: torch.Tensor, hidden: torch.Tensor, rows: dict[int, _RequestState]) -> torch.Tensor:
+    """Sample batch rows `rows` (batch index -> request) of `logits` [batch, V] with the protocol's rule, in
+    place on the logits' device: each row's decode position is the number of tokens its request has; the
+    chosen token, its logprob and the row's hidden state are appended to the request's state; every other
+    logit of the row becomes -inf and the chosen one 0, so any sampler of vLLM's emits it. Only the chosen
+    token ids cross to the host."""
+    groups: dict[tuple[float, float], list[int]] = {}
+    for index, state in rows.items():
+        groups.setdefault((state.temperature, state.top_p), []).append(index)
+    for (temperature, top_p), indices in sorted(groups.items()):
+        states = [rows[i] for i in indices]
+        index_tensor = torch.tensor(indices, dtype=torch.long, device=logits.device)
+        row_logits = logits.index_select(0, index_tensor).float()
+        seeds = torch.tensor([st.seed for st in states], dtype=torch.int64, device=logits.device)
+        positions = torch.tensor([len(st.tokens) for st in states], dtype=torch.int64, device=logits.device)
+        chosen = sample_tokens(row_logits, seeds, positions, temperature, top_p)
+        scale = temperature if temperature > 0 else 1.0
+        logprobs = torch.log_softmax(row_logits / scale, dim=-1).gather(1, chosen[:, None])[:, 0]
+        row_hidden = hidden.index_select(0, index_tensor).to(torch.bfloat16)
+        logits[index_tensor] = -float("inf")
+        logits[index_tensor, chosen] = 0.0
+        for k, (state, token) in enumerate(zip(states, chosen.tolist())):
+            state.tokens.append(token)
+            state.logprobs.append(logprobs[k])
+            state.hidden.append(row_hidden[k])
+    return logits
 
 
 class VllmBackend:
@@ -185,7 +201,7 @@ class VllmBackend:
                 key = f"req-{next(self._ids)}"
                 _Shared.pending[key] = _RequestState(
                     key=key,
-                    stream=GumbelStream(seed) if params.temperature > 0 else None,
+                    seed=int(seed),
                     temperature=params.temperature,
                     top_p=params.top_p,
                 )
@@ -210,7 +226,8 @@ class VllmBackend:
                 raise InferenceError("vLLM emitted a token the Gumbel sampler did not choose")
             n = len(tokens)
             completions.append(Completion(
-                token_ids=tokens, logprobs=state.logprobs[:n], hidden=torch.stack(state.hidden[:n]),
+                token_ids=tokens, logprobs=torch.stack(state.logprobs[:n]).cpu().tolist() if n else [],
+                hidden=torch.stack(state.hidden[:n]).cpu(),
                 finish_reason="eos" if tokens and tokens[-1] in self._eos_ids else "length",
                 seed=int(seed),
             ))

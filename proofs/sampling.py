@@ -1,28 +1,46 @@
-"""Seeded Gumbel-max sampling and its replay by a validator.
+"""Seeded Gumbel-max sampling (rule v2: counter-based noise) and its replay by a validator.
 
-Sampling rule (shared by every backend). For a sequence with seed s, a CPU
-`torch.Generator` seeded with s draws, at decode step i, u_i = torch.rand(V) (float32,
-one call per step, in step order). The Gumbel noise is g_i = -log(-log(u_i)). With temperature
-T > 0, logits l_i (float32) and top-p p, the token is
+Sampling rule v2 (shared by every backend and device; docs/protocol.md states it for re-implementers).
+The noise of token v at decode position i (0-based index of the token in its completion) of a completion
+with seed s (63 bits, `derive_seed`) is a pure function g(s, i, v):
 
-    argmax over v in Nucleus(l_i / T, p) of  l_i[v] / T + g_i[v]
+    key      (k0, k1)         = (s mod 2^32, floor(s / 2^32))
+    counter  (c0, c1, c2, c3) = (floor(v / 4), i, 0, 0)
+    x        = word (v mod 4) of Philox4x32-10(counter, key)           (Random123's generator, 10 rounds)
+    w        = min(fl32(fl32(x) * 2^-32 + 2^-33), 1 - 2^-24)           (float32, round to nearest even)
+    g        = -log(-log1p(-w))                                         (float32)
 
-which is an exact sample from softmax(l_i / T) restricted to the nucleus. T == 0 means greedy
-(argmax of l_i, no noise drawn).
+w lies in [2^-33, 1 - 2^-24] (never 0 or 1) and carries the word's full 32 bits where they matter: the
+Gumbel maximum of a row is decided by the tokens with the smallest E = -log1p(-w), i.e. the smallest w,
+where float32 holds x exactly (x < 2^24); near the row's maximum (E ~ 1/V) a 32-bit word resolves g to
+~V * 2^-32 (4e-5 at V = 2^18), far below any logit tolerance. Mapping 24-bit uniforms through -log(-log u)
+instead would quantise exactly that tail (to ~V * 2^-24, 1 % at V = 152k). g is bounded: G_MIN <= g <= G_MAX.
 
-Replay with tolerance. The validator recomputes logits l' on its own hardware; they differ
-from the worker's by numerical noise. With a logit tolerance eps (the largest |l - l'| the
-pool accepts as noise), token t at step i passes when both hold:
+Integer words and w are the same bits on every device (integer arithmetic; IEEE conversion and addition
+are correctly rounded). log1p and log are not correctly rounded everywhere: implementations differ by a few
+float32 ulps, |delta g| <= GUMBEL_TOLERANCE, which the replay adds to its bound.
+
+With temperature T > 0, float32 logits l_i and top-p p, the token is
+
+    argmax over v in Nucleus(l_i / T, p) of  l_i[v] / T + g(s, i, v)
+
+an exact sample from softmax(l_i / T) restricted to the nucleus. T == 0 means greedy (argmax of l_i).
+Because g is a pure function of (s, i, v), a worker draws it where its logits live (GPU or CPU) and a
+validator replays any set of positions at once, in any order.
+
+Replay with tolerance. The validator recomputes logits l' on its own hardware; they differ from the
+worker's by numerical noise. With a logit tolerance eps (the largest |l - l'| the pool accepts as noise),
+token t at step i passes when both hold (slack = 2 eps / T + 2 GUMBEL_TOLERANCE):
 
     nucleus:  e^(-2 eps / T) * mass'({v : l'[v] > l'[t] + 2 eps}) < p
-    argmax:   l'[t] / T + g[t] >= max over v in Core of (l'[v] / T + g[v]) - 2 eps / T
+    argmax:   l'[t] / T + g[t] >= max over v in Core of (l'[v] / T + g[v]) - slack
               where Core = {v : e^(2 eps / T) * mass'({u : l'[u] > l'[v] - 2 eps}) < p}
 
 (mass' = probability under softmax(l'/T)). Claim: if |l[v] - l'[v]| <= eps for every v, an
 honestly sampled token always passes (no false positives): every token the worker could
 have excluded from its nucleus lies outside Core, every token in Core was in the worker's
-nucleus, and the scores move by at most 2 eps / T. For p = 1 both sets are the whole
-vocabulary and the rule reduces to the argmax condition.
+nucleus, and the scores move by at most 2 eps / T plus the two noise values' float difference.
+For p = 1 both sets are the whole vocabulary and the rule reduces to the argmax condition.
 """
 
 from __future__ import annotations
@@ -31,6 +49,7 @@ import hashlib
 import hmac
 import math
 import struct
+from collections.abc import Sequence
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -69,32 +88,106 @@ def derive_seed(pool_seed: bytes, worker: str, step: int, sample_index: int) -> 
     return int.from_bytes(digest[:8], "big") >> (64 - SEED_BITS)
 
 
-class GumbelStream:
-    """The per-sequence noise source: call `next(vocab_size)` once per decode step."""
+SAMPLING_RULE = 2
+"""The sampling rule's version (this module's docstring); rollout files name it through their schema version."""
 
-    def __init__(self, seed: int) -> None:
-        if not 0 <= seed < 2**SEED_BITS:
-            raise SamplingSpecError(f"seed {seed} outside [0, 2^{SEED_BITS})")
-        self._generator = torch.Generator(device="cpu").manual_seed(seed)
+PHILOX_MULTIPLIERS = (0xD2511F53, 0xCD9E8D57)
+PHILOX_KEY_BUMPS = (0x9E3779B9, 0xBB67AE85)
+PHILOX_ROUNDS = 10
+_WORD = 0xFFFFFFFF
 
-    def next_uniform(self, vocab_size: int, out: torch.Tensor | None = None) -> torch.Tensor:
-        """The step's uniforms u (float32 [V], written into `out` if given); gumbel(u) turns them into
-        the noise."""
-        return torch.rand(vocab_size, generator=self._generator, dtype=torch.float32, out=out)
+W_MIN = 2.0**-33
+W_MAX = 1.0 - 2.0**-24
+G_MAX = 22.87390  # -log(-log1p(-W_MIN)) = 22.873857, rounded up
+G_MIN = -2.81155  # -log(-log1p(-W_MAX)) = -2.811541, rounded down
+GUMBEL_TOLERANCE = 1e-5
+"""Largest |g - g'| between two conforming implementations of the float transform (a few float32 ulps
+of log1p and log at |g| <= 23 is ~1e-6; this allows 10x that)."""
 
-    def next(self, vocab_size: int) -> torch.Tensor:
-        """The step's Gumbel noise g = -log(-log(u)) (float32 [V])."""
-        return gumbel(self.next_uniform(vocab_size))
+
+def philox4x32_10(
+    counter: Sequence[torch.Tensor | int], key: Sequence[torch.Tensor | int]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Random123's Philox4x32-10 on int64 tensors holding uint32 words (counter and key broadcast
+    together; ints allowed). Returns the four output words.
+
+    The 32x32 -> 64-bit products are int64 multiplications that wrap (two's complement); their low and
+    high words are masked out, so the bits equal the unsigned products' (tests compare with a numpy
+    uint64 reference over 10^6 inputs)."""
+    tensors = [c if isinstance(c, torch.Tensor) else torch.tensor(c, dtype=torch.int64) for c in (*counter, *key)]
+    device = next((t.device for t in tensors if t.dim() > 0), tensors[0].device)
+    tensors = [t.to(device=device, dtype=torch.int64) for t in tensors]
+    shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+    c0, c1, c2, c3 = (torch.empty(shape, dtype=torch.int64, device=device).copy_(t) for t in tensors[:4])
+    k0, k1 = tensors[4], tensors[5]
+    p0 = torch.empty_like(c0)
+    p1 = torch.empty_like(c0)
+    m0, m1 = PHILOX_MULTIPLIERS
+    for round_index in range(PHILOX_ROUNDS):
+        torch.mul(c0, m0, out=p0)
+        torch.mul(c2, m1, out=p1)
+        # (c0, c1, c2, c3) <- (hi(p1) ^ c1 ^ k0, lo(p1), hi(p0) ^ c3 ^ k1, lo(p0))
+        torch.bitwise_right_shift(p1, 32, out=c0).bitwise_and_(_WORD).bitwise_xor_(c1).bitwise_xor_(k0)
+        c1, p1 = p1.bitwise_and_(_WORD), c1
+        torch.bitwise_right_shift(p0, 32, out=c2).bitwise_and_(_WORD).bitwise_xor_(c3).bitwise_xor_(k1)
+        c3, p0 = p0.bitwise_and_(_WORD), c3
+        if round_index + 1 < PHILOX_ROUNDS:
+            k0 = (k0 + PHILOX_KEY_BUMPS[0]) & _WORD
+            k1 = (k1 + PHILOX_KEY_BUMPS[1]) & _WORD
+    return c0, c1, c2, c3
 
 
-def gumbel(uniform: torch.Tensor) -> torch.Tensor:
-    """-log(-log(u)) elementwise, with u = 0 mapped to the smallest positive float32."""
-    return gumbel_(uniform.clone())
+def _seed_key(seeds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Philox's key words (s mod 2^32, floor(s / 2^32)) of 63-bit seeds."""
+    return seeds & _WORD, seeds >> 32
+
+
+def noise_words(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """x(s, i, v) for every v < vocab_size: int64 [rows, V], row r at seed seeds[r] and position
+    positions[r] (1-D int64 tensors of one length, or broadcastable)."""
+    seeds, positions = torch.broadcast_tensors(torch.as_tensor(seeds, dtype=torch.int64),
+                                               torch.as_tensor(positions, dtype=torch.int64))
+    rows = seeds.shape[0]
+    blocks = (vocab_size + 3) // 4
+    k0, k1 = _seed_key(seeds[:, None])
+    block_index = torch.arange(blocks, dtype=torch.int64, device=seeds.device)[None, :]
+    words = philox4x32_10((block_index, positions[:, None], 0, 0), (k0, k1))
+    return torch.stack(words, dim=-1).reshape(rows, 4 * blocks)[:, :vocab_size]
+
+
+def uniforms_from_words(words: torch.Tensor) -> torch.Tensor:
+    """w = min(fl32(fl32(x) * 2^-32 + 2^-33), 1 - 2^-24): float32, never 0 or 1, same bits everywhere."""
+    return words.to(torch.float32).mul_(2.0**-32).add_(W_MIN).clamp_max_(W_MAX)
 
 
 def gumbel_(uniform: torch.Tensor) -> torch.Tensor:
-    """`gumbel` in place (the same bits, without four temporaries the size of `uniform`)."""
-    return uniform.clamp_min_(torch.finfo(torch.float32).tiny).log_().neg_().log_().neg_()
+    """g = -log(-log1p(-w)) in place on float32 uniforms."""
+    return uniform.neg_().log1p_().neg_().log_().neg_()
+
+
+def gumbel_noise(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """g(s, i, v) for every v: float32 [rows, V] on the device of `seeds` (a fused Triton kernel on CUDA
+    when Triton is present, torch integer ops otherwise: the same uniforms bit for bit)."""
+    seeds = torch.as_tensor(seeds, dtype=torch.int64)
+    if seeds.is_cuda:
+        from proofs import philox_triton
+
+        if philox_triton.available():
+            seeds, positions = torch.broadcast_tensors(seeds, torch.as_tensor(positions, dtype=torch.int64,
+                                                                              device=seeds.device))
+            return philox_triton.gumbel_noise(seeds.contiguous(), positions.contiguous(), vocab_size)
+    return gumbel_(uniforms_from_words(noise_words(seeds, positions, vocab_size)))
+
+
+def gumbel_at(seeds: torch.Tensor, positions: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """g(s, i, v) at given (seed, position, token) triples (1-D, broadcast together): float32."""
+    seeds, positions, tokens = torch.broadcast_tensors(
+        torch.as_tensor(seeds, dtype=torch.int64), torch.as_tensor(positions, dtype=torch.int64),
+        torch.as_tensor(tokens, dtype=torch.int64))
+    k0, k1 = _seed_key(seeds)
+    words = torch.stack(philox4x32_10((tokens >> 2, positions, 0, 0), (k0, k1)), dim=-1)
+    chosen = words.gather(-1, (tokens & 3).unsqueeze(-1)).squeeze(-1)
+    return gumbel_(uniforms_from_words(chosen))
 
 
 def nucleus_mask(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
@@ -108,17 +201,24 @@ def nucleus_mask(logits: torch.Tensor, temperature: float, top_p: float) -> torc
     return torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
 
 
-def sample_token(
-    logits: torch.Tensor, noise: torch.Tensor | None, temperature: float, top_p: float
-) -> int:
-    """The token the sampling rule picks from one row of float32 logits [V]."""
+def sample_tokens(
+    logits: torch.Tensor, seeds: torch.Tensor, positions: torch.Tensor | int, temperature: float, top_p: float
+) -> torch.Tensor:
+    """The tokens the sampling rule picks from rows of logits [rows, V] (any float dtype, computed in
+    float32), row r at seed seeds[r] and decode position positions[r]: int64 [rows], on the logits' device."""
     if temperature == 0:
-        return int(logits.argmax())
-    if noise is None:
-        raise SamplingSpecError("temperature > 0 needs Gumbel noise")
-    scores = logits.float() / temperature + noise
-    scores = scores.masked_fill(~nucleus_mask(logits, temperature, top_p), -math.inf)
-    return int(scores.argmax())
+        return logits.argmax(dim=-1)
+    seeds = torch.as_tensor(seeds, dtype=torch.int64, device=logits.device)
+    positions = torch.as_tensor(positions, dtype=torch.int64, device=logits.device).expand(seeds.shape)
+    scores = gumbel_noise(seeds, positions, logits.shape[-1]).add_(logits.float() / temperature)
+    if top_p < 1.0:
+        scores.masked_fill_(~nucleus_mask(logits, temperature, top_p), -math.inf)
+    return scores.argmax(dim=-1)
+
+
+def sample_token(logits: torch.Tensor, seed: int, position: int, temperature: float, top_p: float) -> int:
+    """The token the sampling rule picks from one row of logits [V] at (seed, position)."""
+    return int(sample_tokens(logits[None], torch.tensor([seed]), position, temperature, top_p)[0])
 
 
 class ReplayResult(BaseModel):
@@ -129,7 +229,7 @@ class ReplayResult(BaseModel):
     n_tokens: int
     failed_positions: list[int] = Field(default_factory=list)
     max_score_gap: float = 0.0
-    """Largest (best Core score - sampled token's score) seen; <= 2 eps / T when passing."""
+    """Largest (best Core score - sampled token's score) seen; <= 2 eps / T + 2 GUMBEL_TOLERANCE when passing."""
 
     @property
     def passed(self) -> bool:
@@ -146,7 +246,8 @@ def replay(
     block_rows: int | None = None,
 ) -> ReplayResult:
     """Check every sampled token against recomputed logits [n, V] (the rule above), `block_rows`
-    positions at a time (default: REPLAY_BLOCK_ELEMENTS // V), upcast to float32 block by block."""
+    positions at a time (default: REPLAY_BLOCK_ELEMENTS // V), upcast to float32 block by block; each
+    block's noise is drawn in one call on the logits' device (positions are independent)."""
     if logits.dim() != 2 or logits.shape[0] != len(token_ids):
         raise SamplingSpecError(
             f"logits {tuple(logits.shape)} do not match {len(token_ids)} sampled tokens"
@@ -156,29 +257,31 @@ def replay(
     n, vocab = logits.shape
     if n == 0:
         return ReplayResult(n_tokens=0)
-    tokens = torch.tensor(token_ids, dtype=torch.long)
+    if not 0 <= seed < 2**SEED_BITS:
+        raise SamplingSpecError(f"seed {seed} outside [0, 2^{SEED_BITS})")
+    device = logits.device
+    tokens = torch.tensor(token_ids, dtype=torch.long, device=device)
     if int(tokens.min()) < 0 or int(tokens.max()) >= vocab:
         return ReplayResult(n_tokens=n, failed_positions=list(range(n)), max_score_gap=math.inf)
     rows_per_block = block_rows or max(1, REPLAY_BLOCK_ELEMENTS // vocab)
-    stream = GumbelStream(seed) if temperature > 0 else None
-    noise_buffer = torch.empty(min(n, rows_per_block), vocab) if stream is not None else None
-    failed: list[int] = []
-    max_gap = -math.inf
+    seed_tensor = torch.tensor([seed], dtype=torch.int64, device=device)
+    bad_parts: list[torch.Tensor] = []
+    gap_maxima: list[torch.Tensor] = []
     for begin in range(0, n, rows_per_block):
         rows = logits[begin : begin + rows_per_block].float()
         block_tokens = tokens[begin : begin + rows_per_block]
-        if stream is None:
+        if temperature == 0:
             gap = rows.max(dim=-1).values - rows.gather(1, block_tokens[:, None]).squeeze(1)
             bad = gap > 2 * logit_tolerance
         else:
-            noise = noise_buffer[: rows.shape[0]]
-            for row in noise:
-                stream.next_uniform(vocab, out=row)
+            positions = torch.arange(begin, begin + rows.shape[0], dtype=torch.int64, device=device)
+            noise = gumbel_noise(seed_tensor.expand(rows.shape[0]), positions, vocab)
             gap, in_nucleus = _replay_block(rows, block_tokens, noise, temperature, top_p, logit_tolerance)
-            bad = (gap > 2 * logit_tolerance / temperature) | ~in_nucleus
-        failed += (bad.nonzero().flatten() + begin).tolist()
-        max_gap = max(max_gap, float(gap.max()))
-    return ReplayResult(n_tokens=n, failed_positions=failed, max_score_gap=max_gap)
+            bad = (gap > 2 * logit_tolerance / temperature + 2 * GUMBEL_TOLERANCE) | ~in_nucleus
+        bad_parts.append(bad.nonzero().flatten() + begin)
+        gap_maxima.append(gap.max())
+    failed = torch.cat(bad_parts).tolist()  # the only copies to the host: verdict values
+    return ReplayResult(n_tokens=n, failed_positions=failed, max_score_gap=float(torch.stack(gap_maxima).max()))
 
 
 def _replay_block(
@@ -190,8 +293,8 @@ def _replay_block(
     logit_tolerance: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(score gap, nucleus check) per row of a block of float32 logits [b, V]; `noise` holds the block's
-    uniforms and is turned into its Gumbel noise, then its scores, in place."""
-    scores = gumbel_(noise).add_(logits / temperature)
+    Gumbel noise and is turned into its scores in place."""
+    scores = noise.add_(logits / temperature)
     token_scores = scores.gather(1, tokens[:, None]).squeeze(1)
     if top_p >= 1.0:
         return scores.max(dim=-1).values - token_scores, torch.ones_like(tokens, dtype=torch.bool)
@@ -201,7 +304,7 @@ def _replay_block(
     sorted_probs = probs.gather(1, order)
     # suffix[j] = mass of the sorted entries j .. V-1; suffix[V] = 0
     suffix = torch.cat(
-        [sorted_probs.flip(-1).cumsum(-1).flip(-1), torch.zeros(logits.shape[0], 1)], dim=1
+        [sorted_probs.flip(-1).cumsum(-1).flip(-1), torch.zeros(logits.shape[0], 1, device=logits.device)], dim=1
     )
 
     def mass_above(threshold: torch.Tensor) -> torch.Tensor:

@@ -13,7 +13,7 @@ the schema metadata key `proofswarm.rollouts`. Version 3 columns:
 | logprobs       | list<float32> | the worker's log-probability of each sampled token           |
 | reward         | float32       | the task verifier's reward, as the worker computed it        |
 | finish_reason  | string        | "eos" or "length"                                            |
-| seed           | uint64        | Gumbel sampling seed: proofs.sampling.derive_seed(pool seed, |
+| seed           | uint64        | sampling seed (rule v2): proofs.sampling.derive_seed(pool seed,|
 |                |               | worker, policy_step, nonce × n_rows + row)                   |
 | proofs         | list<binary>  | TOPLOC proof per chunk of `proof_chunk` completion tokens    |
 
@@ -82,7 +82,10 @@ from protocol.submission import ADDRESS_PATTERN, SubmissionBinding
 from tasks.registry import TaskSpec
 
 SCHEMA_NAME = "proofswarm.rollouts"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+"""v4: completions sampled with sampling rule v2 (proofs.sampling: counter-based Philox noise). Files of v3 and
+before were sampled with rule v1 (a CPU Mersenne-Twister stream) and are refused by name."""
+SAMPLING_RULE_OF_OLD_VERSIONS = {1: 1, 2: 1, 3: 1}
 METADATA_KEY = SCHEMA_NAME.encode()
 
 ARROW_SCHEMA = pa.schema(
@@ -148,7 +151,7 @@ class RolloutHeader(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     schema_name: Literal["proofswarm.rollouts"] = SCHEMA_NAME
-    version: Literal[3] = SCHEMA_VERSION
+    version: Literal[4] = SCHEMA_VERSION
     chain_id: int = Field(ge=0, description="chain of the pool contract (0 in local mode)")
     pool_contract: str = Field(pattern=ADDRESS_PATTERN, description="the ComputePool the file is submitted to")
     pool_id: int = Field(ge=0)
@@ -309,6 +312,11 @@ def parse_header(raw: bytes) -> RolloutHeader:
     _check_strings(header_json)
     if not isinstance(header_json, dict):
         raise RolloutSchemaError("header is not a JSON object")
+    old = header_json.get("version")
+    if isinstance(old, int) and not isinstance(old, bool) and old in SAMPLING_RULE_OF_OLD_VERSIONS:
+        raise RolloutSchemaError(f"rollout schema v{old} was sampled with sampling rule "
+                                 f"v{SAMPLING_RULE_OF_OLD_VERSIONS[old]} (a CPU Mersenne-Twister stream), which no pool "
+                                 f"accepts any more; this reader knows v{SCHEMA_VERSION} (sampling rule v2)")
     if header_json.get("version") != SCHEMA_VERSION:
         raise RolloutSchemaError(f"unsupported rollout schema version {clip(repr(header_json.get('version')))}; "
                                  f"this reader knows {SCHEMA_VERSION}")

@@ -9,12 +9,12 @@ import torch
 
 from proofs.assignment import AssignmentError, assign_prompts, check_assignment
 from proofs.sampling import (
-    GumbelStream,
     SamplingSpecError,
     derive_seed,
     nucleus_mask,
     replay,
     sample_token,
+    sample_tokens,
 )
 from proofs.termination import check_termination
 
@@ -50,10 +50,8 @@ def test_gumbel_max_samples_the_softmax_distribution() -> None:
     logits = torch.tensor([2.0, 1.0, 0.0, -1.0, 0.5])
     expected = torch.softmax(logits / 0.7, -1)
     draws = 6000
-    stream = GumbelStream(12345)
-    counts = torch.zeros(5)
-    for _ in range(draws):
-        counts[sample_token(logits, stream.next(5), 0.7, 1.0)] += 1
+    chosen = sample_tokens(logits.expand(draws, 5), torch.full((draws,), 12345), torch.arange(draws), 0.7, 1.0)
+    counts = torch.bincount(chosen, minlength=5).float()
     chi2 = float((((counts - draws * expected) ** 2) / (draws * expected)).sum())
     assert chi2 < 20.5  # p < 0.0004 for 4 degrees of freedom
 
@@ -68,11 +66,7 @@ def test_nucleus_is_the_smallest_prefix_reaching_top_p() -> None:
 def _sample_sequence(
     logits: torch.Tensor, seed: int, temperature: float, top_p: float
 ) -> list[int]:
-    stream = GumbelStream(seed) if temperature > 0 else None
-    return [
-        sample_token(row, stream.next(row.numel()) if stream else None, temperature, top_p)
-        for row in logits
-    ]
+    return [sample_token(row, seed, position, temperature, top_p) for position, row in enumerate(logits)]
 
 
 @pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.7, 0.9), (1.3, 0.5), (0.0, 1.0)])

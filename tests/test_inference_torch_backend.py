@@ -41,7 +41,10 @@ def test_hidden_is_the_lm_head_input_and_logprobs_match_a_plain_forward() -> Non
     positions = slice(len(PROMPTS[0]) - 1, len(PROMPTS[0]) - 1 + len(completion.token_ids))
     final_hidden = out.hidden_states[-1][0, positions]
     assert torch.allclose(backend.lm_head(final_hidden), out.logits[0, positions])
-    assert torch.equal(completion.hidden, final_hidden.to(torch.bfloat16))
+    # the decode pass and this full forward differ by float32 noise, which flips a bf16 rounding now and then
+    flips = completion.hidden != final_hidden.to(torch.bfloat16)
+    assert int(flips.sum()) <= max(1, flips.numel() // 100)
+    assert torch.allclose(completion.hidden.float(), final_hidden, rtol=2**-7, atol=0)
     expected = torch.log_softmax(out.logits[0, positions] / 0.8, -1)
     expected = expected.gather(1, torch.tensor(completion.token_ids)[:, None]).squeeze(1)
     assert torch.allclose(torch.tensor(completion.logprobs), expected, atol=1e-5)

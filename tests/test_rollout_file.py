@@ -85,8 +85,10 @@ def test_reader_refuses_anything_else_with_a_named_error():
         decode_rollouts(b"PAR1 but not really")
     with pytest.raises(RolloutSchemaError, match="no 'proofswarm.rollouts' header"):
         decode_rollouts(_with(table.replace_schema_metadata({})))
-    with pytest.raises(RolloutSchemaError, match="unsupported rollout schema version 2"):  # v2: no binding
-        decode_rollouts(_with(table, {**header, "version": 2}))
+    with pytest.raises(RolloutSchemaError, match="schema v3 was sampled with sampling rule v1"):
+        decode_rollouts(_with(table, {**header, "version": 3}))
+    with pytest.raises(RolloutSchemaError, match="unsupported rollout schema version 5"):
+        decode_rollouts(_with(table, {**header, "version": 5}))
     unbound = {k: v for k, v in header.items() if k not in ("chain_id", "pool_contract", "pool_id")}
     with pytest.raises(RolloutSchemaError, match="invalid header: chain_id"):
         decode_rollouts(_with(table, unbound))

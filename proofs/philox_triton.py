@@ -1,0 +1,103 @@
+"""Sampling rule v2's noise (proofs.sampling) as one fused Triton kernel for CUDA devices: Philox4x32-10
+words, the float32 uniform and the Gumbel transform for a [rows, V] block in a single pass over memory.
+
+The integer part and the uniform are bit-identical to proofs.sampling's torch implementation (bench.gpu's
+`uniform_bits_equal` compares them over 10^7 triples on the GPU; tests run the kernel on the CPU through
+Triton's interpreter). The log1p/log of the transform may differ by a few ulps (GUMBEL_TOLERANCE).
+"""
+
+from __future__ import annotations
+
+import torch
+
+_BLOCK = 1024
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # CPU-only installs: proofs.sampling uses torch integer ops
+    triton = None
+
+
+def available() -> bool:
+    """Whether Triton imports (it ships with CUDA builds of torch)."""
+    return triton is not None
+
+
+if triton is not None:
+
+    @triton.jit
+    def _philox_words(block_index, position, k0, k1):  # type: ignore[no-untyped-def]
+        c0 = block_index.to(tl.uint32)
+        c1 = position.to(tl.uint32)
+        c2 = tl.zeros_like(c0)
+        c3 = tl.zeros_like(c0)
+        for _ in tl.static_range(10):
+            hi0 = tl.umulhi(c0, 0xD2511F53)
+            lo0 = c0 * 0xD2511F53
+            hi1 = tl.umulhi(c2, 0xCD9E8D57)
+            lo1 = c2 * 0xCD9E8D57
+            c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+            k0 = k0 + 0x9E3779B9
+            k1 = k1 + 0xBB67AE85
+        return c0, c1, c2, c3
+
+    @triton.jit
+    def _select_word(words, lane):  # type: ignore[no-untyped-def]
+        c0, c1, c2, c3 = words
+        return tl.where(lane == 0, c0, tl.where(lane == 1, c1, tl.where(lane == 2, c2, c3)))
+
+    @triton.jit
+    def _uniform(x):  # type: ignore[no-untyped-def]
+        w = x.to(tl.float32) * 2.3283064365386963e-10 + 1.1641532182693481e-10  # 2^-32, 2^-33
+        return tl.minimum(w, 0.99999994039535522)  # 1 - 2^-24
+
+    @triton.jit
+    def uniform_kernel(seeds_ptr, positions_ptr, out_ptr, vocab, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+        row = tl.program_id(0)
+        tokens = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        seed = tl.load(seeds_ptr + row)
+        position = tl.load(positions_ptr + row)
+        k0 = (seed & 0xFFFFFFFF).to(tl.uint32)
+        k1 = (seed >> 32).to(tl.uint32)
+        words = _philox_words(tokens >> 2, tl.zeros_like(tokens) + position, k0, k1)
+        x = _select_word(words, tokens & 3)
+        tl.store(out_ptr + row.to(tl.int64) * vocab + tokens, _uniform(x), mask=tokens < vocab)
+
+    @triton.jit
+    def gumbel_kernel(seeds_ptr, positions_ptr, out_ptr, vocab, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+        row = tl.program_id(0)
+        tokens = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        seed = tl.load(seeds_ptr + row)
+        position = tl.load(positions_ptr + row)
+        k0 = (seed & 0xFFFFFFFF).to(tl.uint32)
+        k1 = (seed >> 32).to(tl.uint32)
+        words = _philox_words(tokens >> 2, tl.zeros_like(tokens) + position, k0, k1)
+        w = _uniform(_select_word(words, tokens & 3))
+        # log1p(-w) by Kahan's identity (exact enough for w down to 2^-33, where 1 - w rounds to 1)
+        one_minus = 1.0 - w
+        log1p_neg = tl.where(one_minus == 1.0, -w, tl.log(one_minus) * (-w) / (one_minus - 1.0))
+        g = -tl.log(-log1p_neg)
+        tl.store(out_ptr + row.to(tl.int64) * vocab + tokens, g, mask=tokens < vocab)
+
+
+    _KERNELS = (uniform_kernel, gumbel_kernel)
+
+
+def _launch(kernel_index: int, seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    rows = seeds.shape[0]
+    out = torch.empty((rows, vocab_size), dtype=torch.float32, device=seeds.device)
+    if rows:
+        grid = (rows, (vocab_size + _BLOCK - 1) // _BLOCK)
+        _KERNELS[kernel_index][grid](seeds, positions, out, vocab_size, BLOCK=_BLOCK)
+    return out
+
+
+def uniforms(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """w(s, i, v) for every v < vocab_size: float32 [rows, V] (seeds, positions: int64 [rows])."""
+    return _launch(0, seeds, positions, vocab_size)
+
+
+def gumbel_noise(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """g(s, i, v) for every v < vocab_size: float32 [rows, V] (seeds, positions: int64 [rows])."""
+    return _launch(1, seeds, positions, vocab_size)
