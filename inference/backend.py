@@ -56,9 +56,10 @@ class Prefill(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
 
     hidden: torch.Tensor
-    """bf16 [n_tokens, d], same convention as Completion.hidden."""
+    """bf16 [n_tokens, d] on the CPU, same convention as Completion.hidden."""
     logits: torch.Tensor
-    """float32 [n_tokens, vocab]: the logits each completion token was sampled from."""
+    """float32 [n_tokens, vocab]: the logits each completion token was sampled from, on the backend's device
+    (the checks run where they are: only per-position verdict values cross to the host)."""
 
 
 @runtime_checkable
@@ -77,7 +78,7 @@ class InferenceBackend(Protocol):
     def generate(
         self, prompts: Sequence[Sequence[int]], params: SamplingSpec, seeds: Sequence[int]
     ) -> list[Completion]:
-        """One completion per prompt; sequence j samples with the noise stream of seeds[j]."""
+        """One completion per prompt; sequence j samples with seed seeds[j] under sampling rule v2 (proofs.sampling)."""
         ...
 
     def prefill(self, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> Prefill:

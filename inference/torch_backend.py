@@ -17,8 +17,9 @@ GPU worker would; the pool's thresholds must then allow bf16 noise.
 Device: `device="cuda"` runs everything on the GPU: the forward passes, the sampling rule's counter-based
 noise (proofs.sampling, a fused Triton kernel), temperature, top-p, the chosen token, its logprob and the
 hidden-state capture. Per decode step only the chosen token ids reach the host (to stop when every row
-has ended); logprobs and hidden states come back once, at the end. Hidden states and prefill results
-come back as CPU tensors.
+has ended); logprobs and hidden states come back once, at the end, as CPU tensors. Prefill's hidden states
+come back to the CPU (TOPLOC's check runs there: d values a token); its float32 [n, V] logits stay on the
+device, where the validator's replay, logprob and termination checks read them.
 """
 
 from __future__ import annotations
@@ -227,6 +228,6 @@ class TorchBackend:
             first = offsets[row] + len(prompt) - 1
             hidden = hidden_all[row, first : first + len(completion)]
             results.append(
-                Prefill(hidden=hidden.to(torch.bfloat16).cpu(), logits=self.lm_head(hidden).float().cpu())
+                Prefill(hidden=hidden.to(torch.bfloat16).cpu(), logits=self.lm_head(hidden).float())
             )
         return results

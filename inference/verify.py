@@ -271,8 +271,8 @@ def _logprob_check(logits: torch.Tensor, record: CompletionRecord, config: Verif
         return CheckResult(name="logprobs", passed=False,
                            reason=f"{reported.shape[0]} logprobs for {logits.shape[0]} tokens")
     temperature = config.sampling.temperature if config.sampling.temperature > 0 else 1.0
-    tokens = torch.tensor(record.completion_ids, dtype=torch.long)
-    recomputed = token_logprobs(logits, tokens, temperature)
+    tokens = torch.tensor(record.completion_ids, dtype=torch.long, device=logits.device)
+    recomputed = token_logprobs(logits, tokens, temperature).cpu()  # [n]: the only copy to the host
     gap = (recomputed - reported).abs()
     tolerance = 2 * config.logit_tolerance / temperature + LOGPROB_ROUNDING
     failed = (~(gap <= tolerance)).nonzero().flatten().tolist()  # NaN counts as failed

@@ -96,7 +96,7 @@ def measure(folder: Path, spec: RunSpec, dtypes: list[str], batch_sizes: list[in
                 theirs = worker.prefill_batch(pairs)
                 for ref, own, proof in zip(honest, theirs, proofs):
                     noise.add_chunks(verify_proofs(ref.hidden, proof, chunk=DEFAULT_CHUNK), topk=128)
-                    diff = float((ref.logits.float() - own.logits.float()).abs().max())
+                    diff = float((ref.logits.float() - own.logits.float().to(ref.logits.device)).abs().max())
                     noise.max_logit_diff = max(noise.max_logit_diff, diff)
             noise.cases.append({"dtype": dtype, "batch": batch, "min_exp_matches": noise.min_exp_matches,
                                 "max_mant_err_mean": noise.max_mant_err_mean, "max_logit_diff": noise.max_logit_diff,
