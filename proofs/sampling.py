@@ -105,6 +105,10 @@ GUMBEL_TOLERANCE = 1e-5
 of log1p and log at |g| <= 23 is ~1e-6; this allows 10x that)."""
 
 
+NOISE_CHUNK_ELEMENTS = 1 << 20
+"""Noise values computed at once by the torch path: its int64 work tensors stay under ~40 MiB."""
+
+
 def philox4x32_10(
     counter: Sequence[torch.Tensor | int], key: Sequence[torch.Tensor | int]
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -176,7 +180,13 @@ def gumbel_noise(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) 
             seeds, positions = torch.broadcast_tensors(seeds, torch.as_tensor(positions, dtype=torch.int64,
                                                                               device=seeds.device))
             return philox_triton.gumbel_noise(seeds.contiguous(), positions.contiguous(), vocab_size)
-    return gumbel_(uniforms_from_words(noise_words(seeds, positions, vocab_size)))
+    seeds, positions = torch.broadcast_tensors(seeds, torch.as_tensor(positions, dtype=torch.int64, device=seeds.device))
+    out = torch.empty((seeds.shape[0], vocab_size), dtype=torch.float32, device=seeds.device)
+    rows_per_chunk = max(1, NOISE_CHUNK_ELEMENTS // max(vocab_size, 1))
+    for begin in range(0, seeds.shape[0], rows_per_chunk):
+        end = begin + rows_per_chunk
+        out[begin:end] = gumbel_(uniforms_from_words(noise_words(seeds[begin:end], positions[begin:end], vocab_size)))
+    return out
 
 
 def gumbel_at(seeds: torch.Tensor, positions: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
