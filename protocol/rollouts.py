@@ -11,7 +11,7 @@ the schema metadata key `proofswarm.rollouts`. Version 3 columns:
 | prompt_ids     | list<int32>   | prompt token ids, as fed to the policy                       |
 | completion_ids | list<int32>   | sampled token ids (EOS included when the completion stopped) |
 | logprobs       | list<float32> | the worker's log-probability of each sampled token           |
-| reward         | float32       | the task verifier's reward, as the worker computed it        |
+| reward         | float32       | the task verifier's exact reward (tasks.rewards)             |
 | finish_reason  | string        | "eos" or "length"                                            |
 | seed           | uint64        | sampling seed (rule v2): proofs.sampling.derive_seed(pool seed,|
 |                |               | worker, policy_step, nonce × n_rows + row)                   |
@@ -43,7 +43,7 @@ or the file is refused; the challenge reason follows the arrow:
 |                     | ids in [0, vocab), length ≤ max_tokens → SCHEMA                              |
 | logprobs            | recomputed as log_softmax(prefill logits / T) at each token, equal within    |
 |                     | 2 × logit_tolerance / T + 1e-5 → LOGPROBS; one per token, finite, ≤ 0 → SCHEMA |
-| reward              | recomputed by the task verifier, equal within reward_tolerance → REWARD      |
+| reward              | recomputed by the task verifier, bit-identical (tasks.rewards_equal) → REWARD |
 | finish_reason       | "eos" iff the last token is EOS (and EOS was plausible), "length" iff        |
 |                     | exactly max_tokens without EOS → TERMINATION                                 |
 | seed                | re-derived as derive_seed(pool seed, worker, step, nonce × rows + row) → SEED |

@@ -43,7 +43,10 @@ class VerificationSpec(BaseModel):
     min_eos_prob: float = Field(0.0, ge=0, le=1, description=(
         "a floor on p(EOS) where a completion ends; 0 (off) by default: the sampling replay already checks that "
         "the EOS was the seeded draw, and a floor ε rejects honest completions (up to ε per token)"))
-    reward_tolerance: float = Field(1e-6, ge=0)
+    reward_tolerance: float = Field(0.0, ge=0, description=(
+        "deprecated and unused: rewards are exact float32 values every party computes bit-identically, and the "
+        "reward check is tasks.rewards.rewards_equal (no tolerance). Kept so that run specs naming it still "
+        "parse; 0 by default so that a comparison `abs(a − b) > reward_tolerance` is exact"))
     spot_check_bps: int = Field(10_000, gt=0, le=10_000, description=(
         "q in basis points: the fraction of each file's completions given the expensive checks "
         "(protocol.spotcheck); `pool create` makes it the pool's on-chain spotCheckBps, which is what "

@@ -7,6 +7,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Literal
 
+from tasks.rewards import rewards_equal
+
 Split = Literal["train", "test"]
 
 
@@ -39,7 +41,16 @@ class Task(ABC):
 
     @abstractmethod
     def reward(self, problem: Problem, completion: str, completion_tokens: int) -> float:
-        """Score a completion (text without special tokens, and its length in tokens)."""
+        """Score a completion (text without special tokens, and its length in tokens).
+
+        The value is exact (tasks.rewards): a rational rounded once to float32, the same bits on
+        every machine, so that parties compare rewards with `tasks.rewards.rewards_equal`.
+        """
+
+    def reward_matches(self, problem: Problem, completion: str, completion_tokens: int, claimed: float) -> bool:
+        """The reward check of a claimed reward: bit-identical to this task's reward of the completion
+        (tasks.rewards.rewards_equal; no tolerance)."""
+        return rewards_equal(self.reward(problem, completion, completion_tokens), claimed)
 
     def is_correct(self, problem: Problem, completion: str) -> bool:
         """The verifier's verdict on the answer alone. Tasks whose reward is shaped (length

@@ -1,10 +1,12 @@
 """The GRPO loss, advantages and online filters against hand-computed values."""
 
 import math
+from fractions import Fraction
 
 import pytest
 import torch
 
+from tasks.rewards import canonical_reward
 from trainer.advantages import group_advantages
 from trainer.filtering import informative_groups, is_stale
 from trainer.loss import LossConfig, clipped_token_loss, grpo_loss, k3_kl, token_logprobs, truncated_is_weight
@@ -107,23 +109,29 @@ def test_zero_advantage_groups_are_dropped_and_counted():
     assert result.advantages[0].abs().sum() == 0
 
 
-def test_identical_non_dyadic_rewards_are_dropped_whatever_their_float_rounding():
+def test_identical_non_dyadic_rewards_get_exactly_zero_advantage_and_are_dropped():
     rewards = torch.full((1, 16), 0.7)
-    # normalised advantages of this group are rounding error, not zero ...
-    assert group_advantages(rewards).abs().max() > 0.01
-    # ... so the filter decides on the raw rewards
+    # float64 arithmetic: the mean of 16 copies of a float32 value is that value (was: rounding error > 0.01)
+    assert group_advantages(rewards).abs().max() == 0
     result = informative_groups(rewards)
     assert result.keep == []
     assert result.dropped_zero_advantage == 1
     assert result.advantages.abs().sum() == 0
 
 
-def test_a_length_penalty_spread_is_informative_and_a_spread_within_tol_is_not():
-    # two correct answers, 1 token apart under a 0.0003-per-token length penalty
-    rewards = torch.tensor([[1.0 - 0.0003 * 2, 1.0 - 0.0003 * 3], [0.7, 0.7 + 1e-9]], dtype=torch.float64)
-    result = informative_groups(rewards, tol=1e-6)
+def test_any_difference_between_exact_rewards_is_informative_and_tolerances_are_refused():
+    # two correct answers, 1 token apart under the 3/10000-per-token length penalty
+    rewards = torch.tensor([[canonical_reward(1 - Fraction(3, 10_000) * 2), canonical_reward(1 - Fraction(3, 10_000) * 3)],
+                            [0.0, 0.0]])
+    result = informative_groups(rewards)
     assert result.keep == [0]
     assert result.advantages[0].tolist() == pytest.approx([1.0, -1.0], abs=1e-2)
+    # was: a spread within 1e-6 counted as no spread (an all-wrong group shifted by 0.999e-6 passed the
+    # validator's tolerance and was kept); now the validator refuses the shift, and a real spread is never lost
+    assert informative_groups(torch.tensor([[0.7, 0.7 + 1e-7]])).keep == [0]
+    assert informative_groups(rewards, tol=0).keep == [0]
+    with pytest.raises(ValueError, match="exactly"):
+        informative_groups(rewards, tol=1e-6)
 
 
 def test_is_weight_is_truncated_at_the_cap():

@@ -58,7 +58,8 @@ class TrainerConfig(BaseSettings):
     )
     async_level: int = Field(DEFAULT_ASYNC_LEVEL, ge=0, description="rollouts from policies older than step − k are dropped")
     reward_spread_tol: float = Field(
-        1e-6, ge=0, description="a group is informative when max(reward) − min(reward) exceeds this"
+        0.0, ge=0, le=0, description="deprecated, must be 0: a group is informative when its rewards are not all "
+        "equal, compared exactly (rewards are exact float32 values, tasks.rewards)"
     )
     max_steps: int = Field(100, ge=1)
     checkpoint_every: int = Field(1, ge=1)

@@ -29,23 +29,22 @@ class GroupFilterResult:
     dropped_zero_advantage: int
 
 
-REWARD_SPREAD_TOL = 1e-6
+def informative_groups(rewards: torch.Tensor, tol: float | None = None) -> GroupFilterResult:
+    """Keep the groups whose rewards are not all equal, by exact comparison.
 
+    Rewards are exact (tasks.rewards: float32 values every party computes bit-identically, checked
+    bit for bit by validators), so a group is informative iff two of its rewards differ at all; a
+    tolerance would let a worker turn an all-wrong group into an informative one by shifting rewards
+    inside it, and would drop a genuine spread smaller than it. The decision is made on the rewards
+    themselves, not on normalised advantages. Dropped groups contribute nothing to the gradient but
+    would still dilute the token-budget normalisation.
 
-def informative_groups(rewards: torch.Tensor, tol: float = REWARD_SPREAD_TOL) -> GroupFilterResult:
-    """Keep the groups whose raw rewards differ: max − min > tol.
-
-    The decision is made on the rewards themselves, not on normalised advantages: the
-    mean of identical non-dyadic rewards (16 × 0.7) is not exactly 0.7 in floating point,
-    so (r − mean) / (std + eps) of such a group is a small non-zero number and the group
-    would be kept with advantages made of rounding error. Dropped groups would contribute
-    nothing to the gradient but still dilute the token-budget normalisation.
+    `tol` is deprecated and must be None or 0 (trainer.config's `reward_spread_tol` is fixed at 0).
     """
-    if tol < 0:
-        raise ValueError(f"tol must be >= 0, got {tol}")
-    rewards = rewards.double()
-    spread = rewards.amax(dim=1) - rewards.amin(dim=1)
-    keep = [i for i, flag in enumerate((spread > tol).tolist()) if flag]
+    if tol not in (None, 0):
+        raise ValueError(f"rewards are compared exactly: tol must be 0 (or omitted), got {tol}")
+    differs = (rewards != rewards[:, :1]).any(dim=1)
+    keep = [i for i, flag in enumerate(differs.tolist()) if flag]
     advantages = group_advantages(rewards)
-    advantages[spread <= tol] = 0.0
-    return GroupFilterResult(keep=keep, advantages=advantages.float(), dropped_zero_advantage=len(spread) - len(keep))
+    advantages[~differs] = 0.0
+    return GroupFilterResult(keep=keep, advantages=advantages, dropped_zero_advantage=len(differs) - len(keep))
