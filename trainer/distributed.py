@@ -7,8 +7,11 @@ so the ranks' losses add up to the one-process loss, and the gradient averaged b
 reduce-scatter (or DDP's all-reduce) is the one-process gradient.
 
 - FSDP2 (`fully_shard` on every decoder layer, then on the root) shards parameters, gradients
-  and AdamW state; DDP replicates them. The process group is gloo: the loop keeps model and
-  batch on the CPU (torch 2.15's gloo has every collective FSDP2 uses).
+  and AdamW state; DDP replicates them. On the CPU the process group is gloo (torch 2.15's gloo has
+  every collective FSDP2 uses). On CUDA (`trainer start --device cuda --nproc N`) each rank holds
+  model and batch on its own GPU, cuda:LOCAL_RANK, and the group is `cpu:gloo,cuda:nccl`: NCCL
+  carries every collective on CUDA tensors (FSDP2's all-gathers and reduce-scatters, DDP's
+  all-reduces), gloo the few on CPU tensors (loss statistics, objects, checkpoint planning).
 - Retained policies and published policies are full state dicts gathered on every rank (each
   rank recomputes logp_behav for its own rows); only rank 0 publishes, so what goes to IPFS stays
   an ordinary Hugging Face safetensors checkpoint.
@@ -48,6 +51,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_model_state_dict,
     set_optimizer_state_dict,
 )
+from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
@@ -85,14 +89,30 @@ def launched_by_torchrun() -> bool:
     return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
+def rank_device(device: str) -> str:
+    """This rank's device for the role's `--device`: on CUDA in a group of more than one, one GPU per rank
+    (cuda:LOCAL_RANK); otherwise `device` itself."""
+    if device.startswith("cuda") and launched_by_torchrun():
+        return f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+    return device
+
+
+def process_group_backend(device: str) -> str:
+    """gloo for ranks on the CPU; on CUDA NCCL for tensors on the GPU, with gloo beside it for CPU tensors."""
+    return "cpu:gloo,cuda:nccl" if device.startswith("cuda") else "gloo"
+
+
 class Distributed:
     """The loop's hooks (trainer/parallel.py) over an initialised default process group."""
 
-    def __init__(self, strategy: Strategy = "fsdp", timeout_s: float = 1800.0) -> None:
+    def __init__(self, strategy: Strategy = "fsdp", timeout_s: float = 1800.0, device: str = "cpu") -> None:
+        """`device`: where this rank's model and batch live (`rank_device`); the group is initialised for it."""
         if not dist.is_initialized():
-            # gloo: the loop keeps model and batch on the CPU (NCCL would need both on each rank's GPU)
-            dist.init_process_group("gloo", timeout=timedelta(seconds=timeout_s))
+            if device.startswith("cuda"):
+                torch.cuda.set_device(torch.device(device))  # NCCL and FSDP2 use the current device
+            dist.init_process_group(process_group_backend(device), timeout=timedelta(seconds=timeout_s))
             atexit.register(self.close)
+        self.device = torch.device(device)
         self.strategy = strategy
         self.rank = dist.get_rank()
         self.world_size = dist.get_world_size()
@@ -109,10 +129,13 @@ class Distributed:
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         if self.strategy == "ddp":
             return DistributedDataParallel(model)
+        # the mesh of this rank's device type (FSDP2's default takes the machine's accelerator even when the
+        # model trains on the CPU)
+        mesh = init_device_mesh(self.device.type, (self.world_size,))
         for module in model.modules():
             if type(module).__name__.endswith("DecoderLayer"):
-                fully_shard(module)
-        fully_shard(model)
+                fully_shard(module, mesh=mesh)
+        fully_shard(model, mesh=mesh)
         return model
 
     def full_state_dict(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -17,7 +17,7 @@ def greedy_accuracy(
 ) -> float:
     """Fraction of the first `n_problems` held-out (test split) problems solved greedily."""
     problems = [task.problem(i, "test") for i in range(n_problems)]
-    completions = TorchBackend(model).generate(
+    completions = TorchBackend(model, device=next(model.parameters()).device).generate(  # where the trainer keeps it
         [encode_prompt(tokenizer, p.prompt) for p in problems],
         SamplingSpec(temperature=0.0, max_tokens=max_tokens),
         [0] * n_problems,

@@ -122,6 +122,8 @@ class Trainer:
     ) -> None:
         self.config = config
         self.parallel = parallel or SingleProcess()
+        self.device = next(model.parameters()).device
+        """Where the model trains; batches move there (the intake stays on the CPU)."""
         self._scratch = copy.deepcopy(model)  # unwrapped: logp_behav of retained policies, evaluation
         self.model = self.parallel.wrap(model)
         self.source = source
@@ -301,7 +303,7 @@ class Trainer:
         itself (π_behav = π_prox = π_θ there)."""
         logp_behav = torch.full_like(packed.targets, float("nan"), dtype=torch.float32)
         for policy_step in sorted(set(policy_of_row) - {self.step}):
-            index = torch.tensor([i for i, s in enumerate(policy_of_row) if s == policy_step])
+            index = torch.tensor([i for i, s in enumerate(policy_of_row) if s == policy_step], device=logp_behav.device)
             self._scratch.load_state_dict(self.policies[policy_step])
             logp_behav[index] = completion_logprobs(self._scratch, packed.rows(index), self.config.sampling.temperature,
                                                     self.config.micro_batch_tokens)
@@ -358,8 +360,9 @@ class Trainer:
         packed = pack(prompts, completions, pad_id=self._scratch.config.pad_token_id or 0)
         # this rank's share of the rows (all of them in one process)
         mine = self.parallel.rows(len(completions))
-        packed = PackedBatch(packed.inputs[mine], packed.targets[mine], packed.loss_mask[mine])
-        advantages = advantages[mine]
+        packed = PackedBatch(packed.inputs[mine].to(self.device), packed.targets[mine].to(self.device),
+                             packed.loss_mask[mine].to(self.device))
+        advantages = advantages[mine].to(self.device)
         logp_behav = self._behaviour_logprobs([groups[gi].policy_step for gi in group_of_row][mine], packed)
         logp_ref = None
         if self.reference is not None:
@@ -500,5 +503,5 @@ def _worker_trainer_mismatch(worker_logprobs: list[list[float]], logp_behav: tor
     worker = torch.zeros_like(logp_behav)
     for row, lp in enumerate(worker_logprobs):
         positions = mask[row].nonzero().flatten()[: len(lp)]
-        worker[row, positions] = torch.tensor(lp, dtype=torch.float32)
+        worker[row, positions] = torch.tensor(lp, dtype=torch.float32, device=worker.device)
     return float(((worker - logp_behav).abs() * mask).sum() / mask.sum().clamp(min=1.0))

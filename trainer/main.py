@@ -27,11 +27,34 @@ def _start(argv: list[str]) -> int:
         args = p.parse_args(argv)
         if args.nproc is not None and args.nproc < 1:
             raise UsageError(f"--nproc must be a positive integer, got {args.nproc}")
+        args.device = _checked_device(args.device, args.nproc or 1)
         if args.nproc is not None and args.nproc > 1:
             return launch(args.nproc, ["trainer.main", "start", *_without_nproc(argv)])
         return run_start(args)
 
     return start()
+
+
+def _checked_device(text: str, nproc: int) -> str:
+    """`trainer start --device`, refused before anything starts: unknown or absent here, or, with --nproc > 1 on
+    CUDA, not one GPU per rank."""
+    import torch
+
+    from inference.device import ComputeChoiceError, parse_device
+    from trainer.distributed import launched_by_torchrun
+
+    try:
+        device = parse_device(text)
+    except ComputeChoiceError as exc:
+        raise UsageError(str(exc)) from None
+    if device != "cpu" and (nproc > 1 or launched_by_torchrun()):
+        if device != "cuda":
+            raise UsageError(f"--device {device} with several ranks: each rank takes its own GPU (cuda:LOCAL_RANK); "
+                             "pass --device cuda (CUDA_VISIBLE_DEVICES picks which GPUs)")
+        if nproc > torch.cuda.device_count():
+            raise UsageError(f"--nproc {nproc} on CUDA needs one GPU per rank; this machine has "
+                             f"{torch.cuda.device_count()}")
+    return device
 
 
 def _without_nproc(argv: list[str]) -> list[str]:

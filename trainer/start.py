@@ -40,7 +40,7 @@ from protocol.devnet import DEV_CHAIN_ID
 from tasks.registry import build_task
 from trainer.checkpoint import TrainerStateError
 from trainer.config import TrainerConfig
-from trainer.distributed import Distributed, launched_by_torchrun, quiet_followers
+from trainer.distributed import Distributed, launched_by_torchrun, quiet_followers, rank_device
 from trainer.evaluate import greedy_accuracy
 from trainer.ledger_source import LedgerSource
 from trainer.loop import Trainer, TrainerStarved
@@ -66,6 +66,9 @@ def add_start_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--devnet-trainer", action="store_true", help="use the devnet's trainer key")
     p.add_argument("--json", action="store_true")
     p.add_argument("--nproc", type=int, help="train as N data-parallel ranks on this machine (FSDP2; --set parallel=ddp)")
+    p.add_argument("--device", default="cpu",
+                   help="where the policy trains: cpu (default), cuda or cuda:N; with --nproc N on CUDA: --device cuda, "
+                        "one GPU per rank (cuda:0 … cuda:N-1), NCCL between them")
 
 
 def run_start(args: argparse.Namespace) -> int:
@@ -91,9 +94,12 @@ def run_start(args: argparse.Namespace) -> int:
     config = load_settings(TrainerConfig, args.config, argv, fixed={
         "task": spec.task, "sampling": spec.sampling, "async_level": pool.async_level, "checkpoint_every": 1})
 
-    parallel = Distributed(config.parallel) if launched_by_torchrun() else SingleProcess()
+    device = rank_device(args.device)
+    parallel = Distributed(config.parallel, device=device) if launched_by_torchrun() else SingleProcess()
     base = fetch_checkpoint(kubo, pool.base_checkpoint, Path(config.run_dir) / "base-checkpoint")
     model, tokenizer = load_policy(base.path)
+    if device != "cpu":
+        model = model.to(device)
     torch.set_num_threads(1)
     task = build_task(config.task)
     evaluate = (lambda m: {"accuracy": greedy_accuracy(m, tokenizer, task, args.eval_problems, config.sampling.max_tokens)}) \

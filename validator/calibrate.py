@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 
 from inference.backend import InferenceBackend
+from inference.device import ComputeChoiceError, parse_device
 from inference.policy import load_policy, stop_token_ids
 from inference.torch_backend import TorchBackend
 from inference.verify import FP32_THRESHOLDS
@@ -169,11 +170,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if args.margin < 1 or args.margin_matches < 0 or args.prompts < 1:
         raise UsageError("--margin must be >= 1, --margin-matches >= 0 and --prompts >= 1")
     try:
-        torch.device(args.worker_device)
-    except RuntimeError:
-        raise UsageError(f"--worker-device {args.worker_device!r} is not a torch device (cpu, cuda, cuda:N)") from None
-    if torch.device(args.worker_device).type == "cuda" and not torch.cuda.is_available():
-        raise UsageError(f"--worker-device {args.worker_device}: this machine has no CUDA device")
+        args.worker_device = parse_device(args.worker_device, flag="--worker-device")
+    except ComputeChoiceError as exc:
+        raise UsageError(str(exc)) from None
     torch.manual_seed(0)
     noise = measure(args.checkpoint, spec, dtypes, _csv(int, args.batch_sizes), args.prompts, args.backend,
                     args.worker_device)

@@ -17,6 +17,8 @@ the spot-checked indices and the randomness they were drawn from.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -41,7 +43,7 @@ from protocol.verdicts import Reason, clip_text
 from tasks.base import Task, assignment_space
 from tasks.encoding import encode_prompt
 from tasks.registry import build_task
-from validator.daemon import CheckOutcome, Submission
+from validator.daemon import CheckOutcome, DaemonConfig, Submission
 
 CHECK_REASONS = {"tokens": Reason.SCHEMA, "prompt": Reason.ASSIGNMENT, "seed": Reason.SEED,
                  "termination": Reason.TERMINATION, "sampling": Reason.SAMPLING, "logprobs": Reason.LOGPROBS,
@@ -57,7 +59,9 @@ class RolloutChecker:
     """Checks rollout files of one pool; caches the run spec and loaded policies by step."""
 
     def __init__(self, rpc_url: str, deployments: str, kubo_api: str, pool_id: int, cache_dir: Path,
-                 max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS):
+                 max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS, device: str = "cpu"):
+        self.device = device
+        """Where the float32 reference prefill runs (the policy's model is moved there)."""
         self.ledger = Ledger.open(rpc_url, deployments)
         self.kubo = KuboClient(kubo_api)
         self.pool_id = pool_id
@@ -88,7 +92,8 @@ class RolloutChecker:
         if cached is None or cached[0] != digest:
             fetched = fetch_checkpoint(self.kubo, digest, self.cache_dir / "checkpoints", retention=self.retention)
             model, tokenizer = load_policy(fetched.path)
-            backend = TorchBackend(model, eos_token_id=stop_token_ids(model, tokenizer), pad_token_id=tokenizer.pad_token_id)
+            backend = TorchBackend(model, eos_token_id=stop_token_ids(model, tokenizer), pad_token_id=tokenizer.pad_token_id,
+                                   device=self.device)
             self._policies[step] = (digest, backend, tokenizer)
             for old in sorted(self._policies)[: -(self.retention.keep)]:
                 if old != step:  # an old step asked for now (a dispute) stays until a newer one is loaded
@@ -192,6 +197,17 @@ def checker_process(threads: int | None, *args, **kwargs) -> RolloutChecker:
     if threads is not None:
         torch.set_num_threads(threads)
     return RolloutChecker(*args, **kwargs)
+
+
+def checker_factory(config: DaemonConfig, rpc_url: str, deployments: str, threads: int | None = None,
+                    max_batch_tokens: int | None = None) -> Callable[[], RolloutChecker]:
+    """What each checker process of `validator start` runs to build its checker (picklable: the processes are
+    spawned): `threads` torch threads (None: DEFAULT_CHECKER_THREADS; 0: torch's default), the reference prefill
+    on `config.device`, in batches of `max_batch_tokens` (None: the default)."""
+    threads = DEFAULT_CHECKER_THREADS if threads is None else threads or None
+    options = {} if max_batch_tokens is None else {"max_batch_tokens": max_batch_tokens}
+    return functools.partial(checker_process, threads, rpc_url, deployments, config.kubo_api, config.pool_id,
+                             config.state_dir / "cache", device=config.device, **options)
 
 
 def verify_config_of(spec: RunSpec, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS) -> VerifyConfig:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import logging
 import signal
 import threading
 from pathlib import Path
 
+from inference.device import ComputeChoiceError, parse_device
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import court_of, pool_state
@@ -37,6 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--max-batch-tokens", type=int,
                    help="padded positions prefilled at once (default 1,024); bounds the float32 logits held to "
                         "this × vocabulary × 4 bytes")
+    s.add_argument("--device", default="cpu",
+                   help="where the checkers' float32 reference prefill runs: cpu (default), cuda or cuda:N")
     s.add_argument("--max-in-flight", type=int, default=8, help="bound on files being checked at once")
     s.add_argument("--fetch-timeout", type=float, default=20.0, help="seconds one fetch attempt of a file may take")
     s.add_argument("--fetch-attempts", type=int, default=3, help="fetch attempts, spread over time, before UNAVAILABLE")
@@ -65,10 +67,14 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
         from validator.calibrate import run_calibrate
 
         return run_calibrate(args)
-    from validator.checks import DEFAULT_CHECKER_THREADS, checker_process  # torch: only when starting
+    from validator.checks import checker_factory  # torch: only when starting
     from validator.court import register_with_court
     from validator.daemon import DaemonConfig, Metrics, ValidatorDaemon
 
+    try:
+        device = parse_device(args.device)
+    except ComputeChoiceError as exc:
+        raise UsageError(str(exc)) from None
     rpc_url, deployments = resolve_chain_args(args)
     devnet = load_devnet_info(args.devnet_dir)
     if args.devnet_validator:
@@ -100,11 +106,8 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
                           fetch_attempts=args.fetch_attempts, check_timeout_s=args.check_timeout,
                           max_checker_failures=args.max_checker_failures, processes=args.processes,
                           max_in_flight=args.max_in_flight, confirmations=args.confirmations,
-                          audit_rate=args.audit_rate)
-    threads = DEFAULT_CHECKER_THREADS if args.threads is None else args.threads or None
-    options = {} if args.max_batch_tokens is None else {"max_batch_tokens": args.max_batch_tokens}
-    factory = functools.partial(checker_process, threads, rpc_url, str(deployments), kubo_api, args.pool,
-                                state_dir / "cache", **options)
+                          audit_rate=args.audit_rate, device=device)
+    factory = checker_factory(config, rpc_url, str(deployments), args.threads, args.max_batch_tokens)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     metrics = Metrics()
     if args.metrics_port:

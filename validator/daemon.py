@@ -176,6 +176,9 @@ class DaemonConfig:
     poll_interval_s: float = 0.5
     audit_rate: float = 0.1
     """Court pools: the fraction of other validators' verdicts re-checked (and disputed if wrong)."""
+    device: str = "cpu"
+    """Where the checker processes run the float32 reference prefill (`validator start --device`: cpu, cuda,
+    cuda:N); validator.checks.checker_factory hands it to each checker process."""
 
 
 class ValidatorDaemon:

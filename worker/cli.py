@@ -19,6 +19,12 @@ def _add_start_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-submissions", type=int, help="stop after this many submissions")
     p.add_argument("--poll-interval", type=float, default=0.5)
     p.add_argument("--quiet", action="store_true", help="no live status screen (logs only)")
+    p.add_argument("--device", help="where generation runs: cpu (default), cuda or cuda:N (torch backend); "
+                                    "vLLM picks its own GPU (cuda or leave it out)")
+    p.add_argument("--dtype", help="compute dtype: float32 (default) or bfloat16 — the pool's run spec must be "
+                                   "calibrated for it (docs/gpu-guide.md)")
+    p.add_argument("--backend", default="torch", metavar="{torch,vllm}",
+                   help="inference engine (default torch; vllm needs pip install '.[vllm]' and a GPU)")
 
 
 def _parser() -> argparse.ArgumentParser:

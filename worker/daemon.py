@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from inference.device import Compute, ComputeChoiceError, choose_compute
 from inference.policy import load_policy
 from ledger_client.chain.errors import ContractRevert
 from ledger_client.chain.ledger import Ledger
@@ -43,7 +44,7 @@ from protocol.submission import SubmissionBinding
 from worker.account import claim_all, open_ledger, stake_for_next_submission
 from worker.journal import Journal, journal_name
 from worker.policy import Policy, RolloutProducer
-from worker.produce import produce_rollout_file
+from worker.produce import Producer
 
 log = logging.getLogger("proofswarm.worker")
 
@@ -208,7 +209,7 @@ class WorkerDaemon:
         fetched = fetch_checkpoint(self.kubo, digest, self.opt.work_dir / "checkpoints",
                                    timeout=self.opt.fetch_timeout_s, retention=retention)
         model, tokenizer = self.load(fetched.path)
-        self.policy = Policy(step, digest, model, tokenizer)
+        self.policy = Policy(step, digest, model, tokenizer, folder=fetched.path)
         self.stats.step = step
         self.stats.last_event = f"loaded policy of step {step}"
 
@@ -267,6 +268,9 @@ class WorkerDaemon:
 def status_table(daemon: WorkerDaemon) -> Table:
     s = daemon.stats
     table = Table(title=f"worker {daemon.ledger.address} — pool {daemon.opt.pool_id}", show_header=False)
+    compute = getattr(daemon.produce, "compute", None)
+    if compute is not None:
+        table.add_row("engine", compute.describe())
     table.add_row("policy step", str(s.step))
     table.add_row("submitted", str(s.submitted))
     table.add_row("claimed (base units)", str(s.claimed))
@@ -274,7 +278,16 @@ def status_table(daemon: WorkerDaemon) -> Table:
     return table
 
 
+def compute_of(args: argparse.Namespace) -> Compute:
+    """The engine, device and dtype of `worker start`'s flags, checked before anything starts (exit code 2)."""
+    try:
+        return choose_compute(args.device, args.dtype, args.backend)
+    except ComputeChoiceError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def run_from_args(args: argparse.Namespace) -> int:
+    compute = compute_of(args)
     ledger = open_ledger(args)
     devnet = load_devnet_info(args.devnet_dir)
     kubo_api = args.kubo_api or (devnet or {}).get("kubo_api")
@@ -286,13 +299,14 @@ def run_from_args(args: argparse.Namespace) -> int:
     options = WorkerOptions(pool_id=args.pool, kubo_api=kubo_api, work_dir=work_dir,
                             submissions_per_step=args.submissions_per_step, poll_interval_s=args.poll_interval,
                             max_submissions=args.max_submissions, max_pending=args.max_pending)
-    daemon = WorkerDaemon(ledger, options, produce_rollout_file, load_policy)
+    daemon = WorkerDaemon(ledger, options, Producer(compute), load_policy)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     daemon.prepare()
     if args.quiet or args.json:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        log.info("generating with %s", compute.describe())
         daemon.run(stop)
     else:
         with Live(get_renderable=lambda: status_table(daemon), refresh_per_second=2, console=Console()):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from protocol.runspec import RunSpec
@@ -17,6 +18,8 @@ class Policy:
     manifest_digest: bytes
     model: object
     tokenizer: object
+    folder: Path | None = None
+    """The checkpoint's local Hugging Face folder it was loaded from (what a vLLM engine loads), if any."""
 
 
 class RolloutProducer(Protocol):

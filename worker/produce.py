@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import gc
+
 import torch
 
+from inference.backend import InferenceBackend
+from inference.device import Compute
 from inference.policy import stop_token_ids
 from inference.torch_backend import TorchBackend
+from ledger_client.cli import UsageError
 from proofs.assignment import assign_prompts
 from protocol.digest import Digest
 from protocol.rollouts import RolloutBatch, encode_rollouts
@@ -17,22 +22,72 @@ from worker.policy import Policy
 from worker.rollouts import make_rollouts
 
 
+def torch_backend_of(policy: Policy, compute_dtype: torch.dtype = torch.float32,
+                     device: str | torch.device = "cpu") -> TorchBackend:
+    """The torch backend generating with `policy` in `compute_dtype` on `device` (the policy's model is converted
+    and moved there in place)."""
+    return TorchBackend(policy.model, compute_dtype=compute_dtype, device=device,
+                        eos_token_id=stop_token_ids(policy.model, policy.tokenizer),
+                        pad_token_id=policy.tokenizer.pad_token_id)
+
+
+def backend_of(policy: Policy, compute: Compute) -> InferenceBackend:
+    """The engine `compute` chooses for `policy`: the torch backend on its device and dtype, or a vLLM engine
+    on the policy's Hugging Face folder (vLLM is imported here, only when chosen)."""
+    if compute.backend == "vllm":
+        if policy.folder is None:
+            raise UsageError("--backend vllm loads the policy from its Hugging Face folder, and this policy was "
+                             "loaded without one")
+        from inference.vllm_backend import VllmBackend
+
+        return VllmBackend(str(policy.folder), dtype=compute.dtype)
+    return torch_backend_of(policy, compute.torch_dtype, compute.device)
+
+
 def make_batch(policy: Policy, spec: RunSpec, binding: SubmissionBinding,
-               compute_dtype: torch.dtype = torch.float32) -> RolloutBatch:
-    """Generate the assigned prompts' completions with proofs (adversaries start from this too), computing in
-    `compute_dtype` (the policy's model is converted to it in place, as the torch backend does)."""
+               compute_dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu",
+               backend: InferenceBackend | None = None) -> RolloutBatch:
+    """Generate the assigned prompts' completions with proofs (adversaries start from this too) with `backend`,
+    by default the torch backend computing in `compute_dtype` on `device` (the policy's model is converted to them
+    in place, as the torch backend does)."""
     task = build_task(spec.task)
     indices = assign_prompts(spec.pool_seed_bytes, binding.worker, binding.nonce, assignment_space(task),
                              spec.prompts_per_submission)
-    backend = TorchBackend(policy.model, compute_dtype=compute_dtype,
-                           eos_token_id=stop_token_ids(policy.model, policy.tokenizer),
-                           pad_token_id=policy.tokenizer.pad_token_id)
+    if backend is None:
+        backend = torch_backend_of(policy, compute_dtype, device)
     return make_rollouts(backend, policy.tokenizer, task, spec.task, indices, spec.sampling, binding,
                          Digest(policy.manifest_digest), pool_seed=spec.pool_seed_bytes)
 
 
 def produce_rollout_file(policy: Policy, spec: RunSpec, binding: SubmissionBinding,
-                         compute_dtype: torch.dtype = torch.float32) -> tuple[bytes, int]:
+                         compute_dtype: torch.dtype = torch.float32,
+                         device: str | torch.device = "cpu") -> tuple[bytes, int]:
     """Rollout file bytes and sample count for one submission."""
-    batch = make_batch(policy, spec, binding, compute_dtype)
+    batch = make_batch(policy, spec, binding, compute_dtype, device)
     return encode_rollouts(batch), len(batch.samples)
+
+
+class Producer:
+    """The worker's RolloutProducer on the engine `compute` chooses (`worker start --backend --device --dtype`).
+
+    It builds one backend per policy and keeps it for that policy's submissions: a vLLM engine loads the
+    checkpoint once and holds most of its GPU, so the previous policy's engine is dropped before the next is
+    built."""
+
+    def __init__(self, compute: Compute | None = None) -> None:
+        self.compute = compute or Compute()
+        self._built: tuple[Policy, InferenceBackend] | None = None
+
+    def backend_for(self, policy: Policy) -> InferenceBackend:
+        """The backend of `policy` (the daemon makes a new Policy for each checkpoint it loads)."""
+        if self._built is None or self._built[0] is not policy:
+            if self._built is not None and self.compute.device != "cpu":  # free the GPU before loading again
+                self._built = None
+                gc.collect()
+                torch.cuda.empty_cache()
+            self._built = (policy, backend_of(policy, self.compute))
+        return self._built[1]
+
+    def __call__(self, policy: Policy, spec: RunSpec, binding: SubmissionBinding) -> tuple[bytes, int]:
+        batch = make_batch(policy, spec, binding, backend=self.backend_for(policy))
+        return encode_rollouts(batch), len(batch.samples)
