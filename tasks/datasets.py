@@ -1,20 +1,58 @@
-"""User datasets in JSONL and reasoning-gym's procedural generators, as Tasks."""
+"""User datasets in JSONL and reasoning-gym's procedural generators, as Tasks.
+
+Both take the completion's final answer by tasks.verify's format rule (one `<answer>…</answer>`,
+else one `\\boxed{…}`), bound it (tasks.verify), and score it with a library in the scoring
+sandbox (tasks.sandbox): math answers with math-verify, reasoning-gym answers with the dataset's own
+`score_answer`. The reward is 1 for an accepted answer and 0 otherwise (tasks.rewards).
+"""
 
 from __future__ import annotations
 
+import base64
 import json
+import pickle
+import re
 from pathlib import Path
 
 from tasks.base import Problem, Split, Task, TaskError, in_test_split
-from tasks.verify import answers_match, extract_answer
+from tasks.rewards import CORRECT, WRONG
+from tasks.sandbox import shared_sandbox
+from tasks.verify import (
+    admissible_gym_answer,
+    admissible_math_answer,
+    final_answer,
+    is_word_answer,
+    normalise_whitespace,
+)
+
+_TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|textit|mathrm|mbox)\s*\{(.*)\}", re.DOTALL)
+
+
+def _unwrap_text(answer: str) -> str:
+    m = _TEXT_WRAPPER.fullmatch(answer.strip())
+    return normalise_whitespace(m.group(1) if m else answer)
+
+
+def math_answer_correct(answer: str, gold: str) -> bool:
+    """A math answer against its reference: the same text (whitespace aside) is correct; a reference
+    with a word in it is compared as text (a `\\text{}` wrapper aside); otherwise the answer must pass
+    tasks.verify.admissible_math_answer and math-verify must find it equal to the reference."""
+    if normalise_whitespace(answer) == normalise_whitespace(gold):
+        return True
+    if is_word_answer(gold):
+        return _unwrap_text(answer) == _unwrap_text(gold)
+    if not admissible_math_answer(answer, gold):
+        return False
+    reply = shared_sandbox("math").request({"op": "math", "gold": gold, "answer": answer})
+    return bool(reply.get("ok") and reply.get("full"))
 
 
 class JsonlTask(Task):
     """One problem per line: {"prompt": str, "answer": str|number}.
 
-    The completion's final answer (<answer>, \\boxed{} or last line) is compared exactly,
-    numerically, or symbolically (see `answers_match`). The test split is the lines whose
-    prompt hash falls in `test_fraction`; pass test_fraction=0 to train on every line.
+    The completion's final answer (one <answer>…</answer>, else one \\boxed{}) is scored by
+    `math_answer_correct` (math-verify). The test split is the lines whose prompt hash falls in
+    `test_fraction`; pass test_fraction=0 to train on every line.
     """
 
     def __init__(self, path: str | Path, test_fraction: float = 0.0, name: str | None = None) -> None:
@@ -52,15 +90,18 @@ class JsonlTask(Task):
         return Problem(index=index, prompt=prompt, answer=answer)
 
     def is_correct(self, problem: Problem, completion: str) -> bool:
-        return answers_match(extract_answer(completion), problem.answer)
+        answer = final_answer(completion)
+        return answer is not None and math_answer_correct(answer, problem.answer)
 
     def reward(self, problem: Problem, completion: str, completion_tokens: int) -> float:
-        return 1.0 if self.is_correct(problem, completion) else 0.0
+        return CORRECT if self.is_correct(problem, completion) else WRONG
 
 
 class ReasoningGymTask(Task):
-    """A reasoning-gym generator; its own scorer is not used (it gives partial credit for
-    substrings): the answer is extracted first and compared with `answers_match`."""
+    """A reasoning-gym generator, scored by the dataset's own `score_answer` on the extracted final
+    answer, in the scoring sandbox. Only full credit pays: reward 1 iff score_answer returns exactly
+    1.0, else 0 (partial credit for a near miss or a formatted-but-wrong answer pays nothing, so it
+    cannot be farmed)."""
 
     def __init__(self, dataset: str, seed: int = 0, size: int = 1000, test_size: int = 100, **params: object) -> None:
         try:
@@ -68,11 +109,16 @@ class ReasoningGymTask(Task):
         except ImportError as exc:  # pragma: no cover - a declared dependency
             raise TaskError("reasoning-gym is not installed") from exc
         self.name = f"gym:{dataset}"
+        self.dataset = dataset
         try:
-            self._data = {
-                "train": reasoning_gym.create_dataset(dataset, seed=seed, size=size, **params),
-                "test": reasoning_gym.create_dataset(dataset, seed=seed + 1_000_003, size=test_size, **params),
-            }
+            json.dumps(params)
+        except (TypeError, ValueError) as exc:
+            raise TaskError(f"reasoning-gym parameters must be JSON values: {exc}") from exc
+        self._params = params
+        self._builds = {"train": (seed, size), "test": (seed + 1_000_003, test_size)}
+        try:
+            self._data = {split: reasoning_gym.create_dataset(dataset, seed=s, size=n, **params)
+                          for split, (s, n) in self._builds.items()}
         except (KeyError, ValueError, TypeError, AssertionError) as exc:
             raise TaskError(f"reasoning-gym cannot build {dataset!r}: {exc}") from exc
 
@@ -84,10 +130,22 @@ class ReasoningGymTask(Task):
         if not 0 <= index < len(data):
             raise TaskError(f"{self.name}: {split} index {index} out of range [0, {len(data)})")
         entry = data[index]
-        return Problem(index=index, prompt=entry["question"], answer=str(entry["answer"]))
+        return Problem(index=index, prompt=entry["question"], answer=str(entry["answer"]),
+                       metadata={"gym_split": split, "gym_index": index})
 
     def is_correct(self, problem: Problem, completion: str) -> bool:
-        return answers_match(extract_answer(completion), problem.answer)
+        answer = final_answer(completion)
+        if answer is None or not admissible_gym_answer(answer, problem.answer):
+            return False
+        split, index = problem.metadata["gym_split"], problem.metadata["gym_index"]
+        seed, size = self._builds[split]  # type: ignore[index]
+        entry = self._data[split][index]  # type: ignore[index]
+        reply = shared_sandbox("gym").request({
+            "op": "gym", "dataset": self.dataset, "seed": seed, "size": size, "params": self._params,
+            "entry": base64.b64encode(pickle.dumps(entry)).decode(), "answer": answer})
+        if not reply.get("ok") and str(reply.get("why", "")).startswith("prepare"):
+            raise TaskError(f"{self.name}: the scoring sandbox could not build the dataset: {reply['why']}")
+        return bool(reply.get("ok") and reply.get("full"))
 
     def reward(self, problem: Problem, completion: str, completion_tokens: int) -> float:
-        return 1.0 if self.is_correct(problem, completion) else 0.0
+        return CORRECT if self.is_correct(problem, completion) else WRONG

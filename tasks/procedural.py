@@ -1,7 +1,8 @@
 """Short procedural tasks a character-level model of a few million parameters can learn.
 
-Prompts are compact (`rev:4721=`), the answer is the completion's first line, compared
-exactly. Problems are deterministic in (seed, split, index); train and test are disjoint
+Prompts are compact (`rev:4721=`), the answer is the completion's first line (without surrounding
+ASCII whitespace), compared as a string: exactly equal or reward 0. A string comparison of a bounded
+line needs no sandbox. Problems are deterministic in (seed, split, index); train and test are disjoint
 (by prompt hash, see `in_test_split`).
 """
 
@@ -11,6 +12,7 @@ import random
 from collections.abc import Callable
 
 from tasks.base import Problem, Split, Task, TaskError, in_test_split
+from tasks.rewards import CORRECT, WRONG
 from tasks.verify import first_line
 
 _MAX_DRAWS = 10_000
@@ -59,7 +61,7 @@ class DigitTask(Task):
         return first_line(completion) == problem.answer
 
     def reward(self, problem: Problem, completion: str, completion_tokens: int) -> float:
-        return 1.0 if self.is_correct(problem, completion) else 0.0
+        return CORRECT if self.is_correct(problem, completion) else WRONG
 
 
 SOLVERS: dict[str, Callable[[str], str]] = {

@@ -1,6 +1,7 @@
 """Tasks: determinism, disjoint splits, exact verifiers, JSONL, difficulty band, length target."""
 
 import json
+from fractions import Fraction
 
 import pytest
 
@@ -8,7 +9,9 @@ from tasks import TaskError, TaskSpec, build_task, task_names
 from tasks.base import assignment_space
 from tasks.difficulty import SubsetTask, difficulty_subset, filter_by_difficulty, register_subset
 from tasks.procedural import SOLVERS
-from tasks.verify import answers_match, extract_answer
+from tasks.rewards import canonical_reward, is_canonical
+from tasks.datasets import math_answer_correct
+from tasks.verify import final_answer
 
 
 def test_procedural_problems_are_deterministic_by_seed_and_index():
@@ -48,11 +51,15 @@ def test_digit_verifier_extracts_the_first_line_and_gives_no_partial_credit():
     assert task.reward(p, "", 0) == 0.0
 
 
-def test_extract_answer_prefers_tags_then_boxed_then_last_line():
-    assert extract_answer("work\n<answer> 42 </answer>\nmore") == "42"
-    assert extract_answer("so \\boxed{\\frac{1}{2}} done") == "\\frac{1}{2}"
-    assert extract_answer("first\nsecond\n\n") == "second"
-    assert extract_answer("") == ""
+def test_final_answer_is_one_answer_tag_or_one_box_and_never_the_last_line():
+    # was: the last <answer>, else the last \boxed, else the last line (an echoed question scored)
+    assert final_answer("work\n<answer> 42 </answer>\nmore") == "42"
+    assert final_answer("so \\boxed{\\frac{1}{2}} done") == "\\frac{1}{2}"
+    assert final_answer("<answer>\\boxed{7}</answer>") == "7"
+    assert final_answer("first\nsecond\n\n") is None
+    assert final_answer("<answer>1</answer><answer>2</answer>") is None
+    assert final_answer("\\boxed{1} or \\boxed{2}") is None
+    assert final_answer("") is None
 
 
 @pytest.mark.parametrize(
@@ -62,7 +69,7 @@ def test_extract_answer_prefers_tags_then_boxed_then_last_line():
         ("42.0", "42", True),
         ("1,024", "1024", True),
         ("3/4", "0.75", True),
-        ("$5", "5", True),
+        ("\\$5", "5", True),
         ("421", "42", False),
         ("4", "42", False),
         ("2*x + 2", "2(x+1)", True),
@@ -71,10 +78,16 @@ def test_extract_answer_prefers_tags_then_boxed_then_last_line():
         ("", "0", False),
         ("__import__('os')", "0", False),
         ("9^9^9^9", "1", False),
+        # were accepted by the hand-written matcher (sympy, implicit multiplication, commuting symbols):
+        ("7 * 8", "56", False),
+        ("7 8", "56", False),
+        ("stressed", "desserts", False),
+        ("1/2/3", "3/2", False),
+        ("12,3", "123", False),
     ],
 )
-def test_answers_match_numeric_and_symbolic(predicted, reference, equal):
-    assert answers_match(predicted, reference) is equal
+def test_math_answers_are_scored_by_math_verify_within_the_bounds(predicted, reference, equal):
+    assert math_answer_correct(predicted, reference) is equal
 
 
 def test_jsonl_loader_and_its_errors(tmp_path):
@@ -85,7 +98,8 @@ def test_jsonl_loader_and_its_errors(tmp_path):
     p = task.problem(0)
     assert task.reward(p, "so the answer is\n<answer>0.75</answer>", 10) == 1.0
     assert task.reward(p, "\\boxed{0.7}", 5) == 0.0
-    assert task.reward(task.problem(1), "4", 1) == 1.0
+    assert task.reward(task.problem(1), "\\boxed{4}", 1) == 1.0
+    assert task.reward(task.problem(1), "4", 1) == 0.0  # was 1.0: a bare last line is not an answer
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "x"}\n')
     with pytest.raises(TaskError, match="bad.jsonl:1"):
@@ -117,9 +131,10 @@ def test_length_target_reward_subtracts_the_distance_to_the_target():
     task = build_task(TaskSpec(name="rev", length_targets=(10,)))
     p = task.problem(0)
     assert "Think for 10 tokens" in p.prompt
-    assert task.reward(p, p.answer, 10) == pytest.approx(1.0)
-    assert task.reward(p, p.answer, 4) == pytest.approx(1.0 - 0.0003 * 6)
-    assert task.reward(p, "wrong", 30) == pytest.approx(-0.0003 * 20)
+    assert task.reward(p, p.answer, 10) == 1.0
+    assert task.reward(p, p.answer, 4) == canonical_reward(1 - Fraction(3, 10_000) * 6) == pytest.approx(1 - 0.0003 * 6)
+    assert task.reward(p, "wrong", 30) == canonical_reward(Fraction(-3, 10_000) * 20) == pytest.approx(-0.0003 * 20)
+    assert is_canonical(task.reward(p, p.answer, 4))  # a float32 value: what the rollout file holds
 
 
 def test_difficulty_filter_keeps_the_band_of_pass_rates():

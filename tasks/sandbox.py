@@ -1,0 +1,190 @@
+"""Bounded, sandboxed scoring: library scorers (math-verify, reasoning-gym) run in a child process.
+
+Why a process: the scorers parse untrusted text with sympy and ANTLR, some reasoning-gym scorers
+call sympy's `parse_expr` (which evaluates Python), and a C-level computation such as a big-integer
+power cannot be interrupted inside the interpreter that started it. The child (tasks/_scorer_child.py)
+runs each call under a CPU-time budget and the whole process under a memory limit; it starts no
+processes and writes no files. A call that exceeds its budget, runs out of memory, raises, or kills
+the child is scored `UNSCORABLE` (0); a dead child is replaced on the next call.
+
+Why parties agree: the budget is the second line of defence. Every answer is first bounded by
+tasks.verify (length, characters, digit runs, exponents, LaTeX commands) before it reaches a parser,
+and the bounds are chosen so that admitted answers score in milliseconds (the slowest admitted
+inputs we found take well under a tenth of the budget, tests/test_reward_hacking.py); an input
+refused by the bounds is refused identically everywhere because the bounds are pure functions of
+the text. The budget is CPU time, not wall time, so a busy machine does not hit it sooner. The
+only way two parties could disagree is an admitted answer that is *correct* and costs about the
+budget to recognise: a wrong answer scores 0 whether or not it finishes.
+
+Budgets: `CPU_BUDGET_S` per completion (the timer raises in Python code; RLIMIT_CPU kills the child
+when C code runs more than a second past it), `MEMORY_BYTES` of address space, and a wall-clock
+guard `WALL_LIMIT_S` only for a child that stops using CPU altogether.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from tasks.base import TaskError
+
+CPU_BUDGET_S = 5.0
+"""CPU seconds one completion's scoring may take (math-verify or a reasoning-gym scorer)."""
+PREPARE_BUDGET_S = 30.0
+"""CPU seconds for building a reasoning-gym dataset entry in the child (trusted input, from the run spec)."""
+MEMORY_BYTES = 2 * 1024**3
+"""Address-space limit of the scoring child (RLIMIT_AS)."""
+WALL_LIMIT_S = 60.0
+"""The parent's guard for a child that neither answers nor uses up its CPU budget (then: killed, 0)."""
+
+_CHILD = Path(__file__).with_name("_scorer_child.py")
+
+
+class ScoringSandbox:
+    """One scoring child process, started on first use, replaced when it dies. Thread-safe."""
+
+    def __init__(self, kinds: tuple[str, ...], cpu_budget_s: float = CPU_BUDGET_S,
+                 memory_bytes: int = MEMORY_BYTES, wall_limit_s: float = WALL_LIMIT_S,
+                 prepare_budget_s: float = PREPARE_BUDGET_S) -> None:
+        self.kinds = tuple(sorted(kinds))
+        self.cpu_budget_s = cpu_budget_s
+        self.memory_bytes = memory_bytes
+        self.wall_limit_s = wall_limit_s
+        self.prepare_budget_s = prepare_budget_s
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self._pid = 0
+        self._to_child: int | None = None
+        self._from_child: int | None = None
+        self._buffer = b""
+        self.restarts = 0
+
+    # -- process management ------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        request_r, request_w = os.pipe()
+        reply_r, reply_w = os.pipe()
+        config = {"cpu_budget_s": self.cpu_budget_s, "prepare_budget_s": self.prepare_budget_s,
+                  "memory_bytes": self.memory_bytes, "kinds": list(self.kinds)}
+        env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")}
+        env.update(PYTHONHASHSEED="0", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
+                   PYTHONDONTWRITEBYTECODE="1")
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-B", str(_CHILD), str(request_r), str(reply_w), json.dumps(config)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                pass_fds=(request_r, reply_w), cwd=tempfile.gettempdir(), env=env, start_new_session=True)
+        finally:
+            os.close(request_r)
+            os.close(reply_w)
+        self._pid = os.getpid()
+        self._to_child, self._from_child, self._buffer = request_w, reply_r, b""
+        ready = self._read_reply(time.monotonic() + max(self.wall_limit_s, 120.0))
+        if not ready or not ready.get("ready"):
+            why = (ready or {}).get("why", "it exited")
+            self._stop()
+            raise TaskError(f"the scoring sandbox did not start: {why}")
+
+    def _stop(self) -> None:
+        proc, self._proc = self._proc, None
+        for fd in (self._to_child, self._from_child):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._to_child = self._from_child = None
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                proc.kill()
+        if proc is not None:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pid == os.getpid():
+                self._stop()
+
+    def _read_reply(self, deadline: float) -> dict | None:
+        assert self._from_child is not None
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            readable, _, _ = select.select([self._from_child], [], [], left)
+            if not readable:
+                continue
+            chunk = os.read(self._from_child, 65536)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            return None
+        return reply if isinstance(reply, dict) else None
+
+    # -- requests ----------------------------------------------------------------------------------
+
+    def request(self, payload: dict) -> dict:
+        """The child's reply to `payload`, or {"ok": False, "why": "killed" | "wall"} when the child died
+        or stalled (it is then replaced). TaskError only when the sandbox cannot start at all."""
+        data = (json.dumps(payload) + "\n").encode()
+        with self._lock:
+            for attempt in range(2):
+                if self._proc is None or self._pid != os.getpid() or self._proc.poll() is not None:
+                    if self._proc is not None and self._pid == os.getpid():
+                        self._stop()
+                    self._proc = None
+                    self._start()
+                try:
+                    os.write(self._to_child, data)  # type: ignore[arg-type]
+                except OSError:
+                    self._stop()
+                    self.restarts += 1
+                    continue  # the child was gone before the request: nothing was scored, start afresh
+                reply = self._read_reply(time.monotonic() + self.wall_limit_s)
+                if reply is not None:
+                    if reply.get("why") in ("budget", "memory"):  # the child exits after these: a fresh one next
+                        self._stop()
+                        self.restarts += 1
+                    return reply
+                stalled = self._proc is not None and self._proc.poll() is None
+                self._stop()
+                self.restarts += 1
+                return {"ok": False, "why": "wall" if stalled else "killed"}
+            return {"ok": False, "why": "killed"}
+
+
+_SANDBOXES: dict[tuple[str, ...], ScoringSandbox] = {}
+_SANDBOXES_LOCK = threading.Lock()
+
+
+def shared_sandbox(*kinds: str) -> ScoringSandbox:
+    """The process-wide sandbox for these scorer kinds ('math', 'gym'), started on first request."""
+    key = tuple(sorted(kinds))
+    with _SANDBOXES_LOCK:
+        if key not in _SANDBOXES:
+            _SANDBOXES[key] = ScoringSandbox(key)
+        return _SANDBOXES[key]
+
+
+@atexit.register
+def _close_all() -> None:
+    for sandbox in list(_SANDBOXES.values()):
+        sandbox.close()
