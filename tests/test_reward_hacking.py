@@ -462,3 +462,41 @@ def test_a_run_spec_naming_the_old_tolerance_does_not_loosen_the_check():
     attack = decode_rollouts(encode_rollouts(_shifted(batch, {0: 0.999e-6})))
     outcome = _validator(spec)._assignment_and_rewards(attack, tokenizer)
     assert outcome is not None and outcome.reason == Reason.REWARD
+
+
+def test_random_admitted_answers_score_far_inside_the_budget():
+    """A small seeded search over expressions the bounds admit (docs/protocol.md quotes a larger one): none
+    reaches the CPU budget, so the budget, not the bounds, never decides an admitted answer's reward here."""
+    import random
+
+    rng = random.Random(28)
+    golds = ["2(x+1)", "\\frac{x^2-1}{x+1}", "(x+y+z)^{2}", "\\sin(x)^2+\\cos(x)^2", "e^{-x}\\sin(x)", "x^{10}"]
+    atoms = ["x", "y", "z", "e", "\\pi", "1", "2", "3", "9999", "0.5"]
+    functions = ["\\sin", "\\cos", "\\exp"]
+
+    def expr(depth):
+        if depth == 0:
+            return rng.choice(atoms)
+        k = rng.random()
+        if k < 0.3:
+            return f"({expr(depth - 1)}+{expr(depth - 1)})"
+        if k < 0.45:
+            return f"{expr(depth - 1)}\\cdot{expr(depth - 1)}"
+        if k < 0.6:
+            return f"\\frac{{{expr(depth - 1)}}}{{{expr(depth - 1)}}}"
+        if k < 0.8:
+            return f"({expr(depth - 1)})^{{{rng.choice([2, 3, 4, 10])}}}"
+        return f"{rng.choice(functions)}({expr(depth - 1)})"
+
+    sandbox = ScoringSandbox(("math",))
+    try:
+        admitted = 0
+        while admitted < 40:
+            gold, answer = rng.choice(golds), expr(rng.randint(1, 5))
+            if admissible_math_answer(answer, gold):
+                admitted += 1
+                reply = sandbox.request({"op": "math", "gold": gold, "answer": answer})
+                assert reply["ok"], (gold, answer, reply)
+                assert reply["cpu_s"] < tasks.sandbox.CPU_BUDGET_S / 2, (gold, answer, reply)
+    finally:
+        sandbox.close()
