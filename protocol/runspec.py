@@ -45,8 +45,8 @@ class VerificationSpec(BaseModel):
         "the EOS was the seeded draw, and a floor ε rejects honest completions (up to ε per token)"))
     reward_tolerance: float = Field(0.0, ge=0, description=(
         "deprecated and unused: rewards are exact float32 values every party computes bit-identically, and the "
-        "reward check is tasks.rewards.rewards_equal (no tolerance). Kept so that run specs naming it still "
-        "parse; 0 by default so that a comparison `abs(a − b) > reward_tolerance` is exact"))
+        "reward check is tasks.rewards.rewards_equal (no tolerance; the validator ignores this field). Kept so that "
+        "run specs naming it still parse"))
     spot_check_bps: int = Field(10_000, gt=0, le=10_000, description=(
         "q in basis points: the fraction of each file's completions given the expensive checks "
         "(protocol.spotcheck); `pool create` makes it the pool's on-chain spotCheckBps, which is what "

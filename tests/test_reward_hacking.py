@@ -445,9 +445,6 @@ def test_a_reward_shifted_inside_the_old_tolerance_is_challenged_and_was_what_ma
     assert outcome is not None and outcome.reason == Reason.REWARD and outcome.failing_samples == [0, 1]
 
 
-@pytest.mark.xfail(reason="validator/checks.py still compares within the run spec's reward_tolerance; the one-line "
-                          "change `if not self.task.reward_matches(problem, text, len(s.completion_ids), s.reward):` "
-                          "makes a tolerance named by an old run spec irrelevant", strict=False)
 def test_a_run_spec_naming_the_old_tolerance_does_not_loosen_the_check():
     task_spec = CORPUS_SPECS["rev"]
     sampling = SamplingSpec(group_size=4, temperature=1.0, max_tokens=16)

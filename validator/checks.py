@@ -180,7 +180,7 @@ class RolloutChecker:
         for i, s in enumerate(batch.samples):
             problem = problems[s.prompt_index]
             text = tokenizer.decode(s.completion_ids, skip_special_tokens=True)
-            if abs(self.task.reward(problem, text, len(s.completion_ids)) - s.reward) > self.spec.verification.reward_tolerance:
+            if not self.task.reward_matches(problem, text, len(s.completion_ids), s.reward):
                 bad.append(i)
         if bad:
             return CheckOutcome(False, Reason.REWARD, f"{len(bad)} of {len(batch.samples)} rewards differ from the "
