@@ -60,6 +60,8 @@ REPLAY_BLOCK_ELEMENTS = 1 << 22
 """Logits replayed at once (block rows × vocab): each float32 work tensor of a block is at most 16 MiB
 whatever the vocabulary or the completion's length (27 rows at V = 152,064; 128 rows at V = 32,768).
 Every row is replayed on its own, so the block size changes no result bit."""
+DEVICE_REPLAY_BLOCK_ELEMENTS = 1 << 26
+"""The same on an accelerator (256 MiB float32 work tensors): fewer, larger kernel launches."""
 
 
 class SamplingSpecError(ValueError):
@@ -273,7 +275,8 @@ def replay(
     tokens = torch.tensor(token_ids, dtype=torch.long, device=device)
     if int(tokens.min()) < 0 or int(tokens.max()) >= vocab:
         return ReplayResult(n_tokens=n, failed_positions=list(range(n)), max_score_gap=math.inf)
-    rows_per_block = block_rows or max(1, REPLAY_BLOCK_ELEMENTS // vocab)
+    elements = REPLAY_BLOCK_ELEMENTS if logits.device.type == "cpu" else DEVICE_REPLAY_BLOCK_ELEMENTS
+    rows_per_block = block_rows or max(1, elements // vocab)
     seed_tensor = torch.tensor([seed], dtype=torch.int64, device=device)
     bad_parts: list[torch.Tensor] = []
     gap_maxima: list[torch.Tensor] = []
