@@ -78,7 +78,7 @@ def load_latest_checkpoint(root: str | Path) -> Checkpoint | None:
     folder = root / name
     try:
         trainer = json.loads((folder / "trainer.json").read_text())
-        tensors = torch.load(folder / "state.pt", weights_only=False)
+        tensors = torch.load(folder / "state.pt", weights_only=False, map_location="cpu")  # portable: CUDA runs resume anywhere
     except (OSError, json.JSONDecodeError, RuntimeError) as exc:
         raise TrainerStateError(f"checkpoint {folder} is unreadable: {exc}") from exc
     return Checkpoint(step=int(trainer.pop("step")), tensors=tensors, trainer=trainer, path=folder)
