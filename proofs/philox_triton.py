@@ -53,7 +53,9 @@ if triton is not None:
         return tl.minimum(w, 0.99999994039535522)  # 1 - 2^-24
 
     @triton.jit
-    def uniform_kernel(seeds_ptr, positions_ptr, out_ptr, vocab, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    def noise_kernel(seeds_ptr, positions_ptr, out_ptr, vocab, BLOCK: tl.constexpr,  # type: ignore[no-untyped-def]
+                     GUMBEL: tl.constexpr):
+        """Row `program_id(0)`'s uniforms w (GUMBEL False) or noise g (GUMBEL True) for one BLOCK of tokens."""
         row = tl.program_id(0)
         tokens = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
         seed = tl.load(seeds_ptr + row)
@@ -61,43 +63,30 @@ if triton is not None:
         k0 = (seed & 0xFFFFFFFF).to(tl.uint32)
         k1 = (seed >> 32).to(tl.uint32)
         words = _philox_words(tokens >> 2, tl.zeros_like(tokens) + position, k0, k1)
-        x = _select_word(words, tokens & 3)
-        tl.store(out_ptr + row.to(tl.int64) * vocab + tokens, _uniform(x), mask=tokens < vocab)
-
-    @triton.jit
-    def gumbel_kernel(seeds_ptr, positions_ptr, out_ptr, vocab, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
-        row = tl.program_id(0)
-        tokens = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-        seed = tl.load(seeds_ptr + row)
-        position = tl.load(positions_ptr + row)
-        k0 = (seed & 0xFFFFFFFF).to(tl.uint32)
-        k1 = (seed >> 32).to(tl.uint32)
-        words = _philox_words(tokens >> 2, tl.zeros_like(tokens) + position, k0, k1)
-        w = _uniform(_select_word(words, tokens & 3))
-        # log1p(-w) by Kahan's identity (exact enough for w down to 2^-33, where 1 - w rounds to 1)
-        one_minus = 1.0 - w
-        log1p_neg = tl.where(one_minus == 1.0, -w, tl.log(one_minus) * (-w) / (one_minus - 1.0))
-        g = -tl.log(-log1p_neg)
-        tl.store(out_ptr + row.to(tl.int64) * vocab + tokens, g, mask=tokens < vocab)
+        value = _uniform(_select_word(words, tokens & 3))
+        if GUMBEL:
+            # log1p(-w) by Kahan's identity (exact enough for w down to 2^-33, where 1 - w rounds to 1)
+            one_minus = 1.0 - value
+            log1p_neg = tl.where(one_minus == 1.0, -value, tl.log(one_minus) * (-value) / (one_minus - 1.0))
+            value = -tl.log(-log1p_neg)
+        tl.store(out_ptr + row.to(tl.int64) * vocab + tokens, value, mask=tokens < vocab)
 
 
-    _KERNELS = (uniform_kernel, gumbel_kernel)
 
-
-def _launch(kernel_index: int, seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) -> torch.Tensor:
+def _launch(gumbel: bool, seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) -> torch.Tensor:
     rows = seeds.shape[0]
     out = torch.empty((rows, vocab_size), dtype=torch.float32, device=seeds.device)
     if rows:
         grid = (rows, (vocab_size + _BLOCK - 1) // _BLOCK)
-        _KERNELS[kernel_index][grid](seeds, positions, out, vocab_size, BLOCK=_BLOCK)
+        noise_kernel[grid](seeds, positions, out, vocab_size, BLOCK=_BLOCK, GUMBEL=gumbel)
     return out
 
 
 def uniforms(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """w(s, i, v) for every v < vocab_size: float32 [rows, V] (seeds, positions: int64 [rows])."""
-    return _launch(0, seeds, positions, vocab_size)
+    return _launch(False, seeds, positions, vocab_size)
 
 
 def gumbel_noise(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """g(s, i, v) for every v < vocab_size: float32 [rows, V] (seeds, positions: int64 [rows])."""
-    return _launch(1, seeds, positions, vocab_size)
+    return _launch(True, seeds, positions, vocab_size)
