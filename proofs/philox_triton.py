@@ -8,6 +8,8 @@ Triton's interpreter). The log1p/log of the transform may differ by a few ulps (
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 _BLOCK = 1024
@@ -34,12 +36,12 @@ if triton is not None:
         c3 = tl.zeros_like(c0)
         for _ in tl.static_range(10):
             hi0 = tl.umulhi(c0, 0xD2511F53)
-            lo0 = c0 * 0xD2511F53
+            lo0 = tl.mul(c0, 0xD2511F53, sanitize_overflow=False)  # uint32 arithmetic wraps by design
             hi1 = tl.umulhi(c2, 0xCD9E8D57)
-            lo1 = c2 * 0xCD9E8D57
+            lo1 = tl.mul(c2, 0xCD9E8D57, sanitize_overflow=False)
             c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
-            k0 = k0 + 0x9E3779B9
-            k1 = k1 + 0xBB67AE85
+            k0 = tl.add(k0, 0x9E3779B9, sanitize_overflow=False)
+            k1 = tl.add(k1, 0xBB67AE85, sanitize_overflow=False)
         return c0, c1, c2, c3
 
     @triton.jit
@@ -54,7 +56,7 @@ if triton is not None:
 
     @triton.jit
     def noise_kernel(seeds_ptr, positions_ptr, out_ptr, vocab, BLOCK: tl.constexpr,  # type: ignore[no-untyped-def]
-                     GUMBEL: tl.constexpr):
+                     GUMBEL: tl.constexpr, LIBDEVICE: tl.constexpr):
         """Row `program_id(0)`'s uniforms w (GUMBEL False) or noise g (GUMBEL True) for one BLOCK of tokens."""
         row = tl.program_id(0)
         tokens = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
@@ -65,10 +67,12 @@ if triton is not None:
         words = _philox_words(tokens >> 2, tl.zeros_like(tokens) + position, k0, k1)
         value = _uniform(_select_word(words, tokens & 3))
         if GUMBEL:
-            # log1p(-w) by Kahan's identity (exact enough for w down to 2^-33, where 1 - w rounds to 1)
-            one_minus = 1.0 - value
-            log1p_neg = tl.where(one_minus == 1.0, -value, tl.log(one_minus) * (-value) / (one_minus - 1.0))
-            value = -tl.log(-log1p_neg)
+            if LIBDEVICE:  # compiled for CUDA: libdevice's log1p and log (within 1-2 ulp)
+                value = -tl.extra.libdevice.log(-tl.extra.libdevice.log1p(-value))
+            else:  # Triton's interpreter (no libdevice): log1p(-w) by Kahan's identity over numpy's log
+                one_minus = 1.0 - value
+                log1p_neg = tl.where(one_minus == 1.0, -value, tl.log(one_minus) * (-value) / (one_minus - 1.0))
+                value = -tl.log(-log1p_neg)
         tl.store(out_ptr + row.to(tl.int64) * vocab + tokens, value, mask=tokens < vocab)
 
 
@@ -78,7 +82,8 @@ def _launch(gumbel: bool, seeds: torch.Tensor, positions: torch.Tensor, vocab_si
     out = torch.empty((rows, vocab_size), dtype=torch.float32, device=seeds.device)
     if rows:
         grid = (rows, (vocab_size + _BLOCK - 1) // _BLOCK)
-        noise_kernel[grid](seeds, positions, out, vocab_size, BLOCK=_BLOCK, GUMBEL=gumbel)
+        noise_kernel[grid](seeds, positions, out, vocab_size, BLOCK=_BLOCK, GUMBEL=gumbel,
+                           LIBDEVICE=os.environ.get("TRITON_INTERPRET") != "1")
     return out
 
 

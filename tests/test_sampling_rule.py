@@ -149,6 +149,24 @@ def test_triton_kernel_gives_the_torch_uniforms_bit_for_bit() -> None:
     assert equal == "True" and float(gap) <= GUMBEL_TOLERANCE
 
 
+def test_triton_kernel_compiles_for_a_cuda_gpu_without_one() -> None:
+    """The compiled path (libdevice's log1p and log, uint32 Philox arithmetic) as PTX for sm_90, no GPU needed:
+    the unsigned 32-bit high products and the correctly rounded integer-to-float conversion are there."""
+    pytest.importorskip("triton", reason="Triton ships with CUDA builds of torch only")
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    from proofs.philox_triton import noise_kernel
+
+    signature = {"seeds_ptr": "*i64", "positions_ptr": "*i64", "out_ptr": "*fp32", "vocab": "i32",
+                 "BLOCK": "constexpr", "GUMBEL": "constexpr", "LIBDEVICE": "constexpr"}
+    for gumbel in (False, True):
+        source = triton.compiler.ASTSource(fn=noise_kernel, signature=signature,
+                                           constexprs={"BLOCK": 1024, "GUMBEL": gumbel, "LIBDEVICE": True})
+        ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+        assert "mul.hi.u32" in ptx and "cvt.rn.f32.u32" in ptx
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine (bench.gpu runs it on one)")
 def test_cuda_noise_equals_the_cpu_noise() -> None:
     seeds, positions, tokens = (torch.from_numpy(a) for a in _random_triples(1_000_000, 11))
