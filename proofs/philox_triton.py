@@ -21,9 +21,18 @@ except ImportError:  # CPU-only installs: proofs.sampling uses torch integer ops
     triton = None
 
 
+_broken: list[str] = []
+
+
 def available() -> bool:
-    """Whether Triton imports (it ships with CUDA builds of torch)."""
-    return triton is not None
+    """Whether the kernel can be used: Triton imports (it ships with CUDA builds of torch) and the kernel has
+    not failed to build on this machine (then proofs.sampling's torch path gives the same uniforms)."""
+    return triton is not None and not _broken
+
+
+def mark_broken(reason: str) -> None:
+    """Stop using the kernel in this process (the torch path takes over, bit for bit on the uniforms)."""
+    _broken.append(reason)
 
 
 if triton is not None:

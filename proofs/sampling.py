@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import math
 import struct
 from collections.abc import Sequence
@@ -181,7 +182,12 @@ def gumbel_noise(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) 
         if philox_triton.available():
             seeds, positions = torch.broadcast_tensors(seeds, torch.as_tensor(positions, dtype=torch.int64,
                                                                               device=seeds.device))
-            return philox_triton.gumbel_noise(seeds.contiguous(), positions.contiguous(), vocab_size)
+            try:
+                return philox_triton.gumbel_noise(seeds.contiguous(), positions.contiguous(), vocab_size)
+            except Exception as exc:  # a kernel that cannot build here (no compiler, old driver): same bits below
+                philox_triton.mark_broken(repr(exc))
+                logging.getLogger(__name__).warning("Triton noise kernel unavailable (%s); using torch integer ops",
+                                                    exc)
     seeds, positions = torch.broadcast_tensors(seeds, torch.as_tensor(positions, dtype=torch.int64, device=seeds.device))
     out = torch.empty((seeds.shape[0], vocab_size), dtype=torch.float32, device=seeds.device)
     rows_per_chunk = max(1, NOISE_CHUNK_ELEMENTS // max(vocab_size, 1))
