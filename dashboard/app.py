@@ -13,7 +13,7 @@ from typing import Any, Callable, Literal
 
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -183,6 +183,13 @@ def create_app(explorer: Callable[[], Explorer], indexer: ChainIndexer | None = 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:
         return FileResponse(STATIC / "index.html")
+
+    @app.get("/pool/{pool_id}", include_in_schema=False)
+    @app.get("/worker/{key}", include_in_schema=False)
+    @app.get("/work/{key}", include_in_schema=False)
+    def deep_link(request: Request) -> RedirectResponse:
+        """The page's routes live in the hash (#/pool/1); a printed or pasted /pool/1 opens the same page."""
+        return RedirectResponse("/#" + request.url.path, status_code=307)
 
     @app.get("/summary", include_in_schema=False)
     def summary_page() -> FileResponse:

@@ -282,7 +282,7 @@ class Explorer:
             "SELECT * FROM events WHERE name = 'RewardsClaimed' AND tx_hash IN (SELECT c.tx_hash FROM claimed_works c "
             "JOIN events s ON s.work_id = c.work_id AND s.name = 'WorkSubmitted' WHERE s.pool_id = ?) "
             "ORDER BY block_number DESC, log_index DESC", (pool_id,))
-        items = [{"worker": r["data"]["worker"], "amount": r["data"]["amount"], "works": r["data"]["works"],
+        items = [{"worker": r["data"]["worker"], "amount": r["data"]["amount"], "works": len(r["data"]["work_ids"]),
                   "work_ids": r["data"]["work_ids"], "block": r["block_number"], "tx_hash": r["tx_hash"]}
                  for r in rows[offset:offset + limit]]
         return page(items, len(rows), offset, limit)

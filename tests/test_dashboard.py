@@ -268,3 +268,30 @@ def test_a_demo_summary_is_served_when_present(chain, tmp_path):
         assert "app.js" in requests.get(url + "/summary", timeout=10).text
     finally:
         service.stop()
+
+
+def test_claims_are_listed_and_printed_urls_open_their_page(chain, tmp_path):
+    """A pool's claims page after a real claim (it answered 500 once the first reward was claimed), and the demo's
+    printed /pool/N opens the page at #/pool/N."""
+    worker = chain.worker(0)
+    work_id = chain.submit(0, b"\xc3" * 32, 8)
+    chain.validator.pool.attest(work_id)
+    chain.rpc("evm_increaseTime", [chain.config.reward_lock_s])
+    chain.rpc("evm_mine", [])
+    worker.pool.claim([work_id])
+    service = ExplorerService(tmp_path / "i.sqlite", chain.anvil.rpc_url, chain.deployment, None, port=free_port())
+    url = service.start()
+    try:
+        get = lambda path, **kw: requests.get(url + path, timeout=10, **kw)  # noqa: E731
+        _wait(lambda: get(f"/api/pools/{chain.pool_id}/claims").json().get("total") == 1)
+        (claim,) = get(f"/api/pools/{chain.pool_id}/claims").json()["items"]
+        assert (claim["worker"], claim["amount"], claim["works"]) == (
+            worker.address, str(8 * chain.config.reward_per_sample), 1)
+        assert claim["work_ids"] == ["0x" + work_id.hex()]
+        assert get(f"/api/pools/{chain.pool_id}").json()["submissions"]["paid"] == 1
+        for path in (f"/pool/{chain.pool_id}", f"/worker/{worker.address}", f"/work/0x{work_id.hex()}"):
+            moved = get(path, allow_redirects=False)
+            assert moved.status_code == 307 and moved.headers["location"] == "/#" + path
+            assert "app.js" in get(path).text
+    finally:
+        service.stop()
