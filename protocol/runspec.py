@@ -7,6 +7,7 @@ chain alone and nobody can quietly change the task, the sampling or the verifica
 
 from __future__ import annotations
 
+import math
 import tomllib
 from pathlib import Path
 
@@ -59,6 +60,13 @@ class VerificationSpec(BaseModel):
                           mean_excludes_max=self.toploc_mean_excludes_max)
 
 
+NUCLEUS_SLACK_LIMIT = 0.1
+"""With top_p = p < 1 the replay admits a token when the mass above it is below p·e^(2ε/T) (docs/protocol.md,
+"Sampling rule v2"): a band of mass p·(e^(2ε/T) − 1) past the nucleus. A run spec is refused when that band is
+more than this fraction of the tail 1 − p an honest sampler excludes (at ε ≈ 0.03 and p = 0.95 the band covers
+the whole tail: the nucleus check would admit every token)."""
+
+
 class RunSpec(BaseModel):
     """Task, sampling and verification rules of one pool."""
 
@@ -76,6 +84,15 @@ class RunSpec(BaseModel):
     def _sampled(self) -> RunSpec:
         if self.sampling.temperature <= 0:
             raise ValueError("a pool samples with temperature > 0 (seeded Gumbel sampling; GRPO needs varied groups)")
+        top_p, temperature = self.sampling.top_p, self.sampling.temperature
+        tolerance = self.verification.logit_tolerance
+        if top_p < 1 and top_p * math.expm1(2 * tolerance / temperature) > NUCLEUS_SLACK_LIMIT * (1 - top_p):
+            limit = temperature / 2 * math.log1p(NUCLEUS_SLACK_LIMIT * (1 - top_p) / top_p)
+            raise ValueError(
+                f"top_p {top_p} with logit_tolerance {tolerance:g} at temperature {temperature:g} makes the sampling "
+                f"replay's nucleus check loose: it admits tokens past a mass of {top_p * math.exp(2 * tolerance / temperature):.4g} "
+                f"(more than a tenth of the {1 - top_p:.4g} an honest top-p sampler never draws from); "
+                f"use top_p = 1, or a logit_tolerance of at most {limit:.3g}")
         return self
 
     @property

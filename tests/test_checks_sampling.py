@@ -199,3 +199,22 @@ def test_assignment_check_and_errors() -> None:
         assign_prompts(POOL, ALICE, -1, 10, 1)
     with pytest.raises(AssignmentError):
         assign_prompts(POOL, ALICE, 2**64, 10, 1)
+
+
+def test_a_run_spec_whose_tolerance_makes_the_nucleus_check_loose_is_refused() -> None:
+    """top_p < 1 at a bf16-calibrated tolerance: the relaxed nucleus would admit tokens an honest top-p sampler
+    never draws (issue 26); the float32 profile keeps top_p < 1 usable."""
+    from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
+    from tasks.registry import TaskSpec
+
+    def spec(top_p: float, tolerance: float, temperature: float = 1.0) -> RunSpec:
+        return RunSpec(task=TaskSpec(name="sort"), pool_seed="0x" + "ab" * 32,
+                       sampling=SamplingSpec(temperature=temperature, top_p=top_p),
+                       verification=VerificationSpec(logit_tolerance=tolerance))
+
+    assert spec(0.95, 1e-3).sampling.top_p == 0.95
+    assert spec(1.0, 0.03).verification.logit_tolerance == 0.03
+    with pytest.raises(ValueError, match="nucleus check loose.*at most 0.00"):
+        spec(0.95, 0.03)
+    with pytest.raises(ValueError, match="nucleus check loose"):
+        spec(0.99, 1e-3, temperature=0.5)
