@@ -161,6 +161,14 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _left_padded(backend: TorchBackend, prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input ids, attention mask) of `prompts` left-padded to one width, on the backend's device."""
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[backend.pad_token_id] * (width - len(p)) + p for p in prompts], device=backend.device)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=backend.device)
+    return ids, mask
+
+
 @torch.inference_mode()
 def _plain_tokens_per_s(backend: TorchBackend, prompts: list[list[int]], new_tokens: int) -> float:
     """TorchBackend.generate's decode loop with plain on-device sampling (multinomial of softmax(l / T)) and
@@ -168,9 +176,7 @@ def _plain_tokens_per_s(backend: TorchBackend, prompts: list[list[int]], new_tok
     from transformers import DynamicCache
 
     device = backend.device
-    width = max(len(p) for p in prompts)
-    ids = torch.tensor([[backend.pad_token_id] * (width - len(p)) + p for p in prompts], device=device)
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+    ids, mask = _left_padded(backend, prompts)
     _synchronize(device)
     start = time.perf_counter()
     positions = (mask.cumsum(-1) - 1).clamp_min(0)
@@ -195,9 +201,7 @@ def _plain_tokens_per_s(backend: TorchBackend, prompts: list[list[int]], new_tok
 @torch.inference_mode()
 def _hf_tokens_per_s(backend: TorchBackend, prompts: list[list[int]], new_tokens: int) -> float:
     device = backend.device
-    width = max(len(p) for p in prompts)
-    ids = torch.tensor([[backend.pad_token_id] * (width - len(p)) + p for p in prompts], device=device)
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+    ids, mask = _left_padded(backend, prompts)
     _synchronize(device)
     start = time.perf_counter()
     backend.model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_p=1.0,

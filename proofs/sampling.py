@@ -91,9 +91,6 @@ def derive_seed(pool_seed: bytes, worker: str, step: int, sample_index: int) -> 
     return int.from_bytes(digest[:8], "big") >> (64 - SEED_BITS)
 
 
-SAMPLING_RULE = 2
-"""The sampling rule's version (this module's docstring); rollout files name it through their schema version."""
-
 PHILOX_MULTIPLIERS = (0xD2511F53, 0xCD9E8D57)
 PHILOX_KEY_BUMPS = (0x9E3779B9, 0xBB67AE85)
 PHILOX_ROUNDS = 10
@@ -176,19 +173,17 @@ def gumbel_noise(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) 
     """g(s, i, v) for every v: float32 [rows, V] on the device of `seeds` (a fused Triton kernel on CUDA
     when Triton is present, torch integer ops otherwise: the same uniforms bit for bit)."""
     seeds = torch.as_tensor(seeds, dtype=torch.int64)
+    seeds, positions = torch.broadcast_tensors(seeds, torch.as_tensor(positions, dtype=torch.int64, device=seeds.device))
     if seeds.is_cuda:
         from proofs import philox_triton
 
         if philox_triton.available():
-            seeds, positions = torch.broadcast_tensors(seeds, torch.as_tensor(positions, dtype=torch.int64,
-                                                                              device=seeds.device))
             try:
                 return philox_triton.gumbel_noise(seeds.contiguous(), positions.contiguous(), vocab_size)
             except Exception as exc:  # a kernel that cannot build here (no compiler, old driver): same bits below
                 philox_triton.mark_broken(repr(exc))
                 logging.getLogger(__name__).warning("Triton noise kernel unavailable (%s); using torch integer ops",
                                                     exc)
-    seeds, positions = torch.broadcast_tensors(seeds, torch.as_tensor(positions, dtype=torch.int64, device=seeds.device))
     out = torch.empty((seeds.shape[0], vocab_size), dtype=torch.float32, device=seeds.device)
     rows_per_chunk = max(1, NOISE_CHUNK_ELEMENTS // max(vocab_size, 1))
     for begin in range(0, seeds.shape[0], rows_per_chunk):

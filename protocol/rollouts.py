@@ -85,7 +85,6 @@ SCHEMA_NAME = "proofswarm.rollouts"
 SCHEMA_VERSION = 4
 """v4: completions sampled with sampling rule v2 (proofs.sampling: counter-based Philox noise). Files of v3 and
 before were sampled with rule v1 (a CPU Mersenne-Twister stream) and are refused by name."""
-SAMPLING_RULE_OF_OLD_VERSIONS = {1: 1, 2: 1, 3: 1}
 METADATA_KEY = SCHEMA_NAME.encode()
 
 ARROW_SCHEMA = pa.schema(
@@ -313,9 +312,9 @@ def parse_header(raw: bytes) -> RolloutHeader:
     if not isinstance(header_json, dict):
         raise RolloutSchemaError("header is not a JSON object")
     old = header_json.get("version")
-    if isinstance(old, int) and not isinstance(old, bool) and old in SAMPLING_RULE_OF_OLD_VERSIONS:
+    if isinstance(old, int) and not isinstance(old, bool) and 1 <= old < SCHEMA_VERSION:
         raise RolloutSchemaError(f"rollout schema v{old} was sampled with sampling rule "
-                                 f"v{SAMPLING_RULE_OF_OLD_VERSIONS[old]} (a CPU Mersenne-Twister stream), which no pool "
+                                 f"v1 (a CPU Mersenne-Twister stream), which no pool "
                                  f"accepts any more; this reader knows v{SCHEMA_VERSION} (sampling rule v2)")
     if header_json.get("version") != SCHEMA_VERSION:
         raise RolloutSchemaError(f"unsupported rollout schema version {clip(repr(header_json.get('version')))}; "
