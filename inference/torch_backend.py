@@ -31,6 +31,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from inference.backend import Completion, InferenceError, Prefill
+from inference.logprobs import token_logprobs
 from proofs.sampling import sample_tokens
 from protocol.runspec import SamplingSpec
 
@@ -134,7 +135,7 @@ class TorchBackend:
         for step in range(steps):
             logits = self.lm_head(hidden).float()
             next_ids = sample_tokens(logits, seed_tensor, step, params.temperature, params.top_p)
-            logprob_buffer[:, step] = torch.log_softmax(logits / scale, dim=-1).gather(1, next_ids[:, None])[:, 0]
+            logprob_buffer[:, step] = token_logprobs(logits, next_ids, scale)  # the validator's own function
             hidden_buffer[:, step] = hidden.to(torch.bfloat16)
             next_ids = next_ids.masked_fill(ended, self.pad_token_id)
             token_buffer[:, step] = next_ids

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from inference.backend import Completion, InferenceError, Prefill
+from inference.logprobs import token_logprobs
 from inference.policy import collect_stop_ids
 from proofs.sampling import sample_tokens
 from protocol.runspec import SamplingSpec
@@ -124,7 +125,7 @@ def sample_rows(logits: torch.Tensor, hidden: torch.Tensor, rows: dict[int, _Req
         positions = torch.tensor([len(st.tokens) for st in states], dtype=torch.int64, device=logits.device)
         chosen = sample_tokens(row_logits, seeds, positions, temperature, top_p)
         scale = temperature if temperature > 0 else 1.0
-        logprobs = torch.log_softmax(row_logits / scale, dim=-1).gather(1, chosen[:, None])[:, 0]
+        logprobs = token_logprobs(row_logits, chosen, scale)
         row_hidden = hidden.index_select(0, index_tensor).to(torch.bfloat16)
         logits[index_tensor] = -float("inf")
         logits[index_tensor, chosen] = 0.0
