@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from pydantic import ValidationError
-from pydantic_settings import BaseSettings, CliSettingsSource, PydanticBaseSettingsSource, TomlConfigSettingsSource
+from pydantic_settings import (
+    BaseSettings,
+    CliSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsError,
+    TomlConfigSettingsSource,
+)
 
 from ledger_client.chain.errors import LedgerError
 from ledger_client.ipfs.kubo import KuboError
@@ -19,7 +25,7 @@ from protocol.devnet import DEFAULT_DEVNET_DIR, DevnetCorrupt, load_devnet_info
 from protocol.digest import InvalidCid, InvalidDigest
 from protocol.manifest import CheckpointError
 from protocol.rollouts import RolloutFileError
-from protocol.runspec import RunSpecFileError
+from protocol.runspec import RunSpecFileError, TaskUnavailable
 
 EXIT_FAILURE = 1
 """The command could not do its job: the chain, IPFS, a file or a check failed; the message says which."""
@@ -36,6 +42,7 @@ EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (UsageError, EXIT_USAGE),
     (DevnetCorrupt, EXIT_USAGE),
     (RunSpecFileError, EXIT_USAGE),
+    (TaskUnavailable, EXIT_USAGE),
     (ValidationError, EXIT_USAGE),
     (InvalidCid, EXIT_USAGE),
     (InvalidDigest, EXIT_USAGE),
@@ -64,6 +71,8 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, ValidationError):
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "config"
+        if first["type"] == "extra_forbidden":
+            return f"unknown configuration key {where!r} (a typo?)"
         return f"invalid configuration: {where}: {first['msg']}"
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted"
@@ -215,6 +224,12 @@ def load_settings(settings_cls: type[S], toml_path: str | Path | None, argv: lis
                 sources += (TomlConfigSettingsSource(settings_cls, toml_file=toml),)
             return sources
 
-    cli = CliSettingsSource(_FromToml, cli_parse_args=argv, cli_prog_name=settings_cls.__name__.lower())
+    try:
+        cli = CliSettingsSource(_FromToml, cli_parse_args=argv, cli_prog_name="--set", cli_exit_on_error=False)
+    except SettingsError as exc:  # argparse's message, e.g. "unrecognized arguments: --max_step 3"
+        reason = str(exc).splitlines()[0].removeprefix("error parsing CLI: ")
+        unknown = reason.removeprefix("unrecognized arguments: ")
+        raise UsageError(f"unknown configuration option {unknown} (a typo?)" if unknown != reason
+                         else f"bad configuration option: {reason}") from None
     loaded = _FromToml(_cli_settings_source=cli, **(fixed or {}))
     return settings_cls.model_validate(loaded.model_dump())

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from protocol.pool import DEFAULT_ASYNC_LEVEL
@@ -19,6 +19,8 @@ from trainer.loss import LossConfig
 class ModelSpec(BaseModel):
     """Shape of the in-code char-level Llama policy (used when no init checkpoint is given)."""
 
+    model_config = ConfigDict(extra="forbid")
+
     hidden: int = Field(128, ge=8)
     layers: int = Field(4, ge=1)
     heads: int = Field(4, ge=1)
@@ -27,6 +29,8 @@ class ModelSpec(BaseModel):
 
 class OptimConfig(BaseModel):
     """AdamW with linear warmup, and gradient-norm clipping."""
+
+    model_config = ConfigDict(extra="forbid")
 
     lr: float = Field(2e-4, gt=0)
     weight_decay: float = Field(0.0, ge=0)
@@ -43,7 +47,7 @@ class OptimConfig(BaseModel):
 class TrainerConfig(BaseSettings):
     """Everything the GRPO trainer needs; the sampling fields must match the workers'."""
 
-    model_config = SettingsConfigDict(env_prefix="PROOFSWARM_TRAINER_", env_nested_delimiter="__", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="PROOFSWARM_TRAINER_", env_nested_delimiter="__", extra="forbid")
 
     run_dir: Path = Path("runs/grpo")
     task: TaskSpec = TaskSpec()

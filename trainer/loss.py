@@ -61,7 +61,7 @@ from dataclasses import dataclass, field, fields
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 # logp_θ and H(t) in chunks of positions (no float32 [tokens, V] tensor for the whole batch)
 from inference.logprobs import token_logprobs, token_logprobs_and_entropy
@@ -72,6 +72,8 @@ __all__ = ["LossConfig", "LossOutput", "clipped_token_loss", "grpo_loss", "k3_kl
 
 class LossConfig(BaseModel):
     """Coefficients of the GRPO loss."""
+
+    model_config = ConfigDict(extra="forbid")
 
     epsilon: float = Field(0.2, gt=0, lt=1, description="PPO clip range: r is clipped to [1-ε, 1+ε]")
     delta: float = Field(4.0, gt=1, description="two-sided clipping: r is clamped to [0, δ] first")

@@ -47,7 +47,7 @@ from worker.rollouts import make_rollouts
 class LocalWorkerConfig(BaseSettings):
     """Local worker settings; the sampling fields must match the trainer's."""
 
-    model_config = SettingsConfigDict(env_prefix="PROOFSWARM_WORKER_", env_nested_delimiter="__", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="PROOFSWARM_WORKER_", env_nested_delimiter="__", extra="forbid")
 
     run_dir: Path = Path("runs/grpo")
     task: TaskSpec = TaskSpec()
