@@ -6,7 +6,8 @@ KUBO_VERSION := v0.42.0
 FORGE := node_modules/.bin/forge
 SLITHER_VERSION := 0.11.6
 SLITHER := .tools/slither-$(SLITHER_VERSION)/bin/slither
-VENV_STAMP := .venv/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
+ENVIRONMENTS := environments/digit_sort
+VENV_STAMP := .venv/.installed-$(shell cat pyproject.toml $(addsuffix /pyproject.toml,$(ENVIRONMENTS)) | sha256sum | cut -c1-12)
 NODE_STAMP := node_modules/.installed-$(shell sha256sum package-lock.json | cut -c1-12)
 KUBO := .tools/bin/ipfs-$(KUBO_VERSION)
 
@@ -17,10 +18,11 @@ export PROOFSWARM_IPFS_BIN := $(CURDIR)/$(KUBO)
 
 install: $(VENV_STAMP) $(NODE_STAMP) $(KUBO) contracts chromium
 
-$(VENV_STAMP): pyproject.toml
+# envs: verifiers, and the environments built in this repo (each its own package, pinned by a run spec's version)
+$(VENV_STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(ENVIRONMENTS))
 	@test -x $(PY) || python3 -m venv .venv
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,bench]'
+	$(PY) -m pip install -q -e '.[dev,bench,envs]' $(addprefix -e ,$(ENVIRONMENTS))
 	@rm -f .venv/.installed-* && touch $@
 
 $(NODE_STAMP): package.json package-lock.json

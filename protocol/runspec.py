@@ -14,7 +14,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from proofs.toploc import Thresholds
-from tasks.registry import TaskSpec
+from tasks.base import Task, TaskError
+from tasks.registry import TaskSpec, build_task
 
 
 class SamplingSpec(BaseModel):
@@ -98,6 +99,20 @@ class RunSpec(BaseModel):
     @property
     def pool_seed_bytes(self) -> bytes:
         return bytes.fromhex(self.pool_seed[2:])
+
+
+class TaskUnavailable(Exception):
+    """The run spec's task cannot be built on this machine: a dataset file is missing, or its verifiers environment
+    is not installed at the pinned version or was refused (tasks.environments). A role refuses to start on it."""
+
+
+def usable_task(spec: RunSpec) -> Task:
+    """The run spec's task, built as every role builds it: what worker, validator and trainer check before they do
+    anything else (join, stake, download), so a machine that cannot score the pool's rewards never starts."""
+    try:
+        return build_task(spec.task)
+    except TaskError as exc:
+        raise TaskUnavailable(f"the pool's task cannot run here: {exc}") from None
 
 
 class RunSpecFileError(ValueError):

@@ -54,8 +54,9 @@ class ScoringSandbox:
 
     def __init__(self, kinds: tuple[str, ...], cpu_budget_s: float = CPU_BUDGET_S,
                  memory_bytes: int = MEMORY_BYTES, wall_limit_s: float = WALL_LIMIT_S,
-                 prepare_budget_s: float = PREPARE_BUDGET_S) -> None:
+                 prepare_budget_s: float = PREPARE_BUDGET_S, environment: dict | None = None) -> None:
         self.kinds = tuple(sorted(kinds))
+        self.environment = environment
         self.cpu_budget_s = cpu_budget_s
         self.memory_bytes = memory_bytes
         self.wall_limit_s = wall_limit_s
@@ -74,7 +75,7 @@ class ScoringSandbox:
         request_r, request_w = os.pipe()
         reply_r, reply_w = os.pipe()
         config = {"cpu_budget_s": self.cpu_budget_s, "prepare_budget_s": self.prepare_budget_s,
-                  "memory_bytes": self.memory_bytes, "kinds": list(self.kinds)}
+                  "memory_bytes": self.memory_bytes, "kinds": list(self.kinds), "environment": self.environment}
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")}
         env.update(PYTHONHASHSEED="0", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
                    PYTHONDONTWRITEBYTECODE="1")
@@ -92,6 +93,8 @@ class ScoringSandbox:
         if not ready or not ready.get("ready"):
             why = (ready or {}).get("why", "it exited")
             self._stop()
+            if (ready or {}).get("refused"):
+                raise TaskError(why)  # a verifiers environment the child refused (tasks.environments)
             raise TaskError(f"the scoring sandbox did not start: {why}")
 
     def _stop(self) -> None:

@@ -37,6 +37,7 @@ from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.ipfs.task_subset import fetch_task_subset
 from protocol.devnet import DEV_CHAIN_ID
+from protocol.runspec import usable_task
 from tasks.registry import build_task
 from trainer.checkpoint import TrainerStateError
 from trainer.config import TrainerConfig
@@ -87,6 +88,7 @@ def run_start(args: argparse.Namespace) -> int:
     kubo = KuboClient(kubo_api)
     spec = fetch_run_spec(kubo, pool.task_ref)
     fetch_task_subset(kubo, spec.task)
+    usable_task(spec)  # TaskUnavailable before any download: this machine could not recompute the pool's rewards
 
     overrides = [f"--{kv.replace('=', ' ', 1)}" if "=" in kv else kv for kv in args.set]
     argv = [tok for o in overrides for tok in o.split(" ", 1)]

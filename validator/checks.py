@@ -37,7 +37,7 @@ from proofs.sampling import derive_seed, sample_index
 from protocol.digest import Digest
 from protocol.pool import versions_to_keep
 from protocol.rollouts import RolloutBatch, RolloutFileError, RolloutLimits, decode_rollouts
-from protocol.runspec import RunSpec
+from protocol.runspec import RunSpec, usable_task
 from protocol.spotcheck import MAX_BPS, spot_check_count, spot_check_indices, spot_check_randomness
 from protocol.verdicts import Reason, clip_text
 from tasks.base import Task, assignment_space
@@ -197,6 +197,15 @@ def checker_process(threads: int | None, *args, **kwargs) -> RolloutChecker:
     if threads is not None:
         torch.set_num_threads(threads)
     return RolloutChecker(*args, **kwargs)
+
+
+def check_pool_task(ledger: Ledger, pool_id: int, kubo_api: str) -> None:
+    """Build the pool's task as the checkers will (protocol.runspec.usable_task): TaskUnavailable when this machine
+    cannot recompute its rewards (a verifiers environment missing, at another version, or refused)."""
+    with KuboClient(kubo_api) as kubo:
+        spec = fetch_run_spec(kubo, pool_state(ledger, pool_id).task_ref)
+        fetch_task_subset(kubo, spec.task)
+    usable_task(spec)
 
 
 def checker_factory(config: DaemonConfig, rpc_url: str, deployments: str, threads: int | None = None,

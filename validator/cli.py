@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
         from validator.calibrate import run_calibrate
 
         return run_calibrate(args)
-    from validator.checks import checker_factory  # torch: only when starting
+    from validator.checks import check_pool_task, checker_factory  # torch: only when starting
     from validator.court import register_with_court
     from validator.daemon import DaemonConfig, Metrics, ValidatorDaemon
 
@@ -88,6 +88,10 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
     pool_state(ledger, args.pool)  # UnknownPool here, before any process starts
     if not 0.0 <= args.audit_rate <= 1.0:
         raise UsageError("--audit-rate must be in [0, 1]")
+    kubo_api = args.kubo_api or (devnet or {}).get("kubo_api")
+    if not kubo_api:
+        raise UsageError("no --kubo-api given and no devnet is up")
+    check_pool_task(ledger, args.pool, kubo_api)  # TaskUnavailable before registering: it could not check rewards
     court = court_of(ledger, args.pool)
     if court is not None:
         dispute_window = court.get_params(args.pool).dispute_window
@@ -98,9 +102,6 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
         register_with_court(ledger, args.pool)
     elif not ledger.pool.is_validator(args.pool, ledger.address):
         raise UsageError(f"{ledger.address} is not a validator of pool {args.pool}")
-    kubo_api = args.kubo_api or (devnet or {}).get("kubo_api")
-    if not kubo_api:
-        raise UsageError("no --kubo-api given and no devnet is up")
     state_dir = args.state_dir or Path(".validator") / ledger.address
     config = DaemonConfig(pool_id=args.pool, state_dir=state_dir, kubo_api=kubo_api, fetch_timeout_s=args.fetch_timeout,
                           fetch_attempts=args.fetch_attempts, check_timeout_s=args.check_timeout,

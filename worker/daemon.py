@@ -39,7 +39,7 @@ from ledger_client.ipfs.content import fetch_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.ipfs.task_subset import fetch_task_subset
 from protocol.pool import CaseState, WorkStatus, versions_to_keep
-from protocol.runspec import RunSpec
+from protocol.runspec import RunSpec, usable_task
 from protocol.submission import SubmissionBinding
 from worker.account import claim_all, open_ledger, stake_for_next_submission
 from worker.journal import Journal, journal_name
@@ -98,16 +98,18 @@ class WorkerDaemon:
     # ------------------------------------------------------------------ set-up
 
     def prepare(self) -> None:
-        """Allocate the pool minimum, join, read the run spec, finish what a crash left."""
+        """Read the run spec and build its task (refusing a task this machine cannot run), allocate the pool minimum,
+        join, finish what a crash left."""
         pool = pool_state(self.ledger, self.opt.pool_id)
         if not pool.active:
             raise UsageError(f"pool {self.opt.pool_id} is closed")
         self.pool = pool
+        self.spec = fetch_run_spec(self.kubo, pool.task_ref)
+        fetch_task_subset(self.kubo, self.spec.task)
+        usable_task(self.spec)  # TaskUnavailable before any stake moves: this machine cannot score the pool's rewards
         self.ledger.ensure_allocation(self.opt.pool_id, pool.min_stake)
         if not self.ledger.pool.is_member(self.opt.pool_id, self.ledger.address):
             self.ledger.pool.join_pool(self.opt.pool_id)
-        self.spec = fetch_run_spec(self.kubo, pool.task_ref)
-        fetch_task_subset(self.kubo, self.spec.task)
         self.recover()
 
     def binding(self, step: int, nonce: int) -> SubmissionBinding:

@@ -1,0 +1,256 @@
+"""Environments from `verifiers` (issue 28 item 3): a run spec names a single-turn environment by package and
+pinned version; worker, validator and trainer load it, take its dataset and score with its rubric, exactly
+(float32, bit for bit); an environment at another version, or one whose rubric is not deterministic (a judge,
+the network, state carried between calls, a model client), is refused with one line before anything starts.
+The environment pool itself trains end to end in tests/test_environment_pool.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("verifiers", reason="the `envs` extra (make install) brings verifiers")
+
+from inference.tiny import build_char_tokenizer  # noqa: E402
+from proofs.assignment import assign_prompts  # noqa: E402
+from protocol.digest import Digest  # noqa: E402
+from protocol.rollouts import decode_rollouts, encode_rollouts, write_rollout_file  # noqa: E402
+from protocol.runspec import RunSpec, SamplingSpec  # noqa: E402
+from protocol.submission import SubmissionBinding  # noqa: E402
+from tasks import TaskSpec, build_task  # noqa: E402
+from tasks.base import TaskError, assignment_space  # noqa: E402
+from tasks.environments import EnvironmentSpec, EnvironmentTask  # noqa: E402
+from tasks.rewards import canonical_reward, is_canonical  # noqa: E402
+from tests.test_reward_hacking import POOL_SEED, WORKER, ScriptedBackend, _validator  # noqa: E402
+from trainer.filtering import informative_groups  # noqa: E402
+from trainer.main import main as trainer_main  # noqa: E402
+from trainer.work_source import LocalDirectorySource  # noqa: E402
+from worker.rollouts import make_rollouts  # noqa: E402
+
+DIGIT_SORT = EnvironmentSpec(package="proofswarm-digit-sort", version="0.1.0", args={"size": 300})
+SPEC = TaskSpec(name="env", environment=DIGIT_SORT)
+
+
+@pytest.fixture(scope="module")
+def digit_sort() -> EnvironmentTask:
+    task = build_task(SPEC)
+    assert isinstance(task, EnvironmentTask)
+    return task
+
+
+# --- the shipped environment: its dataset and its rubric, exact ------------------------------------------
+
+def test_the_dataset_is_the_environments_own_split_by_prompt_hash(digit_sort):
+    assert digit_sort.size("train") + digit_sort.size("test") == 300
+    assert 10 < digit_sort.size("test") < 60  # test_fraction 0.1
+    p = digit_sort.problem(0)
+    digits = p.prompt.removeprefix("sort:").removesuffix("=")
+    assert p.prompt == f"sort:{digits}=" and p.answer == "".join(sorted(digits))
+    with pytest.raises(TaskError):
+        digit_sort.problem(digit_sort.size("train"))
+
+
+def test_the_rubric_is_the_reward_rounded_once_to_float32(digit_sort):
+    p = next(digit_sort.problem(i) for i in range(50) if len(digit_sort.problem(i).answer) == 3)
+    a = p.answer
+    wrong = "".join("9" if c != "9" else "0" for c in a)
+    one_right = a[0] + wrong[1:]  # exact 0, in_place 1/3 of 1/4: a float64 that float32 rounds
+    cases = {a: 1.25, a + "\nmore lines": 1.25, f"  {a} ": 1.25, "": 0.0, wrong: 0.0, a + "0": 0.25 * 3 / 4}
+    for completion, expected in cases.items():
+        assert digit_sort.reward(p, completion, 4) == expected, completion
+    partial = digit_sort.reward(p, one_right, 4)
+    assert partial == canonical_reward(Fraction(0.25 * (1 / 3))) and is_canonical(partial)
+    assert partial != 0.25 * (1 / 3)  # the float64 total itself is not a float32: the rounding is real
+    assert digit_sort.reward_matches(p, one_right, 4, partial)
+    assert not digit_sort.reward_matches(p, one_right, 4, float(torch.tensor(partial).nextafter(torch.tensor(1.0))))
+    assert digit_sort.is_correct(p, a) and not digit_sort.is_correct(p, one_right)
+
+
+def test_worker_validator_and_trainer_compute_the_same_environment_rewards(digit_sort, tmp_path):
+    sampling = SamplingSpec(group_size=4, temperature=1.0, max_tokens=8)
+    spec = RunSpec(task=SPEC, sampling=sampling, prompts_per_submission=3, pool_seed=POOL_SEED)
+    tokenizer = build_char_tokenizer()
+    binding = SubmissionBinding(chain_id=31337, pool_contract="0x" + "cc" * 20, pool_id=1, worker=WORKER, step=0, nonce=4)
+    indices = assign_prompts(spec.pool_seed_bytes, WORKER, 4, assignment_space(digit_sort), 3)
+    answer = digit_sort.problem(indices[0]).answer
+    texts = [answer, answer[::-1], "", answer[:1]]
+    batch = make_rollouts(ScriptedBackend(tokenizer, texts), tokenizer, digit_sort, SPEC, indices, sampling,
+                          binding, Digest(b"\x01" * 32), spec.pool_seed_bytes)
+    worker_rewards = [s.reward for s in batch.samples]
+    assert all(is_canonical(r) for r in worker_rewards) and len(set(worker_rewards)) > 2
+
+    data = encode_rollouts(batch)
+    validator = _validator(spec)
+    assert validator._assignment_and_rewards(decode_rollouts(data), tokenizer) is None
+    write_rollout_file(tmp_path / "000.parquet", decode_rollouts(data))
+    (item,) = LocalDirectorySource(tmp_path).poll()
+    trainer_rewards = torch.tensor([s.reward for s in item.batch.samples]).view(-1, sampling.group_size)
+    assert trainer_rewards.flatten().tolist() == worker_rewards
+    assert informative_groups(trainer_rewards).keep  # partial credit: informative groups
+
+
+# --- the run spec ------------------------------------------------------------------------------------------
+
+def test_a_run_spec_names_the_environment_and_other_specs_keep_their_bytes():
+    spec = RunSpec(task=SPEC, pool_seed=POOL_SEED)
+    again = RunSpec.model_validate_json(spec.model_dump_json())
+    assert again == spec and again.task.environment == DIGIT_SORT
+    plain = RunSpec(task=TaskSpec(name="sort"), pool_seed=POOL_SEED)
+    assert "environment" not in plain.model_dump_json()  # the digests of existing pools' run specs do not move
+    with pytest.raises(ValueError, match="environment"):
+        TaskSpec(name="env")
+    with pytest.raises(ValueError, match="environment"):
+        TaskSpec(name="sort", environment=DIGIT_SORT)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"version": "0.2.0"}, "pins proofswarm-digit-sort==0.2.0 but 0.1.0 is installed"),
+    ({"verifiers": "0.3.9"}, "pins verifiers==0.3.9 but 0.4.0 is installed"),
+    ({"package": "proofswarm-no-such-env"}, "needs proofswarm-no-such-env==0.1.0, which is not installed"),
+])
+def test_another_installed_version_is_refused(change, message):
+    spec = DIGIT_SORT.model_copy(update=change)
+    with pytest.raises(TaskError, match=message):
+        EnvironmentTask(spec)
+
+
+def test_trainer_init_refuses_an_environment_at_another_version_with_one_line(tmp_path, capsys):
+    run_spec = tmp_path / "run.toml"
+    run_spec.write_text(textwrap.dedent(f"""
+        pool_seed = "{POOL_SEED}"
+        [task]
+        name = "env"
+        [task.environment]
+        package = "proofswarm-digit-sort"
+        version = "0.0.9"
+    """))
+    assert trainer_main(["init", "--run-spec", str(run_spec), "--kubo-api", "/ip4/127.0.0.1/tcp/9"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the pool's task cannot run here: ") and "0.0.9" in err and err.count("\n") == 1
+
+
+# --- rubrics that are not deterministic are refused -------------------------------------------------------
+
+FAKE = '''
+import random
+import socket
+
+import verifiers.v1 as vf
+
+__all__ = ["FakeTaskset"]
+CALLS = [0]
+
+
+class FakeData(vf.TaskData):
+    answer: str
+
+
+class FakeTask(vf.Task[FakeData]):
+    @vf.reward
+    async def right(self, trace: vf.Trace) -> float:
+        return 1.0 if trace.last_reply == self.data.answer else 0.0
+{extra}
+
+class FakeTaskset(vf.Taskset[FakeTask, vf.TasksetConfig]):
+    def load(self):
+        return [FakeTask(FakeData(prompt={prompt}, answer="1"), self.config.task) for _ in range(3)]
+'''
+REWARDS = {
+    "network": '''
+    @vf.reward
+    async def remote(self, trace: vf.Trace) -> float:
+        try:  # a remote grader; the refusal is swallowed, the attempt still counts
+            socket.create_connection(("127.0.0.1", 9), timeout=0.2).close()
+        except OSError:
+            pass
+        return 0.0''',
+    "counter": '''
+    @vf.reward
+    async def drift(self, trace: vf.Trace) -> float:
+        CALLS[0] += 1
+        return CALLS[0] / 1000''',
+    "client": '''
+    @vf.reward
+    async def graded(self, trace: vf.Trace) -> float:
+        return 0.0 if CLIENT is None else 1.0
+
+import openai  # noqa: E402
+CLIENT = openai.AsyncOpenAI(api_key="none", base_url="http://127.0.0.1:9/v1")''',
+    "seeded-random": '''
+    @vf.reward(weight=0.5)
+    async def noise(self, trace: vf.Trace) -> float:
+        return random.random()''',
+}
+FEW_SHOT = '[vf.UserMessage(content="1?"), vf.AssistantMessage(content="1"), vf.UserMessage(content="1?")]'
+
+
+def _fake_environment(root: Path, name: str, extra: str = "", prompt: str = '"1?"') -> EnvironmentSpec:
+    """An installed environment package `name` 0.1.0 under `root` (a module and its dist-info)."""
+    module = name.replace("-", "_")
+    (root / module).mkdir(parents=True)
+    (root / module / "__init__.py").write_text(FAKE.format(extra=extra, prompt=prompt))
+    dist = root / f"{module}-0.1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1.0\n")
+    return EnvironmentSpec(package=name, version="0.1.0", test_fraction=0)
+
+
+CHECKS = """
+import json, sys
+import tasks._scorer_child as child
+child._shut_network()
+verdicts = {}
+for name, config in json.loads(sys.argv[1]).items():
+    child._ENV.clear()
+    try:
+        child._load_environment(config)
+        child._probe(5.0)
+        verdicts[name] = ["accepted", [child._score_env(0, "1").hex() for _ in range(2)]]
+    except child.EnvironmentRefused as exc:
+        verdicts[name] = [str(exc), []]
+print(json.dumps(verdicts))
+"""
+"""The scoring child's load checks and probe, run on many environments in one process (each scoring child
+would import verifiers again: ~2 s apiece); the sandbox path itself is the next test's."""
+
+
+def test_environments_whose_rubric_is_not_deterministic_are_refused(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    plugged = tmp_path / "elsewhere.py"
+    plugged.write_text("async def bonus(trace):\n    return 1.0\n")
+    cases = {name: _fake_environment(tmp_path, f"envs-fake-{name}", extra) for name, extra in REWARDS.items()}
+    cases["few-shot"] = _fake_environment(tmp_path, "envs-fake-few-shot", prompt=FEW_SHOT)
+    cases["judge"] = DIGIT_SORT.model_copy(update={"args": {"size": 5, "task": {"judges": [{"id": "reference"}]}}})
+    cases["plugged"] = DIGIT_SORT.model_copy(update={"args": {"size": 5, "task": {"rewards": {
+        "bonus": {"fn": f"{plugged}:bonus"}}}}})
+    expected = {
+        "network": "scoring a completion touched the network",
+        "counter": "scored the same completion differently twice",
+        "client": "can reach a model or network client (envs_fake_client.CLIENT is a openai",
+        "few-shot": "not a single user turn", "judge": "scored by judges (a judge model)", "plugged": "is plugged from",
+        "seeded-random": "accepted",  # random is reseeded before every call: the same draws everywhere
+    }
+    configs = {name: spec.child_config() for name, spec in cases.items()}
+    out = subprocess.run([sys.executable, "-c", CHECKS, json.dumps(configs)], capture_output=True, text=True,
+                         timeout=120, check=True, cwd=Path(__file__).resolve().parents[1])
+    verdicts = json.loads(out.stdout.strip().splitlines()[-1])
+    assert {name: verdict for name, (verdict, _) in verdicts.items() if expected[name] not in verdict} == {}
+    (first, second) = verdicts["seeded-random"][1]
+    assert first == second and 1.0 < float.fromhex(first) < 1.5
+
+
+def test_a_refused_environment_stops_the_task_with_one_line(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = _fake_environment(tmp_path, "envs-fake-remote", REWARDS["network"])
+    with pytest.raises(TaskError) as refused:
+        EnvironmentTask(spec)
+    message = str(refused.value)
+    assert message == ("environment envs-fake-remote: scoring a completion touched the network (a judge model or "
+                       "remote scorer): not deterministic")
