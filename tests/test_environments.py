@@ -121,7 +121,9 @@ def test_another_installed_version_is_refused(change, message):
         EnvironmentTask(spec)
 
 
-def test_trainer_init_refuses_an_environment_at_another_version_with_one_line(tmp_path, capsys):
+def test_trainer_init_refuses_an_environment_with_a_judge_in_one_line(tmp_path, capsys):
+    """The whole path of a refusal: run spec → the scoring child's load checks → TaskError → exit 2, one line,
+    before a model is built or anything is published (the other refusals are the next test's)."""
     run_spec = tmp_path / "run.toml"
     run_spec.write_text(textwrap.dedent(f"""
         pool_seed = "{POOL_SEED}"
@@ -129,11 +131,13 @@ def test_trainer_init_refuses_an_environment_at_another_version_with_one_line(tm
         name = "env"
         [task.environment]
         package = "proofswarm-digit-sort"
-        version = "0.0.9"
+        version = "0.1.0"
+        args = {{ size = 5, task = {{ judges = [{{ id = "reference" }}] }} }}
     """))
     assert trainer_main(["init", "--run-spec", str(run_spec), "--kubo-api", "/ip4/127.0.0.1/tcp/9"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: the pool's task cannot run here: ") and "0.0.9" in err and err.count("\n") == 1
+    assert err == ("error: the pool's task cannot run here: environment proofswarm-digit-sort: its task DigitSortTask "
+                   "is scored by judges (a judge model): not deterministic\n")
 
 
 # --- rubrics that are not deterministic are refused -------------------------------------------------------
@@ -218,7 +222,7 @@ for name, config in json.loads(sys.argv[1]).items():
 print(json.dumps(verdicts))
 """
 """The scoring child's load checks and probe, run on many environments in one process (each scoring child
-would import verifiers again: ~2 s apiece); the sandbox path itself is the next test's."""
+would import verifiers again: ~2 s apiece); the sandbox path of a refusal is the trainer-init test's."""
 
 
 def test_environments_whose_rubric_is_not_deterministic_are_refused(tmp_path, monkeypatch):
@@ -244,13 +248,3 @@ def test_environments_whose_rubric_is_not_deterministic_are_refused(tmp_path, mo
     assert {name: verdict for name, (verdict, _) in verdicts.items() if expected[name] not in verdict} == {}
     (first, second) = verdicts["seeded-random"][1]
     assert first == second and 1.0 < float.fromhex(first) < 1.5
-
-
-def test_a_refused_environment_stops_the_task_with_one_line(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(tmp_path))
-    spec = _fake_environment(tmp_path, "envs-fake-remote", REWARDS["network"])
-    with pytest.raises(TaskError) as refused:
-        EnvironmentTask(spec)
-    message = str(refused.value)
-    assert message == ("environment envs-fake-remote: scoring a completion touched the network (a judge model or "
-                       "remote scorer): not deterministic")

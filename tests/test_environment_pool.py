@@ -1,0 +1,103 @@
+"""A pool whose task is a verifiers environment (environments/digit_sort, proofswarm-digit-sort 0.1.0), end to end
+on a real anvil + Kubo: `trainer init` publishes the run spec naming the environment, two workers generate on its
+prompts and report its rubric's rewards, the validator (its checkers in their own processes, each with its own
+scoring child) recomputes them bit for bit and attests, `trainer start` trains a step on the accepted work, and a
+worker's work on the step-1 checkpoint is accepted too."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+
+import pytest
+import torch
+
+pytest.importorskip("verifiers", reason="the `envs` extra (make install) brings verifiers")
+
+from ledger_client.chain.queries import get_work, pool_state  # noqa: E402
+from protocol.pool import WorkStatus  # noqa: E402
+from tests.protocol_pool import ProtocolPool  # noqa: E402
+from trainer.main import main as trainer_main  # noqa: E402
+
+RUN_SPEC = """
+prompts_per_submission = 2
+pool_seed = "0x5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e"
+
+[task]
+name = "env"
+
+[task.environment]  # a single-turn verifiers environment built in this repo (environments/digit_sort)
+package = "proofswarm-digit-sort"
+version = "0.1.0"
+verifiers = "0.4.0"
+args = { size = 300 }
+
+[sampling]
+group_size = 4
+temperature = 1.0
+max_tokens = 6
+
+[verification]  # float32 reference and float32 workers
+toploc_min_exp_matches = 125
+toploc_max_mant_err_mean = 0.03
+toploc_max_mant_err_median = 0.0
+toploc_mean_excludes_max = true
+"""
+
+
+@pytest.fixture(autouse=True)
+def _process_settings_restored():
+    threads, handler = torch.get_num_threads(), signal.getsignal(signal.SIGTERM)
+    yield
+    torch.set_num_threads(threads)
+    signal.signal(signal.SIGTERM, handler)
+
+
+@pytest.fixture
+def pool(tmp_path, kubo_node):
+    p = ProtocolPool(tmp_path, kubo_node)
+    yield p
+    p.close()
+
+
+@pytest.mark.timeout(300)
+def test_a_pool_trains_on_a_verifiers_environment_end_to_end(pool, tmp_path):
+    spec_file = tmp_path / "run.toml"
+    spec_file.write_text(RUN_SPEC)
+    spec = pool.create_by_trainer_init(spec_file, "--hidden", "32", "--layers", "1", "--heads", "2",
+                                       "--warm-steps", "30", "--warm-lr", "3e-3")
+    assert spec.task.environment.package == "proofswarm-digit-sort" and spec.task.environment.version == "0.1.0"
+
+    stop = threading.Event()
+    workers = [pool.worker(4), pool.worker(5)]
+    for worker in workers:
+        assert worker.step_once(stop)
+    submitted = [e for w in workers for e in w.journal.entries("submitted")]
+    validator = pool.validator()
+    try:
+        assert validator.run_once() == 2
+        assert [get_work(pool.ledger(0), bytes.fromhex(e["work_id"])).status for e in submitted] == \
+            [WorkStatus.ACCEPTED] * 2  # the validator's own scoring child gave the same float32 rewards
+
+        run_dir = tmp_path / "trainer"
+        assert trainer_main(["start", "--pool", str(pool.pool_id), "--rpc-url", pool.anvil.rpc_url,
+                             "--deployments", str(pool.deployments), "--key", pool.accounts[2].key.hex(),
+                             "--kubo-api", pool.kubo_api, "--set", f"run_dir={run_dir}", "--set", "max_steps=1",
+                             "--set", "batch_samples=4", "--set", "wait_timeout_s=20", "--json"]) == 0
+        consumed = json.loads((run_dir / "consumed.json").read_text())
+        assert consumed["step"] == 1 and set(consumed["consumed"]) <= {"0x" + e["work_id"] for e in submitted}
+        assert pool_state(pool.ledger(0), pool.pool_id).latest_step == 1
+        metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        assert any(row.get("reward") is not None for row in metrics)
+
+        base = {k: v.clone() for k, v in workers[0].policy.model.state_dict().items()}
+        assert workers[0].step_once(stop)  # on the step-1 checkpoint
+        assert workers[0].policy.step == 1
+        trained = workers[0].policy.model.state_dict()
+        assert any(not torch.equal(trained[k], base[k]) for k in base)
+        assert validator.run_once() == 1
+    finally:
+        validator.close()
+    latest = workers[0].journal.entries("submitted")[-1]
+    assert latest["step"] == 1 and get_work(pool.ledger(0), bytes.fromhex(latest["work_id"])).status == WorkStatus.ACCEPTED
