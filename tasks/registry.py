@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -49,6 +50,7 @@ _FACTORIES["jsonl"] = lambda seed, **params: JsonlTask(**params)
 
 
 _ENVIRONMENT_TASKS: dict[str, EnvironmentTask] = {}
+_ENVIRONMENT_LOCK = threading.Lock()
 
 
 def register_task(name: str, factory: Callable[..., Task]) -> None:
@@ -69,9 +71,10 @@ def build_task(spec: TaskSpec) -> Task:
         task: Task = ReasoningGymTask(spec.name[4:], seed=spec.seed, **spec.params)
     elif spec.environment is not None:
         key = spec.environment.model_dump_json()
-        if key not in _ENVIRONMENT_TASKS:  # one dataset listing and one scoring child per process
-            _ENVIRONMENT_TASKS[key] = EnvironmentTask(spec.environment)
-        task = _ENVIRONMENT_TASKS[key]
+        with _ENVIRONMENT_LOCK:  # one dataset listing and one scoring child per process
+            if key not in _ENVIRONMENT_TASKS:
+                _ENVIRONMENT_TASKS[key] = EnvironmentTask(spec.environment)
+            task = _ENVIRONMENT_TASKS[key]
     elif spec.name in _FACTORIES:
         try:
             task = _FACTORIES[spec.name](spec.seed, **spec.params)

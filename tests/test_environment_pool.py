@@ -2,7 +2,8 @@
 on a real anvil + Kubo: `trainer init` publishes the run spec naming the environment, two workers generate on its
 prompts and report its rubric's rewards, the validator (its checkers in their own processes, each with its own
 scoring child) recomputes them bit for bit and attests, `trainer start` trains a step on the accepted work, and a
-worker's work on the step-1 checkpoint is accepted too."""
+worker's work on the step-1 checkpoint is accepted too. A pool whose run spec pins another version of the
+environment: its worker and validator refuse to start, before any stake moves or any registration."""
 
 from __future__ import annotations
 
@@ -16,9 +17,13 @@ import torch
 pytest.importorskip("verifiers", reason="the `envs` extra (make install) brings verifiers")
 
 from ledger_client.chain.queries import get_work, pool_state  # noqa: E402
+from ledger_client.ipfs.content import publish_run_spec  # noqa: E402
+from protocol.digest import Digest  # noqa: E402
 from protocol.pool import WorkStatus  # noqa: E402
+from protocol.runspec import TaskUnavailable  # noqa: E402
 from tests.protocol_pool import ProtocolPool  # noqa: E402
 from trainer.main import main as trainer_main  # noqa: E402
+from validator.cli import main as validator_main  # noqa: E402
 
 RUN_SPEC = """
 prompts_per_submission = 2
@@ -62,7 +67,7 @@ def pool(tmp_path, kubo_node):
 
 
 @pytest.mark.timeout(300)
-def test_a_pool_trains_on_a_verifiers_environment_end_to_end(pool, tmp_path):
+def test_a_pool_trains_on_a_verifiers_environment_end_to_end(pool, tmp_path, capsys):
     spec_file = tmp_path / "run.toml"
     spec_file.write_text(RUN_SPEC)
     spec = pool.create_by_trainer_init(spec_file, "--hidden", "32", "--layers", "1", "--heads", "2",
@@ -101,3 +106,19 @@ def test_a_pool_trains_on_a_verifiers_environment_end_to_end(pool, tmp_path):
         validator.close()
     latest = workers[0].journal.entries("submitted")[-1]
     assert latest["step"] == 1 and get_work(pool.ledger(0), bytes.fromhex(latest["work_id"])).status == WorkStatus.ACCEPTED
+
+    # the same environment pinned at a version this machine does not have: nobody starts, nothing moves
+    other = spec.model_copy(update={"task": spec.task.model_copy(update={
+        "environment": spec.task.environment.model_copy(update={"version": "0.2.0"})})})
+    pool.create(other, publish_run_spec(pool.kubo, other), bytes(Digest.parse(pool.init_output["base_checkpoint"])))
+    with pytest.raises(TaskUnavailable, match="pins proofswarm-digit-sort==0.2.0 but 0.1.0 is installed"):
+        pool.worker(6)
+    member = pool.ledger(6).pool.get_member(pool.pool_id, pool.accounts[6].address)
+    assert member.allocation == 0 and not pool.ledger(6).pool.is_member(pool.pool_id, pool.accounts[6].address)
+    assert validator_main(["start", "--pool", str(pool.pool_id), "--rpc-url", pool.anvil.rpc_url, "--deployments",
+                           str(pool.deployments), "--key", pool.accounts[3].key.hex(), "--kubo-api", pool.kubo_api,
+                           "--state-dir", str(tmp_path / "refusing-validator")]) == 2
+    assert not (tmp_path / "refusing-validator").exists()
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "error: the pool's task cannot run here: the run spec's environment pins proofswarm-digit-sort==0.2.0 but "
+        "0.1.0 is installed; install proofswarm-digit-sort==0.2.0")
