@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from fractions import Fraction
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from inference.tiny import build_char_tokenizer  # noqa: E402
 from proofs.assignment import assign_prompts  # noqa: E402
 from protocol.digest import Digest  # noqa: E402
 from protocol.rollouts import decode_rollouts, encode_rollouts, write_rollout_file  # noqa: E402
-from protocol.runspec import RunSpec, SamplingSpec  # noqa: E402
+from protocol.runspec import RunSpec, SamplingSpec, load_run_spec  # noqa: E402
 from protocol.submission import SubmissionBinding  # noqa: E402
 from tasks import TaskSpec, build_task  # noqa: E402
 from tasks.base import TaskError, assignment_space  # noqa: E402
@@ -106,6 +107,9 @@ def test_a_run_spec_names_the_environment_and_other_specs_keep_their_bytes():
     assert "environment" not in plain.model_dump_json()  # the digests of existing pools' run specs do not move
     with pytest.raises(ValueError, match="environment"):
         TaskSpec(name="env")
+    example = load_run_spec(Path(__file__).resolve().parents[1] / "examples" / "run-env.toml").task.environment
+    assert (example.package, example.version, example.verifiers) == (
+        "proofswarm-digit-sort", metadata.version("proofswarm-digit-sort"), metadata.version("verifiers"))
     with pytest.raises(ValueError, match="environment"):
         TaskSpec(name="sort", environment=DIGIT_SORT)
 
