@@ -155,3 +155,7 @@ class EnvironmentTask(Task):
 
     def is_correct(self, problem: Problem, completion: str) -> bool:
         return self.reward(problem, completion, len(completion)) >= 1.0
+
+    def close(self) -> None:
+        """Stop the scoring child (a later reward starts a new one): for a process that only checked the task."""
+        self._sandbox.close()

@@ -205,7 +205,9 @@ def check_pool_task(ledger: Ledger, pool_id: int, kubo_api: str) -> None:
     with KuboClient(kubo_api) as kubo:
         spec = fetch_run_spec(kubo, pool_state(ledger, pool_id).task_ref)
         fetch_task_subset(kubo, spec.task)
-    usable_task(spec)
+    task = usable_task(spec)
+    if hasattr(task, "close"):
+        task.close()  # this process only checks; the checker processes score with their own scoring children
 
 
 def checker_factory(config: DaemonConfig, rpc_url: str, deployments: str, threads: int | None = None,
