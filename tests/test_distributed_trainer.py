@@ -20,6 +20,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
+from ledger_client.cli import EXIT_USAGE
 from protocol.rollouts import (
     RolloutBatch,
     RolloutHeader,
@@ -28,6 +29,7 @@ from protocol.rollouts import (
 )
 from protocol.runspec import SamplingSpec
 from protocol.submission import local_binding
+from trainer.local_cli import main as trainer_local_main
 
 ROOT = Path(__file__).resolve().parent.parent
 G = 4
@@ -157,10 +159,10 @@ def test_a_one_process_checkpoint_is_not_resumed_sharded(runs, tmp_path):
 
 
 @pytest.mark.parametrize("value", ["0", "two"])
-def test_a_bad_nproc_is_refused_in_one_line(tmp_path, value):
-    result = _trainer_local(tmp_path / "run", "--nproc", value)
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == [f"error: --nproc must be a positive integer, got {value!r}"]
+def test_a_bad_nproc_is_refused_in_one_line(tmp_path, value, capsys):
+    assert trainer_local_main(["--run_dir", str(tmp_path / "run"), "--nproc", value, *ARGS]) == EXIT_USAGE
+    assert capsys.readouterr().err.splitlines() == [f"error: --nproc must be a positive integer, got {value!r}"]
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.slow

@@ -66,12 +66,21 @@ def test_validator_killed_mid_verification_judges_every_submission_exactly_once(
     key = protocol.accounts[3].key.to_0x_hex()
     args = ["start", "--pool", str(protocol.pool_id), "--key", key, "--state-dir", str(tmp_path / "v"),
             "--max-in-flight", "1"]
+    # the test mines the blocks while the first daemon runs, so it kills it in the block that holds its first
+    # verdict, however fast the machine: no later transaction of the daemon is mined before the kill
+    rpc = protocol.w3.provider.make_request
+    rpc("evm_setAutomine", [False])
     first = _cli(protocol, "validator.cli", *args, log=tmp_path / "validator.log")
-    # kill at the first verdict: each later one needs its own transaction and receipt (well over 10 ms)
-    assert wait_for(lambda: sum(_verdicts(protocol).values()) >= 1, timeout=120, interval=0.01), \
-        (tmp_path / "validator.log").read_text()
+
+    def mine_until_a_verdict() -> bool:
+        rpc("evm_mine", [])
+        return sum(_verdicts(protocol).values()) >= 1
+
+    assert wait_for(mine_until_a_verdict, timeout=120, interval=0.05), (tmp_path / "validator.log").read_text()
     _kill9(first)
     judged_before_restart = sum(_verdicts(protocol).values())
+    rpc("evm_setAutomine", [True])
+    rpc("evm_mine", [])  # whatever the killed daemon left in the mempool
     second = _cli(protocol, "validator.cli", *args, log=tmp_path / "validator.log")
     try:
         assert wait_for(lambda: all(get_work(protocol.ledger(0), d).status != WorkStatus.PENDING for d in digests),
