@@ -108,7 +108,7 @@ def _measure_court(w3, deployment, acc, params: PoolParams, record) -> None:
     rules = CourtParams(validator_bond=100 * 10**18, verdict_fee=10**17, dispute_bond=10 * 10**18,
                         non_voter_penalty=5 * 10**18, silence_penalty=10**18, assigned_window=10, verdict_window=30,
                         dispute_window=20, commit_period=20, reveal_period=20, committee_size=3,
-                        wrong_verdict_slash=40 * 10**18)
+                        wrong_verdict_slash=40 * 10**18, activation_delay=10)
     court.configure_pool(pool_id, rules)
     owner.token.approve(court.address, 10**21)
     court.fund_fees(pool_id, 10**21)
@@ -120,6 +120,8 @@ def _measure_court(w3, deployment, acc, params: PoolParams, record) -> None:
         v.stake.bond(500 * 10**18)
         receipt = v.court.register(pool_id)
     record("court.register", receipt)
+    w3.provider.make_request("evm_increaseTime", [rules.activation_delay + 1])  # the registrations count from now on
+    w3.provider.make_request("evm_mine", [])
     worker = Ledger(w3, deployment, acc[4])
     worker.stake.bond(200 * 10**18)
     worker.pool.allocate(pool_id, 200 * 10**18)

@@ -33,6 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--token", help="existing ERC-20 to use as stake token (default: deploy a mintable dev token)")
     d.add_argument("--treasury", help="receives the non-bounty part of slashes (default: the deployer)")
     d.add_argument("--unbonding-delay", type=int, default=7 * 24 * 3600, help="seconds (default 7 days)")
+    d.add_argument("--court-min-period", type=int, default=36,
+                   help="shortest court window or period a pool may set, in seconds: a few of the chain's block "
+                        "times (default 36: three 12-second blocks)")
     d.add_argument("--deployments", type=Path, default=Path("deployments.json"), help="file to record addresses in")
     d.add_argument("--json", action="store_true")
     return p
@@ -76,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
                              f"seconds (1 hour to 90 days), got {args.unbonding_delay}")
         account = load_account(args.key, args.keystore, args.password_file)
         w3 = connect(args.rpc_url, args.chain_id)
-        deployment = deploy_contracts(w3, account, args.token, args.treasury, args.unbonding_delay)
+        if not 0 < args.court_min_period < 2**24:
+            raise UsageError(f"--court-min-period must be a positive number of seconds below 2^24, got {args.court_min_period}")
+        deployment = deploy_contracts(w3, account, args.token, args.treasury, args.unbonding_delay, args.court_min_period)
         save_deployment(args.deployments, deployment)
         if args.json:
             print_json(deployment.model_dump())

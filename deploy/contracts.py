@@ -12,9 +12,21 @@ from ledger_client.chain.ledger import Deployment
 from ledger_client.chain.tx import TxSender
 
 
-def _deploy(sender: TxSender, name: str, *args) -> str:
+def _deploy(sender: TxSender, name: str, *args, libraries: dict[str, str] | None = None) -> str:
+    """Deploy contract `name`; the libraries it links against are deployed first (once per `libraries` dict,
+    which maps a library's name to its address)."""
     art = load_artifact(name)
-    factory = sender.w3.eth.contract(abi=art["abi"], bytecode=art["bytecode"])
+    bytecode = art["bytecode"]
+    for lib, offsets in art.get("links", {}).items():
+        if libraries is None:
+            libraries = {}
+        if lib not in libraries:
+            libraries[lib] = _deploy(sender, lib, libraries=libraries)
+        address = libraries[lib][2:].lower()
+        for start in offsets:  # each placeholder is 20 bytes at byte `start` of the code (after "0x")
+            at = 2 + 2 * start
+            bytecode = bytecode[:at] + address + bytecode[at + 40:]
+    factory = sender.w3.eth.contract(abi=art["abi"], bytecode=bytecode)
     receipt = sender.send(factory.constructor(*args), function=f"deploy {name}")
     address = receipt["contractAddress"]
     if not address:
@@ -22,6 +34,8 @@ def _deploy(sender: TxSender, name: str, *args) -> str:
     return address
 
 
+DEVNET_COURT_MIN_PERIOD_S = 5
+"""The court's shortest window on the devnet (anvil mines a block a second there): five blocks."""
 MIN_UNBONDING_DELAY_S = 3600
 MAX_UNBONDING_DELAY_S = 90 * 24 * 3600
 """StakeManager's bounds on the unbonding delay (MIN_UNBONDING_DELAY, MAX_UNBONDING_DELAY)."""
@@ -33,14 +47,18 @@ def deploy_contracts(
     token: str | None = None,
     treasury: str | None = None,
     unbonding_delay: int = 7 * 24 * 3600,
+    court_min_period: int = DEVNET_COURT_MIN_PERIOD_S,
 ) -> Deployment:
     """Deploy StakeManager, ComputePool and ValidatorCourt (and a mintable DevStakeToken if `token` is None).
 
     The deployer becomes the StakeManager admin and grants SLASHER_ROLE to the ComputePool and the court.
-    `treasury` (default: the deployer) receives the non-bounty part of slashes.
+    `treasury` (default: the deployer) receives the non-bounty part of slashes. `court_min_period` is the
+    shortest window a court pool may set, in seconds: a few of the chain's block times.
     """
     if not MIN_UNBONDING_DELAY_S <= unbonding_delay <= MAX_UNBONDING_DELAY_S:
         raise LedgerError(f"unbonding delay {unbonding_delay}s is outside [{MIN_UNBONDING_DELAY_S}, {MAX_UNBONDING_DELAY_S}]")
+    if not 0 < court_min_period < 2**24:
+        raise LedgerError(f"court minimum period {court_min_period}s must be positive and below 2^24")
     sender = TxSender(w3, deployer)
     first_block = w3.eth.block_number
     dev_token = token is None
@@ -50,7 +68,7 @@ def deploy_contracts(
         raise LedgerError(f"no token contract at {token}")
     stake = _deploy(sender, "StakeManager", token, treasury or deployer.address, unbonding_delay, deployer.address)
     pool = _deploy(sender, "ComputePool", token, stake)
-    court = _deploy(sender, "ValidatorCourt", pool)
+    court = _deploy(sender, "ValidatorCourt", pool, court_min_period)
     binding = StakeManager(w3, stake, sender)
     binding.grant_role(binding.slasher_role(), pool)
     binding.grant_role(binding.slasher_role(), court)

@@ -42,9 +42,11 @@ Amount = Annotated[int, BeforeValidator(parse_amount), Field(ge=0)]
 MAX_BOUNTY_BPS = 5_000
 MAX_CHALLENGE_WINDOW_S = 30 * 24 * 3600
 MAX_REWARD_LOCK_S = 60 * 24 * 3600
-# ValidatorCourt's bounds (MAX_PERIOD, MAX_COMMITTEE).
+# ValidatorCourt's bounds (MAX_PERIOD, MIN_COMMITTEE, MAX_COMMITTEE, SPOT_CHECK_MARGIN_BPS).
 MAX_COURT_PERIOD_S = 30 * 24 * 3600
+MIN_COMMITTEE = 3
 MAX_COMMITTEE = 15
+COURT_SPOT_CHECK_MARGIN_BPS = 2_000
 
 
 def samples_per_submission(spec: RunSpec) -> int:
@@ -69,7 +71,9 @@ class CourtConfig(BaseModel):
     dispute_window_s: int = Field(gt=0, le=MAX_COURT_PERIOD_S)
     commit_period_s: int = Field(gt=0, le=MAX_COURT_PERIOD_S)
     reveal_period_s: int = Field(gt=0, le=MAX_COURT_PERIOD_S)
-    committee_size: int = Field(3, ge=1, le=MAX_COMMITTEE)
+    activation_delay_s: int = Field(60, gt=0, le=MAX_COURT_PERIOD_S, description="seconds before a (de)registration "
+                                    "counts: a case is judged by the validators active this long before it")
+    committee_size: int = Field(3, ge=MIN_COMMITTEE, le=MAX_COMMITTEE)
     fee_funding: Amount = 0
     """Verdict-fee budget the owner adds at creation."""
 
@@ -79,13 +83,19 @@ class CourtConfig(BaseModel):
             raise ValueError("committee_size must be odd (a majority always exists without ties)")
         if self.assigned_window_s >= self.verdict_window_s:
             raise ValueError("assigned_window_s must be < verdict_window_s (others must be able to stand in)")
-        if self.validator_bond < max(self.wrong_verdict_slash, self.non_voter_penalty):
-            raise ValueError("validator_bond must cover wrong_verdict_slash and non_voter_penalty")
+        if not self.silence_penalty <= self.wrong_verdict_slash <= self.validator_bond:
+            raise ValueError("need silence_penalty <= wrong_verdict_slash <= validator_bond")
+        if max(self.dispute_bond, self.non_voter_penalty) > self.validator_bond:
+            raise ValueError("validator_bond must cover dispute_bond and non_voter_penalty")
         return self
 
     def decided_within_s(self) -> int:
         """Seconds after a submission by which its verdict is final, however it is disputed."""
         return self.verdict_window_s + self.dispute_window_s + self.commit_period_s + self.reveal_period_s
+
+    def settle_margin_s(self, min_period_s: int = 1) -> int:
+        """The least gap the court asks between `decided_within_s` and the pool's challenge window."""
+        return max(min_period_s, self.decided_within_s() // 4)
 
     def params(self) -> CourtParams:
         return CourtParams(validator_bond=self.validator_bond, verdict_fee=self.verdict_fee,
@@ -93,7 +103,8 @@ class CourtConfig(BaseModel):
                            silence_penalty=self.silence_penalty, assigned_window=self.assigned_window_s,
                            verdict_window=self.verdict_window_s, dispute_window=self.dispute_window_s,
                            commit_period=self.commit_period_s, reveal_period=self.reveal_period_s,
-                           committee_size=self.committee_size, wrong_verdict_slash=self.wrong_verdict_slash)
+                           committee_size=self.committee_size, wrong_verdict_slash=self.wrong_verdict_slash,
+                           activation_delay=self.activation_delay_s)
 
 
 class PoolConfig(BaseModel):
@@ -127,9 +138,10 @@ class PoolConfig(BaseModel):
             raise ValueError("reward_lock_s must be > challenge_window_s (no claim in the second a challenge can land)")
         if bool(self.validators) == (self.court is not None):
             raise ValueError("give either validators (a permissioned pool) or a [pool.court] table, not both")
-        if self.court is not None and self.court.decided_within_s() >= self.challenge_window_s:
+        if self.court is not None and self.court.decided_within_s() + self.court.settle_margin_s() > self.challenge_window_s:
             raise ValueError(f"the court's verdict, dispute, commit and reveal periods ({self.court.decided_within_s()} s) "
-                             f"must end before challenge_window_s ({self.challenge_window_s})")
+                             f"plus a margin of {self.court.settle_margin_s()} s must fit in challenge_window_s "
+                             f"({self.challenge_window_s})")
         return self
 
     def samples_per_work(self, spec: RunSpec | None = None) -> int:
@@ -215,6 +227,36 @@ def check_spot_check_bound(cfg: PoolConfig, spec: RunSpec | None = None) -> dict
     return terms
 
 
+def check_court_bounds(cfg: PoolConfig, spec: RunSpec | None, min_period_s: int) -> None:
+    """The ValidatorCourt's `BadCourtParams` rules that depend on the deployment (its `minPeriod`) or on the
+    pool's economics, as a UsageError before any transaction."""
+    court = cfg.court
+    assert court is not None
+    periods = {"assigned_window_s": court.assigned_window_s, "dispute_window_s": court.dispute_window_s,
+               "commit_period_s": court.commit_period_s, "reveal_period_s": court.reveal_period_s,
+               "activation_delay_s": court.activation_delay_s,
+               "verdict_window_s - assigned_window_s": court.verdict_window_s - court.assigned_window_s}
+    for name, value in periods.items():
+        if value < min_period_s:
+            raise UsageError(f"court {name} is {value} s, below this court's minimum period of {min_period_s} s "
+                             "(a few of the chain's blocks)")
+    margin = court.settle_margin_s(min_period_s)
+    if court.decided_within_s() + margin > cfg.challenge_window_s:
+        raise UsageError(f"challenge_window_s {cfg.challenge_window_s} must be at least the court's periods "
+                         f"({court.decided_within_s()} s) plus a margin of {margin} s")
+    bounty = cfg.slash_amount * cfg.bounty_bps // MAX_BPS
+    if court.wrong_verdict_slash < bounty + court.verdict_fee:
+        raise UsageError(f"court wrong_verdict_slash {court.wrong_verdict_slash} is below what a wrong challenge "
+                         f"earns its judge: bounty {bounty} + verdict_fee {court.verdict_fee}")
+    q = cfg.spot_check(spec)
+    loss = max(0, cfg.slash_amount - bounty - court.verdict_fee)
+    gain = (MAX_BPS - q) * cfg.reward_per_sample * cfg.samples_per_work(spec)
+    if q * loss * MAX_BPS < gain * (MAX_BPS + COURT_SPOT_CHECK_MARGIN_BPS):
+        raise UsageError(f"slash_amount {cfg.slash_amount} is too low for a court pool: a worker whose own validator "
+                         f"challenges its file loses only {loss} (slash - bounty - verdict_fee), and spot_check_bps "
+                         f"{q} needs q*loss >= 1.2*(1-q)*file reward")
+
+
 def create_pool(ledger: Ledger, cfg: PoolConfig, spec: RunSpec | None = None) -> int:
     """Create (and fund, if cfg.funding > 0) a pool; returns its id. `spec` is the task's run spec, whose
     submission size and spot-check fraction are the defaults of `maxSamplesPerWork` and `spotCheckBps`."""
@@ -222,6 +264,8 @@ def create_pool(ledger: Ledger, cfg: PoolConfig, spec: RunSpec | None = None) ->
     court = ledger.court if cfg.court is not None else None
     if cfg.court is not None and court is None:
         raise UsageError("the pool has a [pool.court] table but this deployment has no ValidatorCourt")
+    if court is not None:
+        check_court_bounds(cfg, spec, court.min_period())
     validators = [court.address] if court is not None else cfg.validators
     params = PoolParams(trainer=cfg.trainer, validators=validators, min_stake=cfg.min_stake,
                         reward_per_sample=cfg.reward_per_sample, slash_amount=cfg.slash_amount,

@@ -68,9 +68,10 @@ DEMO_COURT = CourtConfig(
     validator_bond=2_000 * TOKENS, verdict_fee=TOKENS // 100, dispute_bond=20 * TOKENS,
     wrong_verdict_slash=60 * TOKENS, non_voter_penalty=10 * TOKENS, silence_penalty=5 * TOKENS,
     assigned_window_s=60, verdict_window_s=180, dispute_window_s=90, commit_period_s=40, reveal_period_s=40,
-    committee_size=1, fee_funding=100 * TOKENS)
+    activation_delay_s=5, committee_size=3, fee_funding=100 * TOKENS)
 """The demo's court: three validators, so a dispute's committee is the one validator that is neither the judge
-nor the disputer. Windows are generous for a loaded two-core machine (checking a file takes about a second)."""
+nor the disputer (a committee is short only when fewer are eligible). Windows are generous for a loaded two-core
+machine (checking a file takes about a second)."""
 VALIDATOR_TOKENS = 3_000 * TOKENS
 
 
@@ -244,7 +245,7 @@ def _settle(ledger: Ledger, pool_id: int, start_block: int, roles: Roles, valida
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
-        open_cases = sum(ledger.court.cases(w).state != CaseState.FINAL for w in submitted)
+        open_cases = sum(ledger.court.cases(w).state not in (CaseState.FINAL, CaseState.VOID) for w in submitted)
         if open_cases == 0:
             return
         if open_cases != last:

@@ -19,13 +19,15 @@ class PoolStatus(IntEnum):
 
 class CaseState(IntEnum):
     """Mirror of `IValidatorCourt.CaseState`: a court pool's submission goes Pending → Verdict → Final,
-    or Verdict → Disputed → Final; the ComputePool learns the verdict only at Final."""
+    or Verdict → Disputed → Final; the ComputePool learns the verdict only at Final. Void: no verdict
+    (nobody judged in the verdict window, or no committee vote) — the work expires in the pool."""
 
     NONE = 0
     PENDING = 1
     VERDICT = 2
     DISPUTED = 3
     FINAL = 4
+    VOID = 5
 
 
 class WorkStatus(IntEnum):

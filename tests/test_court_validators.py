@@ -54,7 +54,7 @@ N = 8
 COURT = CourtConfig(validator_bond=200 * TOKENS, verdict_fee=TOKENS, dispute_bond=20 * TOKENS,
                     wrong_verdict_slash=60 * TOKENS, non_voter_penalty=10 * TOKENS, silence_penalty=5 * TOKENS,
                     assigned_window_s=6, verdict_window_s=40, dispute_window_s=20, commit_period_s=15,
-                    reveal_period_s=10, committee_size=3, fee_funding=100 * TOKENS)
+                    reveal_period_s=10, activation_delay_s=5, committee_size=3, fee_funding=100 * TOKENS)
 HONEST, ADVERSARIES = (5, 6, 7), {8: AttestEverything(), 9: ChallengeEverything(), 10: Silent()}
 WORKER = 4
 RANDOM_VOTER, FOURTH_HONEST = 3, 12
@@ -92,6 +92,7 @@ class CourtPool:
         self.pool_id = create_pool(self.ledger(1), self.config, SPEC)
         for i in validators:
             register_with_court(self.ledger(i), self.pool_id)
+        time.sleep(court.activation_delay_s + 1)  # a registration judges work submitted this long after it
         worker = self.ledger(WORKER)
         worker.ensure_allocation(self.pool_id, 60 * self.config.slash_amount)  # every submission backed up front
         worker.pool.join_pool(self.pool_id)

@@ -508,6 +508,9 @@ class ValidatorDaemon:
                 return 0
             if exc.error in ("WrongCaseState", "OutsidePeriod", "SubmissionNotPending", "NotEligible"):
                 log.info("work 0x%s: no verdict from us: %s", s.work_id.hex()[:12], exc)
+                if exc.error == "NotEligible":  # not in the case's set: if nobody judges, void the case then
+                    lapses = self.court.cases(s.work_id).submitted_at + self.rules.verdict_window + 1
+                    self.duties.book.finalize.setdefault(s.work_id.hex(), lapses)
                 self.metrics.skipped.inc()
                 self.retries.drop(s.key)
                 return 0

@@ -365,7 +365,7 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         if (!isValidator[poolId][msg.sender]) revert NotPoolValidator(poolId, msg.sender);
         if (status != WorkStatus.Pending) revert AlreadyJudged(workId, status);
         Pool storage pool = _pools[poolId];
-        if (block.timestamp > uint256(w.submittedAt) + pool.challengeWindow) revert ChallengeWindowClosed(workId);
+        _checkWindow(poolId, pool, w, workId);
         // Accepted keeps the work open: the hook touches neither a member record nor the budget
         _setStatus(pool, _members[poolId][address(0)], w, WorkStatus.Accepted, 0);
         emit WorkAccepted(poolId, workId, msg.sender);
@@ -385,7 +385,7 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         if (!isValidator[poolId][msg.sender]) revert NotPoolValidator(poolId, msg.sender);
         if (status != WorkStatus.Pending && status != WorkStatus.Accepted) revert AlreadyJudged(workId, status);
         Pool storage pool = _pools[poolId];
-        if (block.timestamp > uint256(w.submittedAt) + pool.challengeWindow) revert ChallengeWindowClosed(workId);
+        _checkWindow(poolId, pool, w, workId);
         address worker = _workerAddresses[w.workerId - 1];
         if (msg.sender == worker || msg.sender == pool.owner) revert ChallengerNotIndependent(workId, msg.sender);
         Member storage m = _members[poolId][worker];
@@ -397,7 +397,8 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         emit WorkChallenged(poolId, workId, msg.sender, reasonCode, evidenceDigest, slashed);
     }
 
-    /// @notice Return the reward reservation of a submission that nobody judged within the challenge window.
+    /// @notice Return the reward reservation of a submission that nobody judged within the challenge window
+    /// (in a judged pool: and whose judge no longer has the case open).
     function expireWork(bytes32 workId) external {
         Work storage w = _works[workId];
         if (w.status == WorkStatus.None) revert UnknownWork(workId);
@@ -405,6 +406,8 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         uint256 poolId = w.poolId;
         Pool storage pool = _pools[poolId];
         if (block.timestamp <= uint256(w.submittedAt) + pool.challengeWindow) revert ChallengeWindowOpen(workId);
+        address judge = judgeOf[poolId];
+        if (judge != address(0) && IWorkJudge(judge).isOpen(workId)) revert CaseOpen(workId);
         address worker = _workerAddresses[w.workerId - 1];
         _setStatus(pool, _members[poolId][worker], w, WorkStatus.Expired, _rewardOf(w.nSamples, pool.rewardPerSample));
         emit WorkExpired(poolId, workId);
@@ -538,6 +541,14 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         uint256 gainIfMissed = (MAX_BPS - q) * uint256(p.rewardPerSample) * p.maxSamplesPerWork;
         if (q * p.slashAmount < gainIfMissed) {
             revert SlashBelowSpotCheckBound(p.slashAmount, (gainIfMissed + q - 1) / q);
+        }
+    }
+
+    /// @dev Validators judge within the challenge window; the pool's judge (a court) also after it, so that
+    /// every case it opened settles — its own rules bound when (`IWorkJudge.isOpen`).
+    function _checkWindow(uint256 poolId, Pool storage pool, Work storage w, bytes32 workId) private view {
+        if (block.timestamp > uint256(w.submittedAt) + pool.challengeWindow && msg.sender != judgeOf[poolId]) {
+            revert ChallengeWindowClosed(workId);
         }
     }
 

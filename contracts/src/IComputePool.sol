@@ -238,6 +238,8 @@ interface IComputePool {
     error ChallengeWindowClosed(bytes32 workId);
     /// @notice The submission's challenge window is still open (it cannot expire yet).
     error ChallengeWindowOpen(bytes32 workId);
+    /// @notice The pool's judge has not decided the work yet (it may still after the challenge window).
+    error CaseOpen(bytes32 workId);
     /// @notice The reward `needed` exceeds the pool's unreserved `budget`.
     error InsufficientBudget(uint256 needed, uint256 budget);
     /// @notice Only the worker that submitted the work may claim it.
@@ -252,4 +254,7 @@ interface IComputePool {
 interface IWorkJudge {
     /// @notice `worker` submitted `workId` to `poolId` (called by the ComputePool inside `submitWork`).
     function onWorkSubmitted(uint256 poolId, bytes32 workId, address worker) external;
+    /// @notice Whether the judge may still decide `workId`: the ComputePool does not expire it meanwhile,
+    /// and takes the judge's verdict even after the challenge window.
+    function isOpen(bytes32 workId) external view returns (bool);
 }

@@ -18,12 +18,15 @@ interface IJudgedPool {
 /// @title IValidatorCourt — events, errors and types of the bonded-validator court
 interface IValidatorCourt {
     /// @dev None → Pending (submitted) → Verdict (first verdict) → Final, or Verdict → Disputed → Final (resolve).
+    /// Void: no verdict reaches the ComputePool (nobody judged within the verdict window, or no committee
+    /// member revealed a vote); the work expires there, neither paid nor slashed.
     enum CaseState {
         None,
         Pending,
         Verdict,
         Disputed,
-        Final
+        Final,
+        Void
     }
 
     /// @notice A pool's court rules, set once by the pool owner (`configurePool`). Amounts are in
@@ -40,8 +43,10 @@ interface IValidatorCourt {
     /// @param disputeWindow seconds after a verdict in which it may be disputed
     /// @param commitPeriod seconds after a dispute in which the committee is drawn and commits votes
     /// @param revealPeriod seconds after the commit period in which votes are revealed
-    /// @param committeeSize validators drawn to decide a dispute (odd, ≤ MAX_COMMITTEE)
-    /// @dev Declared in storage order: the last slot holds everything a verdict reads.
+    /// @param committeeSize validators drawn to decide a dispute (odd, 3 ≤ size ≤ MAX_COMMITTEE)
+    /// @param activationDelay seconds a registration (or deregistration) takes to count: a case is judged by
+    /// the validators active `activationDelay` seconds before its submission (≥ the court's `minPeriod`)
+    /// @dev Declared in storage order: the last two slots hold everything a verdict reads.
     struct CourtParams {
         uint128 validatorBond;
         uint128 verdictFee;
@@ -55,6 +60,7 @@ interface IValidatorCourt {
         uint24 revealPeriod;
         uint8 committeeSize;
         uint96 wrongVerdictSlash;
+        uint24 activationDelay;
     }
 
     /// @notice One registered validator of a pool.
@@ -91,13 +97,21 @@ interface IValidatorCourt {
     event CommitteeDrawn(bytes32 indexed workId, address[] committee);
     event VoteCommitted(bytes32 indexed workId, address indexed voter);
     event VoteRevealed(bytes32 indexed workId, address indexed voter, bool workValid);
-    /// @notice The dispute was decided: `workValid` by the revealed majority (a tie or no vote keeps the verdict).
+    /// @notice The dispute was decided: `workValid` by the revealed majority (a tie keeps the verdict).
     event DisputeResolved(bytes32 indexed workId, bool workValid, bool overturned, uint16 votesValid, uint16 votesInvalid);
     /// @notice `party` lost `amount` of its locked stake (`why`: 1 wrong verdict, 2 lost dispute, 3 no vote,
     /// 4 silence, 5 voted against the majority).
     event ValidatorPenalized(uint256 indexed poolId, bytes32 indexed workId, address indexed party, uint8 why, uint256 amount);
     /// @notice The verdict became final and was recorded in the ComputePool (`accepted` → attest, else challenge).
     event VerdictFinal(uint256 indexed poolId, bytes32 indexed workId, bool accepted, address judge, uint256 fee);
+    /// @notice The case closed with no verdict (`why`: 1 nobody judged in the verdict window, 2 no committee
+    /// member revealed a vote): the ComputePool expires the work, the judge and the disputer are freed.
+    event CaseVoided(uint256 indexed poolId, bytes32 indexed workId, uint8 why);
+    /// @notice The assignment of a submission was recorded (`validator` zero: none).
+    event AssignmentDrawn(bytes32 indexed workId, address validator);
+    /// @notice The owner of a closed pool asked for its fee budget back (paid from `at` on) or took it.
+    event FeesReclaimRequested(uint256 indexed poolId, uint64 at);
+    event FeesReclaimed(uint256 indexed poolId, address indexed to, uint256 amount);
     /// @notice `to` was credited `amount` (fee, bounty or share of penalties), withdrawable with `withdraw`.
     event Credited(address indexed to, uint256 amount);
     event Withdrawn(address indexed to, uint256 amount);
@@ -110,11 +124,14 @@ interface IValidatorCourt {
     error CourtNotSoleValidator(uint256 poolId);
     error AlreadyConfigured(uint256 poolId);
     error NotConfigured(uint256 poolId);
-    /// @notice `configurePool` parameters break rule `rule`: 1 committeeSize odd, 1..MAX_COMMITTEE;
-    /// 2 0 < assignedWindow < verdictWindow; 3 dispute, commit and reveal periods > 0;
-    /// 4 verdictWindow + disputeWindow + commitPeriod + revealPeriod < the pool's challengeWindow;
-    /// 5 wrongVerdictSlash, disputeBond, nonVoterPenalty > 0; 6 validatorBond ≥ wrongVerdictSlash and
-    /// ≥ nonVoterPenalty; 7 validatorBond and disputeBond < 2^96, verdictWindow ≤ MAX_PERIOD.
+    /// @notice `configurePool` parameters break rule `rule`: 1 committeeSize odd, 3..MAX_COMMITTEE;
+    /// 2 minPeriod ≤ assignedWindow ≤ verdictWindow − minPeriod; 3 dispute, commit and reveal periods and
+    /// activationDelay ≥ minPeriod; 4 the case periods plus a margin of max(minPeriod, their sum / 4) fit in
+    /// the pool's challengeWindow; 5 wrongVerdictSlash, disputeBond, nonVoterPenalty > 0;
+    /// 6 silencePenalty ≤ wrongVerdictSlash ≤ validatorBond, disputeBond ≤ validatorBond, nonVoterPenalty
+    /// ≤ validatorBond; 7 validatorBond < 2^96, verdictWindow ≤ MAX_PERIOD; 8 wrongVerdictSlash ≥ the
+    /// bounty b·S + verdictFee a wrong challenge can earn; 9 the spot-check bound with the worker's
+    /// worst-case loss: q·(S − b·S − verdictFee) ≥ (1 − q)·R·(1 + SPOT_CHECK_MARGIN).
     error BadCourtParams(uint8 rule);
     /// @notice The pool owner may not validate its own pool.
     error OwnerCannotValidate(uint256 poolId);
@@ -141,4 +158,8 @@ interface IValidatorCourt {
     error TransferAmountMismatch(uint256 expected, uint256 received);
     /// @notice Only the ComputePool calls the submission hook.
     error NotComputePool(address caller);
+    /// @notice The assignment is already recorded, or its block hash is past the 256-block horizon.
+    error AssignmentRecorded(bytes32 workId);
+    /// @notice The fee budget is reclaimable only from a closed pool, from `at` on.
+    error FeesNotReclaimable(uint256 poolId, uint64 at);
 }

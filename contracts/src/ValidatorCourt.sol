@@ -7,26 +7,34 @@ import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/Reentrancy
 import {IComputePool} from "./IComputePool.sol";
 import {IStakeManager} from "./IStakeManager.sol";
 import {IJudgedPool, IValidatorCourt} from "./IValidatorCourt.sol";
+import {CourtRules} from "./CourtRules.sol";
+import {ValidatorSet} from "./ValidatorSet.sol";
+import {DisputeSettlement} from "./DisputeSettlement.sol";
 
 /// @title ValidatorCourt — bonded, permissionless validators who answer for their verdicts
 /// @notice A pool opts in by making this court its only validator and freezing its validator set.
-/// Anyone with the pool's validator bond locked here registers as a validator of the pool. Each
-/// submission is assigned to one registered validator by the hash of the block after it, which the
-/// worker cannot know when it submits; only that validator may give the first verdict during the
-/// assigned window, then any registered validator may (and the silent one loses `silencePenalty`).
-/// Any other registered validator may dispute a verdict within the dispute window by locking a
-/// dispute bond; a committee drawn from the other validators by a later block hash votes by
-/// commit–reveal, the revealed majority decides (a tie or no vote keeps the verdict), the losing
-/// side is slashed and the majority shares what was slashed. A verdict reaches the ComputePool
-/// (attest, or challenge that slashes the worker) only once it is final, so the trainer, the
-/// worker's reward and the challenger's bounty all wait for finality, and an honest worker wrongly
-/// challenged is never slashed. Rules, numbers and why honest play is each party's best response:
+/// Anyone with the pool's validator bond locked here registers as a validator of the pool; it enters
+/// the pool's *active set* (a compact list: deregistering removes it, swap-and-pop), and every change
+/// of that set is recorded with its time. A case is judged by the set as it was `activationDelay`
+/// seconds before its submission (the case's set): later registrations and deregistrations change
+/// nothing about it. Each submission is assigned to one validator of its set by the hash of the block
+/// after it, which nobody knows when the set is fixed; only that validator may give the first verdict
+/// during the assigned window, then any validator of the set may (and the silent one loses
+/// `silencePenalty`). Any other validator of the set may dispute a verdict within the dispute window
+/// by locking a dispute bond; a committee drawn from the case's set by a later block hash votes by
+/// commit–reveal, the revealed majority decides (a tie keeps the verdict; no vote at all voids the
+/// case), the losing side is slashed and the majority shares what was slashed. A verdict reaches the
+/// ComputePool (attest, or challenge that slashes the worker) only once it is final, so the trainer,
+/// the worker's reward and the challenger's bounty all wait for finality, and an honest worker wrongly
+/// challenged is never slashed. The ComputePool keeps a case's work open while the case is open here,
+/// so every case settles. Rules, numbers and why honest play is each party's best response:
 /// docs/protocol.md, "Bonded validators and disputes".
 /// @dev Stake rule: `reserved ≤ locked` for every validator — each open verdict reserves
 /// `wrongVerdictSlash`, each dispute its `disputeBond`, each committee seat `nonVoterPenalty`, so
 /// every penalty but silence's (taken from what is unreserved) is paid in full.
 contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     using SafeERC20 for IERC20;
+    using ValidatorSet for ValidatorSet.Set;
 
     /// @notice Largest dispute committee.
     uint8 public constant MAX_COMMITTEE = 15;
@@ -34,31 +42,17 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     uint24 public constant MAX_PERIOD = 30 days;
     /// @notice Reason code of a challenge that a dispute committee decided (the work was attested first).
     uint16 public constant REASON_DISPUTE = 18;
-    /// @dev Entries a committee draw walks, after its random draws, to fill seats they missed (bounds its gas).
-    uint256 private constant MAX_FILL_SCAN = 64;
-    uint8 private constant WHY_WRONG_VERDICT = 1;
-    uint8 private constant WHY_LOST_DISPUTE = 2;
-    uint8 private constant WHY_NO_VOTE = 3;
+    /// @dev `Case.assigned` of a case whose draw found no validator (0 = not drawn yet).
+    uint24 private constant NO_ONE = type(uint24).max;
     uint8 private constant WHY_SILENCE = 4;
-    uint8 private constant WHY_MINORITY = 5;
+    uint8 private constant VOID_LAPSED = 1;
+    uint8 private constant VOID_NO_VOTE = 2;
     bytes32 private constant REVEALED_VALID = bytes32(uint256(1));
     bytes32 private constant REVEALED_INVALID = bytes32(uint256(2));
 
-    /// @dev One slot: what a verdict needs to read and reserve.
-    struct Validator {
-        uint24 index;
-        uint40 deregisteredAt;
-        uint96 locked;
-        uint96 reserved;
-    }
-
-    struct Entry {
-        address validator;
-        uint40 registeredAt;
-    }
-
     /// @dev One slot, written by the ComputePool's submission hook, so that a verdict only updates it.
-    /// `workerIndex` is the worker's own validator index in the pool at submission (0 = none).
+    /// `workerIndex` is the worker's own validator index in the pool at submission (0 = none);
+    /// `assigned` the drawn validator's index once recorded (0 = not yet, NO_ONE = none).
     struct Case {
         uint32 poolId;
         uint40 submittedAt;
@@ -69,6 +63,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         uint24 judge;
         uint40 verdictAt;
         uint16 reasonCode;
+        uint24 assigned;
     }
 
     struct Dispute {
@@ -77,18 +72,25 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         uint40 disputeBlock;
         uint16 votesValid;
         uint16 votesInvalid;
+        bool drawn;
     }
 
     IJudgedPool public immutable pools;
     IStakeManager public immutable stakeManager;
     IERC20 public immutable token;
+    /// @notice Shortest window or period a pool may set, in seconds: a few of this chain's blocks.
+    uint24 public immutable minPeriod;
 
     mapping(uint256 poolId => CourtParams) private _params;
     mapping(uint256 poolId => address) public poolOwner;
     mapping(uint256 poolId => uint256) public feeBudget;
+    /// @notice When the owner of a closed pool may take its fee budget back (0: not asked).
+    mapping(uint256 poolId => uint64) public feesReclaimableAt;
     // slither-disable-next-line uninitialized-state (written through a storage pointer in `register`)
-    mapping(uint256 poolId => Entry[]) private _entries;
-    mapping(uint256 poolId => mapping(address => Validator)) private _validators;
+    mapping(uint256 poolId => ValidatorSet.Entry[]) private _entries;
+    mapping(uint256 poolId => mapping(address => ValidatorSet.Validator)) private _validators;
+    /// @dev Each pool's active set over time.
+    mapping(uint256 poolId => ValidatorSet.Set) private _active;
     /// @notice Each submission's case (judge and disputer are 1-based validator indices: `validatorAt`).
     mapping(bytes32 workId => Case) public cases;
     mapping(bytes32 workId => Dispute) public disputes;
@@ -99,30 +101,26 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     /// @notice Fees, bounties and shares of penalties owed to each address (`withdraw`).
     mapping(address => uint256) public credits;
 
-    constructor(IJudgedPool pools_) {
+    /// @param minPeriod_ the shortest window a pool may set on this chain (a few block times, in seconds)
+    constructor(IJudgedPool pools_, uint24 minPeriod_) {
         if (address(pools_) == address(0)) revert ZeroAddress();
+        if (minPeriod_ == 0) revert ZeroAmount();
         pools = pools_;
         stakeManager = pools_.stakeManager();
         token = IERC20(pools_.token());
+        minPeriod = minPeriod_;
     }
 
     // ------------------------------------------------------------------ pool owner
 
     /// @notice Set the court rules of a pool (its owner, once). The pool must have this court as its
-    /// only validator with its validator set frozen, and the periods must end within its challenge window.
+    /// only validator with its validator set frozen, and the rules must meet `BadCourtParams`' bounds.
     function configurePool(uint256 poolId, CourtParams calldata p) external {
-        IComputePool.PoolView memory pool = pools.getPool(poolId);
-        if (msg.sender != pool.owner) revert NotPoolOwner(poolId, msg.sender);
         if (_params[poolId].committeeSize != 0) revert AlreadyConfigured(poolId);
-        if (
-            !pool.validatorsFrozen || pool.validatorCount != 1 || !pools.isValidator(poolId, address(this))
-                || pools.judgeOf(poolId) != address(this)
-        ) {
-            revert CourtNotSoleValidator(poolId);
-        }
-        _checkParams(p, pool.params.challengeWindow);
+        address owner_ = CourtRules.checkPool(pools, poolId, p, minPeriod);
+        if (msg.sender != owner_) revert NotPoolOwner(poolId, msg.sender);
         _params[poolId] = p;
-        poolOwner[poolId] = pool.owner;
+        poolOwner[poolId] = owner_;
         emit CourtConfigured(poolId, p);
     }
 
@@ -139,6 +137,31 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         if (received != amount) revert TransferAmountMismatch(amount, received);
     }
 
+    /// @notice Take back the fee budget of a closed pool (its owner): the first call asks, and the budget
+    /// (with the tie pots and remainders it collected) is paid from `exitDelay` later on, when every case
+    /// of the pool has been decided.
+    function reclaimFees(uint256 poolId) external nonReentrant {
+        CourtParams storage p = _configured(poolId);
+        address owner_ = poolOwner[poolId];
+        if (msg.sender != owner_) revert NotPoolOwner(poolId, msg.sender);
+        if (!CourtRules.isClosed(pools, poolId)) {
+            revert FeesNotReclaimable(poolId, type(uint64).max);
+        }
+        uint64 at = feesReclaimableAt[poolId];
+        if (at == 0) {
+            at = uint64(block.timestamp) + _exitDelay(p);
+            feesReclaimableAt[poolId] = at;
+            emit FeesReclaimRequested(poolId, at);
+            return;
+        }
+        if (block.timestamp < at) revert FeesNotReclaimable(poolId, at);
+        uint256 amount = feeBudget[poolId];
+        if (amount == 0) revert ZeroAmount();
+        feeBudget[poolId] = 0;
+        emit FeesReclaimed(poolId, owner_, amount);
+        token.safeTransfer(owner_, amount);
+    }
+
     /// @notice The ComputePool's hook on every submission of a pool judged here: opens its case.
     function onWorkSubmitted(uint256 poolId, bytes32 workId, address worker) external {
         if (msg.sender != address(pools)) revert NotComputePool(msg.sender);
@@ -152,30 +175,40 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
             accepted: false,
             judge: 0,
             verdictAt: 0,
-            reasonCode: 0
+            reasonCode: 0,
+            assigned: 0
         });
+    }
+
+    /// @notice Whether the case may still be decided here (the ComputePool keeps the work open meanwhile):
+    /// a verdict or a dispute is open, or the verdict window has not passed.
+    function isOpen(bytes32 workId) external view returns (bool) {
+        Case memory c = cases[workId];
+        if (c.state == CaseState.Verdict || c.state == CaseState.Disputed) return true;
+        return c.state == CaseState.Pending && block.timestamp <= uint256(c.submittedAt) + _params[c.poolId].verdictWindow;
     }
 
     // ------------------------------------------------------------------ validators
 
     /// @notice Register as a validator of the pool: locks (from the caller's free bonded stake) what
-    /// its locked stake here lacks of the validator bond. Not the pool owner.
+    /// its locked stake here lacks of the validator bond, and joins the active set. It judges work
+    /// submitted `activationDelay` seconds from now on. Not the pool owner.
     function register(uint256 poolId) external {
         CourtParams storage p = _configured(poolId);
         if (msg.sender == poolOwner[poolId]) revert OwnerCannotValidate(poolId);
-        Validator storage v = _validators[poolId][msg.sender];
-        Entry[] storage entries = _entries[poolId];
+        ValidatorSet.Validator storage v = _validators[poolId][msg.sender];
+        ValidatorSet.Entry[] storage entries = _entries[poolId];
         if (v.index != 0 && v.deregisteredAt == 0) revert AlreadyRegistered(poolId, msg.sender);
         uint256 bond = p.validatorBond;
         if (v.locked < bond) _lock(v, bond - v.locked);
         if (v.index == 0) {
-            entries.push(Entry({validator: msg.sender, registeredAt: uint40(block.timestamp)}));
+            entries.push(ValidatorSet.Entry({validator: msg.sender, registeredAt: uint40(block.timestamp), position: 0}));
             v.index = uint24(entries.length);
         } else {
-            // a returning validator rejoins at its old place, as if new: it is assigned only later work
             entries[v.index - 1].registeredAt = uint40(block.timestamp);
             v.deregisteredAt = 0;
         }
+        entries[v.index - 1].position = _active[poolId].add(v.index);
         emit ValidatorRegistered(poolId, msg.sender, v.index, v.locked);
     }
 
@@ -183,26 +216,31 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     /// `wrongVerdictSlash` of it, so the locked stake bounds how many verdicts a validator has open at once.
     function addBond(uint256 poolId, uint256 amount) external {
         _configured(poolId);
-        Validator storage v = _registered(poolId, msg.sender);
+        ValidatorSet.Validator storage v = _registered(poolId, msg.sender);
         if (amount == 0) revert ZeroAmount();
         if (uint256(v.locked) + amount > type(uint96).max) revert BadCourtParams(7);
         _lock(v, amount);
         emit BondAdded(poolId, msg.sender, amount, v.locked);
     }
 
-    /// @notice Stop validating the pool. Work submitted before now may still be assigned to the caller;
-    /// its bond can be withdrawn once `exitDelay` has passed and nothing of it is reserved.
+    /// @notice Stop validating the pool: leaves the active set (the last validator takes its place).
+    /// Cases whose set it was in may still be assigned to it or seat it; its bond can be withdrawn once
+    /// `exitDelay` has passed and nothing of it is reserved.
     function deregister(uint256 poolId) external {
         CourtParams storage p = _configured(poolId);
-        Validator storage v = _registered(poolId, msg.sender);
+        ValidatorSet.Validator storage v = _registered(poolId, msg.sender);
         v.deregisteredAt = uint40(block.timestamp);
+        ValidatorSet.Entry storage e = _entries[poolId][v.index - 1];
+        uint256 moved = _active[poolId].remove(e.position);
+        if (moved != 0) _entries[poolId][moved - 1].position = e.position;
+        e.position = 0;
         emit ValidatorDeregistered(poolId, msg.sender, uint64(block.timestamp) + _exitDelay(p));
     }
 
     /// @notice Return a deregistered validator's locked stake to its free bonded stake.
     function withdrawBond(uint256 poolId) external {
         CourtParams storage p = _configured(poolId);
-        Validator storage v = _validators[poolId][msg.sender];
+        ValidatorSet.Validator storage v = _validators[poolId][msg.sender];
         if (v.index == 0 || v.deregisteredAt == 0) revert NotRegistered(poolId, msg.sender);
         uint64 exitAt = uint64(v.deregisteredAt) + _exitDelay(p);
         if (block.timestamp < exitAt || v.reserved != 0) revert BondStillLocked(exitAt, v.reserved);
@@ -224,8 +262,23 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         _judge(workId, false, reasonCode, evidenceDigest);
     }
 
+    /// @notice Record a pending submission's assignment (anyone, from two blocks after the submission):
+    /// a verdict records it too; recording it before the block hash it draws from is 256 blocks old keeps
+    /// the assigned window and the silence penalty (past that, an unrecorded case has no assignee).
+    function drawAssignment(bytes32 workId) external {
+        Case storage c = cases[workId];
+        if (c.state != CaseState.Pending) revert WrongCaseState(workId, c.state);
+        if (block.number <= uint256(c.submittedBlock) + 1) revert AssignmentNotDrawn(workId);
+        if (c.assigned != 0 || blockhash(uint256(c.submittedBlock) + 1) == bytes32(0)) {
+            revert AssignmentRecorded(workId);
+        }
+        uint24 assigned = _drawAssignment(workId, c, _params[c.poolId].activationDelay);
+        c.assigned = assigned;
+        emit AssignmentDrawn(workId, assigned == NO_ONE ? address(0) : _entries[c.poolId][assigned - 1].validator);
+    }
+
     /// @notice Dispute the first verdict of a submission within the dispute window, locking the
-    /// pool's dispute bond (a registered validator that is neither the judge nor the worker).
+    /// pool's dispute bond (a registered validator of the case's set that is neither the judge nor the worker).
     function dispute(bytes32 workId, bytes32 evidenceDigest) external {
         Case storage c = cases[workId];
         if (c.state != CaseState.Verdict) revert WrongCaseState(workId, c.state);
@@ -233,8 +286,10 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         CourtParams storage p = _params[poolId];
         uint64 until = uint64(c.verdictAt) + p.disputeWindow;
         if (block.timestamp > until) revert OutsidePeriod(workId, c.verdictAt, until);
-        Validator storage v = _registered(poolId, msg.sender);
-        if (v.index == c.judge || v.index == c.workerIndex) revert NotEligible(workId, msg.sender);
+        ValidatorSet.Validator storage v = _registered(poolId, msg.sender);
+        if (v.index == c.judge || v.index == c.workerIndex || !_inCaseSet(poolId, v, _caseKey(c, p))) {
+            revert NotEligible(workId, msg.sender);
+        }
         uint256 free = v.locked - v.reserved; // a freed dispute bond stays locked here: use it again first
         if (free < p.disputeBond) _lock(v, p.disputeBond - free);
         v.reserved += uint96(p.disputeBond);
@@ -244,38 +299,37 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
             disputedAt: uint40(block.timestamp),
             disputeBlock: uint40(block.number),
             votesValid: 0,
-            votesInvalid: 0
+            votesInvalid: 0,
+            drawn: false
         });
         emit Disputed(poolId, workId, msg.sender, evidenceDigest);
     }
 
-    /// @notice Draw the dispute committee (anyone, from the block after the dispute on, within the
-    /// commit period): up to `committeeSize` validators registered before the submission and still
-    /// registered, none of them a party, each with `nonVoterPenalty` of unreserved stake, by the hash
-    /// of the block after the dispute.
+    /// @notice Draw the dispute committee, once (anyone, from the block after the dispute on, within the
+    /// commit period): `committeeSize` validators of the case's set — fewer only when fewer are eligible —
+    /// none of them a party, each with `nonVoterPenalty` of unreserved stake, by the hash of the block
+    /// after the dispute. Seats are drawn uniformly; if the random draws miss, a walk over the whole set in
+    /// an order drawn from the same hash fills the rest.
     function drawCommittee(bytes32 workId) external {
         (Case storage c, Dispute storage d) = _disputed(workId);
-        address[] storage committee = _committees[workId];
-        if (committee.length != 0) revert WrongCaseState(workId, c.state);
+        if (d.drawn) revert WrongCaseState(workId, c.state);
         if (block.number <= uint256(d.disputeBlock) + 1) revert CommitteeNotDrawn(workId);
         uint256 poolId = c.poolId;
         CourtParams storage p = _params[poolId];
         uint64 until = uint64(d.disputedAt) + p.commitPeriod;
         if (block.timestamp > until) revert OutsidePeriod(workId, d.disputedAt, until);
-        bytes32 seed = keccak256(abi.encode(_blockHashAfter(d.disputeBlock), workId));
-        uint256 n = _entries[poolId].length; // ≥ 2: the judge and the disputer
-        uint256 size = p.committeeSize;
-        for (uint256 j; j < 4 * size + 8 && committee.length < size; ++j) {
-            // slither-disable-next-line weak-prng (block-hash randomness by design: docs/protocol.md, its bias)
-            _seat(c, d, committee, uint256(keccak256(abi.encode(seed, j))) % n + 1, p.nonVoterPenalty);
-        }
-        // Random draws can miss the last eligible validators when few are eligible; then walk the list from a
-        // random place (at most MAX_FILL_SCAN entries, to bound gas), so a committee is short only when fewer
-        // than committeeSize validators are eligible.
-        for (uint256 j; j < n && j < MAX_FILL_SCAN && committee.length < size; ++j) {
-            // slither-disable-next-line weak-prng (block-hash randomness by design: docs/protocol.md, its bias)
-            _seat(c, d, committee, (uint256(seed) + j) % n + 1, p.nonVoterPenalty);
-        }
+        d.drawn = true;
+        ValidatorSet.Draw memory draw = ValidatorSet.Draw({
+            key: _caseKey(c, p),
+            seed: keccak256(abi.encode(_blockHashAfter(d.disputeBlock), workId)),
+            size: p.committeeSize,
+            penalty: p.nonVoterPenalty,
+            judge: c.judge,
+            disputer: d.disputer,
+            worker: c.workerIndex
+        });
+        address[] storage committee = _committees[workId];
+        ValidatorSet.drawCommittee(_active[poolId], _entries[poolId], _validators[poolId], committee, draw);
         emit CommitteeDrawn(workId, committee);
     }
 
@@ -312,33 +366,75 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     /// @notice Decide a dispute after the reveal period (anyone) and make the decided verdict final.
     /// Overturned: the judge loses `wrongVerdictSlash`, the disputer's bond is freed and the disputer
     /// becomes the verdict's owner (fee, bounty). Upheld (also on a tie with votes): the disputer loses
-    /// its bond. No vote revealed: the verdict stands and the bond is freed. Committee members that
-    /// did not reveal lose `nonVoterPenalty`; the majority's voters share every amount taken (the
-    /// remainder, or all of it when no one voted with a majority, goes to the pool's fee budget).
+    /// its bond. No vote revealed (or no committee): the case is void — no verdict reaches the pool, the
+    /// judge and the disputer are freed. Committee members that did not reveal lose `nonVoterPenalty`;
+    /// the majority's voters share every amount taken (the remainder, or all of it when no one voted with
+    /// a majority, goes to the pool's fee budget).
     function resolve(bytes32 workId) external nonReentrant {
         (Case storage c, Dispute storage d) = _disputed(workId);
         CourtParams storage p = _params[c.poolId];
         uint64 until = uint64(d.disputedAt) + p.commitPeriod + p.revealPeriod;
         if (block.timestamp <= until) revert OutsidePeriod(workId, until + 1, type(uint64).max);
-        (uint16 yes, uint16 no) = (d.votesValid, d.votesInvalid);
-        bool workValid = yes > no ? true : no > yes ? false : c.accepted;
-        bool overturned = workValid != c.accepted;
-        address winner = _settle(workId, c, d, p, overturned);
-        emit DisputeResolved(workId, workValid, overturned, yes, no);
-        if (overturned) {
-            c.accepted = workValid;
+        DisputeSettlement.Outcome memory o = _outcome(workId, c, d, p);
+        (address winner, uint256 remainder) = DisputeSettlement.settle(
+            _validators[o.poolId], _committees[workId], votes[workId], credits, stakeManager, o
+        );
+        feeBudget[o.poolId] += remainder;
+        emit DisputeResolved(workId, o.workValid, o.overturned, uint16(o.votesValid), uint16(o.votesInvalid));
+        if (o.votesValid + o.votesInvalid == 0) {
+            c.state = CaseState.Void;
+            emit CaseVoided(o.poolId, workId, VOID_NO_VOTE);
+            return;
+        }
+        if (o.overturned) {
+            c.accepted = o.workValid;
             c.reasonCode = REASON_DISPUTE;
         }
-        _finalize(c.poolId, workId, c, p, winner);
+        _finalize(o.poolId, workId, c, p, winner);
+    }
+
+    /// @dev The resolved dispute: the revealed majority decides; a tie (or no vote) keeps the verdict.
+    function _outcome(bytes32 workId, Case storage c, Dispute storage d, CourtParams storage p)
+        private
+        view
+        returns (DisputeSettlement.Outcome memory o)
+    {
+        (uint256 yes, uint256 no) = (d.votesValid, d.votesInvalid);
+        o.poolId = c.poolId;
+        o.workId = workId;
+        o.judge = _entries[o.poolId][c.judge - 1].validator;
+        o.disputer = _entries[o.poolId][d.disputer - 1].validator;
+        o.workValid = yes > no ? true : no > yes ? false : c.accepted;
+        o.overturned = o.workValid != c.accepted;
+        o.votesValid = yes;
+        o.votesInvalid = no;
+        o.wrongVerdictSlash = p.wrongVerdictSlash;
+        o.disputeBond = p.disputeBond;
+        o.nonVoterPenalty = p.nonVoterPenalty;
     }
 
     /// @notice Make an undisputed verdict final once its dispute window has passed (anyone): records it
     /// in the ComputePool, frees the judge's reservation and pays the verdict fee (and a challenge's bounty).
+    /// A case nobody judged within its verdict window is voided instead, and its silent assignee loses
+    /// `silencePenalty` to the pool's fee budget.
     function finalize(bytes32 workId) external nonReentrant {
         Case storage c = cases[workId];
-        if (c.state != CaseState.Verdict) revert WrongCaseState(workId, c.state);
         uint256 poolId = c.poolId;
         CourtParams storage p = _params[poolId];
+        if (c.state == CaseState.Pending) {
+            uint64 closes = uint64(c.submittedAt) + p.verdictWindow;
+            if (block.timestamp <= closes) revert OutsidePeriod(workId, closes + 1, type(uint64).max);
+            c.state = CaseState.Void;
+            uint24 assigned = c.assigned != 0 ? c.assigned : _drawAssignment(workId, c, p.activationDelay);
+            c.assigned = assigned;
+            emit CaseVoided(poolId, workId, VOID_LAPSED);
+            if (assigned != NO_ONE) {
+                address silent = _entries[poolId][assigned - 1].validator;
+                feeBudget[poolId] += _penalizeSilence(poolId, workId, silent, p.silencePenalty);
+            }
+            return;
+        }
+        if (c.state != CaseState.Verdict) revert WrongCaseState(workId, c.state);
         uint64 from = uint64(c.verdictAt) + p.disputeWindow;
         if (block.timestamp <= from) revert OutsidePeriod(workId, from + 1, type(uint64).max);
         address judge = _entries[poolId][c.judge - 1].validator;
@@ -362,7 +458,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     }
 
     function getValidator(uint256 poolId, address validator) external view returns (ValidatorView memory view_) {
-        Validator memory v = _validators[poolId][validator];
+        ValidatorSet.Validator memory v = _validators[poolId][validator];
         view_.index = v.index;
         view_.deregisteredAt = v.deregisteredAt;
         view_.locked = v.locked;
@@ -370,13 +466,19 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         if (v.index != 0) view_.registeredAt = _entries[poolId][v.index - 1].registeredAt;
     }
 
-    /// @notice The validator assigned to a submission (zero: none yet — wait one block — or none
-    /// registered before it, or the hash is older than 256 blocks: then any registered validator may judge).
+    /// @notice The pool's active validators now (`at`: 1-based index of the validator at each position).
+    function activeCount(uint256 poolId) external view returns (uint256) {
+        return _active[poolId].count.value;
+    }
+
+    /// @notice The validator assigned to a submission (zero: none yet — wait one block — or none in the
+    /// case's set, or the draw was not recorded before its block hash passed the 256-block horizon: then any
+    /// validator of the case's set may judge).
     function assignedValidator(bytes32 workId) external view returns (address) {
         Case memory c = cases[workId];
         if (c.state == CaseState.None || block.number <= uint256(c.submittedBlock) + 1) return address(0);
-        uint256 index = _assignment(workId, c);
-        return index == 0 ? address(0) : _entries[c.poolId][index - 1].validator;
+        uint24 index = c.assigned != 0 ? c.assigned : _drawAssignment(workId, c, _params[c.poolId].activationDelay);
+        return index == NO_ONE ? address(0) : _entries[c.poolId][index - 1].validator;
     }
 
     /// @notice The validators drawn to decide the submission's dispute.
@@ -385,7 +487,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     }
 
     /// @notice Seconds after deregistering before a validator's bond can be withdrawn: every case it
-    /// can still be part of is decided by then.
+    /// can still be part of (its set is fixed `activationDelay` before the submission) is decided by then.
     function exitDelay(uint256 poolId) external view returns (uint64) {
         return _exitDelay(_configured(poolId));
     }
@@ -393,15 +495,15 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     // ------------------------------------------------------------------ internal
 
     /// @dev First verdict. Before `assignedWindow` ends only the assigned validator may give it (if none is
-    /// assigned, any registered one); until `verdictWindow` ends any registered validator that is not the
-    /// worker, and the silent assigned one then loses `silencePenalty` to the judge. The judge reserves
-    /// `wrongVerdictSlash` of its locked stake until the verdict is final.
+    /// assigned, any validator of the case's set); until `verdictWindow` ends any validator of the set that
+    /// is not the worker, and the silent assigned one then loses `silencePenalty` to the judge. The judge
+    /// reserves `wrongVerdictSlash` of its locked stake until the verdict is final.
     function _judge(bytes32 workId, bool accepted, uint16 reasonCode, bytes32 evidenceDigest) private {
         Case storage c = cases[workId];
         if (c.state != CaseState.Pending) revert WrongCaseState(workId, c.state);
         uint256 poolId = c.poolId;
         CourtParams storage p = _params[poolId];
-        Validator storage v = _eligibleJudge(workId, c, p);
+        ValidatorSet.Validator storage v = _eligibleJudge(workId, c, p);
         uint96 exposure = p.wrongVerdictSlash;
         if (v.locked - v.reserved < exposure) revert InsufficientBond(v.locked - v.reserved, exposure);
         v.reserved += exposure;
@@ -416,11 +518,12 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         emit VerdictGiven(poolId, workId, msg.sender, accepted, reasonCode, evidenceDigest);
     }
 
-    /// @dev The caller's record if it may give the first verdict now (penalizing a silent assigned
-    /// validator): registered before the submission and not deregistered by then, not the worker.
+    /// @dev The caller's record if it may give the first verdict now (recording the draw, and penalizing
+    /// a silent assigned validator): the assigned validator, or (after the assigned window, or when none
+    /// is assigned) a validator of the case's set that is not the worker.
     function _eligibleJudge(bytes32 workId, Case storage c, CourtParams storage p)
         private
-        returns (Validator storage v)
+        returns (ValidatorSet.Validator storage v)
     {
         uint64 submittedAt = c.submittedAt;
         if (block.timestamp > submittedAt + p.verdictWindow) {
@@ -430,16 +533,54 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         uint256 poolId = c.poolId;
         v = _validators[poolId][msg.sender];
         uint24 index = v.index;
-        if (
-            index == 0 || index == c.workerIndex || (v.deregisteredAt != 0 && v.deregisteredAt <= submittedAt)
-                || _entries[poolId][index - 1].registeredAt > submittedAt
-        ) revert NotEligible(workId, msg.sender);
-        uint256 assigned = _assignment(workId, c);
-        if (assigned != 0 && assigned != index) {
+        uint24 assigned = c.assigned;
+        if (assigned == 0) {
+            assigned = _drawAssignment(workId, c, p.activationDelay);
+            c.assigned = assigned;
+        }
+        if (index == assigned && index != 0) return v;
+        if (index == 0 || index == c.workerIndex || !_inCaseSet(poolId, v, _caseKey(c, p))) {
+            revert NotEligible(workId, msg.sender);
+        }
+        if (assigned != NO_ONE) {
             address silent = _entries[poolId][assigned - 1].validator;
             if (block.timestamp <= submittedAt + p.assignedWindow) revert NotAssigned(workId, silent);
-            _penalizeSilence(poolId, workId, silent, msg.sender, p.silencePenalty);
+            uint256 taken = _penalizeSilence(poolId, workId, silent, p.silencePenalty);
+            if (taken != 0) _credit(msg.sender, taken);
         }
+    }
+
+    /// @dev The assignment: the validator at a position of the case's set drawn by the hash of the block
+    /// after the submission (the next position if that is the worker); NO_ONE if the set is empty, is the
+    /// worker alone, or the hash is past the 256-block horizon. Every input was fixed before that hash
+    /// existed, so recomputing it gives the same answer until the horizon; O(1) storage reads.
+    function _drawAssignment(bytes32 workId, Case memory c, uint24 delay) private view returns (uint24) {
+        bytes32 hash = blockhash(uint256(c.submittedBlock) + 1);
+        uint256 key = uint256(c.submittedAt) - delay;
+        uint256 n = _active[c.poolId].sizeAt(key);
+        if (n == 0 || hash == bytes32(0)) return NO_ONE;
+        // slither-disable-next-line weak-prng (block-hash randomness by design: docs/protocol.md, its bias)
+        uint256 position = uint256(keccak256(abi.encode(hash, workId))) % n;
+        uint256 index = _active[c.poolId].indexAt(position, key);
+        if (index == c.workerIndex) {
+            if (n == 1) return NO_ONE;
+            // slither-disable-next-line weak-prng (the drawn position's neighbour: same randomness, same bias)
+            index = _active[c.poolId].indexAt((position + 1) % n, key);
+        }
+        return uint24(index);
+    }
+
+    /// @dev The time whose active set judges the case.
+    function _caseKey(Case storage c, CourtParams storage p) private view returns (uint256) {
+        return uint256(c.submittedAt) - p.activationDelay;
+    }
+
+    /// @dev Whether `v` was in the active set at `key`, judged by its current stint (registered at or
+    /// before `key` and not deregistered by then): true only if it was; a validator that re-registered
+    /// since is refused (it may still be the case's assignee or sit on its committee).
+    function _inCaseSet(uint256 poolId, ValidatorSet.Validator storage v, uint256 key) private view returns (bool) {
+        uint256 gone = v.deregisteredAt;
+        return _entries[poolId][v.index - 1].registeredAt <= key && (gone == 0 || gone > key);
     }
 
     /// @dev Record the final verdict in the ComputePool (the judge's reservation was freed by the caller);
@@ -462,67 +603,12 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         }
     }
 
-    /// @dev Free the parties' reservations, take the losing side's stake and every non-voter's penalty,
-    /// and share it between the winning party (returned) and the majority's voters; a tie has no majority
-    /// to reward, so then (and for the division's remainder) it goes to the pool's fee budget.
-    function _settle(bytes32 workId, Case storage c, Dispute storage d, CourtParams storage p, bool overturned)
-        private
-        returns (address winner)
-    {
-        uint256 poolId = c.poolId;
-        address judge = _entries[poolId][c.judge - 1].validator;
-        address disputer = _entries[poolId][d.disputer - 1].validator;
-        _validators[poolId][judge].reserved -= p.wrongVerdictSlash;
-        _validators[poolId][disputer].reserved -= uint96(p.disputeBond);
-        uint256 votes = uint256(d.votesValid) + d.votesInvalid;
-        uint256 pot;
-        if (overturned) pot = _penalize(poolId, workId, judge, WHY_WRONG_VERDICT, p.wrongVerdictSlash);
-        else if (votes > 0) pot = _penalize(poolId, workId, disputer, WHY_LOST_DISPUTE, p.disputeBond);
-        bool workValid = overturned != c.accepted;
-        bool tie = d.votesValid == d.votesInvalid;
-        pot += _settleCommittee(poolId, workId, p.nonVoterPenalty, workValid ? REVEALED_VALID : REVEALED_INVALID, tie);
-        winner = overturned ? disputer : judge;
-        uint256 winners = d.votesValid == d.votesInvalid ? 0 : 1 + (workValid ? d.votesValid : d.votesInvalid);
-        uint256 share = winners == 0 ? 0 : pot / winners;
-        if (share != 0) _payMajority(workId, winner, workValid, share);
-        feeBudget[poolId] += pot - share * winners;
-    }
-
-    /// @dev Free every committee seat's reservation and take `penalty` from the members that did not reveal
-    /// and, unless the votes tied, from those that revealed the losing vote (so that a vote not made by
-    /// checking the work — at random, or always the same — loses in expectation).
-    function _settleCommittee(uint256 poolId, bytes32 workId, uint128 penalty, bytes32 winning, bool tie)
-        private
-        returns (uint256 taken)
-    {
-        address[] storage committee = _committees[workId];
-        for (uint256 i; i < committee.length; ++i) {
-            address member = committee[i];
-            _validators[poolId][member].reserved -= uint96(penalty);
-            bytes32 vote = votes[workId][member];
-            bool revealed = vote == REVEALED_VALID || vote == REVEALED_INVALID;
-            if (!revealed || (!tie && vote != winning)) {
-                taken += _penalize(poolId, workId, member, revealed ? WHY_MINORITY : WHY_NO_VOTE, penalty);
-            }
-        }
-    }
-
-    /// @dev Credit `share` to the winning party and to every member that revealed the winning vote.
-    function _payMajority(bytes32 workId, address party, bool workValid, uint256 share) private {
-        _credit(party, share);
-        bytes32 winning = workValid ? REVEALED_VALID : REVEALED_INVALID;
-        address[] storage committee = _committees[workId];
-        for (uint256 i; i < committee.length; ++i) {
-            if (votes[workId][committee[i]] == winning) _credit(committee[i], share);
-        }
-    }
-
     /// @dev Take up to `amount` of `party`'s locked stake here into this contract; returns what was taken.
     function _penalize(uint256 poolId, bytes32 workId, address party, uint8 why, uint256 amount)
         private
         returns (uint256 taken)
     {
-        Validator storage v = _validators[poolId][party];
+        ValidatorSet.Validator storage v = _validators[poolId][party];
         taken = amount < v.locked ? amount : v.locked;
         if (taken == 0) return 0;
         v.locked -= uint96(taken);
@@ -530,28 +616,14 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         stakeManager.slash(party, taken, address(this), 10_000);
     }
 
-    /// @dev The silent assigned validator loses up to `amount` of its unreserved stake to the judge that stood in.
-    function _penalizeSilence(uint256 poolId, bytes32 workId, address silent, address judge, uint256 amount) private {
-        Validator storage s = _validators[poolId][silent];
+    /// @dev The silent assigned validator loses up to `amount` of its unreserved stake; returns what was taken.
+    function _penalizeSilence(uint256 poolId, bytes32 workId, address silent, uint256 amount)
+        private
+        returns (uint256)
+    {
+        ValidatorSet.Validator storage s = _validators[poolId][silent];
         uint256 free = s.locked - s.reserved;
-        uint256 taken = _penalize(poolId, workId, silent, WHY_SILENCE, amount < free ? amount : free);
-        if (taken != 0) _credit(judge, taken);
-    }
-
-    /// @dev The assigned validator's 1-based index (0 = none): uniform over the validators registered at the
-    /// submission (a prefix of the append-only list, found walking back from its end), by the hash of the
-    /// block after the submission; none if that validator re-registered since or had deregistered by then.
-    function _assignment(bytes32 workId, Case memory c) private view returns (uint256 index) {
-        Entry[] storage entries = _entries[c.poolId];
-        uint256 n = entries.length;
-        while (n != 0 && entries[n - 1].registeredAt > c.submittedAt) --n;
-        bytes32 hash = blockhash(uint256(c.submittedBlock) + 1);
-        if (n == 0 || hash == bytes32(0)) return 0;
-        // slither-disable-next-line weak-prng (block-hash randomness by design: docs/protocol.md, its bias)
-        index = uint256(keccak256(abi.encode(hash, workId))) % n + 1;
-        Entry storage e = entries[index - 1];
-        uint40 gone = _validators[c.poolId][e.validator].deregisteredAt;
-        if (e.registeredAt > c.submittedAt || (gone != 0 && gone <= c.submittedAt)) return 0;
+        return _penalize(poolId, workId, silent, WHY_SILENCE, amount < free ? amount : free);
     }
 
     /// @dev The hash of block `b + 1`; if it is older than 256 blocks, the previous block's (documented bias).
@@ -560,7 +632,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         if (hash == bytes32(0)) hash = blockhash(block.number - 1);
     }
 
-    function _lock(Validator storage v, uint256 amount) private {
+    function _lock(ValidatorSet.Validator storage v, uint256 amount) private {
         if (amount == 0) return;
         v.locked += uint96(amount);
         stakeManager.lock(msg.sender, amount);
@@ -569,26 +641,6 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     function _credit(address to, uint256 amount) private {
         credits[to] += amount;
         emit Credited(to, amount);
-    }
-
-    /// @dev Seat the validator at 1-based `index` on the committee if it is eligible: registered at the
-    /// submission and still, neither the judge, the disputer nor the worker, not seated yet, and with
-    /// `penalty` of unreserved locked stake (reserved until the dispute is resolved).
-    function _seat(
-        Case storage c,
-        Dispute storage d,
-        address[] storage committee,
-        uint256 index,
-        uint128 penalty
-    ) private {
-        Entry storage e = _entries[c.poolId][index - 1];
-        Validator storage v = _validators[c.poolId][e.validator];
-        if (
-            v.deregisteredAt != 0 || e.registeredAt > c.submittedAt || index == c.judge || index == d.disputer
-                || index == c.workerIndex || v.locked - v.reserved < penalty || _inCommittee(committee, e.validator)
-        ) return;
-        v.reserved += uint96(penalty);
-        committee.push(e.validator);
     }
 
     function _inCommittee(address[] storage committee, address who) private view returns (bool) {
@@ -603,7 +655,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         if (p.committeeSize == 0) revert NotConfigured(poolId);
     }
 
-    function _registered(uint256 poolId, address who) private view returns (Validator storage v) {
+    function _registered(uint256 poolId, address who) private view returns (ValidatorSet.Validator storage v) {
         v = _validators[poolId][who];
         if (v.index == 0 || v.deregisteredAt != 0) revert NotRegistered(poolId, who);
     }
@@ -614,34 +666,9 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         d = disputes[workId];
     }
 
+    /// @dev A validator deregistered at t is in the sets of cases submitted until t + activationDelay,
+    /// each decided within the case periods after its submission.
     function _exitDelay(CourtParams storage p) private view returns (uint64) {
-        return uint64(p.verdictWindow) + p.disputeWindow + p.commitPeriod + p.revealPeriod;
-    }
-
-    /// @dev The periods fit in the pool's challenge window (so the final verdict still reaches the
-    /// ComputePool, with the rest of the window as the margin to call `finalize`/`resolve`), and the bond
-    /// covers the largest penalty of one case.
-    function _checkParams(CourtParams calldata p, uint32 challengeWindow) private pure {
-        if (p.committeeSize == 0 || p.committeeSize % 2 == 0 || p.committeeSize > MAX_COMMITTEE) {
-            revert BadCourtParams(1);
-        }
-        if (p.assignedWindow == 0 || p.assignedWindow >= p.verdictWindow) {
-            revert BadCourtParams(2);
-        }
-        if (p.disputeWindow == 0 || p.commitPeriod == 0 || p.revealPeriod == 0) {
-            revert BadCourtParams(3);
-        }
-        if (uint256(p.verdictWindow) + p.disputeWindow + p.commitPeriod + p.revealPeriod >= challengeWindow) {
-            revert BadCourtParams(4);
-        }
-        if (p.wrongVerdictSlash == 0 || p.disputeBond == 0 || p.nonVoterPenalty == 0) {
-            revert BadCourtParams(5);
-        }
-        if (p.validatorBond < p.wrongVerdictSlash || p.validatorBond < p.nonVoterPenalty) {
-            revert BadCourtParams(6);
-        }
-        if (p.validatorBond > type(uint96).max || p.disputeBond > type(uint96).max || p.verdictWindow > MAX_PERIOD) {
-            revert BadCourtParams(7);
-        }
+        return uint64(p.activationDelay) + p.verdictWindow + p.disputeWindow + p.commitPeriod + p.revealPeriod;
     }
 }

@@ -27,6 +27,21 @@ contract CourtHandler is Test {
     uint256 public disputes;
     uint256 public resolved;
     uint256 public finalized;
+    uint256 public drawn;
+    uint256 public churns;
+    /// Set when a committee was drawn shorter than min(committeeSize, eligible validators) (issue 27).
+    bool public shortCommittee;
+    /// Set when a case past its deadline (every court period after its submission) could not be settled.
+    bool public unsettled;
+
+    /// Every change of a validator's registration (time, validator, registered), oldest first.
+    struct Change {
+        uint256 at;
+        address validator;
+        bool registered;
+    }
+
+    Change[] internal changes;
 
     constructor(ValidatorCourt c, ComputePool p, uint256 id, address w, address[] memory v) {
         court = c;
@@ -34,6 +49,54 @@ contract CourtHandler is Test {
         poolId = id;
         worker = w;
         vals = v;
+        for (uint256 i; i < v.length; ++i) {
+            changes.push(Change(c.getValidator(id, v[i]).registeredAt, v[i], true));
+        }
+    }
+
+    /// Validator `v` leaves the pool, or joins it again.
+    function churn(uint256 v) external {
+        address who = vals[v % vals.length];
+        bool registered = court.getValidator(poolId, who).deregisteredAt == 0;
+        vm.prank(who);
+        if (registered) {
+            try court.deregister(poolId) {
+                changes.push(Change(block.timestamp, who, false));
+                ++churns;
+            } catch {}
+        } else {
+            try court.register(poolId) {
+                changes.push(Change(block.timestamp, who, true));
+                ++churns;
+            } catch {}
+        }
+    }
+
+    /// Whether `who` was registered at time `key`, by the handler's own record of every change.
+    function _wasActive(address who, uint256 key) internal view returns (bool active) {
+        for (uint256 i; i < changes.length && changes[i].at <= key; ++i) {
+            if (changes[i].validator == who) active = changes[i].registered;
+        }
+    }
+
+    /// Draw the committee of `id`, checking that it seats min(committeeSize, eligible) validators, where
+    /// eligible counts those of the case's set that are no party and had the seat's stake free.
+    function _draw(bytes32 id) internal {
+        (, uint40 submittedAt,, uint24 workerIndex,,, uint24 judge,,,) = court.cases(id);
+        (uint24 disputer,,,,,) = court.disputes(id);
+        IValidatorCourt.CourtParams memory p = court.getParams(poolId);
+        uint256 key = uint256(submittedAt) - p.activationDelay;
+        uint256 eligible;
+        for (uint256 i; i < vals.length; ++i) {
+            IValidatorCourt.ValidatorView memory v = court.getValidator(poolId, vals[i]);
+            if (v.index == judge || v.index == disputer || v.index == workerIndex) continue;
+            if (_wasActive(vals[i], key) && v.locked - v.reserved >= p.nonVoterPenalty) ++eligible;
+        }
+        try court.drawCommittee(id) {
+            ++drawn;
+            uint256 want = eligible < p.committeeSize ? eligible : p.committeeSize;
+            if (court.committeeOf(id).length != want) shortCommittee = true;
+        } catch {}
     }
 
     function workCount() external view returns (uint256) {
@@ -77,7 +140,7 @@ contract CourtHandler is Test {
     function draw(uint256 w) external {
         if (works.length == 0) return;
         vm.roll(block.number + 2);
-        try court.drawCommittee(works[w % works.length]) {} catch {}
+        _draw(works[w % works.length]);
     }
 
     function commit(uint256 w, uint256 m, bool valid) external {
@@ -114,7 +177,7 @@ contract CourtHandler is Test {
             return;
         }
         vm.roll(block.number + 2);
-        try court.drawCommittee(id) {} catch {}
+        _draw(id);
         address[] memory committee = court.committeeOf(id);
         for (uint256 i; i < committee.length; ++i) {
             uint256 vote = (votes >> (2 * i)) % 3;
@@ -143,6 +206,11 @@ contract CourtHandler is Test {
         try court.resolve(id) {
             ++resolved;
         } catch {}
+        (, uint40 submittedAt,,, IValidatorCourt.CaseState state,,,,,) = court.cases(id);
+        IValidatorCourt.CourtParams memory p = court.getParams(poolId);
+        uint256 deadline = uint256(submittedAt) + p.verdictWindow + p.disputeWindow + p.commitPeriod + p.revealPeriod;
+        bool closed = state == IValidatorCourt.CaseState.Final || state == IValidatorCourt.CaseState.Void;
+        if (block.timestamp > deadline && !closed) unsettled = true;
     }
 
     function wait(uint256 seconds_) external {
@@ -175,12 +243,19 @@ contract CourtInvariantsTest is StdInvariant, CourtBase {
         }
     }
 
+    /// Issue 27: over random register/deregister/dispute sequences no committee is shorter than
+    /// min(committeeSize, eligible), and every case can be settled once its deadline has passed.
+    function invariant_committeesFullAndCasesSettle() public view {
+        assertFalse(handler.shortCommittee(), "a committee shorter than min(k, eligible)");
+        assertFalse(handler.unsettled(), "a case past its deadline could not be settled");
+    }
+
     /// The ComputePool learns a verdict only once it is final (and then it is the court's final one).
     function invariant_noVerdictBeforeFinality() public view {
         for (uint256 i; i < handler.workCount(); ++i) {
             bytes32 id = handler.works(i);
             IComputePool.WorkStatus status = _status(id);
-            (,,,, IValidatorCourt.CaseState state, bool accepted,,,) = court.cases(id);
+            (,,,, IValidatorCourt.CaseState state, bool accepted,,,,) = court.cases(id);
             if (status == IComputePool.WorkStatus.Accepted || status == IComputePool.WorkStatus.Rejected) {
                 assertEq(uint8(state), uint8(IValidatorCourt.CaseState.Final), "judged in the pool only when final");
                 assertEq(accepted, status == IComputePool.WorkStatus.Accepted, "the pool records the final verdict");

@@ -23,12 +23,14 @@ abstract contract CourtBase is BaseTest {
     uint24 internal constant DISPUTE = 10 minutes;
     uint24 internal constant COMMIT = 10 minutes;
     uint24 internal constant REVEAL = 10 minutes;
+    uint24 internal constant ACTIVATION = 2 minutes;
+    uint24 internal constant MIN_PERIOD = 1 minutes;
     bytes32 internal constant DIGEST = keccak256("rollouts");
     bytes32 internal constant EVIDENCE = keccak256("evidence");
 
     function setUp() public virtual override {
         super.setUp();
-        court = new ValidatorCourt(IJudgedPool(address(pools)));
+        court = new ValidatorCourt(IJudgedPool(address(pools)), MIN_PERIOD);
         vm.startPrank(admin);
         stake.grantRole(stake.SLASHER_ROLE(), address(court));
         vm.stopPrank();
@@ -49,6 +51,7 @@ abstract contract CourtBase is BaseTest {
             vm.prank(v);
             court.register(poolId);
         }
+        vm.warp(block.timestamp + ACTIVATION); // the registrations count from now on
         _bondAndJoin(alice, poolId, 500 ether);
     }
 
@@ -65,7 +68,8 @@ abstract contract CourtBase is BaseTest {
             commitPeriod: COMMIT,
             revealPeriod: REVEAL,
             committeeSize: 3,
-            wrongVerdictSlash: WRONG_SLASH
+            wrongVerdictSlash: WRONG_SLASH,
+            activationDelay: ACTIVATION
         });
     }
 
@@ -122,7 +126,7 @@ abstract contract CourtBase is BaseTest {
     }
 
     function _caseState(bytes32 workId) internal view returns (IValidatorCourt.CaseState state) {
-        (,,,, state,,,,) = court.cases(workId);
+        (,,,, state,,,,,) = court.cases(workId);
     }
 
     function _locked(address v) internal view returns (uint256) {
@@ -346,7 +350,9 @@ contract ValidatorCourtTest is CourtBase {
         _assertCourtSolvent();
     }
 
-    function test_noVoteKeepsTheVerdictAndFreesTheDisputer() public {
+    /// Issue 27 item 2: no revealed vote never lets the disputed verdict stand by default — the case is
+    /// void (no verdict reaches the pool; the work expires, neither paid nor slashed).
+    function test_noVoteVoidsTheCaseAndFreesTheParties() public {
         (bytes32 workId, address judge) = _submitAndDraw();
         vm.prank(judge);
         court.attest(workId);
@@ -355,10 +361,15 @@ contract ValidatorCourtTest is CourtBase {
         court.resolve(workId);
         assertEq(_locked(disputer), BOND, "bond freed, not taken");
         assertEq(court.getValidator(poolId, disputer).reserved, 0);
+        assertEq(court.getValidator(poolId, judge).reserved, 0, "judge freed");
         for (uint256 i; i < committee.length; ++i) {
             assertEq(_locked(committee[i]), BOND - NO_VOTE);
         }
-        assertEq(uint8(_status(workId)), uint8(IComputePool.WorkStatus.Accepted));
+        assertEq(uint8(_caseState(workId)), uint8(IValidatorCourt.CaseState.Void));
+        assertEq(uint8(_status(workId)), uint8(IComputePool.WorkStatus.Pending));
+        vm.warp(uint256(pools.getWork(workId).submittedAt) + WINDOW + 1);
+        pools.expireWork(workId);
+        assertEq(uint8(_status(workId)), uint8(IComputePool.WorkStatus.Expired));
         _assertCourtSolvent();
     }
 
@@ -489,7 +500,9 @@ contract ValidatorCourtTest is CourtBase {
         }
         assertEq(court.getValidator(poolId, judge).reserved, 0);
         assertEq(court.getValidator(poolId, disputer).reserved, 0);
-        IComputePool.WorkStatus expected = workValid ? IComputePool.WorkStatus.Accepted : IComputePool.WorkStatus.Rejected;
+        IComputePool.WorkStatus expected = yes + no == 0
+            ? IComputePool.WorkStatus.Pending // void: no verdict reaches the pool
+            : workValid ? IComputePool.WorkStatus.Accepted : IComputePool.WorkStatus.Rejected;
         assertEq(uint8(_status(workId)), uint8(expected));
         _assertCourtSolvent();
     }

@@ -142,6 +142,7 @@ class CourtParams(NamedTuple):
     reveal_period: int
     committee_size: int
     wrong_verdict_slash: int
+    activation_delay: int
 
     @classmethod
     def from_abi(cls, value: Any) -> CourtParams:
@@ -159,6 +160,7 @@ class CourtParams(NamedTuple):
             reveal_period=value[9],
             committee_size=value[10],
             wrong_verdict_slash=value[11],
+            activation_delay=value[12],
         )
 
 
@@ -213,6 +215,7 @@ class CasesResult(NamedTuple):
     judge: int
     verdict_at: int
     reason_code: int
+    assigned: int
 
     @classmethod
     def from_abi(cls, value: Any) -> CasesResult:
@@ -227,6 +230,7 @@ class CasesResult(NamedTuple):
             judge=value[6],
             verdict_at=value[7],
             reason_code=value[8],
+            assigned=value[9],
         )
 
 
@@ -238,6 +242,7 @@ class DisputesResult(NamedTuple):
     dispute_block: int
     votes_valid: int
     votes_invalid: int
+    drawn: bool
 
     @classmethod
     def from_abi(cls, value: Any) -> DisputesResult:
@@ -248,6 +253,7 @@ class DisputesResult(NamedTuple):
             dispute_block=value[2],
             votes_valid=value[3],
             votes_invalid=value[4],
+            drawn=value[5],
         )
 
 
@@ -502,6 +508,10 @@ class ValidatorCourt(BoundContract):
         """Call `REASON_DISPUTE` (view)."""
         return self._call("REASON_DISPUTE")
 
+    def active_count(self, pool_id: int) -> int:
+        """Call `activeCount` (view)."""
+        return self._call("activeCount", pool_id)
+
     def add_bond(self, pool_id: int, amount: int) -> Any:
         """Send a `addBond` transaction; returns the receipt."""
         return self._transact("addBond", pool_id, amount)
@@ -550,6 +560,10 @@ class ValidatorCourt(BoundContract):
         """Call `disputes` (view)."""
         return DisputesResult.from_abi(self._call("disputes", work_id))
 
+    def draw_assignment(self, work_id: bytes) -> Any:
+        """Send a `drawAssignment` transaction; returns the receipt."""
+        return self._transact("drawAssignment", work_id)
+
     def draw_committee(self, work_id: bytes) -> Any:
         """Send a `drawCommittee` transaction; returns the receipt."""
         return self._transact("drawCommittee", work_id)
@@ -561,6 +575,10 @@ class ValidatorCourt(BoundContract):
     def fee_budget(self, pool_id: int) -> int:
         """Call `feeBudget` (view)."""
         return self._call("feeBudget", pool_id)
+
+    def fees_reclaimable_at(self, pool_id: int) -> int:
+        """Call `feesReclaimableAt` (view)."""
+        return self._call("feesReclaimableAt", pool_id)
 
     def finalize(self, work_id: bytes) -> Any:
         """Send a `finalize` transaction; returns the receipt."""
@@ -578,6 +596,14 @@ class ValidatorCourt(BoundContract):
         """Call `getValidator` (view)."""
         return ValidatorView.from_abi(self._call("getValidator", pool_id, validator))
 
+    def is_open(self, work_id: bytes) -> bool:
+        """Call `isOpen` (view)."""
+        return self._call("isOpen", work_id)
+
+    def min_period(self) -> int:
+        """Call `minPeriod` (view)."""
+        return self._call("minPeriod")
+
     def on_work_submitted(self, pool_id: int, work_id: bytes, worker: str) -> Any:
         """Send a `onWorkSubmitted` transaction; returns the receipt."""
         return self._transact("onWorkSubmitted", pool_id, work_id, worker)
@@ -589,6 +615,10 @@ class ValidatorCourt(BoundContract):
     def pools(self) -> str:
         """Call `pools` (view)."""
         return self._call("pools")
+
+    def reclaim_fees(self, pool_id: int) -> Any:
+        """Send a `reclaimFees` transaction; returns the receipt."""
+        return self._transact("reclaimFees", pool_id)
 
     def register(self, pool_id: int) -> Any:
         """Send a `register` transaction; returns the receipt."""
@@ -694,6 +724,15 @@ class Approval:
 
 
 @dataclass(frozen=True)
+class AssignmentDrawn:
+    """Event `AssignmentDrawn`."""
+
+    work_id: bytes
+    validator: str
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
 class BondAdded:
     """Event `BondAdded`."""
 
@@ -721,6 +760,16 @@ class Bonded:
     worker: str
     amount: int
     bonded: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class CaseVoided:
+    """Event `CaseVoided`."""
+
+    pool_id: int
+    work_id: bytes
+    why: int
     meta: EventMeta
 
 
@@ -792,6 +841,25 @@ class FeesFunded:
     from_: str
     amount: int
     fee_budget: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class FeesReclaimRequested:
+    """Event `FeesReclaimRequested`."""
+
+    pool_id: int
+    at: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class FeesReclaimed:
+    """Event `FeesReclaimed`."""
+
+    pool_id: int
+    to: str
+    amount: int
     meta: EventMeta
 
 
@@ -1150,9 +1218,11 @@ class WorkerLeft:
 
 EVENT_TYPES: dict[str, type] = {
     "Approval": Approval,
+    "AssignmentDrawn": AssignmentDrawn,
     "BondAdded": BondAdded,
     "BondWithdrawn": BondWithdrawn,
     "Bonded": Bonded,
+    "CaseVoided": CaseVoided,
     "CheckpointPublished": CheckpointPublished,
     "CommitteeDrawn": CommitteeDrawn,
     "CourtConfigured": CourtConfigured,
@@ -1160,6 +1230,8 @@ EVENT_TYPES: dict[str, type] = {
     "DisputeResolved": DisputeResolved,
     "Disputed": Disputed,
     "FeesFunded": FeesFunded,
+    "FeesReclaimRequested": FeesReclaimRequested,
+    "FeesReclaimed": FeesReclaimed,
     "OwnershipTransferred": OwnershipTransferred,
     "PoolClosed": PoolClosed,
     "PoolCreated": PoolCreated,

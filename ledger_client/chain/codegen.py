@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 
 CONTRACTS = ("StakeManager", "ComputePool", "ValidatorCourt", "DevStakeToken")
+LIBRARIES = ("CourtRules", "ValidatorSet", "DisputeSettlement")
+"""Linked libraries (the ValidatorCourt's, so that it fits EIP-170): artifacts only, no bindings."""
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -181,10 +183,15 @@ def export(out_dir: Path, package_dir: Path = PACKAGE_DIR) -> None:
     abi_dir = package_dir / "abi"
     abi_dir.mkdir(exist_ok=True)
     abis = {}
-    for name in CONTRACTS:
+    for name in CONTRACTS + LIBRARIES:
         art = json.loads((out_dir / f"{name}.sol" / f"{name}.json").read_text())
-        abis[name] = art["abi"]
+        if name in CONTRACTS:
+            abis[name] = art["abi"]
         doc = {"contractName": name, "abi": art["abi"], "bytecode": art["bytecode"]["object"]}
+        links = {lib: [ref["start"] for ref in refs]  # byte offsets of each library's address placeholders
+                 for libs in art["bytecode"].get("linkReferences", {}).values() for lib, refs in libs.items()}
+        if links:
+            doc["links"] = links
         _write_if_changed(abi_dir / f"{name}.json", json.dumps(doc, indent=1, sort_keys=True) + "\n")
     _write_if_changed(package_dir / "bindings.py", render_bindings(abis))
 

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity ^0.8.24;
+
+import {IStakeManager} from "./IStakeManager.sol";
+import {IValidatorCourt} from "./IValidatorCourt.sol";
+import {ValidatorSet} from "./ValidatorSet.sol";
+
+/// @title DisputeSettlement — who pays and who is paid when a ValidatorCourt dispute is resolved
+/// @notice A linked library (it runs in the court's context), so that the ValidatorCourt fits EIP-170.
+library DisputeSettlement {
+    uint8 internal constant WHY_WRONG_VERDICT = 1;
+    uint8 internal constant WHY_LOST_DISPUTE = 2;
+    uint8 internal constant WHY_NO_VOTE = 3;
+    uint8 internal constant WHY_MINORITY = 5;
+    bytes32 internal constant REVEALED_VALID = bytes32(uint256(1));
+    bytes32 internal constant REVEALED_INVALID = bytes32(uint256(2));
+
+    /// @dev One resolved dispute: the parties, the votes, the court's amounts.
+    struct Outcome {
+        uint256 poolId;
+        bytes32 workId;
+        address judge;
+        address disputer;
+        bool overturned;
+        bool workValid;
+        uint256 votesValid;
+        uint256 votesInvalid;
+        uint256 wrongVerdictSlash;
+        uint256 disputeBond;
+        uint256 nonVoterPenalty;
+    }
+
+    /// @notice Free the parties' reservations, take the losing side's stake (none when no vote was revealed)
+    /// and every non-voter's penalty (and, unless the votes tied, the minority's), and share it between the
+    /// winning party and the majority's voters; returns the winning party and what is left for the pool's fee
+    /// budget (the division's remainder, or all of it when there is no majority).
+    function settle(
+        mapping(address => ValidatorSet.Validator) storage validators,
+        address[] storage committee,
+        mapping(address => bytes32) storage votes,
+        mapping(address => uint256) storage credits,
+        IStakeManager stakeManager,
+        Outcome memory o
+    ) external returns (address winner, uint256 remainder) {
+        validators[o.judge].reserved -= uint96(o.wrongVerdictSlash);
+        validators[o.disputer].reserved -= uint96(o.disputeBond);
+        uint256 pot;
+        if (o.overturned) {
+            pot = _penalize(validators, stakeManager, o, o.judge, WHY_WRONG_VERDICT, o.wrongVerdictSlash);
+        } else if (o.votesValid + o.votesInvalid > 0) {
+            pot = _penalize(validators, stakeManager, o, o.disputer, WHY_LOST_DISPUTE, o.disputeBond);
+        }
+        bool tie = o.votesValid == o.votesInvalid;
+        bytes32 winning = o.workValid ? REVEALED_VALID : REVEALED_INVALID;
+        for (uint256 i; i < committee.length; ++i) {
+            address member = committee[i];
+            validators[member].reserved -= uint96(o.nonVoterPenalty);
+            bytes32 vote = votes[member];
+            bool revealed = vote == REVEALED_VALID || vote == REVEALED_INVALID;
+            if (!revealed || (!tie && vote != winning)) {
+                pot += _penalize(
+                    validators, stakeManager, o, member, revealed ? WHY_MINORITY : WHY_NO_VOTE, o.nonVoterPenalty
+                );
+            }
+        }
+        winner = o.overturned ? o.disputer : o.judge;
+        uint256 winners = tie ? 0 : 1 + (o.workValid ? o.votesValid : o.votesInvalid);
+        uint256 share = winners == 0 ? 0 : pot / winners;
+        if (share != 0) {
+            _credit(credits, winner, share);
+            for (uint256 i; i < committee.length; ++i) {
+                if (votes[committee[i]] == winning) _credit(credits, committee[i], share);
+            }
+        }
+        remainder = pot - share * winners;
+    }
+
+    function _penalize(
+        mapping(address => ValidatorSet.Validator) storage validators,
+        IStakeManager stakeManager,
+        Outcome memory o,
+        address party,
+        uint8 why,
+        uint256 amount
+    ) private returns (uint256 taken) {
+        ValidatorSet.Validator storage v = validators[party];
+        taken = amount < v.locked ? amount : v.locked;
+        if (taken == 0) return 0;
+        v.locked -= uint96(taken);
+        emit IValidatorCourt.ValidatorPenalized(o.poolId, o.workId, party, why, taken);
+        stakeManager.slash(party, taken, address(this), 10_000);
+    }
+
+    function _credit(mapping(address => uint256) storage credits, address to, uint256 amount) private {
+        credits[to] += amount;
+        emit IValidatorCourt.Credited(to, amount);
+    }
+}
