@@ -240,12 +240,14 @@ def _needs_runtime(fn) -> bool:
     return param is not None and param.default is inspect.Parameter.empty
 
 
-def _check_task(task, seen: set) -> None:
+def _check_task(task, module: str, seen: set) -> None:
+    """The single-turn, offline checks of one task (once per task class and config)."""
     key = (type(task), id(task.config))
     if key in seen:
         return
     seen.add(key)
     kind = type(task).__name__
+    _check_plugged(task.config, module)
     if task.NEEDS_CONTAINER:
         raise EnvironmentRefused(f"its task {kind} needs a container")
     if type(task).toolsets(task.config):
@@ -337,8 +339,7 @@ def _load_environment(config: dict) -> None:
     seen: set = set()
     rows = []
     for task in tasks:
-        _check_plugged(task.config, module)
-        _check_task(task, seen)
+        _check_task(task, module, seen)
         answer = getattr(task.data, "answer", "")
         rows.append([_prompt_text(task.data), answer if isinstance(answer, str) else ""])
     _ENV.update(tasks=tasks, rows=rows)
