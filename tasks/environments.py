@@ -7,10 +7,11 @@ whose tasks carry `@vf.reward` functions (its rubric). Worker, validator and tra
 - the installed environment package's version, or the installed `verifiers`' version, is not the one the run
   spec pins (`importlib.metadata`, before anything of the environment is imported);
 - the environment is not single-turn and offline: it exports its own `Env` class, has tool servers, needs a
-  container or a runtime for a reward, has judges (a judge model), holds a model-API or HTTP client, its
-  dataset is infinite, or a prompt is more than one user turn (an optional system prompt, then the user's);
+  container or a runtime for a reward, has judges (a judge model), holds a model-API or HTTP client, plugs a
+  reward or metric from outside its own package, its dataset is infinite, or a prompt is more than one user
+  turn (an optional system prompt, then the user's);
 - loading it or scoring the probe completions touched the network, or the probe completions scored differently
-  twice (see tasks/_scorer_child.py: `probe`).
+  twice (tasks/_scorer_child.py: `_probe`).
 
 Everything of the environment runs in a scoring child (tasks.sandbox, the same process model, budgets and
 lock-down as the math and reasoning-gym scorers) whose sockets refuse to connect and resolve names, in an empty
