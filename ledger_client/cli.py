@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 from functools import wraps
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -104,6 +106,21 @@ def one_line_errors(main: F | None = None, *, failures: tuple[type[BaseException
         return wrapper
 
     return decorate(main) if main is not None else decorate
+
+
+def stop_on_signals(stop: threading.Event) -> Callable[[], int]:
+    """From now on SIGTERM and SIGINT (Ctrl-C) set `stop`: a daemon finishes what it is doing and returns.
+    Before this call Ctrl-C interrupts at once (start-up: nothing a rerun cannot resume). The returned
+    function is the exit code: EXIT_INTERRUPTED after Ctrl-C, 0 after SIGTERM or none."""
+    interrupted = threading.Event()
+
+    def on_interrupt(*_: Any) -> None:
+        interrupted.set()
+        stop.set()
+
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, on_interrupt)
+    return lambda: EXIT_INTERRUPTED if interrupted.is_set() else 0
 
 
 def parse_amount(v: object) -> int:

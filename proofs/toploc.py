@@ -27,12 +27,11 @@ from functools import lru_cache
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from proofs.toploc_thresholds import DEFAULT_TOPK, PAPER_THRESHOLDS, Thresholds
 
 GF_PRIME = 65497
 """The prime field of the interpolation (the largest prime below 2**16 - 38, as in the paper)."""
 DEFAULT_CHUNK = 32
-DEFAULT_TOPK = 128
 MISSING_STAT = float(2**64)
 """Mantissa statistic reported when no exponent matches (as in the reference)."""
 
@@ -66,25 +65,6 @@ class ChunkResult:
         return max(0.0, (self.mant_err_mean * matched - self.mant_err_max) / (matched - 1))
 
 
-class Thresholds(BaseModel):
-    """Chunk acceptance thresholds. Defaults are the paper's: a chunk passes when at least
-    90 of 128 exponents match, the mean mantissa error is <= 10 and its median <= 8."""
-
-    model_config = ConfigDict(frozen=True)
-
-    min_exp_matches: int = Field(90, ge=0)
-    """Out of `per_points` points; scaled (rounded up) for chunks with fewer points."""
-    per_points: int = Field(DEFAULT_TOPK, gt=0)
-    max_mant_err_mean: float = Field(10.0, ge=0)
-    max_mant_err_median: float = Field(8.0, ge=0)
-    mean_excludes_max: bool = False
-    """Leave the chunk's single largest mantissa error out of the mean: a near-tie for the last top-k
-    place can swap under honest float noise, and the proof evaluated at the index the prover did not
-    interpolate is a random value (its exponent mismatches, or ~1 time in 256 matches with an error up
-    to 127). Strict float32 profiles need this; the paper's thresholds absorb it."""
-
-
-PAPER_THRESHOLDS = Thresholds()
 
 
 def chunk_passes(result: ChunkResult, thresholds: Thresholds = PAPER_THRESHOLDS) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from proofs.toploc import Thresholds
+from proofs.toploc_thresholds import Thresholds
 from tasks.base import Task, TaskError
 from tasks.registry import TaskSpec, build_task
 

@@ -120,3 +120,14 @@ def test_demo_slashes_once_and_pays_once(devnet_dir, tmp_path):
     assert summary["claimed"][0]["amount"] == 16 * summary["reward_per_sample"]
     assert summary["slashed"][0]["worker"] != summary["claimed"][0]["worker"]
     assert not (devnet_dir / "devnet.json").exists()  # --down-after stopped it
+
+
+def test_the_chain_only_commands_start_without_torch(tmp_path):
+    """`pool`, `devnet`, `explorer` and every role's `--help` and status commands load no torch (seconds of
+    start-up): the role CLIs import their compute modules only when they generate, check or train."""
+    modules = ["deploy.pool_cli", "deploy.cli", "dashboard.cli", "worker.cli", "validator.cli", "trainer.main"]
+    code = f"import sys; [__import__(m) for m in {modules!r}]; print(*sorted({{'torch', 'transformers'}} & set(sys.modules)))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [], f"imported at start-up: {proc.stdout.strip()}"

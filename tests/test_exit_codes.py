@@ -3,6 +3,9 @@ and each console script follows it (in-process, so the checks are fast and need 
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,15 @@ from deploy.cli import main as devnet_main
 from deploy.kubo_node import KuboStartError
 from deploy.pool_cli import main as pool_main
 from ledger_client.chain.errors import RpcUnreachable
-from ledger_client.cli import EXIT_CODES, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, exit_code_of
+from ledger_client.cli import (
+    EXIT_CODES,
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    UsageError,
+    exit_code_of,
+    stop_on_signals,
+)
 from ledger_client.ipfs.kubo import KuboUnreachable
 from protocol.devnet import DevnetCorrupt
 from protocol.digest import InvalidCid, InvalidDigest
@@ -103,3 +114,19 @@ def test_every_command_follows_the_table(tmp_path: Path, capsys: pytest.CaptureF
         assert got == code, (name, argv, got, err)
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, (name, argv, err)
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, EXIT_INTERRUPTED), (signal.SIGTERM, 0)])
+def test_a_daemon_stops_on_ctrl_c_or_sigterm_and_reports_which(signum: int, code: int) -> None:
+    """worker start and validator start: either signal sets the stop event (the daemon finishes the step in
+    hand); Ctrl-C then exits 130 as every other command does, SIGTERM (a service manager's stop) 0."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        stop = threading.Event()
+        exit_code = stop_on_signals(stop)
+        assert exit_code() == 0 and not stop.is_set()
+        os.kill(os.getpid(), signum)
+        assert stop.wait(5) and exit_code() == code
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import threading
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from ledger_client.cli import (
     load_devnet_info,
     one_line_errors,
     resolve_chain_args,
+    stop_on_signals,
     use_devnet_role_key,
 )
 from validator.court import Conduct
@@ -115,13 +115,12 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
         metrics.serve(args.metrics_port)
     daemon = ValidatorDaemon(ledger, config, factory, metrics, conduct=conduct)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    exit_code = stop_on_signals(stop)
     try:
         daemon.run(stop)
     finally:
         daemon.close()
-    return 0
+    return exit_code()
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ import argparse
 import hashlib
 import json
 import logging
-import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from inference.policy import load_policy
 from ledger_client.chain.errors import ContractRevert
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import court_of, get_work, pool_created_in, pool_state, rollout_digest_of
-from ledger_client.cli import UsageError, load_devnet_info
+from ledger_client.cli import UsageError, load_devnet_info, stop_on_signals
 from ledger_client.ipfs.checkpoints import PinRetention, fetch_checkpoint
 from ledger_client.ipfs.content import fetch_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
@@ -302,10 +301,9 @@ def run_from_args(args: argparse.Namespace) -> int:
                             submissions_per_step=args.submissions_per_step, poll_interval_s=args.poll_interval,
                             max_submissions=args.max_submissions, max_pending=args.max_pending)
     daemon = WorkerDaemon(ledger, options, Producer(compute), load_policy)
+    daemon.prepare()  # stake, join, first policy: Ctrl-C here stops at once (a rerun resumes)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    daemon.prepare()
+    exit_code = stop_on_signals(stop)
     if args.quiet or args.json:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         log.info("generating with %s", compute.describe())
@@ -317,4 +315,4 @@ def run_from_args(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"submitted": daemon.stats.submitted, "claimed": daemon.stats.claimed,
                           "verdicts": daemon.verdict_counts()}))
-    return 0
+    return exit_code()
