@@ -15,14 +15,15 @@ from ledger_client.chain.ledger import Deployment, connect, load_deployment
 from ledger_client.cli import UsageError, add_chain_args, load_devnet_info, one_line_errors, resolve_chain_args
 from ledger_client.ipfs.content import ContentError, get_object
 from ledger_client.ipfs.kubo import KuboClient, KuboError
+from protocol.devnet import DEVNET_DIR_HELP, default_devnet_dir
 from protocol.digest import cid_to_digest, digest_to_cid
 from protocol.manifest import parse_manifest
 from protocol.pool import WorkStatus
 from protocol.verdicts import Reason
 
 __all__ = [
-    "ComputePool", "ContentError", "Deployment", "EventCursor", "KuboClient", "KuboError", "LedgerError", "Reason",
+    "DEVNET_DIR_HELP", "ComputePool", "ContentError", "Deployment", "EventCursor", "KuboClient", "KuboError", "LedgerError", "Reason",
     "Removed", "RpcUnreachable", "StakeManager", "UsageError", "WorkStatus", "add_chain_args", "cid_to_digest",
-    "connect", "decode_pool", "digest_to_cid", "get_object", "load_deployment", "load_devnet_info", "one_line_errors",
+    "connect", "decode_pool", "default_devnet_dir", "digest_to_cid", "get_object", "load_deployment", "load_devnet_info", "one_line_errors",
     "parse_manifest", "resolve_chain_args",
 ]

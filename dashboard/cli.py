@@ -8,15 +8,16 @@ import threading
 from pathlib import Path
 
 from dashboard.chain_source import (
+    DEVNET_DIR_HELP,
     UsageError,
     connect,
+    default_devnet_dir,
     load_deployment,
     load_devnet_info,
     one_line_errors,
     resolve_chain_args,
 )
 
-DEFAULT_DEVNET_DIR = Path(".devnet")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -26,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--rpc-url", help="Ethereum JSON-RPC URL (default: the local devnet)")
     s.add_argument("--deployments", type=Path, help="deployments file keyed by chain id (default: the devnet's)")
     s.add_argument("--chain-id", type=int, help="refuse to start unless the RPC serves this chain id")
-    s.add_argument("--devnet-dir", type=Path, default=DEFAULT_DEVNET_DIR, help="devnet state folder (default .devnet)")
+    s.add_argument("--devnet-dir", type=Path, default=default_devnet_dir(), help=DEVNET_DIR_HELP)
     s.add_argument("--kubo-api", help="Kubo RPC API for run specs, manifests, metrics, evidence (default: the devnet's)")
     s.add_argument("--db", type=Path, help="SQLite index file (default .explorer/index-<chain id>.sqlite)")
     s.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")

@@ -12,7 +12,8 @@ from deploy import devnet
 from deploy.contracts import MAX_UNBONDING_DELAY_S, MIN_UNBONDING_DELAY_S, deploy_contracts
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import connect, save_deployment
-from ledger_client.cli import DEFAULT_DEVNET_DIR, UsageError, one_line_errors, print_json
+from ledger_client.cli import UsageError, one_line_errors, print_json
+from protocol.devnet import DEVNET_DIR_HELP, default_devnet_dir
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -22,7 +23,7 @@ def _parser() -> argparse.ArgumentParser:
                         ("down", "stop what `devnet up` started"),
                         ("status", "show whether the devnet's chain, Kubo and contracts answer")):
         s = sub.add_parser(name, help=help_)
-        s.add_argument("--state-dir", type=Path, default=DEFAULT_DEVNET_DIR, help="state folder (default .devnet)")
+        s.add_argument("--state-dir", type=Path, default=default_devnet_dir(), help=DEVNET_DIR_HELP)
         s.add_argument("--json", action="store_true", help="machine-readable output")
     d = sub.add_parser("deploy", help="deploy the contracts to any EVM chain from an RPC URL and a key")
     d.add_argument("--rpc-url", required=True)

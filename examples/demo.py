@@ -48,7 +48,8 @@ from examples.adversaries.validators import CONDUCTS
 from ledger_client.chain.keys import KEY_ENV, load_account
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import get_work
-from ledger_client.cli import DEFAULT_DEVNET_DIR, UsageError, one_line_errors
+from ledger_client.cli import UsageError, one_line_errors
+from protocol.devnet import DEVNET_DIR_HELP, default_devnet_dir
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import Digest
@@ -413,7 +414,7 @@ class DemoCheckFailed(RuntimeError):
 @one_line_errors(failures=(DemoCheckFailed,))
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="demo", description=__doc__.splitlines()[0])
-    p.add_argument("--state-dir", type=Path, default=DEFAULT_DEVNET_DIR)
+    p.add_argument("--state-dir", type=Path, default=default_devnet_dir(), help=DEVNET_DIR_HELP)
     p.add_argument("--out", type=Path, default=Path("runs/demo"))
     p.add_argument("--run-spec", type=Path, default=ROOT / "examples/run.toml")
     p.add_argument("--steps", type=int, default=20)

@@ -25,7 +25,8 @@ from web3.logs import DISCARD
 from deploy import devnet
 from deploy.pool_cli import PoolConfig, create_pool, pool_status
 from ledger_client.chain.ledger import Ledger
-from ledger_client.cli import DEFAULT_DEVNET_DIR, one_line_errors
+from ledger_client.cli import one_line_errors
+from protocol.devnet import DEVNET_DIR_HELP, default_devnet_dir
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import cid_to_digest
 
@@ -135,7 +136,7 @@ def _print_summary(summary: dict, console: Console) -> None:
 @one_line_errors
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="demo", description=__doc__.splitlines()[0])
-    p.add_argument("--state-dir", type=Path, default=DEFAULT_DEVNET_DIR)
+    p.add_argument("--state-dir", type=Path, default=default_devnet_dir(), help=DEVNET_DIR_HELP)
     p.add_argument("--out", type=Path, default=Path("runs/demo"))
     p.add_argument("--down-after", action="store_true", help="stop the devnet at the end")
     args = p.parse_args(argv)

@@ -23,7 +23,7 @@ from pydantic_settings import (
 
 from ledger_client.chain.errors import LedgerError
 from ledger_client.ipfs.kubo import KuboError
-from protocol.devnet import DEFAULT_DEVNET_DIR, DevnetCorrupt, load_devnet_info
+from protocol.devnet import DEVNET_DIR_HELP, DevnetCorrupt, default_devnet_dir, load_devnet_info
 from protocol.digest import InvalidCid, InvalidDigest
 from protocol.manifest import CheckpointError
 from protocol.rollouts import RolloutFileError
@@ -189,7 +189,7 @@ def add_chain_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--key", help="hex private key (prefer --keystore or $PROOFSWARM_PRIVATE_KEY)")
     p.add_argument("--keystore", type=Path, help="encrypted JSON keystore file")
     p.add_argument("--password-file", type=Path, help="file holding the keystore password")
-    p.add_argument("--devnet-dir", type=Path, default=DEFAULT_DEVNET_DIR, help="devnet state folder (default .devnet)")
+    p.add_argument("--devnet-dir", type=Path, default=default_devnet_dir(), help=DEVNET_DIR_HELP)
 
 
 def chain_options(*extra: tuple[str, dict[str, Any]]) -> argparse.ArgumentParser:

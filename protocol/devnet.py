@@ -4,9 +4,11 @@ deployments file, Kubo API, the role accounts); commands read it to default thei
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
-DEFAULT_DEVNET_DIR = Path(".devnet")
+DEVNET_DIR_ENV = "PROOFSWARM_DEVNET_DIR"
+DEVNET_DIR_HELP = f"devnet state folder (default: ${DEVNET_DIR_ENV}, else the nearest .devnet holding a devnet at or above the current folder, else ./.devnet)"
 DEV_CHAIN_ID = 31337
 """The devnet's chain id (anvil's default): roles pick devnet defaults on it, e.g. the trainer's fast mode."""
 
@@ -15,8 +17,21 @@ class DevnetCorrupt(ValueError):
     """devnet.json exists but cannot be read."""
 
 
+def default_devnet_dir() -> Path:
+    """Where commands look for the devnet when no folder is given: $PROOFSWARM_DEVNET_DIR; else the nearest
+    `.devnet` with a devnet.json in the current folder or one above it (so a command run from a sub-folder of
+    the checkout finds the devnet `make demo` started); else `./.devnet`, where `devnet up` starts one."""
+    if configured := os.environ.get(DEVNET_DIR_ENV):
+        return Path(configured)
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        if (folder / ".devnet" / "devnet.json").is_file():
+            return folder / ".devnet"
+    return Path(".devnet")
+
+
 def devnet_file(state_dir: Path | None = None) -> Path:
-    return (state_dir or DEFAULT_DEVNET_DIR) / "devnet.json"
+    return (state_dir or default_devnet_dir()) / "devnet.json"
 
 
 def load_devnet_info(state_dir: Path | None = None) -> dict | None:

@@ -130,3 +130,21 @@ def test_a_daemon_stops_on_ctrl_c_or_sigterm_and_reports_which(signum: int, code
     finally:
         for s, handler in saved.items():
             signal.signal(s, handler)
+
+
+def test_commands_find_the_devnet_from_a_sub_folder_or_the_environment(tmp_path: Path, monkeypatch) -> None:
+    """`.devnet` is looked up in the current folder and every folder above it; $PROOFSWARM_DEVNET_DIR wins;
+    with neither, `./.devnet` (where `devnet up` starts one)."""
+    from protocol.devnet import default_devnet_dir
+
+    monkeypatch.delenv("PROOFSWARM_DEVNET_DIR", raising=False)
+    checkout, deep = tmp_path / "checkout", tmp_path / "checkout" / "runs" / "a"
+    deep.mkdir(parents=True)
+    monkeypatch.chdir(deep)
+    assert default_devnet_dir() == Path(".devnet")
+    (checkout / ".devnet").mkdir()
+    assert default_devnet_dir() == Path(".devnet")  # a folder without a devnet in it is not one
+    (checkout / ".devnet" / "devnet.json").write_text("{}")
+    assert default_devnet_dir() == checkout / ".devnet"
+    monkeypatch.setenv("PROOFSWARM_DEVNET_DIR", str(tmp_path / "elsewhere"))
+    assert default_devnet_dir() == tmp_path / "elsewhere"
