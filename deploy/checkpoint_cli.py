@@ -30,7 +30,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from ledger_client.cli import one_line_errors
+from ledger_client.cli import load_devnet_info, one_line_errors
 from ledger_client.ipfs.checkpoints import (
     DEFAULT_SHARD_BYTES,
     InvalidCheckpointSource,
@@ -116,7 +116,7 @@ def _retention(kubo: KuboClient, args: argparse.Namespace) -> PinRetention | Non
 
 def _publish(args: argparse.Namespace) -> int:
     source = _load_source(args.source)
-    with KuboClient(args.api, timeout=args.timeout) as kubo, _progress_for(args, "publish") as progress:
+    with KuboClient(_kubo_api(args), timeout=args.timeout) as kubo, _progress_for(args, "publish") as progress:
         result = publish_checkpoint(
             kubo, source, step=args.step, parent=args.parent, shard_bytes=int(args.shard_mib * 2**20),
             retention=_retention(kubo, args), progress=progress,
@@ -134,7 +134,7 @@ def _publish(args: argparse.Namespace) -> int:
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    with KuboClient(args.api, timeout=args.timeout) as kubo, _progress_for(args, "fetch") as progress:
+    with KuboClient(_kubo_api(args), timeout=args.timeout) as kubo, _progress_for(args, "fetch") as progress:
         result = fetch_checkpoint(
             kubo, args.ref, args.store, parallel=args.parallel, retries=args.retries, timeout=args.timeout,
             retention=_retention(kubo, args), progress=progress,
@@ -175,12 +175,18 @@ def _positive(kind: type) -> Any:
     return parse
 
 
+def _kubo_api(args: argparse.Namespace) -> str:
+    """--kubo-api, else $PROOFSWARM_KUBO_API, else the running devnet's daemon, else Kubo's default port."""
+    return (args.kubo_api or os.environ.get("PROOFSWARM_KUBO_API") or (load_devnet_info() or {}).get("kubo_api")
+            or DEFAULT_API)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `checkpoint` argument parser."""
     parser = argparse.ArgumentParser(prog="checkpoint", description=__doc__.split("\n\n")[0])
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--api", default=os.environ.get("PROOFSWARM_KUBO_API", DEFAULT_API),
-                        help="Kubo RPC API multiaddr or http:// URL (default $PROOFSWARM_KUBO_API or %(default)s)")
+    common.add_argument("--kubo-api", help="Kubo RPC API multiaddr or http:// URL (default: $PROOFSWARM_KUBO_API, else "
+                                           f"the devnet's, else {DEFAULT_API})")
     common.add_argument("--timeout", type=_positive(float), default=120.0,
                         help="seconds to wait for content before giving up (default %(default)s)")
     common.add_argument("--pins", type=Path, help="retention ledger file; with it, only --keep versions stay pinned")

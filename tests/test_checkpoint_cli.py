@@ -22,23 +22,23 @@ def _weights(tmp_path: Path) -> Path:
 
 def test_publish_then_fetch_as_json(kubo_node: KuboNode, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     api = kubo_node.api_multiaddr
-    assert main(["publish", str(_weights(tmp_path)), "--step", "4", "--shard-mib", "0.01", "--api", api, "--json"]) == 0
+    assert main(["publish", str(_weights(tmp_path)), "--step", "4", "--shard-mib", "0.01", "--kubo-api", api, "--json"]) == 0
     published = json.loads(capsys.readouterr().out)
     assert published["step"] == 4 and published["shards"] == 2 and published["digest"].startswith("0x")
 
     store = tmp_path / "store"
-    assert main(["fetch", published["digest"], "--store", str(store), "--api", api, "--json"]) == 0
+    assert main(["fetch", published["digest"], "--store", str(store), "--kubo-api", api, "--json"]) == 0
     fetched = json.loads(capsys.readouterr().out)
     assert fetched["manifest_cid"] == published["manifest_cid"] and fetched["downloaded"] == 2
 
-    assert main(["fetch", published["manifest_cid"], "--store", str(store), "--api", api, "--quiet"]) == 0
+    assert main(["fetch", published["manifest_cid"], "--store", str(store), "--kubo-api", api, "--quiet"]) == 0
     assert capsys.readouterr().out.strip() == fetched["path"]
 
 
 def test_progress_bars_go_to_stderr_and_a_table_to_stdout(
     kubo_node: KuboNode, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["publish", str(_weights(tmp_path)), "--step", "1", "--api", kubo_node.api_url]) == 0
+    assert main(["publish", str(_weights(tmp_path)), "--step", "1", "--kubo-api", kubo_node.api_url]) == 0
     captured = capsys.readouterr()
     assert "publish" in captured.err and "files 1/1" in captured.err
     assert "manifest_cid" in captured.out
@@ -56,8 +56,8 @@ def _free_port() -> int:
         (["fetch", "0x1234"], 2, "a digest is written 0x + 64 hex digits"),
         (["fetch", "not-a-cid"], 2, "CID"),
         (["publish", "/nonexistent/model", "--step", "1"], 1, "does not exist"),
-        (["fetch", "0x" + "ab" * 32, "--api", "/ip4/127.0.0.1/tcp/PORT"], 1, "Kubo unreachable"),
-        (["fetch", "0x" + "ab" * 32, "--api", "localhost:5001"], 1, "Kubo API address"),
+        (["fetch", "0x" + "ab" * 32, "--kubo-api", "/ip4/127.0.0.1/tcp/PORT"], 1, "Kubo unreachable"),
+        (["fetch", "0x" + "ab" * 32, "--kubo-api", "localhost:5001"], 1, "Kubo API address"),
     ],
 )
 def test_bad_input_is_one_line_and_a_nonzero_exit(

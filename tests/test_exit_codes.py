@@ -96,7 +96,7 @@ def _cases(tmp_path: Path) -> list[tuple[str, list[str], int]]:
          EXIT_USAGE),
         ("validator", ["start", "--pool", "1", "--kubo-api", "/ip4/127.0.0.1/tcp/1", *chain], EXIT_FAILURE),
         ("checkpoint", ["fetch", "0x1234"], EXIT_USAGE),
-        ("checkpoint", ["fetch", "0x" + "ab" * 32, "--api", "/ip4/127.0.0.1/tcp/1"], EXIT_FAILURE),
+        ("checkpoint", ["fetch", "0x" + "ab" * 32, "--kubo-api", "/ip4/127.0.0.1/tcp/1"], EXIT_FAILURE),
         ("trainer", ["start", "--pool", "1", *chain], EXIT_FAILURE),
         ("trainer", ["local", "--batch_samples", "17"], EXIT_USAGE),
         ("trainer", ["local", "--config"], EXIT_USAGE),
