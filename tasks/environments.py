@@ -11,7 +11,8 @@ whose tasks carry `@vf.reward` functions (its rubric). Worker, validator and tra
   reward or metric from outside its own package, its dataset is infinite, or a prompt is more than one user
   turn (an optional system prompt, then the user's);
 - loading it or scoring the probe completions touched the network, or the probe completions scored differently
-  twice (tasks/_scorer_child.py: `_probe`).
+  twice (tasks/_scorer_child.py: `_probe`);
+- its dataset's rows are not the ones the run spec pins (`dataset`, a sha256 that `trainer init` fills in).
 
 Everything of the environment runs in a scoring child (tasks.sandbox, the same process model, budgets and
 lock-down as the math and reasoning-gym scorers) whose sockets refuse to connect and resolve names, in an empty
@@ -27,6 +28,7 @@ the rules and what the checks can and cannot detect.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from fractions import Fraction
@@ -56,6 +58,9 @@ class EnvironmentSpec(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict, description="the taskset's config (its TasksetConfig fields)")
     test_fraction: float = Field(0.1, ge=0, lt=1, description=(
         "the held-out share of the dataset: the rows whose prompt hash falls below it (tasks.base.in_test_split)"))
+    dataset: str | None = Field(None, pattern=r"^0x[0-9a-f]{64}$", description=(
+        "sha256 of the dataset's rows (dataset_digest): a party whose environment builds other rows refuses to start; "
+        "`trainer init` fills it in"))
 
     def child_config(self) -> dict[str, Any]:
         """What the scoring child loads: the package, from the sys.path entry this process found it in, with
@@ -93,6 +98,12 @@ def check_installed(spec: EnvironmentSpec) -> None:
         raise TaskError(f"this proofswarm drives verifiers {VERIFIERS_VERSION}, the run spec pins {spec.verifiers}")
 
 
+def dataset_digest(rows: list) -> str:
+    """sha256 of the rows [[prompt, answer], …] in dataset order, as compact UTF-8 JSON: what `dataset` pins."""
+    text = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
+    return "0x" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 FLOAT32_MAX = 3.4028234663852886e38
 """A rubric total beyond float32's range has no reward value: it scores UNSCORABLE."""
 
@@ -123,6 +134,10 @@ class EnvironmentTask(Task):
         reply = self._sandbox.request({"op": "env-dataset"})
         if not reply.get("ok"):
             raise TaskError(f"{self.name}: the scoring sandbox could not list the dataset ({reply.get('why')})")
+        self.dataset_digest = dataset_digest(reply["rows"])
+        if spec.dataset is not None and spec.dataset != self.dataset_digest:
+            raise TaskError(f"{self.name}: the dataset built here ({self.dataset_digest[:14]}…) is not the one the run "
+                            f"spec pins ({spec.dataset[:14]}…): the environment makes other rows on this machine")
         self._splits: dict[str, list[tuple[int, str, str]]] = {"train": [], "test": []}
         for row, (prompt, answer) in enumerate(reply["rows"]):
             test = spec.test_fraction > 0 and in_test_split(prompt, spec.test_fraction)
