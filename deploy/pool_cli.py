@@ -24,6 +24,7 @@ from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import pool_state
 from ledger_client.cli import (
     UsageError,
+    amount_option,
     chain_options,
     load_devnet_info,
     one_line_errors,
@@ -340,7 +341,7 @@ def _parser() -> argparse.ArgumentParser:
                                       "it sets max_samples_per_work and spot_check_bps unless the config does")
     f = sub.add_parser("fund", parents=[common], help="add budget to a pool (owner only)")
     f.add_argument("pool_id", type=int)
-    f.add_argument("amount", help="base units, e.g. 1000e18")
+    f.add_argument("amount", help="base units or with a unit: 1000e18, 1000ether, 1000tokens (18 decimals)")
     s = sub.add_parser("status", parents=[common], help="show a pool's parameters and state")
     s.add_argument("pool_id", type=int)
     cl = sub.add_parser("close", parents=[common], help="close a pool and refund its unreserved budget (owner only)")
@@ -368,10 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         pool_id = create_pool(ledger, cfg, spec)
         result = {"pool_id": pool_id, "funded": cfg.funding, **terms}
     elif args.command == "fund":
-        try:
-            amount = parse_amount(args.amount)
-        except ValueError:
-            raise UsageError(f"amount {args.amount!r} is not a number of base units") from None
+        amount = amount_option(args.amount)
         if amount <= 0:
             raise UsageError("amount must be positive")
         fund_pool(ledger, args.pool_id, amount)

@@ -8,6 +8,7 @@ import json
 import signal
 import sys
 import threading
+from decimal import Decimal, InvalidOperation, localcontext
 from functools import wraps
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -123,22 +124,47 @@ def stop_on_signals(stop: threading.Event) -> Callable[[], int]:
     return lambda: EXIT_INTERRUPTED if interrupted.is_set() else 0
 
 
+UNIT_DECIMALS = {"ether": 18, "eth": 18, "tokens": 18, "token": 18, "gwei": 9, "wei": 0}
+"""Amount suffixes, as cast reads them (the stake token has 18 decimals, as ether)."""
+
+
 def parse_amount(v: object) -> int:
-    """Base units: an int, or a string like "100e18" / "1_000"."""
+    """Base units from an int or a string: "100e18", "1_000", "1.5ether", "2.5 tokens", "30gwei", "7wei".
+    Refuses fractions of a base unit and negative amounts."""
     if isinstance(v, bool):
         raise ValueError("amount must be a number")
     if isinstance(v, int):
         return v
-    if isinstance(v, str):
-        s = v.replace("_", "").strip()
-        if "e" in s:
-            mant, exp = s.split("e", 1)
-            if "." in mant:
-                whole, frac = mant.split(".", 1)
-                return int(whole + frac) * 10 ** (int(exp) - len(frac))
-            return int(mant) * 10 ** int(exp)
-        return int(s)
-    raise ValueError("amount must be an integer number of base units")
+    if not isinstance(v, str):
+        raise ValueError("amount must be an integer number of base units")
+    text = v.replace("_", "").strip().lower()
+    number, decimals = text, 0
+    for unit, unit_decimals in UNIT_DECIMALS.items():
+        if text.endswith(unit):
+            number, decimals = text[: -len(unit)].strip(), unit_decimals
+            break
+    try:
+        mantissa = Decimal(number)
+    except InvalidOperation:
+        raise ValueError(f"amount {v!r} is not a number (e.g. 100e18, 1.5ether)") from None
+    if mantissa.is_finite() and mantissa and mantissa.adjusted() + decimals >= 78:  # "1e9999999": not a huge int
+        raise ValueError(f"amount {v!r} does not fit in 256 bits")
+    with localcontext() as exact:
+        exact.prec = 200  # every amount below 2^256 exactly, no rounding
+        value = mantissa.scaleb(decimals)
+    if not value.is_finite() or value != value.to_integral_value():
+        raise ValueError(f"amount {v!r} is not a whole number of base units")
+    if value < 0:
+        raise ValueError(f"amount {v!r} is negative")
+    return int(value)
+
+
+def amount_option(text: str, what: str = "amount") -> int:
+    """A command-line amount (parse_amount), or a UsageError naming the option."""
+    try:
+        return parse_amount(text)
+    except ValueError as exc:
+        raise UsageError(f"{what}: {exc}") from None
 
 
 def print_json(obj: Any) -> None:

@@ -23,6 +23,7 @@ from ledger_client.cli import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     UsageError,
+    amount_option,
     exit_code_of,
     stop_on_signals,
 )
@@ -148,3 +149,21 @@ def test_commands_find_the_devnet_from_a_sub_folder_or_the_environment(tmp_path:
     assert default_devnet_dir() == checkout / ".devnet"
     monkeypatch.setenv("PROOFSWARM_DEVNET_DIR", str(tmp_path / "elsewhere"))
     assert default_devnet_dir() == tmp_path / "elsewhere"
+
+
+@pytest.mark.parametrize(("text", "base_units"), [
+    ("100e18", 100 * 10**18), ("1_000", 1000), ("1.5ether", 15 * 10**17), ("2.5 tokens", 25 * 10**17),
+    ("30gwei", 30 * 10**9), ("7wei", 7), ("999900000000000000000001", 999900000000000000000001), ("1.5e18", 15 * 10**17),
+])
+def test_amounts_read_as_cast_reads_them(text: str, base_units: int) -> None:
+    assert amount_option(text) == base_units
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("lots", "is not a number"), ("0.5wei", "not a whole number"), ("1.5", "not a whole number"), ("-1", "negative"),
+    ("1e9999999", "does not fit in 256 bits"), ("nan", "not a whole number"),
+])
+def test_a_bad_amount_is_a_usage_error_naming_it(text: str, reason: str) -> None:
+    with pytest.raises(UsageError, match=reason) as caught:
+        amount_option(text)
+    assert exit_code_of(caught.value) == EXIT_USAGE and repr(text) in str(caught.value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ledger_client.cli import UsageError, chain_options, one_line_errors, parse_amount, print_result
+from ledger_client.cli import UsageError, amount_option, chain_options, one_line_errors, print_result
 from worker.account import claim_all, deallocate_free, open_ledger, status
 
 
@@ -38,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     cl = sub.add_parser("claim", parents=[common], help="claim every unlocked accepted reward")
     cl.add_argument("--pool", type=int)
     un = sub.add_parser("unstake", parents=[common], help="start unbonding stake (withdrawable after the unbonding delay)")
-    un.add_argument("amount", nargs="?", help="base units (default: all free bonded stake)")
+    un.add_argument("amount", nargs="?", help="base units or with a unit, e.g. 50e18 or 50ether (default: all free bonded stake)")
     un.add_argument("--leave", type=int, metavar="POOL",
                     help="first leave this pool and deallocate what its open work does not require")
     de = sub.add_parser("deallocate", parents=[common],
@@ -61,12 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "claim":
         result = {"claimed": claim_all(ledger, args.pool)}
     elif args.command == "unstake":
+        asked = amount_option(args.amount) if args.amount else None  # before any transaction
         if args.leave is not None:
             if ledger.pool.is_member(args.leave, ledger.address):
                 ledger.pool.leave_pool(args.leave)
             deallocate_free(ledger, args.leave)
         bonded = ledger.stake.bonded_of(ledger.address)  # free bonded only: allocated stake is locked
-        amount = parse_amount(args.amount) if args.amount else bonded
+        amount = bonded if asked is None else asked
         if amount <= 0 or amount > bonded:
             raise UsageError(f"cannot unstake {amount}: free bonded stake is {bonded} (allocated stake must be "
                              f"deallocated first: `worker deallocate --pool N`)")
