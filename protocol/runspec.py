@@ -115,17 +115,18 @@ def usable_task(spec: RunSpec) -> Task:
         raise TaskUnavailable(f"the pool's task cannot run here: {exc}") from None
 
 
-def with_environment_dataset(spec: RunSpec) -> RunSpec:
-    """The spec with its verifiers environment's dataset digest pinned (`trainer init` publishes this), so that a
-    party whose environment builds other rows refuses to start; other specs unchanged."""
+def with_environment_pinned(spec: RunSpec) -> RunSpec:
+    """The spec with its verifiers environment's dataset and package files pinned by digest (`trainer init` publishes
+    this), so that a party whose environment builds other rows or runs other code refuses to start; other specs
+    unchanged."""
     environment = spec.task.environment
-    if environment is None or environment.dataset is not None:
+    if environment is None or (environment.dataset is not None and environment.source is not None):
         return spec
     try:
-        digest = build_task(TaskSpec(name="env", environment=environment)).dataset_digest  # type: ignore[attr-defined]
+        task = build_task(TaskSpec(name="env", environment=environment))
     except TaskError as exc:
         raise TaskUnavailable(f"the pool's task cannot run here: {exc}") from None
-    pinned = environment.model_copy(update={"dataset": digest})
+    pinned = environment.model_copy(update={"dataset": task.dataset_digest, "source": task.source_digest})  # type: ignore[attr-defined]
     return spec.model_copy(update={"task": spec.task.model_copy(update={"environment": pinned})})
 
 

@@ -9,7 +9,7 @@ Requests:
   {"op": "math", "gold": str, "answer": str}                      -> {"ok": true, "full": bool}
   {"op": "gym", "dataset": str, "seed": int, "size": int, "params": {..}, "entry": base64 pickle,
    "answer": str}                                                   -> {"ok": true, "full": bool, "score": str}
-  {"op": "env-dataset"}                                            -> {"ok": true, "rows": [[prompt, answer], ..]}
+  {"op": "env-dataset"}                     -> {"ok": true, "rows": [[prompt, answer], ..], "source": "0x<sha256>"}
   {"op": "env", "row": int, "completion": str}                      -> {"ok": true, "reward": float.hex(total)}
 The entry is the parent's own dataset entry (trusted: the parent built it), so the child scores exactly
 the problem the parent posed. The "env" requests need a child started with an `environment` (a verifiers
@@ -286,6 +286,24 @@ def _new_trace(task, completion: str):
                     nodes=nodes)
 
 
+def _source_digest(module) -> str:
+    """sha256 over the files of the imported environment module (its package folder, or its one file): each file's
+    path relative to it, a NUL, its size, a NUL, its bytes, in path order; caches (__pycache__, .pyc) aside."""
+    import hashlib
+    from pathlib import Path
+
+    origin = Path(module.__file__)
+    root = origin.parent if origin.name == "__init__.py" else origin
+    files = sorted(p for p in (root.rglob("*") if root.is_dir() else [root])
+                   if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+    digest = hashlib.sha256()
+    for path in files:
+        data = path.read_bytes()
+        name = path.relative_to(root).as_posix() if root.is_dir() else path.name
+        digest.update(f"{name}\0{len(data)}\0".encode() + data)
+    return "0x" + digest.hexdigest()
+
+
 def _check_plugged(task_config, module: str) -> None:
     """Reward and metric functions plugged through the task config must come from the environment's own
     package (the version the run spec pins), not from another module or a file on this machine."""
@@ -342,7 +360,7 @@ def _load_environment(config: dict) -> None:
         _check_task(task, module, seen)
         answer = getattr(task.data, "answer", "")
         rows.append([_prompt_text(task.data), answer if isinstance(answer, str) else ""])
-    _ENV.update(tasks=tasks, rows=rows)
+    _ENV.update(tasks=tasks, rows=rows, source=_source_digest(sys.modules[module]))
     _new_trace(tasks[0], "")  # the trace's provenance (verifiers' git commit look-up) is cached before lock-down
 
 
@@ -505,7 +523,7 @@ def main() -> None:
                 continue
             reply({"ok": True, "full": value == 1.0, "score": repr(value), "cpu_s": last_cpu_s})
         elif op == "env-dataset" and _ENV:
-            reply({"ok": True, "rows": _ENV["rows"]})
+            reply({"ok": True, "rows": _ENV["rows"], "source": _ENV["source"]})
         elif op == "env" and _ENV:
             row = request.get("row")
             if not isinstance(row, int) or not 0 <= row < len(_ENV["tasks"]) or not isinstance(

@@ -12,7 +12,8 @@ whose tasks carry `@vf.reward` functions (its rubric). Worker, validator and tra
   turn (an optional system prompt, then the user's);
 - loading it or scoring the probe completions touched the network, or the probe completions scored differently
   twice (tasks/_scorer_child.py: `_probe`);
-- its dataset's rows are not the ones the run spec pins (`dataset`, a sha256 that `trainer init` fills in).
+- its dataset's rows, or its package's files, are not the ones the run spec pins (`dataset`, `source`: sha256
+  digests that `trainer init` fills in).
 
 Everything of the environment runs in a scoring child (tasks.sandbox, the same process model, budgets and
 lock-down as the math and reasoning-gym scorers) whose sockets refuse to connect and resolve names, in an empty
@@ -61,6 +62,9 @@ class EnvironmentSpec(BaseModel):
     dataset: str | None = Field(None, pattern=r"^0x[0-9a-f]{64}$", description=(
         "sha256 of the dataset's rows (dataset_digest): a party whose environment builds other rows refuses to start; "
         "`trainer init` fills it in"))
+    source: str | None = Field(None, pattern=r"^0x[0-9a-f]{64}$", description=(
+        "sha256 of the environment package's files as the scoring child imported them (tasks/_scorer_child.py: "
+        "_source_digest): a party with other code under the same version refuses to start; `trainer init` fills it in"))
 
     def child_config(self) -> dict[str, Any]:
         """What the scoring child loads: the package, from the sys.path entry this process found it in, with
@@ -134,6 +138,10 @@ class EnvironmentTask(Task):
         reply = self._sandbox.request({"op": "env-dataset"})
         if not reply.get("ok"):
             raise TaskError(f"{self.name}: the scoring sandbox could not list the dataset ({reply.get('why')})")
+        self.source_digest = str(reply["source"])
+        if spec.source is not None and spec.source != self.source_digest:
+            raise TaskError(f"{self.name}: the package's files here ({self.source_digest[:14]}…) are not the ones the run "
+                            f"spec pins ({spec.source[:14]}…): {spec.package} {spec.version} was changed on this machine")
         self.dataset_digest = dataset_digest(reply["rows"])
         if spec.dataset is not None and spec.dataset != self.dataset_digest:
             raise TaskError(f"{self.name}: the dataset built here ({self.dataset_digest[:14]}…) is not the one the run "

@@ -73,7 +73,7 @@ def test_a_pool_trains_on_a_verifiers_environment_end_to_end(pool, tmp_path, cap
     spec = pool.create_by_trainer_init(spec_file, "--hidden", "32", "--layers", "1", "--heads", "2",
                                        "--warm-steps", "30", "--warm-lr", "3e-3")
     assert spec.task.environment.package == "proofswarm-digit-sort" and spec.task.environment.version == "0.1.0"
-    assert spec.task.environment.dataset is not None  # trainer init pinned the rows it built: every party checks them
+    assert spec.task.environment.dataset and spec.task.environment.source  # trainer init pinned the rows and code
 
     stop = threading.Event()
     workers = [pool.worker(4), pool.worker(5)]

@@ -23,7 +23,7 @@ from inference.tiny import build_char_tokenizer  # noqa: E402
 from proofs.assignment import assign_prompts  # noqa: E402
 from protocol.digest import Digest  # noqa: E402
 from protocol.rollouts import decode_rollouts, encode_rollouts, write_rollout_file  # noqa: E402
-from protocol.runspec import RunSpec, SamplingSpec, load_run_spec, with_environment_dataset  # noqa: E402
+from protocol.runspec import RunSpec, SamplingSpec, load_run_spec, with_environment_pinned  # noqa: E402
 from protocol.submission import SubmissionBinding  # noqa: E402
 from tasks import TaskSpec, build_task  # noqa: E402
 from tasks.base import TaskError, assignment_space  # noqa: E402
@@ -114,15 +114,19 @@ def test_a_run_spec_names_the_environment_and_other_specs_keep_their_bytes():
         TaskSpec(name="sort", environment=DIGIT_SORT)
 
 
-def test_the_dataset_is_pinned_by_digest_and_another_one_is_refused(digit_sort):
+def test_the_dataset_and_the_code_are_pinned_by_digest_and_others_are_refused(digit_sort):
     assert digit_sort.dataset_digest.startswith("0x") and len(digit_sort.dataset_digest) == 66
     pinned = DIGIT_SORT.model_copy(update={"dataset": digit_sort.dataset_digest})
     assert EnvironmentTask(pinned).size() == digit_sort.size()  # the same scoring child: only the rows are listed
     with pytest.raises(TaskError, match="the dataset built here .* is not the one the run spec pins"):
         EnvironmentTask(DIGIT_SORT.model_copy(update={"dataset": "0x" + "00" * 32}))
+    with pytest.raises(TaskError, match="are not the ones the run spec pins.*was changed on this machine"):
+        EnvironmentTask(DIGIT_SORT.model_copy(update={"source": "0x" + "00" * 32}))
     spec = RunSpec(task=SPEC, pool_seed=POOL_SEED)
-    assert with_environment_dataset(spec).task.environment.dataset == digit_sort.dataset_digest
-    assert with_environment_dataset(RunSpec(task=TaskSpec(name="sort"), pool_seed=POOL_SEED)).task.environment is None
+    pinned_spec = with_environment_pinned(spec).task.environment
+    assert (pinned_spec.dataset, pinned_spec.source) == (digit_sort.dataset_digest, digit_sort.source_digest)
+    assert EnvironmentTask(pinned_spec).size() == digit_sort.size()
+    assert with_environment_pinned(RunSpec(task=TaskSpec(name="sort"), pool_seed=POOL_SEED)).task.environment is None
 
 
 @pytest.mark.parametrize(("change", "message"), [

@@ -23,7 +23,7 @@ from ledger_client.cli import UsageError, load_devnet_info
 from ledger_client.ipfs.content import publish_run_spec
 from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.ipfs.task_subset import publish_task_subset
-from protocol.runspec import RunSpec, load_run_spec, usable_task, with_environment_dataset
+from protocol.runspec import RunSpec, load_run_spec, usable_task, with_environment_pinned
 from tasks.base import TaskError
 from tasks.difficulty import difficulty_subset
 from tasks.registry import build_task
@@ -72,7 +72,7 @@ def add_init_args(p: argparse.ArgumentParser) -> None:
 def run_init(args: argparse.Namespace) -> int:
     spec = load_run_spec(args.run_spec)
     usable_task(spec)  # TaskUnavailable (one line, exit 2) before a model is built or anything is published
-    spec = with_environment_dataset(spec)  # a verifiers environment's rows, pinned by digest in the published spec
+    spec = with_environment_pinned(spec)  # a verifiers environment's rows and code, pinned by digest
     kubo_api = args.kubo_api or (load_devnet_info(args.devnet_dir) or {}).get("kubo_api")
     if not kubo_api:
         raise UsageError("no --kubo-api given and no devnet is up")
