@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import signal
 import sys
 import threading
@@ -157,6 +158,31 @@ def parse_amount(v: object) -> int:
     if value < 0:
         raise ValueError(f"amount {v!r} is negative")
     return int(value)
+
+
+class _JsonLogFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line = {"ts": round(record.created, 3), "level": record.levelname.lower(), "logger": record.name,
+                "msg": record.getMessage()}
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        return json.dumps(line)
+
+
+def add_log_args(p: argparse.ArgumentParser) -> None:
+    """--log-level and --log-format for a daemon (its log goes to stderr)."""
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                   help="least severe log lines shown (default %(default)s)")
+    p.add_argument("--log-format", default="text", choices=["text", "json"],
+                   help="text: time, level, logger, message; json: one object per line (ts, level, logger, msg)")
+
+
+def configure_logging(args: argparse.Namespace) -> None:
+    """The daemon's log on stderr as `add_log_args` asked."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(_JsonLogFormatter() if args.log_format == "json"
+                         else logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    logging.basicConfig(level=args.log_level.upper(), handlers=[handler], force=True)
 
 
 def amount_option(text: str, what: str = "amount") -> int:

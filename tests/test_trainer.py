@@ -274,3 +274,38 @@ def test_updates_per_step_one_is_the_single_update_step(tmp_path):
     optimizer.step()
     for (name, mine), theirs in zip(trainer.model.state_dict().items(), reference.state_dict().values(), strict=True):
         assert torch.allclose(mine, theirs, atol=1e-5), name
+
+
+def test_a_waiting_trainer_says_what_it_has_and_what_it_lacks(tmp_path, caplog, monkeypatch):
+    monkeypatch.setattr("trainer.loop.WAITING_LOG_S", 0.0)
+    source = InMemorySource()
+    trainer = Trainer(_config(tmp_path, wait_timeout_s=0.2), _model(), source)
+    trainer.start()
+    source.put("solved", _batch(0, rewards=[1.0] * G))
+    source.put("half", _batch(1, groups=1))
+    with caplog.at_level("INFO", logger="proofswarm.trainer"), pytest.raises(TrainerStarved):
+        trainer.train_step()
+    lines = [r.getMessage() for r in caplog.records if "waiting for work" in r.getMessage()]
+    assert lines and lines[-1] == ("step 1: waiting for work: 1 of the 2 informative groups a batch needs (files taken 2; "
+                                   "groups dropped: 2 all-equal rewards, 0 stale)")
+
+
+def test_daemon_logs_can_be_json_lines(capsys):
+    import argparse
+    import json
+    import logging
+
+    from ledger_client.cli import add_log_args, configure_logging
+
+    parser = argparse.ArgumentParser()
+    add_log_args(parser)
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        configure_logging(parser.parse_args(["--log-format", "json", "--log-level", "warning"]))
+        logging.getLogger("proofswarm.worker").info("not shown")
+        logging.getLogger("proofswarm.worker").warning("slashed %d times", 2)
+        lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+        assert [(x["level"], x["logger"], x["msg"]) for x in lines] == [("warning", "proofswarm.worker", "slashed 2 times")]
+    finally:
+        root.handlers[:], root.level = saved[0], saved[1]

@@ -50,6 +50,8 @@ Evaluator = Callable[[PreTrainedModel], dict[str, float]]
 log = logging.getLogger("proofswarm.trainer")
 
 UNINFORMATIVE_WARNING_FILES = 8
+WAITING_LOG_S = 30.0
+"""While it waits for a batch the trainer says, this often, what it has and what it lacks."""
 """Files in a row without one informative group after which the trainer warns: the policy solves every
 prompt of the task, or none, and there is nothing to learn from until that changes."""
 
@@ -273,6 +275,7 @@ class Trainer:
         """Fill the buffer to a full batch; returns the seconds spent waiting."""
         needed = self.config.batch_samples // self.config.sampling.group_size
         idle, waiting_since = 0.0, None
+        logged_at = time.perf_counter()
         self._drop_stale_buffered()
         while len(self.buffer) < needed:
             items = self._poll()
@@ -289,6 +292,12 @@ class Trainer:
                 raise TrainerStarved(f"no usable rollouts for {self.config.wait_timeout_s:.0f}s at step {self.step}{why}")
             if items:
                 waiting_since = now
+            if now - logged_at >= WAITING_LOG_S and self.parallel.is_main:
+                logged_at = now
+                c = self._counters
+                log.info("step %d: waiting for work: %d of the %d informative groups a batch needs (files taken %d; "
+                         "groups dropped: %d all-equal rewards, %d stale)", self.step + 1, len(self.buffer), needed,
+                         c["files"], c["zero_adv"], c["stale"])
             time.sleep(self.config.poll_interval_s)
             idle += time.perf_counter() - now
         self._report(waiting=False)

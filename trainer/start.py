@@ -27,6 +27,8 @@ from ledger_client.chain.queries import pool_state
 from ledger_client.cli import (
     UsageError,
     add_chain_args,
+    add_log_args,
+    configure_logging,
     load_devnet_info,
     load_settings,
     resolve_chain_args,
@@ -65,6 +67,7 @@ def add_start_args(p: argparse.ArgumentParser) -> None:
                         "except on the devnet, where --no-wait-final consumes at the first accepting verdict and "
                         "reports consumed_overturned)")
     p.add_argument("--devnet-trainer", action="store_true", help="use the devnet's trainer key")
+    add_log_args(p)
     p.add_argument("--json", action="store_true")
     p.add_argument("--nproc", type=int, help="train as N data-parallel ranks on this machine (FSDP2; --set parallel=ddp)")
     p.add_argument("--device", default="cpu",
@@ -73,6 +76,7 @@ def add_start_args(p: argparse.ArgumentParser) -> None:
 
 
 def run_start(args: argparse.Namespace) -> int:
+    configure_logging(args)  # what the trainer waits for, files it cannot fetch, overturned work
     rpc_url, deployments = resolve_chain_args(args)
     devnet = load_devnet_info(args.devnet_dir)
     if args.devnet_trainer:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import threading
 from pathlib import Path
 
@@ -14,6 +13,8 @@ from ledger_client.chain.queries import court_of, pool_state
 from ledger_client.cli import (
     UsageError,
     add_chain_args,
+    add_log_args,
+    configure_logging,
     load_devnet_info,
     one_line_errors,
     resolve_chain_args,
@@ -28,6 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("start", help="run the challenge daemon until stopped")
     s.add_argument("--pool", type=int, required=True)
+    add_log_args(s)
     s.add_argument("--kubo-api", help="Kubo RPC API (default: the devnet's)")
     s.add_argument("--state-dir", type=Path, help="cursor, verdict journal, checkpoint cache (default .validator/<address>)")
     s.add_argument("--processes", type=int, default=1, help="verification worker processes")
@@ -109,7 +111,7 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
                           max_in_flight=args.max_in_flight, confirmations=args.confirmations,
                           audit_rate=args.audit_rate, device=device)
     factory = checker_factory(config, rpc_url, str(deployments), args.threads, args.max_batch_tokens)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    configure_logging(args)
     metrics = Metrics()
     if args.metrics_port:
         metrics.serve(args.metrics_port)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ledger_client.cli import UsageError, amount_option, chain_options, one_line_errors, print_result
+from ledger_client.cli import UsageError, add_log_args, amount_option, chain_options, one_line_errors, print_result
 from worker.account import claim_all, deallocate_free, open_ledger, status
 
 
@@ -19,6 +19,7 @@ def _add_start_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-submissions", type=int, help="stop after this many submissions")
     p.add_argument("--poll-interval", type=float, default=0.5)
     p.add_argument("--quiet", action="store_true", help="no live status screen (logs only)")
+    add_log_args(p)
     p.add_argument("--device", help="where generation runs: cpu (default), cuda or cuda:N (torch backend); "
                                     "vLLM picks its own GPU (cuda or leave it out)")
     p.add_argument("--dtype", help="compute dtype: float32 (default) or bfloat16 — the pool's run spec must be "

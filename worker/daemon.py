@@ -32,7 +32,7 @@ from inference.policy import load_policy
 from ledger_client.chain.errors import ContractRevert
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import court_of, get_work, pool_created_in, pool_state, rollout_digest_of
-from ledger_client.cli import UsageError, load_devnet_info, stop_on_signals
+from ledger_client.cli import UsageError, configure_logging, load_devnet_info, stop_on_signals
 from ledger_client.ipfs.checkpoints import PinRetention, fetch_checkpoint
 from ledger_client.ipfs.content import fetch_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
@@ -304,8 +304,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     daemon.prepare()  # stake, join, first policy: Ctrl-C here stops at once (a rerun resumes)
     stop = threading.Event()
     exit_code = stop_on_signals(stop)
-    if args.quiet or args.json:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if args.quiet or args.json or args.log_format == "json":  # the live screen would be garbled by log lines
+        configure_logging(args)
         log.info("generating with %s", compute.describe())
         daemon.run(stop)
     else:
