@@ -262,6 +262,16 @@ def create_pool(ledger: Ledger, cfg: PoolConfig, spec: RunSpec | None = None) ->
     """Create (and fund, if cfg.funding > 0) a pool; returns its id. `spec` is the task's run spec, whose
     submission size and spot-check fraction are the defaults of `maxSamplesPerWork` and `spotCheckBps`."""
     check_spot_check_bound(cfg, spec)
+    if spec is not None and cfg.max_samples_per_work is not None \
+            and cfg.max_samples_per_work < (one_submission := samples_per_submission(spec)):
+        raise UsageError(f"max_samples_per_work ({cfg.max_samples_per_work}) is below one submission of the run spec "
+                         f"({one_submission} = prompts_per_submission × group_size): every submission would revert")
+    fee_funding = cfg.court.fee_funding if cfg.court is not None else 0
+    if cfg.funding + fee_funding:  # refused before the first transaction: no pool is left unfunded
+        balance = ledger.token.balance_of(ledger.address)
+        if balance < cfg.funding + fee_funding:
+            raise UsageError(f"{ledger.address} holds {balance} base units, the pool needs {cfg.funding + fee_funding} "
+                             f"(funding {cfg.funding} + court fee funding {fee_funding}); nothing was created")
     court = ledger.court if cfg.court is not None else None
     if cfg.court is not None and court is None:
         raise UsageError("the pool has a [pool.court] table but this deployment has no ValidatorCourt")

@@ -84,6 +84,11 @@ def test_pool_commands_and_their_refusals(devnet_dir, tmp_path):
         bad.write_text(pool_toml.replace(*edit))
         assert_one_line_error(run("deploy.pool_cli", "create", "--config", str(bad), *chain, cwd=tmp_path, ok=False),
                               needle, 2)
+    bad.write_text(pool_toml.replace('funding = "10000e18"', 'funding = "1e40"'))  # more than the owner holds
+    assert_one_line_error(run("deploy.pool_cli", "create", "--config", str(bad), *chain, cwd=tmp_path, ok=False),
+                          "nothing was created", 2)
+    assert_one_line_error(run("deploy.pool_cli", "status", str(int(pool_id) + 1), *chain, cwd=tmp_path, ok=False),
+                          "UnknownPool")  # refused before the createPool transaction: no unfunded pool
     assert_one_line_error(run("deploy.pool_cli", "status", "99", *chain, cwd=tmp_path, ok=False), "UnknownPool")
     assert_one_line_error(run("deploy.pool_cli", "fund", pool_id, "1e40", *chain, cwd=tmp_path, ok=False),
                           "cannot fund")
@@ -131,3 +136,16 @@ def test_the_chain_only_commands_start_without_torch(tmp_path):
                           env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [], f"imported at start-up: {proc.stdout.strip()}"
+
+
+def test_pool_create_refuses_a_submission_size_below_the_run_spec_before_any_transaction():
+    from deploy.pool_cli import create_pool, load_pool_config
+    from ledger_client.cli import UsageError
+    from protocol.runspec import RunSpec, SamplingSpec
+
+    devnet = {"roles": {"trainer": {"address": "0x" + "11" * 20}, "validator": {"address": "0x" + "22" * 20}}}
+    cfg = load_pool_config(ROOT / "examples/pool.toml", devnet)  # max_samples_per_work = 64
+    spec = RunSpec(task={"name": "rev"}, sampling=SamplingSpec(group_size=16), prompts_per_submission=8,
+                   pool_seed="0x" + "ab" * 32)
+    with pytest.raises(UsageError, match=r"max_samples_per_work \(64\) is below one submission of the run spec \(128"):
+        create_pool(None, cfg, spec)  # type: ignore[arg-type]  # no ledger: refused before it is used
