@@ -92,7 +92,9 @@ class CourtPool:
         self.pool_id = create_pool(self.ledger(1), self.config, SPEC)
         for i in validators:
             register_with_court(self.ledger(i), self.pool_id)
-        time.sleep(court.activation_delay_s + 1)  # a registration judges work submitted this long after it
+        # a registration judges work submitted activation_delay_s after it: move the chain's clock past that
+        self.w3.provider.make_request("evm_increaseTime", [court.activation_delay_s + 1])
+        self.w3.provider.make_request("evm_mine", [])
         worker = self.ledger(WORKER)
         worker.ensure_allocation(self.pool_id, 60 * self.config.slash_amount)  # every submission backed up front
         worker.pool.join_pool(self.pool_id)

@@ -470,15 +470,29 @@ class ValidatorDaemon:
                 self.retries.postpone(s.key, _submission_to(s), self.config.poll_interval_s)
                 return None
             if assigned not in (ZERO_ADDRESS, me):
+                unrecorded = case.assigned == 0
+                record_at = submitted_block + RECORD_DRAW_AFTER_BLOCKS + _stagger(me, s.work_id, RECORD_DRAW_AFTER_BLOCKS)
+                if unrecorded and self.ledger.w3.eth.block_number > record_at:
+                    self._record_draw(s.work_id)  # the assignee is silent: keep its draw past the 256-block horizon
+                    unrecorded = False
                 stand_in_at = submitted_at + rules.assigned_window + 1 + _stagger(me, s.work_id, STAND_IN_SPREAD_S)
                 if now < stand_in_at:  # the assigned validator's turn; then stand-ins, one after another
-                    self.retries.postpone(s.key, _submission_to(s), stand_in_at - now)
+                    wait = stand_in_at - now
+                    self.retries.postpone(s.key, _submission_to(s), min(wait, RECORD_DRAW_CHECK_S) if unrecorded else wait)
                     return None
             return True
         if s.purpose == "audit":
             return state == CaseState.VERDICT and self._now() <= case.verdict_at + rules.dispute_window
         return (state == CaseState.DISPUTED and self.conduct.votes and s.work_id.hex() not in self.duties.book.votes
                 and me in self.court.committee_of(s.work_id))
+
+    def _record_draw(self, work_id: bytes) -> None:
+        """Record a pending case's assignment (`drawAssignment`): its block hash is readable for 256 blocks
+        only, and an unrecorded draw past them leaves the case with no assignee to answer for its silence."""
+        try:
+            self.court.draw_assignment(work_id)
+        except (TransactionFailed, ContractRevert) as exc:  # recorded meanwhile, or judged: nothing to keep
+            log.info("work 0x%s: draw not recorded by us: %s", work_id.hex()[:12], exc)
 
     def _court_verdict(self, s: Submission, outcome: CheckOutcome) -> int:
         """The first verdict, sent to the court (final only after the dispute window: then `finalize`)."""
@@ -650,6 +664,11 @@ class ValidatorDaemon:
 STAND_IN_SPREAD_S = 3
 """Stand-ins for a silent assigned validator spread their verdicts over this many seconds after the
 assigned window (each at its own offset), so that most of the time only one sends one."""
+RECORD_DRAW_AFTER_BLOCKS = 64
+"""A stand-in records a silent assignee's draw (`drawAssignment`) this many blocks after the submission plus
+its own offset of up to as many more: well inside the 256 blocks its block hash stays readable."""
+RECORD_DRAW_CHECK_S = 10
+"""While that draw is unrecorded, a stand-in looks again this often (seconds) before its turn."""
 FOLLOW_UP_GRACE_S = 3
 """Seconds others leave the party that profits from a follow-up (the judge's finalize, the disputer's
 draw and resolve) before doing it themselves."""
