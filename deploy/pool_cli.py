@@ -335,7 +335,7 @@ def _task_run_spec(cfg: PoolConfig, kubo_api: str | None) -> RunSpec | None:
     try:
         return fetch_run_spec(kubo, cfg.task_ref(), timeout=10.0)
     except (KuboError, ValidationError) as exc:
-        raise UsageError(f"{what} is required: task {cfg.task[:18]}… is not a readable run spec "
+        raise UsageError(f"{what} is required: task {cfg.task} is not a readable run spec "
                          f"({exc.__class__.__name__})") from None
     finally:
         kubo.close()

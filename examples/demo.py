@@ -168,7 +168,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
         spec = fetch_run_spec(kubo, Digest.parse(init["task"]))
     pool_id = create_pool(owner, cfg, spec)
     start_block = owner.w3.eth.block_number
-    console.print(f"pool {pool_id}: task {init['task'][:18]}…, base checkpoint {init['base_checkpoint'][:18]}…")
+    console.print(f"pool {pool_id}: task {init['task']}, base checkpoint {init['base_checkpoint']}")
 
     roles = Roles(out / "logs", env, out / PIDS_FILE)
     explorer = Roles(out / "logs", env, out / PIDS_FILE)

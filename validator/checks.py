@@ -139,8 +139,8 @@ class RolloutChecker:
             return CheckOutcome(False, Reason.WRONG_BINDING, f"file is bound to another submission: {sorted(wrong)}",
                                 statistics=wrong)
         if h.manifest_digest != ckpt:
-            return CheckOutcome(False, Reason.WRONG_STEP, f"file declares manifest {str(h.manifest_digest)[:18]}…, "
-                                                          f"step {sub.step} is {str(ckpt)[:18]}…")
+            return CheckOutcome(False, Reason.WRONG_STEP, f"file declares manifest {h.manifest_digest}, "
+                                                          f"step {sub.step} is {ckpt}")
         per_work = spec.prompts_per_submission * spec.sampling.group_size
         if sub.n_samples != per_work:
             return CheckOutcome(False, Reason.SAMPLE_COUNT, f"{sub.n_samples} samples submitted, the run spec's "

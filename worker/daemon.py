@@ -145,7 +145,7 @@ class WorkerDaemon:
             try:
                 self.ledger.pool.submit_work(self.opt.pool_id, e["step"], nonce, digest, e["n_samples"])
             except ContractRevert as exc:  # e.g. the step went stale while we were down: the nonce stays free
-                log.warning("dropping recovered submission %s: %s", e["digest"][:12], exc)
+                log.warning("dropping recovered submission %s: %s", e["digest"], exc)
                 self.journal.drop(nonce)
                 continue
             self.journal.advance(nonce, "submitted")
@@ -192,7 +192,7 @@ class WorkerDaemon:
                 if exc.error != "UnknownWork":
                     raise
                 # A chain reorganisation dropped the submission: resubmit it with its nonce (recover() does that).
-                log.warning("submission 0x%s vanished from the chain (reorg); resubmitting", e["digest"][:12])
+                log.warning("submission 0x%s vanished from the chain (reorg); resubmitting", e["digest"])
                 self.journal.advance(e["nonce"], "uploaded")
                 self.recover()
                 return self.pending_verdicts()
@@ -248,7 +248,7 @@ class WorkerDaemon:
         self.journal.advance(nonce, "submitted")
         self.stats.submitted += 1
         self.stats.last_event = f"submitted {n_samples} samples for step {step}"
-        log.info("submitted 0x%s: %d samples for step %d (nonce %d)", digest.hex()[:12], n_samples, step, nonce)
+        log.info("submitted 0x%s: %d samples for step %d (nonce %d)", digest.hex(), n_samples, step, nonce)
 
     def maybe_claim(self, force: bool = False) -> int:
         if not force and time.monotonic() - self._last_claim < self.opt.claim_interval_s:
