@@ -84,6 +84,14 @@ def test_pool_commands_and_their_refusals(devnet_dir, tmp_path):
         bad.write_text(pool_toml.replace(*edit))
         assert_one_line_error(run("deploy.pool_cli", "create", "--config", str(bad), *chain, cwd=tmp_path, ok=False),
                               needle, 2)
+    court_toml = (ROOT / "examples/pool-court.toml").read_text()
+    for edit, needle in ((("committee_size = 3", "committee_size = 1"), "committee_size"),
+                         (("assigned_window_s = 10", "assigned_window_s = 1"), "court assigned_window_s is 1 s, below"),
+                         (("challenge_window_s = 300", "challenge_window_s = 200"), "must fit in challenge_window_s (200)"),
+                         (('wrong_verdict_slash = "60e18"', 'wrong_verdict_slash = "1e18"'), "wrong_verdict_slash")):
+        bad.write_text(court_toml.replace(*edit))  # the court's bounds, refused before any transaction
+        assert_one_line_error(run("deploy.pool_cli", "create", "--config", str(bad), *chain, cwd=tmp_path, ok=False),
+                              needle, 2)
     bad.write_text(pool_toml.replace('funding = "10000e18"', 'funding = "1e40"'))  # more than the owner holds
     assert_one_line_error(run("deploy.pool_cli", "create", "--config", str(bad), *chain, cwd=tmp_path, ok=False),
                           "nothing was created", 2)
