@@ -49,11 +49,14 @@ contracts: $(NODE_STAMP) $(VENV_STAMP)
 demo: install
 	$(PY) -m examples.demo
 
+# Test modules run in parallel, one per worker (most tests wait on blocks, daemons and subprocesses, not the CPU).
+TEST_WORKERS ?= 4
+
 # Slither fails the build on any high-severity finding in contracts/src (libraries and tests filtered out).
 test: install $(SLITHER)
 	cd contracts && ../$(FORGE) test
 	cd contracts && ../$(SLITHER) . --filter-paths "lib/|test/" --fail-high
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 bench: install
 	$(PY) -m bench.gas

@@ -1,1 +1,20 @@
+import pytest
+
 pytest_plugins = ["tests.conftest_kubo", "tests.conftest_chain"]
+
+LONGEST_FIRST = (
+    "test_demo_repeatable.py", "test_hf_protocol.py", "test_court_validators.py", "test_distributed_trainer.py",
+    "test_hostile_files.py", "test_faults.py", "test_toploc_attacks.py", "test_cli.py", "test_validator_daemon.py",
+    "test_protocol.py", "test_distributed_reduce.py", "test_learning.py", "test_validator_memory.py",
+    "test_trainer_memory.py", "test_dashboard_browser.py", "test_task_subset.py", "test_spot_check_validator.py",
+    "test_reward_hacking.py", "test_environment_pool.py", "test_ledger_client.py", "test_hf_checkpoints.py",
+)
+"""Modules by wall time, longest first (`--durations` of a full run). `make test` runs the modules in parallel
+(pytest-xdist `--dist loadfile --no-loadscope-reorder`: one module per worker at a time, in collection order;
+xdist's own order puts the modules with the most tests first, which left the one-test demo module for last):
+starting the longest first keeps one of them from being the run's tail."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FIRST)))  # stable: order within a module kept

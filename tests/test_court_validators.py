@@ -51,9 +51,12 @@ SPEC = RunSpec(
                                   toploc_max_mant_err_median=0.0, toploc_mean_excludes_max=True),
 )
 N = 8
+# windows with room for a loaded machine (make test runs four modules at once on two cores): an honest
+# validator that misses its assigned window pays the silence penalty, one that misses the dispute window
+# lets a wrong verdict stand
 COURT = CourtConfig(validator_bond=200 * TOKENS, verdict_fee=TOKENS, dispute_bond=20 * TOKENS,
                     wrong_verdict_slash=60 * TOKENS, non_voter_penalty=10 * TOKENS, silence_penalty=5 * TOKENS,
-                    assigned_window_s=6, verdict_window_s=40, dispute_window_s=20, commit_period_s=15,
+                    assigned_window_s=12, verdict_window_s=40, dispute_window_s=35, commit_period_s=15,
                     reveal_period_s=10, activation_delay_s=5, committee_size=3, fee_funding=100 * TOKENS)
 HONEST, ADVERSARIES = (5, 6, 7), {8: AttestEverything(), 9: ChallengeEverything(), 10: Silent()}
 WORKER = 4
@@ -79,8 +82,8 @@ class CourtPool:
         model, tokenizer = init_policy(SPEC, ModelSpec(hidden=32, layers=1, heads=2), warm_steps=0, warm_lr=0.0)
         base = base_checkpoint_digest(self.kubo, model.state_dict(), model.config, tokenizer)
         self.policy = Policy(0, base, model, tokenizer)
-        self.config = pool_config(self.accounts, validators=[], court=COURT, challenge_window_s=180,
-                                  reward_lock_s=181, task="0x" + publish_run_spec(self.kubo, SPEC).hex(),
+        self.config = pool_config(self.accounts, validators=[], court=COURT, challenge_window_s=300,
+                                  reward_lock_s=301, task="0x" + publish_run_spec(self.kubo, SPEC).hex(),
                                   base_checkpoint="0x" + base.hex(), max_samples_per_work=None)
         self.deployments = tmp / "deployments.json"
         save_deployment(self.deployments, self.deployment)
@@ -159,13 +162,13 @@ def court_pool(tmp_path_factory, kubo_node):
 
 
 def test_a_validator_whose_fetches_outlast_the_dispute_window_is_refused(court_pool, capsys):
-    # 20 s window < 20 s fetch + 30 s to send: it could never dispute a withheld file in time
+    # 35 s window < 20 s fetch + 30 s to send: it could never dispute a withheld file in time
     argv = ["start", "--pool", str(court_pool.pool_id), "--rpc-url", court_pool.anvil.rpc_url,
             "--deployments", str(court_pool.deployments), "--key", "0x" + bytes(court_pool.accounts[FOURTH_HONEST].key).hex(),
             "--kubo-api", court_pool.kubo_api, "--state-dir", str(court_pool.tmp / "refused")]
     assert validator_main(argv) == EXIT_USAGE
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "dispute window (20 s) is shorter than --fetch-timeout (20 s)" in err[0]
+    assert len(err) == 1 and "dispute window (35 s) is shorter than --fetch-timeout (20 s)" in err[0]
     assert court_pool.ledger(0).court.get_validator(court_pool.pool_id, court_pool.accounts[FOURTH_HONEST].address).index == 0
     assert not (court_pool.tmp / "refused").exists()
 
