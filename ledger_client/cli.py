@@ -193,8 +193,27 @@ def amount_option(text: str, what: str = "amount") -> int:
         raise UsageError(f"{what}: {exc}") from None
 
 
+JSON_SAFE_INTEGER = 2**53 - 1
+"""The largest integer a JSON reader that parses numbers as doubles (jq, JavaScript) keeps exactly."""
+
+
+def json_safe(obj: Any) -> Any:
+    """`obj` with every integer beyond JSON_SAFE_INTEGER as a decimal string (amounts in base units:
+    jq reads 999900000000000000000001 as 9.999e+23)."""
+    if isinstance(obj, bool):
+        return obj
+    if isinstance(obj, int):
+        return str(obj) if abs(obj) > JSON_SAFE_INTEGER else obj
+    if isinstance(obj, dict):
+        return {key: json_safe(value) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(value) for value in obj]
+    return obj
+
+
 def print_json(obj: Any) -> None:
-    print(json.dumps(obj, indent=2, default=str))
+    """JSON for scripts: integers past 2^53 (amounts in base units) as decimal strings, so no reader rounds them."""
+    print(json.dumps(json_safe(obj), indent=2, default=str))
 
 
 def print_result(result: dict, as_json: bool) -> None:

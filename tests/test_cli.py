@@ -59,9 +59,9 @@ def test_pool_commands_and_their_refusals(devnet_dir, tmp_path):
     assert (created["spot_check_bps"], created["checked_per_file"]) == (10_000, "64 of 64")
     assert created["detection_probability_1_fabricated"] == 1.0 and created["break_even_slash"] == 1
     status = json.loads(run("deploy.pool_cli", "status", pool_id, "--json", *chain, cwd=tmp_path).stdout)
-    assert status["status"] == "active" and status["budget"] == 10_000 * 10**18
+    assert status["status"] == "active" and status["budget"] == str(10_000 * 10**18)  # amounts as decimal strings
     funded = json.loads(run("deploy.pool_cli", "fund", pool_id, "5e18", "--json", *chain, cwd=tmp_path).stdout)
-    assert funded["budget"] == 10_005 * 10**18
+    assert funded["budget"] == str(10_005 * 10**18)
 
     bad = tmp_path / "bad.toml"
     bad.write_text("[pool]\ntrainer = '@trainer'\n")
@@ -108,7 +108,7 @@ def test_pool_commands_and_their_refusals(devnet_dir, tmp_path):
     assert_one_line_error(run("deploy.pool_cli", "close", pool_id, "--key", worker_key, *chain, cwd=tmp_path,
                               ok=False), "NotPoolOwner")
     closed = json.loads(run("deploy.pool_cli", "close", pool_id, "--json", *chain, cwd=tmp_path).stdout)
-    assert closed["refunded"] == 10_005 * 10**18
+    assert closed["refunded"] == str(10_005 * 10**18)
 
 
 def test_deploy_refuses_an_unbonding_delay_out_of_bounds(tmp_path):

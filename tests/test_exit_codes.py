@@ -3,6 +3,7 @@ and each console script follows it (in-process, so the checks are fast and need 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -167,3 +168,11 @@ def test_a_bad_amount_is_a_usage_error_naming_it(text: str, reason: str) -> None
     with pytest.raises(UsageError, match=reason) as caught:
         amount_option(text)
     assert exit_code_of(caught.value) == EXIT_USAGE and repr(text) in str(caught.value)
+
+
+def test_json_output_keeps_amounts_exact_for_readers_that_parse_doubles(capsys: pytest.CaptureFixture[str]) -> None:
+    from ledger_client.cli import print_json
+
+    print_json({"budget": 999900000000000000000001, "pool_id": 3, "ok": True, "slashes": [2**53 - 1, 2**53, -(2**60)]})
+    assert json.loads(capsys.readouterr().out) == {"budget": "999900000000000000000001", "pool_id": 3, "ok": True,
+                                                  "slashes": [2**53 - 1, str(2**53), str(-(2**60))]}

@@ -35,7 +35,8 @@ def test_deallocate_keeps_what_open_work_needs_and_returns_the_rest(chain, cli):
     chain.submit(0, b"\x01" * 32, 4)
     bonded_before = worker.stake.bonded_of(worker.address)
     code, result = cli(0, "deallocate", "--pool", str(chain.pool_id))
-    assert code == 0 and result == {"pool_id": chain.pool_id, "deallocated": 250 * TOKENS, "allocation": 50 * TOKENS}
+    assert code == 0 and result == {"pool_id": chain.pool_id, "deallocated": str(250 * TOKENS),
+                                 "allocation": str(50 * TOKENS)}  # amounts as decimal strings
     assert worker.stake.bonded_of(worker.address) == bonded_before + 250 * TOKENS
     code, result = cli(0, "deallocate", "--pool", str(chain.pool_id))  # nothing left to free
     assert code == 0 and result["deallocated"] == 0
@@ -53,7 +54,7 @@ def test_unstake_refuses_allocated_stake_in_one_line(chain, cli):
 def test_unstake_leave_frees_the_pool_allocation_and_starts_unbonding(chain, cli):
     worker = chain.worker(1)
     code, result = cli(1, "unstake", "--leave", str(chain.pool_id))
-    assert code == 0 and result["unbonding"] == chain.config.min_stake
+    assert code == 0 and result["unbonding"] == str(chain.config.min_stake)
     assert not worker.pool.is_member(chain.pool_id, worker.address)
     assert worker.pool.get_member(chain.pool_id, worker.address).allocation == 0
     assert worker.stake.bonded_of(worker.address) == 0
