@@ -21,7 +21,9 @@ from dashboard.chain_source import (
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="explorer", description="The proofswarm pool explorer.")
+    p = argparse.ArgumentParser(prog="explorer", description="The proofswarm pool explorer.",
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog="""examples:
+  explorer start --port 8000      # then open http://127.0.0.1:8000/pool/1 (JSON API under /api, OpenAPI at /docs)""")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("start", help="index the chain and serve the explorer until stopped")
     s.add_argument("--rpc-url", help="Ethereum JSON-RPC URL (default: the local devnet)")

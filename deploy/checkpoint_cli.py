@@ -183,7 +183,9 @@ def _kubo_api(args: argparse.Namespace) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The `checkpoint` argument parser."""
-    parser = argparse.ArgumentParser(prog="checkpoint", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="checkpoint", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="examples:\n" + __doc__.split("\n\n")[1])
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--kubo-api", help="Kubo RPC API multiaddr or http:// URL (default: $PROOFSWARM_KUBO_API, else "
                                            f"the devnet's, else {DEFAULT_API})")

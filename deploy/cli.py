@@ -17,7 +17,12 @@ from protocol.devnet import DEVNET_DIR_HELP, default_devnet_dir
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="devnet", description="Local proofswarm devnet (anvil + Kubo + contracts).")
+    p = argparse.ArgumentParser(prog="devnet", description="Local proofswarm devnet (anvil + Kubo + contracts).",
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog="""examples:
+  devnet up                      # anvil + Kubo + contracts in ./.devnet; the other commands find it
+  devnet status
+  devnet deploy --rpc-url https://rpc.example --key $KEY --unbonding-delay 86400
+  devnet down""")
     sub = p.add_subparsers(dest="command", required=True)
     for name, help_ in (("up", "start anvil and Kubo on free loopback ports and deploy the contracts"),
                         ("down", "stop what `devnet up` started"),

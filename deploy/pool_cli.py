@@ -342,7 +342,12 @@ def _task_run_spec(cfg: PoolConfig, kubo_api: str | None) -> RunSpec | None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="pool", description="Create, fund, inspect and close proofswarm compute pools.")
+    p = argparse.ArgumentParser(prog="pool", description="Create, fund, inspect and close proofswarm compute pools.",
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog="""examples:
+  pool create --config examples/pool-court.toml --json   # checks the config and balances before any transaction
+  pool fund 1 1000ether
+  pool status 1
+  pool close 1                                            # the owner gets the unspent budget back""")
     sub = p.add_subparsers(dest="command", required=True)
     common = chain_options()
     c = sub.add_parser("create", parents=[common], help="create a pool from a TOML config (and fund it with its `funding`)")

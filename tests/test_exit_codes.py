@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from dashboard.cli import main as explorer_main
 from dashboard.service import free_port
 from deploy.checkpoint_cli import main as checkpoint_main
 from deploy.cli import main as devnet_main
@@ -176,3 +177,14 @@ def test_json_output_keeps_amounts_exact_for_readers_that_parse_doubles(capsys: 
     print_json({"budget": 999900000000000000000001, "pool_id": 3, "ok": True, "slashes": [2**53 - 1, 2**53, -(2**60)]})
     assert json.loads(capsys.readouterr().out) == {"budget": "999900000000000000000001", "pool_id": 3, "ok": True,
                                                   "slashes": [2**53 - 1, str(2**53), str(-(2**60))]}
+
+
+@pytest.mark.parametrize("main", [devnet_main, pool_main, worker_main, validator_main, checkpoint_main, trainer_main,
+                                  explorer_main])
+def test_every_command_help_ends_with_examples(main, capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        code = main(["--help"])
+    except SystemExit as exc:  # argparse's --help
+        code = exc.code
+    out = capsys.readouterr().out
+    assert code == 0 and "\nexamples:\n" in out

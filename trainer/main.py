@@ -4,6 +4,11 @@
 (trainer/bootstrap.py); `start` trains on the work a pool's ledger accepts and publishes checkpoints on IPFS and
 on-chain (trainer/start.py); `local` trains on rollout files of local worker processes
 (trainer/local_cli.py, used by examples/cpu_run.py and bench.async).
+
+examples:
+  trainer init --run-spec examples/run.toml               # prints the digests a pool config's task and base_checkpoint take
+  trainer start --pool 1 --devnet-trainer --set max_steps=20 --set batch_samples=32
+  trainer local --config run.toml --nproc 2               # FSDP2 on rollout files in <run_dir>/rollouts
 """
 
 from __future__ import annotations

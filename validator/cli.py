@@ -25,7 +25,10 @@ from validator.court import Conduct
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="validator", description="Check every submission of a pool; attest or challenge.")
+    p = argparse.ArgumentParser(prog="validator", description="Check every submission of a pool; attest or challenge.",
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog="""examples:
+  validator start --pool 1 --key $KEY --metrics-port 9100   # registers with the pool's court, judges until Ctrl-C
+  validator calibrate --checkpoint runs/ckpt --run-spec examples/run.toml --dtypes bfloat16""")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("start", help="run the challenge daemon until stopped")
     s.add_argument("--pool", type=int, required=True)

@@ -29,7 +29,13 @@ def _add_start_args(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="worker", description="Contribute compute to a proofswarm pool.")
+    p = argparse.ArgumentParser(prog="worker", description="Contribute compute to a proofswarm pool.",
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog="""examples:
+  worker start --pool 1 --devnet-worker 0            # stake, join, generate, submit until Ctrl-C
+  worker start --pool 1 --keystore key.json --password-file pw --device cuda --dtype bfloat16
+  worker status --pool 1
+  worker claim --pool 1
+  worker unstake 50ether --leave 1 && worker withdraw""")
     sub = p.add_subparsers(dest="command", required=True)
     common = chain_options(("--devnet-worker", {"type": int, "help": "use the devnet's dev worker key number N"}))
     start = sub.add_parser("start", parents=[common], help="stake, join and generate verified rollouts until stopped")
