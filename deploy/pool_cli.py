@@ -61,22 +61,25 @@ class CourtConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    validator_bond: Amount
-    verdict_fee: Amount
-    dispute_bond: Amount = Field(gt=0)
-    wrong_verdict_slash: Amount = Field(gt=0)
-    non_voter_penalty: Amount = Field(gt=0)
-    silence_penalty: Amount
-    assigned_window_s: int = Field(gt=0)
-    verdict_window_s: int = Field(gt=0, le=MAX_COURT_PERIOD_S)
-    dispute_window_s: int = Field(gt=0, le=MAX_COURT_PERIOD_S)
-    commit_period_s: int = Field(gt=0, le=MAX_COURT_PERIOD_S)
-    reveal_period_s: int = Field(gt=0, le=MAX_COURT_PERIOD_S)
+    validator_bond: Amount = Field(description="stake a validator locks to register; its verdicts answer with it")
+    verdict_fee: Amount = Field(description="paid from the fee budget to the validator whose verdict becomes final")
+    dispute_bond: Amount = Field(gt=0, description="a disputer's bond, lost when the committee upholds the verdict")
+    wrong_verdict_slash: Amount = Field(gt=0, description="what a judge loses when a dispute overturns its verdict")
+    non_voter_penalty: Amount = Field(gt=0, description="a committee member that does not reveal, or votes with the "
+                                      "losing side, loses this")
+    silence_penalty: Amount = Field(description="an assigned validator that lets its window pass loses this")
+    assigned_window_s: int = Field(gt=0, description="seconds the drawn validator alone may judge a submission")
+    verdict_window_s: int = Field(gt=0, le=MAX_COURT_PERIOD_S, description="seconds after a submission in which any "
+                                  "registered validator may stand in once the assigned window has passed")
+    dispute_window_s: int = Field(gt=0, le=MAX_COURT_PERIOD_S, description="seconds after a verdict in which it can "
+                                  "be disputed; the verdict is final after it")
+    commit_period_s: int = Field(gt=0, le=MAX_COURT_PERIOD_S, description="committee's commit phase of a dispute")
+    reveal_period_s: int = Field(gt=0, le=MAX_COURT_PERIOD_S, description="committee's reveal phase of a dispute")
     activation_delay_s: int = Field(60, gt=0, le=MAX_COURT_PERIOD_S, description="seconds before a (de)registration "
                                     "counts: a case is judged by the validators active this long before it")
-    committee_size: int = Field(3, ge=MIN_COMMITTEE, le=MAX_COMMITTEE)
-    fee_funding: Amount = 0
-    """Verdict-fee budget the owner adds at creation."""
+    committee_size: int = Field(3, ge=MIN_COMMITTEE, le=MAX_COMMITTEE, description="validators drawn to judge a "
+                                "dispute; odd")
+    fee_funding: Amount = Field(0, description="verdict-fee budget the owner adds at creation")
 
     @model_validator(mode="after")
     def _consistent(self) -> "CourtConfig":
@@ -113,17 +116,19 @@ class PoolConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    trainer: str
+    trainer: str = Field(description="address of the pool's trainer (the only account that publishes checkpoints)")
     validators: list[str] = Field(default_factory=list, description="the owner's validator list (permissioned "
                                   "pools); empty with a [pool.court] table")
-    court: CourtConfig | None = None
-    min_stake: Amount
-    reward_per_sample: Amount
-    slash_amount: Amount
+    court: CourtConfig | None = Field(None, description="judge the pool with the ValidatorCourt (see its table)")
+    min_stake: Amount = Field(description="stake a worker must have allocated to submit")
+    reward_per_sample: Amount = Field(description="paid per sample of an accepted submission, after the reward lock")
+    slash_amount: Amount = Field(description="what a worker loses per rejected submission")
     bounty_bps: int = Field(ge=0, le=MAX_BOUNTY_BPS, description="challenger's share of a slash; at most 50 %")
-    challenge_window_s: int = Field(gt=0, le=MAX_CHALLENGE_WINDOW_S)
-    reward_lock_s: int = Field(gt=0, le=MAX_REWARD_LOCK_S)
-    async_level: int = Field(ge=0, lt=2**32, description="async level")
+    challenge_window_s: int = Field(gt=0, le=MAX_CHALLENGE_WINDOW_S, description="seconds after a submission in "
+                                    "which it can be challenged (a court pool: its verdict must be final by then)")
+    reward_lock_s: int = Field(gt=0, le=MAX_REWARD_LOCK_S, description="seconds before an accepted submission's "
+                               "reward can be claimed; > challenge_window_s")
+    async_level: int = Field(ge=0, lt=2**32, description="k: work on a policy older than step − k is stale")
     task: str = Field(min_length=1, description="task/dataset reference; hashed unless a 0x bytes32 (a run spec's digest)")
     base_checkpoint: str = Field(description="manifest CID or 0x digest of the step-0 policy")
     max_samples_per_work: int | None = Field(None, gt=0, lt=2**32, description="samples one submission may claim; "
@@ -131,7 +136,7 @@ class PoolConfig(BaseModel):
     spot_check_bps: int | None = Field(None, gt=0, le=MAX_BPS, description="q in basis points: the fraction of "
                                        "each file's completions given the expensive checks; default: the task run "
                                        "spec's verification.spot_check_bps, else 10000 (check all)")
-    funding: Amount = 0
+    funding: Amount = Field(0, description="budget the owner adds at creation (rewards are paid from it)")
 
     @model_validator(mode="after")
     def _lock_after_window(self) -> "PoolConfig":
