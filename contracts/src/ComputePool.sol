@@ -545,11 +545,11 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
     }
 
     /// @dev Validators judge within the challenge window; the pool's judge (a court) also after it, so that
-    /// every case it opened settles — its own rules bound when (`IWorkJudge.isOpen`).
+    /// every case it opened settles — its own rules bound when (`IWorkJudge.isOpen`) — but only work still
+    /// Pending: an attested submission past the window is never challenged (its worker's payment is due).
     function _checkWindow(uint256 poolId, Pool storage pool, Work storage w, bytes32 workId) private view {
-        if (block.timestamp > uint256(w.submittedAt) + pool.challengeWindow && msg.sender != judgeOf[poolId]) {
-            revert ChallengeWindowClosed(workId);
-        }
+        if (block.timestamp <= uint256(w.submittedAt) + pool.challengeWindow) return;
+        if (msg.sender != judgeOf[poolId] || w.status != WorkStatus.Pending) revert ChallengeWindowClosed(workId);
     }
 
     /// @dev The reward of a submission of `nSamples` samples (the formula every path shares).

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity ^0.8.24;
 
-import {IComputePool} from "../src/IComputePool.sol";
+import {IComputePool, IWorkJudge} from "../src/IComputePool.sol";
 import {ComputePool} from "../src/ComputePool.sol";
 import {BaseTest} from "./Base.t.sol";
 
@@ -503,6 +503,29 @@ contract ComputePoolTest is BaseTest {
         pools.challenge(w1, 1, bytes32(0));
     }
 
+    /// An owner-named judge (any validator contract, e.g. the owner's own) may settle Pending work after the
+    /// window, never overturn an attested submission whose payment is due (issue 27 review: a late challenge
+    /// of accepted work slashed its worker and returned the reward to the budget the owner sweeps).
+    function test_judge_cannotChallengeAttestedWorkAfterWindow() public {
+        AlwaysOpenJudge judge = new AlwaysOpenJudge();
+        vm.startPrank(owner);
+        pools.setValidator(poolId, address(judge), true);
+        pools.freezeValidators(poolId, address(judge));
+        vm.stopPrank();
+        bytes32 accepted = _submit(alice, poolId, 0, W1, 1);
+        bytes32 pending = _submit(alice, poolId, 0, W2, 1);
+        vm.prank(address(judge));
+        pools.attest(accepted);
+        vm.warp(block.timestamp + WINDOW + 1);
+        vm.prank(address(judge));
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.ChallengeWindowClosed.selector, accepted));
+        pools.challenge(accepted, 1, bytes32(0));
+        vm.prank(address(judge));  // a case it still has open settles after the window
+        pools.challenge(pending, 1, bytes32(0));
+        assertEq(uint8(_status(accepted)), uint8(IComputePool.WorkStatus.Accepted));
+        assertEq(uint8(_status(pending)), uint8(IComputePool.WorkStatus.Rejected));
+    }
+
     function test_challenge_refusesTwice() public {
         bytes32 w1 = _submit(alice, poolId, 0, W1, 1);
         vm.startPrank(validator);
@@ -650,5 +673,15 @@ contract ComputePoolTest is BaseTest {
         vm.stopPrank();
         assertEq(token.balanceOf(owner) - before, 1_000 ether + uint256(amount));
         assertEq(token.balanceOf(address(pools)), 0);
+    }
+}
+
+
+/// A judge contract that keeps every case open (what an owner could name in a permissioned pool).
+contract AlwaysOpenJudge is IWorkJudge {
+    function onWorkSubmitted(uint256, bytes32, address) external {}
+
+    function isOpen(bytes32) external pure returns (bool) {
+        return true;
     }
 }
