@@ -23,7 +23,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from ledger_client.chain.errors import LedgerError
+from ledger_client.chain.errors import BadRpcUrl, KeyLoadError, LedgerError, WrongChain
 from ledger_client.ipfs.kubo import KuboError
 from protocol.devnet import DEVNET_DIR_HELP, DevnetCorrupt, default_devnet_dir, load_devnet_info
 from protocol.digest import InvalidCid, InvalidDigest
@@ -50,6 +50,9 @@ EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (ValidationError, EXIT_USAGE),
     (InvalidCid, EXIT_USAGE),
     (InvalidDigest, EXIT_USAGE),
+    (KeyLoadError, EXIT_USAGE),  # no key, a malformed key, a missing keystore, a wrong password
+    (WrongChain, EXIT_USAGE),  # --chain-id names another chain than the RPC serves
+    (BadRpcUrl, EXIT_USAGE),
     (LedgerError, EXIT_FAILURE),
     (KuboError, EXIT_FAILURE),
     (CheckpointError, EXIT_FAILURE),

@@ -101,7 +101,7 @@ def test_pool_commands_and_their_refusals(devnet_dir, tmp_path):
     assert_one_line_error(run("deploy.pool_cli", "fund", pool_id, "1e40", *chain, cwd=tmp_path, ok=False),
                           "cannot fund")
     assert_one_line_error(run("deploy.pool_cli", "status", pool_id, "--chain-id", "1", *chain, cwd=tmp_path,
-                              ok=False), "expected 1")
+                              ok=False), "expected 1", 2)
     assert_one_line_error(run("deploy.pool_cli", "status", pool_id, "--rpc-url", "http://127.0.0.1:1", *chain,
                               cwd=tmp_path, ok=False), "cannot reach")
     worker_key = json.loads((devnet_dir / "devnet.json").read_text())["workers"][0]["private_key"]

@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from eth_account import Account
 from pydantic import BaseModel, ValidationError
 
 from dashboard.cli import main as explorer_main
@@ -19,6 +20,7 @@ from deploy.cli import main as devnet_main
 from deploy.kubo_node import KuboStartError
 from deploy.pool_cli import main as pool_main
 from ledger_client.chain.errors import RpcUnreachable
+from ledger_client.chain.keys import write_keystore
 from ledger_client.cli import (
     EXIT_CODES,
     EXIT_FAILURE,
@@ -91,6 +93,10 @@ def _cases(tmp_path: Path) -> list[tuple[str, list[str], int]]:
     deployments.write_text("{}")
     chain = ["--rpc-url", _dead_rpc(), "--deployments", str(deployments), "--key", "0x" + "01" * 32,
              "--devnet-dir", str(tmp_path / "no-devnet")]
+    without_key = [a for a in chain if a not in ("--key", "0x" + "01" * 32)]
+    keystore = write_keystore(Account.from_key("0x" + "02" * 32), tmp_path / "key.json", "right")
+    wrong = tmp_path / "wrong-password"
+    wrong.write_text("wrong\n")
     return [
         ("pool", ["status", "1", *chain], EXIT_FAILURE),
         ("pool", ["create", "--config", str(tmp_path / "missing.toml"), *chain], EXIT_USAGE),
@@ -105,6 +111,12 @@ def _cases(tmp_path: Path) -> list[tuple[str, list[str], int]]:
         ("trainer", ["local", "--config"], EXIT_USAGE),
         ("worker local", ["--address", "bob"], EXIT_USAGE),
         ("devnet", ["status", "--state-dir", str(tmp_path / "corrupt")], EXIT_USAGE),
+        # keys and chain options are bad input (2), not a failure to act (1)
+        ("worker", ["status", *[a if a != "0x" + "01" * 32 else "0x12" for a in chain]], EXIT_USAGE),
+        ("worker", ["status", *without_key, "--keystore", str(tmp_path / "missing.json")], EXIT_USAGE),
+        ("worker", ["status", *without_key, "--keystore", str(keystore)], EXIT_USAGE),  # no password, no terminal
+        ("worker", ["status", *without_key, "--keystore", str(keystore), "--password-file", str(wrong)], EXIT_USAGE),
+        ("pool", ["status", "1", *without_key, "--key", "0x" + "01" * 32, "--rpc-url", "notaurl"], EXIT_USAGE),
     ]
 
 

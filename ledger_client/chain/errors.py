@@ -25,6 +25,10 @@ class RpcUnreachable(LedgerError):
     """The Ethereum JSON-RPC endpoint cannot be reached."""
 
 
+class BadRpcUrl(LedgerError):
+    """An RPC URL that is not one (bad input, not an unreachable endpoint)."""
+
+
 class WrongChain(LedgerError):
     """The endpoint serves another chain than the one expected."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import sys
 from pathlib import Path
 
 from eth_account import Account
@@ -51,10 +52,13 @@ def _from_keystore(path: Path, password_file: str | Path | None, prompt: bool) -
             password = Path(password_file).read_text().rstrip("\n")
         except OSError:
             raise KeyLoadError(f"password file {password_file} cannot be read") from None
-    elif prompt:
-        password = getpass.getpass(f"password for {path}: ")
+    elif prompt and sys.stdin.isatty():
+        try:
+            password = getpass.getpass(f"password for {path}: ")
+        except EOFError:
+            raise KeyLoadError(f"no password given for keystore {path}") from None
     else:
-        raise KeyLoadError(f"keystore {path} needs a password file")
+        raise KeyLoadError(f"keystore {path} needs --password-file (no terminal to ask for its password)")
     try:
         return Account.from_key(Account.decrypt(encrypted, password))
     except ValueError:

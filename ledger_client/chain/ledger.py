@@ -12,14 +12,14 @@ from pydantic import BaseModel, ValidationError
 from web3 import HTTPProvider, Web3
 
 from ledger_client.chain.bindings import ComputePool, DevStakeToken, StakeManager, ValidatorCourt
-from ledger_client.chain.errors import LedgerError, NotDeployed, RpcUnreachable, WrongChain
+from ledger_client.chain.errors import BadRpcUrl, LedgerError, NotDeployed, RpcUnreachable, WrongChain
 from ledger_client.chain.tx import TxSender
 
 
 def connect(rpc_url: str, expected_chain_id: int | None = None, timeout: float = 10.0) -> Web3:
     """A Web3 for `rpc_url`; raises RpcUnreachable or WrongChain with a one-line message."""
     if not rpc_url.startswith(("http://", "https://")):
-        raise RpcUnreachable(f"RPC URL {rpc_url!r} must start with http:// or https://")
+        raise BadRpcUrl(f"RPC URL {rpc_url!r} must start with http:// or https://")
     w3 = Web3(HTTPProvider(rpc_url, request_kwargs={"timeout": timeout}))
     try:
         chain_id = w3.eth.chain_id
