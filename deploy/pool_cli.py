@@ -35,6 +35,7 @@ from ledger_client.cli import (
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient, KuboError
 from protocol.digest import Digest, InvalidCid, cid_to_digest
+from protocol.pool import PoolStatus
 from protocol.runspec import RunSpec
 from protocol.spotcheck import MAX_BPS, detection_probability, min_slash, spot_check_count
 
@@ -395,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
         fund_pool(ledger, args.pool_id, amount)
         result = pool_status(ledger, args.pool_id)
     elif args.command == "close":
+        if pool_state(ledger, args.pool_id).status == PoolStatus.CLOSED:
+            raise UsageError(f"pool {args.pool_id} is already closed")
         before = ledger.token.balance_of(ledger.address)
         ledger.pool.close_pool(args.pool_id)
         result = {"pool_id": args.pool_id, "refunded": ledger.token.balance_of(ledger.address) - before}

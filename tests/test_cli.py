@@ -109,6 +109,11 @@ def test_pool_commands_and_their_refusals(devnet_dir, tmp_path):
                               ok=False), "NotPoolOwner")
     closed = json.loads(run("deploy.pool_cli", "close", pool_id, "--json", *chain, cwd=tmp_path).stdout)
     assert closed["refunded"] == str(10_005 * 10**18)
+    assert_one_line_error(run("deploy.pool_cli", "close", pool_id, *chain, cwd=tmp_path, ok=False),
+                          f"pool {pool_id} is already closed", 2)
+    for command in (["claim", "--pool", "999"], ["deallocate", "--pool", "999"], ["unstake", "--leave", "999"]):
+        assert_one_line_error(run("worker.cli", *command, "--devnet-worker", "0", *chain, cwd=tmp_path, ok=False),
+                              "UnknownPool")  # was exit 0 with an empty result
 
 
 def test_deploy_refuses_an_unbonding_delay_out_of_bounds(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ledger_client.chain.queries import pool_state
 from ledger_client.cli import UsageError, add_log_args, amount_option, chain_options, one_line_errors, print_result
 from worker.account import claim_all, deallocate_free, open_ledger, status
 
@@ -63,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_from_args(args)
     ledger = open_ledger(args)
+    for pool_id in (getattr(args, "pool", None), getattr(args, "leave", None)):
+        if pool_id is not None:
+            pool_state(ledger, pool_id)  # an unknown pool is one error line (UnknownPool), not an empty result
     if args.command == "status":
         result = status(ledger, args.pool)
     elif args.command == "claim":
