@@ -430,7 +430,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
             emit CaseVoided(poolId, workId, VOID_LAPSED);
             if (assigned != NO_ONE) {
                 address silent = _entries[poolId][assigned - 1].validator;
-                feeBudget[poolId] += _penalizeSilence(poolId, workId, silent, p.silencePenalty);
+                feeBudget[poolId] += _penalizeSilence(poolId, workId, silent, p.silencePenalty, p.wrongVerdictSlash);
             }
             return;
         }
@@ -545,7 +545,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         if (assigned != NO_ONE) {
             address silent = _entries[poolId][assigned - 1].validator;
             if (block.timestamp <= submittedAt + p.assignedWindow) revert NotAssigned(workId, silent);
-            uint256 taken = _penalizeSilence(poolId, workId, silent, p.silencePenalty);
+            uint256 taken = _penalizeSilence(poolId, workId, silent, p.silencePenalty, p.wrongVerdictSlash);
             if (taken != 0) _credit(msg.sender, taken);
         }
     }
@@ -617,12 +617,15 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     }
 
     /// @dev The silent assigned validator loses up to `amount` of its unreserved stake; returns what was taken.
-    function _penalizeSilence(uint256 poolId, bytes32 workId, address silent, uint256 amount)
+    /// Nothing when that stake is below `exposure` (a verdict's reservation): it could not have judged, so a
+    /// burst of work that ties up its stake cannot turn its silence into a penalty for a stand-in to collect.
+    function _penalizeSilence(uint256 poolId, bytes32 workId, address silent, uint256 amount, uint256 exposure)
         private
         returns (uint256)
     {
         ValidatorSet.Validator storage s = _validators[poolId][silent];
         uint256 free = s.locked - s.reserved;
+        if (free < exposure) return 0;
         return _penalize(poolId, workId, silent, WHY_SILENCE, amount < free ? amount : free);
     }
 

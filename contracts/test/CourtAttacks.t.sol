@@ -218,6 +218,34 @@ contract CourtAttacksTest is CourtBase {
         _assertCourtSolvent();
     }
 
+    /// Review of this change (saturation): a burst of valid work that reserves the assignee's stake cannot turn
+    /// its silence into a penalty a stand-in collects; an assignee that could judge still pays.
+    function test_review_aSaturatedAssigneeIsNotChargedForSilence() public {
+        (bytes32 workId, address assigned) = _submitAndDraw();
+        bytes32 a = _submit(alice, poolId, 0, keccak256("a"), 10);
+        bytes32 b = _submit(alice, poolId, 0, keccak256("b"), 10);
+        vm.roll(block.number + 2);
+        vm.warp(block.timestamp + ASSIGNED + 1);
+        vm.startPrank(assigned); // two open verdicts reserve 80 of its 100: a third verdict would not fit
+        court.attest(a);
+        court.attest(b);
+        vm.stopPrank();
+        uint256 before = _locked(assigned);
+        vm.prank(_other(assigned, address(0)));
+        court.attest(workId);
+        assertEq(_locked(assigned), before, "charged for a window it could not use");
+        // the same silence with room to judge is charged
+        (bytes32 next, address nextAssigned) = _submitAndDraw();
+        vm.warp(block.timestamp + ASSIGNED + 1);
+        if (nextAssigned != assigned) {
+            uint256 lockedBefore = _locked(nextAssigned);
+            vm.prank(_other(nextAssigned, assigned));
+            court.attest(next);
+            assertEq(_locked(nextAssigned), lockedBefore - SILENCE);
+        }
+        _assertCourtSolvent();
+    }
+
     // ---------------------------------------------------------------- items 6 and 7: parameter bounds
 
     function _newPool(uint16 spotCheckBps, uint128 slash) internal returns (uint256 id) {
