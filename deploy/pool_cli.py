@@ -88,8 +88,9 @@ class CourtConfig(BaseModel):
             raise ValueError("committee_size must be odd (a majority always exists without ties)")
         if self.assigned_window_s >= self.verdict_window_s:
             raise ValueError("assigned_window_s must be < verdict_window_s (others must be able to stand in)")
-        if not self.silence_penalty <= self.wrong_verdict_slash <= self.validator_bond:
-            raise ValueError("need silence_penalty <= wrong_verdict_slash <= validator_bond")
+        if not 4 * self.silence_penalty <= self.wrong_verdict_slash <= self.validator_bond:
+            raise ValueError("need 4 × silence_penalty <= wrong_verdict_slash <= validator_bond (a missed window "
+                             "costs at most a quarter of a wrong verdict)")
         if max(self.dispute_bond, self.non_voter_penalty) > self.validator_bond:
             raise ValueError("validator_bond must cover dispute_bond and non_voter_penalty")
         return self

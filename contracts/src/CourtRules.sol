@@ -61,8 +61,9 @@ library CourtRules {
         uint256 margin = periods / 4 > least ? periods / 4 : least;
         if (periods + margin > pool.challengeWindow) revert IValidatorCourt.BadCourtParams(4);
         if (p.wrongVerdictSlash == 0 || p.disputeBond == 0 || p.nonVoterPenalty == 0) revert IValidatorCourt.BadCourtParams(5);
+        // silence costs at most a quarter of a wrong verdict: a missed window is not a bond's worth
         if (
-            p.silencePenalty > p.wrongVerdictSlash || p.wrongVerdictSlash > p.validatorBond
+            uint256(p.silencePenalty) * 4 > p.wrongVerdictSlash || p.wrongVerdictSlash > p.validatorBond
                 || p.disputeBond > p.validatorBond || p.nonVoterPenalty > p.validatorBond
         ) revert IValidatorCourt.BadCourtParams(6);
         if (p.validatorBond > type(uint96).max || p.verdictWindow > MAX_PERIOD) revert IValidatorCourt.BadCourtParams(7);

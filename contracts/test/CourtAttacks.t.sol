@@ -287,12 +287,16 @@ contract CourtAttacksTest is CourtBase {
         p = _courtParams();
         p.silencePenalty = WRONG_SLASH + 1; // an uncapped silence penalty
         _refused(id, p, 6);
+        p.silencePenalty = WRONG_SLASH; // one missed window costing what a wrong verdict costs (review: C7)
+        _refused(id, p, 6);
+        p.silencePenalty = WRONG_SLASH / 4 + 1;
+        _refused(id, p, 6);
         p = _courtParams();
         p.disputeBond = BOND + 1;
         _refused(id, p, 6);
         p = _courtParams();
         p.wrongVerdictSlash = 1; // a 1-wei wrong-verdict slash
-        p.silencePenalty = 1;
+        p.silencePenalty = 0;
         _refused(id, p, 8);
         p = _courtParams();
         p.verdictFee = WRONG_SLASH; // a wrong challenge would pay more than it risks
