@@ -244,6 +244,9 @@ def check_court_bounds(cfg: PoolConfig, spec: RunSpec | None, min_period_s: int)
                "commit_period_s": court.commit_period_s, "reveal_period_s": court.reveal_period_s,
                "activation_delay_s": court.activation_delay_s,
                "verdict_window_s - assigned_window_s": court.verdict_window_s - court.assigned_window_s}
+    if court.commit_period_s < 2 * min_period_s:  # the committee is drawn in its first half
+        raise UsageError(f"court commit_period_s is {court.commit_period_s} s, below twice this court's minimum period "
+                         f"of {min_period_s} s (the committee is drawn in its first half)")
     for name, value in periods.items():
         if value < min_period_s:
             raise UsageError(f"court {name} is {value} s, below this court's minimum period of {min_period_s} s "

@@ -54,7 +54,7 @@ library CourtRules {
         if (p.assignedWindow < least || uint256(p.assignedWindow) + least > p.verdictWindow) {
             revert IValidatorCourt.BadCourtParams(2);
         }
-        if (p.disputeWindow < least || p.commitPeriod < least || p.revealPeriod < least || p.activationDelay < least) {
+        if (p.disputeWindow < least || p.commitPeriod < 2 * least || p.revealPeriod < least || p.activationDelay < least) {
             revert IValidatorCourt.BadCourtParams(3);
         }
         uint256 periods = uint256(p.verdictWindow) + p.disputeWindow + p.commitPeriod + p.revealPeriod;

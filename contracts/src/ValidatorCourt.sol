@@ -316,7 +316,8 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         if (block.number <= uint256(d.disputeBlock) + 1) revert CommitteeNotDrawn(workId);
         uint256 poolId = c.poolId;
         CourtParams storage p = _params[poolId];
-        uint64 until = uint64(d.disputedAt) + p.commitPeriod;
+        // drawn in the first half of the commit period: a late draw would leave its members no time to commit
+        uint64 until = uint64(d.disputedAt) + p.commitPeriod / 2;
         if (block.timestamp > until) revert OutsidePeriod(workId, d.disputedAt, until);
         d.drawn = true;
         ValidatorSet.Draw memory draw = ValidatorSet.Draw({

@@ -246,6 +246,21 @@ contract CourtAttacksTest is CourtBase {
         _assertCourtSolvent();
     }
 
+    /// Review of this change (C6): a committee drawn in the commit period's last second would have no time to
+    /// commit, and the case would go void; the draw is refused after the period's first half.
+    function test_review_aCommitteeCannotBeDrawnTooLateToVote() public {
+        (bytes32 workId, address judge) = _submitAndDraw();
+        _judgedWrongAndDisputed(workId, judge);
+        (, uint40 disputedAt,,,,) = court.disputes(workId);
+        vm.warp(uint256(disputedAt) + COMMIT / 2 + 1);
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                IValidatorCourt.OutsidePeriod.selector, workId, uint64(disputedAt), uint64(disputedAt) + COMMIT / 2
+            )
+        );
+        court.drawCommittee(workId);
+    }
+
     // ---------------------------------------------------------------- items 6 and 7: parameter bounds
 
     function _newPool(uint16 spotCheckBps, uint128 slash) internal returns (uint256 id) {
