@@ -45,6 +45,8 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     /// @dev `Case.assigned` of a case whose draw found no validator (0 = not drawn yet).
     uint24 private constant NO_ONE = type(uint24).max;
     uint8 private constant WHY_SILENCE = 4;
+    /// @dev Draws of an assignment that land on the worker's own entry before the next position is taken.
+    uint256 private constant REDRAWS = 8;
     uint8 private constant VOID_LAPSED = 1;
     uint8 private constant VOID_NO_VOTE = 2;
     bytes32 private constant REVEALED_VALID = bytes32(uint256(1));
@@ -552,7 +554,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     }
 
     /// @dev The assignment: the validator at a position of the case's set drawn by the hash of the block
-    /// after the submission (the next position if that is the worker); NO_ONE if the set is empty, is the
+    /// after the submission (drawn again if that is the worker); NO_ONE if the set is empty, is the
     /// worker alone, or the hash is past the 256-block horizon. Every input was fixed before that hash
     /// existed, so recomputing it gives the same answer until the horizon; O(1) storage reads.
     function _drawAssignment(bytes32 workId, Case memory c, uint24 delay) private view returns (uint24) {
@@ -563,9 +565,15 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         // slither-disable-next-line weak-prng (block-hash randomness by design: docs/protocol.md, its bias)
         uint256 position = uint256(keccak256(abi.encode(hash, workId))) % n;
         uint256 index = _active[c.poolId].indexAt(position, key);
+        if (index == c.workerIndex && n == 1) return NO_ONE;
+        // the worker's own entry: draw again (a neighbour rule would give the entry after it twice the odds)
+        for (uint256 attempt = 1; index == c.workerIndex && attempt < REDRAWS; ++attempt) {
+            // slither-disable-next-line weak-prng (the same block-hash randomness, documented with its bias)
+            position = uint256(keccak256(abi.encode(hash, workId, attempt))) % n;
+            index = _active[c.poolId].indexAt(position, key);
+        }
         if (index == c.workerIndex) {
-            if (n == 1) return NO_ONE;
-            // slither-disable-next-line weak-prng (the drawn position's neighbour: same randomness, same bias)
+            // slither-disable-next-line weak-prng (after REDRAWS misses, odds (1/n)^REDRAWS: the next position)
             index = _active[c.poolId].indexAt((position + 1) % n, key);
         }
         return uint24(index);
