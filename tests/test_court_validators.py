@@ -56,7 +56,7 @@ N = 8
 # lets a wrong verdict stand
 COURT = CourtConfig(validator_bond=200 * TOKENS, verdict_fee=TOKENS, dispute_bond=20 * TOKENS,
                     wrong_verdict_slash=60 * TOKENS, non_voter_penalty=10 * TOKENS, silence_penalty=5 * TOKENS,
-                    assigned_window_s=12, verdict_window_s=40, dispute_window_s=35, commit_period_s=15,
+                    assigned_window_s=25, verdict_window_s=60, dispute_window_s=35, commit_period_s=15,
                     reveal_period_s=10, activation_delay_s=5, committee_size=3, fee_funding=100 * TOKENS)
 HONEST, ADVERSARIES = (5, 6, 7), {8: AttestEverything(), 9: ChallengeEverything(), 10: Silent()}
 WORKER = 4
