@@ -293,6 +293,8 @@ contract CourtAttacksTest is CourtBase {
         p = _courtParams();
         p.commitPeriod = 1; // no committee is drawn in time
         _refused(id, p, 3);
+        p.commitPeriod = MIN_PERIOD; // the draw's half would be shorter than the chain's least period
+        _refused(id, p, 3);
         p = _courtParams();
         p.activationDelay = 0;
         _refused(id, p, 3);
