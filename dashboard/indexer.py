@@ -127,7 +127,7 @@ class ChainIndexer:
         return changed
 
     def _apply(self, contract: str, ordinal: int, event: Any) -> None:
-        name = type(event).__name__
+        name = type(event).EVENT
         data = {f.name: _json_value(f.name, getattr(event, f.name)) for f in dataclasses.fields(event)
                 if f.name != "meta"}
         if name == "RewardsClaimed":

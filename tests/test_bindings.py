@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -35,4 +36,8 @@ def test_every_contract_function_has_a_typed_method():
                 assert list(method.__annotations__)[:-1] == [codegen.snake(i["name"]) or f"arg{n}"
                                                              for n, i in enumerate(item["inputs"])]
             if item["type"] == "event":
-                assert item["name"] in bindings.EVENT_TYPES
+                cls = bindings.CONTRACT_EVENT_TYPES[name][item["name"]]
+                assert cls.EVENT == item["name"]
+                # StakeManager's and the ValidatorCourt's `Withdrawn` differ: each contract decodes into its own
+                assert [f.name for f in dataclasses.fields(cls)] == [codegen.snake(i["name"]) for i in item["inputs"]
+                                                                    ] + ["meta"], f"{name}.{item['name']}"

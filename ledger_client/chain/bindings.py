@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from ledger_client.chain.contract import BoundContract, EventMeta
 
@@ -717,6 +717,7 @@ class DevStakeToken(BoundContract):
 class Approval:
     """Event `Approval`."""
 
+    EVENT: ClassVar[str] = "Approval"
     owner: str
     spender: str
     value: int
@@ -727,6 +728,7 @@ class Approval:
 class AssignmentDrawn:
     """Event `AssignmentDrawn`."""
 
+    EVENT: ClassVar[str] = "AssignmentDrawn"
     work_id: bytes
     validator: str
     meta: EventMeta
@@ -736,6 +738,7 @@ class AssignmentDrawn:
 class BondAdded:
     """Event `BondAdded`."""
 
+    EVENT: ClassVar[str] = "BondAdded"
     pool_id: int
     validator: str
     amount: int
@@ -747,6 +750,7 @@ class BondAdded:
 class BondWithdrawn:
     """Event `BondWithdrawn`."""
 
+    EVENT: ClassVar[str] = "BondWithdrawn"
     pool_id: int
     validator: str
     amount: int
@@ -757,6 +761,7 @@ class BondWithdrawn:
 class Bonded:
     """Event `Bonded`."""
 
+    EVENT: ClassVar[str] = "Bonded"
     worker: str
     amount: int
     bonded: int
@@ -767,6 +772,7 @@ class Bonded:
 class CaseVoided:
     """Event `CaseVoided`."""
 
+    EVENT: ClassVar[str] = "CaseVoided"
     pool_id: int
     work_id: bytes
     why: int
@@ -777,6 +783,7 @@ class CaseVoided:
 class CheckpointPublished:
     """Event `CheckpointPublished`."""
 
+    EVENT: ClassVar[str] = "CheckpointPublished"
     pool_id: int
     step: int
     manifest_digest: bytes
@@ -787,6 +794,7 @@ class CheckpointPublished:
 class CommitteeDrawn:
     """Event `CommitteeDrawn`."""
 
+    EVENT: ClassVar[str] = "CommitteeDrawn"
     work_id: bytes
     committee: list[str]
     meta: EventMeta
@@ -796,6 +804,7 @@ class CommitteeDrawn:
 class CourtConfigured:
     """Event `CourtConfigured`."""
 
+    EVENT: ClassVar[str] = "CourtConfigured"
     pool_id: int
     params: Any
     meta: EventMeta
@@ -805,6 +814,7 @@ class CourtConfigured:
 class Credited:
     """Event `Credited`."""
 
+    EVENT: ClassVar[str] = "Credited"
     to: str
     amount: int
     meta: EventMeta
@@ -814,6 +824,7 @@ class Credited:
 class DisputeResolved:
     """Event `DisputeResolved`."""
 
+    EVENT: ClassVar[str] = "DisputeResolved"
     work_id: bytes
     work_valid: bool
     overturned: bool
@@ -826,6 +837,7 @@ class DisputeResolved:
 class Disputed:
     """Event `Disputed`."""
 
+    EVENT: ClassVar[str] = "Disputed"
     pool_id: int
     work_id: bytes
     disputer: str
@@ -837,6 +849,7 @@ class Disputed:
 class FeesFunded:
     """Event `FeesFunded`."""
 
+    EVENT: ClassVar[str] = "FeesFunded"
     pool_id: int
     from_: str
     amount: int
@@ -848,6 +861,7 @@ class FeesFunded:
 class FeesReclaimRequested:
     """Event `FeesReclaimRequested`."""
 
+    EVENT: ClassVar[str] = "FeesReclaimRequested"
     pool_id: int
     at: int
     meta: EventMeta
@@ -857,6 +871,7 @@ class FeesReclaimRequested:
 class FeesReclaimed:
     """Event `FeesReclaimed`."""
 
+    EVENT: ClassVar[str] = "FeesReclaimed"
     pool_id: int
     to: str
     amount: int
@@ -867,6 +882,7 @@ class FeesReclaimed:
 class OwnershipTransferred:
     """Event `OwnershipTransferred`."""
 
+    EVENT: ClassVar[str] = "OwnershipTransferred"
     previous_owner: str
     new_owner: str
     meta: EventMeta
@@ -876,6 +892,7 @@ class OwnershipTransferred:
 class PoolClosed:
     """Event `PoolClosed`."""
 
+    EVENT: ClassVar[str] = "PoolClosed"
     pool_id: int
     refunded: int
     meta: EventMeta
@@ -885,6 +902,7 @@ class PoolClosed:
 class PoolCreated:
     """Event `PoolCreated`."""
 
+    EVENT: ClassVar[str] = "PoolCreated"
     pool_id: int
     owner: str
     trainer: str
@@ -897,6 +915,7 @@ class PoolCreated:
 class PoolFunded:
     """Event `PoolFunded`."""
 
+    EVENT: ClassVar[str] = "PoolFunded"
     pool_id: int
     from_: str
     amount: int
@@ -908,6 +927,7 @@ class PoolFunded:
 class RewardsClaimed:
     """Event `RewardsClaimed`."""
 
+    EVENT: ClassVar[str] = "RewardsClaimed"
     worker: str
     amount: int
     work_ids: list[bytes]
@@ -918,6 +938,7 @@ class RewardsClaimed:
 class RoleAdminChanged:
     """Event `RoleAdminChanged`."""
 
+    EVENT: ClassVar[str] = "RoleAdminChanged"
     role: bytes
     previous_admin_role: bytes
     new_admin_role: bytes
@@ -928,6 +949,7 @@ class RoleAdminChanged:
 class RoleGranted:
     """Event `RoleGranted`."""
 
+    EVENT: ClassVar[str] = "RoleGranted"
     role: bytes
     account: str
     sender_: str
@@ -938,6 +960,7 @@ class RoleGranted:
 class RoleRevoked:
     """Event `RoleRevoked`."""
 
+    EVENT: ClassVar[str] = "RoleRevoked"
     role: bytes
     account: str
     sender_: str
@@ -948,6 +971,7 @@ class RoleRevoked:
 class Slashed:
     """Event `Slashed`."""
 
+    EVENT: ClassVar[str] = "Slashed"
     slasher: str
     worker: str
     challenger: str
@@ -960,6 +984,7 @@ class Slashed:
 class StakeAllocated:
     """Event `StakeAllocated`."""
 
+    EVENT: ClassVar[str] = "StakeAllocated"
     pool_id: int
     worker: str
     amount: int
@@ -971,6 +996,7 @@ class StakeAllocated:
 class StakeDeallocated:
     """Event `StakeDeallocated`."""
 
+    EVENT: ClassVar[str] = "StakeDeallocated"
     pool_id: int
     worker: str
     amount: int
@@ -982,6 +1008,7 @@ class StakeDeallocated:
 class StakeLocked:
     """Event `StakeLocked`."""
 
+    EVENT: ClassVar[str] = "StakeLocked"
     slasher: str
     worker: str
     amount: int
@@ -990,9 +1017,20 @@ class StakeLocked:
 
 
 @dataclass(frozen=True)
+class StakeManagerWithdrawn:
+    """Event `Withdrawn`."""
+
+    EVENT: ClassVar[str] = "Withdrawn"
+    worker: str
+    amount: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
 class StakeUnlocked:
     """Event `StakeUnlocked`."""
 
+    EVENT: ClassVar[str] = "StakeUnlocked"
     slasher: str
     worker: str
     amount: int
@@ -1004,6 +1042,7 @@ class StakeUnlocked:
 class Transfer:
     """Event `Transfer`."""
 
+    EVENT: ClassVar[str] = "Transfer"
     from_: str
     to: str
     value: int
@@ -1014,6 +1053,7 @@ class Transfer:
 class TreasuryChanged:
     """Event `TreasuryChanged`."""
 
+    EVENT: ClassVar[str] = "TreasuryChanged"
     treasury: str
     meta: EventMeta
 
@@ -1022,6 +1062,7 @@ class TreasuryChanged:
 class UnbondStarted:
     """Event `UnbondStarted`."""
 
+    EVENT: ClassVar[str] = "UnbondStarted"
     worker: str
     amount: int
     unbonding: int
@@ -1033,7 +1074,18 @@ class UnbondStarted:
 class UnbondingDelayChanged:
     """Event `UnbondingDelayChanged`."""
 
+    EVENT: ClassVar[str] = "UnbondingDelayChanged"
     delay: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class ValidatorCourtWithdrawn:
+    """Event `Withdrawn`."""
+
+    EVENT: ClassVar[str] = "Withdrawn"
+    to: str
+    amount: int
     meta: EventMeta
 
 
@@ -1041,6 +1093,7 @@ class UnbondingDelayChanged:
 class ValidatorDeregistered:
     """Event `ValidatorDeregistered`."""
 
+    EVENT: ClassVar[str] = "ValidatorDeregistered"
     pool_id: int
     validator: str
     exit_at: int
@@ -1051,6 +1104,7 @@ class ValidatorDeregistered:
 class ValidatorPenalized:
     """Event `ValidatorPenalized`."""
 
+    EVENT: ClassVar[str] = "ValidatorPenalized"
     pool_id: int
     work_id: bytes
     party: str
@@ -1063,6 +1117,7 @@ class ValidatorPenalized:
 class ValidatorRegistered:
     """Event `ValidatorRegistered`."""
 
+    EVENT: ClassVar[str] = "ValidatorRegistered"
     pool_id: int
     validator: str
     index: int
@@ -1074,6 +1129,7 @@ class ValidatorRegistered:
 class ValidatorSet:
     """Event `ValidatorSet`."""
 
+    EVENT: ClassVar[str] = "ValidatorSet"
     pool_id: int
     validator: str
     allowed: bool
@@ -1084,6 +1140,7 @@ class ValidatorSet:
 class ValidatorsFrozen:
     """Event `ValidatorsFrozen`."""
 
+    EVENT: ClassVar[str] = "ValidatorsFrozen"
     pool_id: int
     judge: str
     meta: EventMeta
@@ -1093,6 +1150,7 @@ class ValidatorsFrozen:
 class VerdictFinal:
     """Event `VerdictFinal`."""
 
+    EVENT: ClassVar[str] = "VerdictFinal"
     pool_id: int
     work_id: bytes
     accepted: bool
@@ -1105,6 +1163,7 @@ class VerdictFinal:
 class VerdictGiven:
     """Event `VerdictGiven`."""
 
+    EVENT: ClassVar[str] = "VerdictGiven"
     pool_id: int
     work_id: bytes
     judge: str
@@ -1118,6 +1177,7 @@ class VerdictGiven:
 class VoteCommitted:
     """Event `VoteCommitted`."""
 
+    EVENT: ClassVar[str] = "VoteCommitted"
     work_id: bytes
     voter: str
     meta: EventMeta
@@ -1127,6 +1187,7 @@ class VoteCommitted:
 class VoteRevealed:
     """Event `VoteRevealed`."""
 
+    EVENT: ClassVar[str] = "VoteRevealed"
     work_id: bytes
     voter: str
     work_valid: bool
@@ -1134,18 +1195,10 @@ class VoteRevealed:
 
 
 @dataclass(frozen=True)
-class Withdrawn:
-    """Event `Withdrawn`."""
-
-    to: str
-    amount: int
-    meta: EventMeta
-
-
-@dataclass(frozen=True)
 class WorkAccepted:
     """Event `WorkAccepted`."""
 
+    EVENT: ClassVar[str] = "WorkAccepted"
     pool_id: int
     work_id: bytes
     validator: str
@@ -1156,6 +1209,7 @@ class WorkAccepted:
 class WorkChallenged:
     """Event `WorkChallenged`."""
 
+    EVENT: ClassVar[str] = "WorkChallenged"
     pool_id: int
     work_id: bytes
     validator: str
@@ -1169,6 +1223,7 @@ class WorkChallenged:
 class WorkExpired:
     """Event `WorkExpired`."""
 
+    EVENT: ClassVar[str] = "WorkExpired"
     pool_id: int
     work_id: bytes
     meta: EventMeta
@@ -1178,6 +1233,7 @@ class WorkExpired:
 class WorkSubmitted:
     """Event `WorkSubmitted`."""
 
+    EVENT: ClassVar[str] = "WorkSubmitted"
     pool_id: int
     work_id: bytes
     worker: str
@@ -1192,6 +1248,7 @@ class WorkSubmitted:
 class WorkerEjected:
     """Event `WorkerEjected`."""
 
+    EVENT: ClassVar[str] = "WorkerEjected"
     pool_id: int
     worker: str
     meta: EventMeta
@@ -1201,6 +1258,7 @@ class WorkerEjected:
 class WorkerJoined:
     """Event `WorkerJoined`."""
 
+    EVENT: ClassVar[str] = "WorkerJoined"
     pool_id: int
     worker: str
     worker_id: int
@@ -1211,11 +1269,13 @@ class WorkerJoined:
 class WorkerLeft:
     """Event `WorkerLeft`."""
 
+    EVENT: ClassVar[str] = "WorkerLeft"
     pool_id: int
     worker: str
     meta: EventMeta
 
 
+# events by name, for the names that mean one thing in every contract (CONTRACT_EVENT_TYPES has all)
 EVENT_TYPES: dict[str, type] = {
     "Approval": Approval,
     "AssignmentDrawn": AssignmentDrawn,
@@ -1258,7 +1318,6 @@ EVENT_TYPES: dict[str, type] = {
     "VerdictGiven": VerdictGiven,
     "VoteCommitted": VoteCommitted,
     "VoteRevealed": VoteRevealed,
-    "Withdrawn": Withdrawn,
     "WorkAccepted": WorkAccepted,
     "WorkChallenged": WorkChallenged,
     "WorkExpired": WorkExpired,
@@ -1266,4 +1325,65 @@ EVENT_TYPES: dict[str, type] = {
     "WorkerEjected": WorkerEjected,
     "WorkerJoined": WorkerJoined,
     "WorkerLeft": WorkerLeft,
+}
+
+CONTRACT_EVENT_TYPES: dict[str, dict[str, type]] = {
+    "StakeManager": {
+        "Bonded": Bonded,
+        "RoleAdminChanged": RoleAdminChanged,
+        "RoleGranted": RoleGranted,
+        "RoleRevoked": RoleRevoked,
+        "Slashed": Slashed,
+        "StakeLocked": StakeLocked,
+        "StakeUnlocked": StakeUnlocked,
+        "TreasuryChanged": TreasuryChanged,
+        "UnbondStarted": UnbondStarted,
+        "UnbondingDelayChanged": UnbondingDelayChanged,
+        "Withdrawn": StakeManagerWithdrawn,
+    },
+    "ComputePool": {
+        "CheckpointPublished": CheckpointPublished,
+        "PoolClosed": PoolClosed,
+        "PoolCreated": PoolCreated,
+        "PoolFunded": PoolFunded,
+        "RewardsClaimed": RewardsClaimed,
+        "StakeAllocated": StakeAllocated,
+        "StakeDeallocated": StakeDeallocated,
+        "ValidatorSet": ValidatorSet,
+        "ValidatorsFrozen": ValidatorsFrozen,
+        "WorkAccepted": WorkAccepted,
+        "WorkChallenged": WorkChallenged,
+        "WorkExpired": WorkExpired,
+        "WorkSubmitted": WorkSubmitted,
+        "WorkerEjected": WorkerEjected,
+        "WorkerJoined": WorkerJoined,
+        "WorkerLeft": WorkerLeft,
+    },
+    "ValidatorCourt": {
+        "AssignmentDrawn": AssignmentDrawn,
+        "BondAdded": BondAdded,
+        "BondWithdrawn": BondWithdrawn,
+        "CaseVoided": CaseVoided,
+        "CommitteeDrawn": CommitteeDrawn,
+        "CourtConfigured": CourtConfigured,
+        "Credited": Credited,
+        "DisputeResolved": DisputeResolved,
+        "Disputed": Disputed,
+        "FeesFunded": FeesFunded,
+        "FeesReclaimRequested": FeesReclaimRequested,
+        "FeesReclaimed": FeesReclaimed,
+        "ValidatorDeregistered": ValidatorDeregistered,
+        "ValidatorPenalized": ValidatorPenalized,
+        "ValidatorRegistered": ValidatorRegistered,
+        "VerdictFinal": VerdictFinal,
+        "VerdictGiven": VerdictGiven,
+        "VoteCommitted": VoteCommitted,
+        "VoteRevealed": VoteRevealed,
+        "Withdrawn": ValidatorCourtWithdrawn,
+    },
+    "DevStakeToken": {
+        "Approval": Approval,
+        "OwnershipTransferred": OwnershipTransferred,
+        "Transfer": Transfer,
+    },
 }

@@ -123,7 +123,7 @@ def render_bindings(abis: dict[str, list[dict]]) -> str:
         "from __future__ import annotations",
         "",
         "from dataclasses import dataclass",
-        "from typing import Any, NamedTuple",
+        "from typing import Any, ClassVar, NamedTuple",
         "",
         "from ledger_client.chain.contract import BoundContract, EventMeta",
     ]
@@ -142,7 +142,7 @@ def render_bindings(abis: dict[str, list[dict]]) -> str:
             if rname and item["stateMutability"] in ("view", "pure"):
                 lines += _render_struct(rname, item["outputs"], f"What `{cname}.{item['name']}` returns.")
     lines.append("")
-    event_classes: dict[str, list[str]] = {}
+    event_fields: dict[tuple[str, str], list[str]] = {}
     for cname, abi in abis.items():
         lines += ["", f"class {cname}(BoundContract):", f'    """Binding of `{cname}.sol`."""', "", f'    NAME = "{cname}"']
         for item in sorted((x for x in abi if x["type"] == "function"), key=lambda x: x["name"]):
@@ -166,14 +166,27 @@ def render_bindings(abis: dict[str, list[dict]]) -> str:
                 lines.append(f'        """Send a `{item["name"]}` transaction; returns the receipt."""')
                 lines.append(f'        return self._transact("{item["name"]}"{", " if args else ""}{args})')
         for item in (x for x in abi if x["type"] == "event"):
-            fields = [f"    {snake(i['name'])}: {py_type(i['type'])}" for i in item["inputs"]]
-            event_classes[item["name"]] = fields
+            event_fields[(cname, item["name"])] = [f"    {snake(i['name'])}: {py_type(i['type'])}"
+                                                   for i in item["inputs"]]
+    # An event name two contracts declare with different fields (StakeManager's and the ValidatorCourt's
+    # `Withdrawn`) gets one class per contract, named after it: `StakeManagerWithdrawn`, `ValidatorCourtWithdrawn`.
+    shapes: dict[str, set[tuple[str, ...]]] = {}
+    for (_, ename), fields in event_fields.items():
+        shapes.setdefault(ename, set()).add(tuple(fields))
+    class_of = {(c, e): e if len(shapes[e]) == 1 else f"{c}{e}" for c, e in event_fields}
+    classes = {class_of[key]: (key[1], fields) for key, fields in event_fields.items()}
     lines += ["", "", "# ---- events (one dataclass per event of every contract)"]
-    for ename, fields in sorted(event_classes.items()):
-        lines += ["", "", "@dataclass(frozen=True)", f"class {ename}:", f'    """Event `{ename}`."""', ""]
-        lines += fields + ["    meta: EventMeta"]
-    lines += ["", "", "EVENT_TYPES: dict[str, type] = {"]
-    lines += [f'    "{e}": {e},' for e in sorted(event_classes)]
+    for cls_name, (ename, fields) in sorted(classes.items()):
+        lines += ["", "", "@dataclass(frozen=True)", f"class {cls_name}:", f'    """Event `{ename}`."""', ""]
+        lines += [f'    EVENT: ClassVar[str] = "{ename}"'] + fields + ["    meta: EventMeta"]
+    lines += ["", "", "# events by name, for the names that mean one thing in every contract (CONTRACT_EVENT_TYPES has all)",
+              "EVENT_TYPES: dict[str, type] = {"]
+    lines += [f'    "{e}": {e},' for e in sorted(shapes) if len(shapes[e]) == 1]
+    lines += ["}", "", "CONTRACT_EVENT_TYPES: dict[str, dict[str, type]] = {"]
+    for cname in abis:
+        lines.append(f'    "{cname}": {{')
+        lines += [f'        "{e}": {class_of[(c, e)]},' for (c, e) in sorted(event_fields) if c == cname]
+        lines.append("    },")
     lines += ["}", ""]
     return "\n".join(lines)
 

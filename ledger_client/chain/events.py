@@ -27,7 +27,7 @@ from typing import Any, Iterable
 from eth_utils import event_abi_to_log_topic
 from web3 import Web3
 
-from ledger_client.chain.bindings import EVENT_TYPES
+from ledger_client.chain.bindings import CONTRACT_EVENT_TYPES
 from ledger_client.chain.codegen import snake
 from ledger_client.chain.contract import BoundContract, EventMeta
 from ledger_client.chain.errors import LedgerError
@@ -189,4 +189,4 @@ class EventCursor:
             tx_hash=bytes(log["transactionHash"]), log_index=log["logIndex"], address=log["address"],
         )
         fields = {snake(k): v for k, v in decoded["args"].items()}
-        return EVENT_TYPES[name](**fields, meta=meta)
+        return CONTRACT_EVENT_TYPES[self.contract.NAME][name](**fields, meta=meta)
