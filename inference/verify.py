@@ -6,7 +6,9 @@ Checks, cheapest first; the prefill runs only when the structural checks pass:
   seed         the sampling seed is the one derived for (pool, worker, step, sample index)
   termination  EOS only at the end; "length" means exactly max_tokens; p(EOS) at least the pool's
                floor (off by default: proofs/termination.py says why)
-  sampling     every token replays under the seeded Gumbel rule from recomputed logits
+  sampling     every token replays under the seeded Gumbel rule from recomputed logits (the hard per-token
+               bound), and each token's margin (proofs.margins) is reported; `margin_test` tests a file's
+               margins against the pool's calibrated null
   logprobs     every reported logprob equals log_softmax(recomputed logits / T) at the sampled
                token, within 2 × logit tolerance / T (+ float32 rounding): the bound a logit
                error of at most the tolerance allows (when the record carries logprobs)
@@ -26,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from inference.backend import InferenceBackend, Prefill
 from inference.logprobs import token_logprobs
+from proofs.margins import MarginNull, MarginTest, margin_test
 from proofs.sampling import replay
 from proofs.termination import DEFAULT_MIN_EOS_PROB, check_termination
 from proofs.toploc import (
@@ -76,6 +79,10 @@ class VerifyConfig(BaseModel):
     min_eos_prob: float = Field(DEFAULT_MIN_EOS_PROB, ge=0, le=1)
     chunk: int = Field(DEFAULT_CHUNK, ge=1)
     topk: int = Field(DEFAULT_TOPK, ge=1)
+    margin_null: MarginNull | None = None
+    """The honest margin distribution (protocol.runspec.VerificationSpec.margin_null); None: no margin test."""
+    false_positive_rate: float = Field(1e-6, gt=0, lt=1)
+    """The margin test's per-file false-positive rate."""
     max_batch_tokens: int = Field(DEFAULT_MAX_BATCH_TOKENS, ge=1)
     """The validator's own memory bound, not a pool rule (it moves recomputed values by float noise only):
     completions are prefilled and checked in batches of at most this many padded positions (one completion
@@ -248,6 +255,9 @@ def _prefill_checks(record: CompletionRecord, early: list[CheckResult], prefill:
             "failed_positions": replayed.failed_positions[:64],
             "max_score_gap": replayed.max_score_gap,
             "logit_tolerance": config.logit_tolerance,
+            "tokens": replayed.n_tokens,
+            "margin_sum": replayed.margin_sum,
+            "max_margin": max(replayed.margins, default=0.0),
         },
     ))
     if record.logprobs is not None:
@@ -301,6 +311,19 @@ def _toploc_check(hidden: Any, proofs: list[bytes], config: VerifyConfig) -> Che
             "thresholds": config.thresholds.model_dump(),
         },
     )
+
+
+def file_margin_test(verdicts: Sequence[Verdict], config: VerifyConfig) -> MarginTest | None:
+    """The margin test (proofs.margins.margin_test) of the completions whose sampling replay ran, as one file
+    (its `worst_completion` an index into `verdicts`); None when the pool states no null or nothing was replayed."""
+    replayed = {i: c for i, v in enumerate(verdicts)
+                if (c := v.check("sampling")) is not None and "margin_sum" in c.details}
+    if config.margin_null is None or not replayed:
+        return None
+    test = margin_test([(c.details["tokens"], c.details["margin_sum"]) for c in replayed.values()],
+                       config.margin_null, config.false_positive_rate)
+    worst = None if test.worst_completion is None else list(replayed)[test.worst_completion]
+    return test.model_copy(update={"worst_completion": worst})
 
 
 def verify_completion(

@@ -243,6 +243,12 @@ class ReplayResult(BaseModel):
     failed_positions: list[int] = Field(default_factory=list)
     max_score_gap: float = 0.0
     """Largest (best Core score - sampled token's score) seen; <= 2 eps / T + 2 GUMBEL_TOLERANCE when passing."""
+    margins: list[float] = Field(default_factory=list)
+    """Per token: min(1, score gap / the bound), 1 outside the validator's own nucleus (proofs.margins)."""
+
+    @property
+    def margin_sum(self) -> float:
+        return sum(self.margins)
 
     @property
     def passed(self) -> bool:
@@ -275,27 +281,34 @@ def replay(
     device = logits.device
     tokens = torch.tensor(token_ids, dtype=torch.long, device=device)
     if int(tokens.min()) < 0 or int(tokens.max()) >= vocab:
-        return ReplayResult(n_tokens=n, failed_positions=list(range(n)), max_score_gap=math.inf)
+        return ReplayResult(n_tokens=n, failed_positions=list(range(n)), max_score_gap=math.inf, margins=[1.0] * n)
     elements = REPLAY_BLOCK_ELEMENTS if logits.device.type == "cpu" else DEVICE_REPLAY_BLOCK_ELEMENTS
     rows_per_block = block_rows or max(1, elements // vocab)
     seed_tensor = torch.tensor([seed], dtype=torch.int64, device=device)
     bad_parts: list[torch.Tensor] = []
     gap_maxima: list[torch.Tensor] = []
+    margin_parts: list[torch.Tensor] = []
     for begin in range(0, n, rows_per_block):
         rows = logits[begin : begin + rows_per_block].float()
         block_tokens = tokens[begin : begin + rows_per_block]
         if temperature == 0:
             gap = rows.max(dim=-1).values - rows.gather(1, block_tokens[:, None]).squeeze(1)
-            bad = gap > 2 * logit_tolerance
+            bound = 2 * logit_tolerance
+            bad = gap > bound
+            outside = torch.zeros_like(bad)
         else:
             positions = torch.arange(begin, begin + rows.shape[0], dtype=torch.int64, device=device)
             noise = gumbel_noise(seed_tensor.expand(rows.shape[0]), positions, vocab)
-            gap, in_nucleus = _replay_block(rows, block_tokens, noise, temperature, top_p, logit_tolerance)
-            bad = (gap > 2 * logit_tolerance / temperature + 2 * GUMBEL_TOLERANCE) | ~in_nucleus
+            gap, in_nucleus, outside = _replay_block(rows, block_tokens, noise, temperature, top_p, logit_tolerance)
+            bound = 2 * logit_tolerance / temperature + 2 * GUMBEL_TOLERANCE
+            bad = (gap > bound) | ~in_nucleus
         bad_parts.append(bad.nonzero().flatten() + begin)
         gap_maxima.append(gap.max())
+        margin = (gap / bound).clamp_(0, 1) if bound > 0 else (gap > 0).float()
+        margin_parts.append(margin.masked_fill_(outside, 1.0))
     failed = torch.cat(bad_parts).tolist()  # the only copies to the host: verdict values
-    return ReplayResult(n_tokens=n, failed_positions=failed, max_score_gap=float(torch.stack(gap_maxima).max()))
+    return ReplayResult(n_tokens=n, failed_positions=failed, max_score_gap=float(torch.stack(gap_maxima).max()),
+                        margins=torch.cat(margin_parts).tolist())
 
 
 def _replay_block(
@@ -305,13 +318,14 @@ def _replay_block(
     temperature: float,
     top_p: float,
     logit_tolerance: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(score gap, nucleus check) per row of a block of float32 logits [b, V]; `noise` holds the block's
-    Gumbel noise and is turned into its scores in place."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(score gap, nucleus check, outside the validator's own nucleus) per row of a block of float32 logits
+    [b, V]; `noise` holds the block's Gumbel noise and is turned into its scores in place."""
     scores = noise.add_(logits / temperature)
     token_scores = scores.gather(1, tokens[:, None]).squeeze(1)
     if top_p >= 1.0:
-        return scores.max(dim=-1).values - token_scores, torch.ones_like(tokens, dtype=torch.bool)
+        everywhere = torch.ones_like(tokens, dtype=torch.bool)
+        return scores.max(dim=-1).values - token_scores, everywhere, ~everywhere
     inflation = math.exp(2 * logit_tolerance / temperature)
     probs = torch.softmax(logits / temperature, dim=-1)
     ascending, order = logits.sort(dim=-1)
@@ -327,9 +341,10 @@ def _replay_block(
 
     token_logit = logits.gather(1, tokens[:, None])
     in_nucleus = (mass_above(token_logit + 2 * logit_tolerance) / inflation < top_p).squeeze(1)
+    outside_own = (mass_above(token_logit) >= top_p).squeeze(1)
     core = inflation * mass_above(logits - 2 * logit_tolerance) < top_p
     best = scores.masked_fill(~core, -math.inf).max(dim=-1).values
-    return best - token_scores, in_nucleus
+    return best - token_scores, in_nucleus, outside_own
 
 
 def sample_index(nonce: int, row: int, rows_per_file: int) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from proofs.margins import MARGIN_LEVELS, MarginNull
 from proofs.toploc_thresholds import Thresholds
 from tasks.base import Task, TaskError
 from tasks.registry import TaskSpec, build_task
@@ -28,6 +29,10 @@ class SamplingSpec(BaseModel):
     temperature: float = Field(1.0, ge=0, description="softmax temperature; 0 = greedy (evaluation only)")
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling mass")
     max_tokens: int = Field(16, ge=1, description="completion token limit")
+
+
+DEFAULT_MARGIN_TAIL = (1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3)
+"""Margin tails of a pool that did not calibrate (placeholder; replaced by the float32 profile's measurement)."""
 
 
 class VerificationSpec(BaseModel):
@@ -53,6 +58,21 @@ class VerificationSpec(BaseModel):
         "q in basis points: the fraction of each file's completions given the expensive checks "
         "(protocol.spotcheck); `pool create` makes it the pool's on-chain spotCheckBps, which is what "
         "validators apply"))
+
+    false_positive_rate: float = Field(1e-6, gt=0, lt=1, description=(
+        "the statistical tests' per-file false-positive rate: an honest file of the calibrated population is "
+        "challenged by the margin test with probability at most this (proofs.margins)"))
+    worker_false_positive_rate: float = Field(1e-6, gt=0, lt=1, description=(
+        "the per-worker accumulated margin test's rate: an honest worker is ever challenged by it, over all its "
+        "files, with probability at most this"))
+    margin_levels: list[float] = Field(list(MARGIN_LEVELS), description="proofs.margins.MarginNull.levels")
+    margin_tail: list[float] = Field(list(DEFAULT_MARGIN_TAIL), description=(
+        "upper bounds on an honest token's P(margin > level) per level (`validator calibrate` measures them)"))
+    margin_tokens: int = Field(0, ge=0, description="honest tokens the margin tails were measured on (0: default)")
+
+    def margin_null(self) -> MarginNull:
+        """The honest margin distribution these rules state."""
+        return MarginNull(levels=tuple(self.margin_levels), tail=tuple(self.margin_tail), tokens=self.margin_tokens)
 
     def toploc_thresholds(self) -> Thresholds:
         """The TOPLOC chunk thresholds these rules state."""

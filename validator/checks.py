@@ -11,6 +11,9 @@
                   m = ceil(q·n) of them (protocol.spotcheck, q = the pool's spotCheckBps): termination,
                   sampling replay, logprobs and TOPLOC against one prefill of the declared checkpoint
                   (inference.verify)
+    margins     → the spot-checked tokens' margins against the pool's calibrated null (proofs.margins): the
+                  statistical test of the sampler, per file and per completion; the file's (tokens, margin sum)
+                  go back to the daemon, which accumulates them per worker
 The first failing check decides the challenge reason; its measured statistics become evidence, with
 the spot-checked indices and the randomness they were drawn from.
 """
@@ -18,6 +21,7 @@ the spot-checked indices and the randomness they were drawn from.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,7 +29,13 @@ import torch
 
 from inference.policy import load_policy, stop_token_ids
 from inference.torch_backend import TorchBackend
-from inference.verify import DEFAULT_MAX_BATCH_TOKENS, CompletionRecord, VerifyConfig, verify_completions
+from inference.verify import (
+    DEFAULT_MAX_BATCH_TOKENS,
+    CompletionRecord,
+    VerifyConfig,
+    file_margin_test,
+    verify_completions,
+)
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import pool_state
 from ledger_client.ipfs.checkpoints import PinRetention, fetch_checkpoint
@@ -226,7 +236,8 @@ def verify_config_of(spec: RunSpec, max_batch_tokens: int = DEFAULT_MAX_BATCH_TO
     bound."""
     v = spec.verification
     return VerifyConfig(sampling=spec.sampling, thresholds=v.toploc_thresholds(), logit_tolerance=v.logit_tolerance,
-                        min_eos_prob=v.min_eos_prob, chunk=PROOF_CHUNK, max_batch_tokens=max_batch_tokens)
+                        min_eos_prob=v.min_eos_prob, chunk=PROOF_CHUNK, max_batch_tokens=max_batch_tokens,
+                        margin_null=v.margin_null(), false_positive_rate=v.false_positive_rate)
 
 
 def spot_check_of(sub: Submission, n: int, bps: int) -> dict:
@@ -270,4 +281,16 @@ def check_completions(spec: RunSpec, config: VerifyConfig, spot_check_bps: int, 
                                 statistics={"first_failure": first.details},
                                 thresholds=config.thresholds.model_dump(), spot_check=spot,
                                 tokens=tokens, checked_tokens=checked)
-    return CheckOutcome(True, spot_check=spot, tokens=tokens, checked_tokens=checked)
+    test = file_margin_test(verdicts, config)
+    margins = {} if test is None else {"tokens": test.tokens, "score": test.score}
+    if test is not None and not test.passed:
+        return CheckOutcome(False, Reason.SAMPLING,
+                            f"the sampler's margins are off the honest distribution: {test.score:.3f} over "
+                            f"{test.tokens} tokens (bound {math.exp(test.log_p_value):.2e}, worst completion "
+                            f"{math.exp(test.worst_completion_log_p_value):.2e}; challenged below "
+                            f"{test.false_positive_rate:.0e})",
+                            failing_samples=[] if test.worst_completion is None else [test.worst_completion],
+                            statistics={"margin_test": test.model_dump()},
+                            thresholds={"margin_null": config.margin_null.model_dump()}, spot_check=spot,
+                            tokens=tokens, checked_tokens=checked, margins=margins)
+    return CheckOutcome(True, spot_check=spot, tokens=tokens, checked_tokens=checked, margins=margins)

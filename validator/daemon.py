@@ -110,6 +110,8 @@ class CheckOutcome:
     """Completion tokens in the file."""
     checked_tokens: int = 0
     """Completion tokens that got the expensive checks."""
+    margins: dict[str, float] = field(default_factory=dict)
+    """The checked tokens' margin statistics {"tokens", "score"} (proofs.margins), for the per-worker test."""
     seconds: float = 0.0
 
 

@@ -1,0 +1,173 @@
+"""The statistical test of the sampler: per-token margins, a calibrated null, and bounds on its tails.
+
+The replay (proofs.sampling) bounds every token on its own: a token passes when its score under the
+validator's logits is within 2ε/T of the best. At a bf16-calibrated ε that bound leaves room: a worker that
+knows the validator's logits and the public noise can flip near-ties, bias logits by less than 2ε or sample a
+little colder, and every token still passes. What such a worker cannot hide is the *distribution* of its
+margins. An honest worker emits its own argmax, so under the validator's logits its token is the argmax
+except where logit noise reorders a near-tie, and then only by a noise-sized gap (Token-DiFR's observation).
+
+Per token (proofs.sampling.replay computes it where the logits live):
+
+    margin m = min(1, gap / (2ε/T + 2·GUMBEL_TOLERANCE))      gap = best core score − the token's score
+    m = 1 also when the token lies outside the validator's own top-p nucleus (top_p < 1)
+
+so m ∈ [0, 1], 0 for the validator's argmax and 1 at the hard bound. A completion's or a file's statistic is
+the sum S of its margins over n tokens.
+
+The null (`MarginNull`): `validator calibrate` counts, over M honest tokens, how many margins exceed each
+level θ_0 = 0 < θ_1 < … < θ_K, and keeps an upper confidence bound q_k ≥ P(m > θ_k) per level (`tail_bound`:
+the Chernoff bound of the binomial, at confidence 1 − β / (K + 1)). The distribution that puts mass q_k − q_{k+1}
+at θ_{k+1} (and q_K at 1) dominates every distribution with those tails, so its moment generating function
+bounds the honest one, and for n independent tokens
+
+    P(S ≥ s) ≤ exp(inf_λ [n·Λ(λ) − λ·s]),       Λ(λ) = log E_dominating[e^{λ m}]      (Chernoff)
+
+`MarginNull.log_p_value` is that bound; a file is challenged when it is below the pool's per-file false-
+positive rate. For a worker across files, exp(λS − nΛ(λ)) is a supermartingale under the null for every
+fixed λ, so the average over a fixed grid of λ (`WORKER_LAMBDAS`) is an e-process: by Ville's inequality an
+honest worker's accumulated value ever reaches 1/α with probability at most α, however many files it submits
+and whenever the validator looks (`worker_log_e_value`).
+
+Assumptions (docs/protocol.md states them with the error rates): tokens' margins are independent under the
+null (flips need a near-tie and noise that reorders it, both position-local), and the pool's workers are the
+calibrated population (dtype, engine, batch sizes; the model's near-tie density, which training changes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+MARGIN_LEVELS = (0.0, 1 / 256, 1 / 64, 1 / 16, 1 / 4, 1 / 2)
+"""θ_k at which calibration counts honest margins: 0 (any flip), then geometrically up to half the bound."""
+CALIBRATION_CONFIDENCE = 1e-3
+"""β: the tails hold with probability ≥ 1 − β over the calibration run (split over the levels)."""
+LAMBDAS = tuple(float(2**k) for k in range(-2, 11))
+"""λ grid over which the per-file Chernoff bound is minimised (a bound at any λ is valid)."""
+WORKER_LAMBDAS = (4.0, 16.0, 64.0, 256.0)
+"""The fixed λ of the per-worker e-process (fixed in advance: Ville's inequality needs it)."""
+
+
+def binomial_kl(p: float, q: float) -> float:
+    """KL(Bernoulli(p) ‖ Bernoulli(q))."""
+    def term(a: float, b: float) -> float:
+        return 0.0 if a == 0 else (math.inf if b == 0 else a * math.log(a / b))
+    return term(p, q) + term(1 - p, 1 - q)
+
+
+def tail_bound(exceed: int, trials: int, confidence: float) -> float:
+    """An upper bound u on a probability q from `exceed` successes in `trials` independent trials with
+    P(q > u) ≤ confidence: the largest u with trials · KL(exceed/trials ‖ u) ≤ log(1/confidence)."""
+    if trials <= 0:
+        return 1.0
+    p = exceed / trials
+    budget = math.log(1 / confidence) / trials
+    low, high = p, 1.0
+    if binomial_kl(p, high) <= budget:
+        return 1.0
+    for _ in range(100):
+        mid = (low + high) / 2
+        low, high = (mid, high) if binomial_kl(p, mid) <= budget else (low, mid)
+    return high
+
+
+class MarginNull(BaseModel):
+    """The honest margin distribution of a pool, as upper bounds on its tails (see the module text)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    levels: tuple[float, ...] = MARGIN_LEVELS
+    tail: tuple[float, ...] = Field(description="q_k ≥ P(margin > levels[k]) per honest token")
+    tokens: int = Field(0, ge=0, description="honest tokens the tails were measured on (0: set by hand)")
+
+    @model_validator(mode="after")
+    def _shape(self) -> MarginNull:
+        if len(self.levels) != len(self.tail) or not self.levels or self.levels[0] != 0.0:
+            raise ValueError("one tail bound per level, the first level 0")
+        if any(b <= a for a, b in zip(self.levels, self.levels[1:])) or self.levels[-1] >= 1:
+            raise ValueError("levels increase and stay below 1")
+        if any(not 0 <= q <= 1 for q in self.tail) or any(b > a for a, b in zip(self.tail, self.tail[1:])):
+            raise ValueError("tail bounds are probabilities that do not increase with the level")
+        return self
+
+    @classmethod
+    def fit(cls, exceed: Sequence[int], tokens: int, levels: Sequence[float] = MARGIN_LEVELS,
+            confidence: float = CALIBRATION_CONFIDENCE) -> MarginNull:
+        """The null from honest counts: exceed[k] of `tokens` margins were above levels[k]."""
+        per_level = confidence / len(levels)
+        bounds = [tail_bound(e, tokens, per_level) for e in exceed]
+        for k in range(len(bounds) - 2, -1, -1):  # a tail cannot grow with the level
+            bounds[k] = max(bounds[k], bounds[k + 1])
+        return cls(levels=tuple(levels), tail=tuple(bounds), tokens=tokens)
+
+    def log_mgf(self, lam: float) -> float:
+        """Λ(λ) of the dominating distribution: log(1 − q_0 + Σ_k (q_k − q_{k+1}) e^{λ θ_{k+1}} + q_K e^λ)."""
+        points = [*self.levels[1:], 1.0]
+        nexts = [*self.tail[1:], 0.0]
+        terms = [math.log1p(-self.tail[0]) if self.tail[0] < 1 else -math.inf]
+        terms += [math.log(q - q_next) + lam * x for q, q_next, x in zip(self.tail, nexts, points) if q > q_next]
+        top = max(terms)
+        return top + math.log(sum(math.exp(t - top) for t in terms))
+
+    def log_p_value(self, score: float, tokens: int) -> float:
+        """log of the Chernoff bound on P(S ≥ score) for `tokens` honest tokens (≤ 0)."""
+        if tokens <= 0 or score <= 0:
+            return 0.0
+        return min(0.0, min(tokens * self.log_mgf(lam) - lam * score for lam in LAMBDAS))
+
+    def threshold(self, tokens: int, false_positive_rate: float) -> float:
+        """The smallest score whose bound is at most `false_positive_rate` for `tokens` tokens (∞: none ≤ n)."""
+        target = math.log(false_positive_rate)
+        if self.log_p_value(float(tokens), tokens) > target:
+            return math.inf
+        low, high = 0.0, float(tokens)
+        for _ in range(60):
+            mid = (low + high) / 2
+            low, high = (mid, high) if self.log_p_value(mid, tokens) > target else (low, mid)
+        return high
+
+    def worker_log_e_value(self, score: float, tokens: int) -> float:
+        """log of the e-process over a worker's accumulated (score, tokens): mean over WORKER_LAMBDAS of
+        exp(λ·score − tokens·Λ(λ)). An honest worker's ever reaches log(1/α) with probability ≤ α."""
+        terms = [lam * score - tokens * self.log_mgf(lam) for lam in WORKER_LAMBDAS]
+        top = max(terms)
+        return top + math.log(sum(math.exp(t - top) for t in terms) / len(terms))
+
+
+class MarginTest(BaseModel):
+    """One file's (or one set of completions') margin test: its evidence if challenged."""
+
+    model_config = ConfigDict(frozen=True)
+
+    passed: bool
+    tokens: int
+    score: float
+    log_p_value: float
+    """Chernoff bound on the file's sum (natural log)."""
+    worst_completion: int | None = None
+    """Index (into the completions tested) of the completion with the smallest bound."""
+    worst_completion_log_p_value: float = 0.0
+    """Its bound, times the number of completions (Bonferroni), as a log."""
+    false_positive_rate: float
+    threshold: float
+    """The score at which this file's token count would be challenged (the per-file test alone)."""
+
+
+def margin_test(completions: Sequence[tuple[int, float]], null: MarginNull, false_positive_rate: float) -> MarginTest:
+    """Test a file from its completions' (tokens, sum of margins): challenged when the file's sum, or its most
+    deviant completion's (Bonferroni over the completions), is less likely than `false_positive_rate` / 2 under
+    the null."""
+    tokens = sum(n for n, _ in completions)
+    score = sum(s for _, s in completions)
+    half = math.log(false_positive_rate / 2)
+    file_log_p = null.log_p_value(score, tokens)
+    per_completion = [null.log_p_value(s, n) for n, s in completions]
+    worst = min(range(len(per_completion)), key=per_completion.__getitem__, default=None)
+    worst_log_p = min(0.0, per_completion[worst] + math.log(len(completions))) if worst is not None else 0.0
+    return MarginTest(passed=file_log_p > half and worst_log_p > half, tokens=tokens, score=score,
+                      log_p_value=file_log_p, worst_completion=worst, worst_completion_log_p_value=worst_log_p,
+                      false_positive_rate=false_positive_rate,
+                      threshold=null.threshold(tokens, false_positive_rate / 2) if tokens else math.inf)
