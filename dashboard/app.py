@@ -23,6 +23,7 @@ from dashboard.views import BadId, Explorer, NotFound
 
 STATIC = Path(__file__).resolve().parent / "static"
 Status = Literal["pending", "accepted", "rejected", "paid", "expired"]
+CaseState = Literal["pending", "verdict", "disputed", "final", "void"]
 Offset = Query(0, ge=0, description="items to skip")
 Limit = Query(50, ge=1, le=500, description="items per page (at most 500)")
 
@@ -148,7 +149,51 @@ def create_app(explorer: Callable[[], Explorer], indexer: ChainIndexer | None = 
     def claims(pool_id: int, offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
         return explorer().claims(pool_id, offset, limit)
 
-    @app.get("/api/workers/{address}", summary="A worker: stake, submissions by status, owed and claimed rewards")
+    @app.get("/api/pools/{pool_id}/stats", summary="The pool owner's view: budget, fee budget, reserved, throughput, "
+             "verdict and finality latency p50/p99, backlog, adversary rate, disputes")
+    def pool_stats(pool_id: int) -> dict[str, Any]:
+        return explorer().pool_stats(pool_id)
+
+    @app.get("/api/pools/{pool_id}/trainer", summary="The trainer's view: learning curve (reward, held-out accuracy, "
+             "staleness, importance-sampling statistics), files consumed against work accepted")
+    def trainer(pool_id: int) -> dict[str, Any]:
+        return explorer().trainer(pool_id)
+
+    @app.get("/api/pools/{pool_id}/court", summary="A court pool: rules, fee budget, cases by state, disputes, "
+             "fees paid, validator penalties (404 if the ValidatorCourt does not judge the pool)")
+    def court(pool_id: int) -> dict[str, Any]:
+        return explorer().court(pool_id)
+
+    @app.get("/api/pools/{pool_id}/cases", summary="The court's cases of the pool, newest first, optionally by state")
+    def cases(pool_id: int, state: CaseState | None = None, offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+        return explorer().cases(pool_id, state, offset, limit)
+
+    @app.get("/api/pools/{pool_id}/court/validators", summary="The pool's bonded validators: bond, locked, reserved, "
+             "verdicts, overturned, disputes, committee seats and votes, penalties, earnings")
+    def court_validators(pool_id: int, offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+        return explorer().court_validators(pool_id, offset, limit)
+
+    @app.get("/api/cases/{work_id}", summary="A court case: deadlines, assignment, first verdict, disputes with "
+             "their committees (and seed inputs) and votes, outcome, payments and penalties")
+    def case(work_id: str) -> dict[str, Any]:
+        return explorer().case(work_id)
+
+    @app.get("/api/validators/{address}", summary="A court validator: per pool its bond, locked/reserved/free stake, "
+             "verdicts, overturned, disputes, seats, votes, penalties, fees; its credits and withdrawals")
+    def validator(address: str) -> dict[str, Any]:
+        return explorer().validator(address)
+
+    @app.get("/api/validators/{address}/verdicts", summary="A validator's first verdicts with how each case ended")
+    def validator_verdicts(address: str, offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+        return explorer().validator_verdicts(address, offset, limit)
+
+    @app.get("/api/validators/{address}/earnings", summary="A validator's credits and penalties over time, with "
+             "running totals")
+    def validator_earnings(address: str) -> dict[str, Any]:
+        return explorer().validator_earnings(address)
+
+    @app.get("/api/workers/{address}", summary="A worker: stake, allocation, open works, submissions by verdict, "
+             "rewards owed, claimable and claimed, slashes with their reasons")
     def worker(address: str) -> dict[str, Any]:
         return explorer().worker(address)
 
@@ -157,9 +202,14 @@ def create_app(explorer: Callable[[], Explorer], indexer: ChainIndexer | None = 
                            limit: int = Limit) -> dict[str, Any]:
         return explorer().worker_submissions(address, status, offset, limit)
 
-    @app.get("/api/works/{work_id}", summary="A submission with its verdict and evidence")
+    @app.get("/api/works/{work_id}", summary="A submission with its verdict, the reason explained (evidence, or "
+             "the checks an accepted work passed), its court case and its timeline")
     def work(work_id: str) -> dict[str, Any]:
         return explorer().work(work_id)
+
+    @app.get("/api/works/{work_id}/timeline", summary="A work's events from submission to payment or slash")
+    def timeline(work_id: str) -> list[dict[str, Any]]:
+        return explorer().timeline(work_id)
 
     @app.get("/api/evidence/{digest}", summary="A challenge's evidence document, as put on IPFS")
     def evidence(digest: str) -> dict[str, Any]:
@@ -185,8 +235,11 @@ def create_app(explorer: Callable[[], Explorer], indexer: ChainIndexer | None = 
         return FileResponse(STATIC / "index.html")
 
     @app.get("/pool/{pool_id}", include_in_schema=False)
+    @app.get("/pool/{pool_id}/{section}", include_in_schema=False)
     @app.get("/worker/{key}", include_in_schema=False)
     @app.get("/work/{key}", include_in_schema=False)
+    @app.get("/case/{key}", include_in_schema=False)
+    @app.get("/validator/{key}", include_in_schema=False)
     def deep_link(request: Request) -> RedirectResponse:
         """The page's routes live in the hash (#/pool/1); a printed or pasted /pool/1 opens the same page."""
         return RedirectResponse("/#" + request.url.path, status_code=307)

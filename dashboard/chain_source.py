@@ -7,7 +7,8 @@ manifests, metrics objects, evidence) only through these names, so a move inside
 
 from __future__ import annotations
 
-from ledger_client.chain.bindings import ComputePool, StakeManager
+from ledger_client.chain.bindings import ComputePool, StakeManager, ValidatorCourt
+from ledger_client.chain.codegen import snake
 from ledger_client.chain.errors import LedgerError, RpcUnreachable
 from ledger_client.chain.events import EventCursor, Removed
 from ledger_client.chain.queries import decode_pool
@@ -23,7 +24,7 @@ from protocol.verdicts import Reason
 
 __all__ = [
     "DEVNET_DIR_HELP", "ComputePool", "ContentError", "Deployment", "EventCursor", "KuboClient", "KuboError", "LedgerError", "Reason",
-    "Removed", "RpcUnreachable", "StakeManager", "UsageError", "WorkStatus", "add_chain_args", "cid_to_digest",
+    "Removed", "RpcUnreachable", "StakeManager", "ValidatorCourt", "snake", "UsageError", "WorkStatus", "add_chain_args", "cid_to_digest",
     "connect", "decode_pool", "default_devnet_dir", "digest_to_cid", "get_object", "load_deployment", "load_devnet_info", "one_line_errors",
     "parse_manifest", "resolve_chain_args",
 ]

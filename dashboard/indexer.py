@@ -1,6 +1,7 @@
 """Following the chain into the index, and IPFS objects into its cache.
 
-`ChainIndexer.poll_once()` reads new events of both contracts through the ledger client's
+`ChainIndexer.poll_once()` reads new events of the deployment's contracts (ComputePool, StakeManager and, when
+deployed, the ValidatorCourt) through the ledger client's
 reorg-safe cursors and writes them, together with the cursors' state, in one SQLite
 transaction: a crash or an RPC outage at any point leaves either the whole batch or none of it,
 and the batch delivered again is upserted onto the same rows. After a reorganisation the cursor
@@ -19,6 +20,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from web3 import Web3
@@ -32,15 +34,21 @@ from dashboard.chain_source import (
     LedgerError,
     Removed,
     StakeManager,
+    ValidatorCourt,
     cid_to_digest,
     get_object,
     parse_manifest,
+    snake,
 )
 from dashboard.store import EventRow, Store
 
 log = logging.getLogger("proofswarm.explorer")
 
-AMOUNT_FIELDS = {"amount", "budget", "refunded", "bonded", "unbonding", "slashed", "allocation", "bounty", "value"}
+AMOUNT_FIELDS = {"amount", "budget", "refunded", "bonded", "unbonding", "slashed", "allocation", "bounty", "value",
+                 "bond", "locked", "fee", "fee_budget", "validator_bond", "verdict_fee", "dispute_bond",
+                 "non_voter_penalty", "silence_penalty", "wrong_verdict_slash"}
+PARTY_FIELDS = ("validator", "judge", "disputer", "voter", "party", "to")
+"""The field naming the account a court event is about (its `party` column), first match wins."""
 ZERO_DIGEST = "0x" + "00" * 32
 REORG_SEARCH_BLOCKS = 256  # as deep as the cursors remember (EventCursor.history_blocks)
 
@@ -52,11 +60,16 @@ def _json_value(name: str, value: Any) -> Any:
         return value
     if isinstance(value, int) and name in AMOUNT_FIELDS:
         return str(value)  # uint256: more digits than a JSON number keeps
+    if isinstance(value, Mapping):  # a struct (the court's parameters), keyed as the bindings name fields
+        return {snake(k): _json_value(snake(k), v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_value(name, v) for v in value]
     return value
 
 
 class ChainIndexer:
-    """Indexes every event of the ComputePool and StakeManager of one deployment into `store`."""
+    """Indexes every event of the ComputePool, the StakeManager and (when deployed) the ValidatorCourt of one
+    deployment into `store`."""
 
     def __init__(self, store: Store, w3: Web3, deployment: Deployment):
         self.store = store
@@ -65,6 +78,9 @@ class ChainIndexer:
         self.pool = ComputePool(w3, deployment.compute_pool)
         stake = StakeManager(w3, deployment.stake_manager)
         self.contracts = {"ComputePool": self.pool, "StakeManager": stake}
+        if deployment.validator_court:
+            self.contracts["ValidatorCourt"] = ValidatorCourt(w3, deployment.validator_court)
+        self._block_times: dict[tuple[int, str], int] = {}
         self.cursors = {
             name: EventCursor(c, [i["name"] for i in c.contract.abi if i["type"] == "event"], None,
                               start_block=deployment.block)
@@ -81,7 +97,8 @@ class ChainIndexer:
 
     def _check_index_belongs_here(self) -> None:
         identity = {"chain_id": self.w3.eth.chain_id, "compute_pool": self.pool.address,
-                    "stake_manager": self.contracts["StakeManager"].address}
+                    "stake_manager": self.contracts["StakeManager"].address,
+                    "validator_court": self.deployment.validator_court}
         saved = self.store.get_meta("identity")
         if saved is None:
             with self.store.transaction():
@@ -116,6 +133,7 @@ class ChainIndexer:
                     self._apply(name, ordinal, event)
                     changed += 1
                 self.store.set_meta(f"cursor:{name}", cursor.state)
+            self.store.link_court_rows()
             tip = min(c.next_block for c in self.cursors.values()) - 1
             block = self.w3.eth.get_block(tip)
             self.store.set_meta("tip", [tip, block["hash"].to_0x_hex()])
@@ -134,16 +152,29 @@ class ChainIndexer:
             data["work_ids"] = self._claimed_work_ids(event.meta.tx_hash)
         meta = event.meta
         worker = data.get("worker")
+        party = next((data[f] for f in PARTY_FIELDS if isinstance(data.get(f), str)), None)
+        block_hash = "0x" + meta.block_hash.hex()
         self.store.upsert_event(EventRow(
             tx_hash="0x" + meta.tx_hash.hex(), log_index=meta.log_index, contract=contract, ordinal=ordinal,
-            name=name, block_number=meta.block_number, block_hash="0x" + meta.block_hash.hex(),
+            name=name, block_number=meta.block_number, block_hash=block_hash,
+            block_time=self._block_time(meta.block_number, block_hash),
             pool_id=data.get("pool_id"), work_id=data.get("work_id"), worker=worker.lower() if worker else None,
-            data=data,
+            party=party.lower() if party else None, data=data,
         ))
         wanted = {"PoolCreated": ("task_ref", "runspec"), "CheckpointPublished": ("manifest_digest", "manifest"),
-                  "WorkChallenged": ("evidence_digest", "evidence")}.get(name)
+                  "WorkChallenged": ("evidence_digest", "evidence"), "VerdictGiven": ("evidence_digest", "evidence"),
+                  "Disputed": ("evidence_digest", "evidence")}.get(name)
         if wanted and data[wanted[0]] != ZERO_DIGEST:
             self.store.want_object(data[wanted[0]], wanted[1])
+
+    def _block_time(self, number: int, block_hash: str) -> int:
+        """The timestamp of the block (by number and hash: a reorged height is another block)."""
+        key = (number, block_hash)
+        if key not in self._block_times:
+            if len(self._block_times) > 4096:
+                self._block_times.clear()
+            self._block_times[key] = self.w3.eth.get_block(block_hash)["timestamp"]
+        return self._block_times[key]
 
     def _claimed_work_ids(self, tx_hash: bytes) -> list[str]:
         """The work ids a claim paid, from its calldata (a claim pays all of them or reverts)."""
@@ -183,8 +214,9 @@ class ChainIndexer:
             self.store.remove_event(row.contract, row.tx_hash, row.ordinal)
             return
         lg = logs[row.ordinal]
-        self.store.move_event(row.contract, row.tx_hash, row.ordinal, lg["blockNumber"], lg["blockHash"].to_0x_hex(),
-                              lg["logIndex"])
+        block_hash = lg["blockHash"].to_0x_hex()
+        self.store.move_event(row.contract, row.tx_hash, row.ordinal, lg["blockNumber"], block_hash, lg["logIndex"],
+                              self._block_time(lg["blockNumber"], block_hash))
 
     def _tx_known(self, tx_hash: str) -> bool:
         try:

@@ -25,19 +25,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+SCHEMA_VERSION = 2
+"""`PRAGMA user_version` of the index. An index of another version is rebuilt from the chain on open (its
+event rows and cursors are dropped; the IPFS cache, which never changes, is kept)."""
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS events (
     tx_hash      TEXT NOT NULL,
     log_index    INTEGER NOT NULL,
-    contract     TEXT NOT NULL,      -- 'ComputePool' or 'StakeManager'
+    contract     TEXT NOT NULL,      -- 'ComputePool', 'StakeManager' or 'ValidatorCourt'
     ordinal      INTEGER NOT NULL,   -- position among this contract's logs in the transaction (the cursor's key)
     name         TEXT NOT NULL,
     block_number INTEGER NOT NULL,
     block_hash   TEXT NOT NULL,
-    pool_id      INTEGER,
-    work_id      TEXT,
+    block_time   INTEGER NOT NULL,   -- the block's timestamp (the clock the contracts use)
+    pool_id      INTEGER,            -- court events that name only a work: the work's pool (link_court_rows)
+    work_id      TEXT,               -- a court credit or withdrawal: the work its transaction decided
     worker       TEXT,
+    party        TEXT,               -- the validator (judge, disputer, voter, penalised party, credited) it is about
     data         TEXT NOT NULL,      -- the event's fields as JSON (amounts as decimal strings)
     PRIMARY KEY (tx_hash, log_index)
 );
@@ -45,6 +51,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS events_by_cursor_key ON events (contract, tx_h
 CREATE INDEX IF NOT EXISTS events_by_pool ON events (pool_id, name);
 CREATE INDEX IF NOT EXISTS events_by_work ON events (work_id, name);
 CREATE INDEX IF NOT EXISTS events_by_worker ON events (worker, name);
+CREATE INDEX IF NOT EXISTS events_by_party ON events (party, name);
+CREATE INDEX IF NOT EXISTS events_by_tx ON events (tx_hash);
 CREATE INDEX IF NOT EXISTS events_by_block ON events (block_number);
 CREATE TABLE IF NOT EXISTS objects (
     digest      TEXT PRIMARY KEY,    -- 0x sha256 of the raw IPFS block
@@ -58,7 +66,7 @@ CREATE VIEW IF NOT EXISTS claimed_works AS
     SELECT j.value AS work_id, c.tx_hash AS tx_hash
     FROM events c, json_each(c.data, '$.work_ids') j WHERE c.name = 'RewardsClaimed';
 CREATE VIEW IF NOT EXISTS work_status AS
-    SELECT s.work_id, s.pool_id, s.worker, s.block_number, s.tx_hash, s.log_index, s.data,
+    SELECT s.work_id, s.pool_id, s.worker, s.block_number, s.block_time, s.tx_hash, s.log_index, s.data,
       CASE
         WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = s.work_id AND v.name = 'WorkChallenged') THEN 'rejected'
         WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = s.work_id AND v.name = 'WorkExpired') THEN 'expired'
@@ -67,7 +75,22 @@ CREATE VIEW IF NOT EXISTS work_status AS
         ELSE 'pending'
       END AS status
     FROM events s WHERE s.name = 'WorkSubmitted';
+CREATE VIEW IF NOT EXISTS court_cases AS
+    SELECT s.work_id, s.pool_id, s.worker, s.block_number, s.block_time, s.tx_hash, s.log_index, s.data,
+      CASE
+        WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = s.work_id AND v.name = 'CaseVoided') THEN 'void'
+        WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = s.work_id AND v.name = 'VerdictFinal') THEN 'final'
+        WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = s.work_id AND v.name = 'Disputed') THEN 'disputed'
+        WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = s.work_id AND v.name = 'VerdictGiven') THEN 'verdict'
+        ELSE 'pending'
+      END AS state
+    FROM events s WHERE s.name = 'WorkSubmitted'
+      AND s.pool_id IN (SELECT c.pool_id FROM events c WHERE c.name = 'CourtConfigured');
 """
+
+COURT_WORK_EVENTS = ("AssignmentDrawn", "CommitteeDrawn", "VoteCommitted", "VoteRevealed", "DisputeResolved",
+                     "DisputeReopened")
+"""Court events that name a work but not its pool."""
 
 
 @dataclass(frozen=True)
@@ -81,9 +104,11 @@ class EventRow:
     name: str
     block_number: int
     block_hash: str
+    block_time: int
     pool_id: int | None
     work_id: str | None
     worker: str | None
+    party: str | None
     data: dict[str, Any]
 
 
@@ -98,7 +123,20 @@ class Store:
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA busy_timeout=10000")
+        self._migrate()
         self.db.executescript(SCHEMA)
+
+    def _migrate(self) -> None:
+        """Rebuild an index written by another schema version (the chain is the source; IPFS objects are kept)."""
+        with self.transaction():
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]
+            if version == SCHEMA_VERSION:
+                return
+            for view in ("claimed_works", "work_status", "court_cases"):
+                self.db.execute(f"DROP VIEW IF EXISTS {view}")
+            self.db.execute("DROP TABLE IF EXISTS events")
+            self.db.execute("DROP TABLE IF EXISTS meta")
+            self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def close(self) -> None:
         self.db.close()
@@ -132,16 +170,36 @@ class Store:
         self.db.execute("DELETE FROM events WHERE contract = ? AND tx_hash = ? AND ordinal = ? AND log_index != ?",
                         (row.contract, row.tx_hash, row.ordinal, row.log_index))
         self.db.execute(
-            """INSERT INTO events (tx_hash, log_index, contract, ordinal, name, block_number, block_hash, pool_id,
-                                   work_id, worker, data)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """INSERT INTO events (tx_hash, log_index, contract, ordinal, name, block_number, block_hash, block_time,
+                                   pool_id, work_id, worker, party, data)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                ON CONFLICT(tx_hash, log_index) DO UPDATE SET
                  contract = excluded.contract, ordinal = excluded.ordinal, name = excluded.name,
-                 block_number = excluded.block_number, block_hash = excluded.block_hash, pool_id = excluded.pool_id,
-                 work_id = excluded.work_id, worker = excluded.worker, data = excluded.data""",
+                 block_number = excluded.block_number, block_hash = excluded.block_hash,
+                 block_time = excluded.block_time, pool_id = excluded.pool_id, work_id = excluded.work_id,
+                 worker = excluded.worker, party = excluded.party, data = excluded.data""",
             (row.tx_hash, row.log_index, row.contract, row.ordinal, row.name, row.block_number, row.block_hash,
-             row.pool_id, row.work_id, row.worker, json.dumps(row.data)),
+             row.block_time, row.pool_id, row.work_id, row.worker, row.party, json.dumps(row.data)),
         )
+
+    def link_court_rows(self) -> None:
+        """Fill what court events leave out, from rows of the same index: the pool of an event that names only a
+        work (from the work's submission), and the work (and pool) of a credit or withdrawal from the court event
+        of the same transaction (a verdict, a finalisation or a resolution decides one work). Rows whose
+        submission is not indexed yet are filled on a later poll; the result is the same as a fresh index's."""
+        names = ", ".join(f"'{n}'" for n in COURT_WORK_EVENTS)
+        self.db.execute(f"""UPDATE events SET pool_id = (SELECT s.pool_id FROM events s WHERE s.name = 'WorkSubmitted'
+                                                         AND s.work_id = events.work_id)
+                            WHERE pool_id IS NULL AND name IN ({names})""")
+        self.db.execute("""UPDATE events SET
+                             work_id = (SELECT w.work_id FROM events w WHERE w.tx_hash = events.tx_hash
+                                        AND w.contract = 'ValidatorCourt' AND w.work_id IS NOT NULL
+                                        ORDER BY w.log_index LIMIT 1),
+                             pool_id = (SELECT w.pool_id FROM events w WHERE w.tx_hash = events.tx_hash
+                                        AND w.contract = 'ValidatorCourt' AND w.pool_id IS NOT NULL
+                                        ORDER BY w.log_index LIMIT 1)
+                           WHERE contract = 'ValidatorCourt' AND name IN ('Credited', 'Withdrawn')
+                             AND (work_id IS NULL OR pool_id IS NULL)""")
 
     def remove_event(self, contract: str, tx_hash: str, ordinal: int) -> int:
         """Delete the event with this cursor key (its block left the chain); returns rows deleted."""
@@ -149,11 +207,11 @@ class Store:
                                (contract, tx_hash, ordinal)).rowcount
 
     def move_event(self, contract: str, tx_hash: str, ordinal: int, block_number: int, block_hash: str,
-                   log_index: int) -> None:
+                   log_index: int, block_time: int) -> None:
         """Record that a re-included transaction's event now lives in another block."""
-        self.db.execute("UPDATE events SET block_number = ?, block_hash = ?, log_index = ? "
+        self.db.execute("UPDATE events SET block_number = ?, block_hash = ?, log_index = ?, block_time = ? "
                         "WHERE contract = ? AND tx_hash = ? AND ordinal = ?",
-                        (block_number, block_hash, log_index, contract, tx_hash, ordinal))
+                        (block_number, block_hash, log_index, block_time, contract, tx_hash, ordinal))
 
     def blocks_since(self, block_number: int) -> list[tuple[int, str]]:
         """Distinct (number, hash) of blocks holding indexed events, newest first."""
@@ -174,7 +232,8 @@ class Store:
     @staticmethod
     def _row(r: sqlite3.Row) -> EventRow:
         return EventRow(r["tx_hash"], r["log_index"], r["contract"], r["ordinal"], r["name"], r["block_number"],
-                        r["block_hash"], r["pool_id"], r["work_id"], r["worker"], json.loads(r["data"]))
+                        r["block_hash"], r["block_time"], r["pool_id"], r["work_id"], r["worker"], r["party"],
+                        json.loads(r["data"]))
 
     def select(self, sql: str, params: tuple = ()) -> list[dict[str, Any]]:
         """Rows of a read query as dicts, with the `data` column decoded."""

@@ -7,7 +7,6 @@ so the explorer never re-implements contract arithmetic. Amounts are decimal str
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from dataclasses import fields
@@ -15,44 +14,13 @@ from typing import Any
 
 from web3 import Web3
 
-from dashboard.chain_source import ComputePool, Deployment, Reason, StakeManager, cid_to_digest, decode_pool
+from dashboard.chain_source import ComputePool, Deployment, StakeManager, ValidatorCourt, cid_to_digest, decode_pool
+from dashboard.common import STATUSES, BadId, NotFound, address_of, page, reason_name, work_id_of
+from dashboard.court import PENALTY_WHY, VOID_WHY, CourtViews, credit_kind, percentile
+from dashboard.evidence import checks_passed, explain
 from dashboard.store import Store
 
-STATUSES = ("pending", "accepted", "rejected", "paid", "expired")
-_WORK_ID = re.compile(r"^0x[0-9a-fA-F]{64}$")
-_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
-
-
-class NotFound(LookupError):
-    """An unknown pool, worker, work or object (HTTP 404)."""
-
-
-class BadId(ValueError):
-    """A malformed id in the request (HTTP 400)."""
-
-
-def page(items: list, total: int, offset: int, limit: int) -> dict[str, Any]:
-    return {"items": items, "total": total, "offset": offset, "limit": limit}
-
-
-def reason_name(code: int) -> str:
-    try:
-        return Reason(code).name
-    except ValueError:
-        return f"UNKNOWN_{code}"
-
-
-def work_id_of(text: str) -> str:
-    if not _WORK_ID.match(text):
-        raise BadId(f"{text!r} is not a work id (0x and 64 hex digits)")
-    return text.lower()
-
-
-def address_of(text: str) -> str:
-    if not _ADDRESS.match(text):
-        raise BadId(f"{text!r} is not an address (0x and 40 hex digits)")
-    return text.lower()
-
+__all__ = ["BadId", "Explorer", "LiveChain", "NotFound", "STATUSES", "address_of", "page", "reason_name", "work_id_of"]
 
 class LiveChain:
     """Cached live reads (one second): pool state and stake, None while the RPC is unreachable."""
@@ -60,6 +28,7 @@ class LiveChain:
     def __init__(self, w3: Web3, deployment: Deployment, ttl_s: float = 1.0):
         self.pool = ComputePool(w3, deployment.compute_pool)
         self.stake = StakeManager(w3, deployment.stake_manager)
+        self.court = ValidatorCourt(w3, deployment.validator_court) if deployment.validator_court else None
         self.w3 = w3
         self.ttl_s = ttl_s
         self._cache: dict[tuple, tuple[float, Any]] = {}
@@ -91,6 +60,57 @@ class LiveChain:
             return {k: str(v) if isinstance(v, bytes) else v for k, v in view.items()}
         return self._cached(("pool", pool_id), read)
 
+    def now(self) -> int | None:
+        """The chain's clock: the newest block's timestamp."""
+        return self._cached(("now",), lambda: self.w3.eth.get_block("latest")["timestamp"])
+
+    def block_hash(self, number: int) -> str | None:
+        """The hash of block `number` (None if it does not exist yet or the RPC is down)."""
+        def read() -> str | None:
+            if number > self.w3.eth.block_number:
+                return None
+            return self.w3.eth.get_block(number)["hash"].to_0x_hex()
+        return self._cached(("block", number), read)
+
+    def member(self, pool_id: int, worker: str) -> dict[str, Any] | None:
+        def read() -> dict[str, Any]:
+            m = self.pool.get_member(pool_id, Web3.to_checksum_address(worker))
+            return {"member": m.member, "next_nonce": m.next_nonce, "open_works": m.open_works,
+                    "allocation": str(m.allocation), "required": str(m.required)}
+        return self._cached(("member", pool_id, worker), read)
+
+    def court_validator(self, pool_id: int, validator: str) -> dict[str, Any] | None:
+        """`ValidatorCourt.getValidator`: locked and reserved stake (free = locked − reserved)."""
+        if self.court is None:
+            return None
+        def read() -> dict[str, Any]:
+            v = self.court.get_validator(pool_id, Web3.to_checksum_address(validator))
+            return {"index": v.index, "registered_at": v.registered_at, "deregistered_at": v.deregistered_at,
+                    "locked": str(v.locked), "reserved": str(v.reserved), "free": str(v.locked - v.reserved)}
+        return self._cached(("court_validator", pool_id, validator), read)
+
+    def court_account(self, validator: str) -> dict[str, Any] | None:
+        """A validator's court-wide figures: credits not yet withdrawn, stake the court holds locked, free stake."""
+        if self.court is None:
+            return None
+        def read() -> dict[str, Any]:
+            address = Web3.to_checksum_address(validator)
+            return {"credits": str(self.court.credits(address)),
+                    "court_locked": str(self.stake.locked_of(self.court.address, address)),
+                    "bonded": str(self.stake.bonded_of(address))}
+        return self._cached(("court_account", validator), read)
+
+    def fee_budget(self, pool_id: int) -> str | None:
+        if self.court is None:
+            return None
+        return self._cached(("fee_budget", pool_id), lambda: str(self.court.fee_budget(pool_id)))
+
+    def assigned(self, work_id: str) -> str | None:
+        """`ValidatorCourt.assignedValidator` (zero: not drawn yet, none in the case's set, or past the horizon)."""
+        if self.court is None:
+            return None
+        return self._cached(("assigned", work_id), lambda: self.court.assigned_validator(bytes.fromhex(work_id[2:])))
+
     def stake_of(self, worker: str) -> dict[str, Any] | None:
         def read() -> dict[str, Any]:
             address = Web3.to_checksum_address(worker)
@@ -101,8 +121,14 @@ class LiveChain:
         return self._cached(("stake", worker), read)
 
 
-class Explorer:
-    """The explorer's read model over one index and one chain."""
+CURVE_FIELDS = ("reward", "batch_reward", "accuracy", "clipped_fraction", "staleness_mean", "staleness_max", "loss",
+                "is_weight_mean", "is_weight_max", "is_weight_min", "is_truncated_fraction", "mean_ratio",
+                "files_consumed", "rejected_files", "kl", "entropy")
+"""The metrics every curve point carries (None when the trainer did not publish them); other numbers pass."""
+
+
+class Explorer(CourtViews):
+    """The explorer's read model over one index and one chain (the court's views: dashboard/court.py)."""
 
     def __init__(self, store: Store, live: LiveChain):
         self.store = store
@@ -139,7 +165,88 @@ class Explorer:
         summary["run_spec"] = spec["body"] if spec else None
         summary["slashed_total"] = str(sum(int(r["data"]["amount"]) for r in self._slash_rows(pool_id)))
         summary["validators"] = [v["validator"] for v in self._validators(pool_id) if v["allowed"]]
+        summary["court"] = self._court_params(pool_id) is not None
         return summary
+
+    def pool_stats(self, pool_id: int) -> dict[str, Any]:
+        """What a pool owner watches: budget, fee budget and reserved rewards (live), throughput, verdict and
+        finality latency (p50/p99 from block times), backlog, the share of judged work that was rejected,
+        disputes and money out (rewards claimed, fees paid, slashes)."""
+        self._pool_row(pool_id)
+        court = self._court_params(pool_id) is not None
+        subs = self.store.select("SELECT work_id, block_time, status, json_extract(data, '$.n_samples') AS n "
+                                 "FROM work_status WHERE pool_id = ? ORDER BY block_time", (pool_id,))
+        submitted_at = {r["work_id"]: r["block_time"] for r in subs}
+        first = {}
+        for r in self.store.select(
+                "SELECT work_id, name, MIN(block_time) AS t FROM events WHERE pool_id = ? AND name IN "
+                "('VerdictGiven', 'VerdictFinal', 'WorkAccepted', 'WorkChallenged') GROUP BY work_id, name",
+                (pool_id,)):
+            first[(r["work_id"], r["name"])] = r["t"]
+        verdict_names = ("VerdictGiven",) if court else ("WorkAccepted", "WorkChallenged")
+        final_names = ("WorkAccepted", "WorkChallenged")
+        def latencies(names: tuple[str, ...]) -> list[int]:
+            out = []
+            for w, t0 in submitted_at.items():
+                times = [first[(w, n)] for n in names if (w, n) in first]
+                if times:
+                    out.append(min(times) - t0)
+            return out
+        verdict, final = latencies(verdict_names), latencies(final_names)
+        counts = {s: 0 for s in STATUSES}
+        for r in subs:
+            counts[r["status"]] += 1
+        judged = counts["accepted"] + counts["paid"] + counts["rejected"]
+        span = (subs[-1]["block_time"] - subs[0]["block_time"]) if len(subs) > 1 else 0
+        per_min = lambda x: None if span <= 0 else round(60.0 * x / span, 3)  # noqa: E731
+        samples = sum(r["n"] or 0 for r in subs)
+        accepted_samples = sum(r["n"] or 0 for r in subs if r["status"] in ("accepted", "paid"))
+        state = self.live.pool_state(pool_id) or {}
+        paid_samples = sum(r["n"] or 0 for r in subs if r["status"] == "paid")
+        out = {
+            "pool_id": pool_id, "budget": state.get("budget"), "reserved": state.get("reserved"),
+            "fee_budget": self.live.fee_budget(pool_id) if court else None,
+            "submissions": len(subs), "samples": samples, "accepted_samples": accepted_samples, "span_s": span,
+            "throughput": {"submissions_per_min": per_min(len(subs)), "samples_per_min": per_min(samples),
+                           "accepted_samples_per_min": per_min(accepted_samples)},
+            "verdict_latency_s": {"n": len(verdict), "p50": percentile(verdict, 50), "p99": percentile(verdict, 99)},
+            "finality_latency_s": {"n": len(final), "p50": percentile(final, 50), "p99": percentile(final, 99)},
+            "backlog": {"awaiting_verdict": sum(1 for r in subs if r["status"] == "pending" and not any(
+                            (r["work_id"], n) in first for n in verdict_names)),
+                        "awaiting_finality": counts["pending"]},
+            "status": counts, "adversary_rate": None if judged == 0 else round(counts["rejected"] / judged, 4),
+            "rewards_paid": None if "reward_per_sample" not in state else str(paid_samples
+                                                                              * int(state["reward_per_sample"])),
+            "slashed_total": str(sum(int(r["data"]["amount"]) for r in self._slash_rows(pool_id))),
+        }
+        if court:
+            c = self.court(pool_id)
+            out |= {"cases": c["cases"], "disputes": c["disputes"], "fees_paid": c["fees_paid"],
+                    "validator_penalties": c["penalties_total"],
+                    "backlog": {"awaiting_verdict": c["cases"]["pending"],
+                                "awaiting_finality": c["cases"]["verdict"] + c["cases"]["disputed"]}}
+        return out
+
+    def trainer(self, pool_id: int) -> dict[str, Any]:
+        """The trainer's view: the learning curve (reward, held-out accuracy, staleness, importance-sampling
+        statistics) with what it consumed next to what the pool accepted by each checkpoint."""
+        row = self._pool_row(pool_id)
+        points = self.curve(pool_id, 0, 1_000_000)["items"]
+        blocks = {c["step"]: c["block"] for c in self.checkpoints(pool_id, 0, 1_000_000)["items"]}
+        verdicts = self.store.select("SELECT block_number, name FROM events WHERE pool_id = ? AND name IN "
+                                     "('WorkAccepted', 'WorkChallenged')", (pool_id,))
+        consumed = 0
+        for p in points:
+            consumed += p.get("files_consumed") or 0
+            block = blocks.get(p["step"], 0)
+            p["consumed_total"] = consumed
+            p["accepted_by_then"] = sum(1 for v in verdicts if v["name"] == "WorkAccepted" and v["block_number"] <= block)
+            p["rejected_by_then"] = sum(1 for v in verdicts if v["name"] == "WorkChallenged"
+                                        and v["block_number"] <= block)
+        return {"pool_id": pool_id, "trainer": row["data"]["trainer"], "points": points,
+                "latest_step": max(blocks, default=None), "consumed_total": consumed,
+                "accepted_total": sum(1 for v in verdicts if v["name"] == "WorkAccepted"),
+                "rejected_total": sum(1 for v in verdicts if v["name"] == "WorkChallenged")}
 
     def checkpoints(self, pool_id: int, offset: int, limit: int) -> dict[str, Any]:
         self._pool_row(pool_id)
@@ -168,10 +275,10 @@ class Explorer:
             if obj is None or obj["body"] is None:
                 continue
             m = obj["body"]
-            points.append({"step": c["step"], "reward": m.get("reward"), "batch_reward": m.get("batch_reward"),
-                           "accuracy": m.get("accuracy"), "clipped_fraction": m.get("clipped_fraction"),
-                           "staleness_mean": m.get("staleness_mean"), "staleness_max": m.get("staleness_max"),
-                           "loss": m.get("loss"), "metrics_cid": metrics_cid})
+            point = {k: m.get(k) for k in CURVE_FIELDS}
+            point |= {k: v for k, v in m.items() if k not in point and isinstance(v, (int, float))
+                      and not isinstance(v, bool)}
+            points.append(point | {"step": c["step"], "metrics_cid": metrics_cid})
         return page(points[offset:offset + limit], len(points), offset, limit)
 
     def _members(self, pool_id: int) -> dict[str, dict[str, Any]]:
@@ -223,8 +330,8 @@ class Explorer:
                                     "'WorkChallenged') ORDER BY block_number DESC LIMIT 1", (r["work_id"],))
         out = {"work_id": r["work_id"], "pool_id": r["pool_id"], "worker": r["data"]["worker"],
                "step": r["data"]["step"], "n_samples": r["data"]["n_samples"], "status": r["status"],
-               "block": r["block_number"], "tx_hash": r["tx_hash"], "reason": None, "evidence_digest": None,
-               "validator": None}
+               "block": r["block_number"], "time": r.get("block_time"), "tx_hash": r["tx_hash"], "reason": None,
+               "evidence_digest": None, "validator": None, "case_state": None, "judge": None}
         if verdict:
             v = verdict[0]["data"]
             out["validator"] = v["validator"]
@@ -232,6 +339,25 @@ class Explorer:
                 out["reason"] = reason_name(v["reason_code"])
                 out["evidence_digest"] = v["evidence_digest"]
                 out["slashed"] = v["slashed"]
+        case = self.store.select("SELECT state FROM court_cases WHERE work_id = ?", (r["work_id"],))
+        if case:  # a court pool: the validator that judged (the pool only sees the court), and the case's state
+            out["case_state"] = case[0]["state"]
+            given = self.store.select("SELECT data FROM events WHERE work_id = ? AND name IN ('VerdictGiven', "
+                                      "'VerdictFinal') ORDER BY block_number DESC, log_index DESC LIMIT 1",
+                                      (r["work_id"],))
+            if given:
+                out["judge"] = given[0]["data"]["judge"]
+            if out["reason"] == "DISPUTE":  # the challenge a committee decided: its evidence is the dispute's
+                disputed = self.store.select("SELECT data FROM events WHERE work_id = ? AND name = 'Disputed' "
+                                             "ORDER BY block_number DESC LIMIT 1", (r["work_id"],))
+                if disputed:
+                    out["evidence_digest"] = disputed[0]["data"]["evidence_digest"]
+            elif out["evidence_digest"] is None and out["status"] == "pending":
+                first = self.store.select("SELECT data FROM events WHERE work_id = ? AND name = 'VerdictGiven'",
+                                          (r["work_id"],))
+                if first and not first[0]["data"]["accepted"]:  # challenged, not final yet
+                    out["reason"] = reason_name(first[0]["data"]["reason_code"])
+                    out["evidence_digest"] = first[0]["data"]["evidence_digest"]
         return out
 
     def submissions(self, pool_id: int, status: str | None, offset: int, limit: int) -> dict[str, Any]:
@@ -262,19 +388,29 @@ class Explorer:
         return page(items, total, offset, limit)
 
     def _slash_rows(self, pool_id: int) -> list[dict[str, Any]]:
-        # Slashed comes from the StakeManager, which knows no pools: the challenge in the same
-        # transaction names the pool.
-        return self.store.select("SELECT * FROM events WHERE name = 'Slashed' AND tx_hash IN (SELECT tx_hash FROM "
-                                 "events WHERE name = 'WorkChallenged' AND pool_id = ?) "
-                                 "ORDER BY block_number DESC, log_index DESC", (pool_id,))
+        # Slashed comes from the StakeManager, which knows no pools: the challenge in the same transaction names
+        # the pool and the worker (a court resolution slashes the overturned judge in the same transaction: the
+        # ComputePool's slash of the worker is the one whose slasher is the pool).
+        pool = self.live.pool.address.lower()
+        rows = self.store.select(
+            "SELECT s.*, c.work_id AS challenged_work, json_extract(c.data, '$.reason_code') AS reason_code, "
+            "json_extract(c.data, '$.evidence_digest') AS evidence_digest FROM events s JOIN events c "
+            "ON c.tx_hash = s.tx_hash AND c.name = 'WorkChallenged' AND c.pool_id = ? WHERE s.name = 'Slashed' "
+            "ORDER BY s.block_number DESC, s.log_index DESC", (pool_id,))
+        return [r for r in rows if r["data"]["slasher"].lower() == pool]
+
+    def _slash_item(self, r: dict[str, Any]) -> dict[str, Any]:
+        sub = self._submission(self.store.select("SELECT * FROM work_status WHERE work_id = ?",
+                                                 (r["challenged_work"],))[0])
+        return {"worker": r["data"]["worker"], "challenger": r["data"]["challenger"], "amount": r["data"]["amount"],
+                "bounty": r["data"]["bounty"], "block": r["block_number"], "time": r["block_time"],
+                "tx_hash": r["tx_hash"], "work_id": r["challenged_work"], "pool_id": sub["pool_id"],
+                "reason": sub["reason"], "evidence_digest": sub["evidence_digest"], "judge": sub["judge"]}
 
     def slashes(self, pool_id: int, offset: int, limit: int) -> dict[str, Any]:
         self._pool_row(pool_id)
         rows = self._slash_rows(pool_id)
-        items = [{"worker": r["data"]["worker"], "challenger": r["data"]["challenger"], "amount": r["data"]["amount"],
-                  "bounty": r["data"]["bounty"], "block": r["block_number"],
-                  "tx_hash": r["tx_hash"]} for r in rows[offset:offset + limit]]
-        return page(items, len(rows), offset, limit)
+        return page([self._slash_item(r) for r in rows[offset:offset + limit]], len(rows), offset, limit)
 
     def claims(self, pool_id: int, offset: int, limit: int) -> dict[str, Any]:
         self._pool_row(pool_id)
@@ -283,32 +419,44 @@ class Explorer:
             "JOIN events s ON s.work_id = c.work_id AND s.name = 'WorkSubmitted' WHERE s.pool_id = ?) "
             "ORDER BY block_number DESC, log_index DESC", (pool_id,))
         items = [{"worker": r["data"]["worker"], "amount": r["data"]["amount"], "works": len(r["data"]["work_ids"]),
-                  "work_ids": r["data"]["work_ids"], "block": r["block_number"], "tx_hash": r["tx_hash"]}
+                  "work_ids": r["data"]["work_ids"], "block": r["block_number"], "time": r["block_time"],
+                  "tx_hash": r["tx_hash"]}
                  for r in rows[offset:offset + limit]]
         return page(items, len(rows), offset, limit)
 
     # -------------------------------------------------------------- workers and works
 
     def worker(self, address: str) -> dict[str, Any]:
+        """A worker: stake (free, per pool allocation, unbonding: live), submissions by verdict, open works,
+        rewards owed (accepted, unpaid), claimable (their reward lock has passed) and claimed, and every slash
+        with the reason and evidence of the challenge that took it."""
         worker = address_of(address)
         if not self.store.scalar("SELECT 1 FROM events WHERE worker = ? LIMIT 1", (worker,)):
             raise NotFound(f"unknown worker {address}")
         by_status = {s: 0 for s in STATUSES} | {r["status"]: r["n"] for r in self.store.select(
             "SELECT status, COUNT(*) AS n FROM work_status WHERE worker = ? GROUP BY status", (worker,))}
-        owed = 0
-        for r in self.store.select("SELECT pool_id, SUM(json_extract(data, '$.n_samples')) AS samples FROM work_status "
-                                   "WHERE worker = ? AND status = 'accepted' GROUP BY pool_id", (worker,)):
+        owed = claimable = 0
+        now = self.live.now()
+        for r in self.store.select("SELECT pool_id, block_time, json_extract(data, '$.n_samples') AS samples "
+                                   "FROM work_status WHERE worker = ? AND status = 'accepted'", (worker,)):
             state = self.live.pool_state(r["pool_id"])
             if state is not None:
-                owed += int(r["samples"]) * int(state["reward_per_sample"])
+                reward = int(r["samples"]) * int(state["reward_per_sample"])
+                owed += reward
+                if now is not None and now >= r["block_time"] + state["reward_lock_s"]:
+                    claimable += reward
         claimed = sum(int(r["data"]["amount"]) for r in self.store.select(
             "SELECT data FROM events WHERE name = 'RewardsClaimed' AND worker = ?", (worker,)))
-        slashed = sum(int(r["data"]["amount"]) for r in self.store.select(
-            "SELECT data FROM events WHERE name = 'Slashed' AND worker = ?", (worker,)))
         pools = [r["pool_id"] for r in self.store.select(
             "SELECT DISTINCT pool_id FROM events WHERE worker = ? AND name = 'WorkerJoined' ORDER BY pool_id", (worker,))]
+        slashes = [self._slash_item(r) for p in pools for r in self._slash_rows(p) if r["worker"] == worker]
+        open_works = [self._submission(r) for r in self.store.select(
+            "SELECT * FROM work_status WHERE worker = ? AND status IN ('pending', 'accepted') "
+            "ORDER BY block_number DESC, log_index DESC LIMIT 100", (worker,))]
         return {"worker": Web3.to_checksum_address(worker), "pools": pools, "stake": self.live.stake_of(worker),
-                "submissions": by_status, "owed": str(owed), "claimed": str(claimed), "slashed": str(slashed)}
+                "members": {str(p): self.live.member(p, worker) for p in pools},
+                "submissions": by_status, "owed": str(owed), "claimable": str(claimable), "claimed": str(claimed),
+                "slashed": str(sum(int(x["amount"]) for x in slashes)), "slashes": slashes, "open_works": open_works}
 
     def worker_submissions(self, address: str, status: str | None, offset: int, limit: int) -> dict[str, Any]:
         self.worker(address)
@@ -321,18 +469,108 @@ class Explorer:
         return page([self._submission(r) for r in rows], total, offset, limit)
 
     def work(self, work_id: str) -> dict[str, Any]:
+        """A submission with its verdict, the reason readable (the evidence document explained, or for an
+        accepted work the checks it passed and the completions they ran on), its court case and its timeline."""
         wid = work_id_of(work_id)
         rows = self.store.select("SELECT * FROM work_status WHERE work_id = ?", (wid,))
         if not rows:
             raise NotFound(f"unknown work {work_id}")
         out = self._submission(rows[0])
         out["evidence"] = self.evidence(out["evidence_digest"]) if out["evidence_digest"] else None
+        out["explanation"] = explain(out["evidence"]["document"], wid) if out["evidence"] and \
+            out["evidence"]["document"] is not None else None
+        state = self.live.pool_state(out["pool_id"])
+        out["checks"] = None
+        if out["status"] in ("accepted", "paid") and state is not None:
+            out["checks"] = checks_passed(out["n_samples"], state["spot_check_bps"], wid,
+                                          self.live.block_hash(out["block"] + 1), out["block"])
+        if out["case_state"] is not None:
+            out["case"] = self.case(wid)
+            for d in out["case"]["disputes"]:  # a dispute's own evidence, explained
+                ev = self.store.object(d["evidence_digest"])
+                d["evidence"] = None if ev is None or ev["body"] is None else explain(ev["body"], wid)
+        out["timeline"] = self.timeline(wid)
+        return out
+
+    def timeline(self, work_id: str) -> list[dict[str, Any]]:
+        """Every event of a work from its submission to its payment, slash or expiry, in chain order, each
+        with who acted and what it means."""
+        wid = work_id_of(work_id)
+        rows = self.store.select("SELECT * FROM events WHERE work_id = ? ORDER BY block_number, log_index", (wid,))
+        if not rows:
+            raise NotFound(f"unknown work {work_id}")
+        sub = next((r for r in rows if r["name"] == "WorkSubmitted"), rows[0])
+        challenged = [r["tx_hash"] for r in rows if r["name"] == "WorkChallenged"]
+        pool = self.live.pool.address.lower()
+        extra = [r for tx in challenged for r in self.store.select(
+            "SELECT * FROM events WHERE tx_hash = ? AND name = 'Slashed'", (tx,))
+            if r["data"]["slasher"].lower() == pool]
+        extra += self.store.select("SELECT e.* FROM claimed_works c JOIN events e ON e.tx_hash = c.tx_hash AND "
+                                   "e.name = 'RewardsClaimed' WHERE c.work_id = ?", (wid,))
+        txs = self._tx_rows({r["tx_hash"] for r in rows if r["name"] == "Credited"})
+        out = []
+        for r in sorted(rows + extra, key=lambda r: (r["block_number"], r["log_index"])):
+            out.append({"event": r["name"], "block": r["block_number"], "time": r["block_time"],
+                        "after_s": r["block_time"] - sub["block_time"], "tx_hash": r["tx_hash"],
+                        "who": r["party"] or r["worker"], "text": describe(r, txs)})
         return out
 
     def evidence(self, digest: str) -> dict[str, Any]:
-        """A challenge's evidence document as the validator put it on IPFS (fetched by the indexer)."""
+        """A challenge's (or a dispute's) evidence document as the validator put it on IPFS (fetched by the
+        indexer), and what it says, explained."""
         d = work_id_of(digest)  # same shape: 0x + 32 bytes
         obj = self.store.object(d)
         if obj is None or obj["kind"] != "evidence":
             raise NotFound(f"no challenge names evidence {digest}")
-        return {"digest": d, "document": obj["body"], "available": obj["body"] is not None, "error": obj["error"]}
+        body = obj["body"]
+        return {"digest": d, "document": body, "available": body is not None, "error": obj["error"],
+                "explanation": None if body is None else explain(body, body.get("work_id") if isinstance(body, dict)
+                                                                  else None)}
+
+
+def _tokens(amount: str | int) -> str:
+    value = int(amount)
+    return f"{value // 10**18}.{value % 10**18 * 10**4 // 10**18:04d}"
+
+
+def describe(r: dict[str, Any], txs: dict[str, list[dict[str, Any]]]) -> str:
+    """One line for a timeline entry."""
+    d, name = r["data"], r["name"]
+    if name == "WorkSubmitted":
+        return f"{d['worker']} submitted {d['n_samples']} samples for step {d['step']} (nonce {d['nonce']})"
+    if name == "AssignmentDrawn":
+        return f"assigned to {d['validator']}"
+    if name == "VerdictGiven":
+        what = "attested" if d["accepted"] else f"challenged it ({reason_name(d['reason_code'])})"
+        return f"{d['judge']} {what}: the first verdict"
+    if name == "Disputed":
+        return f"{d['disputer']} disputed the verdict, locking its dispute bond"
+    if name == "CommitteeDrawn":
+        return f"committee drawn: {', '.join(d['committee'])}"
+    if name == "VoteCommitted":
+        return f"{d['voter']} committed a vote"
+    if name == "VoteRevealed":
+        return f"{d['voter']} revealed: work {'valid' if d['work_valid'] else 'invalid'}"
+    if name == "DisputeResolved":
+        verdict = "overturned" if d["overturned"] else "upheld"
+        return f"dispute resolved {d['votes_valid']}–{d['votes_invalid']} (valid–invalid): the verdict is {verdict}"
+    if name == "ValidatorPenalized":
+        return f"{d['party']} lost {_tokens(d['amount'])} ({PENALTY_WHY.get(d['why'], d['why'])})"
+    if name == "Credited":
+        return f"{d['to']} credited {_tokens(d['amount'])} ({credit_kind(r, txs.get(r['tx_hash'], [r]))})"
+    if name == "VerdictFinal":
+        return (f"final: {'accepted' if d['accepted'] else 'challenged'}; verdict fee {_tokens(d['fee'])} "
+                f"to {d['judge']}")
+    if name == "CaseVoided":
+        return f"case void: {VOID_WHY.get(d['why'], d['why'])}"
+    if name == "WorkAccepted":
+        return "accepted in the pool: its reward is owed to the worker"
+    if name == "WorkChallenged":
+        return f"rejected in the pool ({reason_name(d['reason_code'])}): the worker is slashed {_tokens(d['slashed'])}"
+    if name == "Slashed":
+        return f"{d['worker']} slashed {_tokens(d['amount'])}, bounty {_tokens(d['bounty'])} to {d['challenger']}"
+    if name == "WorkExpired":
+        return "expired: nobody's verdict reached the pool in its challenge window; the reward went back"
+    if name == "RewardsClaimed":
+        return f"paid: {d['worker']} claimed {_tokens(d['amount'])} for {len(d.get('work_ids', []))} works"
+    return name

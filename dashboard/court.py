@@ -1,0 +1,521 @@
+"""The court's side of the explorer: cases, disputes, committees, votes, validators' bonds, penalties and fees.
+
+Everything here is derived from the ValidatorCourt's events in the index (and the StakeManager's and the
+ComputePool's of the same transactions), so it follows reorgs as the index does; the values the court computes
+and keeps (a validator's locked and reserved stake, its credits, a pool's fee budget) are also read live from
+its getters, and `locked_from_events` next to the live `locked` shows that the two agree. No contract
+arithmetic is re-implemented beyond adding up what events say was moved.
+
+Penalty reasons (`ValidatorPenalized.why`) and void reasons (`CaseVoided.why`) are the contract's codes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eth_utils import keccak
+from web3 import Web3
+
+from dashboard.common import NotFound, address_of, page, reason_name, work_id_of
+
+PENALTY_WHY = {1: "wrong verdict", 2: "lost dispute", 3: "no vote revealed", 4: "silence (assigned, no verdict)",
+               5: "voted with the minority"}
+VOID_WHY = {1: "nobody judged within the verdict window", 2: "no committee member revealed a vote"}
+CASE_STATES = ("pending", "verdict", "disputed", "final", "void")
+ZERO_ADDRESS = "0x" + "00" * 20
+HORIZON = 256
+"""Blocks back that `blockhash` reaches."""
+
+
+def _at(r: dict[str, Any]) -> dict[str, Any]:
+    return {"block": r["block_number"], "time": r["block_time"], "tx_hash": r["tx_hash"]}
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (None for no values)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))
+    return ordered[int(rank) - 1]
+
+
+def credit_kind(credit: dict[str, Any], tx_rows: list[dict[str, Any]]) -> str:
+    """What a `Credited` was for, from the court events of its transaction (DisputeSettlement credits the
+    dispute pot's shares before `DisputeResolved`; `_finalize` credits the verdict fee before `VerdictFinal` and a
+    challenge's bounty after it; a stand-in's verdict credits the silent assignee's penalty)."""
+    names = {r["name"]: r["log_index"] for r in tx_rows if r["contract"] == "ValidatorCourt"}
+    at = credit["log_index"]
+    if "VerdictGiven" in names:
+        return "stand-in"
+    if "DisputeResolved" in names and at < names["DisputeResolved"]:
+        return "dispute share"
+    if "VerdictFinal" in names:
+        return "verdict fee" if at < names["VerdictFinal"] else "bounty"
+    return "credit"
+
+
+class CourtViews:
+    """Mixed into `dashboard.views.Explorer` (which provides `store`, `live` and `_pool_row`)."""
+
+    # -------------------------------------------------------------- helpers
+
+    @property
+    def court_address(self) -> str | None:
+        court = self.live.court
+        return court.address.lower() if court is not None else None
+
+    def _court_params(self, pool_id: int) -> dict[str, Any] | None:
+        rows = self.store.select("SELECT data FROM events WHERE name = 'CourtConfigured' AND pool_id = ?", (pool_id,))
+        return rows[0]["data"]["params"] if rows else None
+
+    def _params_or_404(self, pool_id: int) -> dict[str, Any]:
+        self._pool_row(pool_id)
+        params = self._court_params(pool_id)
+        if params is None:
+            raise NotFound(f"pool {pool_id} is not judged by the ValidatorCourt")
+        return params
+
+    def _tx_rows(self, tx_hashes: set[str]) -> dict[str, list[dict[str, Any]]]:
+        if not tx_hashes:
+            return {}
+        marks = ",".join("?" * len(tx_hashes))
+        out: dict[str, list[dict[str, Any]]] = {}
+        for r in self.store.select(f"SELECT * FROM events WHERE tx_hash IN ({marks}) ORDER BY log_index",
+                                   tuple(tx_hashes)):
+            out.setdefault(r["tx_hash"], []).append(r)
+        return out
+
+    def _credits(self, where: str, params: tuple) -> list[dict[str, Any]]:
+        """Credited rows matching `where`, each with its `kind`."""
+        rows = self.store.select(f"SELECT * FROM events WHERE name = 'Credited' AND contract = 'ValidatorCourt' "
+                                 f"AND {where} ORDER BY block_number, log_index", params)
+        txs = self._tx_rows({r["tx_hash"] for r in rows})
+        return [{"to": r["data"]["to"], "amount": r["data"]["amount"], "kind": credit_kind(r, txs[r["tx_hash"]]),
+                 "work_id": r["work_id"], "pool_id": r["pool_id"], **_at(r)} for r in rows]
+
+    # -------------------------------------------------------------- a pool's court
+
+    def court(self, pool_id: int) -> dict[str, Any]:
+        """A court pool's rules, fee budget, cases by state, disputes, fees paid and penalties."""
+        params = self._params_or_404(pool_id)
+        states = {s: 0 for s in CASE_STATES} | {r["state"]: r["n"] for r in self.store.select(
+            "SELECT state, COUNT(*) AS n FROM court_cases WHERE pool_id = ? GROUP BY state", (pool_id,))}
+        resolved = self.store.select("SELECT data FROM events WHERE name = 'DisputeResolved' AND pool_id = ?",
+                                     (pool_id,))
+        disputes = self.store.scalar("SELECT COUNT(*) FROM events WHERE name = 'Disputed' AND pool_id = ?", (pool_id,))
+        penalties: dict[str, int] = {}
+        for r in self.store.select("SELECT data FROM events WHERE name = 'ValidatorPenalized' AND pool_id = ?",
+                                   (pool_id,)):
+            why = PENALTY_WHY.get(r["data"]["why"], f"why {r['data']['why']}")
+            penalties[why] = penalties.get(why, 0) + int(r["data"]["amount"])
+        fees = sum(int(r["data"]["fee"]) for r in self.store.select(
+            "SELECT data FROM events WHERE name = 'VerdictFinal' AND pool_id = ?", (pool_id,)))
+        funded = sum(int(r["data"]["amount"]) for r in self.store.select(
+            "SELECT data FROM events WHERE name = 'FeesFunded' AND pool_id = ?", (pool_id,)))
+        validators = self._court_validator_addresses(pool_id)
+        active = sum(1 for v in validators if self._registration(pool_id, v)["registered"])
+        exit_delay = sum(params[k] for k in ("activation_delay", "verdict_window", "dispute_window", "commit_period",
+                                             "reveal_period"))
+        return {"pool_id": pool_id, "court": self.live.court.address if self.live.court else None, "params": params,
+                "exit_delay_s": exit_delay, "fee_budget": self.live.fee_budget(pool_id), "fees_funded": str(funded),
+                "fees_paid": str(fees), "cases": states,
+                "disputes": {"total": disputes, "open": disputes - len(resolved),
+                             "overturned": sum(r["data"]["overturned"] for r in resolved),
+                             "upheld": sum(not r["data"]["overturned"] and
+                                           r["data"]["votes_valid"] + r["data"]["votes_invalid"] > 0 for r in resolved),
+                             "void": sum(r["data"]["votes_valid"] + r["data"]["votes_invalid"] == 0 for r in resolved)},
+                "validators": {"registered": active, "ever": len(validators)},
+                "penalties": {k: str(v) for k, v in penalties.items()}, "penalties_total": str(sum(penalties.values()))}
+
+    def cases(self, pool_id: int, state: str | None, offset: int, limit: int) -> dict[str, Any]:
+        self._params_or_404(pool_id)
+        where, params = "WHERE pool_id = ?", [pool_id]
+        if state:
+            where, params = where + " AND state = ?", params + [state]
+        total = self.store.scalar(f"SELECT COUNT(*) FROM court_cases {where}", tuple(params))
+        rows = self.store.select(f"SELECT * FROM court_cases {where} ORDER BY block_number DESC, log_index DESC "
+                                 "LIMIT ? OFFSET ?", (*params, limit, offset))
+        return page([self._case_summary(r) for r in rows], total, offset, limit)
+
+    def _case_summary(self, r: dict[str, Any]) -> dict[str, Any]:
+        events = {e["name"]: e for e in self.store.select(
+            "SELECT * FROM events WHERE work_id = ? AND name IN ('VerdictGiven', 'Disputed', 'DisputeResolved', "
+            "'VerdictFinal', 'CaseVoided') ORDER BY block_number, log_index", (r["work_id"],))}
+        verdict, resolved = events.get("VerdictGiven"), events.get("DisputeResolved")
+        final = events.get("VerdictFinal")
+        return {"work_id": r["work_id"], "pool_id": r["pool_id"], "worker": r["data"]["worker"], "state": r["state"],
+                "submitted": _at(r),
+                "judge": verdict["data"]["judge"] if verdict else None,
+                "first_verdict": None if not verdict else "accepted" if verdict["data"]["accepted"] else "challenged",
+                "reason": None if not verdict or verdict["data"]["accepted"] else self._reason(verdict),
+                "disputer": events["Disputed"]["data"]["disputer"] if "Disputed" in events else None,
+                "overturned": resolved["data"]["overturned"] if resolved else None,
+                "final": None if not final else "accepted" if final["data"]["accepted"] else "challenged",
+                "void": VOID_WHY.get(events["CaseVoided"]["data"]["why"]) if "CaseVoided" in events else None}
+
+    @staticmethod
+    def _reason(verdict_row: dict[str, Any]) -> str:
+        return reason_name(verdict_row["data"]["reason_code"])
+
+    # -------------------------------------------------------------- one case
+
+    def case(self, work_id: str) -> dict[str, Any]:
+        """A court case from submission to its end: deadlines, assignment, first verdict, disputes with their
+        committees (and the inputs the committee was drawn from), votes, outcome, and who paid and was paid
+        what."""
+        wid = work_id_of(work_id)
+        rows = self.store.select("SELECT * FROM events WHERE work_id = ? ORDER BY block_number, log_index", (wid,))
+        sub = next((r for r in rows if r["name"] == "WorkSubmitted"), None)
+        if sub is None:
+            raise NotFound(f"unknown work {work_id}")
+        params = self._court_params(sub["pool_id"])
+        if params is None:
+            raise NotFound(f"work {work_id} is in pool {sub['pool_id']}, which the ValidatorCourt does not judge")
+        state = self.store.scalar("SELECT state FROM court_cases WHERE work_id = ?", (wid,))
+        by = lambda name: [r for r in rows if r["name"] == name]  # noqa: E731
+        t0 = sub["block_time"]
+        txs = self._tx_rows({r["tx_hash"] for r in rows})
+
+        drawn = by("AssignmentDrawn")
+        assignee = drawn[0]["data"]["validator"] if drawn else self.live.assigned(wid)
+        if assignee and assignee.lower() == ZERO_ADDRESS:
+            assignee = None
+        silence = [r for r in by("ValidatorPenalized") if r["data"]["why"] == 4]
+        out: dict[str, Any] = {
+            "work_id": wid, "pool_id": sub["pool_id"], "worker": sub["data"]["worker"], "state": state,
+            "n_samples": sub["data"]["n_samples"], "step": sub["data"]["step"], "submitted": _at(sub),
+            "now": self.live.now(), "params": params,
+            "assignment": {"validator": assignee, "recorded": _at(drawn[0]) if drawn else None,
+                           "seed_block": sub["block_number"] + 1, "seed_block_hash": self.live.block_hash(
+                               sub["block_number"] + 1),
+                           "set_at_time": t0 - params["activation_delay"],
+                           "rule": "keccak256(abi.encode(hash of the seed block, work id)) mod the size of the "
+                                   "active set at set_at_time (drawn again if it lands on the worker's own entry)"},
+            "deadlines": {"assigned_until": t0 + params["assigned_window"],
+                          "verdict_until": t0 + params["verdict_window"]},
+            "first_verdict": None, "disputes": [], "outcome": None, "payments": [], "penalties": [],
+            "worker_slashed": None, "pool_verdict": None, "paid": None,
+        }
+        verdicts = by("VerdictGiven")
+        if verdicts:
+            v = verdicts[0]
+            d = v["data"]
+            out["first_verdict"] = {
+                "judge": d["judge"], "accepted": d["accepted"], **_at(v),
+                "reason": None if d["accepted"] else reason_name(d["reason_code"]),
+                "reason_code": None if d["accepted"] else d["reason_code"],
+                "evidence_digest": None if d["accepted"] else d["evidence_digest"],
+                "stand_in": bool(assignee) and d["judge"].lower() != assignee.lower(),
+                "silent_assignee_penalty": str(sum(int(r["data"]["amount"]) for r in silence
+                                                   if r["tx_hash"] == v["tx_hash"]))}
+            out["deadlines"]["dispute_until"] = v["block_time"] + params["dispute_window"]
+        for dsp in by("Disputed"):
+            out["disputes"].append(self._dispute(wid, sub, dsp, rows, params))
+            dt = dsp["block_time"]
+            out["deadlines"] |= {"committee_draw_until": dt + params["commit_period"] // 2,
+                                 "commit_until": dt + params["commit_period"],
+                                 "reveal_until": dt + params["commit_period"] + params["reveal_period"]}
+        final, void = by("VerdictFinal"), by("CaseVoided")
+        if final:
+            f = final[0]["data"]
+            out["outcome"] = {"final": "accepted" if f["accepted"] else "challenged", "owner": f["judge"],
+                              "fee": f["fee"], **_at(final[0])}
+        elif void:
+            out["outcome"] = {"final": "void", "why": VOID_WHY.get(void[0]["data"]["why"]), **_at(void[0])}
+        for r in by("ValidatorPenalized"):
+            out["penalties"].append({"party": r["data"]["party"], "why": PENALTY_WHY.get(r["data"]["why"]),
+                                     "why_code": r["data"]["why"], "amount": r["data"]["amount"], **_at(r)})
+        for r in by("Credited"):
+            out["payments"].append({"to": r["data"]["to"], "amount": r["data"]["amount"],
+                                    "kind": credit_kind(r, txs[r["tx_hash"]]), **_at(r)})
+        pool_verdict = by("WorkAccepted") + by("WorkChallenged") + by("WorkExpired")
+        if pool_verdict:
+            p = pool_verdict[0]
+            out["pool_verdict"] = {"event": p["name"], **_at(p),
+                                   "reason": reason_name(p["data"]["reason_code"]) if p["name"] == "WorkChallenged"
+                                   else None}
+            slash = self._worker_slash(p["tx_hash"], sub["worker"])
+            if slash:
+                out["worker_slashed"] = slash
+        paid = self.store.select("SELECT e.* FROM claimed_works c JOIN events e ON e.tx_hash = c.tx_hash "
+                                 "AND e.name = 'RewardsClaimed' WHERE c.work_id = ?", (wid,))
+        if paid:
+            out["paid"] = _at(paid[0])
+        return out
+
+    def _worker_slash(self, tx_hash: str, worker: str) -> dict[str, Any] | None:
+        """The worker's slash in the transaction that recorded a challenge in the pool (not a validator's)."""
+        pool = self.live.pool.address.lower()
+        for r in self.store.select("SELECT * FROM events WHERE tx_hash = ? AND name = 'Slashed' AND worker = ?",
+                                   (tx_hash, worker)):
+            if r["data"]["slasher"].lower() == pool:
+                return {"amount": r["data"]["amount"], "bounty": r["data"]["bounty"],
+                        "challenger": r["data"]["challenger"], **_at(r)}
+        return None
+
+    def _dispute(self, wid: str, sub: dict, dsp: dict, rows: list[dict], params: dict) -> dict[str, Any]:
+        after = [r for r in rows if (r["block_number"], r["log_index"]) > (dsp["block_number"], dsp["log_index"])]
+        committees = []
+        for c in (r for r in after if r["name"] == "CommitteeDrawn"):
+            seed_block = dsp["block_number"] + 1
+            if c["block_number"] - seed_block > HORIZON:  # past blockhash's reach: the block before the draw
+                seed_block = c["block_number"] - 1
+            seed_hash = self.live.block_hash(seed_block)
+            committees.append({
+                "members": c["data"]["committee"], **_at(c),
+                "seed_inputs": {"dispute_block": dsp["block_number"], "seed_block": seed_block,
+                                "seed_block_hash": seed_hash,
+                                "seed": None if seed_hash is None else "0x" + keccak(
+                                    bytes.fromhex(seed_hash[2:]) + bytes.fromhex(wid[2:])).hex(),
+                                "set_at_time": sub["block_time"] - params["activation_delay"],
+                                "size": params["committee_size"],
+                                "excluded": "the judge, the disputer and the worker's own validator entry; members "
+                                            "need non_voter_penalty of free locked stake"}})
+        members = {m.lower() for c in committees for m in c["members"]}
+        resolved = next((r for r in after if r["name"] == "DisputeResolved"), None)
+        votes = []
+        for m in [m for c in committees for m in c["members"]]:
+            mine = lambda name: next((r for r in after if r["name"] == name and r["party"] == m.lower()), None)  # noqa: E731,B023
+            committed, revealed = mine("VoteCommitted"), mine("VoteRevealed")
+            vote = revealed["data"]["work_valid"] if revealed else None
+            penalty = next((r for r in after if r["name"] == "ValidatorPenalized" and r["party"] == m.lower()
+                            and r["data"]["why"] in (3, 5)), None)
+            votes.append({"voter": m, "committed": _at(committed) if committed else None,
+                          "revealed": _at(revealed) if revealed else None,
+                          "vote": None if vote is None else "valid" if vote else "invalid",
+                          "with_majority": None if resolved is None or vote is None
+                          or resolved["data"]["votes_valid"] == resolved["data"]["votes_invalid"]
+                          else vote == resolved["data"]["work_valid"],
+                          "penalty": penalty["data"]["amount"] if penalty else None})
+        return {"disputer": dsp["data"]["disputer"], "evidence_digest": dsp["data"]["evidence_digest"], **_at(dsp),
+                "committees": committees, "votes": votes, "seats": len(members),
+                "resolved": None if resolved is None else {**{k: resolved["data"][k] for k in (
+                    "work_valid", "overturned", "votes_valid", "votes_invalid")}, **_at(resolved)},
+                "reopened": [_at(r) | {"round": r["data"].get("round")} for r in after if r["name"] == "DisputeReopened"]}
+
+    # -------------------------------------------------------------- validators
+
+    def _court_validator_addresses(self, pool_id: int) -> list[str]:
+        return [r["party"] for r in self.store.select(
+            "SELECT party, MIN(block_number) AS b FROM events WHERE name = 'ValidatorRegistered' AND pool_id = ? "
+            "GROUP BY party ORDER BY b", (pool_id,))]
+
+    def _registration(self, pool_id: int, v: str) -> dict[str, Any]:
+        rows = self.store.select("SELECT * FROM events WHERE pool_id = ? AND party = ? AND name IN "
+                                 "('ValidatorRegistered', 'ValidatorDeregistered', 'BondWithdrawn') "
+                                 "ORDER BY block_number, log_index", (pool_id, v))
+        out: dict[str, Any] = {"registered": False, "index": None, "registered_at": None, "deregistered_at": None,
+                               "exit_at": None, "bond_withdrawn": None}
+        for r in rows:
+            if r["name"] == "ValidatorRegistered":
+                out |= {"registered": True, "index": r["data"]["index"], "registered_at": _at(r),
+                        "deregistered_at": None, "exit_at": None, "bond_withdrawn": None}
+            elif r["name"] == "ValidatorDeregistered":
+                out |= {"registered": False, "deregistered_at": _at(r), "exit_at": r["data"]["exit_at"]}
+            else:
+                out["bond_withdrawn"] = {"amount": r["data"]["amount"], **_at(r)}
+        return out
+
+    def validator_in_pool(self, pool_id: int, address: str) -> dict[str, Any]:
+        """One validator in one court pool: registration, bond (locked, reserved, free: live, and locked as the
+        events add up), verdicts, how they ended, disputes, committee seats and votes, penalties and earnings."""
+        v = address.lower()
+        params = self._court_params(pool_id) or {}
+        rows = self.store.select("SELECT * FROM events WHERE pool_id = ? AND party = ? ORDER BY block_number, "
+                                 "log_index", (pool_id, v))
+        named = lambda *names: [r for r in rows if r["name"] in names]  # noqa: E731
+        verdicts = named("VerdictGiven")
+        resolved = self._resolved([r["work_id"] for r in verdicts])
+        finals = self._finals([r["work_id"] for r in verdicts])
+        disputes = named("Disputed")
+        dispute_outcome = self._resolved([r["work_id"] for r in disputes])
+        seats = self.store.select(
+            "SELECT * FROM events WHERE name = 'CommitteeDrawn' AND pool_id = ? AND EXISTS (SELECT 1 FROM "
+            "json_each(events.data, '$.committee') j WHERE lower(j.value) = ?)", (pool_id, v))
+        seat_outcome = self._resolved([r["work_id"] for r in seats])
+        revealed = {r["work_id"]: r["data"]["work_valid"] for r in named("VoteRevealed")}
+        committed = {r["work_id"] for r in named("VoteCommitted")}
+        penalties = named("ValidatorPenalized")
+        by_why: dict[str, int] = {}
+        for r in penalties:
+            why = PENALTY_WHY.get(r["data"]["why"], str(r["data"]["why"]))
+            by_why[why] = by_why.get(why, 0) + int(r["data"]["amount"])
+        credits = self._credits("pool_id = ? AND party = ?", (pool_id, v))
+        by_kind: dict[str, int] = {}
+        for c in credits:
+            by_kind[c["kind"]] = by_kind.get(c["kind"], 0) + int(c["amount"])
+        locked = self._locked_from_events(pool_id, v, rows)
+        bond_added = sum(int(r["data"]["amount"]) for r in named("BondAdded"))
+        majority = [w for w, valid in revealed.items() if w in seat_outcome and not seat_outcome[w]["tie"]
+                    and valid == seat_outcome[w]["work_valid"]]
+        return {
+            "pool_id": pool_id, "validator": address, **self._registration(pool_id, v),
+            "live": self.live.court_validator(pool_id, v),
+            "locked_from_events": str(locked["locked"]), "dispute_bonds_locked": str(locked["dispute_locks"]),
+            "bond_added": str(bond_added),
+            "reserved_by_open_cases": self._reserved(pool_id, v, params),
+            "verdicts": {"given": len(verdicts), "accepted": sum(r["data"]["accepted"] for r in verdicts),
+                         "challenged": sum(not r["data"]["accepted"] for r in verdicts),
+                         "final": sum(w in finals for w in (r["work_id"] for r in verdicts)),
+                         "disputed": len(resolved) + sum(1 for r in verdicts if self._disputed_open(r["work_id"])),
+                         "overturned": sum(o["overturned"] for o in resolved.values()),
+                         "upheld": sum(not o["overturned"] and not o["void"] for o in resolved.values())},
+            "disputes": {"filed": len(disputes),
+                         "won": sum(o["overturned"] for o in dispute_outcome.values()),
+                         "lost": sum(not o["overturned"] and not o["void"] for o in dispute_outcome.values()),
+                         "void": sum(o["void"] for o in dispute_outcome.values()),
+                         "open": len(disputes) - len(dispute_outcome)},
+            "committee": {"seats": len(seats), "committed": len(committed), "revealed": len(revealed),
+                          "missed": sum(1 for r in seats if r["work_id"] in seat_outcome
+                                        and r["work_id"] not in revealed),
+                          "with_majority": len(majority),
+                          "with_minority": sum(1 for w, valid in revealed.items() if w in seat_outcome
+                                               and not seat_outcome[w]["tie"] and valid != seat_outcome[w]["work_valid"])},
+            "penalties": {k: str(x) for k, x in by_why.items()}, "penalties_total": str(sum(by_why.values())),
+            "earned": {k: str(x) for k, x in by_kind.items()}, "earned_total": str(sum(by_kind.values())),
+        }
+
+    def _resolved(self, work_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """work id → how its dispute was resolved (overturned, void = no vote, tie, the majority's finding)."""
+        if not work_ids:
+            return {}
+        marks = ",".join("?" * len(work_ids))
+        out = {}
+        for r in self.store.select(f"SELECT * FROM events WHERE name = 'DisputeResolved' AND work_id IN ({marks})",
+                                   tuple(work_ids)):
+            d = r["data"]
+            out[r["work_id"]] = {"overturned": d["overturned"], "work_valid": d["work_valid"],
+                                 "void": d["votes_valid"] + d["votes_invalid"] == 0,
+                                 "tie": d["votes_valid"] == d["votes_invalid"]}
+        return out
+
+    def _finals(self, work_ids: list[str]) -> set[str]:
+        if not work_ids:
+            return set()
+        marks = ",".join("?" * len(work_ids))
+        return {r["work_id"] for r in self.store.select(
+            f"SELECT work_id FROM events WHERE name IN ('VerdictFinal', 'CaseVoided') AND work_id IN ({marks})",
+            tuple(work_ids))}
+
+    def _disputed_open(self, work_id: str) -> bool:
+        return bool(self.store.scalar("SELECT 1 FROM events WHERE work_id = ? AND name = 'Disputed' AND NOT EXISTS "
+                                      "(SELECT 1 FROM events r WHERE r.work_id = ? AND r.name = 'DisputeResolved')",
+                                      (work_id, work_id)))
+
+    def _locked_from_events(self, pool_id: int, v: str, rows: list[dict[str, Any]]) -> dict[str, int]:
+        """The validator's stake locked in this pool as its events add up: the registration's bond, bonds added,
+        what a dispute locked (the StakeManager's lock in the dispute's transaction), less penalties and the
+        bond withdrawn."""
+        court = self.court_address
+        locks = [r for r in self.store.select(
+            "SELECT * FROM events WHERE name = 'StakeLocked' AND worker = ? AND tx_hash IN (SELECT tx_hash FROM events "
+            "WHERE name = 'Disputed' AND pool_id = ? AND party = ?)", (v, pool_id, v))
+            if r["data"]["slasher"].lower() == court]
+        locked = dispute_locks = 0
+        for r in sorted(rows + locks, key=lambda r: (r["block_number"], r["log_index"])):
+            d = r["data"]
+            if r["name"] == "ValidatorRegistered":
+                locked = int(d["bond"])
+            elif r["name"] == "BondAdded":
+                locked = int(d["locked"])
+            elif r["name"] == "StakeLocked":
+                locked += int(d["amount"])
+                dispute_locks += int(d["amount"])
+            elif r["name"] in ("ValidatorPenalized", "BondWithdrawn"):
+                locked -= int(d["amount"])
+        return {"locked": locked, "dispute_locks": dispute_locks}
+
+    def _reserved(self, pool_id: int, v: str, params: dict[str, Any]) -> dict[str, Any]:
+        """What the validator's open cases reserve of its locked stake: each open verdict the wrong-verdict
+        slash, each open dispute its bond, each seat on an open committee the non-voter penalty."""
+        open_cases = {r["work_id"]: r["state"] for r in self.store.select(
+            "SELECT work_id, state FROM court_cases WHERE pool_id = ? AND state IN ('verdict', 'disputed')", (pool_id,))}
+        items = []
+        for r in self.store.select("SELECT * FROM events WHERE pool_id = ? AND name IN ('VerdictGiven', 'Disputed', "
+                                   "'CommitteeDrawn') ORDER BY block_number, log_index", (pool_id,)):
+            if r["work_id"] not in open_cases:
+                continue
+            if r["name"] == "VerdictGiven" and r["party"] == v:
+                items.append({"work_id": r["work_id"], "as": "judge", "amount": str(params.get("wrong_verdict_slash"))})
+            elif r["name"] == "Disputed" and r["party"] == v:
+                items.append({"work_id": r["work_id"], "as": "disputer", "amount": str(params.get("dispute_bond"))})
+            elif r["name"] == "CommitteeDrawn" and v in (m.lower() for m in r["data"]["committee"]):
+                items.append({"work_id": r["work_id"], "as": "committee member",
+                              "amount": str(params.get("non_voter_penalty"))})
+        return {"total": str(sum(int(i["amount"]) for i in items if i["amount"] != "None")), "cases": items}
+
+    def court_validators(self, pool_id: int, offset: int, limit: int) -> dict[str, Any]:
+        self._params_or_404(pool_id)
+        addresses = self._court_validator_addresses(pool_id)
+        items = []
+        for v in addresses[offset:offset + limit]:
+            s = self.validator_in_pool(pool_id, self._checksum(v))
+            items.append({k: s[k] for k in ("validator", "registered", "index", "live", "verdicts", "disputes",
+                                             "committee", "penalties_total", "earned_total", "exit_at")})
+        return page(items, len(addresses), offset, limit)
+
+    @staticmethod
+    def _checksum(address: str) -> str:
+        return Web3.to_checksum_address(address)
+
+    def validator(self, address: str) -> dict[str, Any]:
+        """A validator across the pools it registered in, with its court-wide credits and withdrawals."""
+        v = address_of(address)
+        pools = [r["pool_id"] for r in self.store.select(
+            "SELECT DISTINCT pool_id FROM events WHERE name = 'ValidatorRegistered' AND party = ? ORDER BY pool_id",
+            (v,))]
+        if not pools:
+            raise NotFound(f"unknown validator {address} (never registered with the court)")
+        per_pool = [self.validator_in_pool(p, self._checksum(v)) for p in pools]
+        withdrawn = self.store.select("SELECT * FROM events WHERE name = 'Withdrawn' AND contract = 'ValidatorCourt' "
+                                      "AND party = ? ORDER BY block_number, log_index", (v,))
+        total = lambda key: str(sum(int(p[key]) for p in per_pool))  # noqa: E731
+        return {"validator": self._checksum(v), "pools": per_pool, "account": self.live.court_account(v),
+                "withdrawn": [{"amount": r["data"]["amount"], **_at(r)} for r in withdrawn],
+                "withdrawn_total": str(sum(int(r["data"]["amount"]) for r in withdrawn)),
+                "earned_total": total("earned_total"), "penalties_total": total("penalties_total")}
+
+    def validator_verdicts(self, address: str, offset: int, limit: int) -> dict[str, Any]:
+        """The validator's first verdicts, newest first, each with how its case ended and what it earned or lost."""
+        self.validator(address)
+        v = address_of(address)
+        where = "FROM events WHERE name = 'VerdictGiven' AND party = ?"
+        total = self.store.scalar(f"SELECT COUNT(*) {where}", (v,))
+        rows = self.store.select(f"SELECT * {where} ORDER BY block_number DESC, log_index DESC LIMIT ? OFFSET ?",
+                                 (v, limit, offset))
+        items = []
+        for r in rows:
+            d = r["data"]
+            case = self._case_summary(self.store.select("SELECT * FROM court_cases WHERE work_id = ?",
+                                                        (r["work_id"],))[0])
+            earned = sum(int(c["amount"]) for c in self._credits("work_id = ? AND party = ?", (r["work_id"], v)))
+            lost = sum(int(p["data"]["amount"]) for p in self.store.select(
+                "SELECT data FROM events WHERE name = 'ValidatorPenalized' AND work_id = ? AND party = ?",
+                (r["work_id"], v)))
+            items.append({"work_id": r["work_id"], "pool_id": r["pool_id"], **_at(r),
+                          "verdict": "accepted" if d["accepted"] else "challenged",
+                          "reason": None if d["accepted"] else reason_name(d["reason_code"]),
+                          "state": case["state"], "disputer": case["disputer"], "overturned": case["overturned"],
+                          "earned": str(earned), "lost": str(lost)})
+        return page(items, total, offset, limit)
+
+    def validator_earnings(self, address: str) -> dict[str, Any]:
+        """Every credit and penalty of the validator in time order, with running totals (earnings over time)."""
+        self.validator(address)
+        v = address_of(address)
+        points = [{**c, "change": c["amount"], "what": c["kind"]} for c in self._credits("party = ?", (v,))]
+        for r in self.store.select("SELECT * FROM events WHERE name = 'ValidatorPenalized' AND party = ?", (v,)):
+            points.append({"to": r["data"]["party"], "amount": r["data"]["amount"], "change": "-" + r["data"]["amount"],
+                           "what": PENALTY_WHY.get(r["data"]["why"]), "work_id": r["work_id"],
+                           "pool_id": r["pool_id"], **_at(r), "kind": "penalty"})
+        points.sort(key=lambda p: (p["block"], p["tx_hash"]))
+        earned = lost = 0
+        for p in points:
+            if p["kind"] == "penalty":
+                lost += int(p["amount"])
+            else:
+                earned += int(p["amount"])
+            p |= {"earned": str(earned), "lost": str(lost), "net": str(earned - lost)}
+        return {"validator": self._checksum(v), "points": points, "earned": str(earned), "lost": str(lost),
+                "net": str(earned - lost)}

@@ -1,0 +1,195 @@
+"""The reason for a verdict, readable: an evidence document explained, and the checks an accepted work passed.
+
+A challenge names a reason code and the digest of an evidence document (protocol.verdicts.Evidence) that the
+validator put on IPFS; `explain` turns that document into what a worker wants to know: which check failed, on
+which completions, positions or proof chunks, what was measured against which threshold, and the spot-check
+draw (q, n, m, indices, the block hash they come from), re-derived here from the block hash and the work id so
+that a reader can see the validator did not pick them. An attestation carries no document: `checks_passed`
+says what a protocol validator checks before attesting and re-derives which completions got the expensive
+checks from the same public inputs. Pure functions of their arguments (no chain, no IPFS).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from dashboard.chain_source import Reason
+from protocol.spotcheck import MAX_BPS, spot_check_count, spot_check_indices, spot_check_randomness
+
+# Which check each reason reports, in the order the validator runs them (validator/checks.py).
+CHECKS = {
+    Reason.UNAVAILABLE: ("fetch", "the rollout file could not be fetched from IPFS in time"),
+    Reason.DIGEST_MISMATCH: ("fetch", "the fetched bytes do not hash to the submitted digest"),
+    Reason.SCHEMA: ("schema", "the file is not a valid rollout file within the pool's bounds"),
+    Reason.WRONG_WORKER: ("identity", "the file names another worker"),
+    Reason.WRONG_STEP: ("identity", "the file's policy step or checkpoint differs from the submission's"),
+    Reason.STALE: ("identity", "the policy step is older than the pool's async level allows"),
+    Reason.SAMPLE_COUNT: ("identity", "the sample count differs from the file or the run spec"),
+    Reason.ASSIGNMENT: ("assignment", "the prompts are not the ones assigned to (worker, nonce)"),
+    Reason.REWARD: ("reward", "reported rewards differ from the task verifier's"),
+    Reason.TERMINATION: ("termination", "a completion ended without EOS before max_tokens, or with an implausible EOS"),
+    Reason.SAMPLING: ("sampling replay", "sampled tokens do not replay from the seeded noise and recomputed logits"),
+    Reason.TOPLOC: ("TOPLOC", "activation proofs do not match the declared policy"),
+    Reason.SEED: ("seeds", "sampling seeds are not the derived ones"),
+    Reason.LOGPROBS: ("logprobs", "reported per-token logprobs differ from the recomputed ones"),
+    Reason.UNCHECKABLE: ("checker", "the file crashed or timed out the checker on every attempt"),
+    Reason.WRONG_BINDING: ("identity", "the file is bound to another chain, pool contract, pool or nonce"),
+    Reason.DISPUTE: ("dispute", "the work was attested first; the dispute committee's majority voted it invalid"),
+}
+
+CHEAP_CHECKS = ["schema and pool bounds", "identity (chain, pool contract, pool, worker, step, nonce, checkpoint)",
+                "sample count", "prompt assignment", "rewards (task verifier)", "seeds", "token ranges",
+                "EOS placement"]
+"""Checks every completion of a file gets (validator/checks.py)."""
+SPOT_CHECKS = ["termination (EOS probability)", "sampling replay", "logprobs", "TOPLOC proofs"]
+"""Checks the spot-checked completions get (one prefill of the declared checkpoint each)."""
+
+
+def _reason(code: int | None, name: str | None) -> Reason | None:
+    try:
+        return Reason(code) if code is not None else Reason[name] if name else None
+    except (ValueError, KeyError):
+        return None
+
+
+def _row(what: str, measured: Any, threshold: Any, ok: bool | None, completion: int | None = None,
+         chunk: int | None = None, rule: str = "") -> dict[str, Any]:
+    return {"what": what, "completion": completion, "chunk": chunk, "measured": measured, "threshold": threshold,
+            "rule": rule, "passes": ok}
+
+
+def _toploc_rows(details: dict, thresholds: dict, completion: int | None) -> list[dict[str, Any]]:
+    """One row per measured quantity of each failing chunk (a chunk passes when enough exponents match and the
+    mantissa errors' mean and median are within bounds: proofs/toploc.py)."""
+    t = details.get("thresholds") or thresholds or {}
+    per = t.get("per_points") or 128
+    rows = []
+    mism = details.get("exp_mismatches") or []
+    means = details.get("mant_err_mean") or []
+    medians = details.get("mant_err_median") or []
+    for chunk in details.get("failing_chunks") or []:
+        if not isinstance(chunk, int):
+            continue
+        if chunk < len(mism) and "min_exp_matches" in t:
+            matches = per - mism[chunk]
+            rows.append(_row("exponent matches", matches, t["min_exp_matches"], matches >= t["min_exp_matches"],
+                             completion, chunk, "≥"))
+        if chunk < len(means) and "max_mant_err_mean" in t:
+            rows.append(_row("mantissa error, mean", means[chunk], t["max_mant_err_mean"],
+                             means[chunk] <= t["max_mant_err_mean"], completion, chunk, "≤"))
+        if chunk < len(medians) and "max_mant_err_median" in t:
+            rows.append(_row("mantissa error, median", medians[chunk], t["max_mant_err_median"],
+                             medians[chunk] <= t["max_mant_err_median"], completion, chunk, "≤"))
+    return rows
+
+
+def _margin_rows(t: dict) -> list[dict[str, Any]]:
+    """The sampler's margin test (proofs/margins.py): the file's and its most deviant completion's bounds against
+    half the false-positive rate, and the margin sum against the score that would be challenged."""
+    half = t.get("false_positive_rate", 0) / 2
+    rows = [_row(f"bound on the file's margin sum ({t.get('tokens')} tokens)", math.exp(t.get("log_p_value", 0.0)),
+                 half, math.exp(t.get("log_p_value", 0.0)) > half, rule=">")]
+    if t.get("worst_completion") is not None:
+        worst = math.exp(t.get("worst_completion_log_p_value", 0.0))
+        rows.append(_row("bound of the most deviant completion (× completions)", worst, half, worst > half,
+                         t["worst_completion"], rule=">"))
+    rows.append(_row("margin sum", t.get("score"), t.get("threshold"), None, rule="vs the score challenged"))
+    return rows
+
+
+def _measurements(reason: Reason | None, doc: dict, completion: int | None) -> list[dict[str, Any]]:
+    stats = doc.get("statistics") or {}
+    details = stats.get("first_failure") if isinstance(stats.get("first_failure"), dict) else {}
+    rows: list[dict[str, Any]] = []
+    if reason == Reason.TOPLOC:
+        rows = _toploc_rows(details, doc.get("thresholds") or {}, completion)
+    elif reason == Reason.SAMPLING and isinstance(stats.get("margin_test"), dict):
+        rows = _margin_rows(stats["margin_test"])
+    elif reason == Reason.SAMPLING and "max_score_gap" in details:
+        gap, tol = details["max_score_gap"], details.get("logit_tolerance")
+        rows.append(_row("largest score gap of a token that does not replay", gap, tol,
+                         None if tol is None else gap <= tol, completion, rule="≤"))
+    elif reason == Reason.LOGPROBS and "max_abs_diff" in details:
+        diff, tol = details["max_abs_diff"], details.get("tolerance")
+        rows.append(_row("largest |reported − recomputed| logprob", diff, tol,
+                         None if tol is None else diff <= tol, completion, rule="≤"))
+    elif reason == Reason.TERMINATION and "eos_prob" in details:
+        rows.append(_row("EOS probability at the last position", details["eos_prob"], None, False, completion))
+    if not rows:  # identity, binding, spec mismatches: {"field": {"file": x, "chain"|"pool": y}}
+        for key, value in stats.items():
+            if isinstance(value, dict) and "file" in value:
+                expected = value.get("chain", value.get("pool"))
+                rows.append(_row(key, value["file"], expected, value["file"] == expected, rule="="))
+    return rows
+
+
+def verify_draw(spot: dict, work_id: str) -> dict[str, Any]:
+    """The spot check of an evidence document, re-derived: q, n, m and whether the indices and randomness are
+    the ones the block hash and work id give (`verified`; None when q = 1, nothing drawn)."""
+    bps, n = spot.get("spot_check_bps"), spot.get("n")
+    out = {"q": None if bps is None else bps / MAX_BPS, "spot_check_bps": bps, "n": n, "m": spot.get("m"),
+           "indices": spot.get("indices"), "submission_block": spot.get("submission_block"),
+           "seed_block": None if spot.get("submission_block") is None else spot["submission_block"] + 1,
+           "block_hash": spot.get("block_hash"), "randomness": spot.get("randomness"), "verified": None}
+    try:
+        if bps is None or n is None:
+            return out
+        if spot.get("block_hash") is None:  # q = 1: every completion, no draw
+            out["verified"] = spot.get("indices") == list(range(n)) if spot_check_count(n, bps) >= n else False
+            return out
+        randomness = spot_check_randomness(bytes.fromhex(spot["block_hash"][2:]), bytes.fromhex(work_id[2:]))
+        out["verified"] = ("0x" + randomness.hex() == spot.get("randomness")
+                           and spot_check_indices(randomness, n, bps) == spot.get("indices"))
+    except (ValueError, TypeError):
+        out["verified"] = False
+    return out
+
+
+def explain(doc: Any, work_id: str | None = None) -> dict[str, Any]:
+    """A challenge's evidence document (or a dispute's) as: the check that failed and what it means, the
+    failing completions with their positions and proof chunks, measured values against thresholds, and the
+    re-derived spot-check draw. Documents that are not evidence (a dispute's "every check passed") come back
+    with their finding."""
+    if not isinstance(doc, dict):
+        return {"kind": "unreadable", "summary": "the document is not a JSON object"}
+    if "reason_code" not in doc and "reason" not in doc:
+        return {"kind": "finding", "summary": str(doc.get("finding") or "no finding stated"),
+                "validator": doc.get("validator")}
+    reason = _reason(doc.get("reason_code"), doc.get("reason"))
+    check, meaning = CHECKS.get(reason, ("unknown", f"reason code {doc.get('reason_code')}"))
+    failing = [i for i in doc.get("failing_samples") or [] if isinstance(i, int)]
+    stats = doc.get("statistics") or {}
+    details = stats.get("first_failure") if isinstance(stats.get("first_failure"), dict) else {}
+    chunks = {str(k): v for k, v in (doc.get("failing_chunks") or {}).items()}
+    first = failing[0] if failing else None
+    completions = [{"completion": i, "chunks": chunks.get(str(i), []),
+                    "positions": (details.get("failed_positions") or []) if i == first else []} for i in failing]
+    out = {
+        "kind": "evidence", "reason": reason.name if reason else doc.get("reason"),
+        "reason_code": doc.get("reason_code"), "check": check, "meaning": meaning,
+        "summary": doc.get("message") or meaning, "validator": doc.get("validator"),
+        "failing_completions": completions, "measurements": _measurements(reason, doc, first),
+        "thresholds": doc.get("thresholds") or {}, "spot_check": None,
+    }
+    if isinstance(doc.get("spot_check"), dict):
+        out["spot_check"] = verify_draw(doc["spot_check"], work_id or doc.get("work_id") or "")
+    return out
+
+
+def checks_passed(n: int, spot_check_bps: int, work_id: str, block_hash: str | None,
+                  submission_block: int) -> dict[str, Any]:
+    """What a protocol validator checked before attesting a file of `n` completions: the cheap checks on all,
+    the expensive ones on the m = ceil(q·n) completions drawn from the hash of block B + 1 and the work id
+    (None while that block does not exist)."""
+    m = spot_check_count(n, spot_check_bps)
+    out = {"all_completions": CHEAP_CHECKS, "spot_checks": SPOT_CHECKS, "n": n, "m": m,
+           "q": spot_check_bps / MAX_BPS, "spot_check_bps": spot_check_bps, "submission_block": submission_block,
+           "seed_block": submission_block + 1, "block_hash": block_hash, "randomness": None, "indices": None}
+    if m >= n:
+        out["indices"] = list(range(n))
+    elif block_hash is not None:
+        randomness = spot_check_randomness(bytes.fromhex(block_hash[2:]), bytes.fromhex(work_id[2:]))
+        out["randomness"] = "0x" + randomness.hex()
+        out["indices"] = spot_check_indices(randomness, n, spot_check_bps)
+    return out
