@@ -47,7 +47,7 @@ CALIBRATION_CONFIDENCE = 1e-3
 """β: the tails hold with probability ≥ 1 − β over the calibration run (split over the levels)."""
 LAMBDAS = tuple(float(2**k) for k in range(-2, 11))
 """λ grid over which the per-file Chernoff bound is minimised (a bound at any λ is valid)."""
-WORKER_LAMBDAS = (4.0, 16.0, 64.0, 256.0)
+WORKER_LAMBDAS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0)
 """The fixed λ of the per-worker e-process (fixed in advance: Ville's inequality needs it)."""
 
 

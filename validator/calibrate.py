@@ -41,9 +41,11 @@ from inference.policy import load_policy, stop_token_ids
 from inference.torch_backend import TorchBackend
 from inference.verify import FP32_THRESHOLDS
 from ledger_client.cli import UsageError
-from proofs.sampling import derive_seed
+from proofs.margins import CALIBRATION_CONFIDENCE, MARGIN_LEVELS, MarginNull
+from proofs.sampling import derive_seed, replay
 from proofs.toploc import DEFAULT_CHUNK, build_proofs_batch, verify_proofs
 from protocol.runspec import RunSpec, VerificationSpec, load_run_spec
+from protocol.spotcheck import MAX_BPS
 from tasks.encoding import encode_prompt
 from tasks.registry import build_task
 
@@ -63,6 +65,8 @@ class Noise:
     max_logit_diff: float = 0.0
     chunks: int = 0
     cases: list[dict] = field(default_factory=list)
+    samples: list[tuple[list[int], list[int], int]] = field(default_factory=list, repr=False)
+    """The honest completions (prompt, tokens, seed), for the margin pass once the tolerance is known."""
 
     def add_chunks(self, results: list, topk: int) -> None:
         for r in results:
@@ -95,6 +99,7 @@ def measure(folder: Path, spec: RunSpec, dtypes: list[str], batch_sizes: list[in
                 pairs = [(p, c.token_ids) for p, c in zip(group, completions)]
                 honest = reference.prefill_batch(pairs)
                 theirs = worker.prefill_batch(pairs)
+                noise.samples += [(p, c.token_ids, s) for p, c, s in zip(group, completions, seeds)]
                 for ref, own, proof in zip(honest, theirs, proofs):
                     noise.add_chunks(verify_proofs(ref.hidden, proof, chunk=DEFAULT_CHUNK), topk=128)
                     diff = float((ref.logits.float() - own.logits.float().to(ref.logits.device)).abs().max())
@@ -122,6 +127,36 @@ def thresholds(noise: Noise, base: VerificationSpec, margin: float, margin_match
         "toploc_max_mant_err_median": max(noise.max_mant_err_median * margin, noise.max_mant_err_median + MEDIAN_SLACK),
         "logit_tolerance": max(floor, noise.max_logit_diff * margin),
     })
+
+
+def margin_null(folder: Path, spec: RunSpec, samples: list[tuple[list[int], list[int], int]], logit_tolerance: float,
+                batch: int = 16) -> MarginNull:
+    """The honest margin tails (proofs.margins) of `samples` under the validator's float32 prefill at the pool's
+    tolerance: per level, how many of the honest tokens' margins exceed it, turned into upper bounds."""
+    model, tokenizer = load_policy(folder)
+    reference = TorchBackend(model, eos_token_id=stop_token_ids(model, tokenizer), pad_token_id=tokenizer.pad_token_id)
+    levels = torch.tensor(MARGIN_LEVELS)
+    exceed = torch.zeros(len(MARGIN_LEVELS), dtype=torch.int64)
+    tokens = 0
+    s = spec.sampling
+    for start in range(0, len(samples), batch):
+        group = samples[start : start + batch]
+        for (_, ids, seed), pre in zip(group, reference.prefill_batch([(p, ids) for p, ids, _ in group])):
+            margins = torch.tensor(replay(pre.logits, ids, seed, s.temperature, s.top_p, logit_tolerance).margins)
+            exceed += (margins[:, None] > levels[None, :]).sum(0)
+            tokens += len(ids)
+    return MarginNull.fit(exceed.tolist(), tokens)
+
+
+def stated_rates(spec: RunSpec, verification: VerificationSpec) -> dict:
+    """The false-positive rates a run spec states, at its file size: checked tokens of a full-length file
+    (prompts × G × max_tokens × q) and the margin sum at which the file test challenges it."""
+    q = verification.spot_check_bps / MAX_BPS
+    completions = spec.prompts_per_submission * spec.sampling.group_size
+    tokens = math.ceil(q * completions) * spec.sampling.max_tokens
+    threshold = verification.margin_null().threshold(tokens, verification.false_positive_rate / 2)
+    return {"false_positive_rate": verification.false_positive_rate, "file_tokens": tokens,
+            "file_threshold": threshold, "worker_false_positive_rate": verification.worker_false_positive_rate}
 
 
 def _worker(folder: Path, dtype: str, backend: str, stops: tuple[int, ...], pad: int | None,
@@ -155,6 +190,8 @@ def add_calibrate_args(p: argparse.ArgumentParser) -> None:
                    "128 honest chunks, enough to meet the rarer bf16 chunks (median error 0.5-1 ulp)")
     p.add_argument("--margin", type=float, default=2.0, help="factor on the worst honest mantissa error / logit noise")
     p.add_argument("--margin-matches", type=int, default=4, help="exponent matches below the worst honest chunk")
+    p.add_argument("--false-positive-rate", type=float, default=1e-6,
+                   help="the margin test's per-file false-positive rate to state (default 1e-6)")
     p.add_argument("--out", type=Path, help="write the [verification] table here (TOML); default: print it")
     p.add_argument("--json", action="store_true", help="print measurements and thresholds as JSON")
 
@@ -169,6 +206,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown dtype(s) {unknown}; choose from {sorted(DTYPES)}")
     if args.margin < 1 or args.margin_matches < 0 or args.prompts < 1:
         raise UsageError("--margin must be >= 1, --margin-matches >= 0 and --prompts >= 1")
+    if not 0 < args.false_positive_rate < 1:
+        raise UsageError("--false-positive-rate must be in (0, 1)")
     try:
         args.worker_device = parse_device(args.worker_device, flag="--worker-device")
     except ComputeChoiceError as exc:
@@ -177,15 +216,24 @@ def run_calibrate(args: argparse.Namespace) -> int:
     noise = measure(args.checkpoint, spec, dtypes, _csv(int, args.batch_sizes), args.prompts, args.backend,
                     args.worker_device)
     result = thresholds(noise, spec.verification, args.margin, args.margin_matches)
+    null = margin_null(args.checkpoint, spec, noise.samples, result.logit_tolerance)
+    result = result.model_copy(update={"margin_levels": list(null.levels), "margin_tail": list(null.tail),
+                                       "margin_tokens": null.tokens, "false_positive_rate": args.false_positive_rate})
+    stated = stated_rates(spec, result)
     table = "[verification]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in result.model_dump().items())
     engine = "vllm" if args.backend == "vllm" else f"torch on {args.worker_device}"
     header = (f"# validator calibrate: {args.checkpoint.name}, workers {engine}, dtypes {dtypes}, "
               f"batch sizes {args.batch_sizes}, "
-              f"{noise.chunks} honest chunks, margin x{args.margin} / -{args.margin_matches} matches\n")
+              f"{noise.chunks} honest chunks, margin x{args.margin} / -{args.margin_matches} matches\n"
+              f"# margin test: tails from {null.tokens} honest tokens (confidence 1 - {CALIBRATION_CONFIDENCE:g}); "
+              f"per-file false-positive rate <= {stated['false_positive_rate']:g} at {stated['file_tokens']} checked "
+              f"tokens (challenged at a margin sum >= {stated['file_threshold']:.3g}); per worker <= "
+              f"{stated['worker_false_positive_rate']:g} over all its files\n")
     if args.out:
         args.out.write_text(header + table)
     if args.json:
-        print(json.dumps({"measured": {k: v for k, v in vars(noise).items()}, "verification": result.model_dump()}))
+        measured = {k: v for k, v in vars(noise).items() if k != "samples"}
+        print(json.dumps({"measured": measured, "verification": result.model_dump(), "stated": stated}))
     elif not args.out:
         print(header + table, end="")
     return 0

@@ -282,7 +282,8 @@ def check_completions(spec: RunSpec, config: VerifyConfig, spot_check_bps: int, 
                                 thresholds=config.thresholds.model_dump(), spot_check=spot,
                                 tokens=tokens, checked_tokens=checked)
     test = file_margin_test(verdicts, config)
-    margins = {} if test is None else {"tokens": test.tokens, "score": test.score}
+    margins = {} if test is None else {"tokens": test.tokens, "score": test.score, "null": config.margin_null.model_dump(),
+                                       "worker_false_positive_rate": spec.verification.worker_false_positive_rate}
     if test is not None and not test.passed:
         return CheckOutcome(False, Reason.SAMPLING,
                             f"the sampler's margins are off the honest distribution: {test.score:.3f} over "

@@ -49,12 +49,14 @@ from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import chain_time, court_of, get_work, pool_state, spot_check_block
 from ledger_client.ipfs.content import MAX_OBJECT_BYTES, ContentError, ContentUnavailable, get_object, put_object
 from ledger_client.ipfs.kubo import KuboClient
+from proofs.margins import MarginNull
 from protocol.pool import CaseState, WorkStatus
 from protocol.spotcheck import MAX_BPS
 from protocol.verdicts import Evidence, Reason, SpotCheck, clip_text
 from validator.checker_pool import CheckerPool, CheckFailure
 from validator.court import ZERO_ADDRESS, Conduct, CourtDuties, CourtRules, audits, vote_commitment
 from validator.retries import RetryBook
+from validator.worker_margins import WorkerMargins
 
 log = logging.getLogger("proofswarm.validator")
 
@@ -110,8 +112,9 @@ class CheckOutcome:
     """Completion tokens in the file."""
     checked_tokens: int = 0
     """Completion tokens that got the expensive checks."""
-    margins: dict[str, float] = field(default_factory=dict)
-    """The checked tokens' margin statistics {"tokens", "score"} (proofs.margins), for the per-worker test."""
+    margins: dict[str, Any] = field(default_factory=dict)
+    """The checked tokens' margin statistics for the per-worker test (validator.worker_margins): "tokens",
+    "score", the pool's "null" (proofs.margins.MarginNull fields) and "worker_false_positive_rate"."""
     seconds: float = 0.0
 
 
@@ -199,6 +202,7 @@ class ValidatorDaemon:
         self.journal_path = config.state_dir / "verdicts.jsonl"
         self.retries = RetryBook(config.state_dir / "retries.json")
         self.pool = pool_state(ledger, config.pool_id)
+        self.worker_margins = WorkerMargins(config.state_dir / "worker_margins.json")
         self.checkers = CheckerPool(checker_factory, processes=config.processes,
                                     check_timeout_s=config.check_timeout_s)
         self._fetchers = ThreadPoolExecutor(max_workers=max(2, config.max_in_flight))
@@ -413,6 +417,7 @@ class ValidatorDaemon:
             self.metrics.skipped.inc()
             self.retries.drop(s.work_id.hex())
             return 0
+        outcome = self._accumulated(s, outcome)
         try:
             if outcome.ok:
                 self.ledger.pool.attest(s.work_id)
@@ -431,6 +436,23 @@ class ValidatorDaemon:
 
     def _journal(self, s: Submission, verdict: str, reason: str, message: str) -> None:
         self.retries.drop(s.key)
+    def _accumulated(self, s: Submission, outcome: CheckOutcome) -> CheckOutcome:
+        """An accepted file counted into its worker's margin book (validator.worker_margins): the outcome, or an
+        accumulated SAMPLING challenge when the worker's e-value crossed. Permissioned pools only: a court's
+        committee re-checks the one file, not the worker's record."""
+        if not outcome.ok or not outcome.margins:
+            return outcome
+        m = outcome.margins
+        evidence = self.worker_margins.judge(s.worker, "0x" + s.work_id.hex(), m["tokens"], m["score"],
+                                             MarginNull(**m["null"]), m["worker_false_positive_rate"])
+        if evidence is None:
+            return outcome
+        return replace(outcome, ok=False, reason=Reason.SAMPLING, statistics={"worker_margins": evidence},
+                       thresholds={"margin_null": m["null"]},
+                       message=f"the worker's margins over {evidence['files']} files ({evidence['score']:.3f} over "
+                               f"{evidence['tokens']} tokens) are off the honest distribution: e-value "
+                               f"e^{evidence['log_e_value']:.1f} >= 1/{evidence['worker_false_positive_rate']:g}")
+
         self.metrics.verdicts.labels(verdict, reason).inc()
         with open(self.journal_path, "a") as journal:
             journal.write(json.dumps({"work_id": "0x" + s.work_id.hex(), "worker": s.worker, "verdict": verdict,

@@ -1,0 +1,140 @@
+"""The statistical test of the sampler (proofs.margins): its bounds hold, honest bf16 files pass it, a
+systematically different sampler that the per-token bound lets through does not, and the per-worker book
+(validator.worker_margins) counts each file once across restarts."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import inference.torch_backend as torch_backend
+from examples.hf_models import qwen2_style
+from inference.policy import load_policy
+from inference.torch_backend import NO_EOS, TorchBackend
+from inference.verify import CompletionRecord, VerifyConfig, file_margin_test, verify_completions
+from proofs.margins import MARGIN_LEVELS, MarginNull, margin_test, tail_bound
+from proofs.sampling import replay
+from proofs.toploc import build_proofs_batch
+from protocol.runspec import SamplingSpec
+from validator.worker_margins import WorkerMargins
+
+SAMPLING = SamplingSpec(temperature=1.0, max_tokens=32)
+
+
+def test_tail_bound_holds_at_its_confidence() -> None:
+    rng = np.random.default_rng(26)
+    rate, trials, confidence = 2e-3, 5000, 0.05
+    misses = sum(rate > tail_bound(int(rng.binomial(trials, rate)), trials, confidence) for _ in range(400))
+    assert misses <= 400 * confidence
+    assert tail_bound(0, 10**6, 1e-3) < 1e-5 < tail_bound(0, 10**5, 1e-3)  # more honest tokens, tighter tails
+
+
+def test_chernoff_bound_holds_for_an_honest_population_inside_the_tails() -> None:
+    """Margins 0 w.p. 1 - 4e-3, else uniform on (0, 0.3): files of 512 tokens exceed the α = 1e-2 threshold
+    of the null fitted on their exact tails at most α of the time."""
+    rng = np.random.default_rng(7)
+    exceed = [round(4e-3 * max(0.0, 1 - level / 0.3) * 10**7) for level in MARGIN_LEVELS]
+    null = MarginNull.fit(exceed, 10**7)
+    flips = rng.random((20000, 512)) < 4e-3
+    sums = (flips * rng.uniform(0, 0.3, flips.shape)).sum(axis=1)
+    threshold = null.threshold(512, 1e-2)
+    assert 0 < threshold < 512
+    assert (sums >= threshold).mean() <= 1e-2
+    assert null.log_p_value(float(sums.max()), 512) > math.log(1e-2) - 1e-9 or (sums >= threshold).any()
+
+
+def test_margin_test_names_the_most_deviant_completion() -> None:
+    null = MarginNull.fit([10, 5, 2, 0, 0, 0], 10**6)
+    honest = [(32, 0.0)] * 63
+    test = margin_test([*honest, (32, 6.0)], null, 1e-6)
+    assert not test.passed and test.worst_completion == 63
+    assert margin_test([*honest, (32, 0.01)], null, 1e-6).passed
+
+
+# ---- a real model: an honest bf16 worker against a float32 validator ----------------------------
+
+
+@pytest.fixture(scope="module")
+def bf16_pool(tmp_path_factory) -> dict:
+    """A Qwen2-style folder (V = 2048), the validator's float32 backend, the tolerance of the bf16 worker's
+    measured logit noise (x2) and a margin null calibrated on 12,288 of its honest tokens."""
+    folder = qwen2_style(tmp_path_factory.mktemp("margins") / "qwen2", vocab=2048)
+    model, tokenizer = load_policy(folder)
+    validator = TorchBackend(model, eos_token_id=NO_EOS, pad_token_id=tokenizer.pad_token_id)
+    records = _generate(folder, range(384))
+    prefills = validator.prefill_batch([(r.prompt_ids, r.completion_ids) for r in records])
+    worker, _ = load_policy(folder)
+    own = TorchBackend(worker, compute_dtype=torch.bfloat16, eos_token_id=NO_EOS).prefill_batch(
+        [(r.prompt_ids, r.completion_ids) for r in records])
+    tolerance = 2 * max(float((a.logits - b.logits.float()).abs().max()) for a, b in zip(prefills, own))
+    levels = torch.tensor(MARGIN_LEVELS)
+    exceed = torch.zeros(len(levels), dtype=torch.int64)
+    for r, p in zip(records, prefills):
+        margins = torch.tensor(replay(p.logits, r.completion_ids, r.seed, 1.0, 1.0, tolerance).margins)
+        exceed += (margins[:, None] > levels).sum(0)
+    null = MarginNull.fit(exceed.tolist(), sum(len(r.completion_ids) for r in records))
+    return {"folder": folder, "validator": validator,
+            "config": VerifyConfig(sampling=SAMPLING, logit_tolerance=tolerance, margin_null=null)}
+
+
+def _generate(folder: Path, indices, scale: float = 1.0) -> list[CompletionRecord]:
+    """bf16 completions of prompts `indices`; `scale` multiplies the logits the worker samples from (a colder
+    sampler for scale > 1)."""
+    model, tokenizer = load_policy(folder)
+    worker = TorchBackend(model, compute_dtype=torch.bfloat16, eos_token_id=NO_EOS, pad_token_id=tokenizer.pad_token_id)
+    prompts = [[5 + i % 50, 7, 9 + i % 7] for i in indices]
+    seeds = [10_000 + i for i in indices]
+    honest_rule = torch_backend.sample_tokens
+    if scale != 1.0:
+        torch_backend.sample_tokens = lambda logits, *a, **k: honest_rule(logits * scale, *a, **k)
+    try:
+        completions = worker.generate(prompts, SAMPLING, seeds)
+    finally:
+        torch_backend.sample_tokens = honest_rule
+    proofs = build_proofs_batch([c.hidden for c in completions], chunk=32)
+    return [CompletionRecord(prompt_ids=p, completion_ids=c.token_ids, proofs=q, seed=s, finish_reason="length")
+            for p, c, q, s in zip(prompts, completions, proofs, seeds)]
+
+
+def test_honest_bf16_files_pass_and_a_colder_sampler_is_caught(bf16_pool: dict, tmp_path: Path) -> None:
+    """Honest bf16 files pass both tests and leave the worker's record far from a challenge; files of a sampler
+    at T x 0.9 are each challenged, by the per-token bound or by the margin test, their margins ≥ 50x honest."""
+    config, validator = bf16_pool["config"], bf16_pool["validator"]
+    book = WorkerMargins(tmp_path / "book.json")
+    scores = {"honest": 0.0, "colder": 0.0}
+    for f in range(2):
+        indices = range(1000 + 64 * f, 1064 + 64 * f)
+        for name, scale in (("honest", 1.0), ("colder", 1 / 0.9)):
+            verdicts = verify_completions(validator, _generate(bf16_pool["folder"], indices, scale), config)
+            test = file_margin_test(verdicts, config)
+            scores[name] += test.score
+            if name == "honest":
+                assert all(v.passed for v in verdicts) and test.passed and test.log_p_value > -1
+                assert book.judge("0x" + "ab" * 20, f"0x{f:064x}", test.tokens, test.score, config.margin_null,
+                                  1e-6) is None
+            else:
+                assert not test.passed or not all(v.passed for v in verdicts)
+    assert scores["colder"] > 50 * max(scores["honest"], 0.01)
+
+
+def test_worker_book_counts_each_file_once_across_restarts(tmp_path: Path) -> None:
+    null = MarginNull.fit([10, 5, 2, 0, 0, 0], 10**6)
+    path, worker = tmp_path / "worker_margins.json", "0x" + "ab" * 20
+    book = WorkerMargins(path)
+    assert book.judge(worker, "0x01", 2048, 1.0, null, 1e-6) is None
+    again = WorkerMargins(path)  # a restart: the file judged again adds nothing
+    assert again.judge(worker, "0x01", 2048, 1.0, null, 1e-6) is None
+    assert again.workers[worker]["open"] == {"0x01": [2048, 1.0]}
+    evidence = None
+    for k in range(2, 40):
+        evidence = WorkerMargins(path).judge(worker, f"0x{k:02x}", 2048, 1.0, null, 1e-6)
+        if evidence is not None:
+            break
+    assert evidence is not None and evidence["files"] == k and evidence["log_e_value"] >= math.log(1e6)
+    after = WorkerMargins(path)
+    assert after.judge(worker, f"0x{k:02x}", 2048, 1.0, null, 1e-6) == evidence  # the same verdict after a crash
+    assert after.workers[worker]["open"] == {}  # spent evidence does not count again

@@ -1,0 +1,65 @@
+"""Per-worker accumulation of the margin test across submissions (proofs.margins), kept on disk.
+
+A file whose margins are only slightly off the honest distribution passes the per-file test; many of them add
+up. For each worker the book keeps the (checked tokens, margin sum) of every file this validator accepted on
+the margin test since the worker's last accumulated challenge, and the e-process of proofs.margins over their
+sum: an honest worker's ever reaches 1/α with probability at most α (the run spec's
+`worker_false_positive_rate`), however many files it submits. When it does, the submission being judged is
+challenged SAMPLING with the files, their totals and the e-value as evidence, and the book starts afresh.
+
+Crash safety: the book is written atomically before the verdict is sent; a file is counted once per work id,
+and a challenge decided for a work id is kept with it, so a check repeated after a kill -9 gives the same
+verdict and counts nothing twice.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from proofs.margins import MarginNull
+
+MAX_EVIDENCE_FILES = 64
+"""Work ids listed in a challenge's evidence (the totals cover them all)."""
+
+
+class WorkerMargins:
+    """worker (lower-case address) → {"open": {work id: [tokens, score]}, "challenged": {work id: evidence}}."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.workers: dict[str, dict[str, dict]] = json.loads(self.path.read_text()) if self.path.exists() else {}
+
+    def judge(self, worker: str, work_id: str, tokens: int, score: float, null: MarginNull,
+              worker_false_positive_rate: float) -> dict[str, Any] | None:
+        """Count one accepted file and test the worker: the evidence of an accumulated challenge of `work_id`,
+        or None. Saved before it returns; the same work id always gets the same answer."""
+        book = self.workers.setdefault(worker.lower(), {"open": {}, "challenged": {}})
+        if work_id in book["challenged"]:
+            return book["challenged"][work_id]
+        book["open"].setdefault(work_id, [tokens, score])
+        total_tokens = sum(n for n, _ in book["open"].values())
+        total_score = sum(s for _, s in book["open"].values())
+        log_e = null.worker_log_e_value(total_score, total_tokens)
+        evidence = None
+        if log_e >= math.log(1 / worker_false_positive_rate):
+            files = list(book["open"])
+            evidence = {"files": len(files), "work_ids": files[-MAX_EVIDENCE_FILES:], "tokens": total_tokens,
+                        "score": total_score, "log_e_value": log_e,
+                        "worker_false_positive_rate": worker_false_positive_rate}
+            book["challenged"][work_id] = evidence
+            book["open"] = {}
+        self.save()
+        return evidence
+
+    def save(self) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".worker_margins.", suffix=".tmp")
+        with os.fdopen(fd, "w") as handle:
+            json.dump(self.workers, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.path)
