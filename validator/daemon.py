@@ -434,8 +434,6 @@ class ValidatorDaemon:
         self._journal(s, verdict, reason, outcome.message)
         return 1
 
-    def _journal(self, s: Submission, verdict: str, reason: str, message: str) -> None:
-        self.retries.drop(s.key)
     def _accumulated(self, s: Submission, outcome: CheckOutcome) -> CheckOutcome:
         """An accepted file counted into its worker's margin book (validator.worker_margins): the outcome, or an
         accumulated SAMPLING challenge when the worker's e-value crossed. Permissioned pools only: a court's
@@ -453,6 +451,8 @@ class ValidatorDaemon:
                                f"{evidence['tokens']} tokens) are off the honest distribution: e-value "
                                f"e^{evidence['log_e_value']:.1f} >= 1/{evidence['worker_false_positive_rate']:g}")
 
+    def _journal(self, s: Submission, verdict: str, reason: str, message: str) -> None:
+        self.retries.drop(s.key)
         self.metrics.verdicts.labels(verdict, reason).inc()
         with open(self.journal_path, "a") as journal:
             journal.write(json.dumps({"work_id": "0x" + s.work_id.hex(), "worker": s.worker, "verdict": verdict,
