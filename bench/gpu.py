@@ -81,7 +81,7 @@ def _rejected(validators: dict[str, TorchBackend], worker_folder: Path, stops, s
     worker = TorchBackend(worker_model, compute_dtype=torch.bfloat16, eos_token_id=stops, device=device)
     task = build_task(spec.task)
     prompts = [encode_prompt(tokenizer, task.problem(1000 + i).prompt) for i in range(n)]
-    seeds = [derive_seed(spec.pool_seed_bytes, WORKER, 0, i) for i in range(n)]
+    seeds = [derive_seed(spec.pool_seed_bytes, WORKER, bytes(32), i) for i in range(n)]
     config = verify_config_of(spec)
     out = {name: {"completions": n, "rejected": 0, "failed_checks": {}} for name in validators}
     for start in range(0, n, batch):

@@ -34,7 +34,7 @@ def measure_performance(
     setup = SuiteSetup(hidden=hidden, layers=layers, n_prompts=batch,
                        params=SamplingSpec(temperature=1.0, max_tokens=tokens))
     prompts = (setup.assigned() * batch)[:batch]
-    seeds = [derive_seed(POOL_SEED, WORKER, STEP, j) for j in range(batch)]
+    seeds = [derive_seed(POOL_SEED, WORKER, bytes(32), j) for j in range(batch)]
     # no stop token, so that every completion has exactly `tokens` tokens
     worker = TorchBackend(setup.policy(), eos_token_id=NO_EOS)
     validator = TorchBackend(setup.policy(), eos_token_id=NO_EOS)

@@ -1,8 +1,13 @@
-"""Seeded Gumbel-max sampling (rule v2: counter-based noise) and its replay by a validator.
+"""Seeded Gumbel-max sampling (rule v3: counter-based noise, seeds from the nonce's on-chain pin) and its replay.
 
-Sampling rule v2 (shared by every backend and device; docs/protocol.md states it for re-implementers).
+Sampling rule v3 (shared by every backend and device; docs/protocol.md states it for re-implementers).
+The seed of a completion (63 bits, `derive_seed`) is keyed by the pool seed and fixed by (worker, the hash of the
+block that pinned the submission's step, the row's sample index): the step is not an input, and the pinning block
+(ComputePool's pin rule: the worker's previous submission, first join or skip) is mined before the worker can know
+its hash, so a worker holds exactly one valid file per nonce — it can neither try the steps the async level allows
+(rule v2 seeded by the step a submission names: a file per step, the best one submitted) nor time the pin.
 The noise of token v at decode position i (0-based index of the token in its completion) of a completion
-with seed s (63 bits, `derive_seed`) is a pure function g(s, i, v):
+with seed s is a pure function g(s, i, v):
 
     key      (k0, k1)         = (s mod 2^32, floor(s / 2^32))
     counter  (c0, c1, c2, c3) = (floor(v / 4), i, 0, 0)
@@ -55,7 +60,7 @@ from collections.abc import Sequence
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-_SEED_DOMAIN = b"proofswarm/sampling-seed/v1"
+_SEED_DOMAIN = b"proofswarm/sampling-seed/v2"
 SEED_BITS = 63
 REPLAY_BLOCK_ELEMENTS = 1 << 22
 """Logits replayed at once (block rows × vocab): each float32 work tensor of a block is at most 16 MiB
@@ -81,12 +86,15 @@ def normalize_address(worker: str) -> bytes:
     return raw
 
 
-def derive_seed(pool_seed: bytes, worker: str, step: int, sample_index: int) -> int:
+def derive_seed(pool_seed: bytes, worker: str, seed_block_hash: bytes, sample_index: int) -> int:
     """The sampling seed of one completion: the first 63 bits (big-endian) of
-    HMAC-SHA256(key=pool_seed, msg=domain || address(20 B) || step (u64 BE) || index (u64 BE))."""
-    if step < 0 or sample_index < 0:
-        raise SamplingSpecError("step and sample_index must be non-negative")
-    message = _SEED_DOMAIN + normalize_address(worker) + struct.pack(">QQ", step, sample_index)
+    HMAC-SHA256(key=pool_seed, msg=domain || address (20 B) || seed block hash (32 B) || index (u64 BE)),
+    where the seed block is the one that pinned the submission's step (`WorkSubmitted.seedBlock`)."""
+    if not 0 <= sample_index < 2**64:
+        raise SamplingSpecError("sample_index must be a uint64")
+    if len(seed_block_hash) != 32:
+        raise SamplingSpecError(f"seed block hash must be 32 bytes, got {len(seed_block_hash)}")
+    message = _SEED_DOMAIN + normalize_address(worker) + bytes(seed_block_hash) + struct.pack(">Q", sample_index)
     digest = hmac.new(pool_seed, message, hashlib.sha256).digest()
     return int.from_bytes(digest[:8], "big") >> (64 - SEED_BITS)
 
@@ -348,6 +356,6 @@ def _replay_block(
 
 
 def sample_index(nonce: int, row: int, rows_per_file: int) -> int:
-    """The per-step sample index of a file's row, as fed to `derive_seed`: files of one
-    worker at one step are numbered by nonce, so their seeds never repeat."""
+    """The sample index of a file's row, as fed to `derive_seed`: a worker's files are numbered by nonce, so
+    their seeds never repeat (even under one seed block)."""
     return nonce * rows_per_file + row

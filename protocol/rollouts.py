@@ -13,13 +13,13 @@ the schema metadata key `proofswarm.rollouts`. Version 3 columns:
 | logprobs       | list<float32> | the worker's log-probability of each sampled token           |
 | reward         | float32       | the task verifier's exact reward (tasks.rewards)             |
 | finish_reason  | string        | "eos" or "length"                                            |
-| seed           | uint64        | sampling seed (rule v2): proofs.sampling.derive_seed(pool seed,|
-|                |               | worker, policy_step, nonce × n_rows + row)                   |
+| seed           | uint64        | sampling seed (rule v3): proofs.sampling.derive_seed(pool seed,|
+|                |               | worker, seed_block_hash, nonce × n_rows + row)               |
 | proofs         | list<binary>  | TOPLOC proof per chunk of `proof_chunk` completion tokens    |
 
 Header (`RolloutHeader`): schema version; the submission binding (protocol.submission) — chain id,
 pool contract, pool id, worker, policy step, nonce — which must equal the on-chain `submitWork`
-record; the manifest digest of the policy used, task spec, sampling spec
+record — and the seed block hash (the hash of its `WorkSubmitted.seedBlock`); the manifest digest of the policy used, task spec, sampling spec
 (protocol.runspec.SamplingSpec) and proof chunk size. Readers validate everything and raise
 `RolloutSchemaError` otherwise.
 
@@ -33,6 +33,7 @@ or the file is refused; the challenge reason follows the arrow:
 | manifest_digest     | equal to the on-chain checkpoint of that step → WRONG_STEP                   |
 | worker              | equal to the submitting address → WRONG_WORKER                               |
 | chain_id, pool_contract, pool_id, nonce | equal to the chain, contract and `submitWork` record → WRONG_BINDING |
+| seed_block_hash     | equal to the hash of the submission's seed block on the chain → WRONG_BINDING |
 | task                | equal to the pool's run spec → SCHEMA                                        |
 | sampling            | equal to the run spec's (temperature/top_p → SAMPLING, others → SCHEMA)      |
 | proof_chunk         | equal to the validator's chunk size → SCHEMA                                 |
@@ -46,7 +47,7 @@ or the file is refused; the challenge reason follows the arrow:
 | reward              | recomputed by the task verifier, bit-identical (tasks.rewards_equal) → REWARD |
 | finish_reason       | "eos" iff the last token is EOS (and EOS was plausible), "length" iff        |
 |                     | exactly max_tokens without EOS → TERMINATION                                 |
-| seed                | re-derived as derive_seed(pool seed, worker, step, nonce × rows + row) → SEED |
+| seed                | re-derived as derive_seed(pool seed, worker, seed block hash, nonce × rows + row) → SEED |
 | proofs              | ceil(len / proof_chunk) proofs of 258 bytes → SCHEMA; each matches the       |
 |                     | recomputed hidden states → TOPLOC                                            |
 
@@ -82,7 +83,7 @@ from protocol.submission import ADDRESS_PATTERN, SubmissionBinding
 from tasks.registry import TaskSpec
 
 SCHEMA_NAME = "proofswarm.rollouts"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """v4: completions sampled with sampling rule v2 (proofs.sampling: counter-based Philox noise). Files of v3 and
 before were sampled with rule v1 (a CPU Mersenne-Twister stream) and are refused by name."""
 METADATA_KEY = SCHEMA_NAME.encode()
@@ -150,13 +151,15 @@ class RolloutHeader(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     schema_name: Literal["proofswarm.rollouts"] = SCHEMA_NAME
-    version: Literal[4] = SCHEMA_VERSION
+    version: Literal[5] = SCHEMA_VERSION
     chain_id: int = Field(ge=0, description="chain of the pool contract (0 in local mode)")
     pool_contract: str = Field(pattern=ADDRESS_PATTERN, description="the ComputePool the file is submitted to")
     pool_id: int = Field(ge=0)
     worker: str = Field(pattern=ADDRESS_PATTERN)
     policy_step: int = Field(ge=0, description="the step submitted with, whose policy generated the file")
     nonce: int = Field(ge=0, description="the worker's submission nonce in the pool; prompts derive from it")
+    seed_block_hash: Digest = Field(default=Digest(bytes(32)), description=(
+        "hash of the block that pinned the nonce's step; seeds the sampling (zero in local mode)"))
     manifest_digest: Digest = Field(description="digest of the policy checkpoint's manifest")
     task: TaskSpec = Field(description="the task the prompts and rewards come from")
     sampling: SamplingSpec
@@ -166,13 +169,15 @@ class RolloutHeader(BaseModel):
     def binding(self) -> SubmissionBinding:
         """The submission this file declares itself to be."""
         return SubmissionBinding(chain_id=self.chain_id, pool_contract=self.pool_contract, pool_id=self.pool_id,
-                                 worker=self.worker, step=self.policy_step, nonce=self.nonce)
+                                 worker=self.worker, step=self.policy_step, nonce=self.nonce,
+                                 seed_block_hash=self.seed_block_hash)
 
     @classmethod
     def bound(cls, binding: SubmissionBinding, **fields: Any) -> RolloutHeader:
         """A header carrying `binding` (plus the policy, task and sampling `fields`)."""
         return cls(chain_id=binding.chain_id, pool_contract=binding.pool_contract, pool_id=binding.pool_id,
-                   worker=binding.worker, policy_step=binding.step, nonce=binding.nonce, **fields)
+                   worker=binding.worker, policy_step=binding.step, nonce=binding.nonce,
+                   seed_block_hash=binding.seed_block_hash, **fields)
 
 
 class RolloutSample(BaseModel):
@@ -312,10 +317,15 @@ def parse_header(raw: bytes) -> RolloutHeader:
     if not isinstance(header_json, dict):
         raise RolloutSchemaError("header is not a JSON object")
     old = header_json.get("version")
-    if isinstance(old, int) and not isinstance(old, bool) and 1 <= old < SCHEMA_VERSION:
+    if old == 4:
+        raise RolloutSchemaError("rollout schema v4 seeds its sampling from the step a submission names (sampling "
+                                 "rule v2: a worker could make a file at every step the async level allows and "
+                                 f"submit the best), which no pool accepts any more; this reader knows "
+                                 f"v{SCHEMA_VERSION} (sampling rule v3: seeds from the nonce's on-chain pin)")
+    if isinstance(old, int) and not isinstance(old, bool) and 1 <= old < 4:
         raise RolloutSchemaError(f"rollout schema v{old} was sampled with sampling rule "
                                  f"v1 (a CPU Mersenne-Twister stream), which no pool "
-                                 f"accepts any more; this reader knows v{SCHEMA_VERSION} (sampling rule v2)")
+                                 f"accepts any more; this reader knows v{SCHEMA_VERSION} (sampling rule v3)")
     if header_json.get("version") != SCHEMA_VERSION:
         raise RolloutSchemaError(f"unsupported rollout schema version {clip(repr(header_json.get('version')))}; "
                                  f"this reader knows {SCHEMA_VERSION}")

@@ -1,12 +1,15 @@
 """What binds a rollout file to one on-chain submission: (chain id, pool contract, pool id, worker,
-step, nonce) — carried in the file's header and equal to the `submitWork` record — and the work id
-the contract derives from it (`ComputePool.workIdOf`)."""
+step, nonce) — carried in the file's header and equal to the `submitWork` record — the hash of the block
+that pinned the nonce's step (its `WorkSubmitted.seedBlock`; it seeds the file's sampling), and the work id
+the contract derives from the binding (`ComputePool.workIdOf`)."""
 
 from __future__ import annotations
 
 from eth_abi import encode
 from eth_utils import keccak, to_checksum_address
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from protocol.digest import Digest
 
 ADDRESS_PATTERN = r"^0x[0-9a-fA-F]{40}$"
 LOCAL_CONTRACT = "0x" + "00" * 20
@@ -24,6 +27,8 @@ class SubmissionBinding(BaseModel):
     worker: str = Field(pattern=ADDRESS_PATTERN)
     step: int = Field(ge=0, lt=2**64)
     nonce: int = Field(ge=0, lt=2**64)
+    seed_block_hash: Digest = Field(default=Digest(bytes(32)), description=(
+        "hash of the block that pinned this nonce's step (ComputePool's pin rule); zero in local mode"))
 
     @field_validator("pool_contract", "worker")
     @classmethod

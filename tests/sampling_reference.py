@@ -1,12 +1,23 @@
-"""An independent reference of sampling rule v2 (proofs/sampling.py's docstring, docs/protocol.md), written
-from the specification alone: pure-Python Philox4x32-10 for the known-answer vectors and a numpy uint64
-version for bulk comparisons. Nothing of proofs.sampling is imported."""
+"""An independent reference of sampling rule v3 (proofs/sampling.py's docstring, docs/protocol.md), written
+from the specification alone: the seed's HMAC, pure-Python Philox4x32-10 for the known-answer vectors and a
+numpy uint64 version for bulk comparisons. Nothing of proofs.sampling is imported."""
 
 from __future__ import annotations
+
+import hashlib
+import hmac
 
 import numpy as np
 
 _MASK = 0xFFFFFFFF
+
+
+def seed(pool_seed: bytes, worker: str, seed_block_hash: bytes, nonce: int, rows: int, row: int) -> int:
+    """First 63 bits (big-endian) of HMAC-SHA256(key = pool seed, msg = "proofswarm/sampling-seed/v2" ‖ worker
+    address (20 B) ‖ seed block hash (32 B) ‖ nonce × rows + row (u64 BE))."""
+    message = (b"proofswarm/sampling-seed/v2" + bytes.fromhex(worker[2:]) + seed_block_hash
+               + (nonce * rows + row).to_bytes(8, "big"))
+    return int.from_bytes(hmac.new(pool_seed, message, hashlib.sha256).digest()[:8], "big") >> 1
 
 
 def philox4x32_10(counter: tuple[int, int, int, int], key: tuple[int, int]) -> tuple[int, int, int, int]:

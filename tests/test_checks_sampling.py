@@ -27,11 +27,12 @@ BOB = "0x" + "cd" * 20
 
 
 def test_seed_depends_on_every_input_and_is_63_bits() -> None:
-    base = derive_seed(POOL, ALICE, 3, 0)
-    assert base == derive_seed(POOL, ALICE.upper().replace("0X", "0x"), 3, 0)
+    pin, other_pin = b"\x01" * 32, b"\x02" * 32
+    base = derive_seed(POOL, ALICE, pin, 0)
+    assert base == derive_seed(POOL, ALICE.upper().replace("0X", "0x"), pin, 0)
     variants = {
-        derive_seed(b"other pool", ALICE, 3, 0), derive_seed(POOL, BOB, 3, 0),
-        derive_seed(POOL, ALICE, 4, 0), derive_seed(POOL, ALICE, 3, 1),
+        derive_seed(b"other pool", ALICE, pin, 0), derive_seed(POOL, BOB, pin, 0),
+        derive_seed(POOL, ALICE, other_pin, 0), derive_seed(POOL, ALICE, pin, 1),
     }
     assert base not in variants and len(variants) == 4
     assert all(0 <= s < 2**63 for s in variants | {base})
@@ -40,7 +41,12 @@ def test_seed_depends_on_every_input_and_is_63_bits() -> None:
 @pytest.mark.parametrize("worker", ["ab" * 20, "0x1234", "0x" + "zz" * 20, ""])
 def test_malformed_worker_address_is_refused(worker: str) -> None:
     with pytest.raises(SamplingSpecError):
-        derive_seed(POOL, worker, 0, 0)
+        derive_seed(POOL, worker, bytes(32), 0)
+
+
+def test_seed_block_hash_must_be_32_bytes() -> None:
+    with pytest.raises(SamplingSpecError, match="32 bytes"):
+        derive_seed(POOL, ALICE, b"\x01" * 31, 0)
 
 
 # ---- sampling -------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ def _model() -> TorchBackend:
 def honest() -> tuple[TorchBackend, list[list[int]], list[int], list[CompletionRecord]]:
     backend = _model()
     prompts = [[BOS_ID, *TOKENIZER.encode(t)] for t in ("1+1=", "Say hi.", "abc")]
-    seeds = [derive_seed(b"pool", WORKER, 1, j) for j in range(3)]
+    seeds = [derive_seed(b"pool", WORKER, bytes(32), j) for j in range(3)]
     completions = backend.generate(prompts, PARAMS, seeds)
     records = [
         CompletionRecord(prompt_ids=p, completion_ids=c.token_ids, proofs=build_proofs(c.hidden),
@@ -157,7 +157,7 @@ def test_honest_logprobs_pass_whatever_the_batch_sizes_of_worker_and_validator()
     right-padded, chunked or not: the logprobs agree far inside the tolerance."""
     texts = ["1+1=", "Say hi.", "abc", "zz", "12345", "q", "hello world", "7*7="]
     prompts = [[BOS_ID, *TOKENIZER.encode(t)] for t in texts]
-    seeds = [derive_seed(b"pool", WORKER, 2, j) for j in range(len(prompts))]
+    seeds = [derive_seed(b"pool", WORKER, bytes(32), j) for j in range(len(prompts))]
     worker = _model()
     records = []
     for size in (1, 3, 8):

@@ -22,14 +22,13 @@ from deploy.pool_cli import CourtConfig, create_pool
 from examples.adversaries.validators import AttestEverything, ChallengeEverything, RandomVoter, Silent
 from examples.adversaries.workers import fabricate_completions
 from ledger_client.chain.ledger import Ledger, connect, save_deployment
-from ledger_client.chain.queries import get_work
+from ledger_client.chain.queries import get_work, next_binding
 from ledger_client.cli import EXIT_USAGE
 from ledger_client.ipfs.content import publish_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.pool import CaseState, WorkStatus
 from protocol.rollouts import encode_rollouts
 from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
-from protocol.submission import SubmissionBinding
 from tests.conftest_chain import TOKENS, pool_config
 from trainer.ledger_source import LedgerSource
 from trainer.bootstrap import init_policy
@@ -115,14 +114,12 @@ class CourtPool:
 
     def submit(self, honest: bool) -> bytes:
         ledger = self.ledger(WORKER)
-        nonce = ledger.pool.get_member(self.pool_id, ledger.address).next_nonce
-        binding = SubmissionBinding(chain_id=self.deployment.chain_id, pool_contract=self.deployment.compute_pool,
-                                    pool_id=self.pool_id, worker=ledger.address, step=0, nonce=nonce)
+        binding = next_binding(ledger, self.pool_id)
         batch = make_batch(self.policy, SPEC, binding)
         if not honest:
             batch = fabricate_completions(self.policy, SPEC, batch, range(N))
-        ledger.pool.submit_work(self.pool_id, 0, nonce, put_object(self.kubo, encode_rollouts(batch)), N)
-        return bytes(ledger.pool.work_id_of(self.pool_id, ledger.address, nonce))
+        ledger.pool.submit_work(self.pool_id, binding.step, binding.nonce, put_object(self.kubo, encode_rollouts(batch)), N)
+        return binding.work_id
 
     def locked(self, i: int) -> int:
         return self.ledger(0).court.get_validator(self.pool_id, self.accounts[i].address).locked

@@ -88,7 +88,7 @@ def test_gpu_completions_pass_the_cpu_validator_at_calibrated_thresholds(engine:
     stops = stop_token_ids(model, tokenizer)
     task = build_task(spec.task)
     prompts = [encode_prompt(tokenizer, task.problem(100 + i).prompt) for i in range(16)]  # not the calibration's
-    seeds = [derive_seed(spec.pool_seed_bytes, "0x" + "77" * 20, 0, i) for i in range(len(prompts))]
+    seeds = [derive_seed(spec.pool_seed_bytes, "0x" + "77" * 20, bytes(32), i) for i in range(len(prompts))]
     records = _records(_worker(engine, folder, stops), prompts, spec, seeds)
     validator = TorchBackend(model, eos_token_id=stops)
     verdicts = verify_completions(validator, records, config, expected_prompts=prompts, expected_seeds=seeds)

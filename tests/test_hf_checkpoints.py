@@ -59,7 +59,7 @@ def test_honest_generation_verifies_at_a_real_vocabulary_size(folders: dict[str,
     model, tokenizer = load_policy(folders[family])
     task = build_task(TaskSpec(name="sort", params={"min_digits": 3, "max_digits": 3}))
     prompts = [encode_prompt(tokenizer, task.problem(i).prompt) for i in range(3)] * 2
-    seeds = [derive_seed(b"pool", "0x" + "11" * 20, 0, i) for i in range(len(prompts))]
+    seeds = [derive_seed(b"pool", "0x" + "11" * 20, bytes(32), i) for i in range(len(prompts))]
     sampling = SamplingSpec(temperature=1.0, max_tokens=6)
     worker = TorchBackend(model, eos_token_id=stop_token_ids(model, tokenizer), pad_token_id=tokenizer.pad_token_id)
     completions = worker.generate(prompts, sampling, seeds)

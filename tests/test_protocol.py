@@ -11,8 +11,9 @@ import pytest
 
 from examples.adversaries.workers import ATTACKS, cycling, selective_upload
 from ledger_client.chain.errors import revert_class
-from ledger_client.chain.queries import get_work, pool_state
+from ledger_client.chain.queries import get_work, next_binding, pool_state
 from ledger_client.ipfs.content import publish_run_spec, put_object
+from protocol.digest import Digest
 from protocol.pool import WorkStatus
 from protocol.rollouts import decode_rollouts, encode_rollouts
 from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
@@ -143,7 +144,8 @@ def test_a_replayed_file_is_challenged_whatever_nonce_it_names(protocol):
     data = Path(entry["file"]).read_bytes()
     batch = decode_rollouts(data)
     replay = _submit_as_next(protocol, 4, entry["step"], data, len(batch.samples))  # the same bytes, next nonce
-    renonced = batch.header.model_copy(update={"nonce": batch.header.nonce + 2})  # header names the nonce after
+    after = next_binding(protocol.ledger(4), protocol.pool_id)  # the nonce after, and its pin
+    renonced = batch.header.model_copy(update={"nonce": after.nonce, "seed_block_hash": after.seed_block_hash})
     relabelled = _submit_as_next(protocol, 4, entry["step"], encode_rollouts(batch.model_copy(update={"header": renonced})),
                                  len(batch.samples))
     _judge(protocol, "validator-replay")
@@ -172,11 +174,44 @@ def test_stale_and_reused_nonce_submissions_are_refused_on_chain(protocol):
     assert get_work(protocol.ledger(0), work_id).nonce == 0
 
 
+def test_a_worker_holds_one_valid_file_per_nonce(protocol):
+    """Issue 26 item 4 (grinding): under rule v2 a worker made its file at every step the async level allowed and
+    submitted the best. Now the chain pins the nonce's step and the pinning block's hash seeds the file: every other
+    step is refused on chain, a file seeded by another block is refused off-chain, and a usable nonce cannot be
+    dropped for a fresh draw."""
+    ledger, pool_id = protocol.ledger(4), protocol.pool_id
+    state = pool_state(ledger, pool_id)
+    if state.latest_step - ledger.pool.get_member(pool_id, ledger.address).pinned_step > state.async_level:
+        ledger.pool.skip_nonce(pool_id)  # its pin went stale while other tests published steps
+    with pytest.raises(revert_class("PinNotStale")):
+        ledger.pool.skip_nonce(pool_id)
+    pinned = next_binding(ledger, pool_id)
+    n = 2 * 4
+    stake_for_next_submission(ledger, pool_id, protocol.config.min_stake, protocol.config.slash_amount)
+    usable = range(max(0, state.latest_step - state.async_level), state.latest_step + 1)
+    assert len(usable) == 3 and pinned.step in usable
+    for step in usable:
+        if step != pinned.step:
+            with pytest.raises(revert_class("StepNotPinned")):
+                ledger.pool.submit_work(pool_id, step, pinned.nonce, b"\x99" * 32, n)
+    batch = decode_rollouts(Path(protocol.worker(4).journal.entries("submitted")[0]["file"]).read_bytes())
+    later_block = Digest(bytes(protocol.w3.eth.get_block("latest")["hash"]))  # as if the pin had come later
+    assert later_block != pinned.seed_block_hash
+    header = batch.header.model_copy(update={"policy_step": pinned.step, "nonce": pinned.nonce,
+                                             "seed_block_hash": later_block})
+    timed = _submit_as_next(protocol, 4, pinned.step, encode_rollouts(batch.model_copy(update={"header": header})), n)
+    _judge(protocol, "validator-pins")
+    assert _reason(protocol, timed) == Reason.WRONG_BINDING
+
+
 def test_another_workers_file_rewritten_as_own_is_challenged(protocol, tmp_path):
     honest = protocol.worker(4)
     batch = decode_rollouts(Path(honest.journal.entries("submitted")[0]["file"]).read_bytes())
     thief = protocol.accounts[6].address
-    step = pool_state(protocol.ledger(0), protocol.pool_id).latest_step
+    thief_ledger, state = protocol.ledger(6), pool_state(protocol.ledger(0), protocol.pool_id)
+    if state.latest_step - thief_ledger.pool.get_member(protocol.pool_id, thief).pinned_step > state.async_level:
+        thief_ledger.pool.skip_nonce(protocol.pool_id)  # its pin went stale while other tests ran
+    step = next_binding(thief_ledger, protocol.pool_id).step
     # Declared as the thief's own and for the current step so the chain takes it; the validator must refuse it.
     header = batch.header.model_copy(update={"worker": thief, "policy_step": step})
     work_id = _submit_as_next(protocol, 6, step, encode_rollouts(batch.model_copy(update={"header": header})),

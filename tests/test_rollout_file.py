@@ -87,8 +87,10 @@ def test_reader_refuses_anything_else_with_a_named_error():
         decode_rollouts(_with(table.replace_schema_metadata({})))
     with pytest.raises(RolloutSchemaError, match="schema v3 was sampled with sampling rule v1"):
         decode_rollouts(_with(table, {**header, "version": 3}))
-    with pytest.raises(RolloutSchemaError, match="unsupported rollout schema version 5"):
-        decode_rollouts(_with(table, {**header, "version": 5}))
+    with pytest.raises(RolloutSchemaError, match="schema v4 seeds its sampling from the step a submission names"):
+        decode_rollouts(_with(table, {**header, "version": 4}))
+    with pytest.raises(RolloutSchemaError, match="unsupported rollout schema version 6"):
+        decode_rollouts(_with(table, {**header, "version": 6}))
     unbound = {k: v for k, v in header.items() if k not in ("chain_id", "pool_contract", "pool_id")}
     with pytest.raises(RolloutSchemaError, match="invalid header: chain_id"):
         decode_rollouts(_with(table, unbound))

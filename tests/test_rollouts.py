@@ -30,7 +30,8 @@ def test_rollouts_carry_assigned_prompts_seeds_rewards_and_valid_proofs():
     indices = assign_prompts(pool_seed, WORKER, 2, 10_000, 3)
     sampling = SamplingSpec(group_size=4, temperature=1.0, max_tokens=40)
     backend = TorchBackend(model)
-    binding = SubmissionBinding(chain_id=31337, pool_contract="0x" + "cc" * 20, pool_id=7, worker=WORKER, step=5, nonce=2)
+    binding = SubmissionBinding(chain_id=31337, pool_contract="0x" + "cc" * 20, pool_id=7, worker=WORKER, step=5, nonce=2,
+                                seed_block_hash=Digest(b"\x5e" * 32))
     batch = make_rollouts(backend, tokenizer, task, SPEC, indices, sampling, binding, Digest(b"\xcd" * 32), pool_seed)
 
     batch = decode_rollouts(encode_rollouts(batch))
@@ -38,7 +39,7 @@ def test_rollouts_carry_assigned_prompts_seeds_rewards_and_valid_proofs():
     assert batch.header.binding.work_id == work_id_of(31337, "0x" + "cc" * 20, 7, WORKER, 2)
     assert check_assignment([batch.samples[g * 4].prompt_index for g in range(3)], pool_seed, WORKER, 2, 10_000)
     for row, sample in enumerate(batch.samples):
-        assert sample.seed == derive_seed(pool_seed, WORKER, 5, sample_index(2, row, 12))
+        assert sample.seed == derive_seed(pool_seed, WORKER, b"\x5e" * 32, sample_index(2, row, 12))
         problem = task.problem(sample.prompt_index)
         text = tokenizer.decode(sample.completion_ids, skip_special_tokens=True)
         assert sample.reward == task.reward(problem, text, len(sample.completion_ids))

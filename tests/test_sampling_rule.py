@@ -21,11 +21,13 @@ from proofs.sampling import (
     GUMBEL_TOLERANCE,
     W_MAX,
     W_MIN,
+    derive_seed,
     gumbel_,
     gumbel_at,
     gumbel_noise,
     noise_words,
     philox4x32_10,
+    sample_index,
     sample_token,
     sample_tokens,
     uniforms_from_words,
@@ -47,6 +49,17 @@ KNOWN_ANSWERS = [
 def test_philox_matches_the_published_known_answers(counter, key, expected) -> None:
     assert reference.philox4x32_10(counter, key) == expected
     assert tuple(int(w) for w in philox4x32_10(counter, key)) == expected
+
+
+def test_seeds_match_the_reference_written_from_the_rule() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        pool_seed, pin = rng.bytes(32), rng.bytes(32)
+        worker = "0x" + rng.bytes(20).hex()
+        nonce, rows = int(rng.integers(0, 2**40)), int(rng.integers(1, 512))
+        row = int(rng.integers(0, rows))
+        assert derive_seed(pool_seed, worker, pin, sample_index(nonce, row, rows)) == \
+            reference.seed(pool_seed, worker, pin, nonce, rows, row)
 
 
 def test_numpy_reference_gives_the_zero_known_answer() -> None:

@@ -16,7 +16,7 @@ from deploy.pool_cli import create_pool
 from examples.adversaries.workers import fabricate_completions
 from inference.torch_backend import TorchBackend
 from ledger_client.chain.ledger import Ledger, connect, save_deployment
-from ledger_client.chain.queries import get_work, pool_state
+from ledger_client.chain.queries import get_work, next_binding, pool_state
 from ledger_client.ipfs.content import get_object, publish_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.pool import WorkStatus
@@ -75,9 +75,9 @@ class SpotPool:
     def ledger(self, i: int) -> Ledger:
         return Ledger(self.w3, self.deployment, self.accounts[i])
 
-    def binding(self, nonce: int) -> SubmissionBinding:
-        return SubmissionBinding(chain_id=self.deployment.chain_id, pool_contract=self.deployment.compute_pool,
-                                 pool_id=self.pool_id, worker=self.accounts[4].address, step=0, nonce=nonce)
+    def binding(self) -> SubmissionBinding:
+        """Worker 4's next submission, as the chain pinned it."""
+        return next_binding(self.ledger(4), self.pool_id)
 
     def checker(self, name: str) -> RolloutChecker:
         return RolloutChecker(self.anvil.rpc_url, str(self.deployments), self.kubo_api, self.pool_id,
@@ -117,7 +117,8 @@ def test_pool_takes_its_spot_check_fraction_from_the_run_spec(pool):
 
 
 def test_checker_prefills_only_the_chosen_completions_and_catches_a_fabricated_one_when_chosen(pool, monkeypatch):
-    binding = pool.binding(nonce=0)
+    binding = pool.binding()
+    seed_block = pool.ledger(4).pool.get_member(pool.pool_id, binding.worker).pinned_block
     honest = make_batch(pool.policy, SPEC, binding)
     fabricated_at = next(i for i, s in enumerate(honest.samples) if len(s.completion_ids) >= 2)
     cheat = encode_rollouts(fabricate_completions(pool.policy, SPEC, honest, [fabricated_at]))
@@ -133,7 +134,7 @@ def test_checker_prefills_only_the_chosen_completions_and_catches_a_fabricated_o
 
     def check(data: bytes, block_hash: bytes):
         sub = Submission(binding.work_id, pool.pool_id, binding.worker, 0, N, 0, b"\x00" * 32,
-                         spot_block=7, spot_block_hash=block_hash)
+                         spot_block=7, spot_block_hash=block_hash, seed_block=seed_block)
         prefilled.clear()
         return checker.check(sub, data)
 
@@ -159,10 +160,9 @@ def test_checker_prefills_only_the_chosen_completions_and_catches_a_fabricated_o
 
 def test_daemon_waits_for_the_next_block_and_the_evidence_carries_the_draw(pool):
     ledger = pool.ledger(4)
-    nonce = ledger.pool.get_member(pool.pool_id, ledger.address).next_nonce
-    honest = make_batch(pool.policy, SPEC, pool.binding(nonce))
+    honest = make_batch(pool.policy, SPEC, pool.binding())
     honest_id, _ = pool.submit(encode_rollouts(honest))
-    to_fabricate = make_batch(pool.policy, SPEC, pool.binding(nonce + 1))
+    to_fabricate = make_batch(pool.policy, SPEC, pool.binding())  # pinned by the honest submission's block
     cheat = fabricate_completions(pool.policy, SPEC, to_fabricate, range(N))
     cheat_id, cheat_block = pool.submit(encode_rollouts(cheat))  # every completion fabricated: caught whatever m
 

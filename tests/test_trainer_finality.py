@@ -16,11 +16,11 @@ from deploy.anvil import dev_accounts, start_anvil
 from deploy.contracts import deploy_contracts
 from deploy.pool_cli import create_pool
 from ledger_client.chain.ledger import Ledger, connect
+from ledger_client.chain.queries import next_binding
 from ledger_client.ipfs.content import publish_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.rollouts import encode_rollouts
 from protocol.runspec import RunSpec, SamplingSpec
-from protocol.submission import SubmissionBinding
 from tests.conftest_chain import TOKENS, pool_config
 from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
@@ -59,12 +59,11 @@ def pool(tmp_path_factory, kubo_node):
     policy = Policy(0, base, model, tokenizer)
     works = []
     for _ in range(2):
-        nonce = worker.pool.get_member(pool_id, worker.address).next_nonce
-        binding = SubmissionBinding(chain_id=deployment.chain_id, pool_contract=deployment.compute_pool,
-                                    pool_id=pool_id, worker=worker.address, step=0, nonce=nonce)
+        binding = next_binding(worker, pool_id)
         data = encode_rollouts(make_batch(policy, SPEC, binding))
-        worker.pool.submit_work(pool_id, 0, nonce, put_object(kubo, data), SPEC.prompts_per_submission * SPEC.sampling.group_size)
-        works.append(bytes(worker.pool.work_id_of(pool_id, worker.address, nonce)))
+        worker.pool.submit_work(pool_id, binding.step, binding.nonce, put_object(kubo, data),
+                                SPEC.prompts_per_submission * SPEC.sampling.group_size)
+        works.append(binding.work_id)
     yield ledger, kubo, pool_id, works
     kubo.close()
     anvil.stop()

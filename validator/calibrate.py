@@ -93,7 +93,8 @@ def measure(folder: Path, spec: RunSpec, dtypes: list[str], batch_sizes: list[in
             before = (noise.min_exp_matches, noise.max_mant_err_mean, noise.max_logit_diff)
             for start in range(0, len(prompts), batch):
                 group = prompts[start : start + batch]
-                seeds = [derive_seed(spec.pool_seed_bytes, CALIBRATION_WORKER, 0, start + i) for i in range(len(group))]
+                seeds = [derive_seed(spec.pool_seed_bytes, CALIBRATION_WORKER, bytes(32), start + i)
+                         for i in range(len(group))]
                 completions = worker.generate(group, spec.sampling, seeds)
                 proofs = build_proofs_batch([c.hidden for c in completions], chunk=DEFAULT_CHUNK)
                 pairs = [(p, c.token_ids) for p, c in zip(group, completions)]

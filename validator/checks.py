@@ -97,6 +97,10 @@ class RolloutChecker:
                 self._checkpoints[step] = digest
         return digest
 
+    def _block_hash(self, number: int) -> Digest:
+        """The hash of block `number` of the pool's chain (a submission's seed block)."""
+        return Digest(bytes(self.ledger.w3.eth.get_block(number)["hash"]))
+
     def _policy(self, step: int, digest: bytes) -> tuple[TorchBackend, object]:
         cached = self._policies.get(step)
         if cached is None or cached[0] != digest:
@@ -148,6 +152,9 @@ class RolloutChecker:
         if wrong:
             return CheckOutcome(False, Reason.WRONG_BINDING, f"file is bound to another submission: {sorted(wrong)}",
                                 statistics=wrong)
+        if h.seed_block_hash != self._block_hash(sub.seed_block):
+            return CheckOutcome(False, Reason.WRONG_BINDING, f"file is seeded by block hash {h.seed_block_hash}, not "
+                                                             f"by its pin, block {sub.seed_block}")
         if h.manifest_digest != ckpt:
             return CheckOutcome(False, Reason.WRONG_STEP, f"file declares manifest {h.manifest_digest}, "
                                                           f"step {sub.step} is {ckpt}")
@@ -263,7 +270,7 @@ def check_completions(spec: RunSpec, config: VerifyConfig, spot_check_bps: int, 
                                 seed=s.seed, finish_reason=s.finish_reason, logprobs=s.logprobs)
                for s in batch.samples]
     n = len(records)
-    seeds = [derive_seed(spec.pool_seed_bytes, h.worker, h.policy_step, sample_index(h.nonce, i, n))
+    seeds = [derive_seed(spec.pool_seed_bytes, h.worker, h.seed_block_hash, sample_index(h.nonce, i, n))
              for i in range(n)]
     spot = spot_check_of(sub, n, spot_check_bps)
     verdicts = verify_completions(backend, records, config, expected_prompts=[r.prompt_ids for r in records],

@@ -79,6 +79,8 @@ class Submission:
     """B, the block of the `WorkSubmitted` event the spot check is seeded from (set before the check)."""
     spot_block_hash: bytes | None = None
     """Hash of block B + 1 (set before the check when the pool spot-checks)."""
+    seed_block: int = 0
+    """The block that pinned the submission's step (`WorkSubmitted.seedBlock`): its hash seeds the file's sampling."""
     purpose: str = "judge"
     """Why the file is checked: "judge" (the first verdict), "audit" (another validator's verdict, court
     pools) or "vote" (a dispute this validator's committee decides)."""
@@ -92,7 +94,7 @@ class Submission:
     def of_event(cls, e: Any) -> Submission:
         """From a decoded `WorkSubmitted` event."""
         return cls(bytes(e.work_id), e.pool_id, e.worker, e.step, e.n_samples, e.nonce, bytes(e.rollout_digest),
-                   block_number=e.meta.block_number)
+                   block_number=e.meta.block_number, seed_block=e.seed_block)
 
 
 @dataclass
@@ -637,7 +639,8 @@ class ValidatorDaemon:
             return []
         a = logs[-1]["args"]
         return [Submission(work_id, a["poolId"], a["worker"], a["step"], a["nSamples"], a["nonce"],
-                           bytes(a["rolloutDigest"]), block_number=logs[-1]["blockNumber"], purpose=purpose)]
+                           bytes(a["rolloutDigest"]), block_number=logs[-1]["blockNumber"], purpose=purpose,
+                           seed_block=a["seedBlock"])]
 
     def _run_duties(self) -> None:
         """Do every court follow-up that is due; one that fails stays for the next poll."""
@@ -715,10 +718,10 @@ def _evidence_bytes(evidence: Evidence) -> bytes:
 def _submission_to(s: Submission) -> dict:
     return {"work_id": s.work_id.hex(), "pool_id": s.pool_id, "worker": s.worker, "step": s.step,
             "n_samples": s.n_samples, "nonce": s.nonce, "rollout_digest": s.rollout_digest.hex(),
-            "block_number": s.block_number, "purpose": s.purpose}
+            "block_number": s.block_number, "purpose": s.purpose, "seed_block": s.seed_block}
 
 
 def _submission_from(d: dict) -> Submission:
     return Submission(bytes.fromhex(d["work_id"]), d["pool_id"], d["worker"], d["step"], d["n_samples"],
                       d["nonce"], bytes.fromhex(d["rollout_digest"]), block_number=d.get("block_number", 0),
-                      purpose=d.get("purpose", "judge"))
+                      purpose=d.get("purpose", "judge"), seed_block=d.get("seed_block", 0))

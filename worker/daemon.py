@@ -29,9 +29,17 @@ from rich.table import Table
 
 from inference.device import Compute, ComputeChoiceError, choose_compute
 from inference.policy import load_policy
+from ledger_client.chain.bindings import MemberView
 from ledger_client.chain.errors import ContractRevert
 from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import court_of, get_work, pool_created_in, pool_state, rollout_digest_of
+from ledger_client.chain.queries import (
+    court_of,
+    get_work,
+    next_binding,
+    pool_created_in,
+    pool_state,
+    rollout_digest_of,
+)
 from ledger_client.cli import UsageError, configure_logging, load_devnet_info, stop_on_signals
 from ledger_client.ipfs.checkpoints import PinRetention, fetch_checkpoint
 from ledger_client.ipfs.content import fetch_run_spec, put_object
@@ -111,15 +119,13 @@ class WorkerDaemon:
             self.ledger.pool.join_pool(self.opt.pool_id)
         self.recover()
 
-    def binding(self, step: int, nonce: int) -> SubmissionBinding:
-        """The submission (step, nonce) of this worker to this pool."""
-        d = self.ledger.deployment
-        return SubmissionBinding(chain_id=d.chain_id, pool_contract=d.compute_pool, pool_id=self.opt.pool_id,
-                                 worker=self.ledger.address, step=step, nonce=nonce)
+    def member(self) -> MemberView:
+        """Our record in this pool: next nonce and the step pinned for it."""
+        return self.ledger.pool.get_member(self.opt.pool_id, self.ledger.address)
 
     def next_nonce(self) -> int:
         """The nonce the chain expects next from us in this pool (the journal never picks one)."""
-        return self.ledger.pool.get_member(self.opt.pool_id, self.ledger.address).next_nonce
+        return self.member().next_nonce
 
     def recover(self) -> None:
         """Finish or drop journal entries left by a crash (or undone by a reorg), by the chain's next nonce:
@@ -169,15 +175,22 @@ class WorkerDaemon:
         if not pool.active:
             stop.set()
             return False
-        if self.policy is None or pool.latest_step > self.policy.step:
-            self.sync_policy(pool.latest_step)
-        step = self.policy.step
-        if self.journal.submitted_count(step) >= self.opt.submissions_per_step:
+        member = self.member()
+        if pool.latest_step - member.pinned_step > pool.async_level:
+            # We stopped for longer than the async level: the pinned step is gone, so give up its nonce.
+            log.warning("nonce %d was pinned to step %d, now stale (latest %d); skipping it", member.next_nonce,
+                        member.pinned_step, pool.latest_step)
+            self.ledger.pool.skip_nonce(self.opt.pool_id)
+            member = self.member()
+        if member.pinned_step == pool.latest_step and \
+                self.journal.submitted_count(pool.latest_step) >= self.opt.submissions_per_step:
             return False
         if self.pending_verdicts() >= self.opt.max_pending:
             return False
+        if self.policy is None or self.policy.step != member.pinned_step:
+            self.sync_policy(member.pinned_step)
         stake_for_next_submission(self.ledger, self.opt.pool_id, pool.min_stake, pool.slash_amount)
-        self.submit_one(step, stop)
+        self.submit_one(next_binding(self.ledger, self.opt.pool_id), stop)
         return True
 
     def pending_verdicts(self) -> int:
@@ -214,10 +227,9 @@ class WorkerDaemon:
         self.stats.step = step
         self.stats.last_event = f"loaded policy of step {step}"
 
-    def submit_one(self, step: int, stop: threading.Event) -> None:
+    def submit_one(self, binding: SubmissionBinding, stop: threading.Event) -> None:
         pid = self.opt.pool_id
-        binding = self.binding(step, self.next_nonce())
-        nonce = binding.nonce
+        nonce, step = binding.nonce, binding.step
         data, n_samples = self.produce(self.policy, self.spec, binding)
         if stop.is_set():  # SIGTERM during generation: abandon cleanly (nothing uploaded or submitted)
             return
@@ -240,7 +252,7 @@ class WorkerDaemon:
                 if exc.error == "InsufficientAllocation" and attempt < 2:  # slashed meanwhile: top up and retry
                     stake_for_next_submission(self.ledger, pid, self.pool.min_stake, self.pool.slash_amount)
                     continue
-                if exc.error in ("StaleStep", "UnknownStep", "PoolNotActive", "InsufficientBudget"):
+                if exc.error in ("StaleStep", "StepNotPinned", "UnknownStep", "PoolNotActive", "InsufficientBudget"):
                     log.warning("submission for step %d refused: %s", step, exc)
                     self.journal.drop(nonce)
                     return

@@ -41,7 +41,7 @@ def make_rollouts(
     problems = [task.problem(i) for i in prompt_indices]
     prompt_ids = [encode_prompt(tokenizer, p.prompt) for p in problems]
     rows = [(g, s) for g in range(len(problems)) for s in range(sampling.group_size)]
-    seeds = [derive_seed(pool_seed, binding.worker, binding.step, sample_index(binding.nonce, r, len(rows)))
+    seeds = [derive_seed(pool_seed, binding.worker, binding.seed_block_hash, sample_index(binding.nonce, r, len(rows)))
              for r in range(len(rows))]
     completions = backend.generate([prompt_ids[g] for g, _ in rows], sampling, seeds)
     proofs = build_proofs_batch([c.hidden for c in completions], chunk=PROOF_CHUNK)

@@ -25,6 +25,11 @@ import {IStakeManager} from "./IStakeManager.sol";
 /// in its member record), and the work id is derived from (chain, contract, pool, worker, nonce):
 /// no one else can take a worker's id, no two submissions share one, and off-chain the prompts
 /// are derived from (pool seed, worker, nonce), so a worker cannot skip or regrind an assignment.
+/// Pin rule: the step each nonce must name is fixed before its file can be made — the pool's latest step
+/// at the worker's first join, then at each of its submissions — and the hash of that pinning block seeds
+/// the file's sampling off-chain, so a worker holds one valid file per nonce: it cannot choose among steps
+/// or time its previous submission to pick one. A pin that went stale is left only by giving up the nonce
+/// (`skipNonce`).
 /// Spot-check rule: validators run the expensive checks on a random fraction `spotCheckBps` of
 /// each file's completions; `createPool` refuses a slash too small for that fraction (`_checkIncentives`).
 contract ComputePool is IComputePool, ReentrancyGuardTransient {
@@ -89,6 +94,12 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         uint40 submittedBlock;
     }
 
+    /// @dev The step a (pool, worker)'s next nonce must name and the block that fixed it (0: never pinned).
+    struct Pin {
+        uint32 step;
+        uint40 blockNumber;
+    }
+
     IERC20 public immutable token;
     IStakeManager public immutable stakeManager;
 
@@ -98,6 +109,7 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
     mapping(uint256 poolId => mapping(address worker => Member)) private _members;
     mapping(uint256 poolId => mapping(uint64 step => bytes32)) private _checkpoints;
     mapping(bytes32 workId => Work) private _works;
+    mapping(uint256 poolId => mapping(address worker => Pin)) private _pins;
     /// @notice The validator contract told of each submission of the pool (zero: none).
     mapping(uint256 poolId => address) public judgeOf;
     /// @notice Global id of a worker (0 = never joined a pool).
@@ -268,7 +280,24 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
             workerIds[msg.sender] = id;
         }
         m.member = true;
+        if (_pins[poolId][msg.sender].blockNumber == 0) _pin(poolId, pool.latestStep);
         emit WorkerJoined(poolId, msg.sender, id);
+    }
+
+    /// @notice Give up the caller's next nonce, whose pinned step has gone stale (a worker that stopped for
+    /// longer than the async level); the nonce after it is pinned to the latest step in this block. A nonce
+    /// whose step is still usable cannot be skipped, so no assignment is dropped for being disliked.
+    function skipNonce(uint256 poolId) external {
+        Pool storage pool = _activePool(poolId);
+        Member storage m = _members[poolId][msg.sender];
+        if (!m.member) revert NotMember(poolId, msg.sender);
+        uint64 pinned = _pins[poolId][msg.sender].step;
+        uint64 latest = pool.latestStep;
+        if (latest - pinned <= pool.maxStaleness) revert PinNotStale(pinned, latest);
+        uint40 nonce = m.nextNonce;
+        m.nextNonce = nonce + 1;
+        _pin(poolId, latest);
+        emit NonceSkipped(poolId, msg.sender, nonce, latest);
     }
 
     /// @notice Leave a pool. Submitted work stays judgeable, accepted rewards stay claimable and
@@ -300,18 +329,18 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
         if (rolloutDigest == bytes32(0)) revert ZeroDigest();
         if (nSamples == 0) revert ZeroAmount();
         if (nSamples > pool.maxSamplesPerWork) revert TooManySamples(nSamples, pool.maxSamplesPerWork);
-        uint64 latest = pool.latestStep;
-        if (step > latest) revert UnknownStep(step); // steps are contiguous: every step ≤ latest exists
-        if (latest - step > pool.maxStaleness) revert StaleStep(step, latest, pool.maxStaleness);
-        uint256 required = uint256(m.openWorks + 1) * pool.slashAmount;
-        if (required < pool.minStake) required = pool.minStake;
-        if (m.allocation < required) revert InsufficientAllocation(m.allocation, required);
-        uint256 reward = _rewardOf(nSamples, pool.rewardPerSample);
-        uint256 budget = pool.budget;
-        if (reward > budget) revert InsufficientBudget(reward, budget);
-        // reward ≤ budget < 2^128, so the casts below cannot truncate
-        pool.budget = uint128(budget - reward);
-        pool.reserved += uint128(reward);
+        uint64 latest = _checkStep(pool, poolId, step);
+        {
+            uint256 required = uint256(m.openWorks + 1) * pool.slashAmount;
+            if (required < pool.minStake) required = pool.minStake;
+            if (m.allocation < required) revert InsufficientAllocation(m.allocation, required);
+            uint256 reward = _rewardOf(nSamples, pool.rewardPerSample);
+            uint256 budget = pool.budget;
+            if (reward > budget) revert InsufficientBudget(reward, budget);
+            // reward ≤ budget < 2^128, so the casts below cannot truncate
+            pool.budget = uint128(budget - reward);
+            pool.reserved += uint128(reward);
+        }
         _members[poolId][msg.sender] =
             Member({member: true, nextNonce: m.nextNonce + 1, openWorks: m.openWorks + 1, allocation: m.allocation});
         workId = keccak256(abi.encode(block.chainid, address(this), poolId, msg.sender, nonce));
@@ -325,7 +354,7 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
             nonce: m.nextNonce,
             submittedBlock: uint40(block.number)
         });
-        emit WorkSubmitted(poolId, workId, msg.sender, rolloutDigest, step, nonce, nSamples);
+        _announce(poolId, workId, rolloutDigest, step, nSamples, latest);
         address judge = judgeOf[poolId];
         if (judge != address(0)) IWorkJudge(judge).onWorkSubmitted(poolId, workId, msg.sender);
     }
@@ -461,7 +490,9 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
             nextNonce: m.nextNonce,
             openWorks: m.openWorks,
             allocation: m.allocation,
-            required: uint256(m.openWorks) * _pools[poolId].slashAmount
+            required: uint256(m.openWorks) * _pools[poolId].slashAmount,
+            pinnedStep: _pins[poolId][worker].step,
+            pinnedBlock: _pins[poolId][worker].blockNumber
         });
     }
 
@@ -492,6 +523,30 @@ contract ComputePool is IComputePool, ReentrancyGuardTransient {
     function _pool(uint256 poolId) private view returns (Pool storage pool) {
         pool = _pools[poolId];
         if (pool.status == PoolStatus.None) revert UnknownPool(poolId);
+    }
+
+    /// @dev Fix the caller's next nonce in the pool to `step`, seeded by this block (steps fit 32 bits).
+    function _pin(uint256 poolId, uint64 step) private {
+        _pins[poolId][msg.sender] = Pin({step: uint32(step), blockNumber: uint40(block.number)});
+    }
+
+    /// @dev The pool's latest step, once `step` is known, pinned for the caller's next nonce and not stale.
+    function _checkStep(Pool storage pool, uint256 poolId, uint64 step) private view returns (uint64 latest) {
+        latest = pool.latestStep;
+        if (step > latest) revert UnknownStep(step); // steps are contiguous: every step ≤ latest exists
+        uint64 pinnedStep = _pins[poolId][msg.sender].step;
+        if (step != pinnedStep) revert StepNotPinned(step, pinnedStep);
+        if (latest - step > pool.maxStaleness) revert StaleStep(step, latest, pool.maxStaleness);
+    }
+
+    /// @dev Emit the caller's submission with the block of its nonce's pin, then pin its next nonce to the
+    /// latest step in this block.
+    function _announce(uint256 poolId, bytes32 workId, bytes32 rolloutDigest, uint64 step, uint32 nSamples,
+        uint64 latest) private {
+        Pin memory pin = _pins[poolId][msg.sender];
+        uint64 nonce = _works[workId].nonce;
+        emit WorkSubmitted(poolId, workId, msg.sender, rolloutDigest, step, nonce, nSamples, pin.blockNumber);
+        _pin(poolId, latest);
     }
 
     function _activePool(uint256 poolId) private view returns (Pool storage pool) {

@@ -102,12 +102,17 @@ interface IComputePool {
     /// @param openWorks its Pending or Accepted, unpaid submissions in the pool
     /// @param allocation its stake allocated to the pool (slashable by this pool alone)
     /// @param required the allocation its open work requires: openWorks × slashAmount
+    /// @param pinnedStep the step its next submission must name (the pool's latest step when the pin was set)
+    /// @param pinnedBlock the block that set the pin (its first join, its previous submission or a skip); the
+    /// hash of this block seeds the next submission's sampling (docs/protocol.md, "Sampling rule v3")
     struct MemberView {
         bool member;
         uint64 nextNonce;
         uint32 openWorks;
         uint256 allocation;
         uint256 required;
+        uint64 pinnedStep;
+        uint64 pinnedBlock;
     }
 
     /// @notice Pool `poolId` was created by `owner`, with `trainer` publishing its checkpoints.
@@ -137,7 +142,8 @@ interface IComputePool {
     event CheckpointPublished(uint256 indexed poolId, uint64 indexed step, bytes32 manifestDigest);
     /// @notice `worker` submitted its `nonce`-th work in the pool: the rollout file of digest
     /// `rolloutDigest`, `nSamples` samples made with the policy of `step`. `workId` is
-    /// `keccak256(abi.encode(chainid, pool contract, poolId, worker, nonce))`.
+    /// `keccak256(abi.encode(chainid, pool contract, poolId, worker, nonce))`. `seedBlock` is the block
+    /// that pinned `step` for this nonce: its hash seeds the file's sampling.
     event WorkSubmitted(
         uint256 indexed poolId,
         bytes32 indexed workId,
@@ -145,8 +151,12 @@ interface IComputePool {
         bytes32 rolloutDigest,
         uint64 step,
         uint64 nonce,
-        uint32 nSamples
+        uint32 nSamples,
+        uint64 seedBlock
     );
+    /// @notice `worker` gave up its `nonce`-th submission, whose pinned step had gone stale; its next nonce is
+    /// pinned to `step` (the latest) in this block.
+    event NonceSkipped(uint256 indexed poolId, address indexed worker, uint64 nonce, uint64 step);
     /// @notice `validator` attested the submission as valid.
     event WorkAccepted(uint256 indexed poolId, bytes32 indexed workId, address indexed validator);
     /// @notice `validator` challenged the submission for `reasonCode` with the evidence document
@@ -230,6 +240,10 @@ interface IComputePool {
     error UnknownStep(uint64 step);
     /// @notice Work on `step` is older than the pool's async level allows.
     error StaleStep(uint64 step, uint64 latestStep, uint32 maxStaleness);
+    /// @notice A submission must name the step pinned for its nonce, `pinnedStep` (`getMember`).
+    error StepNotPinned(uint64 step, uint64 pinnedStep);
+    /// @notice A nonce can be skipped only once its pinned step is stale (`pinnedStep` is still usable).
+    error PinNotStale(uint64 pinnedStep, uint64 latestStep);
     /// @notice No submission has this work id.
     error UnknownWork(bytes32 workId);
     /// @notice The submission was judged already (`status`), or is not in a judgeable state.

@@ -339,7 +339,7 @@ contract ComputePoolTest is BaseTest {
         bytes32 expectedId = keccak256(abi.encode(block.chainid, address(pools), poolId, alice, uint64(0)));
         assertEq(pools.workIdOf(poolId, alice, 0), expectedId);
         vm.expectEmit(address(pools));
-        emit IComputePool.WorkSubmitted(poolId, expectedId, alice, W1, 0, 0, 16);
+        emit IComputePool.WorkSubmitted(poolId, expectedId, alice, W1, 0, 0, 16, pools.getMember(poolId, alice).pinnedBlock);
         bytes32 w1 = _submit(alice, poolId, 0, W1, 16);
         assertEq(w1, expectedId);
         assertEq(pools.getWork(w1).nonce, 0);
@@ -402,7 +402,65 @@ contract ComputePoolTest is BaseTest {
         vm.prank(alice);
         vm.expectRevert(abi.encodeWithSelector(IComputePool.StaleStep.selector, 0, STALENESS + 1, STALENESS));
         pools.submitWork(poolId, 0, 0, W1, 1);
-        bytes32 w1 = _submit(alice, poolId, 1, W1, 1); // exactly at the async level is allowed
+    }
+
+    function test_submitWork_namesThePinnedStepOnly() public {
+        vm.prank(trainer);
+        pools.publishCheckpoint(poolId, 1, keccak256("c1"));
+        // alice joined at step 0: her nonce 0 is pinned there, though step 1 is out and not stale
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.StepNotPinned.selector, 1, 0));
+        pools.submitWork(poolId, 1, 0, W1, 1);
+        uint64 pinBlock = pools.getMember(poolId, alice).pinnedBlock;
+        vm.roll(block.number + 5);
+        vm.expectEmit(address(pools));
+        emit IComputePool.WorkSubmitted(poolId, pools.workIdOf(poolId, alice, 0), alice, W1, 0, 0, 1, pinBlock);
+        _submit(alice, poolId, 0, W1, 1);
+        // the submission pins her next nonce to the latest step, seeded by its own block
+        IComputePool.MemberView memory m = pools.getMember(poolId, alice);
+        assertEq(m.pinnedStep, 1);
+        assertEq(m.pinnedBlock, block.number);
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.StepNotPinned.selector, 0, 1));
+        pools.submitWork(poolId, 0, 1, W2, 1);
+    }
+
+    function test_rejoining_keepsThePin() public {
+        uint64 pinBlock = pools.getMember(poolId, alice).pinnedBlock;
+        vm.prank(trainer);
+        pools.publishCheckpoint(poolId, 1, keccak256("c1"));
+        vm.roll(block.number + 3);
+        vm.startPrank(alice);
+        pools.leavePool(poolId);
+        pools.joinPool(poolId); // a second join would be a fresh draw of the nonce's seed: it is not one
+        vm.stopPrank();
+        assertEq(pools.getMember(poolId, alice).pinnedStep, 0);
+        assertEq(pools.getMember(poolId, alice).pinnedBlock, pinBlock);
+    }
+
+    function test_skipNonce_onlyOnceThePinIsStale() public {
+        vm.startPrank(trainer);
+        for (uint64 s = 1; s <= STALENESS; ++s) {
+            pools.publishCheckpoint(poolId, s, keccak256(abi.encode(s)));
+        }
+        vm.stopPrank();
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(IComputePool.PinNotStale.selector, 0, STALENESS));
+        pools.skipNonce(poolId); // a usable assignment cannot be dropped for being disliked
+        vm.prank(trainer);
+        pools.publishCheckpoint(poolId, STALENESS + 1, keccak256("last"));
+        vm.roll(block.number + 2);
+        vm.expectEmit(address(pools));
+        emit IComputePool.NonceSkipped(poolId, alice, 0, STALENESS + 1);
+        vm.prank(alice);
+        pools.skipNonce(poolId);
+        IComputePool.MemberView memory m = pools.getMember(poolId, alice);
+        assertEq(m.nextNonce, 1);
+        assertEq(m.pinnedStep, STALENESS + 1);
+        assertEq(m.pinnedBlock, block.number);
+        assertEq(m.openWorks, 0);
+        bytes32 w1 = _submit(alice, poolId, STALENESS + 1, W1, 1);
+        assertEq(pools.getWork(w1).nonce, 1);
     }
 
     function test_submitWork_refusesOverBudget() public {

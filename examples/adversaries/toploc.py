@@ -70,7 +70,7 @@ class SuiteSetup:
         return [[BOS_ID, *tokenizer.encode(DATASET[i])] for i in free]
 
     def seeds(self) -> list[int]:
-        return [derive_seed(POOL_SEED, WORKER, STEP, j) for j in range(self.n_prompts)]
+        return [derive_seed(POOL_SEED, WORKER, bytes(32), j) for j in range(self.n_prompts)]
 
     def verify_config(self) -> VerifyConfig:
         return VerifyConfig(

@@ -56,6 +56,8 @@ class MemberView(NamedTuple):
     open_works: int
     allocation: int
     required: int
+    pinned_step: int
+    pinned_block: int
 
     @classmethod
     def from_abi(cls, value: Any) -> MemberView:
@@ -66,6 +68,8 @@ class MemberView(NamedTuple):
             open_works=value[2],
             allocation=value[3],
             required=value[4],
+            pinned_step=value[5],
+            pinned_block=value[6],
         )
 
 
@@ -470,6 +474,10 @@ class ComputePool(BoundContract):
     def set_validator(self, pool_id: int, validator: str, allowed: bool) -> Any:
         """Send a `setValidator` transaction; returns the receipt."""
         return self._transact("setValidator", pool_id, validator, allowed)
+
+    def skip_nonce(self, pool_id: int) -> Any:
+        """Send a `skipNonce` transaction; returns the receipt."""
+        return self._transact("skipNonce", pool_id)
 
     def stake_manager(self) -> str:
         """Call `stakeManager` (view)."""
@@ -879,6 +887,18 @@ class FeesReclaimed:
 
 
 @dataclass(frozen=True)
+class NonceSkipped:
+    """Event `NonceSkipped`."""
+
+    EVENT: ClassVar[str] = "NonceSkipped"
+    pool_id: int
+    worker: str
+    nonce: int
+    step: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
 class OwnershipTransferred:
     """Event `OwnershipTransferred`."""
 
@@ -1241,6 +1261,7 @@ class WorkSubmitted:
     step: int
     nonce: int
     n_samples: int
+    seed_block: int
     meta: EventMeta
 
 
@@ -1292,6 +1313,7 @@ EVENT_TYPES: dict[str, type] = {
     "FeesFunded": FeesFunded,
     "FeesReclaimRequested": FeesReclaimRequested,
     "FeesReclaimed": FeesReclaimed,
+    "NonceSkipped": NonceSkipped,
     "OwnershipTransferred": OwnershipTransferred,
     "PoolClosed": PoolClosed,
     "PoolCreated": PoolCreated,
@@ -1343,6 +1365,7 @@ CONTRACT_EVENT_TYPES: dict[str, dict[str, type]] = {
     },
     "ComputePool": {
         "CheckpointPublished": CheckpointPublished,
+        "NonceSkipped": NonceSkipped,
         "PoolClosed": PoolClosed,
         "PoolCreated": PoolCreated,
         "PoolFunded": PoolFunded,

@@ -9,11 +9,22 @@ from ledger_client.chain.errors import LedgerError
 from ledger_client.chain.ledger import Ledger
 from protocol.digest import Digest
 from protocol.pool import PoolState, PoolStatus, Work, WorkStatus
+from protocol.submission import SubmissionBinding
 
 
 def pool_state(ledger: Ledger, pool_id: int) -> PoolState:
     """The pool's parameters and state (raises UnknownPool)."""
     return decode_pool(pool_id, ledger.pool.get_pool(pool_id))
+
+
+def next_binding(ledger: Ledger, pool_id: int) -> SubmissionBinding:
+    """The binding of the ledger account's next submission to the pool: the chain's next nonce, at the step the
+    chain pinned for it, seeded by the hash of the pinning block (ComputePool's pin rule) — nothing chosen here."""
+    member = ledger.pool.get_member(pool_id, ledger.address)
+    seed_block_hash = Digest(bytes(ledger.w3.eth.get_block(member.pinned_block)["hash"]))
+    d = ledger.deployment
+    return SubmissionBinding(chain_id=d.chain_id, pool_contract=d.compute_pool, pool_id=pool_id, worker=ledger.address,
+                             step=member.pinned_step, nonce=member.next_nonce, seed_block_hash=seed_block_hash)
 
 
 def decode_pool(pool_id: int, view: PoolView) -> PoolState:
