@@ -21,6 +21,7 @@ def _parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog="""examples:
   devnet up                      # anvil + Kubo + contracts in ./.devnet; the other commands find it
   devnet status
+  devnet advance 121             # move the devnet's clock past a 120 s reward lock instead of waiting
   devnet deploy --rpc-url https://rpc.example --key $KEY --unbonding-delay 86400
   devnet down""")
     sub = p.add_subparsers(dest="command", required=True)
@@ -30,6 +31,10 @@ def _parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=help_)
         s.add_argument("--state-dir", type=Path, default=default_devnet_dir(), help=DEVNET_DIR_HELP)
         s.add_argument("--json", action="store_true", help="machine-readable output")
+    a = sub.add_parser("advance", help="move the devnet chain's clock forward (a lock or delay passes at once)")
+    a.add_argument("seconds", type=int, help="seconds to add to the chain's time")
+    a.add_argument("--state-dir", type=Path, default=default_devnet_dir(), help=DEVNET_DIR_HELP)
+    a.add_argument("--json", action="store_true", help="machine-readable output")
     d = sub.add_parser("deploy", help="deploy the contracts to any EVM chain from an RPC URL and a key")
     d.add_argument("--rpc-url", required=True)
     d.add_argument("--chain-id", type=int, help="refuse unless the RPC serves this chain id")
@@ -79,6 +84,14 @@ def main(argv: list[str] | None = None) -> int:
             for k, v in st.items():
                 console.print(f"{k:20} {v}")
         return 0 if st.get("up") and "rpc_error" not in st and "kubo_error" not in st else 1
+    elif args.command == "advance":
+        if args.seconds <= 0:
+            raise UsageError(f"seconds must be positive, got {args.seconds}")
+        timestamp = devnet.advance(args.state_dir, args.seconds)
+        if args.json:
+            print_json({"timestamp": timestamp})
+        else:
+            console.print(f"devnet clock advanced {args.seconds} s: the latest block's time is {timestamp}")
     elif args.command == "deploy":
         if not MIN_UNBONDING_DELAY_S <= args.unbonding_delay <= MAX_UNBONDING_DELAY_S:
             raise UsageError(f"--unbonding-delay must be within [{MIN_UNBONDING_DELAY_S}, {MAX_UNBONDING_DELAY_S}] "

@@ -16,6 +16,7 @@ from deploy.anvil import dev_accounts, pid_is, start_anvil, stop_pid
 from deploy.contracts import deploy_contracts
 from deploy.kubo_node import KuboNode, stop_daemon
 from ledger_client.chain.ledger import Ledger, connect, save_deployment
+from ledger_client.cli import UsageError
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.devnet import DEV_CHAIN_ID, devnet_file, load_devnet_info
 
@@ -100,6 +101,17 @@ def down(state_dir: Path) -> list[str]:
     # The chain is in memory, so its Kubo content is meaningless after a restart.
     shutil.rmtree(state_dir / "kubo", ignore_errors=True)
     return stopped
+
+
+def advance(state_dir: Path, seconds: int) -> int:
+    """Move the running devnet's chain time forward by `seconds` and mine a block; returns its timestamp."""
+    info = load_devnet_info(state_dir.resolve())
+    if info is None:
+        raise UsageError("no devnet is up (run `devnet up`)")
+    w3 = connect(info["rpc_url"], info["chain_id"])
+    w3.provider.make_request("evm_increaseTime", [seconds])
+    w3.provider.make_request("evm_mine", [])
+    return w3.eth.get_block("latest")["timestamp"]
 
 
 def status(state_dir: Path) -> dict:

@@ -1,9 +1,12 @@
 """`pool create | fund | status | close` — pool owners run pools through contract calls.
 
 A pool is described by a TOML file (see examples/pool.toml). Addresses may be written as
-`@trainer`, `@validator`, ... to name the local devnet's dev accounts. `pool create` refuses, before
-any transaction, a slash too small for the pool's spot-check fraction (ComputePool._checkIncentives)
-and prints the detection probability of a file with one fabricated completion and the break-even slash.
+`@trainer`, `@validator`, ... to name the local devnet's dev accounts, and `task` and `base_checkpoint` as
+`@init`: what the last `trainer init` on the devnet published. `pool create` checks before it spends: the run
+spec and base checkpoint readable on IPFS, a slash large enough for the pool's spot-check fraction
+(ComputePool._checkIncentives), the court's bounds, the owner's balance; it prints the detection probability of
+a file with one fabricated completion and the break-even slash. A failure after the first transaction names the
+pool it left and the command that finishes or undoes it.
 """
 
 from __future__ import annotations
@@ -26,15 +29,18 @@ from ledger_client.cli import (
     UsageError,
     amount_option,
     chain_options,
+    describe_error,
     load_devnet_info,
     one_line_errors,
     parse_amount,
     print_result,
     resolve_chain_args,
 )
-from ledger_client.ipfs.content import fetch_run_spec
-from ledger_client.ipfs.kubo import KuboClient, KuboError
+from ledger_client.ipfs.content import ContentError, fetch_run_spec
+from ledger_client.ipfs.kubo import KuboClient, KuboError, KuboNotFound, KuboTimeout
+from protocol.devnet import load_trainer_init
 from protocol.digest import Digest, InvalidCid, cid_to_digest
+from protocol.manifest import CheckpointError
 from protocol.pool import PoolStatus
 from protocol.runspec import RunSpec
 from protocol.spotcheck import MAX_BPS, detection_probability, min_slash, spot_check_count
@@ -49,6 +55,14 @@ MAX_COURT_PERIOD_S = 30 * 24 * 3600
 MIN_COMMITTEE = 3
 MAX_COMMITTEE = 15
 COURT_SPOT_CHECK_MARGIN_BPS = 2_000
+FROM_TRAINER_INIT = "@init"
+"""`task` / `base_checkpoint` value: the digest the last `trainer init` on the devnet recorded."""
+IPFS_CHECK_TIMEOUT_S = 10.0
+"""How long `pool create` waits for the run spec and the base checkpoint's manifest on IPFS."""
+
+
+class PoolHalfCreated(Exception):
+    """`pool create` failed after its first transaction; the message names the pool and how to finish it."""
 
 
 def samples_per_submission(spec: RunSpec) -> int:
@@ -131,8 +145,10 @@ class PoolConfig(BaseModel):
     reward_lock_s: int = Field(gt=0, le=MAX_REWARD_LOCK_S, description="seconds before an accepted submission's "
                                "reward can be claimed; > challenge_window_s")
     async_level: int = Field(ge=0, lt=2**32, description="k: work on a policy older than step − k is stale")
-    task: str = Field(min_length=1, description="task/dataset reference; hashed unless a 0x bytes32 (a run spec's digest)")
-    base_checkpoint: str = Field(description="manifest CID or 0x digest of the step-0 policy")
+    task: str = Field(min_length=1, description="0x digest of the pool's run spec on IPFS, as `trainer init` prints "
+                      "it; \"@init\" on the devnet: what its last `trainer init` published")
+    base_checkpoint: str = Field(description="0x digest (or manifest CID) of the step-0 policy, as `trainer init` "
+                                 "prints it; \"@init\" on the devnet")
     max_samples_per_work: int | None = Field(None, gt=0, lt=2**32, description="samples one submission may claim; "
                                              "default: the task run spec's prompts_per_submission × group_size")
     spot_check_bps: int | None = Field(None, gt=0, le=MAX_BPS, description="q in basis points: the fraction of "
@@ -183,8 +199,9 @@ class PoolConfig(BaseModel):
             raise UsageError(f"base_checkpoint: {exc}") from None
 
 
-def load_pool_config(path: Path, devnet: dict | None) -> PoolConfig:
-    """Parse and validate a pool TOML; `@role` addresses resolve against the devnet."""
+def load_pool_config(path: Path, devnet: dict | None, trainer_init: dict[str, str] | None = None) -> PoolConfig:
+    """Parse and validate a pool TOML; `@role` addresses resolve against the devnet, `@init` digests against
+    what `trainer init` recorded there (`trainer_init`)."""
     try:
         doc = tomllib.loads(path.read_text())
     except FileNotFoundError:
@@ -196,6 +213,12 @@ def load_pool_config(path: Path, devnet: dict | None) -> PoolConfig:
     cfg = PoolConfig.model_validate(doc["pool"])
     cfg.trainer = _address(cfg.trainer, devnet, "trainer")
     cfg.validators = [_address(v, devnet, "validators") for v in cfg.validators]
+    for name in ("task", "base_checkpoint"):
+        if getattr(cfg, name) == FROM_TRAINER_INIT:
+            if trainer_init is None:
+                raise UsageError(f'{name} = "{FROM_TRAINER_INIT}" takes what `trainer init` published on the devnet, '
+                                 "and it has not run there: run `trainer init --run-spec run.toml` first")
+            setattr(cfg, name, trainer_init[name])
     return cfg
 
 
@@ -297,14 +320,23 @@ def create_pool(ledger: Ledger, cfg: PoolConfig, spec: RunSpec | None = None) ->
     receipt = ledger.pool.create_pool(params)
     (event,) = ledger.pool.contract.events.PoolCreated().process_receipt(receipt, errors=DISCARD)
     pool_id = event["args"]["poolId"]
-    if court is not None:
-        ledger.pool.freeze_validators(pool_id, court.address)
-        court.configure_pool(pool_id, cfg.court.params())
-        if cfg.court.fee_funding:
-            _approve(ledger, court.address, cfg.court.fee_funding)
-            court.fund_fees(pool_id, cfg.court.fee_funding)
-    if cfg.funding:
-        fund_pool(ledger, pool_id, cfg.funding)
+    step = "configuring its court"
+    try:
+        if court is not None:
+            ledger.pool.freeze_validators(pool_id, court.address)
+            court.configure_pool(pool_id, cfg.court.params())
+            if cfg.court.fee_funding:
+                step = f"adding the court's fee budget of {cfg.court.fee_funding}"
+                _approve(ledger, court.address, cfg.court.fee_funding)
+                court.fund_fees(pool_id, cfg.court.fee_funding)
+        step = f"funding it with {cfg.funding}"
+        if cfg.funding:
+            fund_pool(ledger, pool_id, cfg.funding)
+    except Exception as exc:
+        finish = f"`pool fund {pool_id} {cfg.funding}` funds it" if step.startswith("funding") \
+            else f"no command finishes that; `pool close {pool_id}` closes it"
+        raise PoolHalfCreated(f"pool {pool_id} was created, but {step} failed ({describe_error(exc)}): "
+                              f"{finish}") from exc
     return pool_id
 
 
@@ -331,24 +363,33 @@ def pool_status(ledger: Ledger, pool_id: int) -> dict:
     return {key: str(value) if isinstance(value, Digest) else value for key, value in status.items()}
 
 
-def _task_run_spec(cfg: PoolConfig, kubo_api: str | None) -> RunSpec | None:
-    """The run spec the config's task names (a 0x digest of a run spec on IPFS), when the config leaves
-    max_samples_per_work (then it is required) or spot_check_bps to it; None when it need not be read."""
-    is_digest = cfg.task.startswith("0x") and len(cfg.task) == 66
-    if cfg.max_samples_per_work is not None and (cfg.spot_check_bps is not None or not is_digest):
-        return None
-    what = "max_samples_per_work" if cfg.max_samples_per_work is None else "spot_check_bps"
-    if not is_digest or not kubo_api:
-        raise UsageError(f"{what} is required unless task is the 0x digest of a run spec on a "
-                         "reachable Kubo node (--kubo-api or a devnet)")
-    kubo = KuboClient(kubo_api)
-    try:
-        return fetch_run_spec(kubo, cfg.task_ref(), timeout=10.0)
-    except (KuboError, ValidationError) as exc:
-        raise UsageError(f"{what} is required: task {cfg.task} is not a readable run spec "
-                         f"({exc.__class__.__name__})") from None
-    finally:
-        kubo.close()
+def check_pool_content(cfg: PoolConfig, kubo_api: str | None, timeout: float = IPFS_CHECK_TIMEOUT_S) -> RunSpec:
+    """The pool's run spec, read from IPFS, after checking that it and the base checkpoint's manifest are there
+    and well-formed (within `timeout` each): a UsageError naming the digest otherwise, before any transaction."""
+    if not (cfg.task.startswith("0x") and len(cfg.task) == 66):
+        raise UsageError(f"task {cfg.task!r} is not a run spec's 0x digest: `trainer init --run-spec run.toml` "
+                         'publishes one and prints it (on the devnet, task = "@init" takes it)')
+    base = cfg.base_checkpoint_digest()
+    if not kubo_api:
+        raise UsageError("no --kubo-api given and no devnet is up: pool create reads the run spec and the base "
+                         "checkpoint from IPFS before it creates the pool")
+    from ledger_client.ipfs.checkpoints.fetch import fetch_manifest
+
+    with KuboClient(kubo_api) as kubo:
+        try:
+            spec = fetch_run_spec(kubo, cfg.task_ref(), timeout=timeout)
+        except (KuboNotFound, KuboTimeout, ContentError) as exc:
+            raise UsageError(f"task {cfg.task}: no run spec on IPFS within {timeout:.0f} s ({describe_error(exc)}); "
+                             "nothing was created") from None
+        except ValidationError as exc:
+            raise UsageError(f"task {cfg.task} is not a well-formed run spec ({describe_error(exc)}); "
+                             "nothing was created") from None
+        try:
+            fetch_manifest(kubo, base, timeout=timeout)
+        except (KuboNotFound, KuboTimeout, CheckpointError) as exc:
+            raise UsageError(f"base_checkpoint 0x{base.hex()}: no readable checkpoint manifest on IPFS within "
+                             f"{timeout:.0f} s ({describe_error(exc)}); nothing was created") from None
+    return spec
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -362,8 +403,11 @@ def _parser() -> argparse.ArgumentParser:
     common = chain_options()
     c = sub.add_parser("create", parents=[common], help="create a pool from a TOML config (and fund it with its `funding`)")
     c.add_argument("--config", type=Path, required=True)
-    c.add_argument("--kubo-api", help="Kubo RPC API to read the task's run spec from (default: the devnet's); "
-                                      "it sets max_samples_per_work and spot_check_bps unless the config does")
+    c.add_argument("--kubo-api", help="Kubo RPC API to read the run spec and base checkpoint from (default: the "
+                                      "devnet's); the run spec sets max_samples_per_work and spot_check_bps unless "
+                                      "the config does")
+    c.add_argument("--ipfs-timeout", type=float, default=IPFS_CHECK_TIMEOUT_S,
+                   help="seconds to wait for the run spec and the base checkpoint's manifest (default %(default)s)")
     f = sub.add_parser("fund", parents=[common], help="add budget to a pool (owner only)")
     f.add_argument("pool_id", type=int)
     f.add_argument("amount", help="base units or with a unit: 1000e18, 1000ether, 1000tokens (18 decimals)")
@@ -374,7 +418,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-@one_line_errors
+@one_line_errors(failures=(PoolHalfCreated,))
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     devnet = load_devnet_info(args.devnet_dir)
@@ -386,10 +430,10 @@ def main(argv: list[str] | None = None) -> int:
             args.key = devnet["roles"]["pool_owner"]["private_key"]  # devnet convenience
         account = load_account(args.key, args.keystore, args.password_file)
     if args.command == "create":
-        cfg = load_pool_config(args.config, devnet)  # validate before touching the chain
+        cfg = load_pool_config(args.config, devnet, load_trainer_init(args.devnet_dir))  # before the chain
     ledger = Ledger.open(rpc_url, deployments, account, args.chain_id)
     if args.command == "create":
-        spec = _task_run_spec(cfg, args.kubo_api or (devnet or {}).get("kubo_api"))
+        spec = check_pool_content(cfg, args.kubo_api or (devnet or {}).get("kubo_api"), args.ipfs_timeout)
         terms = check_spot_check_bound(cfg, spec)
         pool_id = create_pool(ledger, cfg, spec)
         result = {"pool_id": pool_id, "funded": cfg.funding, **terms}

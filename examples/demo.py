@@ -155,7 +155,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
 
     t0 = time.monotonic()
     console.print("trainer init: building and warm-starting the policy, adding it and the run spec to IPFS…")
-    init = _run_json(["trainer.main", "init", "--run-spec", str(args.run_spec), "--warm-steps", str(args.warm_steps),
+    init = _run_json(["trainer.main", "init", "--json", "--run-spec", str(args.run_spec), "--warm-steps", str(args.warm_steps),
                       "--devnet-dir", state_dir], env)
     owner = Ledger.open(info["rpc_url"], Path(info["deployments"]), load_account(info["roles"]["pool_owner"]["private_key"]))
     cfg = PoolConfig(trainer=info["roles"]["trainer"]["address"], validators=[], court=DEMO_COURT,

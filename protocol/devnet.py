@@ -43,3 +43,25 @@ def load_devnet_info(state_dir: Path | None = None) -> dict | None:
         return json.loads(path.read_text())
     except json.JSONDecodeError:
         raise DevnetCorrupt(f"{path} is corrupt; run `devnet down` then `devnet up`") from None
+
+
+TRAINER_INIT_FILE = "trainer-init.json"
+"""What the last `trainer init` on the devnet published (task, base_checkpoint), for pool configs' `@init`."""
+
+
+def record_trainer_init(state_dir: Path, digests: dict[str, str]) -> None:
+    """Record `trainer init`'s digests in the devnet's folder (replacing the previous run's)."""
+    tmp = state_dir / f".{TRAINER_INIT_FILE}.tmp"
+    tmp.write_text(json.dumps(digests, indent=2) + "\n")
+    os.replace(tmp, state_dir / TRAINER_INIT_FILE)
+
+
+def load_trainer_init(state_dir: Path | None = None) -> dict[str, str] | None:
+    """The digests `record_trainer_init` recorded in the devnet's folder, if any."""
+    path = (state_dir or default_devnet_dir()) / TRAINER_INIT_FILE
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except json.JSONDecodeError:
+        raise DevnetCorrupt(f"{path} is corrupt; run `trainer init` again") from None

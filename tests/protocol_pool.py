@@ -56,7 +56,8 @@ class ProtocolPool:
         checkpoint it published; returns the run spec as fetched from IPFS (what init printed: `init_output`)."""
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            assert trainer_main(["init", "--run-spec", str(run_spec), "--kubo-api", self.kubo_api, *init_args]) == 0
+            assert trainer_main(["init", "--json", "--run-spec", str(run_spec), "--kubo-api", self.kubo_api,
+                                 *init_args]) == 0
         init = self.init_output = json.loads(printed.getvalue().strip().splitlines()[-1])
         task_ref, base = Digest.parse(init["task"]), Digest.parse(init["base_checkpoint"])
         spec = fetch_run_spec(self.kubo, task_ref)

@@ -4,8 +4,10 @@ Builds the in-code char-level Llama, gives it a short supervised warm start on t
 task (the answer format, not the skill), adds it to IPFS as the step-0 checkpoint and adds the
 run spec; with `--difficulty-candidates N` it first measures the base policy's pass rate on
 train problems 0 … N−1, stores the kept band as a difficulty-subset file and names its
-digest in the run spec's task (computed once, here, with the base policy); prints the two digests a pool owner puts in the pool config (`base_checkpoint`,
-`task`). Deterministic in its arguments: the same spec and seed give the same digests.
+digest in the run spec's task (computed once, here, with the base policy). Prints a paste-ready `[pool]` section
+(`task`, `base_checkpoint`; `--json`: one JSON line) and, on the devnet, records it where a pool config's
+`task = "@init"` and `base_checkpoint = "@init"` find it (protocol/devnet.py, `record_trainer_init`).
+Deterministic in its arguments: the same spec and seed give the same digests.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from inference.backend import InferenceError
 from inference.policy import load_policy
 from inference.tiny import build_char_tokenizer, build_tiny_llama
 from ledger_client.cli import UsageError, load_devnet_info
 from ledger_client.ipfs.content import publish_run_spec
 from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.ipfs.task_subset import publish_task_subset
+from protocol.devnet import DEVNET_DIR_HELP, default_devnet_dir, record_trainer_init
 from protocol.runspec import RunSpec, load_run_spec, usable_task, with_environment_pinned
 from tasks.base import TaskError
 from tasks.difficulty import difficulty_subset
@@ -39,7 +43,10 @@ def init_policy(spec: RunSpec, model: ModelSpec, warm_steps: int, warm_lr: float
     checkpoint folder (loaded in float32, the trainer's master precision), or the in-code tiny model."""
     torch.manual_seed(seed)
     if checkpoint is not None:
-        policy, tokenizer = load_policy(checkpoint)
+        try:
+            policy, tokenizer = load_policy(checkpoint)
+        except InferenceError as exc:  # a folder that holds no model: bad input, one line
+            raise UsageError(f"--checkpoint: {exc}") from None
     else:
         tokenizer = build_char_tokenizer()
         policy = build_tiny_llama(len(tokenizer), seed=model.init_seed, hidden=model.hidden, layers=model.layers,
@@ -53,7 +60,7 @@ def init_policy(spec: RunSpec, model: ModelSpec, warm_steps: int, warm_lr: float
 def add_init_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-spec", type=Path, required=True, help="run spec TOML (task, sampling, verification)")
     p.add_argument("--kubo-api", help="Kubo RPC API (default: the devnet's)")
-    p.add_argument("--devnet-dir", type=Path, default=Path(".devnet"))
+    p.add_argument("--devnet-dir", type=Path, default=default_devnet_dir(), help=DEVNET_DIR_HELP)
     p.add_argument("--checkpoint", type=Path, help="start from this Hugging Face model folder (default: the tiny "
                    "in-code model built from --hidden/--layers/--heads)")
     p.add_argument("--hidden", type=int, default=ModelSpec().hidden)
@@ -67,13 +74,17 @@ def add_init_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--difficulty-attempts", type=int, default=8, help="samples per problem for its pass rate")
     p.add_argument("--difficulty-band", type=float, nargs=2, default=(0.1, 0.8), metavar=("LOW", "HIGH"),
                    help="keep problems whose pass rate lies in [LOW, HIGH]")
+    p.add_argument("--json", action="store_true", help="print the digests as one JSON line instead of a [pool] section")
 
 
 def run_init(args: argparse.Namespace) -> int:
     spec = load_run_spec(args.run_spec)
+    if args.checkpoint is not None and not args.checkpoint.is_dir():
+        raise UsageError(f"--checkpoint {args.checkpoint}: no such folder (a Hugging Face model folder)")
     usable_task(spec)  # TaskUnavailable (one line, exit 2) before a model is built or anything is published
     spec = with_environment_pinned(spec)  # a verifiers environment's rows and code, pinned by digest
-    kubo_api = args.kubo_api or (load_devnet_info(args.devnet_dir) or {}).get("kubo_api")
+    devnet_kubo = (load_devnet_info(args.devnet_dir) or {}).get("kubo_api")
+    kubo_api = args.kubo_api or devnet_kubo
     if not kubo_api:
         raise UsageError("no --kubo-api given and no devnet is up")
     if args.difficulty_candidates < 0:
@@ -97,5 +108,22 @@ def run_init(args: argparse.Namespace) -> int:
             spec = spec.model_copy(update={"task": spec.task.model_copy(update={"subset": digest})})
             subset_line = {"subset": digest, "subset_size": len(subset.kept)}
         task_ref = publish_run_spec(kubo, spec)
-    print(json.dumps({"base_checkpoint": "0x" + base.hex(), "task": "0x" + task_ref.hex(), **subset_line}))
+    digests = {"base_checkpoint": "0x" + base.hex(), "task": "0x" + task_ref.hex()}
+    on_devnet = kubo_api == devnet_kubo
+    if on_devnet:
+        record_trainer_init(args.devnet_dir, digests)
+    if args.json:
+        print(json.dumps({**digests, **subset_line}))
+    else:
+        print(pool_section(digests, spec, on_devnet))
     return 0
+
+
+def pool_section(digests: dict[str, str], spec: RunSpec, on_devnet: bool) -> str:
+    """The `[pool]` lines a pool config takes from `trainer init`, ready to paste."""
+    where = ("recorded for this devnet: a pool config with task = \"@init\" and base_checkpoint = \"@init\" "
+             "(examples/pool.toml) uses them as it is") if on_devnet else "paste them into your pool config"
+    return (f"# trainer init: {where}\n[pool]\n"
+            f"task = \"{digests['task']}\"  # the run spec on IPFS ({spec.task.name}, "
+            f"{spec.prompts_per_submission} prompts x {spec.sampling.group_size} completions a submission)\n"
+            f"base_checkpoint = \"{digests['base_checkpoint']}\"  # the step-0 policy's manifest on IPFS")

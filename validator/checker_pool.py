@@ -9,9 +9,11 @@ and started afresh on its next use.
 from __future__ import annotations
 
 import signal
+import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from multiprocessing.connection import Connection, wait
@@ -39,8 +41,25 @@ class CheckFailure:
     trace: str = ""
 
 
+@contextmanager
+def _ctrl_c_ignored() -> Iterator[None]:
+    """Processes started inside ignore Ctrl-C from their first instruction on: a terminal sends SIGINT to the
+    daemon's whole process group, and the daemon stops its checkers itself (they printed a KeyboardInterrupt
+    traceback each). Only the main thread can change a signal's handler; a restart from another thread starts a
+    checker that ignores SIGINT once `_serve` runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _serve(conn: Connection, factory: Callable[[], Any]) -> None:
     """Child process: build the checker, then answer ("ok", outcome) or ("error", ...) per job."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon stops its checkers (see _ctrl_c_ignored)
     try:
         checker = factory()
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which decides
@@ -162,7 +181,8 @@ class CheckerPool:
     def _start(self) -> _Slot:
         parent, child = self._ctx.Pipe()
         process = self._ctx.Process(target=_serve, args=(child, self.factory), daemon=True)
-        process.start()
+        with _ctrl_c_ignored():
+            process.start()
         child.close()
         slot = _Slot(process, parent)
         if not parent.poll(self.start_timeout_s):
