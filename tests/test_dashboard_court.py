@@ -5,6 +5,7 @@ after a depth-3 reorg with court events in it equals a fresh re-index."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -16,7 +17,9 @@ from dashboard.service import ExplorerService, free_port
 from dashboard.store import Store
 from protocol.pool import CaseState, WorkStatus
 from protocol.spotcheck import spot_check_indices, spot_check_randomness
+from ledger_client.chain.ledger import save_deployment
 from tests.court_scenario import COURT, N, CourtRun
+from validator.cli import main as validator_main
 
 REVEALED = {(1).to_bytes(32, "big"): "valid", (2).to_bytes(32, "big"): "invalid"}
 
@@ -250,6 +253,44 @@ def test_deep_links_and_the_api_description(run, api):
         assert path in paths, path
 
 
+def test_a_validator_sees_its_standing_and_takes_its_stake_out_from_the_cli(run, api, tmp_path, capsys):
+    """`validator status` agrees with the chain and the explorer; `deregister`, then `withdraw` refuses in one line
+    while the exit delay runs and returns the bond after it."""
+    deployments = tmp_path / "deployments.json"
+    save_deployment(deployments, run.deployment)
+
+    def cli(command: str, who: str) -> tuple[int, str, str]:
+        i = next(i for i, a in enumerate(run.accounts) if a.address == who)
+        code = validator_main([command, "--pool", str(run.pool_id), "--json", "--rpc-url", run.anvil.rpc_url,
+                               "--deployments", str(deployments), "--key", "0x" + bytes(run.accounts[i].key).hex()])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    court = run.ledger(0).court
+    code, out, _ = cli("status", run.judges["overturn"])
+    status = json.loads(out)
+    page = api(f"/api/validators/{run.judges['overturn']}")["pools"][0]
+    assert code == 0 and status["verdicts_overturned"] == page["verdicts"]["overturned"] == 1
+    assert str(status["penalties_total"]) == page["penalties_total"]
+    assert str(status["locked"]) == page["live"]["locked"] == str(court.get_validator(run.pool_id,
+                                                                                      run.judges["overturn"]).locked)
+    assert int(status["penalties"]["wrong verdict"]) == COURT.wrong_verdict_slash
+    code, out, _ = cli("status", run.disputer)
+    assert json.loads(out)["disputes_won"] == 1
+
+    leaving = run.minority
+    locked = court.get_validator(run.pool_id, leaving).locked
+    code, out, _ = cli("deregister", leaving)
+    assert code == 0 and json.loads(out)["deregistered"] is True
+    cli("withdraw", leaving)  # its credits, if any; the bond stays until the exit delay has passed
+    code, out, err = cli("withdraw", leaving)
+    assert code == 1 and err.count("\n") == 1 and "the bond is locked until" in err
+    run.travel(court.exit_delay(run.pool_id) + 1)
+    code, out, _ = cli("withdraw", leaving)
+    assert code == 0 and int(json.loads(out)["bond_withdrawn"]) == locked
+    assert court.get_validator(run.pool_id, leaving).locked == 0
+
+
 def test_index_after_a_reorg_with_court_events_equals_a_fresh_index(run, tmp_path):
     """Runs last (it rewrites the end of the run's chain): a submission is indexed, then the three blocks that
     record its assignment, move the clock and carry a stand-in's verdict (its silence penalty and credit) are
@@ -261,7 +302,8 @@ def test_index_after_a_reorg_with_court_events_equals_a_fresh_index(run, tmp_pat
     assigned = run.assigned(wid)
     receipt = run.ledger(0).court.draw_assignment(wid)
     run.travel(COURT.assigned_window_s + 1)
-    standin = next(v for v in run.validators if v not in (assigned, run.leaver))
+    court = run.ledger(0).court
+    standin = next(v for v in run.validators if v != assigned and court.get_validator(run.pool_id, v).deregistered_at == 0)
     run.ledger(standin).court.attest(wid)
     indexer.poll_once()
     for name in ("AssignmentDrawn", "VerdictGiven", "ValidatorPenalized", "Credited"):

@@ -10,6 +10,7 @@ from inference.device import ComputeChoiceError, parse_device
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import court_of, pool_state
+from ledger_client.chain.errors import LedgerError
 from ledger_client.cli import (
     UsageError,
     add_chain_args,
@@ -17,6 +18,7 @@ from ledger_client.cli import (
     configure_logging,
     load_devnet_info,
     one_line_errors,
+    print_result,
     resolve_chain_args,
     stop_on_signals,
     use_devnet_role_key,
@@ -28,6 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="validator", description="Check every submission of a pool; attest or challenge.",
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog="""examples:
   validator start --pool 1 --key $KEY --metrics-port 9100   # registers with the pool's court, judges until Ctrl-C
+  validator status --pool 1 --key $KEY                       # bond, locked/reserved, verdicts, disputes, earnings
+  validator deregister --pool 1 --key $KEY && validator withdraw --pool 1 --key $KEY   # after the exit delay
   validator calibrate --checkpoint runs/ckpt --run-spec examples/run.toml --dtypes bfloat16""")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("start", help="run the challenge daemon until stopped")
@@ -56,6 +60,16 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1:PORT")
     s.add_argument("--devnet-validator", action="store_true", help="use the devnet's validator key")
     add_chain_args(s)
+    for name, text in (("status", "a court validator's bond, locked/reserved/free stake, verdicts, disputes, votes, "
+                                  "penalties and earnings in a pool"),
+                       ("deregister", "stop validating a court pool (the bond is withdrawable after the exit delay)"),
+                       ("withdraw", "withdraw the bond of a pool left (after the exit delay) and every fee, bounty "
+                                    "and share the court credited")):
+        c = sub.add_parser(name, help=text)
+        c.add_argument("--pool", type=int, required=True)
+        c.add_argument("--devnet-validator", action="store_true", help="use the devnet's validator key")
+        c.add_argument("--json", action="store_true", help="print the result as JSON")
+        add_chain_args(c)
     c = sub.add_parser("calibrate", help="measure honest noise on a checkpoint; write TOPLOC thresholds and logit tolerance")
     from validator.calibrate import add_calibrate_args
 
@@ -72,6 +86,8 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
         from validator.calibrate import run_calibrate
 
         return run_calibrate(args)
+    if args.command in ("status", "deregister", "withdraw"):
+        return _court_command(args)
     from validator.checks import check_pool_task, checker_factory  # torch: only when starting
     from validator.court import register_with_court
     from validator.daemon import DaemonConfig, Metrics, ValidatorDaemon
@@ -126,6 +142,40 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
     finally:
         daemon.close()
     return exit_code()
+
+
+def _court_command(args) -> int:
+    """`validator status | deregister | withdraw` in a court pool."""
+    from validator.court import validator_status, withdraw_from_court
+
+    rpc_url, deployments = resolve_chain_args(args)
+    if args.devnet_validator:
+        use_devnet_role_key(args, "validator", "--devnet-validator")
+    ledger = Ledger.open(rpc_url, deployments, load_account(args.key, args.keystore, args.password_file),
+                         args.chain_id)
+    pool_state(ledger, args.pool)  # UnknownPool: one line
+    court = court_of(ledger, args.pool)
+    if court is None:
+        raise UsageError(f"pool {args.pool} is not judged by the ValidatorCourt: it has no bonds to show or withdraw")
+    if args.command == "status":
+        result = validator_status(ledger, args.pool)
+    elif args.command == "deregister":
+        v = court.get_validator(args.pool, ledger.address)
+        if v.index == 0 or v.deregistered_at != 0:
+            raise UsageError(f"{ledger.address} is not a registered validator of pool {args.pool}")
+        court.deregister(args.pool)
+        result = {"pool_id": args.pool, "deregistered": True,
+                  "bond_withdrawable_at": court.get_validator(args.pool, ledger.address).deregistered_at
+                  + court.exit_delay(args.pool)}
+    else:
+        result = withdraw_from_court(ledger, args.pool)
+        if not result["bond_withdrawn"] and not result["fees_withdrawn"]:
+            why = result.get("bond_locked") or (
+                f"the bond is locked until {result['bond_locked_until']} (chain time) with {result['bond_reserved']} "
+                "reserved by open cases" if "bond_locked_until" in result else "nothing is locked or credited")
+            raise LedgerError(f"nothing to withdraw in pool {args.pool}: {why}")
+    print_result(result, args.json)
+    return 0
 
 
 if __name__ == "__main__":

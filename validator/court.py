@@ -163,3 +163,83 @@ def register_with_court(ledger: Ledger, pool_id: int, open_verdicts: int = OPEN_
         missing = max(0, target - court.get_validator(pool_id, me).locked)
     if missing:
         court.add_bond(pool_id, missing)
+
+
+PENALTY_WHY = {1: "wrong verdict", 2: "lost dispute", 3: "no vote revealed", 4: "silence", 5: "voted with the minority"}
+"""`ValidatorPenalized.why`, as the contract numbers it."""
+
+
+def validator_status(ledger: Ledger, pool_id: int) -> dict:
+    """A court validator's standing in a pool, from the court's getters and its own events: registration, bond,
+    locked / reserved / free stake, verdicts and how they ended, disputes filed and their outcome, committee
+    seats and votes, penalties by reason, credits earned and withdrawn (court-wide: credits name no pool)."""
+    court, me = ledger.court, ledger.address
+    events = court.contract.events
+    start = ledger.deployment.block
+    params = court.get_params(pool_id)
+    v = court.get_validator(pool_id, me)
+    mine = {"poolId": pool_id}
+    verdicts = events.VerdictGiven.get_logs(argument_filters=mine | {"judge": me}, from_block=start)
+    disputes = events.Disputed.get_logs(argument_filters=mine | {"disputer": me}, from_block=start)
+    judged = {bytes(e["args"]["workId"]) for e in verdicts}
+    raised = {bytes(e["args"]["workId"]) for e in disputes}
+    seats = [e for e in events.CommitteeDrawn.get_logs(from_block=start) if me in e["args"]["committee"]
+             and court.cases(bytes(e["args"]["workId"])).pool_id == pool_id]
+    resolved = {bytes(e["args"]["workId"]): e["args"] for e in events.DisputeResolved.get_logs(from_block=start)
+                if bytes(e["args"]["workId"]) in judged | raised | {bytes(s["args"]["workId"]) for s in seats}}
+    revealed = events.VoteRevealed.get_logs(argument_filters={"voter": me}, from_block=start)
+    penalties: dict[str, int] = {}
+    for e in events.ValidatorPenalized.get_logs(argument_filters=mine | {"party": me}, from_block=start):
+        why = PENALTY_WHY.get(e["args"]["why"], str(e["args"]["why"]))
+        penalties[why] = penalties.get(why, 0) + e["args"]["amount"]
+    final = {bytes(e["args"]["workId"]) for e in events.VerdictFinal.get_logs(argument_filters=mine, from_block=start)}
+    void = lambda a: a["votesValid"] + a["votesInvalid"] == 0  # noqa: E731
+    registered = v.index != 0 and v.deregistered_at == 0
+    exit_at = v.deregistered_at + court.exit_delay(pool_id) if v.deregistered_at else None
+    return {
+        "validator": me, "pool_id": pool_id, "registered": registered, "index": v.index or None,
+        "registered_at": v.registered_at or None, "deregistered_at": v.deregistered_at or None,
+        "bond_withdrawable_at": exit_at, "validator_bond": params.validator_bond,
+        "locked": v.locked, "reserved": v.reserved, "free": v.locked - v.reserved,
+        "free_bonded": ledger.stake.bonded_of(me),
+        "verdicts": len(verdicts), "verdicts_attested": sum(e["args"]["accepted"] for e in verdicts),
+        "verdicts_final": len(judged & final),
+        "verdicts_overturned": sum(resolved[w]["overturned"] for w in judged if w in resolved),
+        "disputes_filed": len(raised), "disputes_won": sum(resolved[w]["overturned"] for w in raised if w in resolved),
+        "disputes_lost": sum(not resolved[w]["overturned"] and not void(resolved[w]) for w in raised if w in resolved),
+        "disputes_open": sum(w not in resolved for w in raised),
+        "committee_seats": len(seats), "votes_revealed": len(revealed),
+        "penalties": penalties, "penalties_total": sum(penalties.values()),
+        "earned_total": sum(e["args"]["amount"] for e in events.Credited.get_logs(argument_filters={"to": me},
+                                                                                    from_block=start)),
+        "withdrawn_total": sum(e["args"]["amount"] for e in events.Withdrawn.get_logs(argument_filters={"to": me},
+                                                                                      from_block=start)),
+        "credits": court.credits(me),
+    }
+
+
+def withdraw_from_court(ledger: Ledger, pool_id: int) -> dict:
+    """Take out what the court holds for the caller: its bond in the pool once deregistered, past the exit delay
+    and with nothing reserved (back to its free bonded stake), and every credit (fees, bounties, shares: to its
+    wallet). Returns what it withdrew, and why a bond stayed (`bond_locked_until` and `bond_reserved`, or
+    `bond_locked` while registered)."""
+    court, me = ledger.court, ledger.address
+    v = court.get_validator(pool_id, me)
+    out = {"bond_withdrawn": 0, "fees_withdrawn": 0}
+    if v.deregistered_at and v.locked:
+        exit_at = v.deregistered_at + court.exit_delay(pool_id)
+        now = ledger.w3.eth.get_block("latest")["timestamp"]
+        if now >= exit_at and v.reserved == 0:
+            court.withdraw_bond(pool_id)
+            out["bond_withdrawn"] = v.locked
+        else:
+            out["bond_locked_until"] = exit_at
+            out["bond_reserved"] = v.reserved
+    elif v.locked:
+        out["bond_locked"] = "registered: `validator deregister` first, then withdraw after the exit delay"
+    credits = court.credits(me)
+    if credits:
+        court.withdraw()
+        out["fees_withdrawn"] = credits
+    out["free_bonded"] = ledger.stake.bonded_of(me)
+    return out
