@@ -1,7 +1,9 @@
 """The explorer over a real court run (anvil + Kubo, tests/court_scenario.py): every number its API shows about
 the court, a validator, a worker, a case and a pool is compared with the chain (getters and the contracts' own
-logs, read with web3, not through the index); the reason for each verdict comes back readable; and the index
-after a depth-3 reorg with court events in it equals a fresh re-index."""
+logs, read with web3, not through the index); the reason for each verdict comes back readable; the daemons' CLIs
+tell their operators the same (`validator status | deregister | withdraw`, `worker status`, the worker daemon's
+challenges, re-stake cap and metrics); and the index after a depth-3 reorg with court events in it equals a fresh
+re-index."""
 
 from __future__ import annotations
 
@@ -11,15 +13,20 @@ import time
 import pytest
 import requests
 from eth_utils import keccak
+from prometheus_client import generate_latest
+from rich.console import Console
 
 from dashboard.indexer import ChainIndexer
 from dashboard.service import ExplorerService, free_port
 from dashboard.store import Store
+from ledger_client.chain.ledger import save_deployment
+from protocol.digest import digest_to_cid
 from protocol.pool import CaseState, WorkStatus
 from protocol.spotcheck import spot_check_indices, spot_check_randomness
-from ledger_client.chain.ledger import save_deployment
-from tests.court_scenario import COURT, N, CourtRun
+from tests.court_scenario import COURT, N, WORKER, CourtRun
 from validator.cli import main as validator_main
+from worker.cli import main as worker_main
+from worker.daemon import RestakeCapReached, WorkerDaemon, WorkerOptions, status_table
 
 REVEALED = {(1).to_bytes(32, "big"): "valid", (2).to_bytes(32, "big"): "invalid"}
 
@@ -289,6 +296,46 @@ def test_a_validator_sees_its_standing_and_takes_its_stake_out_from_the_cli(run,
     code, out, _ = cli("withdraw", leaving)
     assert code == 0 and int(json.loads(out)["bond_withdrawn"]) == locked
     assert court.get_validator(run.pool_id, leaving).locked == 0
+
+
+def test_a_worker_reads_why_it_was_challenged_and_its_daemon_stops_re_staking(run, api, tmp_path, capsys):
+    """`worker status` lists each challenge with its reason, its evidence on IPFS and its page on the explorer;
+    the daemon says the same when it sees the verdict, shows it on its live screen, and with --max-restakes 1
+    stops at the second slash instead of re-staking."""
+    deployments = tmp_path / "deployments.json"
+    save_deployment(deployments, run.deployment)
+    key = "0x" + bytes(run.accounts[WORKER].key).hex()
+    chain = ["--rpc-url", run.anvil.rpc_url, "--deployments", str(deployments), "--key", key]
+    assert worker_main(["status", "--pool", str(run.pool_id), "--json", "--explorer", api.url, *chain]) == 0
+    challenges = json.loads(capsys.readouterr().out)["challenges"]
+    assert [(c["work_id"], c["reason"]) for c in challenges] == [("0x" + run.works[n].hex(), r) for n, r in (
+        ("overturn", "DISPUTE"), ("toploc", "TOPLOC"))]
+    toploc = challenges[1]
+    assert toploc["evidence"] == f"ipfs://{digest_to_cid(run.evidence['toploc'])}"
+    assert int(toploc["slashed"]) == run.config.slash_amount
+    page = requests.get(toploc["explain"], timeout=10)  # the explorer's /work/ID opens the work's page
+    assert page.status_code == 200 and "app.js" in page.text
+    assert worker_main(["status", "--pool", str(run.pool_id), "--explorer", api.url, *chain]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1].startswith("challenged TOPLOC: work 0x") and toploc["explain"] in lines[-1]
+
+    daemon = WorkerDaemon(run.ledger(WORKER), WorkerOptions(pool_id=run.pool_id, kubo_api=run.kubo_api,
+                                                            work_dir=tmp_path / "worker", max_restakes=1,
+                                                            explorer=api.url),
+                          producer=None, loader=None)
+    for nonce, name in enumerate(("accepted", "toploc", "overturn")):
+        daemon.journal.record(nonce, 0, digest="00" * 32, work_id=run.works[name].hex(), file="-", n_samples=N)
+        daemon.journal.advance(nonce, "submitted")
+    with pytest.raises(RestakeCapReached, match="slashed 2 times, the last for DISPUTE .*--max-restakes 1"):
+        daemon.pending_verdicts()
+    assert [c["reason"] for c in daemon.stats.challenges] == ["TOPLOC", "DISPUTE"]
+    screen = Console(width=200, record=True)
+    screen.print(status_table(daemon))
+    text = screen.export_text()
+    assert "challenged TOPLOC" in text and toploc["explain"] in text
+    metrics = generate_latest(daemon.metrics.registry).decode()
+    assert 'proofswarm_worker_challenges_total{reason="TOPLOC"} 1.0' in metrics
+    assert "proofswarm_worker_slashed_tokens_total 100.0" in metrics
 
 
 def test_index_after_a_reorg_with_court_events_equals_a_fresh_index(run, tmp_path):

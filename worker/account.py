@@ -9,7 +9,9 @@ from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import claimable, claimed_total, pool_state, works_of
 from ledger_client.cli import UsageError, load_devnet_info, resolve_chain_args
+from protocol.digest import digest_to_cid
 from protocol.pool import WorkStatus
+from protocol.verdicts import Reason
 
 
 def open_ledger(args: argparse.Namespace) -> Ledger:
@@ -26,9 +28,9 @@ def open_ledger(args: argparse.Namespace) -> Ledger:
     return Ledger.open(rpc_url, deployments, account, args.chain_id)
 
 
-def status(ledger: Ledger, pool_id: int | None) -> dict:
-    """Stake, submissions by verdict, rewards owed/claimable/claimed; with a pool, its current step and the
-    worker's allocation, next nonce and open work there."""
+def status(ledger: Ledger, pool_id: int | None, explorer: str | None = None) -> dict:
+    """Stake, submissions by verdict, rewards owed/claimable/claimed, every challenge with its reason and a link to
+    its evidence; with a pool, its current step and the worker's allocation, next nonce and open work there."""
     me = ledger.address
     unbonding, ready_at = ledger.stake.unbonding_of(me)
     works = works_of(ledger, me, pool_id)
@@ -46,6 +48,7 @@ def status(ledger: Ledger, pool_id: int | None) -> dict:
         "rewards_claimable": sum(w.reward for w in claimable(ledger, works)),
         "rewards_claimed": claimed_total(ledger, me),
     }
+    out["challenges"] = challenges_of(ledger, me, pool_id, explorer)
     if pool_id is not None:
         pool = pool_state(ledger, pool_id)
         member = ledger.pool.get_member(pool_id, me)
@@ -78,3 +81,32 @@ def claim_all(ledger: Ledger, pool_id: int | None) -> int:
     before = ledger.token.balance_of(ledger.address)
     ledger.pool.claim([w.work_id for w in ready])
     return ledger.token.balance_of(ledger.address) - before
+
+
+def challenges_of(ledger: Ledger, worker: str, pool_id: int | None = None, explorer: str | None = None,
+                  work_ids: set[bytes] | None = None) -> list[dict]:
+    """Every challenge of `worker`'s submissions (or of `work_ids` among them), oldest first: the reason, what it
+    was slashed, and where to read why — its evidence document on IPFS (`evidence`, ipfs://CID) and, given the
+    explorer's URL, the work's page there (`explain`: the evidence explained, or the dispute that overturned an
+    attestation)."""
+    mine = work_ids if work_ids is not None else {w.work_id for w in works_of(ledger, worker, pool_id)}
+    if not mine:
+        return []
+    filters = {"poolId": pool_id} if pool_id is not None else {}
+    logs = ledger.pool.contract.events.WorkChallenged.get_logs(argument_filters=filters,
+                                                               from_block=ledger.deployment.block)
+    out = []
+    for log in logs:
+        work_id = bytes(log["args"]["workId"])
+        if work_id not in mine:
+            continue
+        code, digest = log["args"]["reasonCode"], bytes(log["args"]["evidenceDigest"])
+        try:
+            reason = Reason(code).name
+        except ValueError:
+            reason = f"UNKNOWN_{code}"
+        out.append({"work_id": "0x" + work_id.hex(), "pool_id": log["args"]["poolId"], "reason": reason,
+                    "slashed": log["args"]["slashed"], "block": log["blockNumber"],
+                    "evidence": None if digest == bytes(32) else f"ipfs://{digest_to_cid(digest)}",
+                    "explain": f"{explorer.rstrip('/')}/work/0x{work_id.hex()}" if explorer else None})
+    return out

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from ledger_client.chain.queries import pool_state
 from ledger_client.cli import UsageError, add_log_args, amount_option, chain_options, one_line_errors, print_result
 from worker.account import claim_all, deallocate_free, open_ledger, status
+
+EXPLORER_ENV = "PROOFSWARM_EXPLORER_URL"
 
 
 def _add_start_args(p: argparse.ArgumentParser) -> None:
@@ -20,6 +23,13 @@ def _add_start_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-submissions", type=int, help="stop after this many submissions")
     p.add_argument("--poll-interval", type=float, default=0.5)
     p.add_argument("--quiet", action="store_true", help="no live status screen (logs only)")
+    p.add_argument("--max-restakes", type=int, default=3, metavar="N",
+                   help="top the allocation up again after at most N slashes; the next slash stops the worker with "
+                        "its reason (default 3; -1: no cap)")
+    p.add_argument("--explorer", default=os.environ.get(EXPLORER_ENV), metavar="URL",
+                   help=f"the pool explorer's URL: each challenge on the live screen links to its page there "
+                        f"(default ${EXPLORER_ENV})")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1:PORT")
     add_log_args(p)
     p.add_argument("--device", help="where generation runs: cpu (default), cuda or cuda:N (torch backend); "
                                     "vLLM picks its own GPU (cuda or leave it out)")
@@ -41,8 +51,11 @@ def _parser() -> argparse.ArgumentParser:
     common = chain_options(("--devnet-worker", {"type": int, "help": "use the devnet's dev worker key number N"}))
     start = sub.add_parser("start", parents=[common], help="stake, join and generate verified rollouts until stopped")
     _add_start_args(start)
-    st = sub.add_parser("status", parents=[common], help="stake, submissions by verdict, rewards, current step")
+    st = sub.add_parser("status", parents=[common], help="stake, submissions by verdict, rewards, challenges with "
+                                                         "their reasons, current step")
     st.add_argument("--pool", type=int, help="restrict to one pool")
+    st.add_argument("--explorer", default=os.environ.get(EXPLORER_ENV), metavar="URL",
+                    help=f"the pool explorer's URL: each challenge links to its page there (default ${EXPLORER_ENV})")
     cl = sub.add_parser("claim", parents=[common], help="claim every unlocked accepted reward")
     cl.add_argument("--pool", type=int)
     un = sub.add_parser("unstake", parents=[common], help="start unbonding stake (withdrawable after the unbonding delay)")
@@ -68,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         if pool_id is not None:
             pool_state(ledger, pool_id)  # an unknown pool is one error line (UnknownPool), not an empty result
     if args.command == "status":
-        result = status(ledger, args.pool)
+        result = status(ledger, args.pool, args.explorer)
     elif args.command == "claim":
         result = {"claimed": claim_all(ledger, args.pool)}
     elif args.command == "unstake":
@@ -92,7 +105,11 @@ def main(argv: list[str] | None = None) -> int:
         before = ledger.token.balance_of(ledger.address)
         ledger.stake.withdraw()
         result = {"withdrawn": ledger.token.balance_of(ledger.address) - before}
+    challenges = result.pop("challenges", None) if args.command == "status" and not args.json else None
     print_result(result, args.json)
+    for c in challenges or []:  # one line each: what it was, what it cost, where to read why
+        print(f"challenged {c['reason']}: work {c['work_id']} (pool {c['pool_id']}), slashed {c['slashed']}"
+              f"{', evidence ' + c['evidence'] if c['evidence'] else ''}{', why: ' + c['explain'] if c['explain'] else ''}")
     return 0
 
 

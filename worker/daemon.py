@@ -30,7 +30,7 @@ from rich.table import Table
 from inference.device import Compute, ComputeChoiceError, choose_compute
 from inference.policy import load_policy
 from ledger_client.chain.bindings import MemberView
-from ledger_client.chain.errors import ContractRevert
+from ledger_client.chain.errors import ContractRevert, LedgerError
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import (
     court_of,
@@ -46,10 +46,12 @@ from ledger_client.ipfs.content import fetch_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.ipfs.task_subset import fetch_task_subset
 from protocol.pool import CaseState, WorkStatus, versions_to_keep
+from protocol.rollouts import decode_rollouts
 from protocol.runspec import RunSpec, usable_task
 from protocol.submission import SubmissionBinding
-from worker.account import claim_all, open_ledger, stake_for_next_submission
+from worker.account import challenges_of, claim_all, open_ledger, stake_for_next_submission
 from worker.journal import Journal, journal_name
+from worker.metrics import WorkerMetrics
 from worker.policy import Policy, RolloutProducer
 from worker.produce import Producer
 
@@ -73,6 +75,11 @@ class WorkerOptions:
     """Submit no more while this many of our submissions await a verdict (keeps pace with the validators).
     In a court pool a first verdict counts: finality comes a dispute window later, and waiting for it would
     pace the worker by the window instead of by the validators."""
+    max_restakes: int | None = 3
+    """Slashes after which the daemon tops its allocation up again; the next one stops it (RestakeCapReached).
+    None: no cap."""
+    explorer: str | None = None
+    """The pool explorer's URL: each challenge links to its page there."""
 
 
 @dataclass
@@ -82,11 +89,19 @@ class WorkerStats:
     claimed: int = 0
     last_event: str = "starting"
     verdicts: dict[str, int] = field(default_factory=dict)
+    challenges: list[dict] = field(default_factory=list)
+    """Each challenge of our work seen while running: reason, slash, links to its evidence (worker.account)."""
+    restaked: int = 0
+    """Stake added back to the allocation after slashes."""
+
+
+class RestakeCapReached(LedgerError):
+    """The daemon was slashed more often than --max-restakes lets it re-stake (exit 1, with the last reason)."""
 
 
 class WorkerDaemon:
     def __init__(self, ledger: Ledger, options: WorkerOptions, producer: RolloutProducer, loader: PolicyLoader,
-                 upload: Callable[[KuboClient, bytes], object] = put_object):
+                 upload: Callable[[KuboClient, bytes], object] = put_object, metrics: WorkerMetrics | None = None):
         self.ledger = ledger
         self.upload = upload
         self.opt = options
@@ -97,6 +112,7 @@ class WorkerDaemon:
         self.journal = Journal(options.work_dir / journal_name(d.chain_id, d.compute_pool,
                                                                pool_created_in(ledger, options.pool_id), options.pool_id))
         self.stats = WorkerStats()
+        self.metrics = metrics or WorkerMetrics()
         self.policy: Policy | None = None
         self.spec: RunSpec | None = None
         self._last_claim = 0.0
@@ -146,6 +162,12 @@ class WorkerDaemon:
                 self.journal.drop(nonce)
                 continue
             data = Path(e["file"]).read_bytes()
+            pinned = next_binding(self.ledger, self.opt.pool_id)
+            if decode_rollouts(data).header.binding != pinned:
+                # a reorg moved the block that pinned this nonce: the file's seeds are no longer the nonce's
+                log.warning("nonce %d is now pinned by another block; dropping its file to make it again", nonce)
+                self.journal.drop(nonce)
+                continue
             self.upload(self.kubo, data)
             self.journal.advance(nonce, "uploaded", final=None)
             try:
@@ -189,9 +211,30 @@ class WorkerDaemon:
             return False
         if self.policy is None or self.policy.step != member.pinned_step:
             self.sync_policy(member.pinned_step)
-        stake_for_next_submission(self.ledger, self.opt.pool_id, pool.min_stake, pool.slash_amount)
+        added = stake_for_next_submission(self.ledger, self.opt.pool_id, pool.min_stake, pool.slash_amount)
+        if added and self.stats.challenges:
+            self.stats.restaked += added
+            self.metrics.restaked.inc(added / 10**18)
+            log.warning("re-staked %d to the pool allocation after %d slash(es) (%d in all; --max-restakes %s)", added,
+                        len(self.stats.challenges), self.stats.restaked, self.opt.max_restakes)
         self.submit_one(next_binding(self.ledger, self.opt.pool_id), stop)
         return True
+
+    def _challenged(self, work_id: bytes) -> None:
+        """Say why our work was challenged, with a link to the evidence; stop when re-staking is capped."""
+        found = challenges_of(self.ledger, self.ledger.address, self.opt.pool_id, self.opt.explorer, {work_id})
+        c = found[-1] if found else {"work_id": "0x" + work_id.hex(), "reason": "?", "slashed": 0, "evidence": None,
+                                     "explain": None}
+        self.stats.challenges.append(c)
+        self.metrics.challenged(c)
+        where = c["explain"] or c["evidence"] or "no evidence document"
+        self.stats.last_event = f"challenged {c['reason']}: work {c['work_id'][:12]}… slashed {c['slashed']}"
+        log.warning("work %s was challenged (%s): slashed %s; why: %s", c["work_id"], c["reason"], c["slashed"], where)
+        cap = self.opt.max_restakes
+        if cap is not None and len(self.stats.challenges) > cap:
+            raise RestakeCapReached(f"slashed {len(self.stats.challenges)} times, the last for {c['reason']} (work "
+                                    f"{c['work_id']}, why: {where}); --max-restakes {cap}: not re-staking; see "
+                                    "`worker status` and fix the worker before restarting it")
 
     def pending_verdicts(self) -> int:
         """How many of our submissions still await a verdict (statuses are final once judged)."""
@@ -214,6 +257,11 @@ class WorkerDaemon:
                     open_ += 1
             else:
                 self.journal.advance(e["nonce"], "submitted", final=status.name.lower())
+                self.metrics.verdict(status.name.lower())
+                self.stats.verdicts[status.name.lower()] = self.stats.verdicts.get(status.name.lower(), 0) + 1
+                if status == WorkStatus.REJECTED:
+                    self._challenged(bytes.fromhex(e["work_id"]))
+        self.metrics.pending.set(open_)
         return open_
 
     def sync_policy(self, step: int) -> None:
@@ -225,6 +273,7 @@ class WorkerDaemon:
         model, tokenizer = self.load(fetched.path)
         self.policy = Policy(step, digest, model, tokenizer, folder=fetched.path)
         self.stats.step = step
+        self.metrics.policy_step.set(step)
         self.stats.last_event = f"loaded policy of step {step}"
 
     def submit_one(self, binding: SubmissionBinding, stop: threading.Event) -> None:
@@ -259,6 +308,8 @@ class WorkerDaemon:
                 raise
         self.journal.advance(nonce, "submitted")
         self.stats.submitted += 1
+        self.metrics.submissions.inc()
+        self.metrics.samples.inc(n_samples)
         self.stats.last_event = f"submitted {n_samples} samples for step {step}"
         log.info("submitted 0x%s: %d samples for step %d (nonce %d)", digest.hex(), n_samples, step, nonce)
 
@@ -268,6 +319,7 @@ class WorkerDaemon:
         self._last_claim = time.monotonic()
         amount = claim_all(self.ledger, self.opt.pool_id)
         self.stats.claimed += amount
+        self.metrics.claimed.inc(amount / 10**18)
         return amount
 
     def verdict_counts(self) -> dict[str, int]:
@@ -287,6 +339,11 @@ def status_table(daemon: WorkerDaemon) -> Table:
     table.add_row("policy step", str(s.step))
     table.add_row("submitted", str(s.submitted))
     table.add_row("claimed (base units)", str(s.claimed))
+    table.add_row("verdicts", ", ".join(f"{k} {v}" for k, v in sorted(s.verdicts.items())) or "none yet")
+    for c in s.challenges[-5:]:  # why each challenge happened, where to read the evidence
+        table.add_row(f"challenged {c['reason']}", f"work {c['work_id']}, slashed {c['slashed']}"
+                      f"{', re-staked ' + str(s.restaked) if s.restaked else ''}\n"
+                      f"why: {c['explain'] or c['evidence'] or 'no evidence document'}")
     table.add_row("last", s.last_event)
     return table
 
@@ -311,8 +368,11 @@ def run_from_args(args: argparse.Namespace) -> int:
     work_dir = args.work_dir or Path(".worker") / ledger.address
     options = WorkerOptions(pool_id=args.pool, kubo_api=kubo_api, work_dir=work_dir,
                             submissions_per_step=args.submissions_per_step, poll_interval_s=args.poll_interval,
-                            max_submissions=args.max_submissions, max_pending=args.max_pending)
-    daemon = WorkerDaemon(ledger, options, Producer(compute), load_policy)
+                            max_submissions=args.max_submissions, max_pending=args.max_pending,
+                            max_restakes=None if args.max_restakes < 0 else args.max_restakes, explorer=args.explorer)
+    daemon = WorkerDaemon(ledger, options, Producer(compute), load_policy, metrics=WorkerMetrics())
+    if args.metrics_port:
+        daemon.metrics.serve(args.metrics_port)
     daemon.prepare()  # stake, join, first policy: Ctrl-C here stops at once (a rerun resumes)
     stop = threading.Event()
     exit_code = stop_on_signals(stop)
