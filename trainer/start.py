@@ -47,6 +47,7 @@ from trainer.distributed import Distributed, launched_by_torchrun, quiet_followe
 from trainer.evaluate import greedy_accuracy
 from trainer.ledger_source import LedgerSource
 from trainer.loop import Trainer, TrainerStarved
+from trainer.metrics import TrainerMetrics
 from trainer.parallel import SingleProcess
 from trainer.publish import IpfsPublisher
 
@@ -69,6 +70,7 @@ def add_start_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--devnet-trainer", action="store_true", help="use the devnet's trainer key")
     add_log_args(p)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1:PORT (the main rank)")
     p.add_argument("--nproc", type=int, help="train as N data-parallel ranks on this machine (FSDP2; --set parallel=ddp)")
     p.add_argument("--device", default="cpu",
                    help="where the policy trains: cpu (default), cuda or cuda:N; with --nproc N on CUDA: --device cuda, "
@@ -120,10 +122,14 @@ def run_start(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
 
     consumed_path = Path(config.run_dir) / "consumed.json"
+    metrics = TrainerMetrics() if parallel.is_main else None
+    if metrics is not None and args.metrics_port:
+        metrics.serve(args.metrics_port)
 
     def report(m) -> None:
         if publisher is None:
             return
+        metrics.update(m.step, trainer.metrics_at(m.step), len(source.consumed), len(source.overturned))
         reward = None if m.reward is None else round(m.reward, 4)
         line = {"step": m.step, "reward": reward, "consumed": len(source.consumed),
                 "consumed_overturned": len(source.overturned),
