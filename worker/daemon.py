@@ -75,9 +75,9 @@ class WorkerOptions:
     """Submit no more while this many of our submissions await a verdict (keeps pace with the validators).
     In a court pool a first verdict counts: finality comes a dispute window later, and waiting for it would
     pace the worker by the window instead of by the validators."""
-    max_restakes: int | None = 3
+    max_restakes: int | None = None
     """Slashes after which the daemon tops its allocation up again; the next one stops it (RestakeCapReached).
-    None: no cap."""
+    None (the library's default; `worker start` caps at 3): no cap, as the demo's adversary and the tests want."""
     explorer: str | None = None
     """The pool explorer's URL: each challenge links to its page there."""
 
