@@ -55,6 +55,7 @@ from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import Digest
 from protocol.pool import CaseState, WorkStatus
 from protocol.verdicts import Reason
+from worker.cli import EXPLORER_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 ADVERSARY_ATTACKS = ["fabricated_rewards", "cherry_picked_prompts", "tampered_completion", "wrong_temperature",
@@ -176,7 +177,14 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
     port = args.explorer_port or free_port()
     explorer.start("explorer", "dashboard.cli", "start", "--port", str(port), "--db", str(out / "explorer.sqlite"),
                    "--summary", str(out / "summary.json"), *chain)
-    console.print(f"explorer: http://127.0.0.1:{port}/pool/{pool_id}  (live while the demo runs)")
+    base = f"http://127.0.0.1:{port}"
+    console.print(f"explorer: {base}/pool/{pool_id}  (live while the demo runs)")
+    dishonest = next(v for v in validators if v["conduct"] != "honest")
+    console.print(f"  the adversary's files, and why each was challenged: {base}/worker/{info['workers'][2]['address']}")
+    console.print(f"  the {dishonest['conduct']} validator: its verdicts, the disputes and votes that overturned them, "
+                  f"the stake it lost: {base}/validator/{dishonest['address']}")
+    console.print(f"  the court's cases, committees and votes: {base}/pool/{pool_id}/court")
+    roles.env = {**roles.env, EXPLORER_ENV: base}  # workers link each challenge to its page there
     try:
         for v in validators:
             module = ["validator.cli"] if v["conduct"] == "honest" else \
