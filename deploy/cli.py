@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         table = Table("role", "address")
         for role, acc in info["roles"].items():
             table.add_row(role, acc["address"])
-        for w in info["workers"]:
-            table.add_row(f"worker #{w['index']}", w["address"])
+        for n, w in enumerate(info["workers"]):  # numbered as --devnet-worker takes them
+            table.add_row(f"worker {n} (--devnet-worker {n})", w["address"])
         console.print(table)
         console.print(f"contracts: {info['contracts']}\ndeployments: {info['deployments']}")
     elif args.command == "down":

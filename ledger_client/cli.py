@@ -23,7 +23,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from ledger_client.chain.errors import BadRpcUrl, KeyLoadError, LedgerError, WrongChain
+from ledger_client.chain.errors import BadRpcUrl, KeyLoadError, LedgerError, UnknownPool, WrongChain
 from ledger_client.ipfs.kubo import KuboError
 from protocol.devnet import DEVNET_DIR_HELP, DevnetCorrupt, default_devnet_dir, load_devnet_info
 from protocol.digest import InvalidCid, InvalidDigest
@@ -53,6 +53,7 @@ EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (KeyLoadError, EXIT_USAGE),  # no key, a malformed key, a missing keystore, a wrong password
     (WrongChain, EXIT_USAGE),  # --chain-id names another chain than the RPC serves
     (BadRpcUrl, EXIT_USAGE),
+    (UnknownPool, EXIT_USAGE),  # a pool id the chain does not know (ComputePool's UnknownPool, or out of range)
     (LedgerError, EXIT_FAILURE),
     (KuboError, EXIT_FAILURE),
     (CheckpointError, EXIT_FAILURE),
@@ -219,18 +220,32 @@ def print_json(obj: Any) -> None:
     print(json.dumps(json_safe(obj), indent=2, default=str))
 
 
+TOKEN_DECIMALS = 18
+AMOUNT_KEYS = frozenset({
+    "funded", "file_reward", "break_even_slash", "budget", "reserved", "min_stake", "reward_per_sample", "slash_amount",
+    "refunded", "bonded", "unbonding", "token_balance", "rewards_owed", "rewards_claimable", "rewards_claimed",
+    "allocation", "allocation_required", "claimed", "deallocated", "withdrawn",
+})
+"""Result keys that are amounts of the stake token in base units: in tokens for people, base units in --json."""
+
+
+def tokens(base_units: int) -> str:
+    """An amount for people, exact to the base unit: 10000000000000000000 → `10 tokens`, 1 → `0.000000000000000001 tokens`."""
+    whole, fraction = divmod(abs(base_units), 10**TOKEN_DECIMALS)
+    digits = f"{fraction:0{TOKEN_DECIMALS}d}".rstrip("0")
+    return f"{'-' if base_units < 0 else ''}{whole}{'.' + digits if digits else ''} tokens"
+
+
 def print_result(result: dict, as_json: bool) -> None:
-    """A command's result: JSON for scripts, or a two-column table for people."""
+    """A command's result: JSON for scripts, or `key  value` lines for people (amounts in tokens, digests whole,
+    so that they can be copied)."""
     if as_json:
         print_json(result)
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(show_header=False)
+    width = max(map(len, result), default=0)
     for key, value in result.items():
-        table.add_row(key, str(value))
-    Console().print(table)
+        is_amount = key in AMOUNT_KEYS and isinstance(value, int) and not isinstance(value, bool)
+        print(f"{key:<{width}}  {tokens(value) if is_amount else value}")
 
 
 def use_devnet_role_key(args: argparse.Namespace, role: str, flag: str) -> None:

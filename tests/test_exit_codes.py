@@ -3,10 +3,17 @@ and each console script follows it (in-process, so the checks are fast and need 
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
+import socket
+import subprocess
+import sys
 import threading
+import time
+import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +26,7 @@ from deploy.checkpoint_cli import main as checkpoint_main
 from deploy.cli import main as devnet_main
 from deploy.kubo_node import KuboStartError
 from deploy.pool_cli import main as pool_main
-from ledger_client.chain.errors import RpcUnreachable
+from ledger_client.chain.errors import RpcUnreachable, UnknownPool
 from ledger_client.chain.keys import write_keystore
 from ledger_client.cli import (
     EXIT_CODES,
@@ -40,6 +47,9 @@ from trainer.main import main as trainer_main
 from validator.cli import main as validator_main
 from worker.cli import main as worker_main
 from worker.local_cli import main as local_worker_main
+
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class _Config(BaseModel):
@@ -67,9 +77,17 @@ def _validation_error() -> ValidationError:
     (RolloutSchemaError("bad header"), EXIT_FAILURE),
     (FileNotFoundError(2, "No such file or directory", "x.toml"), EXIT_FAILURE),
     (KeyboardInterrupt(), EXIT_INTERRUPTED),
+    (UnknownPool({"poolId": 999}), EXIT_USAGE),
 ])
 def test_the_table_gives_each_kind_its_code(error: BaseException, code: int) -> None:
     assert exit_code_of(error) == code
+
+
+def test_the_readme_table_lists_every_kind_under_its_code() -> None:
+    rows = {line.split("|")[1].strip(): line for line in (ROOT / "README.md").read_text().splitlines()
+            if line.startswith("| ") and line.split("|")[1].strip() in ("1", "2", "130")}
+    for cls, code in EXIT_CODES:
+        assert f"`{cls.__name__}`" in rows[str(code)], (cls.__name__, code)
 
 
 def test_an_unknown_error_is_a_bug_not_an_exit_code() -> None:
@@ -97,6 +115,7 @@ def _cases(tmp_path: Path) -> list[tuple[str, list[str], int]]:
     keystore = write_keystore(Account.from_key("0x" + "02" * 32), tmp_path / "key.json", "right")
     wrong = tmp_path / "wrong-password"
     wrong.write_text("wrong\n")
+    typos = _typos(tmp_path)
     return [
         ("pool", ["status", "1", *chain], EXIT_FAILURE),
         ("pool", ["create", "--config", str(tmp_path / "missing.toml"), *chain], EXIT_USAGE),
@@ -117,7 +136,30 @@ def _cases(tmp_path: Path) -> list[tuple[str, list[str], int]]:
         ("worker", ["status", *without_key, "--keystore", str(keystore)], EXIT_USAGE),  # no password, no terminal
         ("worker", ["status", *without_key, "--keystore", str(keystore), "--password-file", str(wrong)], EXIT_USAGE),
         ("pool", ["status", "1", *without_key, "--key", "0x" + "01" * 32, "--rpc-url", "notaurl"], EXIT_USAGE),
+        ("pool", ["close", "1", *without_key], EXIT_USAGE),  # no key at all
+        # config typos, in every TOML and on every command line that sets config keys
+        ("pool", ["create", "--config", str(typos["pool.toml"]), *chain], EXIT_USAGE),
+        ("trainer", ["local", "--config", str(typos["trainer.toml"])], EXIT_USAGE),
+        ("trainer", ["local", "--max_step", "3"], EXIT_USAGE),
+        ("worker local", ["--config", str(typos["worker.toml"])], EXIT_USAGE),
+        ("trainer", ["init", "--run-spec", str(typos["run.toml"]), "--kubo-api", "/ip4/127.0.0.1/tcp/1"], EXIT_USAGE),
+        ("trainer", ["init", "--run-spec", str(typos["unknown-task.toml"]), "--kubo-api", "/ip4/127.0.0.1/tcp/1"],
+         EXIT_USAGE),
+        ("trainer", ["init", "--run-spec", str(ROOT / "examples/run.toml"), "--checkpoint", "/nonexistent",
+                     "--kubo-api", "/ip4/127.0.0.1/tcp/1"], EXIT_USAGE),
     ]
+
+
+def _typos(tmp_path: Path) -> dict[str, Path]:
+    """One misspelt key in each kind of TOML file (and a run spec naming a task that does not exist)."""
+    run_spec = (ROOT / "examples/run.toml").read_text()
+    texts = {"pool.toml": (ROOT / "examples/pool.toml").read_text().replace("funding =", "fundng ="),
+             "trainer.toml": "max_step = 3\n", "worker.toml": "run_dir = 'x'\nmax_submisions = 3\n",
+             "run.toml": run_spec.replace("temperature", "temprature"),
+             "unknown-task.toml": run_spec.replace('name = "sort"', 'name = "nosuch"')}
+    for name, text in texts.items():
+        (tmp_path / name).write_text(text)
+    return {name: tmp_path / name for name in texts}
 
 
 def test_every_command_follows_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -191,6 +233,17 @@ def test_json_output_keeps_amounts_exact_for_readers_that_parse_doubles(capsys: 
                                                   "slashes": [2**53 - 1, str(2**53), str(-(2**60))]}
 
 
+def test_results_for_people_show_amounts_in_tokens_and_whole_digests(capsys: pytest.CaptureFixture[str]) -> None:
+    from ledger_client.cli import print_result
+
+    digest = "0x" + "ab" * 32
+    print_result({"pool_id": 3, "budget": 10_005 * 10**18, "reward_per_sample": 10**16, "slash_amount": 1,
+                  "latest_checkpoint": digest, "member": True}, as_json=False)
+    assert capsys.readouterr().out.splitlines() == [
+        "pool_id            3", "budget             10005 tokens", "reward_per_sample  0.01 tokens",
+        "slash_amount       0.000000000000000001 tokens", f"latest_checkpoint  {digest}", "member             True"]
+
+
 @pytest.mark.parametrize("main", [devnet_main, pool_main, worker_main, validator_main, checkpoint_main, trainer_main,
                                   explorer_main])
 def test_every_command_help_ends_with_examples(main, capsys: pytest.CaptureFixture[str]) -> None:
@@ -200,3 +253,105 @@ def test_every_command_help_ends_with_examples(main, capsys: pytest.CaptureFixtu
         code = exc.code
     out = capsys.readouterr().out
     assert code == 0 and "\nexamples:\n" in out
+
+
+LONG_RUNNING = {"worker": ["start", "--pool", "1"], "validator": ["start", "--pool", "1"],
+                "trainer": ["start", "--pool", "1"], "explorer": ["start", "--port", "1"]}
+"""The commands that run until stopped, each as far as its start-up can get without a chain."""
+
+
+@pytest.fixture
+def silent_rpc() -> Iterator[str]:
+    """An RPC URL whose server takes the connection and never answers: a command stays in its start-up."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+
+
+def test_every_console_script_catches_ctrl_c_during_its_imports():
+    """pyproject's console scripts point at the role packages' `main`, which import the command inside a try."""
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    for name, target in scripts.items():
+        module, attr = target.split(":")
+        assert getattr(importlib.import_module(module), attr).__doc__.startswith("`"), (name, target)
+
+
+@pytest.mark.parametrize("delay_s", [0.2, 2.0])
+def test_ctrl_c_stops_every_long_running_command_in_its_start_up(delay_s: float, silent_rpc: str, tmp_path: Path):
+    """Ctrl-C while the command's modules import (0.2 s) or while it starts (2 s: torch importing, or waiting on the
+    chain): one `error: interrupted` line and exit 130, or Python's own death by SIGINT before it could run any
+    code (a shell shows that as 130 too), never a traceback. Each command runs as pip's console script runs it."""
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    chain = ["--rpc-url", silent_rpc, "--deployments", str(tmp_path / "deployments.json"), "--key", "0x" + "01" * 32,
+             "--devnet-dir", str(tmp_path / "no-devnet")]
+    procs = {}
+    for name, argv in LONG_RUNNING.items():
+        module, attr = scripts[name].split(":")
+        extra = [a for a in chain if name != "explorer" or a not in ("--key", "0x" + "01" * 32)]
+        procs[name] = subprocess.Popen(
+            [sys.executable, "-c", f"import sys; from {module} import {attr}; sys.exit({attr}())", *argv, *extra],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    time.sleep(delay_s)  # any moment of the start-up: each has the same expected outcome
+    for proc in procs.values():
+        proc.send_signal(signal.SIGINT)
+    for name, proc in procs.items():
+        _, err = proc.communicate(timeout=60)
+        assert "Traceback" not in err, (name, err)
+        assert proc.returncode == -signal.SIGINT and not err or \
+            (proc.returncode == EXIT_INTERRUPTED and err.strip() == "error: interrupted"), (name, proc.returncode, err)
+
+
+def test_commands_on_a_chain_follow_the_table(chain, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The cases that need a chain to be refused: a pool id out of range or unknown, a wrong --chain-id, a bad
+    amount, closing a closed pool; each one `error:` line and its code, with nothing sent."""
+    from ledger_client.chain.ledger import save_deployment
+
+    deployments = tmp_path / "deployments.json"
+    save_deployment(deployments, chain.deployment)
+    on_chain = ["--rpc-url", chain.anvil.rpc_url, "--deployments", str(deployments),
+                "--devnet-dir", str(tmp_path / "no-devnet")]
+    owner = [*on_chain, "--key", chain.accounts[1].key.to_0x_hex()]
+    worker = [*on_chain, "--key", chain.accounts[4].key.to_0x_hex()]
+    pool = str(chain.pool_id)
+    assert pool_main(["close", pool, *owner]) == 0
+    capsys.readouterr()
+    for name, argv, code in [
+        ("pool", ["status", *on_chain, "--", "-1"], EXIT_USAGE),
+        ("pool", ["status", "999", *on_chain], EXIT_USAGE),
+        ("pool", ["status", pool, *on_chain, "--chain-id", "1"], EXIT_USAGE),
+        ("pool", ["close", pool, *owner], EXIT_USAGE),
+        ("pool", ["fund", pool, "lots", *owner], EXIT_USAGE),
+        ("worker", ["unstake", "lots", *worker], EXIT_USAGE),
+        ("worker", ["claim", "--pool", "999", *worker], EXIT_USAGE),
+        ("worker", ["deallocate", "--pool", "999", *worker], EXIT_USAGE),
+        ("worker", ["unstake", "--leave", "999", *worker], EXIT_USAGE),
+    ]:
+        got = COMMANDS[name](argv)
+        err = capsys.readouterr().err
+        lines = err.strip().splitlines()
+        assert got == code and len(lines) == 1 and lines[0].startswith("error: "), (name, argv, got, err)
+
+
+def test_a_pool_create_failing_after_its_first_transaction_names_the_pool_and_the_fix(chain) -> None:
+    """The owner's tokens leave between the balance check and the funding (another spender): the pool exists,
+    unfunded, and the error says which pool and which command funds it (exit 1: it could not do its job)."""
+    from deploy.pool_cli import PoolHalfCreated, create_pool
+    from tests.conftest_chain import pool_config
+
+    owner = chain.owner
+    approve = owner.token.approve
+
+    def spent_elsewhere_first(spender: str, amount: int):
+        owner.token.transfer(chain.accounts[9].address, owner.token.balance_of(owner.address))
+        return approve(spender, amount)
+
+    owner.token.approve = spent_elsewhere_first
+    with pytest.raises(PoolHalfCreated) as caught:
+        create_pool(owner, pool_config(chain.accounts, funding=5 * 10**18))
+    pool_id = owner.pool.pool_count()  # ids count up from 1: the pool just made
+    assert owner.pool.get_pool(pool_id)  # it exists
+    assert str(caught.value).startswith(f"pool {pool_id} was created, but funding it with {5 * 10**18} failed")
+    assert f"`pool fund {pool_id} {5 * 10**18}` funds it" in str(caught.value)
+    assert exit_code_of(caught.value, failures=(PoolHalfCreated,)) == EXIT_FAILURE

@@ -19,6 +19,7 @@ import sys
 from ledger_client.cli import UsageError, one_line_errors
 
 
+@one_line_errors  # Ctrl-C while torch imports: one line, exit 130
 def _start(argv: list[str]) -> int:
     from trainer.checkpoint import TrainerStateError
     from trainer.distributed import launch

@@ -58,6 +58,12 @@ class ContractRevert(LedgerError):
         super().__init__(f"{where}reverted with {self.error}({shown})")
 
 
+class UnknownPool(ContractRevert):
+    """ComputePool's `UnknownPool(uint256 poolId)`: no pool has this id (bad input to a command, exit 2)."""
+
+    error = "UnknownPool"
+
+
 class UnknownRevert(ContractRevert):
     """A revert whose data matches no known custom error (e.g. a plain `require` message)."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from ledger_client.chain.bindings import PoolView, ValidatorCourt
-from ledger_client.chain.errors import LedgerError
+from ledger_client.chain.errors import LedgerError, UnknownPool
 from ledger_client.chain.ledger import Ledger
 from protocol.digest import Digest
 from protocol.pool import PoolState, PoolStatus, Work, WorkStatus
@@ -13,7 +13,9 @@ from protocol.submission import SubmissionBinding
 
 
 def pool_state(ledger: Ledger, pool_id: int) -> PoolState:
-    """The pool's parameters and state (raises UnknownPool)."""
+    """The pool's parameters and state (raises UnknownPool, also for an id no uint256 holds)."""
+    if not 0 <= pool_id < 2**256:
+        raise UnknownPool({"poolId": pool_id}, "getPool")
     return decode_pool(pool_id, ledger.pool.get_pool(pool_id))
 
 
