@@ -220,6 +220,9 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
             time.sleep(2)
         roles.stop("trainer", "worker0", "worker1", "adversary")
         _settle(owner, pool_id, start_block, roles, [v["name"] for v in validators], args.settle_timeout, console)
+    except BaseException:  # a failed or interrupted run leaves no explorer behind either
+        explorer.stop()
+        raise
     finally:
         roles.stop()
 
