@@ -125,19 +125,8 @@ class RolloutChecker:
         if fail:
             return fail
         backend, tokenizer = self._policy(sub.step, ckpt)
-        fail = self._vocabulary(batch, backend.vocab_size) or self._assignment_and_rewards(batch, tokenizer)
-        if fail:
-            return fail
-        return self._completions(sub, batch, backend, tokenizer)
-
-    @staticmethod
-    def _vocabulary(batch: RolloutBatch, vocab_size: int) -> CheckOutcome | None:
-        """Token ids outside the policy's vocabulary make the file invalid (before the tokenizer sees them)."""
-        bad = [i for i, s in enumerate(batch.samples) if max(s.prompt_ids + s.completion_ids) >= vocab_size]
-        if bad:
-            return CheckOutcome(False, Reason.SCHEMA, f"{len(bad)} completions have token ids outside the "
-                                                      f"vocabulary [0, {vocab_size})", failing_samples=bad)
-        return None
+        return check_contents(self.spec, self.task, self.verify_config, self.spot_check_bps, sub, batch, backend,
+                              tokenizer)
 
     def _identity(self, sub: Submission, batch: RolloutBatch, ckpt: Digest) -> CheckOutcome | None:
         h, spec = batch.header, self.spec
@@ -181,31 +170,50 @@ class RolloutChecker:
         return None
 
     def _assignment_and_rewards(self, batch: RolloutBatch, tokenizer) -> CheckOutcome | None:
-        h = batch.header
-        assigned = assign_prompts(self.spec.pool_seed_bytes, h.worker, h.nonce, assignment_space(self.task),
-                                  batch.n_groups)
-        g = h.sampling.group_size
-        for group, index in enumerate(assigned):
-            first = batch.samples[group * g]
-            prompt_ids = encode_prompt(tokenizer, self.task.problem(index).prompt)
-            if first.prompt_index != index or first.prompt_ids != prompt_ids:
-                return CheckOutcome(False, Reason.ASSIGNMENT,
-                                    f"group {group} answers prompt {first.prompt_index}, assigned {index}",
-                                    failing_samples=list(range(group * g, (group + 1) * g)))
-        bad = []
-        problems = {index: self.task.problem(index) for index in assigned}  # a group shares its prompt
-        for i, s in enumerate(batch.samples):
-            problem = problems[s.prompt_index]
-            text = tokenizer.decode(s.completion_ids, skip_special_tokens=True)
-            if not self.task.reward_matches(problem, text, len(s.completion_ids), s.reward):
-                bad.append(i)
-        if bad:
-            return CheckOutcome(False, Reason.REWARD, f"{len(bad)} of {len(batch.samples)} rewards differ from the "
-                                                      f"task verifier's", failing_samples=bad)
-        return None
+        return check_assignment_and_rewards(self.spec, self.task, batch, tokenizer)
 
-    def _completions(self, sub: Submission, batch: RolloutBatch, backend: TorchBackend, tokenizer) -> CheckOutcome:
-        return check_completions(self.spec, self.verify_config, self.spot_check_bps, sub, batch, backend)
+
+def check_vocabulary(batch: RolloutBatch, vocab_size: int) -> CheckOutcome | None:
+    """Token ids outside the policy's vocabulary make the file invalid (before the tokenizer sees them)."""
+    bad = [i for i, s in enumerate(batch.samples) if max(s.prompt_ids + s.completion_ids) >= vocab_size]
+    if bad:
+        return CheckOutcome(False, Reason.SCHEMA, f"{len(bad)} completions have token ids outside the "
+                                                  f"vocabulary [0, {vocab_size})", failing_samples=bad)
+    return None
+
+
+def check_assignment_and_rewards(spec: RunSpec, task: Task, batch: RolloutBatch, tokenizer) -> CheckOutcome | None:
+    """Every group answers the prompt the PRF assigns to (worker, nonce); every reward is the task verifier's."""
+    h = batch.header
+    assigned = assign_prompts(spec.pool_seed_bytes, h.worker, h.nonce, assignment_space(task),
+                              batch.n_groups)
+    g = h.sampling.group_size
+    for group, index in enumerate(assigned):
+        first = batch.samples[group * g]
+        prompt_ids = encode_prompt(tokenizer, task.problem(index).prompt)
+        if first.prompt_index != index or first.prompt_ids != prompt_ids:
+            return CheckOutcome(False, Reason.ASSIGNMENT,
+                                f"group {group} answers prompt {first.prompt_index}, assigned {index}",
+                                failing_samples=list(range(group * g, (group + 1) * g)))
+    bad = []
+    problems = {index: task.problem(index) for index in assigned}  # a group shares its prompt
+    for i, s in enumerate(batch.samples):
+        problem = problems[s.prompt_index]
+        text = tokenizer.decode(s.completion_ids, skip_special_tokens=True)
+        if not task.reward_matches(problem, text, len(s.completion_ids), s.reward):
+            bad.append(i)
+    if bad:
+        return CheckOutcome(False, Reason.REWARD, f"{len(bad)} of {len(batch.samples)} rewards differ from the "
+                                                  f"task verifier's", failing_samples=bad)
+    return None
+
+
+def check_contents(spec: RunSpec, task: Task, config: VerifyConfig, spot_check_bps: int, sub: Submission,
+                   batch: RolloutBatch, backend: TorchBackend, tokenizer) -> CheckOutcome:
+    """The checks after the file's identity (which needs the chain): vocabulary, assignment, rewards, then the
+    completion checks (`check_completions`). bench.attacks runs them on files it never submits."""
+    fail = check_vocabulary(batch, backend.vocab_size) or check_assignment_and_rewards(spec, task, batch, tokenizer)
+    return fail or check_completions(spec, config, spot_check_bps, sub, batch, backend)
 
 
 def checker_process(threads: int | None, *args, **kwargs) -> RolloutChecker:
