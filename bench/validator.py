@@ -4,8 +4,10 @@
 A real anvil (mining on every transaction and at least once a second, as a live chain keeps making
 blocks), a real Kubo node and a real policy (the tiny in-code model, or with `--vocab` a Llama-style
 Hugging Face checkpoint of that vocabulary from examples/hf_models). N simulated workers each submit
-real rollout files (generated beforehand, with TOPLOC proofs, for their own address and assignment) at
-the pace one worker on this machine generates them; one validator daemon (one checker process) judges
+real rollout files (with TOPLOC proofs, for their own address and assignment, each made after the worker's
+previous submission: its nonce's step and seed come from the pin that submission set) at the pace one worker
+on this machine generates them; the workers make each round of files with the validator held and the
+bench's clock stopped, so they do not take its cores. One validator daemon (one checker process) judges
 them at the pool's q (the run spec's `spot_check_bps`, default examples/run-spot.toml; `--q` overrides).
 
 Two phases (last line: one JSON object):
@@ -22,6 +24,7 @@ checked_fraction = completion tokens given the expensive checks / all completion
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import hashlib
 import json
@@ -30,6 +33,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -42,14 +46,14 @@ from deploy.kubo_node import KuboNode
 from deploy.pool_cli import PoolConfig, create_pool, spot_check_terms
 from examples.hf_models import llama_style
 from ledger_client.chain.ledger import Ledger, connect, save_deployment
-from ledger_client.chain.queries import get_work
+from ledger_client.chain.queries import get_work, next_binding
 from ledger_client.ipfs.content import publish_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.pool import WorkStatus
 from protocol.rollouts import encode_rollouts
 from protocol.runspec import RunSpec, load_run_spec
 from protocol.spotcheck import MAX_BPS, min_slash
-from protocol.submission import SubmissionBinding, work_id_of
+from protocol.submission import SubmissionBinding
 from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
 from trainer.publish import base_checkpoint_digest
@@ -64,18 +68,37 @@ TOKENS = 10**18
 REWARD_PER_SAMPLE = 10**16
 
 
-class TimedDaemon(ValidatorDaemon):
-    """The validator daemon, noting when each verdict was sent and what its check measured."""
+class Clock:
+    """Seconds that do not count the rounds in which the simulated workers make their files."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self) -> None:
+        self.paused = 0.0
+
+    def now(self) -> float:
+        return time.perf_counter() - self.paused
+
+    @contextlib.contextmanager
+    def stopped(self) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.paused += time.perf_counter() - t0
+
+
+class TimedDaemon(ValidatorDaemon):
+    """The validator daemon, noting when (on `clock`) each verdict was sent and what its check measured."""
+
+    def __init__(self, clock: Clock, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.clock = clock
         self.verdict_at: dict[bytes, float] = {}
         self.outcomes: list[CheckOutcome] = []
 
     def _verdict(self, s: Submission, outcome: CheckOutcome) -> int:
         sent = super()._verdict(s, outcome)
         if sent:
-            self.verdict_at[s.work_id] = time.perf_counter()
+            self.verdict_at[s.work_id] = self.clock.now()
             self.outcomes.append(outcome)
         return sent
 
@@ -137,37 +160,31 @@ def _run(tmp: Path, anvil, kubo_node, spec: RunSpec, n_workers: int, files_per_w
         worker_ledgers.append(ledger)
 
     policy = Policy(0, base, model, tokenizer)
-    burst = 1  # one more file per worker for the saturation phase
-    per_worker = files_per_worker + burst
-    console.print(f"generating {n_workers}×{per_worker} real rollout files (+1 to warm the validator)…")
-    files: list[list[tuple[bytes, int, int]]] = []  # per worker, by nonce: (bytes, n_samples, completion tokens)
-    gen_seconds = gen_tokens = 0.0
-    for w, ledger in enumerate(worker_ledgers):
-        own = []
-        for nonce in range(per_worker + (1 if w == 0 else 0)):
-            t0 = time.perf_counter()
-            binding = SubmissionBinding(chain_id=deployment.chain_id, pool_contract=deployment.compute_pool,
-                                        pool_id=pool_id, worker=ledger.address, step=0, nonce=nonce)
-            batch = make_batch(policy, spec, binding)
-            seconds = time.perf_counter() - t0
-            tokens = sum(len(s.completion_ids) for s in batch.samples)
-            if w > 0 or nonce > 0:
-                gen_seconds += seconds
-                gen_tokens += tokens
-            data = encode_rollouts(batch)
-            put_object(kubo, data)
-            own.append((data, len(batch.samples), tokens))
-        files.append(own)
-    file_gen_s = gen_seconds / (n_workers * per_worker)
+    gen = {"s": 0.0, "tokens": 0}
 
+    def make_file(w: int, timed: bool = True) -> tuple[Ledger, SubmissionBinding, bytes, int]:
+        """Worker w's next file, made now: its nonce's step and seed come from the chain's pin, which its
+        previous submission set (a file made before that submission is mined is WRONG_BINDING)."""
+        ledger = worker_ledgers[w]
+        binding = next_binding(ledger, pool_id)
+        t0 = time.perf_counter()
+        batch = make_batch(policy, spec, binding)
+        if timed:
+            gen["s"] += time.perf_counter() - t0
+            gen["tokens"] += sum(len(s.completion_ids) for s in batch.samples)
+        data = encode_rollouts(batch)
+        put_object(kubo, data)
+        return ledger, binding, data, len(batch.samples)
+
+    clock = Clock()
     state = tmp / "validator"
     factory = functools.partial(checker_process, checker_threads, anvil.rpc_url, str(deployments),
                                 kubo_node.api_multiaddr, pool_id, state / "cache")
-    daemon = TimedDaemon(Ledger(w3, deployment, accounts[2]),
+    daemon = TimedDaemon(clock, Ledger(w3, deployment, accounts[2]),
                          DaemonConfig(pool_id=pool_id, state_dir=state, kubo_api=kubo_node.api_multiaddr,
                                       processes=1, max_in_flight=4, poll_interval_s=0.05), factory)
     # Warm the checker process (start, run spec, policy fetch and load) on worker 0's first file.
-    _submit(worker_ledgers[0], pool_id, 0, *files[0][0][:2])
+    _submit(*make_file(0, timed=False))
     while not daemon.verdict_at:
         daemon.run_once()
         time.sleep(0.05)
@@ -175,56 +192,68 @@ def _run(tmp: Path, anvil, kubo_node, spec: RunSpec, n_workers: int, files_per_w
     daemon.outcomes.clear()
 
     stop = threading.Event()
+    turn = threading.Lock()
+    """Held by the validator while it judges and by the workers while they make a round of files (the clock
+    stopped): files are made between submissions, as the pin requires, without taking the validator's cores."""
     busy = {"s": 0.0, "judged": 0}
 
     def validate() -> None:
         while not stop.is_set():
-            t0 = time.perf_counter()
-            judged = daemon.run_once()
-            if judged:
-                busy["s"] += time.perf_counter() - t0
-                busy["judged"] += judged
-            else:
+            with turn:
+                t0 = time.perf_counter()
+                judged = daemon.run_once()
+                if judged:
+                    busy["s"] += time.perf_counter() - t0
+                    busy["judged"] += judged
+            if not judged:
                 stop.wait(daemon.config.poll_interval_s)
 
+    def make_round() -> list[tuple[Ledger, SubmissionBinding, bytes, int]]:
+        with turn, clock.stopped():
+            return [make_file(w) for w in range(n_workers)]
+
+    console.print(f"{n_workers} workers × {files_per_worker} files, each made after the worker's previous "
+                  f"submission (the clock stopped meanwhile), then {n_workers} more at once…")
     thread = threading.Thread(target=validate, daemon=True)
     thread.start()
-    first_nonce = [1] + [0] * (n_workers - 1)
-    schedule = sorted((i * file_gen_s + (w / n_workers) * file_gen_s, w, first_nonce[w] + i)
-                      for w in range(n_workers) for i in range(files_per_worker))
-    console.print(f"paced: submitting for {schedule[-1][0]:.1f}s at one worker's pace ({file_gen_s:.2f}s per file) × "
-                  f"{n_workers}")
     submitted_at: dict[bytes, float] = {}
     backlog_series: list[tuple[float, int]] = []
 
-    def submit(w: int, nonce: int) -> None:
-        _submit(worker_ledgers[w], pool_id, nonce, *files[w][nonce][:2])
-        work_id = work_id_of(deployment.chain_id, deployment.compute_pool, pool_id, worker_ledgers[w].address, nonce)
-        submitted_at[work_id] = time.perf_counter()
+    def submit(file: tuple[Ledger, SubmissionBinding, bytes, int]) -> None:
+        _submit(*file)
+        submitted_at[file[1].work_id] = clock.now()
 
     def drain(start: float) -> None:
-        deadline = time.perf_counter() + 600
-        while len(daemon.verdict_at) < len(submitted_at) and time.perf_counter() < deadline:
+        deadline = clock.now() + 600
+        while len(daemon.verdict_at) < len(submitted_at) and clock.now() < deadline:
             time.sleep(0.02)
-            _sample(backlog_series, start, len(submitted_at), len(daemon.verdict_at))
+            _sample(backlog_series, start, clock, len(submitted_at), len(daemon.verdict_at))
 
-    start = time.perf_counter()
-    for at, w, nonce in schedule:
-        while time.perf_counter() - start < at:
-            time.sleep(0.005)
-            _sample(backlog_series, start, len(submitted_at), len(daemon.verdict_at))
-        submit(w, nonce)
-    submit_window = time.perf_counter() - start
+    round_files = make_round()
+    file_gen_s = gen["s"] / n_workers
+    console.print(f"paced: {files_per_worker} rounds at one worker's pace ({file_gen_s:.2f}s per file) × {n_workers}")
+    start = clock.now()
+    for i in range(files_per_worker):
+        if i:
+            round_files = make_round()
+        for w, file in enumerate(round_files):
+            at = (i + w / n_workers) * file_gen_s
+            while clock.now() - start < at:
+                time.sleep(0.005)
+                _sample(backlog_series, start, clock, len(submitted_at), len(daemon.verdict_at))
+            submit(file)
+    submit_window = clock.now() - start
     drain(start)
-    paced_total = time.perf_counter() - start
+    paced_total = clock.now() - start
     paced = dict(submitted_at)
     latencies = sorted(daemon.verdict_at[w] - t for w, t in paced.items() if w in daemon.verdict_at)
     paced_busy = dict(busy)
 
     console.print(f"saturated: {n_workers} files at once")
-    burst_start = time.perf_counter()
-    for w in range(n_workers):
-        submit(w, first_nonce[w] + files_per_worker)
+    burst = make_round()
+    burst_start = clock.now()
+    for file in burst:
+        submit(file)
     drain(start)
     burst_s = max(daemon.verdict_at[w] for w in submitted_at if w not in paced) - burst_start
     stop.set()
@@ -251,7 +280,7 @@ def _run(tmp: Path, anvil, kubo_node, spec: RunSpec, n_workers: int, files_per_w
         "challenged": dict(Counter(o.reason.name for o in outcomes if not o.ok)),  # every file is honest
         "lost": len(submitted_at) - verdicts,
         "gen_s_per_file": round(file_gen_s, 3),
-        "worker_gen_tokens_per_s": round(gen_tokens / gen_seconds, 1),
+        "worker_gen_tokens_per_s": round(gen["tokens"] / gen["s"], 1),
         "paced_submit_window_s": round(submit_window, 1),
         "paced_total_s": round(paced_total, 1),
         "paced_max_backlog": max((b for t, b in backlog_series if t <= paced_total), default=0),
@@ -268,10 +297,11 @@ def _run(tmp: Path, anvil, kubo_node, spec: RunSpec, n_workers: int, files_per_w
     }
 
 
-def _submit(ledger: Ledger, pool_id: int, nonce: int, data: bytes, n_samples: int) -> None:
-    """A simulated worker's submitWork, sent from anvil's unlocked account (one RPC, no signing or receipt
-    polling), so that the simulated workers take as little as possible of the validator's two cores."""
-    call = ledger.pool.contract.functions.submitWork(pool_id, 0, nonce, hashlib.sha256(data).digest(), n_samples)
+def _submit(ledger: Ledger, binding: SubmissionBinding, data: bytes, n_samples: int) -> None:
+    """A simulated worker's submitWork at its pinned step, sent from anvil's unlocked account (one RPC, no signing
+    or receipt polling), so that the simulated workers take as little as possible of the validator's two cores."""
+    call = ledger.pool.contract.functions.submitWork(binding.pool_id, binding.step, binding.nonce,
+                                                     hashlib.sha256(data).digest(), n_samples)
     call.transact({"from": ledger.address, "gas": 200_000})
 
 
@@ -283,8 +313,8 @@ def _quantile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[min(98, max(0, round(q * 100) - 1))]
 
 
-def _sample(series: list, start: float, submitted: int, judged: int) -> None:
-    now = time.perf_counter() - start
+def _sample(series: list, start: float, clock: Clock, submitted: int, judged: int) -> None:
+    now = clock.now() - start
     if not series or now - series[-1][0] >= 1.0:
         series.append((now, submitted - judged))
 
