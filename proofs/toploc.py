@@ -54,6 +54,8 @@ class ChunkResult:
     n_points: int = DEFAULT_TOPK
     mant_err_max: float = 0.0
     """The largest mantissa error among the exponent-matching points."""
+    n_tokens: int = 0
+    """Tokens in the chunk (its hidden-state rows); 0 where unknown."""
 
     def mean_without_max(self) -> float:
         """The mean mantissa error with the single largest one left out (0 with fewer than two points)."""
@@ -68,9 +70,13 @@ class ChunkResult:
 
 
 def chunk_passes(result: ChunkResult, thresholds: Thresholds = PAPER_THRESHOLDS) -> bool:
-    """Whether one chunk is within the thresholds."""
-    needed = math.ceil(thresholds.min_exp_matches * result.n_points / thresholds.per_points)
+    """Whether one chunk is within the thresholds (its point count's calibrated limits where there are some)."""
     mean = result.mean_without_max() if thresholds.mean_excludes_max else result.mant_err_mean
+    limits = thresholds.for_tokens(result.n_tokens) if result.n_tokens else None
+    if limits is not None:
+        return (result.exp_mismatches <= limits.max_exp_mismatches and mean <= limits.max_mant_err_mean
+                and result.mant_err_median <= limits.max_mant_err_median)
+    needed = math.ceil(thresholds.min_exp_matches * result.n_points / thresholds.per_points)
     return (
         result.n_points - result.exp_mismatches >= needed
         and mean <= thresholds.max_mant_err_mean
@@ -296,5 +302,6 @@ def verify_proofs(
                 largest = float(errors.max())
             else:
                 mean = median = largest = MISSING_STAT
-            results[i] = ChunkResult(int(mismatch.sum()), mean, median, k, largest)
+            tokens = min(chunk, hidden_bf16.shape[0] - i * chunk)
+            results[i] = ChunkResult(int(mismatch.sum()), mean, median, k, largest, tokens)
     return results

@@ -9,6 +9,23 @@ DEFAULT_TOPK = 128
 """Points per chunk: the top-k entries of largest magnitude (the paper's and the reference's k)."""
 
 
+class ChunkLimits(BaseModel):
+    """Chunk limits for the chunks of up to `tokens` tokens (and more than the previous entry's), measured by
+    `validator calibrate`. A chunk's honest statistics depend on how many hidden-state entries its top-k is
+    drawn from: a chunk of one or two tokens (a completion's short last chunk) keeps small entries whose bf16
+    rounding errors are relatively large (on a hidden-64 model a 1-token chunk's mean mantissa error is ~3x a
+    32-token chunk's, and its 64 points show as many exponent flips as a full chunk's 128), so short chunks are
+    populations of their own, not the full chunk's limits scaled by point count."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tokens: int = Field(gt=0, description="the largest chunk length (tokens) these limits judge")
+    max_exp_mismatches: int = Field(ge=0)
+    max_mant_err_mean: float = Field(ge=0)
+    max_mant_err_median: float = Field(ge=0)
+    chunks: int = Field(0, ge=0, description="honest chunks the limits were fitted on")
+
+
 class Thresholds(BaseModel):
     """Chunk acceptance thresholds. Defaults are the paper's: a chunk passes when at least
     90 of 128 exponents match, the mean mantissa error is <= 10 and its median <= 8."""
@@ -25,6 +42,13 @@ class Thresholds(BaseModel):
     place can swap under honest float noise, and the proof evaluated at the index the prover did not
     interpolate is a random value (its exponent mismatches, or ~1 time in 256 matches with an error up
     to 127). Strict float32 profiles need this; the paper's thresholds absorb it."""
+    by_tokens: tuple[ChunkLimits, ...] = ()
+    """Calibrated limits by chunk length, in increasing `tokens`; a chunk of t tokens is judged by the first entry
+    with tokens >= t alone (the `mean_excludes_max` rule still applies); with none, by the fields above."""
+
+    def for_tokens(self, tokens: int) -> ChunkLimits | None:
+        """The calibrated limits of a chunk of `tokens` tokens, if calibrated."""
+        return next((limits for limits in self.by_tokens if limits.tokens >= tokens), None)
 
 
 PAPER_THRESHOLDS = Thresholds()

@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from proofs.margins import MARGIN_LEVELS, MarginNull
-from proofs.toploc_thresholds import Thresholds
+from proofs.toploc_thresholds import ChunkLimits, Thresholds
 from tasks.base import Task, TaskError
 from tasks.registry import TaskSpec, build_task
 
@@ -46,6 +46,9 @@ class VerificationSpec(BaseModel):
     toploc_max_mant_err_mean: float = Field(10.0, ge=0)
     toploc_max_mant_err_median: float = Field(8.0, ge=0)
     toploc_mean_excludes_max: bool = Field(False, description="proofs.toploc.Thresholds.mean_excludes_max")
+    toploc_by_tokens: list[ChunkLimits] = Field([], description=(
+        "TOPLOC chunk limits by chunk length, fitted by `validator calibrate` on honest chunks for the stated per-file "
+        "false-positive rate (proofs.toploc_thresholds.ChunkLimits); a chunk they cover is judged by them alone"))
     logit_tolerance: float = Field(1e-3, ge=0)
     min_eos_prob: float = Field(0.0, ge=0, le=1, description=(
         "a floor on p(EOS) where a completion ends; 0 (off) by default: the sampling replay already checks that "
@@ -78,7 +81,7 @@ class VerificationSpec(BaseModel):
         """The TOPLOC chunk thresholds these rules state."""
         return Thresholds(min_exp_matches=self.toploc_min_exp_matches, max_mant_err_mean=self.toploc_max_mant_err_mean,
                           max_mant_err_median=self.toploc_max_mant_err_median,
-                          mean_excludes_max=self.toploc_mean_excludes_max)
+                          mean_excludes_max=self.toploc_mean_excludes_max, by_tokens=tuple(self.toploc_by_tokens))
 
 
 NUCLEUS_SLACK_LIMIT = 0.1

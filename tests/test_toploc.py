@@ -26,6 +26,7 @@ from proofs.toploc import (
     n_chunks,
     verify_proofs,
 )
+from proofs.toploc_thresholds import ChunkLimits
 
 
 def _hidden(n: int, d: int, seed: int = 0) -> torch.Tensor:
@@ -97,7 +98,7 @@ def test_float32_hidden_is_committed_as_bf16() -> None:
 def test_same_activations_verify_exactly() -> None:
     hidden = _hidden(70, 128)
     results = verify_proofs(hidden, build_proofs(hidden))
-    assert results == [ChunkResult(0, 0.0, 0.0, 128)] * 3
+    assert results == [ChunkResult(0, 0.0, 0.0, 128, n_tokens=n) for n in (32, 32, 6)]
     assert accept(results)
 
 
@@ -129,6 +130,17 @@ def test_thresholds_scale_with_points_of_small_chunks() -> None:
     # 64 points: ceil(90 * 64 / 128) = 45 matches needed.
     assert accept([ChunkResult(19, 0.0, 0.0, n_points=64)])
     assert not accept([ChunkResult(20, 0.0, 0.0, n_points=64)])
+
+
+def test_calibrated_limits_judge_a_chunk_by_its_length() -> None:
+    limits = Thresholds(by_tokens=(ChunkLimits(tokens=1, max_exp_mismatches=6, max_mant_err_mean=4.0, max_mant_err_median=2.0),
+                                   ChunkLimits(tokens=32, max_exp_mismatches=9, max_mant_err_mean=1.0, max_mant_err_median=1.0)))
+    one_token = ChunkResult(6, 3.0, 1.5, n_points=64, n_tokens=1)
+    assert accept([one_token], limits)  # the 1-token limits, not the 32-token ones scaled by its 64 points
+    assert not accept([ChunkResult(6, 3.0, 1.5, n_points=128, n_tokens=2)], limits)
+    assert accept([ChunkResult(9, 1.0, 1.0, n_points=128, n_tokens=2)], limits)
+    assert not accept([ChunkResult(10, 0.0, 0.0, n_points=128, n_tokens=32)], limits)
+    assert not accept([ChunkResult(39, 0.0, 0.0, n_points=128)], limits)  # length unknown: the fields (90 of 128)
 
 
 def test_malformed_proofs_are_refused_by_name() -> None:

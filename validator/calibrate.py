@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,9 +42,10 @@ from inference.policy import load_policy, stop_token_ids
 from inference.torch_backend import TorchBackend
 from inference.verify import FP32_THRESHOLDS
 from ledger_client.cli import UsageError
-from proofs.margins import CALIBRATION_CONFIDENCE, MARGIN_LEVELS, MarginNull
+from proofs.margins import CALIBRATION_CONFIDENCE, MARGIN_LEVELS, MarginNull, tail_bound
 from proofs.sampling import derive_seed, replay
-from proofs.toploc import DEFAULT_CHUNK, build_proofs_batch, verify_proofs
+from proofs.toploc import DEFAULT_CHUNK, MISSING_STAT, build_proofs_batch, n_chunks, verify_proofs
+from proofs.toploc_thresholds import DEFAULT_TOPK, ChunkLimits
 from protocol.runspec import RunSpec, VerificationSpec, load_run_spec
 from protocol.spotcheck import MAX_BPS
 from tasks.encoding import encode_prompt
@@ -51,6 +53,9 @@ from tasks.registry import build_task
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 CALIBRATION_WORKER = "0x" + "ca" * 20
+CHUNK_BUCKETS = tuple(2**k for k in range(DEFAULT_CHUNK.bit_length()))
+"""Chunk lengths (tokens) whose limits are fitted apart: 1, 2, 4, …, DEFAULT_CHUNK (each bucket holds the lengths
+above the previous one)."""
 MEDIAN_SLACK = 1.0
 """Mantissa ulps the median threshold always lies above the worst honest chunk's median."""
 
@@ -65,16 +70,22 @@ class Noise:
     max_logit_diff: float = 0.0
     chunks: int = 0
     cases: list[dict] = field(default_factory=list)
+    by_tokens: dict[int, list[tuple[int, float, float]]] = field(default_factory=dict, repr=False)
+    """Every honest chunk's (exponent mismatches, mantissa error mean without its max, median), per chunk-length
+    bucket (CHUNK_BUCKETS: the bucket b holds chunks of more tokens than the bucket before and at most b)."""
     samples: list[tuple[list[int], list[int], int]] = field(default_factory=list, repr=False)
     """The honest completions (prompt, tokens, seed), for the margin pass once the tolerance is known."""
 
     def add_chunks(self, results: list, topk: int) -> None:
         for r in results:
             self.chunks += 1
-            self.min_exp_matches = min(self.min_exp_matches, topk - r.exp_mismatches)
+            self.min_exp_matches = min(self.min_exp_matches, topk - math.ceil(r.exp_mismatches * topk / r.n_points))
             if math.isfinite(r.mant_err_mean):
                 self.max_mant_err_mean = max(self.max_mant_err_mean, r.mean_without_max())
                 self.max_mant_err_median = max(self.max_mant_err_median, r.mant_err_median)
+            bucket = next(b for b in CHUNK_BUCKETS if b >= r.n_tokens)
+            self.by_tokens.setdefault(bucket, []).append(
+                (r.exp_mismatches, r.mean_without_max(), r.mant_err_median))
 
 
 def measure(folder: Path, spec: RunSpec, dtypes: list[str], batch_sizes: list[int], n_prompts: int,
@@ -101,8 +112,9 @@ def measure(folder: Path, spec: RunSpec, dtypes: list[str], batch_sizes: list[in
                 honest = reference.prefill_batch(pairs)
                 theirs = worker.prefill_batch(pairs)
                 noise.samples += [(p, c.token_ids, s) for p, c, s in zip(group, completions, seeds)]
-                for ref, own, proof in zip(honest, theirs, proofs):
-                    noise.add_chunks(verify_proofs(ref.hidden, proof, chunk=DEFAULT_CHUNK), topk=128)
+                for ref, own, proof, completion in zip(honest, theirs, proofs, completions):
+                    noise.add_chunks(verify_proofs(ref.hidden, proof, chunk=DEFAULT_CHUNK), topk=DEFAULT_TOPK)
+                    noise.add_chunks(_short_chunks(ref.hidden, completion.hidden, len(noise.samples)), DEFAULT_TOPK)
                     diff = float((ref.logits.float() - own.logits.float().to(ref.logits.device)).abs().max())
                     noise.max_logit_diff = max(noise.max_logit_diff, diff)
             noise.cases.append({"dtype": dtype, "batch": batch, "min_exp_matches": noise.min_exp_matches,
@@ -112,8 +124,74 @@ def measure(folder: Path, spec: RunSpec, dtypes: list[str], batch_sizes: list[in
     return noise
 
 
-def thresholds(noise: Noise, base: VerificationSpec, margin: float, margin_matches: int) -> VerificationSpec:
-    """The run spec's verification rules widened from the measured honest noise."""
+def _short_chunks(reference: torch.Tensor, worker: torch.Tensor, turn: int) -> list:
+    """One chunk per shorter bucket of CHUNK_BUCKETS: the completion's first t tokens, t cycling through the
+    bucket's lengths with `turn`. A completion's last chunk can have any length, and a causal model's first t
+    hidden states are those of the t-token completion, so every completion measures every bucket."""
+    lengths = [low + 1 + turn % (high - low) for low, high in zip((0, *CHUNK_BUCKETS), CHUNK_BUCKETS[:-1])]
+    lengths = [t for t in lengths if t <= worker.shape[0]]
+    proofs = build_proofs_batch([worker[:t] for t in lengths], chunk=DEFAULT_CHUNK)
+    return [r for t, proof in zip(lengths, proofs) for r in verify_proofs(reference[:t], proof, chunk=DEFAULT_CHUNK)]
+
+
+def tail_limit(values: Sequence[float], rate: float, step: float, confidence: float = CALIBRATION_CONFIDENCE) -> float:
+    """A limit that an honest value exceeds with probability at most `rate` under an exponential tail fitted to
+    `values` (peaks over the 90 % quantile u: P(X > u + x) = P(X > u)·e^(−x/σ)), with P(X > u) and σ taken at
+    their upper confidence bounds; never below the largest value measured. `step` is the statistic's resolution
+    (the tail's scale is at least one step). The exponential tail is the model: bf16 rounding noise has lighter
+    tails (binomial flip counts, means of bounded errors), for which it is conservative."""
+    ordered = sorted(values)
+    u = ordered[int(0.9 * (len(ordered) - 1))]
+    excess = [v - u for v in ordered if v > u]
+    above = tail_bound(len(excess), len(ordered), confidence / 2)
+    k = max(len(excess), 10)  # below 10 excesses the scale is the model's guess: their sum + a step over 10
+    z = math.sqrt(2) * _inverse_erfc(confidence)  # the Gamma(k) sum's lower quantile (Wilson-Hilferty)
+    low = k * max(0.05, 1 - 1 / (9 * k) - z / (3 * math.sqrt(k))) ** 3
+    scale = (sum(excess) + step) / low
+    limit = u + scale * math.log(above / rate) if above > rate else u
+    return max(limit, ordered[-1])
+
+
+def _inverse_erfc(p: float) -> float:
+    """x with erfc(x) = p (bisection; p in (0, 1))."""
+    low, high = 0.0, 10.0
+    for _ in range(80):
+        mid = (low + high) / 2
+        low, high = (mid, high) if math.erfc(mid) > p else (low, mid)
+    return high
+
+
+def toploc_limits(noise: Noise, margin: float, per_chunk_rate: float) -> list[ChunkLimits]:
+    """Each chunk-length bucket's limits: per statistic the fitted tail limit at `per_chunk_rate` (the file's rate
+    split over its chunks and the three statistics), or the worst honest value widened by the margin where that
+    is looser (never tighter than the worst-case rule before tails were fitted)."""
+    out = []
+    for tokens, chunks in sorted(noise.by_tokens.items()):
+        mismatches, means, medians = (list(column) for column in zip(*chunks))
+        means = [m for m in means if m != MISSING_STAT] or [0.0]
+        medians = [m for m in medians if m != MISSING_STAT] or [0.0]
+        out.append(ChunkLimits(
+            tokens=tokens, chunks=len(chunks),
+            max_exp_mismatches=min(DEFAULT_TOPK, math.floor(tail_limit(mismatches, per_chunk_rate, 1.0))),
+            max_mant_err_mean=max(FP32_THRESHOLDS.max_mant_err_mean, max(means) * margin,
+                                  tail_limit(means, per_chunk_rate, 1 / DEFAULT_TOPK)),
+            max_mant_err_median=max(max(medians) * margin, max(medians) + MEDIAN_SLACK,
+                                    tail_limit(medians, per_chunk_rate, 0.5))))
+    return out
+
+
+def file_chunks(spec: RunSpec, verification: VerificationSpec) -> int:
+    """TOPLOC chunks of a full-length file's checked completions (⌈q·n⌉ completions of max_tokens)."""
+    completions = spec.prompts_per_submission * spec.sampling.group_size
+    return math.ceil(verification.spot_check_bps / MAX_BPS * completions) * n_chunks(spec.sampling.max_tokens,
+                                                                                     DEFAULT_CHUNK)
+
+
+def thresholds(noise: Noise, base: VerificationSpec, margin: float, margin_matches: int,
+               chunks_per_file: int = 64) -> VerificationSpec:
+    """The run spec's verification rules widened from the measured honest noise: the logit tolerance, and TOPLOC
+    limits by chunk length (`toploc_limits`) at which an honest file of `chunks_per_file` chunks fails with
+    probability at most base.false_positive_rate (a union bound over its chunks and their three statistics)."""
     floor = 1e-6  # a float32 worker on the reference's own kernels shows zero noise; keep a sliver of slack
     # The median moves in steps of half an ulp, and a calibration run's few chunks rarely see the bf16 chunk
     # whose median leaves 0 (3 % of honest bf16 chunks on the Qwen2-style fixture): a 0 × margin threshold
@@ -127,6 +205,7 @@ def thresholds(noise: Noise, base: VerificationSpec, margin: float, margin_match
         "toploc_mean_excludes_max": True,
         "toploc_max_mant_err_median": max(noise.max_mant_err_median * margin, noise.max_mant_err_median + MEDIAN_SLACK),
         "logit_tolerance": max(floor, noise.max_logit_diff * margin),
+        "toploc_by_tokens": toploc_limits(noise, margin, base.false_positive_rate / (3 * chunks_per_file)),
     })
 
 
@@ -157,7 +236,23 @@ def stated_rates(spec: RunSpec, verification: VerificationSpec) -> dict:
     tokens = math.ceil(q * completions) * spec.sampling.max_tokens
     threshold = verification.margin_null().threshold(tokens, verification.false_positive_rate / 2)
     return {"false_positive_rate": verification.false_positive_rate, "file_tokens": tokens,
+            "file_chunks": file_chunks(spec, verification),
             "file_threshold": threshold, "worker_false_positive_rate": verification.worker_false_positive_rate}
+
+
+def _toml(value) -> str:
+    """A TOML value: inline tables for dicts, arrays for lists, JSON's spelling for the rest."""
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+def _chunk_limits(verification: VerificationSpec) -> str:
+    return "; ".join(f"chunks of <= {p.tokens} tokens, fitted on {p.chunks}: <= {p.max_exp_mismatches} exponent mismatches, "
+                     f"mean <= {p.max_mant_err_mean:.3g}, median <= {p.max_mant_err_median:.3g}"
+                     for p in verification.toploc_by_tokens) or "none measured"
 
 
 def _worker(folder: Path, dtype: str, backend: str, stops: tuple[int, ...], pad: int | None,
@@ -187,12 +282,13 @@ def add_calibrate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--worker-device", default="cpu", help="where the torch backend's worker runs (cpu, cuda, cuda:1)")
     p.add_argument("--dtypes", default="float32,bfloat16", help="worker compute dtypes (comma-separated)")
     p.add_argument("--batch-sizes", default="1,8", help="worker batch sizes (comma-separated)")
-    p.add_argument("--prompts", type=int, default=32, help="prompts per case: 32 over 2 dtypes x 2 batch sizes are "
-                   "128 honest chunks, enough to meet the rarer bf16 chunks (median error 0.5-1 ulp)")
+    p.add_argument("--prompts", type=int, default=128, help="prompts per case: 128 over 2 dtypes x 2 batch sizes "
+                   "are 512 honest completions, each measuring its own chunks and one chunk of each shorter chunk "
+                   "length bucket, for the tail fit of each bucket")
     p.add_argument("--margin", type=float, default=2.0, help="factor on the worst honest mantissa error / logit noise")
     p.add_argument("--margin-matches", type=int, default=4, help="exponent matches below the worst honest chunk")
     p.add_argument("--false-positive-rate", type=float, default=1e-6,
-                   help="the margin test's per-file false-positive rate to state (default 1e-6)")
+                   help="the per-file false-positive rate of the margin test and of the TOPLOC limits (default 1e-6)")
     p.add_argument("--out", type=Path, help="write the [verification] table here (TOML); default: print it")
     p.add_argument("--json", action="store_true", help="print measurements and thresholds as JSON")
 
@@ -216,12 +312,13 @@ def run_calibrate(args: argparse.Namespace) -> int:
     torch.manual_seed(0)
     noise = measure(args.checkpoint, spec, dtypes, _csv(int, args.batch_sizes), args.prompts, args.backend,
                     args.worker_device)
-    result = thresholds(noise, spec.verification, args.margin, args.margin_matches)
+    base = spec.verification.model_copy(update={"false_positive_rate": args.false_positive_rate})
+    result = thresholds(noise, base, args.margin, args.margin_matches, file_chunks(spec, base))
     null = margin_null(args.checkpoint, spec, noise.samples, result.logit_tolerance)
     result = result.model_copy(update={"margin_levels": list(null.levels), "margin_tail": list(null.tail),
-                                       "margin_tokens": null.tokens, "false_positive_rate": args.false_positive_rate})
+                                       "margin_tokens": null.tokens})
     stated = stated_rates(spec, result)
-    table = "[verification]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in result.model_dump().items())
+    table = "[verification]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in result.model_dump().items())
     engine = "vllm" if args.backend == "vllm" else f"torch on {args.worker_device}"
     header = (f"# validator calibrate: {args.checkpoint.name}, workers {engine}, dtypes {dtypes}, "
               f"batch sizes {args.batch_sizes}, "
@@ -229,11 +326,13 @@ def run_calibrate(args: argparse.Namespace) -> int:
               f"# margin test: tails from {null.tokens} honest tokens (confidence 1 - {CALIBRATION_CONFIDENCE:g}); "
               f"per-file false-positive rate <= {stated['false_positive_rate']:g} at {stated['file_tokens']} checked "
               f"tokens (challenged at a margin sum >= {stated['file_threshold']:.3g}); per worker <= "
-              f"{stated['worker_false_positive_rate']:g} over all its files\n")
+              f"{stated['worker_false_positive_rate']:g} over all its files\n"
+              f"# TOPLOC: limits by chunk length ({_chunk_limits(result)}) fitted for a per-file false-positive rate <= "
+              f"{stated['false_positive_rate']:g} at {stated['file_chunks']} checked chunks\n")
     if args.out:
         args.out.write_text(header + table)
     if args.json:
-        measured = {k: v for k, v in vars(noise).items() if k != "samples"}
+        measured = {k: v for k, v in vars(noise).items() if k not in ("samples", "by_tokens")}
         print(json.dumps({"measured": measured, "verification": result.model_dump(), "stated": stated}))
     elif not args.out:
         print(header + table, end="")
