@@ -18,6 +18,7 @@ from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from dashboard.court import PENALTY_WHY
 from dashboard.indexer import ChainIndexer, ObjectFetcher
 from dashboard.views import BadId, Explorer, NotFound
 
@@ -46,6 +47,16 @@ class IndexMetrics:
         for r in store.select("SELECT pool_id, status, COUNT(*) AS n FROM work_status GROUP BY pool_id, status"):
             works.add_metric([str(r["pool_id"]), r["status"]], r["n"])
         yield works
+        cases = GaugeMetricFamily("proofswarm_explorer_court_cases", "court cases by state", labels=["pool", "state"])
+        for r in store.select("SELECT pool_id, state, COUNT(*) AS n FROM court_cases GROUP BY pool_id, state"):
+            cases.add_metric([str(r["pool_id"]), r["state"]], r["n"])
+        yield cases
+        penalties = GaugeMetricFamily("proofswarm_explorer_validator_penalties", "validator penalties by reason",
+                                      labels=["pool", "why"])
+        for r in store.select("SELECT pool_id, json_extract(data, '$.why') AS why, COUNT(*) AS n FROM events "
+                              "WHERE name = 'ValidatorPenalized' GROUP BY pool_id, why"):
+            penalties.add_metric([str(r["pool_id"]), PENALTY_WHY.get(r["why"], str(r["why"]))], r["n"])
+        yield penalties
         steps = GaugeMetricFamily("proofswarm_explorer_checkpoint_step", "newest checkpoint step", labels=["pool"])
         for r in store.select("SELECT pool_id, MAX(json_extract(data, '$.step')) AS s FROM events "
                               "WHERE name = 'CheckpointPublished' GROUP BY pool_id"):

@@ -129,6 +129,8 @@ def test_a_person_follows_an_adversary_s_file_to_its_evidence_and_a_verdict_to_i
     run, url, browser = court_explorer
     text = lambda css: " ".join(browser.texts(css))  # noqa: E731
 
+    browser.get(f"{url}/")
+    browser.wait_for(lambda: browser.texts("#pools tbody tr"), what="the pools", timeout=LOADED)
     browser.get(f"{url}/pool/{run.pool_id}")  # the URL the demo prints: redirected to the page
     browser.wait_for(lambda: len(browser.texts("#court-validators tbody tr")) == 5, what="the bonded validators", timeout=LOADED)
     assert browser.texts("#pool-title") == [f"Pool {run.pool_id}"]

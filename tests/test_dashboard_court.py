@@ -252,6 +252,9 @@ def test_deep_links_and_the_api_description(run, api):
                  f"/pool/{run.pool_id}/court", f"/pool/{run.pool_id}/trainer"):
         moved = requests.get(api.url + path, allow_redirects=False, timeout=10)
         assert moved.status_code == 307 and moved.headers["location"] == "/#" + path
+    metrics = requests.get(api.url + "/metrics", timeout=10).text
+    assert f'proofswarm_explorer_court_cases{{pool="{run.pool_id}",state="final"}} 4.0' in metrics
+    assert f'proofswarm_explorer_validator_penalties{{pool="{run.pool_id}",why="wrong verdict"}} 1.0' in metrics
     paths = api("/openapi.json")["paths"]
     for path in ("/api/pools/{pool_id}/court", "/api/pools/{pool_id}/cases", "/api/pools/{pool_id}/court/validators",
                  "/api/pools/{pool_id}/stats", "/api/pools/{pool_id}/trainer", "/api/cases/{work_id}",
