@@ -1,0 +1,52 @@
+"""The attack suite at both profiles, bounded (bench.attacks is the full form): systematic attacks are challenged
+by the validator's own checks at the fp32 profile and at a bf16 profile that `validator calibrate` set, and honest
+files across dtypes, batch sizes and lengths are not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from bench.attacks import DEFAULT_SPEC, Lab, Profile, build_checkpoint, calibrated_profile, run_attacks, run_honest
+from protocol.runspec import load_run_spec
+
+FP32_CAUGHT = ["int8 weights", "T x 0.95, forged", "other weights, forged", "out-of-nucleus tokens (top_p 0.9), forged"]
+"""At tolerance 1e-3: TOPLOC sees int8 weights' own proofs; a colder sampler, another model's tokens and tokens out of
+the nucleus change tokens the replay pins down, whatever proofs they carry (a 1 % perturbation of one layer, forged,
+is missed in some files: bench.attacks measures its rate)."""
+BF16_CAUGHT = ["other weights, forged", "wrong_temperature", "tampered_completion", "seeds of its own choosing"]
+"""At the calibrated bf16 tolerance: another model's tokens, T x 0.5 and a changed token stay outside it."""
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory) -> dict:
+    spec = load_run_spec(DEFAULT_SPEC)
+    folder = build_checkpoint(spec, tmp_path_factory.mktemp("attacks") / "checkpoint", warm_steps=25)
+    bf16 = calibrated_profile(folder, DEFAULT_SPEC, prompts=16)
+    fp32 = Profile("fp32", "float32", spec.verification)
+    return {"lab": Lab(folder, spec), "fp32": fp32, "bf16": bf16}
+
+
+@pytest.mark.parametrize(("profile", "names"), [("fp32", FP32_CAUGHT), ("bf16", BF16_CAUGHT)])
+def test_systematic_attacks_are_challenged(pool: dict, profile: str, names: list[str]) -> None:
+    rows = run_attacks(pool["lab"], pool[profile], 1, names, Console(quiet=True), nonce_base=10)
+    assert {r["attack"] for r in rows} == set(names)
+    assert all(r["k"] == r["n"] == 1 for r in rows), rows
+
+
+def test_the_bf16_profile_is_calibrated_and_refuses_a_loose_nucleus(pool: dict) -> None:
+    bf16 = pool["bf16"].verification
+    assert 1e-3 < bf16.logit_tolerance < 0.1 and bf16.margin_tokens > 0
+    rows = run_attacks(pool["lab"], pool["bf16"], 1, ["out-of-nucleus tokens (top_p 0.9), forged"],
+                       Console(quiet=True), nonce_base=20)
+    assert rows == []  # the pool cannot state top_p 0.9 at this tolerance (protocol.runspec)
+
+
+def test_honest_files_pass_at_both_profiles(pool: dict, tmp_path: Path) -> None:
+    result = run_honest(pool["lab"], [pool["fp32"], pool["bf16"]], 16, Console(quiet=True), tmp_path)
+    assert result["fp32"]["files"] == 8 and result["bf16"]["files"] == 16  # fp32 pools judge float32 files only
+    for name in ("fp32", "bf16"):
+        assert result[name]["false_positives"] == 0, result[name]
+        assert not result[name]["worker_challenged"]
