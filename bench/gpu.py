@@ -16,7 +16,7 @@ no EOS so every row makes `new_tokens`), tokens per second at 64 and 256 rows of
   no hidden capture, no proofs; `gen_ratio_R` = gen ÷ plain (target ≥ 0.9);
 - `hf_tokens_per_s_R`: Hugging Face `generate(do_sample=True)` at the same batch; `hf_ratio_R` = gen ÷ hf;
 - `check_fraction`: a GPU validator's (float32 reference on the device) seconds to verify the 256-row
-  completions at q = 1 — prefill, replay, logprobs, termination, TOPLOC, as inference.verify runs them — per
+  completions at q = 1 — prefill, replay, termination, TOPLOC, as inference.verify runs them — per
   second the worker spent generating them (target ≤ 0.02).
 
 `noise` (fixture folders of examples/hf_models.py, hidden 256, V ≈ 32k): per family, CUDA-bf16 and CPU-bf16
@@ -64,7 +64,7 @@ def _spec(max_tokens: int) -> RunSpec:
 def _records(worker: TorchBackend, prompts, spec: RunSpec, seeds) -> list[CompletionRecord]:
     completions = worker.generate(prompts, spec.sampling, seeds)
     proofs = build_proofs_batch([c.hidden for c in completions], chunk=32)
-    return [CompletionRecord(prompt_ids=p, completion_ids=c.token_ids, proofs=pr, seed=c.seed, logprobs=c.logprobs,
+    return [CompletionRecord(prompt_ids=p, completion_ids=c.token_ids, proofs=pr, seed=c.seed,
                              finish_reason=c.finish_reason) for p, c, pr in zip(prompts, completions, proofs)]
 
 
@@ -252,7 +252,7 @@ def timing_figures(root: Path, device: str, quick: bool) -> dict:
     config = verify_config_of(spec).model_copy(update={"max_batch_tokens": 16_384 if device != "cpu" else 1024})
     proofs = build_proofs_batch([c.hidden for c in completions], chunk=32)
     records = [CompletionRecord(prompt_ids=p, completion_ids=c.token_ids, proofs=pr, seed=c.seed,
-                                logprobs=c.logprobs, finish_reason=c.finish_reason)
+                                finish_reason=c.finish_reason)
                for p, c, pr in zip(prompts, completions, proofs)]
     verify_completions(validator, records[:2], config)  # warm-up
     _synchronize(validator.device)

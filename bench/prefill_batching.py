@@ -30,7 +30,7 @@ def _records(backend: TorchBackend, n: int, max_tokens: int) -> list[CompletionR
     completions = backend.generate(prompts, SamplingSpec(temperature=1.0, max_tokens=max_tokens), list(range(n)))
     proofs = build_proofs_batch([c.hidden for c in completions], chunk=32)
     return [CompletionRecord(prompt_ids=p, completion_ids=c.token_ids, proofs=pr, seed=c.seed,
-                             finish_reason=c.finish_reason, logprobs=c.logprobs)
+                             finish_reason=c.finish_reason)
             for p, c, pr in zip(prompts, completions, proofs)]
 
 

@@ -32,7 +32,7 @@ CHECKS = {
     Reason.SAMPLING: ("sampling replay", "sampled tokens do not replay from the seeded noise and recomputed logits"),
     Reason.TOPLOC: ("TOPLOC", "activation proofs do not match the declared policy"),
     Reason.SEED: ("seeds", "sampling seeds are not the derived ones"),
-    Reason.LOGPROBS: ("logprobs", "reported per-token logprobs differ from the recomputed ones"),
+    Reason.LOGPROBS: ("logprobs", "reported per-token logprobs differ from the recomputed ones (a check no longer made)"),
     Reason.UNCHECKABLE: ("checker", "the file crashed or timed out the checker on every attempt"),
     Reason.WRONG_BINDING: ("identity", "the file is bound to another chain, pool contract, pool or nonce"),
     Reason.DISPUTE: ("dispute", "the work was attested first; the dispute committee's majority voted it invalid"),
@@ -42,7 +42,7 @@ CHEAP_CHECKS = ["schema and pool bounds", "identity (chain, pool contract, pool,
                 "sample count", "prompt assignment", "rewards (task verifier)", "seeds", "token ranges",
                 "EOS placement"]
 """Checks every completion of a file gets (validator/checks.py)."""
-SPOT_CHECKS = ["termination (EOS probability)", "sampling replay", "logprobs", "TOPLOC proofs"]
+SPOT_CHECKS = ["termination (EOS probability)", "sampling replay", "TOPLOC proofs"]
 """Checks the spot-checked completions get (one prefill of the declared checkpoint each)."""
 
 

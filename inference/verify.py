@@ -9,9 +9,6 @@ Checks, cheapest first; the prefill runs only when the structural checks pass:
   sampling     every token replays under the seeded Gumbel rule from recomputed logits (the hard per-token
                bound), and each token's margin (proofs.margins) is reported; `margin_test` tests a file's
                margins against the pool's calibrated null
-  logprobs     every reported logprob equals log_softmax(recomputed logits / T) at the sampled
-               token, within 2 × logit tolerance / T (+ float32 rounding): the bound a logit
-               error of at most the tolerance allows (when the record carries logprobs)
   toploc       the proofs match the recomputed hidden states (per-chunk statistics)
 Each check reports its measured statistics so a challenge can carry them as evidence.
 With `spot_check` (protocol.spotcheck), only the chosen completions are prefilled: the others
@@ -23,11 +20,9 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any, Literal
 
-import torch
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from inference.backend import InferenceBackend, Prefill
-from inference.logprobs import token_logprobs
 from proofs.margins import MarginNull, MarginTest, margin_test
 from proofs.sampling import replay
 from proofs.termination import DEFAULT_MIN_EOS_PROB, check_termination
@@ -42,7 +37,7 @@ from proofs.toploc import (
 )
 from protocol.runspec import SamplingSpec
 
-CheckName = Literal["tokens", "prompt", "seed", "termination", "sampling", "logprobs", "toploc"]
+CheckName = Literal["tokens", "prompt", "seed", "termination", "sampling", "toploc"]
 
 DEFAULT_LOGIT_TOLERANCE = 1e-3
 """eps of the replay rule, in logit units. Measured honest worker/validator logit differences
@@ -97,8 +92,6 @@ class CompletionRecord(BaseModel):
     proofs: list[bytes]
     seed: int
     finish_reason: str
-    logprobs: list[float] | None = None
-    """The worker's per-token logprobs; None skips the logprob check."""
 
 
 class CheckResult(BaseModel):
@@ -115,7 +108,7 @@ class Verdict(BaseModel):
 
     checks: list[CheckResult]
     prefilled: bool = False
-    """Whether the prefill checks (termination's EOS probability, sampling, logprobs, TOPLOC) ran."""
+    """Whether the prefill checks (termination's EOS probability, sampling, TOPLOC) ran."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -229,7 +222,7 @@ def _check_batch(backend: InferenceBackend, records: Sequence[CompletionRecord],
 def _prefill_checks(record: CompletionRecord, early: list[CheckResult], prefill: Prefill,
                     eos: tuple[int, ...], config: VerifyConfig) -> list[CheckResult]:
     """The structural checks `early`, then those that need the prefill: termination's EOS probability,
-    sampling replay, logprobs, TOPLOC."""
+    sampling replay, TOPLOC."""
     params = config.sampling
     checks = list(early)
     if record.finish_reason == "eos":
@@ -260,38 +253,8 @@ def _prefill_checks(record: CompletionRecord, early: list[CheckResult], prefill:
             "max_margin": max(replayed.margins, default=0.0),
         },
     ))
-    if record.logprobs is not None:
-        checks.append(_logprob_check(prefill.logits, record, config))
     checks.append(_toploc_check(prefill.hidden, record.proofs, config))
     return checks
-
-
-LOGPROB_ROUNDING = 1e-5
-"""Absolute slack on top of the logit bound: float32 rounding of log_softmax (|logprob| ≲ 30)."""
-
-
-def _logprob_check(logits: torch.Tensor, record: CompletionRecord, config: VerifyConfig) -> CheckResult:
-    """Reported logprobs against log_softmax(logits / T) at the sampled tokens (as the worker computes them;
-    here in chunks of positions, inference.logprobs, equal to float rounding).
-
-    If every logit differs from the worker's by at most eps, l_t/T moves by eps/T and the
-    log-normaliser by at most eps/T, so an honest logprob is within 2 eps / T."""
-    reported = torch.tensor(record.logprobs, dtype=torch.float32)
-    if reported.shape[0] != logits.shape[0]:
-        return CheckResult(name="logprobs", passed=False,
-                           reason=f"{reported.shape[0]} logprobs for {logits.shape[0]} tokens")
-    temperature = config.sampling.temperature if config.sampling.temperature > 0 else 1.0
-    tokens = torch.tensor(record.completion_ids, dtype=torch.long, device=logits.device)
-    recomputed = token_logprobs(logits, tokens, temperature).cpu()  # [n]: the only copy to the host
-    gap = (recomputed - reported).abs()
-    tolerance = 2 * config.logit_tolerance / temperature + LOGPROB_ROUNDING
-    failed = (~(gap <= tolerance)).nonzero().flatten().tolist()  # NaN counts as failed
-    return CheckResult(
-        name="logprobs", passed=not failed,
-        reason="" if not failed else f"{len(failed)} of {len(gap)} logprobs differ from the recomputed ones",
-        details={"failed_positions": failed[:64], "max_abs_diff": float(gap.max()) if len(gap) else 0.0,
-                 "tolerance": tolerance},
-    )
 
 
 def _toploc_check(hidden: Any, proofs: list[bytes], config: VerifyConfig) -> CheckResult:

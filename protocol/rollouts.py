@@ -10,7 +10,7 @@ the schema metadata key `proofswarm.rollouts`. Version 3 columns:
 | prompt_index   | int64         | index of the prompt in the task's train split                |
 | prompt_ids     | list<int32>   | prompt token ids, as fed to the policy                       |
 | completion_ids | list<int32>   | sampled token ids (EOS included when the completion stopped) |
-| logprobs       | list<float32> | the worker's log-probability of each sampled token           |
+| logprobs       | list<float32> | the worker's log-probability of each sampled token (unchecked: the trainer's logprob_mismatch diagnostic only) |
 | reward         | float32       | the task verifier's exact reward (tasks.rewards)             |
 | finish_reason  | string        | "eos" or "length"                                            |
 | seed           | uint64        | sampling seed (rule v3): proofs.sampling.derive_seed(pool seed,|
@@ -42,8 +42,8 @@ or the file is refused; the challenge reason follows the arrow:
 | prompt_ids          | re-encoded from the task's prompt → ASSIGNMENT; ids in [0, vocab) → SCHEMA   |
 | completion_ids      | replayed from the seeded Gumbel noise and recomputed logits → SAMPLING;      |
 |                     | ids in [0, vocab), length ≤ max_tokens → SCHEMA                              |
-| logprobs            | recomputed as log_softmax(prefill logits / T) at each token, equal within    |
-|                     | 2 × logit_tolerance / T + 1e-5 → LOGPROBS; one per token, finite, ≤ 0 → SCHEMA |
+| logprobs            | not compared (the trainer recomputes behaviour log-probs itself; these feed  |
+|                     | only its logprob_mismatch diagnostic); one per token, finite, ≤ 0 → SCHEMA    |
 | reward              | recomputed by the task verifier, bit-identical (tasks.rewards_equal) → REWARD |
 | finish_reason       | "eos" iff the last token is EOS (and EOS was plausible), "length" iff        |
 |                     | exactly max_tokens without EOS → TERMINATION                                 |

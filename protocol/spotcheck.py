@@ -1,7 +1,7 @@
 """Which completions of a rollout file get the expensive checks (spot checks, docs/protocol.md).
 
 A pool's `spotCheckBps` is q in basis points. Of a file's n completions, m = ceil(q·n) are
-checked with prefill, TOPLOC, sampling replay, termination and logprobs; every completion gets
+checked with prefill, TOPLOC, sampling replay and termination; every completion gets
 the cheap checks. The m indices are drawn without replacement from
 
     randomness = keccak256(blockhash(B + 1) ‖ workId)

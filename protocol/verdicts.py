@@ -34,7 +34,7 @@ class Reason(IntEnum):
     TOPLOC = 12            # activation proofs do not match the declared policy
     SEED = 13              # sampling seeds are not the derived ones
     DUPLICATE_ASSIGNMENT = 14  # unused since nonces are on-chain (each used once); code kept, never reassigned
-    LOGPROBS = 15          # reported per-token logprobs differ from the recomputed ones
+    LOGPROBS = 15          # no longer issued (the logprob check protected nothing the trainer uses); reserved
     UNCHECKABLE = 16       # the file crashed or timed out the checker on every attempt
     WRONG_BINDING = 17     # the header's chain id, pool contract, pool id or nonce differ from the submission
     DISPUTE = 18           # a court pool's verdict overturned by its dispute committee (ValidatorCourt.REASON_DISPUTE)

@@ -63,7 +63,7 @@ def _worker(engine: str, folder: Path, stops: tuple[int, ...]) -> InferenceBacke
 def _records(worker: InferenceBackend, prompts, spec: RunSpec, seeds) -> list[CompletionRecord]:
     completions = worker.generate(prompts, spec.sampling, seeds)
     proofs = build_proofs_batch([c.hidden for c in completions], chunk=32)
-    return [CompletionRecord(prompt_ids=p, completion_ids=c.token_ids, proofs=pr, seed=c.seed, logprobs=c.logprobs,
+    return [CompletionRecord(prompt_ids=p, completion_ids=c.token_ids, proofs=pr, seed=c.seed,
                              finish_reason=c.finish_reason) for p, c, pr in zip(prompts, completions, proofs)]
 
 

@@ -38,14 +38,13 @@ SPEC = RunSpec(
 EXPECTED = {
     "fabricated_rewards": {Reason.REWARD},
     "cherry_picked_prompts": {Reason.ASSIGNMENT},
-    "tampered_completion": {Reason.TERMINATION, Reason.SAMPLING, Reason.LOGPROBS, Reason.TOPLOC},
+    "tampered_completion": {Reason.TERMINATION, Reason.SAMPLING, Reason.TOPLOC},
     "wrong_temperature": {Reason.SAMPLING},
     "greedy_decoding": {Reason.SAMPLING},
-    "other_weights": {Reason.SAMPLING, Reason.LOGPROBS, Reason.TOPLOC, Reason.TERMINATION},
-    "perturbed_weights": {Reason.SAMPLING, Reason.LOGPROBS, Reason.TOPLOC, Reason.TERMINATION},
+    "other_weights": {Reason.SAMPLING, Reason.TOPLOC, Reason.TERMINATION},
+    "perturbed_weights": {Reason.SAMPLING, Reason.TOPLOC, Reason.TERMINATION},
     "corrupted_proofs": {Reason.TOPLOC},
     "truncated_completion": {Reason.TERMINATION},
-    "altered_logprobs": {Reason.LOGPROBS},
     "withheld": {Reason.UNAVAILABLE},
 }
 

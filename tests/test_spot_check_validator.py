@@ -45,7 +45,7 @@ SPEC = RunSpec(
                                   spot_check_bps=2_500),  # m = ceil(0.25 × 8) = 2
 )
 N, M = 8, 2
-PREFILL_CHECKS = {Reason.SAMPLING, Reason.LOGPROBS, Reason.TOPLOC, Reason.TERMINATION}
+PREFILL_CHECKS = {Reason.SAMPLING, Reason.TOPLOC, Reason.TERMINATION}
 
 
 class SpotPool:

@@ -1,8 +1,8 @@
 """The validator's memory at a real vocabulary size stays bounded by its prefill batch, not its file.
 
 One rollout file of the shipped shape (examples/run.toml: 8 prompts × 16 = 128 completions of 8 tokens,
-here with 20-token prompts) with honest TOPLOC proofs and logprobs, verified by `verify_completions` at
-q = 1 (every completion prefilled, replayed, logprob-checked, TOPLOC-checked) with VerifyConfig's
+here with 20-token prompts) with honest TOPLOC proofs, verified by `verify_completions` at
+q = 1 (every completion prefilled, replayed, TOPLOC-checked) with VerifyConfig's
 default `max_batch_tokens` (1,024 padded positions) and with 256, on a Qwen2-style model built in code
 with V = 152,064 (hidden 64, 2 layers, tied embeddings, float32).
 
@@ -68,7 +68,7 @@ def backend_and_file(one_thread) -> tuple[TorchBackend, list[CompletionRecord]]:
     completions = backend.generate(prompts, SAMPLING, list(range(len(prompts))))
     proofs = build_proofs_batch([c.hidden for c in completions], chunk=32)
     records = [CompletionRecord(prompt_ids=p, completion_ids=c.token_ids, proofs=pr, seed=c.seed,
-                                finish_reason=c.finish_reason, logprobs=c.logprobs)
+                                finish_reason=c.finish_reason)
                for p, c, pr in zip(prompts, completions, proofs)]
     return backend, records
 

@@ -9,7 +9,7 @@
     reward      → every reported reward equals the task verifier's
     completion  → on every completion: seeds, token ranges, EOS placement; on the spot-checked
                   m = ceil(q·n) of them (protocol.spotcheck, q = the pool's spotCheckBps): termination,
-                  sampling replay, logprobs and TOPLOC against one prefill of the declared checkpoint
+                  sampling replay and TOPLOC against one prefill of the declared checkpoint
                   (inference.verify)
     margins     → the spot-checked tokens' margins against the pool's calibrated null (proofs.margins): the
                   statistical test of the sampler, per file and per completion; the file's (tokens, margin sum)
@@ -56,7 +56,7 @@ from tasks.registry import build_task
 from validator.daemon import CheckOutcome, DaemonConfig, Submission
 
 CHECK_REASONS = {"tokens": Reason.SCHEMA, "prompt": Reason.ASSIGNMENT, "seed": Reason.SEED,
-                 "termination": Reason.TERMINATION, "sampling": Reason.SAMPLING, "logprobs": Reason.LOGPROBS,
+                 "termination": Reason.TERMINATION, "sampling": Reason.SAMPLING,
                  "toploc": Reason.TOPLOC}
 PROOF_CHUNK = 32
 DEFAULT_CHECKER_THREADS = 1
@@ -275,7 +275,7 @@ def check_completions(spec: RunSpec, config: VerifyConfig, spot_check_bps: int, 
     structure on all n completions, prefill-based checks on the spot-checked m (`spot_check_of`)."""
     h = batch.header
     records = [CompletionRecord(prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, proofs=s.proofs,
-                                seed=s.seed, finish_reason=s.finish_reason, logprobs=s.logprobs)
+                                seed=s.seed, finish_reason=s.finish_reason)
                for s in batch.samples]
     n = len(records)
     seeds = [derive_seed(spec.pool_seed_bytes, h.worker, h.seed_block_hash, sample_index(h.nonce, i, n))

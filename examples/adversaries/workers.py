@@ -142,12 +142,6 @@ def truncated_completion(policy: Policy, spec: RunSpec, binding: SubmissionBindi
     return _with_samples(honest, _rescored(spec, policy.tokenizer, samples))
 
 
-def altered_logprobs(policy: Policy, spec: RunSpec, binding: SubmissionBinding, honest: RolloutBatch) -> RolloutBatch:
-    """Honest completions with made-up per-token logprobs (what the trainer's importance ratios use)."""
-    samples = [s.model_copy(update={"logprobs": [lp - 0.05 for lp in s.logprobs]}) for s in honest.samples]
-    return _with_samples(honest, samples)
-
-
 def fabricate_completions(policy: Policy, spec: RunSpec, honest: RolloutBatch, indices) -> RolloutBatch:
     """The cheater of the spot-check rule: the completions at `indices` are replaced by tokens the policy
     did not sample — every token but a final stop token moves to the next id that is no stop token —
@@ -201,7 +195,6 @@ ATTACKS: dict[str, Attack] = {
     "perturbed_weights": perturbed_weights,
     "corrupted_proofs": corrupted_proofs,
     "truncated_completion": truncated_completion,
-    "altered_logprobs": altered_logprobs,
     "withheld": withheld,
 }
 FALLBACK = "tampered_completion"
