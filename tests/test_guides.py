@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,13 +20,14 @@ from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import claimed_total, claimed_works, pool_state
 from protocol.devnet import load_devnet_info, load_trainer_init
-from tests.test_cli import ROOT, assert_one_line_error, run
+from tests.test_cli import ROOT, run
+from worker.cli import main as worker_main
 
 GUIDES = {name: ROOT / "docs" / f"guide-{name}.md" for name in ("pool-owner", "contributor", "validator")}
-ORDER = ["owner-setup", "validator-start", "owner-train", "contributor-submit", "contributor-judged",
-         "validator-judged", "contributor-claim", "owner-trained", "validator-stop", "contributor-leave", "owner-close"]
-"""The guides' blocks in the order a pool's first session needs them: a pool, its validator and trainer running,
-a worker's submissions judged and paid, the trainer's step, everyone leaving."""
+ORDER = ["owner-setup", "validator-start", "owner-train", "contributor-submit", "validator-judged",
+         "contributor-claim", "owner-trained", "validator-stop", "contributor-leave", "owner-close"]
+"""The guides' blocks in the order a pool's first session needs them: a court pool, its validator registered and
+its trainer running, a worker's submissions judged, final and paid, the trainer's step, everyone leaving."""
 
 
 def guide_blocks() -> dict[str, str]:
@@ -55,15 +57,22 @@ def test_every_block_of_the_guides_runs_in_the_test():
 def test_the_guides_take_a_pool_from_nothing_to_a_training_step_and_a_paid_worker(checkout: Path):
     blocks = guide_blocks()
     script = "set -em\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + "".join(
-        f"echo '### {name}'\n{blocks[name]}" for name in ORDER)
+        f"echo \"### {name} $SECONDS s\"\n{blocks[name]}" for name in ORDER) + 'echo "### end $SECONDS s"\n'
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "PYTHONPATH": str(ROOT)}
     env.pop("PROOFSWARM_DEVNET_DIR", None)
-    shell = subprocess.run(["bash", "-c", script], cwd=checkout, env=env, capture_output=True, text=True, timeout=840)
+    shell = subprocess.Popen(["bash", "-c", script], cwd=checkout, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = shell.communicate(timeout=600)
+    except subprocess.TimeoutExpired:  # a wait that never ends: bash's EXIT trap stops the daemons it started
+        os.killpg(shell.pid, signal.SIGTERM)
+        out, err = shell.communicate(timeout=60)
     logs = "".join(f"\n--- {log.name}\n{log.read_text()[-3000:]}" for log in checkout.glob("*.log"))
-    assert shell.returncode == 0, shell.stdout[-4000:] + shell.stderr[-4000:] + logs
-    assert "Traceback" not in shell.stderr + logs, shell.stderr + logs
-    assert "validator exited with code 130" in shell.stdout, shell.stdout  # Ctrl-C: a clean stop
+    print(*re.findall(r"^### .*$", out, re.M), sep="\n")  # when each block started (pytest -s shows it)
+    assert shell.returncode == 0, out[-4000:] + err[-4000:] + logs
+    assert "Traceback" not in err + logs, err + logs
+    assert "validator exited with code 130" in out, out  # Ctrl-C: a clean stop
 
     info = load_devnet_info(checkout / ".devnet")
     ledger = Ledger.open(info["rpc_url"], Path(info["deployments"]), load_account(info["roles"]["pool_owner"]["private_key"]))
@@ -73,10 +82,14 @@ def test_the_guides_take_a_pool_from_nothing_to_a_training_step_and_a_paid_worke
     assert pool.latest_step == 1 and pool.status.name == "CLOSED"  # the trainer stepped on accepted work
     worker = info["workers"][0]["address"]
     paid = claimed_total(ledger, worker)
-    assert len(claimed_works(ledger, worker)) == 2 and paid == 2 * 128 * pool.reward_per_sample  # both files paid
+    assert len(claimed_works(ledger, worker)) == 1 and paid == 128 * pool.reward_per_sample  # its file paid
     assert ledger.stake.bonded_of(worker) == 0 and ledger.stake.unbonding_of(worker)[0] == 0  # withdrawn
     assert ledger.token.balance_of(worker) == DEV_TOKENS_PER_ACCOUNT + paid
-    assert int(shell.stdout.split("### validator-judged\n")[1].splitlines()[0]) == 2  # both files judged
+    validator = info["roles"]["validator"]["address"]
+    court = ledger.court.get_validator(1, validator)
+    assert court.deregistered_at and court.locked == 0  # deregistered, its bond withdrawn
+    verdict_fee = 10**17  # examples/pool-court.toml: the one final verdict's fee, withdrawn to the wallet
+    assert ledger.token.balance_of(validator) + ledger.stake.bonded_of(validator) == DEV_TOKENS_PER_ACCOUNT + verdict_fee
 
 
 def test_pool_create_refuses_bad_configs_before_any_transaction(checkout: Path, tmp_path: Path,
@@ -125,35 +138,38 @@ def test_pool_create_refuses_bad_configs_before_any_transaction(checkout: Path, 
     assert Ledger.open(info["rpc_url"], Path(info["deployments"])).pool.pool_count() == pools_before
 
 
-def test_pool_commands_and_their_refusals(checkout: Path):
+def test_pool_commands_and_their_refusals(checkout: Path, monkeypatch, capsys: pytest.CaptureFixture[str]):
     """A second pool of the same config on the guides' devnet: fund, status and close, for people and scripts,
-    and the one-line refusals of a wrong chain, an unknown pool, a stranger's close and a second close."""
+    and the one-line refusals of a wrong chain, an unknown pool, a stranger's close and a second close (the
+    commands run in this process: the guides ran them as processes)."""
     if load_trainer_init(checkout / ".devnet") is None:
         pytest.skip("the guides' test did not get as far as trainer init")
+    monkeypatch.chdir(checkout)
     chain = ["--devnet-dir", str(checkout / ".devnet")]
-    created = json.loads(run("deploy.pool_cli", "create", "--config", "examples/pool.toml", "--json", *chain,
-                             cwd=checkout).stdout)
+
+    def ok(main, *argv: str) -> dict:
+        assert main([*argv, "--json", *chain]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    def refused(main, needle: str, code: int, *argv: str) -> None:
+        assert main([*argv, *chain]) == code
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], lines
+
+    created = ok(pool_main, "create", "--config", "examples/pool.toml")
     pool_id = str(created["pool_id"])
     assert (created["spot_check_bps"], created["checked_per_file"]) == (10_000, "128 of 128")
     assert created["detection_probability_1_fabricated"] == 1.0 and created["break_even_slash"] == 1
-    status = json.loads(run("deploy.pool_cli", "status", pool_id, "--json", *chain, cwd=checkout).stdout)
+    status = ok(pool_main, "status", pool_id)
     assert status["status"] == "active" and status["budget"] == str(10_000 * 10**18)  # amounts as decimal strings
-    funded = json.loads(run("deploy.pool_cli", "fund", pool_id, "5e18", "--json", *chain, cwd=checkout).stdout)
-    assert funded["budget"] == str(10_005 * 10**18)
-    assert_one_line_error(run("deploy.pool_cli", "status", "99", *chain, cwd=checkout, ok=False), "UnknownPool")
-    assert_one_line_error(run("deploy.pool_cli", "fund", pool_id, "1e40", *chain, cwd=checkout, ok=False),
-                          "cannot fund")
-    assert_one_line_error(run("deploy.pool_cli", "status", pool_id, "--chain-id", "1", *chain, cwd=checkout,
-                              ok=False), "expected 1", 2)
-    assert_one_line_error(run("deploy.pool_cli", "status", pool_id, "--rpc-url", "http://127.0.0.1:1", *chain,
-                              cwd=checkout, ok=False), "cannot reach")
+    assert ok(pool_main, "fund", pool_id, "5e18")["budget"] == str(10_005 * 10**18)
+    refused(pool_main, "UnknownPool", 2, "status", "99")
+    refused(pool_main, "cannot fund", 2, "fund", pool_id, "1e40")
+    refused(pool_main, "expected 1", 2, "status", pool_id, "--chain-id", "1")
+    refused(pool_main, "cannot reach", 1, "status", pool_id, "--rpc-url", "http://127.0.0.1:1")
     worker_key = load_devnet_info(checkout / ".devnet")["workers"][0]["private_key"]
-    assert_one_line_error(run("deploy.pool_cli", "close", pool_id, "--key", worker_key, *chain, cwd=checkout,
-                              ok=False), "NotPoolOwner")
-    closed = json.loads(run("deploy.pool_cli", "close", pool_id, "--json", *chain, cwd=checkout).stdout)
-    assert closed["refunded"] == str(10_005 * 10**18)
-    assert_one_line_error(run("deploy.pool_cli", "close", pool_id, *chain, cwd=checkout, ok=False),
-                          f"pool {pool_id} is already closed", 2)
+    refused(pool_main, "NotPoolOwner", 1, "close", pool_id, "--key", worker_key)
+    assert ok(pool_main, "close", pool_id)["refunded"] == str(10_005 * 10**18)
+    refused(pool_main, f"pool {pool_id} is already closed", 2, "close", pool_id)
     for command in (["claim", "--pool", "999"], ["deallocate", "--pool", "999"], ["unstake", "--leave", "999"]):
-        assert_one_line_error(run("worker.cli", *command, "--devnet-worker", "0", *chain, cwd=checkout, ok=False),
-                              "UnknownPool")  # was exit 0 with an empty result
+        refused(worker_main, "UnknownPool", 2, *command, "--devnet-worker", "0")  # was exit 0 with an empty result
