@@ -33,8 +33,10 @@ from validator.court import register_with_court, vote_commitment
 
 COURT = CourtConfig(validator_bond=200 * TOKENS, verdict_fee=TOKENS, dispute_bond=20 * TOKENS,
                     wrong_verdict_slash=60 * TOKENS, non_voter_penalty=10 * TOKENS, silence_penalty=5 * TOKENS,
-                    assigned_window_s=10, verdict_window_s=30, dispute_window_s=10, commit_period_s=10,
-                    reveal_period_s=10, activation_delay_s=5, committee_size=3, fee_funding=100 * TOKENS)
+                    assigned_window_s=60, verdict_window_s=120, dispute_window_s=60, commit_period_s=60,
+                    reveal_period_s=60, activation_delay_s=5, committee_size=3, fee_funding=100 * TOKENS)
+"""Windows of a minute: the chain's clock follows the wall clock between the `evm_increaseTime` jumps, so a loaded
+machine (make test: four modules at once on two cores) must not push a step of the run out of its window."""
 VALIDATORS = (3, 5, 6, 7, 8)
 WORKER = 4
 N = 8
@@ -127,8 +129,8 @@ class CourtRun:
         admin = Ledger(self.w3, self.deployment, self.accounts[0])
         for i in (1, WORKER, *VALIDATORS):
             admin.token.mint(self.accounts[i].address, 100_000 * TOKENS)
-        self.config = pool_config(self.accounts, validators=[], court=COURT, challenge_window_s=120,
-                                  reward_lock_s=121, spot_check_bps=5_000, max_samples_per_work=N)
+        self.config = pool_config(self.accounts, validators=[], court=COURT, challenge_window_s=400,
+                                  reward_lock_s=401, spot_check_bps=5_000, max_samples_per_work=N)
         self.pool_id = create_pool(self.ledger(1), self.config)
         for i in VALIDATORS:
             register_with_court(self.ledger(i), self.pool_id)
