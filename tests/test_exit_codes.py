@@ -106,7 +106,38 @@ COMMANDS = {
 }
 
 
-def _cases(tmp_path: Path) -> list[tuple[str, list[str], int]]:
+CASE_IDS = (
+    'status without a chain',
+    'create with a missing config',
+    'worker status without a chain',
+    'devnet worker without a devnet',
+    'validator start without a chain',
+    'checkpoint fetch of a short digest',
+    'checkpoint fetch without Kubo',
+    'trainer start without a chain',
+    'trainer local batch not whole groups',
+    'trainer local --config without a file',
+    'worker local bad address',
+    'corrupt devnet.json',
+    'malformed key',
+    'missing keystore',
+    'keystore without password or terminal',
+    'wrong keystore password',
+    'rpc url not a URL',
+    'no key',
+    'pool.toml typo',
+    'trainer.toml typo',
+    'trainer flag typo',
+    'worker-local toml typo',
+    'run spec typo',
+    'unknown task',
+    'trainer init checkpoint not a folder',
+)
+"""Bad input and failures every command must answer with one line and its code, in _cases' order."""
+
+
+def _cases(tmp_path: Path) -> dict[str, tuple[str, list[str], int]]:
+    """CASE_IDS' cases: (command, argv, exit code), with the files they need made in `tmp_path`."""
     deployments = tmp_path / "deployments.json"
     deployments.write_text("{}")
     chain = ["--rpc-url", _dead_rpc(), "--deployments", str(deployments), "--key", "0x" + "01" * 32,
@@ -116,7 +147,7 @@ def _cases(tmp_path: Path) -> list[tuple[str, list[str], int]]:
     wrong = tmp_path / "wrong-password"
     wrong.write_text("wrong\n")
     typos = _typos(tmp_path)
-    return [
+    cases = [
         ("pool", ["status", "1", *chain], EXIT_FAILURE),
         ("pool", ["create", "--config", str(tmp_path / "missing.toml"), *chain], EXIT_USAGE),
         ("worker", ["status", *chain], EXIT_FAILURE),
@@ -148,6 +179,8 @@ def _cases(tmp_path: Path) -> list[tuple[str, list[str], int]]:
         ("trainer", ["init", "--run-spec", str(ROOT / "examples/run.toml"), "--checkpoint", "/nonexistent",
                      "--kubo-api", "/ip4/127.0.0.1/tcp/1"], EXIT_USAGE),
     ]
+    assert len(cases) == len(CASE_IDS)
+    return dict(zip(CASE_IDS, cases))
 
 
 def _typos(tmp_path: Path) -> dict[str, Path]:
@@ -162,15 +195,22 @@ def _typos(tmp_path: Path) -> dict[str, Path]:
     return {name: tmp_path / name for name in texts}
 
 
-def test_every_command_follows_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, list[str], int]]:
+    tmp_path = tmp_path_factory.mktemp("cases")
     (tmp_path / "corrupt").mkdir()
     (tmp_path / "corrupt" / "devnet.json").write_text("{not json")
-    for name, argv, code in _cases(tmp_path):
-        got = COMMANDS[name](argv)
-        err = capsys.readouterr().err
-        assert got == code, (name, argv, got, err)
-        lines = err.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, (name, argv, err)
+    return _cases(tmp_path)
+
+
+@pytest.mark.parametrize("case", CASE_IDS)
+def test_every_command_follows_the_table(case: str, cases, capsys: pytest.CaptureFixture[str]) -> None:
+    name, argv, code = cases[case]
+    got = COMMANDS[name](argv)
+    err = capsys.readouterr().err
+    assert got == code, (name, argv, got, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, (name, argv, err)
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, EXIT_INTERRUPTED), (signal.SIGTERM, 0)])
