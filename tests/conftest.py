@@ -3,7 +3,8 @@ import pytest
 pytest_plugins = ["tests.conftest_kubo", "tests.conftest_chain"]
 
 LONGEST_FIRST = (
-    "test_demo_repeatable.py", "test_hf_protocol.py", "test_court_validators.py", "test_guides.py", "test_distributed_trainer.py",
+    "test_demo_repeatable.py", "test_hf_protocol.py", "test_court_validators.py", "test_guides.py", "test_court_rounds.py",
+    "test_distributed_trainer.py",
     "test_hostile_files.py", "test_faults.py", "test_toploc_attacks.py", "test_cli.py", "test_validator_daemon.py",
     "test_protocol.py", "test_distributed_reduce.py", "test_learning.py", "test_validator_memory.py",
     "test_trainer_memory.py", "test_dashboard_browser.py", "test_task_subset.py", "test_spot_check_validator.py",

@@ -42,7 +42,7 @@ from typing import Any, Callable, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from ledger_client.chain.bindings import CommitteeDrawn, Disputed, VerdictGiven
+from ledger_client.chain.bindings import CommitteeDrawn, Disputed, DisputeReopened, VerdictGiven
 from ledger_client.chain.errors import ContractRevert, TransactionFailed
 from ledger_client.chain.events import EventCursor, Removed
 from ledger_client.chain.ledger import Ledger
@@ -212,7 +212,7 @@ class ValidatorDaemon:
         if self.court is not None:
             self.rules = CourtRules.of(self.court.get_params(config.pool_id))
             self.duties = CourtDuties(config.state_dir / "court.json")
-            self.court_cursor = EventCursor(self.court, ["VerdictGiven", "Disputed", "CommitteeDrawn"],
+            self.court_cursor = EventCursor(self.court, ["VerdictGiven", "Disputed", "DisputeReopened", "CommitteeDrawn"],
                                             config.state_dir / "court_cursor.json", confirmations=config.confirmations,
                                             start_block=ledger.deployment.block)
 
@@ -621,11 +621,13 @@ class ValidatorDaemon:
                 self.duties.book.finalize.setdefault(key, self._now() + rules.dispute_window + 1 + grace)
                 if e.judge != me and self.conduct.judges and audits(me, bytes(e.work_id), self.config.audit_rate):
                     out += self._submission_of(bytes(e.work_id), "audit")
-            elif isinstance(e, Disputed) and e.pool_id == self.config.pool_id:
+            elif isinstance(e, (Disputed, DisputeReopened)) and e.pool_id == self.config.pool_id:
                 self.duties.book.finalize.pop(key, None)
+                self.duties.book.votes.pop(key, None)  # a reopened dispute: the last committee's seat is gone
                 # the disputer draws and resolves first; the others only if it does not
-                later = 0 if e.disputer == me else FOLLOW_UP_GRACE_S + _stagger(me, bytes(e.work_id), FOLLOW_UP_GRACE_S)
-                self.duties.book.draw.setdefault(key, e.meta.block_number + (0 if e.disputer == me else 2))
+                first = isinstance(e, Disputed) and e.disputer == me
+                later = 0 if first else FOLLOW_UP_GRACE_S + _stagger(me, bytes(e.work_id), FOLLOW_UP_GRACE_S)
+                self.duties.book.draw.setdefault(key, e.meta.block_number + (0 if first else 2))
                 self.duties.book.resolve.setdefault(key, self._now() + rules.commit_period + rules.reveal_period + 1
                                                     + later)
             elif isinstance(e, CommitteeDrawn) and me in e.committee and self.conduct.votes:
@@ -652,6 +654,10 @@ class ValidatorDaemon:
             if block > dispute_block + 1 and self._court_call("drawn", key, self.court.draw_committee,
                                                                bytes.fromhex(key)):
                 book.draw.pop(key)
+                dispute = self.court.disputes(bytes.fromhex(key))
+                if not dispute.drawn and dispute.dispute_block > dispute_block:
+                    # past the block-hash horizon the court anchored the draw to a later block: draw again then
+                    book.draw[key] = dispute.dispute_block
         for key, vote in list(book.votes.items()):
             if not vote.committed:
                 if self._court_call("committed", key, self._commit, bytes.fromhex(key), vote) and not vote.committed:

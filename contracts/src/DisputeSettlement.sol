@@ -28,12 +28,15 @@ library DisputeSettlement {
         uint256 wrongVerdictSlash;
         uint256 disputeBond;
         uint256 nonVoterPenalty;
+        bool reopen;
     }
 
     /// @notice Free the parties' reservations, take the losing side's stake (none when no vote was revealed)
     /// and every non-voter's penalty (and, unless the votes tied, the minority's), and share it between the
     /// winning party and the majority's voters; returns the winning party and what is left for the pool's fee
-    /// budget (the division's remainder, or all of it when there is no majority).
+    /// budget (the division's remainder, or all of it when there is no majority). `o.reopen` (no vote, and
+    /// another committee will be drawn): only the committee pays, its seats and votes are cleared, the
+    /// parties stay reserved, and everything taken goes to the fee budget.
     function settle(
         mapping(address => ValidatorSet.Validator) storage validators,
         address[] storage committee,
@@ -42,8 +45,10 @@ library DisputeSettlement {
         IStakeManager stakeManager,
         Outcome memory o
     ) external returns (address winner, uint256 remainder) {
-        validators[o.judge].reserved -= uint96(o.wrongVerdictSlash);
-        validators[o.disputer].reserved -= uint96(o.disputeBond);
+        if (!o.reopen) {
+            validators[o.judge].reserved -= uint96(o.wrongVerdictSlash);
+            validators[o.disputer].reserved -= uint96(o.disputeBond);
+        }
         uint256 pot;
         if (o.overturned) {
             pot = _penalize(validators, stakeManager, o, o.judge, WHY_WRONG_VERDICT, o.wrongVerdictSlash);
@@ -62,6 +67,11 @@ library DisputeSettlement {
                     validators, stakeManager, o, member, revealed ? WHY_MINORITY : WHY_NO_VOTE, o.nonVoterPenalty
                 );
             }
+            if (o.reopen) delete votes[member];
+        }
+        if (o.reopen) {
+            while (committee.length != 0) committee.pop();
+            return (address(0), pot);
         }
         winner = o.overturned ? o.disputer : o.judge;
         uint256 winners = tie ? 0 : 1 + (o.workValid ? o.votesValid : o.votesInvalid);

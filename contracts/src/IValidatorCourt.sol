@@ -95,6 +95,9 @@ interface IValidatorCourt {
     /// @notice `disputer` disputed the verdict, posting its dispute bond.
     event Disputed(uint256 indexed poolId, bytes32 indexed workId, address indexed disputer, bytes32 evidenceDigest);
     event CommitteeDrawn(bytes32 indexed workId, address[] committee);
+    /// @notice No member of the dispute's committee revealed a vote: committee number `round` (0-based) will be
+    /// drawn from the next block's hash, with a new commit and reveal period from now.
+    event DisputeReopened(uint256 indexed poolId, bytes32 indexed workId, uint8 round);
     event VoteCommitted(bytes32 indexed workId, address indexed voter);
     event VoteRevealed(bytes32 indexed workId, address indexed voter, bool workValid);
     /// @notice The dispute was decided: `workValid` by the revealed majority (a tie keeps the verdict).

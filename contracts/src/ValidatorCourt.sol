@@ -49,8 +49,8 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     uint256 private constant REDRAWS = 8;
     uint8 private constant VOID_LAPSED = 1;
     uint8 private constant VOID_NO_VOTE = 2;
-    bytes32 private constant REVEALED_VALID = bytes32(uint256(1));
-    bytes32 private constant REVEALED_INVALID = bytes32(uint256(2));
+    /// @notice Committees a dispute may draw: one that reveals no vote is replaced, up to this many in all.
+    uint8 public constant DISPUTE_ROUNDS = 3;
 
     /// @dev One slot, written by the ComputePool's submission hook, so that a verdict only updates it.
     /// `workerIndex` is the worker's own validator index in the pool at submission (0 = none);
@@ -75,6 +75,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         uint16 votesValid;
         uint16 votesInvalid;
         bool drawn;
+        uint8 round;
     }
 
     IJudgedPool public immutable pools;
@@ -302,7 +303,8 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
             disputeBlock: uint40(block.number),
             votesValid: 0,
             votesInvalid: 0,
-            drawn: false
+            drawn: false,
+            round: 0
         });
         emit Disputed(poolId, workId, msg.sender, evidenceDigest);
     }
@@ -321,10 +323,16 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         // drawn in the first half of the commit period: a late draw would leave its members no time to commit
         uint64 until = uint64(d.disputedAt) + p.commitPeriod / 2;
         if (block.timestamp > until) revert OutsidePeriod(workId, d.disputedAt, until);
+        bytes32 hash = blockhash(uint256(d.disputeBlock) + 1);
+        if (hash == bytes32(0)) {
+            // past the 256-block horizon: anchored again to the next block, never to one the caller picks
+            d.disputeBlock = uint40(block.number);
+            return;
+        }
         d.drawn = true;
         ValidatorSet.Draw memory draw = ValidatorSet.Draw({
             key: _caseKey(c, p),
-            seed: keccak256(abi.encode(_blockHashAfter(d.disputeBlock), workId)),
+            seed: keccak256(abi.encode(hash, workId, d.round)),
             size: p.committeeSize,
             penalty: p.nonVoterPenalty,
             judge: c.judge,
@@ -343,8 +351,8 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         if (block.timestamp > until) revert OutsidePeriod(workId, d.disputedAt, until);
         if (!_inCommittee(_committees[workId], msg.sender)) revert NotCommitteeMember(workId, msg.sender);
         bytes32 vote = votes[workId][msg.sender];
-        if (vote != bytes32(0) || commitment == bytes32(0) || commitment == REVEALED_VALID
-                || commitment == REVEALED_INVALID) revert AlreadyCommitted(workId, msg.sender);
+        // 1 and 2 mark revealed votes: no commitment may look like one
+        if (vote != bytes32(0) || uint256(commitment) <= 2) revert AlreadyCommitted(workId, msg.sender);
         votes[workId][msg.sender] = commitment;
         emit VoteCommitted(workId, msg.sender);
     }
@@ -360,7 +368,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         if (commitment == bytes32(0) || commitment != keccak256(abi.encode(workId, msg.sender, workValid, salt))) {
             revert RevealMismatch(workId, msg.sender);
         }
-        votes[workId][msg.sender] = workValid ? REVEALED_VALID : REVEALED_INVALID;
+        votes[workId][msg.sender] = workValid ? DisputeSettlement.REVEALED_VALID : DisputeSettlement.REVEALED_INVALID;
         if (workValid) d.votesValid += 1;
         else d.votesInvalid += 1;
         emit VoteRevealed(workId, msg.sender, workValid);
@@ -369,8 +377,9 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     /// @notice Decide a dispute after the reveal period (anyone) and make the decided verdict final.
     /// Overturned: the judge loses `wrongVerdictSlash`, the disputer's bond is freed and the disputer
     /// becomes the verdict's owner (fee, bounty). Upheld (also on a tie with votes): the disputer loses
-    /// its bond. No vote revealed (or no committee): the case is void — no verdict reaches the pool, the
-    /// judge and the disputer are freed. Committee members that did not reveal lose `nonVoterPenalty`;
+    /// its bond. No vote revealed (or no committee): the dispute is reopened — a new committee is drawn
+    /// and votes in a new commit and reveal period — up to `DISPUTE_ROUNDS` committees; after the last,
+    /// the case is void (no verdict reaches the pool, the judge and the disputer are freed). Committee members that did not reveal lose `nonVoterPenalty`;
     /// the majority's voters share every amount taken (the remainder, or all of it when no one voted with
     /// a majority, goes to the pool's fee budget).
     function resolve(bytes32 workId) external nonReentrant {
@@ -379,12 +388,23 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         uint64 until = uint64(d.disputedAt) + p.commitPeriod + p.revealPeriod;
         if (block.timestamp <= until) revert OutsidePeriod(workId, until + 1, type(uint64).max);
         DisputeSettlement.Outcome memory o = _outcome(workId, c, d, p);
+        bool noVote = o.votesValid + o.votesInvalid == 0;
+        o.reopen = noVote && d.round + 1 < DISPUTE_ROUNDS;
         (address winner, uint256 remainder) = DisputeSettlement.settle(
             _validators[o.poolId], _committees[workId], votes[workId], credits, stakeManager, o
         );
         feeBudget[o.poolId] += remainder;
+        if (o.reopen) {
+            // nobody revealed: a new committee, drawn from the next block's hash, gets a full commit and reveal
+            d.round += 1;
+            d.disputedAt = uint40(block.timestamp);
+            d.disputeBlock = uint40(block.number);
+            d.drawn = false;
+            emit DisputeReopened(o.poolId, workId, d.round);
+            return;
+        }
         emit DisputeResolved(workId, o.workValid, o.overturned, uint16(o.votesValid), uint16(o.votesInvalid));
-        if (o.votesValid + o.votesInvalid == 0) {
+        if (noVote) {
             c.state = CaseState.Void;
             emit CaseVoided(o.poolId, workId, VOID_NO_VOTE);
             return;
@@ -638,12 +658,6 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         return _penalize(poolId, workId, silent, WHY_SILENCE, amount < free ? amount : free);
     }
 
-    /// @dev The hash of block `b + 1`; if it is older than 256 blocks, the previous block's (documented bias).
-    function _blockHashAfter(uint40 b) private view returns (bytes32 hash) {
-        hash = blockhash(uint256(b) + 1);
-        if (hash == bytes32(0)) hash = blockhash(block.number - 1);
-    }
-
     function _lock(ValidatorSet.Validator storage v, uint256 amount) private {
         if (amount == 0) return;
         v.locked += uint96(amount);
@@ -681,6 +695,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     /// @dev A validator deregistered at t is in the sets of cases submitted until t + activationDelay,
     /// each decided within the case periods after its submission.
     function _exitDelay(CourtParams storage p) private view returns (uint64) {
-        return uint64(p.activationDelay) + p.verdictWindow + p.disputeWindow + p.commitPeriod + p.revealPeriod;
+        return uint64(p.activationDelay) + p.verdictWindow + p.disputeWindow
+            + uint64(DISPUTE_ROUNDS) * (uint64(p.commitPeriod) + p.revealPeriod);
     }
 }

@@ -112,9 +112,10 @@ contract CourtAttacksTest is CourtBase {
         }
     }
 
-    /// A committee that nobody can fill leaves the case void, never the disputed verdict standing, and it
-    /// cannot be drawn again.
-    function test_item2_anEmptyCommitteeVoidsTheCaseAndIsNotRedrawn() public {
+    /// A committee that nobody can fill is drawn once per round (never again within a round); each empty round
+    /// reopens the dispute, and only after `DISPUTE_ROUNDS` of them is the case void — never the disputed
+    /// verdict standing.
+    function test_item2_anEmptyCommitteeIsRedrawnEachRoundThenTheCaseIsVoid() public {
         for (uint256 i = 2; i < vals.length; ++i) { // only the judge and the disputer remain
             vm.prank(vals[i]);
             court.deregister(poolId);
@@ -122,16 +123,53 @@ contract CourtAttacksTest is CourtBase {
         vm.warp(block.timestamp + ACTIVATION + 1);
         (bytes32 workId, address judge) = _submitAndDraw();
         _judgedWrongAndDisputed(workId, judge);
-        court.drawCommittee(workId);
-        assertEq(court.committeeOf(workId).length, 0, "nobody is eligible");
-        vm.expectRevert(
-            abi.encodeWithSelector(IValidatorCourt.WrongCaseState.selector, workId, IValidatorCourt.CaseState.Disputed)
-        );
-        court.drawCommittee(workId);
-        vm.warp(block.timestamp + COMMIT + REVEAL + 1);
-        court.resolve(workId);
+        for (uint256 round; round < court.DISPUTE_ROUNDS(); ++round) {
+            court.drawCommittee(workId);
+            assertEq(court.committeeOf(workId).length, 0, "nobody is eligible");
+            vm.expectRevert(
+                abi.encodeWithSelector(IValidatorCourt.WrongCaseState.selector, workId, IValidatorCourt.CaseState.Disputed)
+            );
+            court.drawCommittee(workId);
+            vm.warp(block.timestamp + COMMIT + REVEAL + 1);
+            court.resolve(workId);
+            vm.roll(block.number + 2);
+        }
         assertEq(uint8(_caseState(workId)), uint8(IValidatorCourt.CaseState.Void), "void, not the verdict");
         assertEq(uint8(_status(workId)), uint8(IComputePool.WorkStatus.Pending), "not accepted");
+    }
+
+    /// The void case is no way out for a disputer backing a cheater: a committee whose members stay silent
+    /// (a cartel's seats, or members offline) is replaced, the next one upholds the correct challenge, and
+    /// the disputer loses its bond while the cheater is slashed.
+    function test_item2_aSilentCommitteeCannotRescueACheater() public {
+        (bytes32 workId, address judge) = _submitAndDraw();
+        vm.prank(judge);
+        court.challenge(workId, 3, EVIDENCE);
+        address accomplice = _other(judge, address(0));
+        vm.prank(accomplice);
+        court.dispute(workId, EVIDENCE);
+        uint256 bondBefore = court.getValidator(poolId, accomplice).locked;
+        vm.roll(block.number + 2);
+        court.drawCommittee(workId);
+        vm.warp(block.timestamp + COMMIT + REVEAL + 1);
+        court.resolve(workId); // nobody revealed: reopened
+        assertEq(uint8(_caseState(workId)), uint8(IValidatorCourt.CaseState.Disputed), "reopened, not void");
+        vm.roll(block.number + 2);
+        court.drawCommittee(workId);
+        address[] memory committee = court.committeeOf(workId);
+        for (uint256 i; i < committee.length; ++i) {
+            vm.prank(committee[i]);
+            court.commitVote(workId, keccak256(abi.encode(workId, committee[i], false, bytes32(uint256(7)))));
+        }
+        vm.warp(block.timestamp + COMMIT + 1);
+        for (uint256 i; i < committee.length; ++i) {
+            vm.prank(committee[i]);
+            court.revealVote(workId, false, bytes32(uint256(7)));
+        }
+        vm.warp(block.timestamp + REVEAL);
+        court.resolve(workId);
+        assertEq(uint8(_status(workId)), uint8(IComputePool.WorkStatus.Rejected), "the cheater is slashed");
+        assertEq(court.getValidator(poolId, accomplice).locked, bondBefore - DISPUTE_BOND, "bond lost");
     }
 
     // ---------------------------------------------------------------- item 3: ground committees
@@ -251,7 +289,7 @@ contract CourtAttacksTest is CourtBase {
     function test_review_aCommitteeCannotBeDrawnTooLateToVote() public {
         (bytes32 workId, address judge) = _submitAndDraw();
         _judgedWrongAndDisputed(workId, judge);
-        (, uint40 disputedAt,,,,) = court.disputes(workId);
+        (, uint40 disputedAt,,,,,) = court.disputes(workId);
         vm.warp(uint256(disputedAt) + COMMIT / 2 + 1);
         vm.expectRevert(
             abi.encodeWithSelector(

@@ -31,7 +31,8 @@ contract CourtHandler is Test {
     uint256 public churns;
     /// Set when a committee was drawn shorter than min(committeeSize, eligible validators) (issue 27).
     bool public shortCommittee;
-    /// Set when a case past its deadline (every court period after its submission) could not be settled.
+    /// Set when a case past its deadline (every court period after its submission; for a reopened dispute, its
+    /// current round's reveal period) could not be settled.
     bool public unsettled;
 
     /// Every change of a validator's registration (time, validator, registered), oldest first.
@@ -83,7 +84,7 @@ contract CourtHandler is Test {
     /// eligible counts those of the case's set that are no party and had the seat's stake free.
     function _draw(bytes32 id) internal {
         (, uint40 submittedAt,, uint24 workerIndex,,, uint24 judge,,,) = court.cases(id);
-        (uint24 disputer,,,,,) = court.disputes(id);
+        (uint24 disputer,,,,,,) = court.disputes(id);
         IValidatorCourt.CourtParams memory p = court.getParams(poolId);
         uint256 key = uint256(submittedAt) - p.activationDelay;
         uint256 eligible;
@@ -209,6 +210,12 @@ contract CourtHandler is Test {
         (, uint40 submittedAt,,, IValidatorCourt.CaseState state,,,,,) = court.cases(id);
         IValidatorCourt.CourtParams memory p = court.getParams(poolId);
         uint256 deadline = uint256(submittedAt) + p.verdictWindow + p.disputeWindow + p.commitPeriod + p.revealPeriod;
+        if (state == IValidatorCourt.CaseState.Disputed) {
+            // a dispute whose committee revealed nothing is reopened: its deadline is the current round's
+            (, uint40 disputedAt,,,,, uint8 round) = court.disputes(id);
+            if (round >= court.DISPUTE_ROUNDS()) unsettled = true;
+            deadline = uint256(disputedAt) + p.commitPeriod + p.revealPeriod;
+        }
         bool closed = state == IValidatorCourt.CaseState.Final || state == IValidatorCourt.CaseState.Void;
         if (block.timestamp > deadline && !closed) unsettled = true;
     }

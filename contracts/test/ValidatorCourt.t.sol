@@ -108,6 +108,11 @@ abstract contract CourtBase is BaseTest {
     {
         vm.prank(disputer);
         court.dispute(workId, EVIDENCE);
+        committee = _drawAndVote(workId, votes);
+    }
+
+    /// Draw the dispute's committee (two blocks on), then commit and reveal `votes` (0 = silent).
+    function _drawAndVote(bytes32 workId, uint8[3] memory votes) internal returns (address[] memory committee) {
         vm.roll(block.number + 2);
         court.drawCommittee(workId);
         committee = court.committeeOf(workId);
@@ -350,27 +355,86 @@ contract ValidatorCourtTest is CourtBase {
         _assertCourtSolvent();
     }
 
-    /// Issue 27 item 2: no revealed vote never lets the disputed verdict stand by default — the case is
-    /// void (no verdict reaches the pool; the work expires, neither paid nor slashed).
-    function test_noVoteVoidsTheCaseAndFreesTheParties() public {
+    /// A committee that reveals no vote does not decide: the dispute is reopened with a new committee, its
+    /// silent members pay `nonVoterPenalty` to the fee budget, the parties stay reserved, and the next
+    /// committee decides (here it overturns the acceptance).
+    function test_noVoteReopensTheDisputeAndTheNextCommitteeDecides() public {
         (bytes32 workId, address judge) = _submitAndDraw();
         vm.prank(judge);
         court.attest(workId);
         address disputer = _other(judge, address(0));
-        address[] memory committee = _disputeAndVote(workId, disputer, [uint8(0), 0, 0]);
+        uint256 budget = court.feeBudget(poolId);
+        address[] memory silent = _disputeAndVote(workId, disputer, [uint8(0), 0, 0]);
+        vm.expectEmit(address(court));
+        emit IValidatorCourt.DisputeReopened(poolId, workId, 1);
+        court.resolve(workId);
+        assertEq(uint8(_caseState(workId)), uint8(IValidatorCourt.CaseState.Disputed), "still disputed");
+        assertEq(court.committeeOf(workId).length, 0, "the silent committee is gone");
+        for (uint256 i; i < silent.length; ++i) {
+            assertEq(_locked(silent[i]), BOND - NO_VOTE, "each silent member paid");
+            assertEq(court.getValidator(poolId, silent[i]).reserved, 0, "its seat freed");
+            assertEq(court.votes(workId, silent[i]), bytes32(0), "it may sit again");
+        }
+        assertEq(court.feeBudget(poolId), budget + silent.length * NO_VOTE, "to the fee budget");
+        assertEq(court.getValidator(poolId, judge).reserved, WRONG_SLASH, "the judge stays answerable");
+        assertEq(court.getValidator(poolId, disputer).reserved, DISPUTE_BOND, "the disputer too");
+        (,, uint40 disputeBlock,,,, uint8 round) = court.disputes(workId);
+        assertEq(round, 1);
+        assertEq(disputeBlock, block.number, "the next committee is drawn from a later block's hash");
+        vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.CommitteeNotDrawn.selector, workId));
+        court.drawCommittee(workId);
+        _drawAndVote(workId, [uint8(2), 2, 1]);
+        court.resolve(workId);
+        assertEq(uint8(_caseState(workId)), uint8(IValidatorCourt.CaseState.Final));
+        assertEq(uint8(_status(workId)), uint8(IComputePool.WorkStatus.Rejected), "overturned by round 2");
+        assertEq(_locked(judge), BOND - WRONG_SLASH);
+        assertEq(court.getValidator(poolId, disputer).reserved, 0);
+        _assertCourtSolvent();
+    }
+
+    /// After `DISPUTE_ROUNDS` committees without a vote the case is void: no verdict reaches the pool and
+    /// the parties are freed (every silent member of every round paid).
+    function test_noVoteInEveryRoundVoidsTheCaseAndFreesTheParties() public {
+        (bytes32 workId, address judge) = _submitAndDraw();
+        vm.prank(judge);
+        court.attest(workId);
+        address disputer = _other(judge, address(0));
+        _disputeAndVote(workId, disputer, [uint8(0), 0, 0]);
+        for (uint256 round = 1; round < court.DISPUTE_ROUNDS(); ++round) {
+            court.resolve(workId);
+            _drawAndVote(workId, [uint8(0), 0, 0]);
+        }
         court.resolve(workId);
         assertEq(_locked(disputer), BOND, "bond freed, not taken");
         assertEq(court.getValidator(poolId, disputer).reserved, 0);
         assertEq(court.getValidator(poolId, judge).reserved, 0, "judge freed");
-        for (uint256 i; i < committee.length; ++i) {
-            assertEq(_locked(committee[i]), BOND - NO_VOTE);
-        }
         assertEq(uint8(_caseState(workId)), uint8(IValidatorCourt.CaseState.Void));
         assertEq(uint8(_status(workId)), uint8(IComputePool.WorkStatus.Pending));
         vm.warp(uint256(pools.getWork(workId).submittedAt) + WINDOW + 1);
         pools.expireWork(workId);
         assertEq(uint8(_status(workId)), uint8(IComputePool.WorkStatus.Expired));
         _assertCourtSolvent();
+    }
+
+    /// Past the 256-block horizon the draw is anchored again to the next block (two steps), never drawn from
+    /// a block the caller picks.
+    function test_aCommitteeDrawnPastTheHorizonIsAnchoredToALaterBlock() public {
+        (bytes32 workId, address judge) = _submitAndDraw();
+        vm.prank(judge);
+        court.attest(workId);
+        vm.prank(_other(judge, address(0)));
+        court.dispute(workId, EVIDENCE);
+        vm.roll(block.number + 300);
+        court.drawCommittee(workId);
+        assertEq(court.committeeOf(workId).length, 0, "not drawn from a substitute hash");
+        (,, uint40 disputeBlock,,, bool drawn,) = court.disputes(workId);
+        assertFalse(drawn);
+        assertEq(disputeBlock, block.number, "anchored to the next block");
+        vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.CommitteeNotDrawn.selector, workId));
+        court.drawCommittee(workId);
+        vm.roll(block.number + 2);
+        court.drawCommittee(workId);
+        assertEq(court.committeeOf(workId).length, 3, "drawn from the new anchor's next block");
     }
 
     /// With exactly committeeSize validators eligible (7 registered: judge, disputer and two deregistered
@@ -481,6 +545,11 @@ contract ValidatorCourtTest is CourtBase {
         uint256 disputerLocked = _locked(disputer);
         address[] memory committee = _disputeAndVote(workId, disputer, votes);
         court.resolve(workId);
+        if (votes[0] + votes[1] + votes[2] == 0) {
+            assertEq(uint8(_caseState(workId)), uint8(IValidatorCourt.CaseState.Disputed), "reopened, not decided");
+            assertEq(court.getValidator(poolId, disputer).reserved, DISPUTE_BOND);
+            return;
+        }
         (uint256 yes, uint256 no, uint256 silent) = (0, 0, 0);
         for (uint256 i; i < 3; ++i) {
             if (votes[i] == 1) ++yes;
@@ -500,9 +569,7 @@ contract ValidatorCourtTest is CourtBase {
         }
         assertEq(court.getValidator(poolId, judge).reserved, 0);
         assertEq(court.getValidator(poolId, disputer).reserved, 0);
-        IComputePool.WorkStatus expected = yes + no == 0
-            ? IComputePool.WorkStatus.Pending // void: no verdict reaches the pool
-            : workValid ? IComputePool.WorkStatus.Accepted : IComputePool.WorkStatus.Rejected;
+        IComputePool.WorkStatus expected = workValid ? IComputePool.WorkStatus.Accepted : IComputePool.WorkStatus.Rejected;
         assertEq(uint8(_status(workId)), uint8(expected));
         _assertCourtSolvent();
     }

@@ -247,6 +247,7 @@ class DisputesResult(NamedTuple):
     votes_valid: int
     votes_invalid: int
     drawn: bool
+    round: int
 
     @classmethod
     def from_abi(cls, value: Any) -> DisputesResult:
@@ -258,6 +259,7 @@ class DisputesResult(NamedTuple):
             votes_valid=value[3],
             votes_invalid=value[4],
             drawn=value[5],
+            round=value[6],
         )
 
 
@@ -503,6 +505,10 @@ class ValidatorCourt(BoundContract):
     """Binding of `ValidatorCourt.sol`."""
 
     NAME = "ValidatorCourt"
+
+    def dispute_rounds(self) -> int:
+        """Call `DISPUTE_ROUNDS` (view)."""
+        return self._call("DISPUTE_ROUNDS")
 
     def max_committee(self) -> int:
         """Call `MAX_COMMITTEE` (view)."""
@@ -825,6 +831,17 @@ class Credited:
     EVENT: ClassVar[str] = "Credited"
     to: str
     amount: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class DisputeReopened:
+    """Event `DisputeReopened`."""
+
+    EVENT: ClassVar[str] = "DisputeReopened"
+    pool_id: int
+    work_id: bytes
+    round: int
     meta: EventMeta
 
 
@@ -1308,6 +1325,7 @@ EVENT_TYPES: dict[str, type] = {
     "CommitteeDrawn": CommitteeDrawn,
     "CourtConfigured": CourtConfigured,
     "Credited": Credited,
+    "DisputeReopened": DisputeReopened,
     "DisputeResolved": DisputeResolved,
     "Disputed": Disputed,
     "FeesFunded": FeesFunded,
@@ -1390,6 +1408,7 @@ CONTRACT_EVENT_TYPES: dict[str, dict[str, type]] = {
         "CommitteeDrawn": CommitteeDrawn,
         "CourtConfigured": CourtConfigured,
         "Credited": Credited,
+        "DisputeReopened": DisputeReopened,
         "DisputeResolved": DisputeResolved,
         "Disputed": Disputed,
         "FeesFunded": FeesFunded,
