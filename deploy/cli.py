@@ -36,11 +36,11 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--state-dir", type=Path, default=default_devnet_dir(), help=DEVNET_DIR_HELP)
     a.add_argument("--json", action="store_true", help="machine-readable output")
     d = sub.add_parser("deploy", help="deploy the contracts to any EVM chain from an RPC URL and a key")
-    d.add_argument("--rpc-url", required=True)
+    d.add_argument("--rpc-url", required=True, help="Ethereum JSON-RPC URL of the chain to deploy to")
     d.add_argument("--chain-id", type=int, help="refuse unless the RPC serves this chain id")
     d.add_argument("--key", help="hex private key (prefer --keystore or $PROOFSWARM_PRIVATE_KEY)")
-    d.add_argument("--keystore", type=Path)
-    d.add_argument("--password-file", type=Path)
+    d.add_argument("--keystore", type=Path, help="encrypted JSON keystore of the deployer")
+    d.add_argument("--password-file", type=Path, help="file holding the keystore password")
     d.add_argument("--token", help="existing ERC-20 to use as stake token (default: deploy a mintable dev token)")
     d.add_argument("--treasury", help="receives the non-bounty part of slashes (default: the deployer)")
     d.add_argument("--unbonding-delay", type=int, default=7 * 24 * 3600, help="seconds (default 7 days)")
@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="shortest court window or period a pool may set, in seconds: a few of the chain's block "
                         "times (default 36: three 12-second blocks)")
     d.add_argument("--deployments", type=Path, default=Path("deployments.json"), help="file to record addresses in")
-    d.add_argument("--json", action="store_true")
+    d.add_argument("--json", action="store_true", help="machine-readable output")
     return p
 
 

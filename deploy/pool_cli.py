@@ -402,19 +402,20 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     common = chain_options()
     c = sub.add_parser("create", parents=[common], help="create a pool from a TOML config (and fund it with its `funding`)")
-    c.add_argument("--config", type=Path, required=True)
+    c.add_argument("--config", type=Path, required=True, help="pool TOML (examples/pool-court.toml; every key: "
+                                                                  "docs/config-reference.md)")
     c.add_argument("--kubo-api", help="Kubo RPC API to read the run spec and base checkpoint from (default: the "
                                       "devnet's); the run spec sets max_samples_per_work and spot_check_bps unless "
                                       "the config does")
     c.add_argument("--ipfs-timeout", type=float, default=IPFS_CHECK_TIMEOUT_S,
                    help="seconds to wait for the run spec and the base checkpoint's manifest (default %(default)s)")
     f = sub.add_parser("fund", parents=[common], help="add budget to a pool (owner only)")
-    f.add_argument("pool_id", type=int)
+    f.add_argument("pool_id", type=int, help="pool id")
     f.add_argument("amount", help="base units or with a unit: 1000e18, 1000ether, 1000tokens (18 decimals)")
     s = sub.add_parser("status", parents=[common], help="show a pool's parameters and state")
-    s.add_argument("pool_id", type=int)
+    s.add_argument("pool_id", type=int, help="pool id")
     cl = sub.add_parser("close", parents=[common], help="close a pool and refund its unreserved budget (owner only)")
-    cl.add_argument("pool_id", type=int)
+    cl.add_argument("pool_id", type=int, help="pool id")
     return p
 
 

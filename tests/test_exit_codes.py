@@ -3,6 +3,7 @@ and each console script follows it (in-process, so the checks are fast and need 
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import os
@@ -282,6 +283,35 @@ def test_results_for_people_show_amounts_in_tokens_and_whole_digests(capsys: pyt
     assert capsys.readouterr().out.splitlines() == [
         "pool_id            3", "budget             10005 tokens", "reward_per_sample  0.01 tokens",
         "slash_amount       0.000000000000000001 tokens", f"latest_checkpoint  {digest}", "member             True"]
+
+
+def _options_without_help(parser, command: str) -> list[str]:
+    missing = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                missing += _options_without_help(sub, f"{command} {name}")
+        elif action.help is None:
+            missing.append(f"{command} {'/'.join(action.option_strings) or action.dest}")
+    return missing
+
+
+def test_every_option_of_every_command_says_what_it_does() -> None:
+    from dashboard.cli import _parser as explorer_parser
+    from deploy.checkpoint_cli import build_parser as checkpoint_parser
+    from deploy.cli import _parser as devnet_parser
+    from deploy.pool_cli import _parser as pool_parser
+    from trainer.bootstrap import add_init_args
+    from trainer.start import add_start_args
+    from validator.cli import _parser as validator_parser
+    from worker.cli import _parser as worker_parser
+
+    parsers = {"devnet": devnet_parser(), "pool": pool_parser(), "worker": worker_parser(),
+               "validator": validator_parser(), "checkpoint": checkpoint_parser(), "explorer": explorer_parser()}
+    for name, add_args in (("trainer init", add_init_args), ("trainer start", add_start_args)):
+        parsers[name] = argparse.ArgumentParser(prog=name)
+        add_args(parsers[name])
+    assert [o for name, p in parsers.items() for o in _options_without_help(p, name)] == []
 
 
 @pytest.mark.parametrize("main", [devnet_main, pool_main, worker_main, validator_main, checkpoint_main, trainer_main,

@@ -63,12 +63,13 @@ def add_init_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--devnet-dir", type=Path, default=default_devnet_dir(), help=DEVNET_DIR_HELP)
     p.add_argument("--checkpoint", type=Path, help="start from this Hugging Face model folder (default: the tiny "
                    "in-code model built from --hidden/--layers/--heads)")
-    p.add_argument("--hidden", type=int, default=ModelSpec().hidden)
-    p.add_argument("--layers", type=int, default=ModelSpec().layers)
-    p.add_argument("--heads", type=int, default=ModelSpec().heads)
-    p.add_argument("--warm-steps", type=int, default=25)
-    p.add_argument("--warm-lr", type=float, default=1e-3)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--hidden", type=int, default=ModelSpec().hidden, help="tiny model: hidden size (default %(default)s)")
+    p.add_argument("--layers", type=int, default=ModelSpec().layers, help="tiny model: layers (default %(default)s)")
+    p.add_argument("--heads", type=int, default=ModelSpec().heads, help="tiny model: attention heads (default %(default)s)")
+    p.add_argument("--warm-steps", type=int, default=25, help="supervised warm-up steps on the task's answer format "
+                   "(default %(default)s); a policy that gets no prompt partly right gives the trainer nothing to learn from")
+    p.add_argument("--warm-lr", type=float, default=1e-3, help="warm-up learning rate (default %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="warm-up and sampling seed: the same seed, the same digests")
     p.add_argument("--difficulty-candidates", type=int, default=0,
                    help="offline difficulty filter over this many train problems (0: no filter)")
     p.add_argument("--difficulty-attempts", type=int, default=8, help="samples per problem for its pass rate")

@@ -55,13 +55,13 @@ log = logging.getLogger("proofswarm.trainer")
 
 
 def add_start_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pool", type=int, required=True)
+    p.add_argument("--pool", type=int, required=True, help="pool id (this key must be its trainer)")
     p.add_argument("--config", type=Path, help="trainer TOML (loss, optimizer, batch size, run_dir, max_steps)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. --set max_steps=20 --set optim.lr=1e-3")
     p.add_argument("--kubo-api", help="Kubo RPC API (default: the devnet's)")
     p.add_argument("--eval-every", type=int, default=0, help="greedy held-out accuracy every N steps (0: never)")
-    p.add_argument("--eval-problems", type=int, default=100)
+    p.add_argument("--eval-problems", type=int, default=100, help="held-out problems per evaluation (default 100)")
     add_chain_args(p)
     p.add_argument("--wait-final", action=argparse.BooleanOptionalAction, default=None,
                    help="consume a submission only once its verdict can no longer be overturned (default: on, "
@@ -69,7 +69,7 @@ def add_start_args(p: argparse.ArgumentParser) -> None:
                         "reports consumed_overturned)")
     p.add_argument("--devnet-trainer", action="store_true", help="use the devnet's trainer key")
     add_log_args(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="one JSON object per step on stdout")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1:PORT (the main rank)")
     p.add_argument("--nproc", type=int, help="train as N data-parallel ranks on this machine (FSDP2; --set parallel=ddp)")
     p.add_argument("--device", default="cpu",

@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
   validator calibrate --checkpoint runs/ckpt --run-spec examples/run.toml --dtypes bfloat16""")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("start", help="run the challenge daemon until stopped")
-    s.add_argument("--pool", type=int, required=True)
+    s.add_argument("--pool", type=int, required=True, help="pool id")
     add_log_args(s)
     s.add_argument("--kubo-api", help="Kubo RPC API (default: the devnet's)")
     s.add_argument("--state-dir", type=Path, help="cursor, verdict journal, checkpoint cache (default .validator/<address>)")
@@ -54,7 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--check-timeout", type=float, default=300.0, help="seconds one file's check may take")
     s.add_argument("--max-checker-failures", type=int, default=3,
                    help="checker crashes/timeouts on one file before it is challenged UNCHECKABLE")
-    s.add_argument("--confirmations", type=int, default=0)
+    s.add_argument("--confirmations", type=int, default=0,
+                   help="blocks a submission must be buried under before it is checked (default 0)")
     s.add_argument("--audit-rate", type=float, default=0.1,
                    help="court pools: fraction of other validators' verdicts to re-check (and dispute if wrong)")
     s.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1:PORT")
@@ -66,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
                        ("withdraw", "withdraw the bond of a pool left (after the exit delay) and every fee, bounty "
                                     "and share the court credited")):
         c = sub.add_parser(name, help=text)
-        c.add_argument("--pool", type=int, required=True)
+        c.add_argument("--pool", type=int, required=True, help="pool id")
         c.add_argument("--devnet-validator", action="store_true", help="use the devnet's validator key")
         c.add_argument("--json", action="store_true", help="print the result as JSON")
         add_chain_args(c)

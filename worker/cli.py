@@ -21,7 +21,7 @@ def _add_start_args(p: argparse.ArgumentParser) -> None:
                    help="at most this many files per policy step (default: no practical limit)")
     p.add_argument("--max-pending", type=int, default=2, help="wait while this many submissions await a verdict")
     p.add_argument("--max-submissions", type=int, help="stop after this many submissions")
-    p.add_argument("--poll-interval", type=float, default=0.5)
+    p.add_argument("--poll-interval", type=float, default=0.5, help="seconds between looks at the chain (default 0.5)")
     p.add_argument("--quiet", action="store_true", help="no live status screen (logs only)")
     p.add_argument("--max-restakes", type=int, default=3, metavar="N",
                    help="top the allocation up again after at most N slashes; the next slash stops the worker with "
@@ -57,14 +57,14 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--explorer", default=os.environ.get(EXPLORER_ENV), metavar="URL",
                     help=f"the pool explorer's URL: each challenge links to its page there (default ${EXPLORER_ENV})")
     cl = sub.add_parser("claim", parents=[common], help="claim every unlocked accepted reward")
-    cl.add_argument("--pool", type=int)
+    cl.add_argument("--pool", type=int, help="only this pool's rewards (default: every pool's)")
     un = sub.add_parser("unstake", parents=[common], help="start unbonding stake (withdrawable after the unbonding delay)")
     un.add_argument("amount", nargs="?", help="base units or with a unit, e.g. 50e18 or 50ether (default: all free bonded stake)")
     un.add_argument("--leave", type=int, metavar="POOL",
                     help="first leave this pool and deallocate what its open work does not require")
     de = sub.add_parser("deallocate", parents=[common],
                         help="return a pool allocation to free bonded stake (all its open work does not require)")
-    de.add_argument("--pool", type=int, required=True)
+    de.add_argument("--pool", type=int, required=True, help="pool id")
     sub.add_parser("withdraw", parents=[common], help="withdraw unbonded stake whose delay has passed")
     return p
 
