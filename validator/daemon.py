@@ -267,7 +267,7 @@ class ValidatorDaemon:
             if wanted is None:  # waits for its turn (court: the assigned window)
                 continue
             if not wanted:
-                log.debug("work 0x%s: %s not wanted", s.work_id.hex()[:12], s.purpose)
+                log.debug("work 0x%s: %s not wanted", s.work_id.hex(), s.purpose)
                 self.metrics.skipped.inc()
                 self.retries.drop(s.key)
                 continue
@@ -459,7 +459,7 @@ class ValidatorDaemon:
         with open(self.journal_path, "a") as journal:
             journal.write(json.dumps({"work_id": "0x" + s.work_id.hex(), "worker": s.worker, "verdict": verdict,
                                       "reason": reason, "message": clip_text(message)}) + "\n")
-        log.info("work 0x%s from %s: %s (%s)", s.work_id.hex()[:12], s.worker, verdict, reason)
+        log.info("work 0x%s from %s: %s (%s)", s.work_id.hex(), s.worker, verdict, reason)
 
     def _evidence(self, s: Submission, outcome: CheckOutcome) -> bytes:
         """Add the evidence document of a failed check to IPFS; returns its digest."""
@@ -518,7 +518,7 @@ class ValidatorDaemon:
         try:
             self.court.draw_assignment(work_id)
         except (TransactionFailed, ContractRevert) as exc:  # recorded meanwhile, or judged: nothing to keep
-            log.info("work 0x%s: draw not recorded by us: %s", work_id.hex()[:12], exc)
+            log.info("work 0x%s: draw not recorded by us: %s", work_id.hex(), exc)
 
     def _court_verdict(self, s: Submission, outcome: CheckOutcome) -> int:
         """The first verdict, sent to the court (final only after the dispute window: then `finalize`)."""
@@ -543,11 +543,11 @@ class ValidatorDaemon:
                 self.retries.postpone(s.key, _submission_to(s), max(self.config.poll_interval_s, 1.0))
                 return 0
             if exc.error == "InsufficientBond":  # every locked unit backs an open verdict: wait for one to be final
-                log.warning("work 0x%s: %s (lock more with a larger bond); trying again", s.work_id.hex()[:12], exc)
+                log.warning("work 0x%s: %s (lock more with a larger bond); trying again", s.work_id.hex(), exc)
                 self.retries.postpone(s.key, _submission_to(s), max(self.config.poll_interval_s, 2.0))
                 return 0
             if exc.error in ("WrongCaseState", "OutsidePeriod", "SubmissionNotPending", "NotEligible"):
-                log.info("work 0x%s: no verdict from us: %s", s.work_id.hex()[:12], exc)
+                log.info("work 0x%s: no verdict from us: %s", s.work_id.hex(), exc)
                 if exc.error == "NotEligible":  # not in the case's set: if nobody judges, void the case then
                     lapses = self.court.cases(s.work_id).submitted_at + self.rules.verdict_window + 1
                     self.duties.book.finalize.setdefault(s.work_id.hex(), lapses)
@@ -583,7 +583,7 @@ class ValidatorDaemon:
         self.duties.book.draw[key] = receipt["blockNumber"]
         self.duties.book.resolve[key] = self._now() + self.rules.commit_period + self.rules.reveal_period + 1
         self.duties.count("disputes")
-        log.info("work 0x%s: disputed the verdict (%s)", key[:12], "valid" if outcome.ok else outcome.reason.name)
+        log.info("work 0x%s: disputed the verdict (%s)", key, "valid" if outcome.ok else outcome.reason.name)
         return 0
 
     def _voted(self, s: Submission, outcome: CheckOutcome) -> int:
@@ -675,7 +675,7 @@ class ValidatorDaemon:
         try:
             call(*args)
         except TransactionFailed:  # another validator's follow-up was mined first; the next poll re-checks
-            log.info("work 0x%s: %s lost a race; checking again next poll", key[:12], what)
+            log.info("work 0x%s: %s lost a race; checking again next poll", key, what)
             return False
         except ContractRevert as exc:
             if exc.error == "OutsidePeriod" and what != "drawn":
@@ -683,14 +683,14 @@ class ValidatorDaemon:
             if exc.error in ("WrongCaseState", "OutsidePeriod", "NotCommitteeMember", "RevealMismatch",
                              "AlreadyCommitted"):
                 return True
-            log.error("work 0x%s: %s failed: %s", key[:12], what, exc)
+            log.error("work 0x%s: %s failed: %s", key, what, exc)
             return False
         except Exception as exc:  # noqa: BLE001 - chain down: the follow-up waits for the next poll
-            log.error("work 0x%s: %s failed: %s: %s", key[:12], what, exc.__class__.__name__, exc)
+            log.error("work 0x%s: %s failed: %s: %s", key, what, exc.__class__.__name__, exc)
             return False
         if what in ("finalize", "resolved"):
             self.duties.count("finalized" if what == "finalize" else "resolved")
-        log.info("work 0x%s: %s", key[:12], what)
+        log.info("work 0x%s: %s", key, what)
         return True
 
 
