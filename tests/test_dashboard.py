@@ -295,3 +295,30 @@ def test_claims_are_listed_and_printed_urls_open_their_page(chain, tmp_path):
             assert "app.js" in get(path).text
     finally:
         service.stop()
+
+
+def test_an_index_of_an_older_schema_is_rebuilt_and_its_ipfs_cache_kept(tmp_path):
+    """An index written before the court's columns existed (schema 1) is dropped on open and re-indexed from the
+    chain by the next poll; the IPFS cache (content-addressed, never stale) stays."""
+    import sqlite3
+
+    from dashboard.store import SCHEMA_VERSION
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+                     "CREATE TABLE events (tx_hash TEXT, log_index INTEGER, contract TEXT, ordinal INTEGER, name TEXT,"
+                     " block_number INTEGER, block_hash TEXT, pool_id INTEGER, work_id TEXT, worker TEXT, data TEXT);"
+                     "INSERT INTO meta VALUES ('tip', '[5, \"0x00\"]');"
+                     "CREATE TABLE objects (digest TEXT PRIMARY KEY, kind TEXT NOT NULL, body TEXT, error TEXT,"
+                     " attempts INTEGER NOT NULL DEFAULT 0, retry_after REAL NOT NULL DEFAULT 0);"
+                     "INSERT INTO objects (digest, kind, body) VALUES ('0x01', 'evidence', '{\"a\": 1}');")
+    db.commit()
+    db.close()
+    store = Store(path)
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert store.get_meta("tip") is None and store.all_events() == []
+    assert {r[1] for r in store.db.execute("PRAGMA table_info(events)")} >= {"block_time", "party"}
+    assert store.object("0x01")["body"] == {"a": 1}
+    Store(path)  # opening the current schema again changes nothing
+    assert store.object("0x01")["body"] == {"a": 1}
