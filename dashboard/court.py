@@ -212,7 +212,7 @@ class CourtViews:
             out["deadlines"]["dispute_until"] = v["block_time"] + params["dispute_window"]
         for dsp in by("Disputed"):
             out["disputes"].append(self._dispute(wid, sub, dsp, rows, params))
-            dt = dsp["block_time"]
+            dt = max([dsp["block_time"]] + [r["block_time"] for r in by("DisputeReopened")])  # the current round's
             out["deadlines"] |= {"committee_draw_until": dt + params["commit_period"] // 2,
                                  "commit_until": dt + params["commit_period"],
                                  "reveal_until": dt + params["commit_period"] + params["reveal_period"]}
@@ -257,17 +257,25 @@ class CourtViews:
     def _dispute(self, wid: str, sub: dict, dsp: dict, rows: list[dict], params: dict) -> dict[str, Any]:
         after = [r for r in rows if (r["block_number"], r["log_index"]) > (dsp["block_number"], dsp["log_index"])]
         committees = []
-        for c in (r for r in after if r["name"] == "CommitteeDrawn"):
-            seed_block = dsp["block_number"] + 1
-            if c["block_number"] - seed_block > HORIZON:  # past blockhash's reach: the block before the draw
-                seed_block = c["block_number"] - 1
+        anchor, round_ = dsp, 0  # a committee is drawn from the block after the dispute, or after its reopening
+        for r in after:
+            if r["name"] == "DisputeReopened":
+                anchor, round_ = r, r["data"].get("round", round_ + 1)
+                continue
+            if r["name"] != "CommitteeDrawn":
+                continue
+            seed_block = anchor["block_number"] + 1
             seed_hash = self.live.block_hash(seed_block)
+            if r["block_number"] - seed_block > HORIZON:
+                # past blockhash's reach the court re-anchors to a later block in a draw call that emits nothing
+                seed_block = seed_hash = None
+            seed = None if seed_hash is None else "0x" + keccak(
+                bytes.fromhex(seed_hash[2:]) + bytes.fromhex(wid[2:]) + round_.to_bytes(32, "big")).hex()
             committees.append({
-                "members": c["data"]["committee"], **_at(c),
-                "seed_inputs": {"dispute_block": dsp["block_number"], "seed_block": seed_block,
-                                "seed_block_hash": seed_hash,
-                                "seed": None if seed_hash is None else "0x" + keccak(
-                                    bytes.fromhex(seed_hash[2:]) + bytes.fromhex(wid[2:])).hex(),
+                "members": r["data"]["committee"], "round": round_, **_at(r),
+                "seed_inputs": {"dispute_block": anchor["block_number"], "seed_block": seed_block,
+                                "seed_block_hash": seed_hash, "round": round_, "seed": seed,
+                                "rule": "keccak256(abi.encode(hash of the seed block, work id, round))",
                                 "set_at_time": sub["block_time"] - params["activation_delay"],
                                 "size": params["committee_size"],
                                 "excluded": "the judge, the disputer and the worker's own validator entry; members "

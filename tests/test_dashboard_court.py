@@ -145,7 +145,8 @@ def test_a_case_shows_its_committee_votes_seed_and_who_paid_what(run, api):
     (disputed,) = _logs(run, "court", "Disputed")
     seed_hash = bytes(run.w3.eth.get_block(disputed["block"] + 1)["hash"])
     assert committee["seed_inputs"]["seed_block_hash"] == "0x" + seed_hash.hex()
-    assert committee["seed_inputs"]["seed"] == "0x" + keccak(seed_hash + wid).hex()
+    # ValidatorCourt.drawCommittee: seed = keccak256(abi.encode(blockhash(dispute block + 1), workId, round))
+    assert committee["seed_inputs"]["seed"] == "0x" + keccak(seed_hash + wid + (0).to_bytes(32, "big")).hex()
     assert {v["voter"]: v["vote"] for v in dispute["votes"]} == {m: REVEALED[court.votes(wid, m)]
                                                                  for m in committee["members"]}
     (resolved,) = _logs(run, "court", "DisputeResolved")

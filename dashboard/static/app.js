@@ -366,7 +366,7 @@ async function caseView(id) {
       const si = com.seed_inputs;
       html += `<h3>Committee</h3>` + kv([["drawn", `block ${esc(com.block)}`], ["dispute block", esc(si.dispute_block)],
         ["seed block", `${esc(si.seed_block)} <span class="mono">${esc(si.seed_block_hash ?? "")}</span>`],
-        ["seed", `<span class="mono">${esc(si.seed ?? "–")}</span> = keccak256(seed block hash ‖ work id)`],
+        ["round", esc(si.round)], ["seed", `<span class="mono">${esc(si.seed ?? "–")}</span> = ${esc(si.rule)}`],
         ["drawn from", `validators active at ${when(si.set_at_time)}, ${esc(si.size)} seats; excluded: ${esc(si.excluded)}`]], "committee");
     }
     html += table("votes", ["member", "committed", "revealed", "vote", "with the majority", "penalty"],
