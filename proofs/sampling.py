@@ -355,6 +355,31 @@ def _replay_block(
     return best - token_scores, in_nucleus, outside_own
 
 
+def honest_margins(reference_logits: torch.Tensor, worker_logits: torch.Tensor, seeds: torch.Tensor,
+                   temperature: float, top_p: float, logit_tolerance: float) -> torch.Tensor:
+    """Margins (as `replay` reports them) under `reference_logits` [n, V] of the tokens an honest worker whose
+    logits are `worker_logits` [n, V] samples at each position with each of `seeds` [S]: float32 [S, n].
+
+    A margin depends on the noise only through the Gumbel draw at its (seed, position), so one prefill of an
+    honest context by the worker and by the validator gives S honest margins per position: calibration measures
+    millions of honest tokens from one forward pass (validator.calibrate.margin_null)."""
+    n, vocab = reference_logits.shape
+    reference, worker = reference_logits.float(), worker_logits.float().to(reference_logits.device)
+    positions = torch.arange(n, dtype=torch.int64, device=reference.device)
+    bound = 2 * logit_tolerance / temperature + 2 * GUMBEL_TOLERANCE
+    own_nucleus = nucleus_mask(worker, temperature, top_p) if top_p < 1 else None
+    out = torch.empty((len(seeds), n), dtype=torch.float32)
+    for k, seed in enumerate(torch.as_tensor(seeds, dtype=torch.int64).tolist()):
+        noise = gumbel_noise(torch.full((n,), seed, dtype=torch.int64, device=reference.device), positions, vocab)
+        scores = noise + worker / temperature
+        if own_nucleus is not None:
+            scores.masked_fill_(~own_nucleus, -math.inf)
+        tokens = scores.argmax(dim=-1)
+        gap, _, outside = _replay_block(reference, tokens, noise, temperature, top_p, logit_tolerance)
+        out[k] = (gap / bound).clamp_(0, 1).masked_fill_(outside, 1.0).cpu()
+    return out
+
+
 def sample_index(nonce: int, row: int, rows_per_file: int) -> int:
     """The sample index of a file's row, as fed to `derive_seed`: a worker's files are numbered by nonce, so
     their seeds never repeat (even under one seed block)."""

@@ -17,7 +17,7 @@ from inference.policy import load_policy
 from inference.torch_backend import NO_EOS, TorchBackend
 from inference.verify import CompletionRecord, VerifyConfig, file_margin_test, verify_completions
 from proofs.margins import MARGIN_LEVELS, MarginNull, margin_test, tail_bound
-from proofs.sampling import replay
+from proofs.sampling import honest_margins, replay, sample_tokens
 from proofs.toploc import build_proofs_batch
 from protocol.runspec import SamplingSpec
 from validator.worker_margins import WorkerMargins
@@ -53,6 +53,21 @@ def test_margin_test_names_the_most_deviant_completion() -> None:
     test = margin_test([*honest, (32, 6.0)], null, 1e-6)
     assert not test.passed and test.worst_completion == 63
     assert margin_test([*honest, (32, 0.01)], null, 1e-6).passed
+
+
+def test_many_seeds_replay_one_prefill_as_replay_would() -> None:
+    """honest_margins gives, per seed, the margins `replay` reports for the tokens the worker's logits sample with
+    that seed: one prefill serves every seed."""
+    generator = torch.Generator().manual_seed(3)
+    reference = torch.randn(12, 300, generator=generator) * 3
+    worker = reference + 0.01 * torch.randn(12, 300, generator=generator)
+    seeds = torch.tensor([5, 2**40 + 7, 99])
+    margins = honest_margins(reference, worker, seeds, 1.0, 1.0, 0.02)
+    positions = torch.arange(12)
+    for k, seed in enumerate(seeds.tolist()):
+        tokens = sample_tokens(worker, torch.full((12,), seed), positions, 1.0, 1.0).tolist()
+        assert margins[k].tolist() == pytest.approx(replay(reference, tokens, seed, 1.0, 1.0, 0.02).margins, abs=1e-6)
+    assert not honest_margins(reference, reference, seeds, 1.0, 1.0, 0.02).any()  # no noise: the argmax, margin 0
 
 
 # ---- a real model: an honest bf16 worker against a float32 validator ----------------------------

@@ -8,16 +8,18 @@ measures against the validator's reference prefill:
 - per TOPLOC chunk: exponent mismatches, mantissa error mean (without the chunk's largest error) and
   median (proofs.toploc.verify_proofs);
 - the logit noise: the largest |worker logit − reference logit| over every position and vocabulary entry
-  (the worker side is a prefill in the worker's dtype and batch; that is what replay must tolerate).
+  (the worker side is a prefill in the worker's dtype and batch; that is what replay must tolerate);
 
-It writes the `[verification]` table of a run spec: each threshold is the worst honest value widened by
-the margin (exponent matches: `min − margin_matches`; mantissa errors and logit noise: `max × margin`, the
-median at least `MEDIAN_SLACK` ulps above the worst), so
-the measured honest population passes with room to spare. A pool whose workers run several dtypes
+and, once the tolerance is set, the honest margin tails of the sampler test (`margin_null`: every honest position
+replayed under `--seeds-per-position` public seeds from one prefill by the validator and one by the worker).
+
+It writes the `[verification]` table of a run spec: the logit tolerance is the worst honest noise × margin; TOPLOC's
+limits are fitted per chunk length for the stated per-file false-positive rate (`toploc_limits`, never below the
+worst honest value × margin); the margin tails are upper confidence bounds. A pool whose workers run several dtypes
 calibrates with all of them: the loosest honest case sets the thresholds.
 
     validator calibrate --checkpoint DIR --run-spec examples/run.toml [--backend torch|vllm]
-        [--dtypes float32,bfloat16] [--batch-sizes 1,8] [--prompts 32] [--margin 2.0] [--out thresholds.toml]
+        [--dtypes float32,bfloat16] [--batch-sizes 1,8] [--prompts 128] [--seeds-per-position 64] [--margin 2.0] [--out thresholds.toml]
         [--worker-device cuda]
 
 The reference is always the validator's: float32 on the CPU. A pool whose workers run on GPUs calibrates
@@ -43,7 +45,7 @@ from inference.torch_backend import TorchBackend
 from inference.verify import FP32_THRESHOLDS
 from ledger_client.cli import UsageError
 from proofs.margins import CALIBRATION_CONFIDENCE, MARGIN_LEVELS, MarginNull, tail_bound
-from proofs.sampling import derive_seed, replay
+from proofs.sampling import SEED_BITS, derive_seed, honest_margins
 from proofs.toploc import DEFAULT_CHUNK, MISSING_STAT, build_proofs_batch, n_chunks, verify_proofs
 from proofs.toploc_thresholds import DEFAULT_TOPK, ChunkLimits
 from protocol.runspec import RunSpec, VerificationSpec, load_run_spec
@@ -57,6 +59,8 @@ CHUNK_BUCKETS = tuple(2**k for k in range(DEFAULT_CHUNK.bit_length()))
 """Chunk lengths (tokens) whose limits are fitted apart: 1, 2, 4, …, DEFAULT_CHUNK (each bucket holds the lengths
 above the previous one)."""
 MEDIAN_SLACK = 1.0
+SEED_STRIDE = 0x9E3779B97F4A7C15
+"""The k-th extra seed of a calibration position is (its seed + k × this) mod 2^63 (public, like every seed)."""
 """Mantissa ulps the median threshold always lies above the worst honest chunk's median."""
 
 
@@ -73,8 +77,8 @@ class Noise:
     by_tokens: dict[int, list[tuple[int, float, float]]] = field(default_factory=dict, repr=False)
     """Every honest chunk's (exponent mismatches, mantissa error mean without its max, median), per chunk-length
     bucket (CHUNK_BUCKETS: the bucket b holds chunks of more tokens than the bucket before and at most b)."""
-    samples: list[tuple[list[int], list[int], int]] = field(default_factory=list, repr=False)
-    """The honest completions (prompt, tokens, seed), for the margin pass once the tolerance is known."""
+    samples: list[tuple[list[int], list[int], int, str]] = field(default_factory=list, repr=False)
+    """The honest completions (prompt, tokens, seed, worker dtype), for the margin pass once the tolerance is known."""
 
     def add_chunks(self, results: list, topk: int) -> None:
         for r in results:
@@ -111,7 +115,7 @@ def measure(folder: Path, spec: RunSpec, dtypes: list[str], batch_sizes: list[in
                 pairs = [(p, c.token_ids) for p, c in zip(group, completions)]
                 honest = reference.prefill_batch(pairs)
                 theirs = worker.prefill_batch(pairs)
-                noise.samples += [(p, c.token_ids, s) for p, c, s in zip(group, completions, seeds)]
+                noise.samples += [(p, c.token_ids, s, dtype) for p, c, s in zip(group, completions, seeds)]
                 for ref, own, proof, completion in zip(honest, theirs, proofs, completions):
                     noise.add_chunks(verify_proofs(ref.hidden, proof, chunk=DEFAULT_CHUNK), topk=DEFAULT_TOPK)
                     noise.add_chunks(_short_chunks(ref.hidden, completion.hidden, len(noise.samples)), DEFAULT_TOPK)
@@ -209,22 +213,33 @@ def thresholds(noise: Noise, base: VerificationSpec, margin: float, margin_match
     })
 
 
-def margin_null(folder: Path, spec: RunSpec, samples: list[tuple[list[int], list[int], int]], logit_tolerance: float,
-                batch: int = 16) -> MarginNull:
-    """The honest margin tails (proofs.margins) of `samples` under the validator's float32 prefill at the pool's
-    tolerance: per level, how many of the honest tokens' margins exceed it, turned into upper bounds."""
+def margin_null(folder: Path, spec: RunSpec, samples: list[tuple[list[int], list[int], int, str]],
+                logit_tolerance: float, seeds_per_position: int = 1, worker_backend: str = "torch",
+                worker_device: str = "cpu", batch: int = 16) -> MarginNull:
+    """The honest margin tails (proofs.margins) at the pool's tolerance: every honest context of `samples` (prompt,
+    tokens, seed, worker dtype) is prefilled once by the validator (float32) and once by its worker, and at each
+    position the tokens the worker's logits pick under `seeds_per_position` public seeds (the sample's own, then
+    others derived from it) are replayed against the validator's logits (proofs.sampling.honest_margins): per level,
+    how many of the honest margins exceed it, turned into upper bounds. Margins of one position under many seeds
+    share its near-tie structure, so the bounds' confidence assumes those positions are typical of the pool's."""
     model, tokenizer = load_policy(folder)
-    reference = TorchBackend(model, eos_token_id=stop_token_ids(model, tokenizer), pad_token_id=tokenizer.pad_token_id)
+    stops = stop_token_ids(model, tokenizer)
+    reference = TorchBackend(model, eos_token_id=stops, pad_token_id=tokenizer.pad_token_id)
     levels = torch.tensor(MARGIN_LEVELS)
     exceed = torch.zeros(len(MARGIN_LEVELS), dtype=torch.int64)
     tokens = 0
     s = spec.sampling
-    for start in range(0, len(samples), batch):
-        group = samples[start : start + batch]
-        for (_, ids, seed), pre in zip(group, reference.prefill_batch([(p, ids) for p, ids, _ in group])):
-            margins = torch.tensor(replay(pre.logits, ids, seed, s.temperature, s.top_p, logit_tolerance).margins)
-            exceed += (margins[:, None] > levels[None, :]).sum(0)
-            tokens += len(ids)
+    for dtype in sorted({sample[3] for sample in samples}):
+        worker = _worker(folder, dtype, worker_backend, stops, tokenizer.pad_token_id, worker_device)
+        mine = [sample for sample in samples if sample[3] == dtype]
+        for start in range(0, len(mine), batch):
+            pairs = [(prompt, ids) for prompt, ids, _, _ in mine[start : start + batch]]
+            for (_, ids, seed, _), ref, own in zip(mine[start : start + batch], reference.prefill_batch(pairs),
+                                                   worker.prefill_batch(pairs)):
+                seeds = torch.tensor([(seed + k * SEED_STRIDE) % 2**SEED_BITS for k in range(seeds_per_position)])
+                margins = honest_margins(ref.logits, own.logits, seeds, s.temperature, s.top_p, logit_tolerance)
+                exceed += (margins.flatten()[:, None] > levels[None, :]).sum(0)
+                tokens += margins.numel()
     return MarginNull.fit(exceed.tolist(), tokens)
 
 
@@ -285,6 +300,8 @@ def add_calibrate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompts", type=int, default=128, help="prompts per case: 128 over 2 dtypes x 2 batch sizes "
                    "are 512 honest completions, each measuring its own chunks and one chunk of each shorter chunk "
                    "length bucket, for the tail fit of each bucket")
+    p.add_argument("--seeds-per-position", type=int, default=64, help="public noise seeds replayed at each honest "
+                   "position for the margin tails (one prefill serves them all): honest tokens = positions x this")
     p.add_argument("--margin", type=float, default=2.0, help="factor on the worst honest mantissa error / logit noise")
     p.add_argument("--margin-matches", type=int, default=4, help="exponent matches below the worst honest chunk")
     p.add_argument("--false-positive-rate", type=float, default=1e-6,
@@ -301,8 +318,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
     unknown = sorted(set(dtypes) - set(DTYPES))
     if unknown:
         raise UsageError(f"unknown dtype(s) {unknown}; choose from {sorted(DTYPES)}")
-    if args.margin < 1 or args.margin_matches < 0 or args.prompts < 1:
-        raise UsageError("--margin must be >= 1, --margin-matches >= 0 and --prompts >= 1")
+    if args.margin < 1 or args.margin_matches < 0 or args.prompts < 1 or args.seeds_per_position < 1:
+        raise UsageError("--margin must be >= 1, --margin-matches >= 0, --prompts and --seeds-per-position >= 1")
     if not 0 < args.false_positive_rate < 1:
         raise UsageError("--false-positive-rate must be in (0, 1)")
     try:
@@ -314,7 +331,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
                     args.worker_device)
     base = spec.verification.model_copy(update={"false_positive_rate": args.false_positive_rate})
     result = thresholds(noise, base, args.margin, args.margin_matches, file_chunks(spec, base))
-    null = margin_null(args.checkpoint, spec, noise.samples, result.logit_tolerance)
+    null = margin_null(args.checkpoint, spec, noise.samples, result.logit_tolerance, args.seeds_per_position,
+                       args.backend, args.worker_device)
     result = result.model_copy(update={"margin_levels": list(null.levels), "margin_tail": list(null.tail),
                                        "margin_tokens": null.tokens})
     stated = stated_rates(spec, result)

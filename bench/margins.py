@@ -1,0 +1,108 @@
+"""The margin test's power against the calibration's size (issue 26): `python -m bench.margins [--files 20]`.
+
+Qwen2-style fixture (V = 2,048), bf16 worker, float32 validator, ε = 2 × the bf16 worker's measured logit noise.
+The null is calibrated on the same honest contexts twice: one seed per position (each honest token once, as
+`validator calibrate` did before many-seed replay) and `--seeds` public seeds per position
+(proofs.sampling.honest_margins: one prefill serves them all). Files of 64 × 32-token completions from an honest
+sampler, a sampler at T × 0.95, and one adding 0.9ε to a tenth of the vocabulary's logits are scored under each
+null: the per-file threshold at 10^-6, the files it challenges, and after how many files the per-worker e-process
+reaches log(10^6). Prints one JSON line per null.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import inference.torch_backend as torch_backend
+from examples.hf_models import qwen2_style
+from inference.policy import load_policy
+from inference.torch_backend import NO_EOS, TorchBackend
+from proofs.margins import MARGIN_LEVELS, MarginNull
+from proofs.sampling import honest_margins, replay
+from protocol.runspec import SamplingSpec
+
+SAMPLING = SamplingSpec(temperature=1.0, max_tokens=32)
+RATE = 1e-6
+
+
+def _generate(folder: Path, indices, tilt) -> list[tuple[list[int], list[int], int]]:
+    """bf16 completions of prompts `indices`, the worker sampling from tilt(logits)."""
+    model, tokenizer = load_policy(folder)
+    worker = TorchBackend(model, compute_dtype=torch.bfloat16, eos_token_id=NO_EOS, pad_token_id=tokenizer.pad_token_id)
+    prompts = [[5 + i % 50, 7, 9 + i % 7] for i in indices]
+    seeds = [10_000 + i for i in indices]
+    honest_rule = torch_backend.sample_tokens
+    torch_backend.sample_tokens = lambda logits, *a, **k: honest_rule(tilt(logits), *a, **k)
+    try:
+        completions = worker.generate(prompts, SAMPLING, seeds)
+    finally:
+        torch_backend.sample_tokens = honest_rule
+    return [(p, c.token_ids, s) for p, c, s in zip(prompts, completions, seeds)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--contexts", type=int, default=384, help="honest calibration completions (32 tokens each)")
+    parser.add_argument("--seeds", type=int, default=256, help="public seeds per calibration position")
+    parser.add_argument("--files", type=int, default=20, help="files per sampler")
+    args = parser.parse_args(argv)
+    torch.manual_seed(0)
+    started = time.perf_counter()
+    folder = qwen2_style(Path(tempfile.mkdtemp()) / "qwen2", vocab=2048)
+    model, _ = load_policy(folder)
+    validator = TorchBackend(model, eos_token_id=NO_EOS)
+    own_model, _ = load_policy(folder)
+    own = TorchBackend(own_model, compute_dtype=torch.bfloat16, eos_token_id=NO_EOS)
+    contexts = _generate(folder, range(args.contexts), lambda x: x)
+    pairs = [(p, ids) for p, ids, _ in contexts]
+    reference, theirs = validator.prefill_batch(pairs), own.prefill_batch(pairs)
+    eps = 2 * max(float((a.logits - b.logits.float()).abs().max()) for a, b in zip(reference, theirs))
+    levels = torch.tensor(MARGIN_LEVELS)
+    nulls = {}
+    for seeds in (1, args.seeds):
+        exceed, tokens = torch.zeros(len(levels), dtype=torch.int64), 0
+        for (_, ids, seed), ref, mine in zip(contexts, reference, theirs):
+            margins = honest_margins(ref.logits, mine.logits, torch.tensor([seed + 7919 * k for k in range(seeds)]),
+                                     1.0, 1.0, eps).flatten()
+            exceed += (margins[:, None] > levels).sum(0)
+            tokens += margins.numel()
+        nulls[seeds] = MarginNull.fit(exceed.tolist(), tokens)
+    bias = torch.zeros(2048)
+    bias[::10] = 0.9 * eps
+    samplers = {"honest": lambda x: x, "T x 0.95": lambda x: x / 0.95, "bias 0.9 eps": lambda x: x + bias.to(x.dtype)}
+    scores: dict[str, list[tuple[int, float]]] = {}
+    for name, tilt in samplers.items():
+        scores[name] = []
+        for f in range(args.files):
+            rows = _generate(folder, range(10_000 + 64 * f, 10_064 + 64 * f), tilt)
+            prefills = validator.prefill_batch([(p, ids) for p, ids, _ in rows])
+            margins = [replay(pre.logits, ids, seed, 1.0, 1.0, eps).margin_sum for (_, ids, seed), pre in zip(rows, prefills)]
+            scores[name].append((sum(len(ids) for _, ids, _ in rows), sum(margins)))
+    for seeds, null in nulls.items():
+        out = {"seeds_per_position": seeds, "calibration_tokens": null.tokens, "eps": eps,
+               "tail": [float(f"{q:.3g}") for q in null.tail],
+               "file_threshold": null.threshold(scores["honest"][0][0], RATE / 2)}
+        for name, files in scores.items():
+            caught = sum(null.log_p_value(s, n) < math.log(RATE / 2) for n, s in files)
+            total_n, total_s, crossed = 0, 0.0, None
+            for k, (n, s) in enumerate(files, start=1):
+                total_n, total_s = total_n + n, total_s + s
+                if crossed is None and null.worker_log_e_value(total_s, total_n) >= math.log(1 / RATE):
+                    crossed = k
+            out[name] = {"mean_score": round(sum(s for _, s in files) / len(files), 3), "files_caught": caught,
+                         "files": len(files), "worker_caught_after_files": crossed,
+                         "worker_log_e": round(null.worker_log_e_value(total_s, total_n), 2)}
+        print(json.dumps(out), flush=True)
+    print(json.dumps({"seconds": round(time.perf_counter() - started, 1)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
