@@ -394,7 +394,8 @@ def run_attacks(lab: Lab, profile: Profile, files: int, names: list[str] | None,
     try:
         top_p_spec = spec.model_validate({**spec.model_dump(), "sampling": {**spec.sampling.model_dump(), "top_p": 0.9}})
     except ValueError as exc:
-        console.print(f"[{profile.name}] out-of-nucleus: the pool refuses top_p 0.9: {str(exc).splitlines()[-1][:200]}")
+        why = next(line for line in str(exc).splitlines() if "top_p" in line)
+        console.print(f"[{profile.name}] out-of-nucleus: the pool refuses top_p 0.9: {why.strip()[:300]}")
     rows = []
     table = attacks(top_p_spec)
     for name, build in table.items():
