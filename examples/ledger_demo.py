@@ -60,15 +60,15 @@ def run_demo(state_dir: Path, out_dir: Path, console: Console) -> dict:
     pool_id = create_pool(owner, cfg)
     console.print(f"pool {pool_id} created and funded with {cfg.funding} base units")
 
-    worker_ledgers = [ledger(w) for w in workers]
-    for wl in worker_ledgers:
-        wl.ensure_allocation(pool_id, cfg.min_stake)
-        wl.pool.join_pool(pool_id)
-    console.print("two workers bonded stake, allocated it to the pool and joined")
-
     ckpt_cid = kubo.add_bytes(json.dumps({"demo": "policy manifest", "step": 1}).encode())
     trainer.pool.publish_checkpoint(pool_id, 1, cid_to_digest(ckpt_cid))
     console.print(f"trainer published checkpoint step 1 ({ckpt_cid})")
+
+    worker_ledgers = [ledger(w) for w in workers]
+    for wl in worker_ledgers:  # joining pins each worker's next nonce to the latest step, 1 (ComputePool's pin rule)
+        wl.ensure_allocation(pool_id, cfg.min_stake)
+        wl.pool.join_pool(pool_id)
+    console.print("two workers bonded stake, allocated it to the pool and joined")
 
     n_samples = 16
     work_ids = []
