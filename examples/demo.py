@@ -7,8 +7,8 @@
 4. separate processes: the pool is judged by the ValidatorCourt, with two honest bonded validators
    (`validator start`, re-checking every other validator's verdicts) and one dishonest one
    (examples/adversaries/validators.py, `--adversarial-validator`, attest-all by default); the trainer
-   (`trainer start`, fast mode: it consumes at the first accepting verdict and reports what it consumed
-   that a dispute later overturned), two honest workers (`worker start`) and one adversarial worker
+   (`trainer start`, which consumes a submission only once its verdict is final: no dispute can overturn
+   it any more), two honest workers (`worker start`) and one adversarial worker
    (examples/adversaries/workers.py, cycling through attacks);
 5. after `--steps` trainer steps everything is stopped, time travels past the reward lock and
    the honest workers claim;
@@ -63,17 +63,27 @@ ADVERSARY_ATTACKS = ["fabricated_rewards", "cherry_picked_prompts", "tampered_co
 
 
 PIDS_FILE = "roles.pids"
+FETCH_TIMEOUT_S = 5
+"""One fetch attempt: every role shares the devnet's one Kubo node, where a file that exists is read in
+milliseconds; a file still missing after 5 s is withheld (docs/protocol.md, "Sizing the dispute window")."""
+VERDICT_MARGIN_S = 10
+"""Kept to send a dispute before its window closes: the devnet mines a transaction within its 1 s block."""
+DISPUTE_WINDOW_S = 30
+"""≥ FETCH_TIMEOUT_S + VERDICT_MARGIN_S (what `validator start` requires), with the rest for an auditor's queue
+of checks on a loaded two-core machine."""
 TOKENS = 10**18
 DEMO_COURT = CourtConfig(
     # a bond of 2,000 covers the wrong-verdict slash of ~33 open verdicts (each stays open through the dispute
     # window): at the demo's submission rate a validator never waits for its stake to be released
     validator_bond=2_000 * TOKENS, verdict_fee=TOKENS // 100, dispute_bond=20 * TOKENS,
     wrong_verdict_slash=60 * TOKENS, non_voter_penalty=10 * TOKENS, silence_penalty=5 * TOKENS,
-    assigned_window_s=60, verdict_window_s=180, dispute_window_s=90, commit_period_s=40, reveal_period_s=40,
-    activation_delay_s=5, committee_size=3, fee_funding=100 * TOKENS)
+    assigned_window_s=60, verdict_window_s=180, dispute_window_s=DISPUTE_WINDOW_S, commit_period_s=40,
+    reveal_period_s=40, activation_delay_s=5, committee_size=3, fee_funding=100 * TOKENS)
 """The demo's court: three validators, so a dispute's committee is the one validator that is neither the judge
-nor the disputer (a committee is short only when fewer are eligible). Windows are generous for a loaded two-core
-machine (checking a file takes about a second)."""
+nor the disputer (a committee is short only when fewer are eligible). The trainer waits for finality, so the
+dispute window is what each consumed file's staleness grows by; it is sized from measured fetch and check times
+(docs/protocol.md, "Sizing the dispute window"). The other windows only bound lapsed, withheld and disputed work,
+which the trainer never consumes, and stay generous for a loaded two-core machine."""
 VALIDATOR_TOKENS = 3_000 * TOKENS
 
 
@@ -190,13 +200,14 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
             module = ["validator.cli"] if v["conduct"] == "honest" else \
                 ["examples.adversaries.validators", "--conduct", v["conduct"]]
             roles.start(v["name"], *module, "start", "--pool", str(pool_id), "--audit-rate", "1",
+                        "--fetch-timeout", str(FETCH_TIMEOUT_S), "--verdict-margin", str(VERDICT_MARGIN_S),
                         "--state-dir", str(out / v["name"]), "--metrics-port",
                         str(args.metrics_port if args.metrics_port and v["name"] == "validator" else free_port()),
                         *chain, env={KEY_ENV: v["private_key"]})
         roles.start("trainer", "trainer.main", "start", "--pool", str(pool_id), "--devnet-trainer",
                     "--set", f"run_dir={run_dir}", "--set", f"max_steps={args.steps}",
                     "--set", f"batch_samples={args.batch_samples}", "--set", "optim.lr=5e-4",
-                    "--set", "wait_timeout_s=300", "--no-wait-final",
+                    "--set", "wait_timeout_s=300",
                     "--eval-every", str(args.eval_every), "--eval-problems", str(args.eval_problems), "--json", *chain)
         for n in (0, 1):
             roles.start(f"worker{n}", "worker.cli", "start", "--pool", str(pool_id), "--devnet-worker", str(n),

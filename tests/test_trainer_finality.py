@@ -1,14 +1,20 @@
 """The trainer's two consumption modes on a real anvil + Kubo (issue 13, item 4), in a permissioned pool whose
 second validator overrules the first within the challenge window:
 
-- final (`--wait-final`): nothing is consumed before the challenge window has passed, then only what is
-  still accepted — the overruled submission never reaches the trainer;
-- fast (the devnet's default): both are consumed at their attestation, and the overruled one is counted
+- final (`--wait-final`, the default on every chain): nothing is consumed before the challenge window has
+  passed, then only what is still accepted — the overruled submission never reaches the trainer;
+- fast (`--no-wait-final`, an explicit opt-in): both are consumed at their attestation, and the overruled one is counted
   in `overturned` once it is rejected; the count survives a restart through the checkpointed state.
+
+Staleness is counted when the trainer takes a file, so the wait for finality is in it and the async level drops a
+file that waited too long (the last test).
 
 The court-pool side (finality = the court's final verdict) runs in tests/test_court_validators.py."""
 
 from __future__ import annotations
+
+import copy
+import random
 
 import pytest
 
@@ -19,12 +25,14 @@ from ledger_client.chain.ledger import Ledger, connect
 from ledger_client.chain.queries import next_binding
 from ledger_client.ipfs.content import publish_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
-from protocol.rollouts import encode_rollouts
+from protocol.rollouts import RolloutBatch, RolloutHeader, RolloutSample, encode_rollouts
 from protocol.runspec import RunSpec, SamplingSpec
 from tests.conftest_chain import TOKENS, pool_config
 from trainer.bootstrap import init_policy
-from trainer.config import ModelSpec
+from trainer.config import ModelSpec, TrainerConfig
 from trainer.ledger_source import LedgerSource
+from trainer.loop import Trainer
+from trainer.work_source import InMemorySource
 from trainer.publish import base_checkpoint_digest
 from worker.policy import Policy
 from worker.produce import make_batch
@@ -56,21 +64,24 @@ def pool(tmp_path_factory, kubo_node):
     worker = ledger(WORKER)
     worker.ensure_allocation(pool_id, 3 * config.slash_amount)
     worker.pool.join_pool(pool_id)
-    policy = Policy(0, base, model, tokenizer)
-    works = []
-    for _ in range(2):
+    policy = Policy(0, base, copy.deepcopy(model), tokenizer)
+
+    def submit() -> bytes:
+        """One file made with policy 0, submitted; its work id."""
         binding = next_binding(worker, pool_id)
         data = encode_rollouts(make_batch(policy, SPEC, binding))
         worker.pool.submit_work(pool_id, binding.step, binding.nonce, put_object(kubo, data),
                                 SPEC.prompts_per_submission * SPEC.sampling.group_size)
-        works.append(binding.work_id)
-    yield ledger, kubo, pool_id, works
+        return binding.work_id
+
+    works = [submit(), submit()]
+    yield ledger, kubo, pool_id, works, submit, model
     kubo.close()
     anvil.stop()
 
 
 def test_final_mode_waits_out_the_window_and_fast_mode_counts_what_was_overturned(pool):
-    ledger, kubo, pool_id, (kept, overruled) = pool
+    ledger, kubo, pool_id, (kept, overruled), _, _ = pool
     trainer = ledger(2)
     fast = LedgerSource(trainer, kubo, pool_id, wait_final=False)
     final = LedgerSource(trainer, kubo, pool_id, wait_final=True)
@@ -89,3 +100,64 @@ def test_final_mode_waits_out_the_window_and_fast_mode_counts_what_was_overturne
     restarted = LedgerSource(trainer, kubo, pool_id, wait_final=False)
     restarted.restore(fast.state())
     assert restarted.poll() == [] and restarted.overturned == ["0x" + overruled.hex()]
+
+
+class BothSources:
+    """The ledger's final work, and files handed in directly (to move the trainer on while the ledger's wait)."""
+
+    def __init__(self, ledger_source: LedgerSource, direct: InMemorySource):
+        self.ledger_source, self.direct = ledger_source, direct
+
+    def poll(self):
+        return self.ledger_source.poll() + self.direct.poll()
+
+    def state(self):
+        return {}
+
+    def restore(self, state):
+        pass
+
+    def report(self, step, waiting):
+        pass
+
+
+def _informative_file(seed: int, policy_step: int) -> RolloutBatch:
+    """One group of the pool's sampling, rewards 0 and 1 (so it is trained on), made with `policy_step`."""
+    rng = random.Random(seed)
+    header = RolloutHeader(chain_id=0, pool_contract="0x" + "00" * 20, pool_id=0, nonce=seed, policy_step=policy_step,
+                           manifest_digest="0x" + "00" * 32, worker="0x" + "ab" * 20, task=SPEC.task,
+                           sampling=SPEC.sampling, proof_chunk=0)
+    prompt = [rng.randrange(4, 10) for _ in range(3)]
+    samples = [RolloutSample(group=0, sample=s, prompt_index=0, prompt_ids=prompt,
+                             completion_ids=[rng.randrange(4, 10) for _ in range(3)], logprobs=[-1.0] * 3,
+                             reward=float(s), finish_reason="length", seed=s, proofs=[]) for s in range(2)]
+    return RolloutBatch(header=header, samples=samples)
+
+
+def test_the_wait_for_finality_counts_in_staleness_and_the_async_level_bounds_it(pool, tmp_path):
+    """A file made with policy 0 and attested at once is final only after the challenge window; meanwhile the
+    trainer (async level 1) steps twice on other work. Taken at step 2, it is two steps stale: dropped, not
+    trained on — staleness is counted when the trainer takes a file, so the finality wait is in it."""
+    ledger, kubo, pool_id, _, submit, model = pool
+    snapshot = ledger(0).w3.provider.make_request("evm_snapshot", [])["result"]
+    try:
+        work = "0x" + submit().hex()
+        ledger(FIRST_VALIDATOR).pool.attest(bytes.fromhex(work[2:]))
+        final, direct = LedgerSource(ledger(2), kubo, pool_id, wait_final=True), InMemorySource()
+        config = TrainerConfig(run_dir=tmp_path, sampling=SPEC.sampling, batch_samples=2, async_level=1, max_steps=5,
+                               wait_timeout_s=5, poll_interval_s=0.01)
+        trainer = Trainer(config, copy.deepcopy(model), BothSources(final, direct))
+        trainer.start()
+        for step in (0, 1):
+            direct.put(f"fresh{step}", _informative_file(step, policy_step=step))
+            assert trainer.train_step().dropped_stale_groups == 0
+            assert final.pending == [work] and work not in final.consumed  # attested, not final yet
+        ledger(0).w3.provider.make_request("evm_increaseTime", [WINDOW_S + 1])
+        ledger(0).w3.provider.make_request("evm_mine", [])
+        direct.put("fresh2", _informative_file(2, policy_step=2))
+        third = trainer.train_step()
+        assert work in final.consumed
+        assert third.dropped_stale_groups == SPEC.prompts_per_submission  # its one group, policy 0 at step 2
+        assert third.submission_staleness == [0]  # only the fresh file was trained on
+    finally:
+        ledger(0).w3.provider.make_request("evm_revert", [snapshot])

@@ -2,11 +2,11 @@
 
 Two modes (`wait_final`):
 
-- **final** (the default off the devnet): a submission is consumed only once its verdict can no
+- **final** (the default, on every chain): a submission is consumed only once its verdict can no
   longer be overturned. In a court pool that is the ComputePool's `WorkAccepted` (the court records
   a verdict there only when it is final); in a permissioned pool, an attestation is final once the
   pool's challenge window has passed (until then a second validator may still challenge it).
-- **fast** (the devnet's default): a submission is consumed at its first accepting verdict — the
+- **fast** (opt-in, `trainer start --no-wait-final`): a submission is consumed at its first accepting verdict — the
   ComputePool's `WorkAccepted`, or in a court pool the court's `VerdictGiven(accepted)` while the
   verdict is undisputed. Consumed work is then followed to its final verdict; what ends rejected is
   counted in `overturned` (`consumed_overturned` in the trainer's reports): the price of not waiting.

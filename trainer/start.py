@@ -38,7 +38,6 @@ from ledger_client.ipfs.checkpoints import fetch_checkpoint
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.ipfs.task_subset import fetch_task_subset
-from protocol.devnet import DEV_CHAIN_ID
 from protocol.runspec import usable_task
 from tasks.registry import build_task
 from trainer.checkpoint import TrainerStateError
@@ -63,10 +62,10 @@ def add_start_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-every", type=int, default=0, help="greedy held-out accuracy every N steps (0: never)")
     p.add_argument("--eval-problems", type=int, default=100, help="held-out problems per evaluation (default 100)")
     add_chain_args(p)
-    p.add_argument("--wait-final", action=argparse.BooleanOptionalAction, default=None,
-                   help="consume a submission only once its verdict can no longer be overturned (default: on, "
-                        "except on the devnet, where --no-wait-final consumes at the first accepting verdict and "
-                        "reports consumed_overturned)")
+    p.add_argument("--wait-final", action=argparse.BooleanOptionalAction, default=True,
+                   help="consume a submission only once its verdict can no longer be overturned (default, on every "
+                        "chain). --no-wait-final consumes at the first accepting verdict: faster, but the trainer then "
+                        "learns from work a dispute may still overturn (counted as consumed_overturned, never undone)")
     p.add_argument("--devnet-trainer", action="store_true", help="use the devnet's trainer key")
     add_log_args(p)
     p.add_argument("--json", action="store_true", help="one JSON object per step on stdout")
@@ -112,8 +111,9 @@ def run_start(args: argparse.Namespace) -> int:
     task = build_task(config.task)
     evaluate = (lambda m: {"accuracy": greedy_accuracy(m, tokenizer, task, args.eval_problems, config.sampling.max_tokens)}) \
         if args.eval_every else None
-    wait_final = args.wait_final if args.wait_final is not None else ledger.deployment.chain_id != DEV_CHAIN_ID
-    source = LedgerSource(ledger, kubo, args.pool, wait_final=wait_final)
+    if not args.wait_final:
+        log.warning("--no-wait-final: consuming work at its first accepting verdict, before a dispute can overturn it")
+    source = LedgerSource(ledger, kubo, args.pool, wait_final=args.wait_final)
     publisher = IpfsPublisher(ledger, kubo, args.pool, model.config, tokenizer, pool.async_level,
                               Path(config.run_dir), metrics_of=lambda step: trainer.metrics_at(step)) \
         if parallel.is_main else None

@@ -50,6 +50,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="where the checkers' float32 reference prefill runs: cpu (default), cuda or cuda:N")
     s.add_argument("--max-in-flight", type=int, default=8, help="bound on files being checked at once")
     s.add_argument("--fetch-timeout", type=float, default=20.0, help="seconds one fetch attempt of a file may take")
+    s.add_argument("--verdict-margin", type=float, default=30.0,
+                   help="seconds kept, before a window closes, to send the verdict or dispute (default 30; on a chain "
+                        "that includes a transaction within a block or two, a few block times suffice); a fetch retry "
+                        "that would end later is not waited for")
     s.add_argument("--fetch-attempts", type=int, default=3, help="fetch attempts, spread over time, before UNAVAILABLE")
     s.add_argument("--check-timeout", type=float, default=300.0, help="seconds one file's check may take")
     s.add_argument("--max-checker-failures", type=int, default=3,
@@ -102,9 +106,10 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
     if args.devnet_validator:
         use_devnet_role_key(args, "validator", "--devnet-validator")
     if min(args.processes, args.max_in_flight, args.fetch_attempts, args.max_checker_failures,
-           args.max_batch_tokens or 1) < 1 or (args.threads or 0) < 0 or min(args.fetch_timeout, args.check_timeout) <= 0:
+           args.max_batch_tokens or 1) < 1 or (args.threads or 0) < 0 \
+            or min(args.fetch_timeout, args.check_timeout, args.verdict_margin) <= 0:
         raise UsageError("--processes, --max-in-flight, --fetch-attempts, --max-checker-failures and --max-batch-tokens "
-                         "must be ≥ 1; --threads ≥ 0; --fetch-timeout and --check-timeout > 0")
+                         "must be ≥ 1; --threads ≥ 0; --fetch-timeout, --check-timeout and --verdict-margin > 0")
     ledger = Ledger.open(rpc_url, deployments, load_account(args.key, args.keystore, args.password_file),
                          args.chain_id)
     pool_state(ledger, args.pool)  # UnknownPool here, before any process starts
@@ -117,17 +122,18 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
     court = court_of(ledger, args.pool)
     if court is not None:
         dispute_window = court.get_params(args.pool).dispute_window
-        if dispute_window < args.fetch_timeout + DaemonConfig.verdict_margin_s:
+        if dispute_window < args.fetch_timeout + args.verdict_margin:
             raise UsageError(f"pool {args.pool}'s dispute window ({dispute_window} s) is shorter than --fetch-timeout "
-                             f"({args.fetch_timeout:g} s) + {DaemonConfig.verdict_margin_s:g} s to send: this validator "
-                             "could not dispute a withheld file in time; lower --fetch-timeout")
+                             f"({args.fetch_timeout:g} s) + --verdict-margin ({args.verdict_margin:g} s): this validator "
+                             "could not dispute a withheld file in time; lower --fetch-timeout or --verdict-margin")
         register_with_court(ledger, args.pool)
     elif not ledger.pool.is_validator(args.pool, ledger.address):
         raise UsageError(f"{ledger.address} is not a validator of pool {args.pool}")
     state_dir = args.state_dir or Path(".validator") / ledger.address
     config = DaemonConfig(pool_id=args.pool, state_dir=state_dir, kubo_api=kubo_api, fetch_timeout_s=args.fetch_timeout,
                           fetch_attempts=args.fetch_attempts, check_timeout_s=args.check_timeout,
-                          max_checker_failures=args.max_checker_failures, processes=args.processes,
+                          max_checker_failures=args.max_checker_failures, verdict_margin_s=args.verdict_margin,
+                          processes=args.processes,
                           max_in_flight=args.max_in_flight, confirmations=args.confirmations,
                           audit_rate=args.audit_rate, device=device)
     factory = checker_factory(config, rpc_url, str(deployments), args.threads, args.max_batch_tokens)
