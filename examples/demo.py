@@ -10,7 +10,8 @@
    (`trainer start`, which consumes a submission only once its verdict is final: no dispute can overturn
    it any more), two honest workers (`worker start`) and one adversarial worker
    (examples/adversaries/workers.py, cycling through attacks);
-5. after `--steps` trainer steps everything is stopped, time travels past the reward lock and
+5. a progress line at each trainer step (step, held-out accuracy, files consumed, verdicts given and final,
+   disputes); after `--steps` trainer steps everything is stopped, time travels past the reward lock and
    the honest workers claim;
 6. a summary table, runs/demo/summary.json and runs/demo/learning_curve.png, with the demo's checks:
    every adversary submission judged by the end is challenged, no honest one is (work still
@@ -63,6 +64,8 @@ ADVERSARY_ATTACKS = ["fabricated_rewards", "cherry_picked_prompts", "tampered_co
 
 
 PIDS_FILE = "roles.pids"
+PROGRESS_EVERY_S = 20
+"""A progress line at each trainer step, and at least this often."""
 FETCH_TIMEOUT_S = 5
 """One fetch attempt: every role shares the devnet's one Kubo node, where a file that exists is read in
 milliseconds; a file still missing after 5 s is withheld (docs/protocol.md, "Sizing the dispute window")."""
@@ -217,7 +220,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
                     *chain)
         done = run_dir / "trainer.done"
         deadline = time.monotonic() + args.timeout
-        last = -1
+        last, next_line = -1, 0.0
         while not done.exists():
             roles.check_alive(*(v["name"] for v in validators), "trainer", "worker0", "worker1", "adversary")
             explorer.check_alive("explorer")
@@ -225,9 +228,10 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
                 raise UsageError(f"the trainer did not finish {args.steps} steps within {args.timeout:.0f}s "
                                  f"(logs in {out / 'logs'})")
             step = _trainer_step(run_dir)
-            if step != last:
-                console.print(f"  trainer step {step}/{args.steps}  ({time.monotonic() - t0:.0f}s)")
-                last = step
+            if step != last or time.monotonic() >= next_line:
+                console.print(f"  {_progress(owner, pool_id, start_block, run_dir, step, args.steps)}  "
+                              f"({time.monotonic() - t0:.0f}s)")
+                last, next_line = step, time.monotonic() + PROGRESS_EVERY_S
             time.sleep(2)
         roles.stop("trainer", "worker0", "worker1", "adversary")
         _settle(owner, pool_id, start_block, roles, [v["name"] for v in validators], args.settle_timeout, console)
@@ -325,12 +329,38 @@ def _validator_summary(ledger: Ledger, pool_id: int, start_block: int, validator
     return rows
 
 
-def _trainer_step(run_dir: Path) -> int:
-    path = run_dir / "consumed.json"
+def _progress(ledger: Ledger, pool_id: int, start_block: int, run_dir: Path, step: int, steps: int) -> str:
+    """The run so far in one line: the trainer's step, its latest held-out accuracy and the files it consumed
+    (final verdicts only), the court's verdicts (final ones: the pool's accepted and challenged work) and disputes."""
+    pool, court = ledger.pool.contract.events, ledger.court.contract.events
+    def mine(event) -> int:
+        return sum(e["args"]["poolId"] == pool_id for e in event.get_logs(from_block=start_block))
+
+    final = mine(pool.WorkAccepted) + mine(pool.WorkChallenged)
+    accuracy = _latest_accuracy(run_dir)
+    return (f"step {step}/{steps}  accuracy {'-' if accuracy is None else f'{accuracy:.2f}'}  "
+            f"consumed {len(_trainer_record(run_dir).get('consumed', []))}  verdicts {mine(court.VerdictGiven)} "
+            f"(final {final})  disputes {mine(court.Disputed)}")
+
+
+def _latest_accuracy(run_dir: Path) -> float | None:
     try:
-        return json.loads(path.read_text())["step"]
-    except (OSError, ValueError, KeyError):
-        return 0
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    except OSError:
+        return None
+    accuracy = [json.loads(line)["accuracy"] for line in lines if '"accuracy"' in line]
+    return accuracy[-1] if accuracy else None
+
+
+def _trainer_record(run_dir: Path) -> dict:
+    try:
+        return json.loads((run_dir / "consumed.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _trainer_step(run_dir: Path) -> int:
+    return _trainer_record(run_dir).get("step", 0)
 
 
 def _summary(ledger: Ledger, pool_id: int, start_block: int, run_dir: Path, info: dict, cfg: PoolConfig,

@@ -4,8 +4,9 @@ validators.py: attest-all, challenge-all, silent) judge a worker's honest and fa
 ValidatorCourt; then, in a second pool, three honest validators, attest-all and random-vote, whose coin
 says "valid" on the fabricated file it is drawn to judge as a committee member. Every dishonest validator loses stake, no honest party (validator or worker) loses any,
 every fabricated file ends rejected and every honest one accepted, and the ComputePool only learns
-verdicts that are final. A trainer waiting for finality never consumes a fabricated file; a fast one (the
-devnet's mode) counts every fabricated file it consumed on attest-all's word as overturned."""
+verdicts that are final. A trainer waiting for finality (the default) consumes exactly the honest files, nothing
+unaccepted and nothing overturned; a fast one (the opt-in --no-wait-final) counts every fabricated file it consumed
+on attest-all's word as overturned."""
 
 from __future__ import annotations
 
