@@ -97,7 +97,8 @@ def test_pool_create_refuses_bad_configs_before_any_transaction(checkout: Path, 
     """On the guides' devnet (after `trainer init` recorded its digests): each bad config is one error line and
     exit 2, and no pool is created (`pool create` run in this process: a dozen cases, no start-up each)."""
     chain = ["--devnet-dir", str(checkout / ".devnet")]
-    if load_trainer_init(checkout / ".devnet") is None:
+    init = load_trainer_init(checkout / ".devnet")
+    if init is None:
         pytest.skip("the guides' test did not get as far as trainer init")
     info = load_devnet_info(checkout / ".devnet")
     pools_before = Ledger.open(info["rpc_url"], Path(info["deployments"])).pool.pool_count()
@@ -128,7 +129,12 @@ def test_pool_create_refuses_bad_configs_before_any_transaction(checkout: Path, 
                          (('task = "@init"', 'task = "0x' + "ab" * 32 + '"'),
                           f"task 0x{'ab' * 32}: no run spec on IPFS within"),
                          (('base_checkpoint = "@init"', 'base_checkpoint = "0x' + "cd" * 32 + '"'),
-                          f"base_checkpoint 0x{'cd' * 32}: no readable checkpoint manifest")):
+                          f"base_checkpoint 0x{'cd' * 32}: no readable checkpoint manifest"),
+                         # on IPFS, but not what the key names: the manifest as the run spec and the other way round
+                         (('task = "@init"', f'task = "{init["base_checkpoint"]}"'),
+                          f"task {init['base_checkpoint']} is not a well-formed run spec"),
+                         (('base_checkpoint = "@init"', f'base_checkpoint = "{init["task"]}"'),
+                          f"base_checkpoint {init['task']}: no readable checkpoint manifest")):
         refused(pool_toml.replace(*edit), needle)
     for edit, needle in ((("committee_size = 3", "committee_size = 1"), "committee_size"),
                          (("assigned_window_s = 10", "assigned_window_s = 1"), "court assigned_window_s is 1 s, below"),
