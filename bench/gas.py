@@ -74,10 +74,11 @@ def _measure(w3) -> dict[str, dict[str, int]]:
     w1.pool.allocate(pool_id, 50 * 10**18)
     record("allocate", w1.pool.allocate(pool_id, 60 * 10**18))  # second allocation to the same pool
     w2.pool.allocate(pool_id, 110 * 10**18)
-    w1.pool.join_pool(pool_id)
-    record("joinPool", w2.pool.join_pool(pool_id))
     trainer.pool.publish_checkpoint(pool_id, 1, b"\x01" * 32)
     record("publishCheckpoint", trainer.pool.publish_checkpoint(pool_id, 2, b"\x02" * 32))
+    # joining pins the first nonce to the latest step (2), each submission pins the next nonce to it
+    w1.pool.join_pool(pool_id)
+    record("joinPool", w2.pool.join_pool(pool_id))
     digests = [bytes([i]) * 32 for i in range(10, 16)]
     w1.pool.submit_work(pool_id, 2, 0, digests[0], 16)
     record("submitWork", w1.pool.submit_work(pool_id, 2, 1, digests[1], 16))
