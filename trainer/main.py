@@ -6,7 +6,7 @@ on-chain (trainer/start.py); `local` trains on rollout files of local worker pro
 (trainer/local_cli.py, used by examples/cpu_run.py and bench.async).
 
 examples:
-  trainer init --run-spec examples/run.toml               # prints the digests a pool config's task and base_checkpoint take
+  trainer init --run-spec examples/run.toml               # prints the [pool] lines (task, base_checkpoint); devnet: @init
   trainer start --pool 1 --devnet-trainer --set max_steps=20 --set batch_samples=32
   trainer local --config run.toml --nproc 2               # FSDP2 on rollout files in <run_dir>/rollouts
 """
