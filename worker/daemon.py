@@ -40,7 +40,7 @@ from ledger_client.chain.queries import (
     pool_state,
     rollout_digest_of,
 )
-from ledger_client.cli import UsageError, configure_logging, load_devnet_info, stop_on_signals
+from ledger_client.cli import UsageError, configure_logging, load_devnet_info, stop_on_signals, tokens
 from ledger_client.ipfs.checkpoints import PinRetention, fetch_checkpoint
 from ledger_client.ipfs.content import fetch_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
@@ -215,8 +215,8 @@ class WorkerDaemon:
         if added and self.stats.challenges:
             self.stats.restaked += added
             self.metrics.restaked.inc(added / 10**18)
-            log.warning("re-staked %d to the pool allocation after %d slash(es) (%d in all; --max-restakes %s)", added,
-                        len(self.stats.challenges), self.stats.restaked, self.opt.max_restakes)
+            log.warning("re-staked %s to the pool allocation after %d slash(es) (%s in all; --max-restakes %s)",
+                        tokens(added), len(self.stats.challenges), tokens(self.stats.restaked), self.opt.max_restakes)
         self.submit_one(next_binding(self.ledger, self.opt.pool_id), stop)
         return True
 
@@ -228,8 +228,9 @@ class WorkerDaemon:
         self.stats.challenges.append(c)
         self.metrics.challenged(c)
         where = c["explain"] or c["evidence"] or "no evidence document"
-        self.stats.last_event = f"challenged {c['reason']}: work {c['work_id'][:12]}… slashed {c['slashed']}"
-        log.warning("work %s was challenged (%s): slashed %s; why: %s", c["work_id"], c["reason"], c["slashed"], where)
+        self.stats.last_event = f"challenged {c['reason']}: work {c['work_id']} slashed {tokens(int(c['slashed']))}"
+        log.warning("work %s was challenged (%s): slashed %s; why: %s", c["work_id"], c["reason"],
+                    tokens(int(c["slashed"])), where)
         cap = self.opt.max_restakes
         if cap is not None and len(self.stats.challenges) > cap:
             raise RestakeCapReached(f"slashed {len(self.stats.challenges)} times, the last for {c['reason']} (work "
@@ -338,11 +339,11 @@ def status_table(daemon: WorkerDaemon) -> Table:
         table.add_row("engine", compute.describe())
     table.add_row("policy step", str(s.step))
     table.add_row("submitted", str(s.submitted))
-    table.add_row("claimed (base units)", str(s.claimed))
+    table.add_row("claimed", tokens(s.claimed))
     table.add_row("verdicts", ", ".join(f"{k} {v}" for k, v in sorted(s.verdicts.items())) or "none yet")
     for c in s.challenges[-5:]:  # why each challenge happened, where to read the evidence
-        table.add_row(f"challenged {c['reason']}", f"work {c['work_id']}, slashed {c['slashed']}"
-                      f"{', re-staked ' + str(s.restaked) if s.restaked else ''}\n"
+        table.add_row(f"challenged {c['reason']}", f"work {c['work_id']}, slashed {tokens(int(c['slashed']))}"
+                      f"{', re-staked ' + tokens(s.restaked) if s.restaked else ''}\n"
                       f"why: {c['explain'] or c['evidence'] or 'no evidence document'}")
     table.add_row("last", s.last_event)
     return table
