@@ -365,18 +365,24 @@ def honest_margins(reference_logits: torch.Tensor, worker_logits: torch.Tensor, 
     millions of honest tokens from one forward pass (validator.calibrate.margin_null)."""
     n, vocab = reference_logits.shape
     reference, worker = reference_logits.float(), worker_logits.float().to(reference_logits.device)
+    seeds = torch.as_tensor(seeds, dtype=torch.int64, device=reference.device)
     positions = torch.arange(n, dtype=torch.int64, device=reference.device)
     bound = 2 * logit_tolerance / temperature + 2 * GUMBEL_TOLERANCE
     own_nucleus = nucleus_mask(worker, temperature, top_p) if top_p < 1 else None
+    elements = REPLAY_BLOCK_ELEMENTS if reference.device.type == "cpu" else DEVICE_REPLAY_BLOCK_ELEMENTS
+    per_block = max(1, elements // max(vocab * n, 1))  # seeds whose n rows of noise are drawn in one call
     out = torch.empty((len(seeds), n), dtype=torch.float32)
-    for k, seed in enumerate(torch.as_tensor(seeds, dtype=torch.int64).tolist()):
-        noise = gumbel_noise(torch.full((n,), seed, dtype=torch.int64, device=reference.device), positions, vocab)
-        scores = noise + worker / temperature
+    for begin in range(0, len(seeds), per_block):
+        block = seeds[begin : begin + per_block]
+        noise = gumbel_noise(block.repeat_interleave(n), positions.repeat(len(block)), vocab)
+        scores = noise + worker.repeat(len(block), 1) / temperature
         if own_nucleus is not None:
-            scores.masked_fill_(~own_nucleus, -math.inf)
+            scores.masked_fill_(~own_nucleus.repeat(len(block), 1), -math.inf)
         tokens = scores.argmax(dim=-1)
-        gap, _, outside = _replay_block(reference, tokens, noise, temperature, top_p, logit_tolerance)
-        out[k] = (gap / bound).clamp_(0, 1).masked_fill_(outside, 1.0).cpu()
+        del scores
+        gap, _, outside = _replay_block(reference.repeat(len(block), 1), tokens, noise, temperature, top_p,
+                                        logit_tolerance)
+        out[begin : begin + len(block)] = (gap / bound).clamp_(0, 1).masked_fill_(outside, 1.0).view(len(block), n).cpu()
     return out
 
 
