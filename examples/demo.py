@@ -16,7 +16,7 @@
 6. a summary table, runs/demo/summary.json and runs/demo/learning_curve.png, with the demo's checks:
    every adversary submission judged by the end is challenged, no honest one is (work still
    unjudged at the end is reported as `adversary_pending`), the dishonest validator lost stake and no
-   honest validator lost any; `validators` lists each validator's verdicts, disputes won and lost, and
+   honest validator lost any, and the trainer consumed only work that ended accepted, none overturned; `validators` lists each validator's verdicts, disputes won and lost, and
    stake change. The demo exits 1 if a check fails.
 
 Repeatable: each run creates a new pool (work ids and file bindings are per pool, so nothing collides
@@ -402,7 +402,9 @@ def _summary(ledger: Ledger, pool_id: int, start_block: int, run_dir: Path, info
                    "no_honest_submission_challenged": honest_challenged == 0,
                    "no_honest_validator_lost_stake": all(v["stake_change"] == 0 for v in honest_validators),
                    "every_overturned_verdict_slashed": all(-v["stake_change"] >= v["verdicts_overturned"] * slash
-                                                           for v in court)},
+                                                           for v in court),
+                   "trainer_consumed_only_final_accepted_work": consumed_unaccepted == 0
+                                                                and not trainer_record.get("overturned")},
         "validators": court,
         "dishonest_validator_stake_change": sum(v["stake_change"] for v in dishonest),
         "slashed": [{"worker": e["args"]["worker"], "amount": e["args"]["amount"]} for e in slashes],

@@ -1,6 +1,7 @@
 """`make demo` as a user repeats it (issue 12): on one devnet after a full run and a run killed mid-way (its
 role processes left behind), and again after `devnet down` — each run a short one (one trainer step), on real
-anvil + Kubo, each ending with every judged adversary submission challenged and no honest one."""
+anvil + Kubo, each ending with every judged adversary submission challenged and no honest one, and a trainer
+that consumed only final verdicts: nothing unaccepted, nothing overturned."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ def _demo(state: Path, out: Path, *extra: str) -> dict:
     summary = json.loads((out / "summary.json").read_text())
     assert all(summary["checks"].values()), summary
     assert summary["honest_challenged"] == 0 and summary["submitted"] > 0
+    assert summary["consumed"] > 0 and summary["consumed_unaccepted"] == summary["consumed_overturned"] == 0
     return summary
 
 
