@@ -31,8 +31,13 @@ class SamplingSpec(BaseModel):
     max_tokens: int = Field(16, ge=1, description="completion token limit")
 
 
-DEFAULT_MARGIN_TAIL = (1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3)
-"""Margin tails of a pool that did not calibrate (placeholder; replaced by the float32 profile's measurement)."""
+DEFAULT_MARGIN_TAIL = (1.66e-5,) * 6
+"""Margin tails of a pool that did not calibrate: the float32 profile as `validator calibrate` measures it
+(validator.calibrate.margin_null on the Qwen2-style fixture, V = 2,048: float32 workers at batch 8 against the float32
+validator at logit_tolerance 1e-3, 64 prompts x 16 tokens x 512 public seeds = 524,288 honest margins, none above 0;
+the upper bound at confidence 1 - 1e-3 over the six levels). Honest float32 workers on the reference's kernels emit
+the validator's own argmax: every other population calibrates its own."""
+DEFAULT_MARGIN_TOKENS = 524_288
 
 
 class VerificationSpec(BaseModel):
@@ -71,7 +76,7 @@ class VerificationSpec(BaseModel):
     margin_levels: list[float] = Field(list(MARGIN_LEVELS), description="proofs.margins.MarginNull.levels")
     margin_tail: list[float] = Field(list(DEFAULT_MARGIN_TAIL), description=(
         "upper bounds on an honest token's P(margin > level) per level (`validator calibrate` measures them)"))
-    margin_tokens: int = Field(0, ge=0, description="honest tokens the margin tails were measured on (0: default)")
+    margin_tokens: int = Field(DEFAULT_MARGIN_TOKENS, ge=0, description="honest tokens the margin tails were measured on")
 
     def margin_null(self) -> MarginNull:
         """The honest margin distribution these rules state."""

@@ -1,0 +1,86 @@
+"""The sampler's margin test end to end (issue 26): on a real anvil + Kubo, a worker that adds a bias just under
+the per-token bound to half the vocabulary passes every token's replay, and the validator daemon still
+challenges it SAMPLING, with the margin statistics as its evidence on IPFS; an honest worker's file is accepted."""
+
+from __future__ import annotations
+
+import math
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+import inference.torch_backend as torch_backend
+from ledger_client.chain.queries import get_work
+from ledger_client.ipfs.content import get_object, publish_run_spec
+from protocol.pool import WorkStatus
+from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
+from protocol.verdicts import Evidence, Reason
+from tests.protocol_pool import ProtocolPool
+from trainer.bootstrap import init_policy
+from trainer.config import ModelSpec
+from trainer.publish import base_checkpoint_digest
+from worker.produce import produce_rollout_file
+
+TOLERANCE = 0.2
+"""A pool whose per-token bound leaves room (2ε = 0.4) for float32 workers: the margin
+tails of the float32 profile (the run spec's defaults) are its null."""
+SPEC = RunSpec(
+    task={"name": "sort", "seed": 0, "params": {"min_digits": 3, "max_digits": 3}, "length_targets": [4, 8]},
+    sampling=SamplingSpec(group_size=4, temperature=1.0, max_tokens=8), prompts_per_submission=4,
+    pool_seed="0x" + "3a" * 32,
+    verification=VerificationSpec(toploc_min_exp_matches=125, toploc_max_mant_err_mean=0.03,
+                                  toploc_max_mant_err_median=0.0, toploc_mean_excludes_max=True,
+                                  logit_tolerance=TOLERANCE),
+)
+
+
+def biased(policy, spec, binding):
+    """The honest producer with 1.9ε added to every other token's logit before the seeded draw: each token it
+    emits stays within the per-token bound 2ε/T of the validator's best."""
+    honest_rule = torch_backend.sample_tokens
+
+    def tilted(logits, *args, **kwargs):
+        bias = torch.zeros(logits.shape[-1], dtype=logits.dtype, device=logits.device)
+        bias[::2] = 1.9 * TOLERANCE
+        return honest_rule(logits + bias, *args, **kwargs)
+
+    torch_backend.sample_tokens = tilted
+    try:
+        return produce_rollout_file(policy, spec, binding)
+    finally:
+        torch_backend.sample_tokens = honest_rule
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory, kubo_node):
+    p = ProtocolPool(tmp_path_factory.mktemp("margins"), kubo_node)
+    model, tokenizer = init_policy(SPEC, ModelSpec(hidden=32, layers=1, heads=2), warm_steps=0, warm_lr=0.0)
+    p.create(SPEC, publish_run_spec(p.kubo, SPEC), base_checkpoint_digest(p.kubo, model.state_dict(), model.config,
+                                                                          tokenizer))
+    yield p
+    p.close()
+
+
+def test_a_biased_sampler_inside_the_per_token_bound_is_challenged_on_its_margins(pool: ProtocolPool) -> None:
+    stop = threading.Event()
+    honest, cheat = pool.worker(4), pool.worker(5, producer=biased)
+    assert honest.step_once(stop) and cheat.step_once(stop)
+    validator = pool.validator()
+    try:
+        assert validator.run_once() == 2
+    finally:
+        validator.close()
+    ledger = pool.ledger(0)
+    (honest_work,) = [bytes.fromhex(e["work_id"]) for e in honest.journal.entries("submitted")]
+    assert get_work(ledger, honest_work).status == WorkStatus.ACCEPTED
+    challenged = {bytes(log["args"]["workId"]): log["args"] for log in
+                  ledger.pool.contract.events.WorkChallenged.get_logs(from_block=0)}
+    (cheat_work,) = [bytes.fromhex(e["work_id"]) for e in cheat.journal.entries("submitted")]
+    assert Reason(challenged[cheat_work]["reasonCode"]) == Reason.SAMPLING
+    # a margin challenge comes only after every token replayed within the per-token bound
+    stats = Evidence.model_validate_json(get_object(pool.kubo, bytes(challenged[cheat_work]["evidenceDigest"]))).statistics
+    test = stats["margin_test"]
+    assert not test["passed"] and test["score"] > 0
+    assert min(test["log_p_value"], test["worst_completion_log_p_value"]) < math.log(test["false_positive_rate"] / 2)
