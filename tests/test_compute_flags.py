@@ -197,7 +197,7 @@ def test_worker_start_flags_reach_the_torch_backend(tmp_path: Path, monkeypatch:
     class Stop(Exception):
         pass
 
-    def fake_daemon(ledger, options, producer, loader):
+    def fake_daemon(ledger, options, producer, loader, **_):
         handed["producer"] = producer
         raise Stop
 

@@ -178,7 +178,7 @@ def test_trainer_start_on_two_ranks_publishes_every_policy_from_rank_0(tmp_path,
     validator = protocol.validator()
     command = [sys.executable, "-m", "trainer.main", "start", "--nproc", "2", "--pool", str(protocol.pool_id),
                "--key", protocol.accounts[2].key.to_0x_hex(), "--set", f"run_dir={run_dir}", "--set", "max_steps=2",
-               "--set", "batch_samples=8", "--set", "wait_timeout_s=120", "--json",
+               "--set", "batch_samples=8", "--set", "wait_timeout_s=120", "--json", "--no-wait-final",  # W is an hour; finality: test_trainer_finality.py
                "--rpc-url", protocol.anvil.rpc_url, "--deployments", str(protocol.deployments),
                "--kubo-api", protocol.kubo_api]
     trainer = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -90,7 +90,8 @@ def test_a_pool_trains_on_a_verifiers_environment_end_to_end(pool, tmp_path, cap
         assert trainer_main(["start", "--pool", str(pool.pool_id), "--rpc-url", pool.anvil.rpc_url,
                              "--deployments", str(pool.deployments), "--key", pool.accounts[2].key.hex(),
                              "--kubo-api", pool.kubo_api, "--set", f"run_dir={run_dir}", "--set", "max_steps=1",
-                             "--set", "batch_samples=4", "--set", "wait_timeout_s=20", "--json"]) == 0
+                             "--set", "batch_samples=4", "--set", "wait_timeout_s=20", "--json",
+                             "--no-wait-final"]) == 0  # W is an hour; finality: test_trainer_finality.py
         consumed = json.loads((run_dir / "consumed.json").read_text())
         assert consumed["step"] == 1 and set(consumed["consumed"]) <= {"0x" + e["work_id"] for e in submitted}
         assert pool_state(pool.ledger(0), pool.pool_id).latest_step == 1
@@ -98,6 +99,9 @@ def test_a_pool_trains_on_a_verifiers_environment_end_to_end(pool, tmp_path, cap
         assert any(row.get("reward") is not None for row in metrics)
 
         base = {k: v.clone() for k, v in workers[0].policy.model.state_dict().items()}
+        # its next nonce was pinned to step 0 when it submitted; that submission pins the one after to step 1
+        assert workers[0].step_once(stop) and workers[0].policy.step == 0
+        assert validator.run_once() == 1
         assert workers[0].step_once(stop)  # on the step-1 checkpoint
         assert workers[0].policy.step == 1
         trained = workers[0].policy.model.state_dict()

@@ -205,7 +205,8 @@ def test_trainer_killed_resumes_with_no_rollout_consumed_twice_or_skipped(protoc
     run_dir = tmp_path / "trainer"
     key = protocol.accounts[2].key.to_0x_hex()
     args = ["start", "--pool", str(protocol.pool_id), "--key", key, "--set", f"run_dir={run_dir}",
-            "--set", "max_steps=4", "--set", "batch_samples=8", "--set", "wait_timeout_s=120", "--json"]
+            "--set", "max_steps=4", "--set", "batch_samples=8", "--set", "wait_timeout_s=120", "--json",
+            "--no-wait-final"]  # W is an hour; finality: test_trainer_finality.py
     workers = [protocol.worker(i, per_step=3) for i in (4, 5)]
     validator = protocol.validator()
     stop = threading.Event()

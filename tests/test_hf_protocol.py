@@ -105,14 +105,19 @@ def test_a_pool_runs_end_to_end_on_a_hugging_face_folder(family, pool, tmp_path)
         assert trainer_main(["start", "--pool", str(pool.pool_id), "--rpc-url", pool.anvil.rpc_url,
                              "--deployments", str(pool.deployments), "--key", pool.accounts[2].key.hex(),
                              "--kubo-api", pool.kubo_api, "--set", f"run_dir={run_dir}", "--set", "max_steps=1",
-                             "--set", "batch_samples=4", "--set", "wait_timeout_s=20", "--json"]) == 0
+                             "--set", "batch_samples=4", "--set", "wait_timeout_s=20", "--json",
+                             "--no-wait-final"]) == 0  # W is an hour; finality: test_trainer_finality.py
         consumed = json.loads((run_dir / "consumed.json").read_text())
         accepted = {"0x" + e["work_id"] for w in workers for e in _submitted(w)}
         assert consumed["step"] == 1 and consumed["consumed"] and set(consumed["consumed"]) <= accepted
         assert pool_state(pool.ledger(0), pool.pool_id).latest_step == 1
 
         base_weights = {k: v.clone() for k, v in workers[0].policy.model.state_dict().items()}
-        assert workers[0].step_once(stop)  # fetches the step-1 checkpoint from IPFS, then submits on it
+        # its next nonce was pinned to step 0 when it submitted: that file is made at step 0, and its submission
+        # pins the one after to step 1, for which the worker fetches the step-1 checkpoint from IPFS
+        assert workers[0].step_once(stop) and workers[0].policy.step == 0
+        assert validator.run_once() == 1
+        assert workers[0].step_once(stop)
         assert workers[0].policy.step == 1
         assert workers[0].policy.manifest_digest == bytes(pool.ledger(0).pool.checkpoint_at(pool.pool_id, 1))
         trained = workers[0].policy.model.state_dict()
