@@ -285,8 +285,10 @@ class ValidatorDaemon:
                 s = replace(s, spot_block=seed[0], spot_block_hash=seed[1])
             todo.append(s)
         self.metrics.backlog.set(len(todo))
-        fetches = {s.key: self._fetchers.submit(self._fetch, s) for s in todo}
-        queue = list(todo)
+        # the tightest deadlines first: a first verdict's assigned window, then a committee's commit period, then
+        # audits (the dispute window); oldest submission first within each
+        queue = sorted(todo, key=lambda s: (CHECK_ORDER.get(s.purpose, 0), s.submitted_at))
+        fetches = {s.key: self._fetchers.submit(self._fetch, s) for s in queue}
         settled: list[tuple[Submission, CheckOutcome | CheckFailure]] = []
 
         def fill() -> None:
@@ -694,6 +696,8 @@ class ValidatorDaemon:
         return True
 
 
+CHECK_ORDER = {"judge": 0, "vote": 1, "audit": 2}
+"""The order a poll's checks run in, by purpose (`_judge_all`)."""
 STAND_IN_SPREAD_S = 3
 """Stand-ins for a silent assigned validator spread their verdicts over this many seconds after the
 assigned window (each at its own offset), so that most of the time only one sends one."""
