@@ -68,8 +68,13 @@ def _toploc_rows(details: dict, thresholds: dict, completion: int | None) -> lis
     mism = details.get("exp_mismatches") or []
     means = details.get("mant_err_mean") or []
     medians = details.get("mant_err_median") or []
+    lengths = details.get("chunk_tokens") or []
     for chunk in details.get("failing_chunks") or []:
         if not isinstance(chunk, int):
+            continue
+        limits = _calibrated_limits(t, lengths[chunk]) if chunk < len(lengths) else None
+        if limits is not None:  # a calibrated pool judges each chunk by the limits of its length alone
+            rows += _chunk_limit_rows(limits, chunk, completion, mism, means, medians)
             continue
         if chunk < len(mism) and "min_exp_matches" in t:
             matches = per - mism[chunk]
@@ -81,6 +86,24 @@ def _toploc_rows(details: dict, thresholds: dict, completion: int | None) -> lis
         if chunk < len(medians) and "max_mant_err_median" in t:
             rows.append(_row("mantissa error, median", medians[chunk], t["max_mant_err_median"],
                              medians[chunk] <= t["max_mant_err_median"], completion, chunk, "≤"))
+    return rows
+
+
+def _calibrated_limits(thresholds: dict, tokens: int) -> dict | None:
+    """The calibrated limits of a chunk of `tokens` tokens (proofs.toploc_thresholds.Thresholds.for_tokens)."""
+    return next((lim for lim in thresholds.get("by_tokens") or [] if tokens and lim["tokens"] >= tokens), None)
+
+
+def _chunk_limit_rows(limits: dict, chunk: int, completion: int | None, mism: list, means: list,
+                      medians: list) -> list[dict[str, Any]]:
+    rule = f"limits of chunks of ≤ {limits['tokens']} tokens"
+    rows = []
+    for what, values, key in (("exponent mismatches", mism, "max_exp_mismatches"),
+                              ("mantissa error, mean", means, "max_mant_err_mean"),
+                              ("mantissa error, median", medians, "max_mant_err_median")):
+        if chunk < len(values):
+            rows.append(_row(what, values[chunk], limits[key], values[chunk] <= limits[key], completion, chunk,
+                             f"≤ ({rule})"))
     return rows
 
 

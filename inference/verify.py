@@ -271,6 +271,7 @@ def _toploc_check(hidden: Any, proofs: list[bytes], config: VerifyConfig) -> Che
             "exp_mismatches": [r.exp_mismatches for r in results],
             "mant_err_mean": [r.mant_err_mean for r in results],
             "mant_err_median": [r.mant_err_median for r in results],
+            "chunk_tokens": [r.n_tokens for r in results],
             "thresholds": config.thresholds.model_dump(),
         },
     )

@@ -13,12 +13,17 @@ from pathlib import Path
 import requests
 import torch
 
+from dashboard.evidence import _toploc_rows
 from dashboard.indexer import ChainIndexer, ObjectFetcher
 from dashboard.service import ExplorerService, free_port
 from dashboard.store import Store
 from ledger_client.ipfs.checkpoints import publish_checkpoint
+from inference.verify import VerifyConfig, _toploc_check
 from ledger_client.ipfs.content import put_object
+from proofs.toploc import build_proofs
+from proofs.toploc_thresholds import ChunkLimits, Thresholds
 from protocol.digest import digest_to_cid
+from protocol.runspec import SamplingSpec
 from protocol.verdicts import Evidence, Reason
 from trainer.publish import metrics_bytes
 
@@ -322,3 +327,22 @@ def test_an_index_of_an_older_schema_is_rebuilt_and_its_ipfs_cache_kept(tmp_path
     assert store.object("0x01")["body"] == {"a": 1}
     Store(path)  # opening the current schema again changes nothing
     assert store.object("0x01")["body"] == {"a": 1}
+
+
+def test_a_calibrated_pools_toploc_failure_shows_the_limits_of_the_chunks_length():
+    """In a pool whose TOPLOC limits are calibrated per chunk length, the explorer shows each failing chunk against
+    the limits it was judged by (a 1-token last chunk's, not the full chunk's), from the validator's own details."""
+    torch.manual_seed(0)
+    hidden = torch.randn(33, 64)  # a full 32-token chunk and a 1-token last chunk
+    proofs = build_proofs(hidden, 32, 128)
+    tampered = hidden.clone()
+    tampered[32] = torch.randn(64)  # the last chunk's hidden state is another model's
+    limits = (ChunkLimits(tokens=1, max_exp_mismatches=60, max_mant_err_mean=3.0, max_mant_err_median=2.0),
+              ChunkLimits(tokens=32, max_exp_mismatches=20, max_mant_err_mean=1.0, max_mant_err_median=0.5))
+    config = VerifyConfig(sampling=SamplingSpec(), thresholds=Thresholds(by_tokens=limits))
+    check = _toploc_check(tampered, proofs, config)
+    assert not check.passed and check.details["failing_chunks"] == [1]
+    rows = {r["what"]: r for r in _toploc_rows(check.details, {}, completion=3)}
+    assert rows["exponent mismatches"]["threshold"] == 60 and "≤ 1 tokens" in rows["exponent mismatches"]["rule"]
+    assert rows["mantissa error, mean"]["threshold"] == 3.0 and rows["mantissa error, median"]["threshold"] == 2.0
+    assert not all(r["passes"] for r in rows.values()) and {r["chunk"] for r in rows.values()} == {1}
