@@ -202,18 +202,29 @@ FALLBACK = "tampered_completion"
 
 
 def attack_file(name: str, policy: Policy, spec: RunSpec, binding: SubmissionBinding) -> tuple[str, bytes, int]:
-    """The file of attack `name` for the submission — never a no-op: when the tampering leaves the file
-    byte-identical to the honest one (e.g. every reward already 1.0, greedy sampling that happens to match,
-    nothing to truncate) the fallback attack is used instead. Returns (attack used, bytes, samples)."""
+    """The file of attack `name` for the submission — never a no-op: when the tampering leaves the file identical
+    to the honest one but for its unchecked log-probs (e.g. every reward already 1.0, a colder or greedy sampler
+    whose tokens happen to match, nothing to truncate) the fallback attack is used instead. Returns (attack used, bytes, samples)."""
     honest = make_batch(policy, spec, binding)
-    honest_bytes = encode_rollouts(honest)
-    data = encode_rollouts(ATTACKS[name](policy, spec, binding, honest))
+    attack = ATTACKS[name](policy, spec, binding, honest)
+    data = encode_rollouts(attack)
     if name == "withheld":
         WITHHELD.add(hashlib.sha256(data).digest())
-    elif data == honest_bytes:
+    elif not _changes_what_is_checked(attack, honest):
         name = FALLBACK
         data = encode_rollouts(ATTACKS[name](policy, spec, binding, honest))
     return name, data, len(honest.samples)
+
+
+def _changes_what_is_checked(attack: RolloutBatch, honest: RolloutBatch) -> bool:
+    """Whether the attack's file differs from the honest one in more than its log-probs, which no validator checks
+    (a colder sampler whose tokens all happen to match the seeded draw at the pool's temperature is an honest file
+    with other log-probs)."""
+    if len(attack.samples) != len(honest.samples):
+        return True
+    same_logprobs = [a.model_copy(update={"logprobs": h.logprobs}) if len(a.logprobs) == len(h.logprobs) else a
+                     for a, h in zip(attack.samples, honest.samples, strict=True)]
+    return encode_rollouts(_with_samples(attack, same_logprobs)) != encode_rollouts(honest)
 
 
 def cycling(names: list[str]) -> Producer:
