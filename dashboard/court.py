@@ -133,9 +133,7 @@ class CourtViews:
         where, params = "WHERE pool_id = ?", [pool_id]
         if state:
             where, params = where + " AND state = ?", params + [state]
-        total = self.store.scalar(f"SELECT COUNT(*) FROM court_cases {where}", tuple(params))
-        rows = self.store.select(f"SELECT * FROM court_cases {where} ORDER BY block_number DESC, log_index DESC "
-                                 "LIMIT ? OFFSET ?", (*params, limit, offset))
+        total, rows = self.store.newest_first(f"FROM court_cases {where}", tuple(params), offset, limit)
         return page([self._case_summary(r) for r in rows], total, offset, limit)
 
     def _case_summary(self, r: dict[str, Any]) -> dict[str, Any]:
@@ -489,9 +487,7 @@ class CourtViews:
         self.validator(address)
         v = address_of(address)
         where = "FROM events WHERE name = 'VerdictGiven' AND party = ?"
-        total = self.store.scalar(f"SELECT COUNT(*) {where}", (v,))
-        rows = self.store.select(f"SELECT * {where} ORDER BY block_number DESC, log_index DESC LIMIT ? OFFSET ?",
-                                 (v, limit, offset))
+        total, rows = self.store.newest_first(where, (v,), offset, limit)
         items = []
         for r in rows:
             d = r["data"]

@@ -249,6 +249,13 @@ class Store:
         row = self.db.execute(sql, params).fetchone()
         return None if row is None else row[0]
 
+    def newest_first(self, source: str, params: tuple, offset: int, limit: int) -> tuple[int, list[dict[str, Any]]]:
+        """(how many rows `source` — "FROM … WHERE …" — has, and the page of them at `offset`, newest first)."""
+        total = self.scalar(f"SELECT COUNT(*) {source}", params)
+        rows = self.select(f"SELECT * {source} ORDER BY block_number DESC, log_index DESC LIMIT ? OFFSET ?",
+                           (*params, limit, offset))
+        return total, rows
+
     # -------------------------------------------------------------- IPFS objects
 
     def want_object(self, digest: str, kind: str) -> None:

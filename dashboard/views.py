@@ -365,17 +365,13 @@ class Explorer(CourtViews):
         where, params = "WHERE pool_id = ?", [pool_id]
         if status:
             where, params = where + " AND status = ?", params + [status]
-        total = self.store.scalar(f"SELECT COUNT(*) FROM work_status {where}", tuple(params))
-        rows = self.store.select(f"SELECT * FROM work_status {where} ORDER BY block_number DESC, log_index DESC "
-                                 "LIMIT ? OFFSET ?", (*params, limit, offset))
+        total, rows = self.store.newest_first(f"FROM work_status {where}", tuple(params), offset, limit)
         return page([self._submission(r) for r in rows], total, offset, limit)
 
     def verdicts(self, pool_id: int, offset: int, limit: int) -> dict[str, Any]:
         self._pool_row(pool_id)
         where = "FROM events WHERE pool_id = ? AND name IN ('WorkAccepted', 'WorkChallenged')"
-        total = self.store.scalar(f"SELECT COUNT(*) {where}", (pool_id,))
-        rows = self.store.select(f"SELECT * {where} ORDER BY block_number DESC, log_index DESC LIMIT ? OFFSET ?",
-                                 (pool_id, limit, offset))
+        total, rows = self.store.newest_first(where, (pool_id,), offset, limit)
         items = []
         for r in rows:
             d = r["data"]
@@ -463,9 +459,7 @@ class Explorer(CourtViews):
         where, params = "WHERE worker = ?", [address_of(address)]
         if status:
             where, params = where + " AND status = ?", params + [status]
-        total = self.store.scalar(f"SELECT COUNT(*) FROM work_status {where}", tuple(params))
-        rows = self.store.select(f"SELECT * FROM work_status {where} ORDER BY block_number DESC, log_index DESC "
-                                 "LIMIT ? OFFSET ?", (*params, limit, offset))
+        total, rows = self.store.newest_first(f"FROM work_status {where}", tuple(params), offset, limit)
         return page([self._submission(r) for r in rows], total, offset, limit)
 
     def work(self, work_id: str) -> dict[str, Any]:
