@@ -3,25 +3,52 @@
 pip's console script imports the command's module before it calls anything, so a Ctrl-C in the first
 seconds (web3, pydantic, torch importing) printed a KeyboardInterrupt traceback. Each role package's `main`
 is `console_script("<its cli module>")`: nothing heavy is imported before the try below.
+
+A Ctrl-C can also land where Python cannot raise it: in a finaliser, or in a callback from native code
+(pydantic-core compiling a regex while it builds a schema). Python prints "Exception ignored in …" with a
+traceback and the command goes on as if nothing happened. `_exit_on_swallowed_interrupt` turns that into
+the same one line and exit 130; the interrupt was already lost, so no clean-up of the command's would
+have run either way.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 EXIT_INTERRUPTED = 130
+
+
+def _report_interrupt() -> None:
+    print("error: interrupted", file=sys.stderr, flush=True)
+
+
+def _exit_on_swallowed_interrupt(previous: Callable[[Any], object]) -> Callable[[Any], None]:
+    """An unraisable-exception hook: a KeyboardInterrupt Python had to ignore ends the process with 130;
+    anything else goes to `previous` (Python's own report)."""
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            _report_interrupt()
+            sys.stdout.flush()
+            os._exit(EXIT_INTERRUPTED)
+        previous(unraisable)
+
+    return hook
 
 
 def console_script(module: str) -> Callable[[], int]:
     """The entry point of a console script that runs `module.main()`, importing `module` inside the try."""
 
     def main() -> int:
+        sys.unraisablehook = _exit_on_swallowed_interrupt(sys.unraisablehook)
         try:
             command = importlib.import_module(module).main
         except KeyboardInterrupt:
-            print("error: interrupted", file=sys.stderr)
+            _report_interrupt()
             return EXIT_INTERRUPTED
         return command()
 

@@ -135,7 +135,8 @@ def test_a_random_voter_in_the_minority_loses_the_committee_penalty(court_pool):
                         judged_by_attest_all.append(w)
                 time.sleep(0.5)
         seated = [w for w in judged_by_attest_all if voter in court.committee_of(w)]
-        assert any(committed(w) for w in seated), \
+        committed_before_restart = [w for w in seated if committed(w)]
+        assert committed_before_restart, \
             f"the random voter committed no vote ({len(works)} files, {len(judged_by_attest_all)} judged by attest-all)"
         deadline = time.monotonic() + 2 * case_s
         with running([random_voter()]):  # the same state directory: the saved vote and salt
@@ -146,10 +147,14 @@ def test_a_random_voter_in_the_minority_loses_the_committee_penalty(court_pool):
         assert court.cases(w).state == CaseState.FINAL and get_work(ledger, w).status == WorkStatus.REJECTED
     resolved = {bytes(e["args"]["workId"]): e["args"] for e in court.contract.events.DisputeResolved.get_logs(from_block=0)}
     assert all(resolved[w]["overturned"] for w in judged_by_attest_all)
-    # the seeded coin's first votes say "valid" on fabricated files: revealed after the restart, in the minority
-    assert all(court.votes(w, voter) == REVEALED_VALID for w in seated)
+    # the seeded coin's first votes say "valid" on fabricated files: revealed after the restart, in the minority.
+    # A seat taken later (while the voter restarts, it can miss that commit period; the restarted coin starts over)
+    # is whatever the coin or silence made it: the voter loses the penalty on every seat but a majority vote
+    votes = {w: bytes(court.votes(w, voter)) for w in seated}
+    assert all(votes[w] == REVEALED_VALID for w in committed_before_restart)
+    lost_seats = sum(v != REVEALED_INVALID for v in votes.values())
     after = {i: pool.locked(i) for i in validators}
     for i in honest:
         assert after[i] >= before[i], f"honest validator {i} lost stake"
     assert before[attest_all] - after[attest_all] == len(judged_by_attest_all) * COURT.wrong_verdict_slash
-    assert before[RANDOM_VOTER] - after[RANDOM_VOTER] == len(seated) * COURT.non_voter_penalty
+    assert before[RANDOM_VOTER] - after[RANDOM_VOTER] == lost_seats * COURT.non_voter_penalty

@@ -347,6 +347,24 @@ def test_every_console_script_catches_ctrl_c_during_its_imports():
         assert getattr(importlib.import_module(module), attr).__doc__.startswith("`"), (name, target)
 
 
+def test_a_ctrl_c_python_had_to_ignore_still_stops_the_command(tmp_path: Path) -> None:
+    """A KeyboardInterrupt raised where Python cannot propagate it (a finaliser here; in CI it was pydantic-core
+    compiling a regex) used to print "Exception ignored in" with a traceback while the command went on: it is
+    one line and exit 130, and the command does not go on."""
+    (tmp_path / "swallowing_command.py").write_text(
+        "class Finalised:\n"
+        "    def __del__(self):\n"
+        "        raise KeyboardInterrupt\n"
+        "def main():\n"
+        "    Finalised()\n"
+        "    print('went on')\n"
+        "    return 1\n")
+    script = "import sys; from protocol.console import console_script; sys.exit(console_script('swallowing_command')())"
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"})
+    assert (done.returncode, done.stdout, done.stderr) == (EXIT_INTERRUPTED, "", "error: interrupted\n")
+
+
 @pytest.mark.parametrize("delay_s", [0.05, 2.0])
 def test_ctrl_c_stops_every_long_running_command_in_its_start_up(delay_s: float, silent_rpc: str, tmp_path: Path):
     """Ctrl-C while the command's modules import (50 ms into them) or while it starts (2 s: torch importing, or
