@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel
 
+from protocol.phases import phase
 from trainer.batching import PackedBatch, completion_logprobs, micro_batches, pack
 from trainer.config import TrainerConfig
 from trainer.filtering import informative_groups, is_stale
@@ -201,7 +202,8 @@ class Trainer:
             "source": self.source.state(),
             "step_metrics": self.step_metrics,
         }
-        self.parallel.save_checkpoint(self.checkpoint_dir, self.step, self.model, self.optimizer, tensors, trainer)
+        with phase("checkpoint"):
+            self.parallel.save_checkpoint(self.checkpoint_dir, self.step, self.model, self.optimizer, tensors, trainer)
 
     def metrics_at(self, step: int) -> dict | None:
         """The metrics line of `step` if it is the step last trained (what a publisher attaches to its policy)."""
@@ -211,8 +213,9 @@ class Trainer:
         state = self._snapshot()  # a collective: every rank gathers, rank 0 publishes
         if not self.parallel.is_main:
             return
-        for publish in self.publishers:
-            publish(self.step, state)
+        with phase("publish"):
+            for publish in self.publishers:
+                publish(self.step, state)
 
     def _poll(self) -> list[WorkItem]:
         return self.parallel.from_main(self.source.poll)
@@ -278,7 +281,8 @@ class Trainer:
         logged_at = time.perf_counter()
         self._drop_stale_buffered()
         while len(self.buffer) < needed:
-            items = self._poll()
+            with phase("intake"):
+                items = self._poll()
             for item in items:
                 self._take(item)
             if len(self.buffer) >= needed:
@@ -359,6 +363,25 @@ class Trainer:
         """Collect a batch, take one optimizer step, publish and checkpoint."""
         started = time.perf_counter()
         idle = self._collect()
+        with phase("train"):
+            metrics = self._optimize(started, idle)
+        extra: dict[str, float] = {}
+        if self.evaluate is not None and self.eval_every and self.step % self.eval_every == 0:
+            extra = self.parallel.from_main(self._evaluate)
+        self.step_metrics = {**asdict(metrics), **extra}
+        if self.step % self.config.checkpoint_every == 0 or self.step == self.config.max_steps:
+            self._checkpoint()
+        # Publish after checkpointing: a crash in between re-publishes the same policy on resume,
+        # never a different policy under an already published step.
+        self._publish()
+        if self.parallel.is_main:
+            self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
+            with self.metrics_path.open("a") as handle:
+                handle.write(json.dumps(self.step_metrics) + "\n")
+        return metrics
+
+    def _optimize(self, started: float, idle: float) -> StepMetrics:
+        """Train on a full buffered batch (the step's update) and return its metrics line."""
         train_started = time.perf_counter()
         needed = self.config.batch_samples // self.config.sampling.group_size
         groups = [self.buffer.popleft() for _ in range(needed)]
@@ -459,26 +482,14 @@ class Trainer:
             wall_s=time.perf_counter() - started,
         )
         self._reported = dict(self._counters)
-        extra: dict[str, float] = {}
-        if self.evaluate is not None and self.eval_every and self.step % self.eval_every == 0:
-            extra = self.parallel.from_main(self._evaluate)
-        self.step_metrics = {**asdict(metrics), **extra}
-        if self.step % self.config.checkpoint_every == 0 or self.step == self.config.max_steps:
-            self._checkpoint()
-        # Publish after checkpointing: a crash in between re-publishes the same policy on resume,
-        # never a different policy under an already published step.
-        self._publish()
-        if self.parallel.is_main:
-            self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
-            with self.metrics_path.open("a") as handle:
-                handle.write(json.dumps(self.step_metrics) + "\n")
         return metrics
 
     def _evaluate(self) -> dict[str, float]:
         """The evaluator on the newest policy, in an unwrapped copy (a sharded model needs every rank)."""
         assert self.evaluate is not None
         self._scratch.load_state_dict(self.policies[self.step])
-        return self.evaluate(self._scratch)
+        with phase("eval"):
+            return self.evaluate(self._scratch)
 
     def start(self) -> None:
         """Resume from the newest checkpoint (re-publishing its policy, which a crash may have kept

@@ -45,6 +45,7 @@ from ledger_client.ipfs.task_subset import fetch_task_subset
 from proofs.assignment import assign_prompts
 from proofs.sampling import derive_seed, sample_index
 from protocol.digest import Digest
+from protocol.phases import phase
 from protocol.pool import versions_to_keep
 from protocol.rollouts import RolloutBatch, RolloutFileError, RolloutLimits, decode_rollouts
 from protocol.runspec import RunSpec, usable_task
@@ -104,8 +105,9 @@ class RolloutChecker:
     def _policy(self, step: int, digest: bytes) -> tuple[TorchBackend, object]:
         cached = self._policies.get(step)
         if cached is None or cached[0] != digest:
-            fetched = fetch_checkpoint(self.kubo, digest, self.cache_dir / "checkpoints", retention=self.retention)
-            model, tokenizer = load_policy(fetched.path)
+            with phase("fetch weights"):
+                fetched = fetch_checkpoint(self.kubo, digest, self.cache_dir / "checkpoints", retention=self.retention)
+                model, tokenizer = load_policy(fetched.path)
             backend = TorchBackend(model, eos_token_id=stop_token_ids(model, tokenizer), pad_token_id=tokenizer.pad_token_id,
                                    device=self.device)
             self._policies[step] = (digest, backend, tokenizer)
@@ -116,6 +118,10 @@ class RolloutChecker:
         return backend, tokenizer
 
     def check(self, sub: Submission, data: bytes) -> CheckOutcome:
+        with phase("check"):
+            return self._check(sub, data)
+
+    def _check(self, sub: Submission, data: bytes) -> CheckOutcome:
         try:
             batch = decode_rollouts(data, self.limits)
         except RolloutFileError as exc:

@@ -46,6 +46,7 @@ from ledger_client.ipfs.content import fetch_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.ipfs.task_subset import fetch_task_subset
 from protocol.pool import CaseState, WorkStatus, versions_to_keep
+from protocol.phases import phase
 from protocol.rollouts import decode_rollouts
 from protocol.runspec import RunSpec, usable_task
 from protocol.submission import SubmissionBinding
@@ -269,9 +270,10 @@ class WorkerDaemon:
         digest = bytes(self.ledger.pool.checkpoint_at(self.opt.pool_id, step))
         self.stats.last_event = f"fetching checkpoint of step {step}"
         retention = PinRetention(self.kubo, self.opt.work_dir / "pins.json", keep=versions_to_keep(self.pool.async_level))
-        fetched = fetch_checkpoint(self.kubo, digest, self.opt.work_dir / "checkpoints",
-                                   timeout=self.opt.fetch_timeout_s, retention=retention)
-        model, tokenizer = self.load(fetched.path)
+        with phase("fetch weights"):
+            fetched = fetch_checkpoint(self.kubo, digest, self.opt.work_dir / "checkpoints",
+                                       timeout=self.opt.fetch_timeout_s, retention=retention)
+            model, tokenizer = self.load(fetched.path)
         self.policy = Policy(step, digest, model, tokenizer, folder=fetched.path)
         self.stats.step = step
         self.metrics.policy_step.set(step)

@@ -13,6 +13,7 @@ from inference.torch_backend import TorchBackend
 from ledger_client.cli import UsageError
 from proofs.assignment import assign_prompts
 from protocol.digest import Digest
+from protocol.phases import phase
 from protocol.rollouts import RolloutBatch, encode_rollouts
 from protocol.runspec import RunSpec
 from protocol.submission import SubmissionBinding
@@ -90,4 +91,5 @@ class Producer:
 
     def __call__(self, policy: Policy, spec: RunSpec, binding: SubmissionBinding) -> tuple[bytes, int]:
         batch = make_batch(policy, spec, binding, backend=self.backend_for(policy))
-        return encode_rollouts(batch), len(batch.samples)
+        with phase("encode"):
+            return encode_rollouts(batch), len(batch.samples)

@@ -16,6 +16,7 @@ from inference.backend import InferenceBackend
 from proofs.sampling import derive_seed, sample_index
 from proofs.toploc import build_proofs_batch
 from protocol.digest import Digest
+from protocol.phases import phase
 from protocol.rollouts import RolloutBatch, RolloutHeader, RolloutSample
 from protocol.runspec import SamplingSpec
 from protocol.submission import SubmissionBinding
@@ -43,8 +44,10 @@ def make_rollouts(
     rows = [(g, s) for g in range(len(problems)) for s in range(sampling.group_size)]
     seeds = [derive_seed(pool_seed, binding.worker, binding.seed_block_hash, sample_index(binding.nonce, r, len(rows)))
              for r in range(len(rows))]
-    completions = backend.generate([prompt_ids[g] for g, _ in rows], sampling, seeds)
-    proofs = build_proofs_batch([c.hidden for c in completions], chunk=PROOF_CHUNK)
+    with phase("generate"):
+        completions = backend.generate([prompt_ids[g] for g, _ in rows], sampling, seeds)
+    with phase("prove"):
+        proofs = build_proofs_batch([c.hidden for c in completions], chunk=PROOF_CHUNK)
     samples = []
     for (g, s), completion, proof in zip(rows, completions, proofs, strict=True):
         text = tokenizer.decode(completion.token_ids, skip_special_tokens=True)

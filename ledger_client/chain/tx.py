@@ -19,6 +19,7 @@ from web3 import Web3
 from web3.exceptions import ContractCustomError, ContractLogicError, ContractPanicError, Web3RPCError
 
 from ledger_client.chain.errors import LedgerError, RpcUnreachable, TransactionFailed, UnknownRevert, decode_revert
+from protocol.phases import phase
 
 TRANSIENT = (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError)
 
@@ -75,19 +76,21 @@ class TxSender:
         """Estimate, sign, broadcast and wait for `call` (a web3 ContractFunction); returns the receipt."""
         function = function or getattr(call, "fn_name", "")
         base = {"from": self.address, "value": value}
-        try:
-            gas = with_retries(lambda: call.estimate_gas(base), self.attempts, what=f"estimate {function}")
-        except (ContractLogicError, ContractCustomError, ContractPanicError) as exc:
-            raise revert_from_exception(exc, function) from None
-        except Web3RPCError as exc:
-            raise _rpc_error(exc, function) from None
-        tx = dict(base, gas=int(gas * self.gas_headroom) + 10_000, chainId=self._chain_id)
-        with self._lock:
-            # The node's pending count is the truth: it includes our in-flight transactions, and it
-            # is lower than our count after a reorg dropped some (their nonces must be reused).
-            self._next_nonce = self._chain_nonce()
-            tx_hash = self._broadcast(call, tx, function)
-        return self._wait(tx_hash, call, tx, function)
+        with phase(f"tx {function}"):
+            try:
+                gas = with_retries(lambda: call.estimate_gas(base), self.attempts, what=f"estimate {function}")
+            except (ContractLogicError, ContractCustomError, ContractPanicError) as exc:
+                raise revert_from_exception(exc, function) from None
+            except Web3RPCError as exc:
+                raise _rpc_error(exc, function) from None
+            tx = dict(base, gas=int(gas * self.gas_headroom) + 10_000, chainId=self._chain_id)
+            with self._lock:
+                # The node's pending count is the truth: it includes our in-flight transactions, and it
+                # is lower than our count after a reorg dropped some (their nonces must be reused).
+                self._next_nonce = self._chain_nonce()
+                tx_hash = self._broadcast(call, tx, function)
+        with phase("block"):  # the receipt: waiting for the block that includes the transaction
+            return self._wait(tx_hash, call, tx, function)
 
     def _broadcast(self, call: Any, tx: dict, function: str) -> bytes:
         """Sign with the reserved nonce and broadcast (caller holds the lock)."""

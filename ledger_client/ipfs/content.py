@@ -11,6 +11,7 @@ import hashlib
 
 from ledger_client.ipfs.kubo import KuboClient, KuboError, KuboNotFound, KuboTimeout
 from protocol.digest import RAW, cid_codec, cid_to_digest, digest_to_cid
+from protocol.phases import phase
 from protocol.runspec import RunSpec
 
 MAX_OBJECT_BYTES = 1024 * 1024
@@ -37,7 +38,8 @@ def put_object(kubo: KuboClient, data: bytes) -> bytes:
     """Add `data` to Kubo (pinned) as one raw block; returns the 32-byte digest to put on-chain."""
     if len(data) > MAX_OBJECT_BYTES:
         raise ContentTooLarge(f"object of {len(data)} bytes exceeds the {MAX_OBJECT_BYTES}-byte single-block limit")
-    cid = kubo.add_bytes(data)
+    with phase("upload"):
+        cid = kubo.add_bytes(data)
     if cid_codec(cid) != RAW:
         raise ContentError(f"Kubo stored the object as {cid}, not as one raw block")
     digest = cid_to_digest(cid)
@@ -50,7 +52,8 @@ def get_object(kubo: KuboClient, digest: bytes, timeout: float = 30.0) -> bytes:
     """Fetch the object with this on-chain digest and check its hash."""
     cid = digest_to_cid(digest, RAW)
     try:
-        data = kubo.cat(cid, timeout=timeout)
+        with phase("fetch"):
+            data = kubo.cat(cid, timeout=timeout)
     except (KuboNotFound, KuboTimeout):
         raise ContentUnavailable(f"{cid}: not available within {timeout:.0f}s") from None
     if hashlib.sha256(data).digest() != digest:
