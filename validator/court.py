@@ -104,7 +104,7 @@ class DutyBook:
     votes: dict[str, Vote] = field(default_factory=dict)
     resolve: dict[str, int] = field(default_factory=dict)
     """work id → chain time after which the dispute can be resolved."""
-    outcomes: dict[str, int] = field(default_factory=lambda: {"verdicts": 0, "disputes": 0, "votes": 0,
+    outcomes: dict[str, int] = field(default_factory=lambda: {"verdicts": 0, "disputes": 0, "votes": 0, "concurred": 0,
                                                               "finalized": 0, "resolved": 0})
 
 

@@ -563,10 +563,14 @@ class ValidatorDaemon:
         return 1
 
     def _audited(self, s: Submission, outcome: CheckOutcome) -> int:
-        """Dispute another validator's verdict that this check contradicts."""
+        """Dispute another validator's verdict that this check contradicts; concur with one it confirms (once
+        every validator that may dispute has concurred, the verdict is final without waiting for the window)."""
         self.retries.drop(s.key)
         case = self.court.cases(s.work_id)
-        if case.state != CaseState.VERDICT or outcome.ok == case.accepted:
+        if case.state != CaseState.VERDICT:
+            return 0
+        if outcome.ok == case.accepted:
+            self._court_call("concurred", s.work_id.hex(), self._concur, s.work_id)
             return 0
         digest = self._evidence(s, outcome) if not outcome.ok else put_object(
             self.kubo, json.dumps({"work_id": "0x" + s.work_id.hex(), "validator": self.ledger.address,
@@ -587,6 +591,11 @@ class ValidatorDaemon:
         self.duties.count("disputes")
         log.info("work 0x%s: disputed the verdict (%s)", key, "valid" if outcome.ok else outcome.reason.name)
         return 0
+
+    def _concur(self, work_id: bytes) -> None:
+        """`concur`, with the gas of the last concurrence (which makes the verdict final) whoever is last: the
+        other validators concur at about the same time, and an estimate taken before theirs is mined is short."""
+        self.court.sender.send(self.court.function("concur", work_id), function="concur", min_gas=CONCUR_GAS)
 
     def _voted(self, s: Submission, outcome: CheckOutcome) -> int:
         """Decide and commit this committee member's vote (salt saved first, revealed later)."""
@@ -683,19 +692,22 @@ class ValidatorDaemon:
             if exc.error == "OutsidePeriod" and what != "drawn":
                 return what in ("committed", "revealed") and exc.args_dict.get("until", 0) < self._now()
             if exc.error in ("WrongCaseState", "OutsidePeriod", "NotCommitteeMember", "RevealMismatch",
-                             "AlreadyCommitted"):
+                             "AlreadyCommitted", "AlreadyConcurred", "NotEligible", "NotRegistered"):
                 return True
             log.error("work 0x%s: %s failed: %s", key, what, exc)
             return False
         except Exception as exc:  # noqa: BLE001 - chain down: the follow-up waits for the next poll
             log.error("work 0x%s: %s failed: %s: %s", key, what, exc.__class__.__name__, exc)
             return False
-        if what in ("finalize", "resolved"):
-            self.duties.count("finalized" if what == "finalize" else "resolved")
+        if what in ("finalize", "resolved", "concurred"):
+            self.duties.count({"finalize": "finalized"}.get(what, what))
         log.info("work 0x%s: %s", key, what)
         return True
 
 
+CONCUR_GAS = 400_000
+"""Gas limit of a `concur`: above the ~220k of one that makes a challenge final (the worker slashed, the bounty
+paid: bench.gas); a transaction pays only for the gas it uses."""
 CHECK_ORDER = {"judge": 0, "vote": 1, "audit": 2}
 """The order a poll's checks run in, by purpose (`_judge_all`)."""
 STAND_IN_SPREAD_S = 3

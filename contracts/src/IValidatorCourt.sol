@@ -98,6 +98,8 @@ interface IValidatorCourt {
     /// @notice No member of the dispute's committee revealed a vote: committee number `round` (0-based) will be
     /// drawn from the next block's hash, with a new commit and reveal period from now.
     event DisputeReopened(uint256 indexed poolId, bytes32 indexed workId, uint8 round);
+    /// @notice `validator` concurred with the verdict on `workId`, the `concurrences`-th to do so.
+    event Concurred(bytes32 indexed workId, address indexed validator, uint24 concurrences);
     event VoteCommitted(bytes32 indexed workId, address indexed voter);
     event VoteRevealed(bytes32 indexed workId, address indexed voter, bool workValid);
     /// @notice The dispute was decided: `workValid` by the revealed majority (a tie keeps the verdict).
@@ -163,6 +165,7 @@ interface IValidatorCourt {
     error NotComputePool(address caller);
     /// @notice The assignment is already recorded, or its block hash is past the 256-block horizon.
     error AssignmentRecorded(bytes32 workId);
+    error AlreadyConcurred(bytes32 workId, address validator);
     /// @notice The fee budget is reclaimable only from a closed pool, from `at` on.
     error FeesNotReclaimable(uint256 poolId, uint64 at);
 }

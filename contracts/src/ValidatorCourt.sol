@@ -21,7 +21,8 @@ import {DisputeSettlement} from "./DisputeSettlement.sol";
 /// after it, which nobody knows when the set is fixed; only that validator may give the first verdict
 /// during the assigned window, then any validator of the set may (and the silent one loses
 /// `silencePenalty`). Any other validator of the set may dispute a verdict within the dispute window
-/// by locking a dispute bond; a committee drawn from the case's set by a later block hash votes by
+/// by locking a dispute bond, or concur with it (once all of them have, the verdict is final at once:
+/// nobody is left who may dispute it); a committee drawn from the case's set by a later block hash votes by
 /// commit–reveal, the revealed majority decides (a tie keeps the verdict; no vote at all voids the
 /// case), the losing side is slashed and the majority shares what was slashed. A verdict reaches the
 /// ComputePool (attest, or challenge that slashes the worker) only once it is final, so the trainer,
@@ -76,6 +77,8 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         uint16 votesInvalid;
         bool drawn;
         uint8 round;
+        /// @dev Before a dispute: how many validators concurred with the verdict (`concur`).
+        uint24 concurrences;
     }
 
     IJudgedPool public immutable pools;
@@ -101,6 +104,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     mapping(bytes32 workId => address[]) private _committees;
     /// @notice A committee member's commitment, then (once revealed) 1 = work valid, 2 = invalid.
     mapping(bytes32 workId => mapping(address voter => bytes32)) public votes;
+    mapping(bytes32 workId => mapping(address validator => bool)) private _concurred;
     /// @notice Fees, bounties and shares of penalties owed to each address (`withdraw`).
     mapping(address => uint256) public credits;
 
@@ -283,16 +287,8 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     /// @notice Dispute the first verdict of a submission within the dispute window, locking the
     /// pool's dispute bond (a registered validator of the case's set that is neither the judge nor the worker).
     function dispute(bytes32 workId, bytes32 evidenceDigest) external {
-        Case storage c = cases[workId];
-        if (c.state != CaseState.Verdict) revert WrongCaseState(workId, c.state);
+        (Case storage c, CourtParams storage p, ValidatorSet.Validator storage v) = _auditor(workId);
         uint256 poolId = c.poolId;
-        CourtParams storage p = _params[poolId];
-        uint64 until = uint64(c.verdictAt) + p.disputeWindow;
-        if (block.timestamp > until) revert OutsidePeriod(workId, c.verdictAt, until);
-        ValidatorSet.Validator storage v = _registered(poolId, msg.sender);
-        if (v.index == c.judge || v.index == c.workerIndex || !_inCaseSet(poolId, v, _caseKey(c, p))) {
-            revert NotEligible(workId, msg.sender);
-        }
         uint256 free = v.locked - v.reserved; // a freed dispute bond stays locked here: use it again first
         if (free < p.disputeBond) _lock(v, p.disputeBond - free);
         v.reserved += uint96(p.disputeBond);
@@ -304,9 +300,32 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
             votesValid: 0,
             votesInvalid: 0,
             drawn: false,
-            round: 0
+            round: 0,
+            concurrences: 0
         });
         emit Disputed(poolId, workId, msg.sender, evidenceDigest);
+    }
+
+    /// @notice Concur with the first verdict of a submission within the dispute window (a validator that may
+    /// dispute it: of the case's set, registered, neither the judge nor the worker). Once every validator
+    /// of the case's set but the judge and the worker has concurred, nobody is left who may dispute it:
+    /// the verdict is final at once, as after the window (docs/protocol.md, "Early finality").
+    function concur(bytes32 workId) external nonReentrant {
+        (Case storage c, CourtParams storage p,) = _auditor(workId);
+        if (_concurred[workId][msg.sender]) revert AlreadyConcurred(workId, msg.sender);
+        _concurred[workId][msg.sender] = true;
+        uint256 poolId = c.poolId;
+        uint256 key = _caseKey(c, p);
+        uint256 others = _active[poolId].sizeAt(key) - 1;
+        uint24 worker = c.workerIndex;
+        // the worker's entry counts only if it is certainly in the case's set; counting it otherwise asks
+        // one concurrence too many (the case then waits for its window), never one too few
+        if (worker != 0 && _inCaseSet(poolId, _validators[poolId][_entries[poolId][worker - 1].validator], key)) {
+            others -= 1;
+        }
+        uint24 concurrences = ++disputes[workId].concurrences;
+        emit Concurred(workId, msg.sender, concurrences);
+        if (concurrences == others) _finalVerdict(poolId, workId, c, p);
     }
 
     /// @notice Draw the dispute committee, once (anyone, from the block after the dispute on, within the
@@ -460,9 +479,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         if (c.state != CaseState.Verdict) revert WrongCaseState(workId, c.state);
         uint64 from = uint64(c.verdictAt) + p.disputeWindow;
         if (block.timestamp <= from) revert OutsidePeriod(workId, from + 1, type(uint64).max);
-        address judge = _entries[poolId][c.judge - 1].validator;
-        _validators[poolId][judge].reserved -= uint96(p.wrongVerdictSlash);
-        _finalize(poolId, workId, c, p, judge);
+        _finalVerdict(poolId, workId, c, p);
     }
 
     /// @notice Withdraw everything credited to the caller.
@@ -610,6 +627,32 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     function _inCaseSet(uint256 poolId, ValidatorSet.Validator storage v, uint256 key) private view returns (bool) {
         uint256 gone = v.deregisteredAt;
         return _entries[poolId][v.index - 1].registeredAt <= key && (gone == 0 || gone > key);
+    }
+
+    /// @dev The undisputed first verdict becomes final: the judge's reservation is freed and it is recorded.
+    function _finalVerdict(uint256 poolId, bytes32 workId, Case storage c, CourtParams storage p) private {
+        address judge = _entries[poolId][c.judge - 1].validator;
+        _validators[poolId][judge].reserved -= uint96(p.wrongVerdictSlash);
+        _finalize(poolId, workId, c, p, judge);
+    }
+
+    /// @dev The case of an undisputed verdict inside its dispute window, and the caller's record if it may
+    /// dispute (or concur with) that verdict: registered, in the case's set, neither the judge nor the worker.
+    function _auditor(bytes32 workId)
+        private
+        view
+        returns (Case storage c, CourtParams storage p, ValidatorSet.Validator storage v)
+    {
+        c = cases[workId];
+        if (c.state != CaseState.Verdict) revert WrongCaseState(workId, c.state);
+        uint256 poolId = c.poolId;
+        p = _params[poolId];
+        uint64 until = uint64(c.verdictAt) + p.disputeWindow;
+        if (block.timestamp > until) revert OutsidePeriod(workId, c.verdictAt, until);
+        v = _registered(poolId, msg.sender);
+        if (v.index == c.judge || v.index == c.workerIndex || !_inCaseSet(poolId, v, _caseKey(c, p))) {
+            revert NotEligible(workId, msg.sender);
+        }
     }
 
     /// @dev Record the final verdict in the ComputePool (the judge's reservation was freed by the caller);

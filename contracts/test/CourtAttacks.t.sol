@@ -289,7 +289,7 @@ contract CourtAttacksTest is CourtBase {
     function test_review_aCommitteeCannotBeDrawnTooLateToVote() public {
         (bytes32 workId, address judge) = _submitAndDraw();
         _judgedWrongAndDisputed(workId, judge);
-        (, uint40 disputedAt,,,,,) = court.disputes(workId);
+        (, uint40 disputedAt,,,,,,) = court.disputes(workId);
         vm.warp(uint256(disputedAt) + COMMIT / 2 + 1);
         vm.expectRevert(
             abi.encodeWithSelector(

@@ -34,6 +34,11 @@ contract CourtHandler is Test {
     /// Set when a case past its deadline (every court period after its submission; for a reopened dispute, its
     /// current round's reveal period) could not be settled.
     bool public unsettled;
+    /// Set when a verdict became final through `concur` while a validator that could still dispute it had not
+    /// concurred.
+    bool public earlyWithoutUnanimity;
+    uint256 public earlyFinal;
+    mapping(bytes32 => mapping(address => bool)) internal concurred;
 
     /// Every change of a validator's registration (time, validator, registered), oldest first.
     struct Change {
@@ -84,7 +89,7 @@ contract CourtHandler is Test {
     /// eligible counts those of the case's set that are no party and had the seat's stake free.
     function _draw(bytes32 id) internal {
         (, uint40 submittedAt,, uint24 workerIndex,,, uint24 judge,,,) = court.cases(id);
-        (uint24 disputer,,,,,,) = court.disputes(id);
+        (uint24 disputer,,,,,,,) = court.disputes(id);
         IValidatorCourt.CourtParams memory p = court.getParams(poolId);
         uint256 key = uint256(submittedAt) - p.activationDelay;
         uint256 eligible;
@@ -127,6 +132,38 @@ contract CourtHandler is Test {
             try court.challenge(id, 7, keccak256("evidence")) {
                 ++verdicts;
             } catch {}
+        }
+    }
+
+    /// Validator `v` concurs with the verdict on work `w`; if that made it final, everyone who could still
+    /// have disputed it must have concurred.
+    function concur(uint256 w, uint256 v) public {
+        if (works.length == 0) return;
+        bytes32 id = works[w % works.length];
+        address who = vals[v % vals.length];
+        vm.prank(who);
+        try court.concur(id) {
+            concurred[id][who] = true;
+        } catch {
+            return;
+        }
+        (, uint40 submittedAt,, uint24 workerIndex, IValidatorCourt.CaseState state,, uint24 judge,,,) = court.cases(id);
+        if (state != IValidatorCourt.CaseState.Final) return;
+        ++earlyFinal;
+        uint256 key = uint256(submittedAt) - court.getParams(poolId).activationDelay;
+        for (uint256 i; i < vals.length; ++i) {
+            IValidatorCourt.ValidatorView memory val = court.getValidator(poolId, vals[i]);
+            bool mayDispute = val.index != judge && val.index != workerIndex && val.deregisteredAt == 0
+                && val.registeredAt <= key;
+            if (mayDispute && !concurred[id][vals[i]]) earlyWithoutUnanimity = true;
+        }
+    }
+
+    /// Every validator but the `skip`-th concurs with the verdict on work `w` (the one left out may
+    /// still dispute, so the case stays open unless it is the judge or the worker).
+    function concurAll(uint256 w, uint256 skip) external {
+        for (uint256 i; i < vals.length; ++i) {
+            if (i != skip % (vals.length + 1)) concur(w, i);
         }
     }
 
@@ -212,7 +249,7 @@ contract CourtHandler is Test {
         uint256 deadline = uint256(submittedAt) + p.verdictWindow + p.disputeWindow + p.commitPeriod + p.revealPeriod;
         if (state == IValidatorCourt.CaseState.Disputed) {
             // a dispute whose committee revealed nothing is reopened: its deadline is the current round's
-            (, uint40 disputedAt,,,,, uint8 round) = court.disputes(id);
+            (, uint40 disputedAt,,,,, uint8 round,) = court.disputes(id);
             if (round >= court.DISPUTE_ROUNDS()) unsettled = true;
             deadline = uint256(disputedAt) + p.commitPeriod + p.revealPeriod;
         }
@@ -255,6 +292,12 @@ contract CourtInvariantsTest is StdInvariant, CourtBase {
     function invariant_committeesFullAndCasesSettle() public view {
         assertFalse(handler.shortCommittee(), "a committee shorter than min(k, eligible)");
         assertFalse(handler.unsettled(), "a case past its deadline could not be settled");
+    }
+
+    /// Early finality: a verdict is final before its dispute window ends only when every validator that could
+    /// still dispute it concurred.
+    function invariant_earlyFinalityOnlyByUnanimity() public view {
+        assertFalse(handler.earlyWithoutUnanimity(), "final early while a validator could still dispute");
     }
 
     /// The ComputePool learns a verdict only once it is final (and then it is the court's final one).

@@ -378,7 +378,7 @@ contract ValidatorCourtTest is CourtBase {
         assertEq(court.feeBudget(poolId), budget + silent.length * NO_VOTE, "to the fee budget");
         assertEq(court.getValidator(poolId, judge).reserved, WRONG_SLASH, "the judge stays answerable");
         assertEq(court.getValidator(poolId, disputer).reserved, DISPUTE_BOND, "the disputer too");
-        (,, uint40 disputeBlock,,,, uint8 round) = court.disputes(workId);
+        (,, uint40 disputeBlock,,,, uint8 round,) = court.disputes(workId);
         assertEq(round, 1);
         assertEq(disputeBlock, block.number, "the next committee is drawn from a later block's hash");
         vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.CommitteeNotDrawn.selector, workId));
@@ -427,7 +427,7 @@ contract ValidatorCourtTest is CourtBase {
         vm.roll(block.number + 300);
         court.drawCommittee(workId);
         assertEq(court.committeeOf(workId).length, 0, "not drawn from a substitute hash");
-        (,, uint40 disputeBlock,,, bool drawn,) = court.disputes(workId);
+        (,, uint40 disputeBlock,,, bool drawn,,) = court.disputes(workId);
         assertFalse(drawn);
         assertEq(disputeBlock, block.number, "anchored to the next block");
         vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.CommitteeNotDrawn.selector, workId));
@@ -511,6 +511,109 @@ contract ValidatorCourtTest is CourtBase {
         vm.prank(_other(judge, address(0)));
         vm.expectRevert(); // the dispute window is over
         court.dispute(workId, EVIDENCE);
+    }
+
+    /// Every validator of the case's set but `judge` (and `skip`) concurs; returns how many did.
+    function _concurAll(bytes32 workId, address judge, address skip) internal returns (uint256 n) {
+        for (uint256 i; i < vals.length; ++i) {
+            if (vals[i] == judge || vals[i] == skip) continue;
+            vm.prank(vals[i]);
+            court.concur(workId);
+            ++n;
+        }
+    }
+
+    function test_aVerdictEveryOtherValidatorConcursWithIsFinalAtOnce() public {
+        (bytes32 workId, address judge) = _submitAndDraw();
+        vm.prank(judge);
+        court.attest(workId);
+        address last = vals[vals.length - 1] == judge ? vals[vals.length - 2] : vals[vals.length - 1];
+        _concurAll(workId, judge, last);
+        assertEq(uint8(_caseState(workId)), uint8(IValidatorCourt.CaseState.Verdict), "one may still dispute");
+        vm.prank(last);
+        court.concur(workId);
+        assertEq(uint8(_caseState(workId)), uint8(IValidatorCourt.CaseState.Final));
+        assertEq(uint8(_status(workId)), uint8(IComputePool.WorkStatus.Accepted));
+        assertEq(court.credits(judge), FEE);
+        assertEq(court.getValidator(poolId, judge).reserved, 0);
+        _assertCourtSolvent();
+    }
+
+    function test_aChallengeEveryOtherValidatorConcursWithSlashesAtOnce() public {
+        (bytes32 workId, address judge) = _submitAndDraw();
+        uint256 allocationBefore = pools.getMember(poolId, alice).allocation;
+        vm.prank(judge);
+        court.challenge(workId, 7, EVIDENCE);
+        _concurAll(workId, judge, address(0));
+        assertEq(uint8(_status(workId)), uint8(IComputePool.WorkStatus.Rejected));
+        assertEq(pools.getMember(poolId, alice).allocation, allocationBefore - SLASH);
+        _assertCourtSolvent();
+    }
+
+    function test_oneValidatorThatDoesNotConcurKeepsItsRightToDispute() public {
+        (bytes32 workId, address judge) = _submitAndDraw();
+        vm.prank(judge);
+        court.attest(workId);
+        address holdout = _other(judge, address(0));
+        _concurAll(workId, judge, holdout);
+        vm.prank(holdout);
+        court.dispute(workId, EVIDENCE);
+        assertEq(uint8(_caseState(workId)), uint8(IValidatorCourt.CaseState.Disputed));
+        // a committee drawn from validators that concurred still votes freely: the concurrence is no vote
+        _drawAndVote(workId, [uint8(2), 2, 2]);
+        court.resolve(workId);
+        assertEq(uint8(_status(workId)), uint8(IComputePool.WorkStatus.Rejected), "overturned");
+        _assertCourtSolvent();
+    }
+
+    function test_onlyValidatorsThatMayDisputeConcurOnceWithinTheWindow() public {
+        (bytes32 workId, address judge) = _submitAndDraw();
+        address other = _other(judge, address(0));
+        vm.prank(other);
+        vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.WrongCaseState.selector, workId,
+                                               IValidatorCourt.CaseState.Pending));
+        court.concur(workId); // no verdict yet
+        vm.prank(judge);
+        court.attest(workId);
+        vm.prank(judge);
+        vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.NotEligible.selector, workId, judge));
+        court.concur(workId);
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.NotRegistered.selector, poolId, alice));
+        court.concur(workId);
+        address late = makeAddr("late validator");
+        _fundValidator(late);
+        vm.prank(late);
+        court.register(poolId);
+        vm.prank(late);
+        vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.NotEligible.selector, workId, late));
+        court.concur(workId); // registered after the case's set was fixed
+        vm.prank(other);
+        court.concur(workId);
+        vm.prank(other);
+        vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.AlreadyConcurred.selector, workId, other));
+        court.concur(workId);
+        vm.warp(block.timestamp + DISPUTE + 1);
+        vm.prank(_other(judge, other));
+        vm.expectRevert();
+        court.concur(workId); // the window is over: `finalize` as before
+        court.finalize(workId);
+        assertEq(uint8(_status(workId)), uint8(IComputePool.WorkStatus.Accepted));
+    }
+
+    function test_aWorkerInTheSetNeedNotConcurWithItsOwnCase() public {
+        _fundValidator(alice);
+        vm.prank(alice);
+        court.register(poolId);
+        vm.warp(block.timestamp + ACTIVATION); // alice is in the set of the case below: it cannot dispute it
+        (bytes32 workId, address judge) = _submitAndDraw();
+        vm.prank(judge);
+        court.attest(workId);
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.NotEligible.selector, workId, alice));
+        court.concur(workId);
+        _concurAll(workId, judge, address(0));
+        assertEq(uint8(_status(workId)), uint8(IComputePool.WorkStatus.Accepted));
     }
 
     function test_bondWithdrawnOnlyAfterExitDelayAndWithNothingReserved() public {

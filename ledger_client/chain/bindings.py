@@ -248,6 +248,7 @@ class DisputesResult(NamedTuple):
     votes_invalid: int
     drawn: bool
     round: int
+    concurrences: int
 
     @classmethod
     def from_abi(cls, value: Any) -> DisputesResult:
@@ -260,6 +261,7 @@ class DisputesResult(NamedTuple):
             votes_invalid=value[4],
             drawn=value[5],
             round=value[6],
+            concurrences=value[7],
         )
 
 
@@ -554,6 +556,10 @@ class ValidatorCourt(BoundContract):
         """Call `committeeOf` (view)."""
         return self._call("committeeOf", work_id)
 
+    def concur(self, work_id: bytes) -> Any:
+        """Send a `concur` transaction; returns the receipt."""
+        return self._transact("concur", work_id)
+
     def configure_pool(self, pool_id: int, p: CourtParams | tuple) -> Any:
         """Send a `configurePool` transaction; returns the receipt."""
         return self._transact("configurePool", pool_id, p)
@@ -811,6 +817,17 @@ class CommitteeDrawn:
     EVENT: ClassVar[str] = "CommitteeDrawn"
     work_id: bytes
     committee: list[str]
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class Concurred:
+    """Event `Concurred`."""
+
+    EVENT: ClassVar[str] = "Concurred"
+    work_id: bytes
+    validator: str
+    concurrences: int
     meta: EventMeta
 
 
@@ -1323,6 +1340,7 @@ EVENT_TYPES: dict[str, type] = {
     "CaseVoided": CaseVoided,
     "CheckpointPublished": CheckpointPublished,
     "CommitteeDrawn": CommitteeDrawn,
+    "Concurred": Concurred,
     "CourtConfigured": CourtConfigured,
     "Credited": Credited,
     "DisputeReopened": DisputeReopened,
@@ -1406,6 +1424,7 @@ CONTRACT_EVENT_TYPES: dict[str, dict[str, type]] = {
         "BondWithdrawn": BondWithdrawn,
         "CaseVoided": CaseVoided,
         "CommitteeDrawn": CommitteeDrawn,
+        "Concurred": Concurred,
         "CourtConfigured": CourtConfigured,
         "Credited": Credited,
         "DisputeReopened": DisputeReopened,

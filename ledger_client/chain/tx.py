@@ -72,8 +72,10 @@ class TxSender:
     def _chain_nonce(self) -> int:
         return with_retries(lambda: self.w3.eth.get_transaction_count(self.address, "pending"), self.attempts)
 
-    def send(self, call: Any, value: int = 0, function: str = "") -> Any:
-        """Estimate, sign, broadcast and wait for `call` (a web3 ContractFunction); returns the receipt."""
+    def send(self, call: Any, value: int = 0, function: str = "", min_gas: int = 0) -> Any:
+        """Estimate, sign, broadcast and wait for `call` (a web3 ContractFunction); returns the receipt.
+        `min_gas`: the least gas limit, for a call whose cost depends on what others send first (the estimate
+        is taken on the state before them)."""
         function = function or getattr(call, "fn_name", "")
         base = {"from": self.address, "value": value}
         with phase(f"tx {function}"):
@@ -83,7 +85,7 @@ class TxSender:
                 raise revert_from_exception(exc, function) from None
             except Web3RPCError as exc:
                 raise _rpc_error(exc, function) from None
-            tx = dict(base, gas=int(gas * self.gas_headroom) + 10_000, chainId=self._chain_id)
+            tx = dict(base, gas=max(min_gas, int(gas * self.gas_headroom) + 10_000), chainId=self._chain_id)
             with self._lock:
                 # The node's pending count is the truth: it includes our in-flight transactions, and it
                 # is lower than our count after a reorg dropped some (their nonces must be reused).
