@@ -28,7 +28,7 @@ A variant that misses the target within its budget reports the budget as a lower
 
 Where the protocol's time goes: every role runs with `PROOFSWARM_PHASE_LOG` set (protocol/phases.py), and the
 bench sums each role's phases over the run — generate, prove, encode/upload, submit, wait for a block (a
-transaction's receipt), fetch, check, verdict, finalize, train, checkpoint, publish, fetch weights, poll chain
+transaction's receipt), fetch, check, verdict, finalize, train, checkpoint, publish, fetch weights, poll for work
 (the trainer's intake besides fetching), eval (off the clock) — and calls the rest of the role's wall time idle
 (waiting: for verdicts, finality, a checkpoint, or a chain poll not instrumented). The validator's fetches run
 in threads and its checks in checker processes, so its phases may overlap. Per file, from the chain's blocks:
@@ -74,7 +74,7 @@ CATEGORIES = {
     "tx submitWork": "submit", "block": "wait for a block", "fetch": "fetch", "check": "check",
     "tx attest": "verdict", "tx challenge": "verdict", "tx finalize": "finalize", "train": "train",
     "checkpoint": "checkpoint", "publish": "publish", "tx publishCheckpoint": "publish",
-    "fetch weights": "fetch weights", "intake": "poll chain", "eval": "eval (off the clock)",
+    "fetch weights": "fetch weights", "intake": "poll for work", "eval": "eval (off the clock)",
 }
 """Phase names in the code (protocol.phases) → the breakdown's rows; other transactions are "other tx"."""
 
