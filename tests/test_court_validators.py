@@ -163,7 +163,7 @@ def test_a_random_voter_in_the_minority_loses_the_committee_penalty(court_pool):
 @pytest.mark.timeout(900)
 def test_a_verdict_every_other_validator_concurs_with_is_final_before_its_window(court_pool):
     """Early finality (docs/protocol.md): three honest validators auditing every verdict, none of them the worker.
-    The two that did not judge a file check it and concur, and the verdict is final at the second concurrence:
+    The two that did not judge a file check it (as soon as it is submitted) and concur, and the verdict is final at the second concurrence:
     an honest file is accepted and a fabricated one challenged (its worker slashed) long before the dispute window
     ends, with nothing left to dispute. A trainer waiting for finality then consumes the honest files only."""
     pool = court_pool
@@ -173,9 +173,14 @@ def test_a_verdict_every_other_validator_concurs_with_is_final_before_its_window
     final = LedgerSource(pool.ledger(0), pool.kubo, pool.pool_id)
     works = {pool.submit(honest): honest for honest in (True, False, True)}
     deadline = time.monotonic() + 3 * COURT.decided_within_s()  # only a broken court waits this long
-    with running([pool.daemon(i, Conduct()) for i in HONEST]):
+    daemons = [pool.daemon(i, Conduct()) for i in HONEST]
+    with running(daemons):
         while time.monotonic() < deadline and any(court.cases(w).state != CaseState.FINAL for w in works):
             time.sleep(0.5)
+    # each validator checked each file once: as its judge, or before the verdict (a precheck the audit then used),
+    # or — when the verdict came first — as its audit
+    checks = [d.metrics.registry.get_sample_value("proofswarm_validator_verify_seconds_count") for d in daemons]
+    assert checks == [len(works)] * len(daemons)
     ledger = pool.ledger(0)
     concurred = court.contract.events.Concurred.get_logs(from_block=0)
     finals = {bytes(e["args"]["workId"]): e for e in court.contract.events.VerdictFinal.get_logs(from_block=0)}

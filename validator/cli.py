@@ -61,7 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--confirmations", type=int, default=0,
                    help="blocks a submission must be buried under before it is checked (default 0)")
     s.add_argument("--audit-rate", type=float, default=0.1,
-                   help="court pools: fraction of other validators' verdicts to re-check (and dispute if wrong)")
+                   help="court pools: fraction of other validators' verdicts to re-check (checked when submitted; a wrong "
+                        "verdict is disputed, a right one concurred with: at 1 the pool's verdicts can be final early)")
     s.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1:PORT")
     s.add_argument("--devnet-validator", action="store_true", help="use the devnet's validator key")
     add_chain_args(s)

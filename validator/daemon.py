@@ -83,7 +83,8 @@ class Submission:
     """The block that pinned the submission's step (`WorkSubmitted.seedBlock`): its hash seeds the file's sampling."""
     purpose: str = "judge"
     """Why the file is checked: "judge" (the first verdict), "audit" (another validator's verdict, court
-    pools) or "vote" (a dispute this validator's committee decides)."""
+    pools), "precheck" (an audit checked before the verdict it audits exists, so that the dispute or
+    concurrence follows the verdict at once) or "vote" (a dispute this validator's committee decides)."""
 
     @property
     def key(self) -> str:
@@ -212,6 +213,10 @@ class ValidatorDaemon:
         if self.court is not None:
             self.rules = CourtRules.of(self.court.get_params(config.pool_id))
             self.duties = CourtDuties(config.state_dir / "court.json")
+            self._prechecked: dict[bytes, CheckOutcome] = {}
+            """Outcomes of prechecks whose verdict has not been seen yet (memory only: after a restart the
+            verdict's audit checks the file again)."""
+            self._audits_ready: list[tuple[Submission, CheckOutcome]] = []
             self.court_cursor = EventCursor(self.court, ["VerdictGiven", "Disputed", "DisputeReopened", "CommitteeDrawn"],
                                             config.state_dir / "court_cursor.json", confirmations=config.confirmations,
                                             start_block=ledger.deployment.block)
@@ -240,10 +245,19 @@ class ValidatorDaemon:
         subs = [Submission.of_event(e) for e in events]
         if self.court is not None:
             subs += self._court_events()
+            subs += [replace(s, purpose="precheck") for s in subs if s.purpose == "judge"
+                     and self.conduct.judges and audits(self.ledger.address, s.work_id, self.config.audit_rate)]
         seen = {s.key for s in subs}
         subs += [s for s in map(_submission_from, self.retries.due()) if s.key not in seen]
+        if self.court is not None:  # a verdict seen with its precheck still to run: its audit checks the file
+            audited = {s.work_id for s in subs if s.purpose == "audit"}
+            for s in [s for s in subs if s.purpose == "precheck" and s.work_id in audited]:
+                subs.remove(s)
+                self.retries.drop(s.key)
         judged = self._judge_all(subs)
         if self.court is not None:
+            while self._audits_ready:
+                self._audited(*self._audits_ready.pop(0))
             self._run_duties()
             self.duties.save()
         self.retries.save()
@@ -326,6 +340,14 @@ class ValidatorDaemon:
     def _settle(self, s: Submission, result: CheckOutcome | CheckFailure) -> int:
         """Turn one submission's result into a verdict or a retry; never raises."""
         self.metrics.backlog.dec()
+        if s.purpose == "precheck":  # kept for the verdict; a file that failed to fetch or check is audited after it
+            self.retries.drop(s.key)
+            if isinstance(result, CheckOutcome):
+                self._observe(result)
+                self._prechecked[s.work_id] = result
+                while len(self._prechecked) > MAX_PRECHECKED:  # verdicts never seen (judged while we were away)
+                    self._prechecked.pop(next(iter(self._prechecked)))
+            return 0
         try:
             if isinstance(result, CheckFailure):
                 return self._failed(s, result)
@@ -511,6 +533,14 @@ class ValidatorDaemon:
             return True
         if s.purpose == "audit":
             return state == CaseState.VERDICT and self._now() <= case.verdict_at + rules.dispute_window
+        if s.purpose == "precheck":
+            if state != CaseState.PENDING:  # judged already: the verdict's audit checks it
+                return False
+            assigned = self.court.assigned_validator(s.work_id)
+            if assigned == ZERO_ADDRESS and self.ledger.w3.eth.block_number <= submitted_block + 1:
+                self.retries.postpone(s.key, _submission_to(s), self.config.poll_interval_s)
+                return None
+            return assigned != me  # our own assignment is checked as its judge
         return (state == CaseState.DISPUTED and self.conduct.votes and s.work_id.hex() not in self.duties.book.votes
                 and me in self.court.committee_of(s.work_id))
 
@@ -631,7 +661,13 @@ class ValidatorDaemon:
                 grace = 0 if e.judge == me else FOLLOW_UP_GRACE_S + _stagger(me, bytes(e.work_id), FOLLOW_UP_GRACE_S)
                 self.duties.book.finalize.setdefault(key, self._now() + rules.dispute_window + 1 + grace)
                 if e.judge != me and self.conduct.judges and audits(me, bytes(e.work_id), self.config.audit_rate):
-                    out += self._submission_of(bytes(e.work_id), "audit")
+                    prechecked = self._prechecked.pop(bytes(e.work_id), None)
+                    audit = self._submission_of(bytes(e.work_id), "audit")
+                    if prechecked is None:
+                        out += audit
+                    else:
+                        log.debug("work 0x%s: audited by its precheck", key)
+                        self._audits_ready += [(a, prechecked) for a in audit]
             elif isinstance(e, (Disputed, DisputeReopened)) and e.pool_id == self.config.pool_id:
                 self.duties.book.finalize.pop(key, None)
                 self.duties.book.votes.pop(key, None)  # a reopened dispute: the last committee's seat is gone
@@ -705,10 +741,13 @@ class ValidatorDaemon:
         return True
 
 
+MAX_PRECHECKED = 4096
+"""Prechecked outcomes kept for verdicts still to come; beyond this the oldest go (they are checked again
+if their verdict comes)."""
 CONCUR_GAS = 400_000
 """Gas limit of a `concur`: above the ~220k of one that makes a challenge final (the worker slashed, the bounty
 paid: bench.gas); a transaction pays only for the gas it uses."""
-CHECK_ORDER = {"judge": 0, "vote": 1, "audit": 2}
+CHECK_ORDER = {"judge": 0, "vote": 1, "audit": 2, "precheck": 2}
 """The order a poll's checks run in, by purpose (`_judge_all`)."""
 STAND_IN_SPREAD_S = 3
 """Stand-ins for a silent assigned validator spread their verdicts over this many seconds after the

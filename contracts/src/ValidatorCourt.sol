@@ -259,13 +259,13 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     }
 
     /// @notice Attest a pending submission as valid (the first verdict; see `_judge` for who may).
-    function attest(bytes32 workId) external {
+    function attest(bytes32 workId) external nonReentrant {
         _judge(workId, true, 0, bytes32(0));
     }
 
     /// @notice Challenge a pending submission (the first verdict). The worker is slashed only if the
     /// verdict becomes final.
-    function challenge(bytes32 workId, uint16 reasonCode, bytes32 evidenceDigest) external {
+    function challenge(bytes32 workId, uint16 reasonCode, bytes32 evidenceDigest) external nonReentrant {
         _judge(workId, false, reasonCode, evidenceDigest);
     }
 
@@ -314,18 +314,22 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         (Case storage c, CourtParams storage p,) = _auditor(workId);
         if (_concurred[workId][msg.sender]) revert AlreadyConcurred(workId, msg.sender);
         _concurred[workId][msg.sender] = true;
-        uint256 poolId = c.poolId;
-        uint256 key = _caseKey(c, p);
-        uint256 others = _active[poolId].sizeAt(key) - 1;
-        uint24 worker = c.workerIndex;
-        // the worker's entry counts only if it is certainly in the case's set; counting it otherwise asks
-        // one concurrence too many (the case then waits for its window), never one too few
-        if (worker != 0 && _inCaseSet(poolId, _validators[poolId][_entries[poolId][worker - 1].validator], key)) {
-            others -= 1;
-        }
         uint24 concurrences = ++disputes[workId].concurrences;
         emit Concurred(workId, msg.sender, concurrences);
-        if (concurrences == others) _finalVerdict(poolId, workId, c, p);
+        if (concurrences == _mayDispute(c, p)) _finalVerdict(c.poolId, workId, c, p);
+    }
+
+    /// @dev How many validators may dispute the case's verdict: its set but the judge and the worker. The
+    /// worker's entry is left out only if it is certainly in the set; counting it otherwise asks one
+    /// concurrence too many (the case then waits for its window), never one too few.
+    function _mayDispute(Case storage c, CourtParams storage p) private view returns (uint256 n) {
+        uint256 poolId = c.poolId;
+        uint256 key = _caseKey(c, p);
+        n = _active[poolId].sizeAt(key) - 1;
+        uint24 worker = c.workerIndex;
+        if (worker != 0 && _inCaseSet(poolId, _validators[poolId][_entries[poolId][worker - 1].validator], key)) {
+            n -= 1;
+        }
     }
 
     /// @notice Draw the dispute committee, once (anyone, from the block after the dispute on, within the
@@ -556,6 +560,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
             _evidence[workId] = evidenceDigest;
         }
         emit VerdictGiven(poolId, workId, msg.sender, accepted, reasonCode, evidenceDigest);
+        if (_mayDispute(c, p) == 0) _finalVerdict(poolId, workId, c, p); // a set of the judge alone: nobody may dispute
     }
 
     /// @dev The caller's record if it may give the first verdict now (recording the draw, and penalizing

@@ -616,6 +616,22 @@ contract ValidatorCourtTest is CourtBase {
         assertEq(uint8(_status(workId)), uint8(IComputePool.WorkStatus.Accepted));
     }
 
+    function test_aSetOfTheJudgeAloneIsFinalAtItsVerdict() public {
+        for (uint256 i = 1; i < vals.length; ++i) {
+            vm.prank(vals[i]);
+            court.deregister(poolId);
+        }
+        vm.warp(block.timestamp + ACTIVATION + 1); // the cases below are judged by vals[0] alone
+        (bytes32 workId, address judge) = _submitAndDraw();
+        assertEq(judge, vals[0]);
+        vm.prank(judge);
+        court.attest(workId);
+        assertEq(uint8(_caseState(workId)), uint8(IValidatorCourt.CaseState.Final), "nobody may dispute it");
+        assertEq(uint8(_status(workId)), uint8(IComputePool.WorkStatus.Accepted));
+        assertEq(court.getValidator(poolId, judge).reserved, 0);
+        _assertCourtSolvent();
+    }
+
     function test_bondWithdrawnOnlyAfterExitDelayAndWithNothingReserved() public {
         (bytes32 workId, address judge) = _submitAndDraw();
         vm.prank(judge);
