@@ -70,6 +70,14 @@ class CpuRecipe:
     updates_per_step: int = 1  # optim.updates_per_step (2 was measured in bench.async and did not help: docs/benchmarks.md)
     is_weight_cap: float = 2.0  # loss.is_weight_cap
     seed: int = 0  # the pool seed: which prompts are drawn and the sampling noise (the warm start is the same)
+    warmup_steps: int = 10  # optim.warmup_steps
+
+    def trainer_overrides(self) -> list[str]:
+        """`trainer start --set` assignments under which a pool's trainer trains as this recipe does (its task,
+        model and sampling come from the pool's run spec and checkpoint)."""
+        return [f"batch_samples={self.batch_samples}", f"optim.lr={self.lr}", f"optim.warmup_steps={self.warmup_steps}",
+                f"optim.updates_per_step={self.updates_per_step}", f"loss.entropy_coef={self.entropy_coef}",
+                f"loss.is_weight_cap={self.is_weight_cap}", f"seed={self.seed}"]
 
     @property
     def pool_seed(self) -> bytes:
@@ -79,7 +87,7 @@ class CpuRecipe:
         return TrainerConfig(
             run_dir=run_dir, task=self.task, model=self.model, async_level=async_level, max_steps=self.max_steps,
             sampling=self.sampling, batch_samples=self.batch_samples,
-            optim={"lr": self.lr, "warmup_steps": 10, "updates_per_step": self.updates_per_step},
+            optim={"lr": self.lr, "warmup_steps": self.warmup_steps, "updates_per_step": self.updates_per_step},
             loss={"entropy_coef": self.entropy_coef, "is_weight_cap": self.is_weight_cap},
             wait_timeout_s=120.0, poll_interval_s=0.005, checkpoint_every=10, seed=self.seed,
         )

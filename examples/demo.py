@@ -7,12 +7,13 @@
 4. separate processes: the pool is judged by the ValidatorCourt, with two honest bonded validators
    (`validator start`, re-checking every other validator's verdicts) and one dishonest one
    (examples/adversaries/validators.py, `--adversarial-validator`, attest-all by default); the trainer
-   (`trainer start`, which consumes a submission only once its verdict is final: no dispute can overturn
-   it any more), two honest workers (`worker start`) and one adversarial worker
+   (`trainer start` with examples/cpu_run.py's recipe, which consumes a submission only once its verdict is
+   final: no dispute can overturn it any more), two honest workers (`worker start`) and one adversarial worker
    (examples/adversaries/workers.py, cycling through attacks);
 5. a progress line at each trainer step (step, held-out accuracy, files consumed, verdicts given and final,
-   disputes); after `--steps` trainer steps everything is stopped, time travels past the reward lock and
-   the honest workers claim;
+   disputes); once held-out accuracy reaches `--target` (the mean of the latest three evaluations), or after
+   `--steps` trainer steps, everything is stopped, the open court cases settle, time travels past the reward
+   lock and the honest workers claim;
 6. a summary table, runs/demo/summary.json and runs/demo/learning_curve.png, with the demo's checks:
    every adversary submission judged by the end is challenged, no honest one is (work still
    unjudged at the end is reported as `adversary_pending`), the dishonest validator lost stake and no
@@ -46,6 +47,7 @@ from deploy import devnet
 from deploy.anvil import stop_pid
 from deploy.pool_cli import CourtConfig, PoolConfig, create_pool
 from examples.adversaries.validators import CONDUCTS
+from examples.cpu_run import CpuRecipe, TargetTracker
 from ledger_client.chain.keys import KEY_ENV, load_account
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import get_work
@@ -63,6 +65,8 @@ ADVERSARY_ATTACKS = ["fabricated_rewards", "cherry_picked_prompts", "tampered_co
                      "withheld", "perturbed_weights", "corrupted_proofs", "truncated_completion"]
 
 
+TARGET_WINDOW = 3
+"""Evaluations averaged for the stop rule: one greedy evaluation swings by ±0.1 (examples.cpu_run.TargetTracker)."""
 PIDS_FILE = "roles.pids"
 PROGRESS_EVERY_S = 20
 """A progress line at each trainer step, and at least this often."""
@@ -80,13 +84,16 @@ DEMO_COURT = CourtConfig(
     # window): at the demo's submission rate a validator never waits for its stake to be released
     validator_bond=2_000 * TOKENS, verdict_fee=TOKENS // 100, dispute_bond=20 * TOKENS,
     wrong_verdict_slash=60 * TOKENS, non_voter_penalty=10 * TOKENS, silence_penalty=5 * TOKENS,
-    assigned_window_s=60, verdict_window_s=180, dispute_window_s=DISPUTE_WINDOW_S, commit_period_s=40,
-    reveal_period_s=40, activation_delay_s=5, committee_size=3, fee_funding=100 * TOKENS)
+    assigned_window_s=60, verdict_window_s=180, dispute_window_s=DISPUTE_WINDOW_S, commit_period_s=20,
+    reveal_period_s=10, activation_delay_s=5, committee_size=3, fee_funding=100 * TOKENS)
 """The demo's court: three validators, so a dispute's committee is the one validator that is neither the judge
-nor the disputer (a committee is short only when fewer are eligible). The trainer waits for finality, so the
-dispute window is what each consumed file's staleness grows by; it is sized from measured fetch and check times
-(docs/protocol.md, "Sizing the dispute window"). The other windows only bound lapsed, withheld and disputed work,
-which the trainer never consumes, and stay generous for a loaded two-core machine."""
+nor the disputer (a committee is short only when fewer are eligible). The trainer waits for finality: every
+validator audits every verdict (`--audit-rate 1`) and concurs with the ones its check confirms, so an undisputed
+verdict is final within seconds (docs/protocol.md, "Early finality"); the dispute window bounds the rest and is
+sized from measured fetch and check times ("Sizing the dispute window"). A dispute is decided within its commit
+and reveal periods (a committee member checks and commits within seconds of its draw, which comes two blocks
+after the dispute), so the settling at the end takes no longer; the assigned and verdict windows only bound lapsed
+and withheld work and stay generous for a loaded two-core machine."""
 VALIDATOR_TOKENS = 3_000 * TOKENS
 
 
@@ -207,9 +214,9 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
                         "--state-dir", str(out / v["name"]), "--metrics-port",
                         str(args.metrics_port if args.metrics_port and v["name"] == "validator" else free_port()),
                         *chain, env={KEY_ENV: v["private_key"]})
+        recipe = [a for o in CpuRecipe().trainer_overrides() for a in ("--set", o)]
         roles.start("trainer", "trainer.main", "start", "--pool", str(pool_id), "--devnet-trainer",
-                    "--set", f"run_dir={run_dir}", "--set", f"max_steps={args.steps}",
-                    "--set", f"batch_samples={args.batch_samples}", "--set", "optim.lr=5e-4",
+                    "--set", f"run_dir={run_dir}", "--set", f"max_steps={args.steps}", *recipe,
                     "--set", "wait_timeout_s=300",
                     "--eval-every", str(args.eval_every), "--eval-problems", str(args.eval_problems), "--json", *chain)
         for n in (0, 1):
@@ -221,7 +228,15 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
         done = run_dir / "trainer.done"
         deadline = time.monotonic() + args.timeout
         last, next_line = -1, 0.0
+        learned = TargetTracker(args.target, TARGET_WINDOW)
+        evaluated = 1  # the step-0 evaluation is not learning
         while not done.exists():
+            accuracies = _accuracies(run_dir)
+            if any(learned.reached(a) for a in accuracies[evaluated:]):
+                console.print(f"  held-out accuracy reached {args.target} (mean of the latest {TARGET_WINDOW} "
+                              f"evaluations) at step {_trainer_step(run_dir)}: stopping")
+                break
+            evaluated = max(evaluated, len(accuracies))
             roles.check_alive(*(v["name"] for v in validators), "trainer", "worker0", "worker1", "adversary")
             explorer.check_alive("explorer")
             if time.monotonic() > deadline:
@@ -343,12 +358,17 @@ def _progress(ledger: Ledger, pool_id: int, start_block: int, run_dir: Path, ste
             f"(final {final})  disputes {mine(court.Disputed)}")
 
 
-def _latest_accuracy(run_dir: Path) -> float | None:
+def _accuracies(run_dir: Path) -> list[float]:
+    """The trainer's held-out accuracies so far, the step-0 evaluation first."""
     try:
         lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     except OSError:
-        return None
-    accuracy = [json.loads(line)["accuracy"] for line in lines if '"accuracy"' in line]
+        return []
+    return [json.loads(line)["accuracy"] for line in lines if '"accuracy"' in line]
+
+
+def _latest_accuracy(run_dir: Path) -> float | None:
+    accuracy = _accuracies(run_dir)
     return accuracy[-1] if accuracy else None
 
 
@@ -471,8 +491,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--state-dir", type=Path, default=default_devnet_dir(), help=DEVNET_DIR_HELP)
     p.add_argument("--out", type=Path, default=Path("runs/demo"))
     p.add_argument("--run-spec", type=Path, default=ROOT / "examples/run.toml")
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--batch-samples", type=int, default=128)
+    p.add_argument("--steps", type=int, default=80, help="the most trainer steps (default %(default)s)")
+    p.add_argument("--target", type=float, default=0.65,
+                   help=f"stop once held-out accuracy (the mean of the latest {TARGET_WINDOW} evaluations) reaches this "
+                        "(default %(default)s; above 1: run all --steps)")
     p.add_argument("--warm-steps", type=int, default=25)
     p.add_argument("--eval-every", type=int, default=5)
     p.add_argument("--eval-problems", type=int, default=100)

@@ -21,6 +21,7 @@ Files that cannot be fetched yet are retried on the next poll.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from ledger_client.chain.events import EventCursor, Removed
@@ -34,14 +35,19 @@ from trainer.work_source import WorkItem
 
 log = logging.getLogger("proofswarm.trainer")
 CONSUMABLE = (WorkStatus.ACCEPTED, WorkStatus.PAID)
+MIN_POLL_INTERVAL_S = 0.2
+"""`trainer start` polls the chain at most this often: each poll costs a few RPC calls per pending submission, and a block comes at most
+every second or so (each transaction at once on the devnet, which mines on every one)."""
 
 
 class LedgerSource:
     """WorkSource over the accepted submissions of `pool_id` (final ones only when `wait_final`)."""
 
     def __init__(self, ledger: Ledger, kubo: KuboClient, pool_id: int, fetch_timeout_s: float = 30.0,
-                 confirmations: int = 0, wait_final: bool = True):
+                 confirmations: int = 0, wait_final: bool = True, min_poll_interval_s: float = 0.0):
         self.ledger = ledger
+        self.min_poll_interval_s = min_poll_interval_s
+        self._polled_at = float("-inf")
         self.kubo = kubo
         self.pool_id = pool_id
         self.fetch_timeout_s = fetch_timeout_s
@@ -62,6 +68,12 @@ class LedgerSource:
         self.overturned: list[str] = []  # fast mode: consumed, then finally rejected
 
     def poll(self) -> list[WorkItem]:
+        """Newly consumable submissions, fetched; [] without asking the chain when called again within
+        `min_poll_interval_s` (the trainer's loop polls every few milliseconds while it waits)."""
+        now = time.monotonic()
+        if now - self._polled_at < self.min_poll_interval_s:
+            return []
+        self._polled_at = now
         for cursor in self.cursors.values():
             for event in cursor.poll():
                 if isinstance(event, Removed) or event.pool_id != self.pool_id:

@@ -44,7 +44,7 @@ from trainer.checkpoint import TrainerStateError
 from trainer.config import TrainerConfig
 from trainer.distributed import Distributed, launched_by_torchrun, quiet_followers, rank_device
 from trainer.evaluate import greedy_accuracy
-from trainer.ledger_source import LedgerSource
+from trainer.ledger_source import MIN_POLL_INTERVAL_S, LedgerSource
 from trainer.loop import Trainer, TrainerStarved
 from trainer.metrics import TrainerMetrics
 from trainer.parallel import SingleProcess
@@ -113,7 +113,7 @@ def run_start(args: argparse.Namespace) -> int:
         if args.eval_every else None
     if not args.wait_final:
         log.warning("--no-wait-final: consuming work at its first accepting verdict, before a dispute can overturn it")
-    source = LedgerSource(ledger, kubo, args.pool, wait_final=args.wait_final)
+    source = LedgerSource(ledger, kubo, args.pool, wait_final=args.wait_final, min_poll_interval_s=MIN_POLL_INTERVAL_S)
     publisher = IpfsPublisher(ledger, kubo, args.pool, model.config, tokenizer, pool.async_level,
                               Path(config.run_dir), metrics_of=lambda step: trainer.metrics_at(step)) \
         if parallel.is_main else None
