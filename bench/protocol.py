@@ -57,7 +57,7 @@ import psutil
 from deploy import devnet
 from deploy.pool_cli import PoolConfig, create_pool
 from examples.cpu_run import CpuRecipe, TargetTracker, percentile, run_async
-from examples.demo import DEMO_COURT, Roles, _fund_validators, _run_json
+from examples.demo import DEMO_COURT, FETCH_TIMEOUT_S, VERDICT_MARGIN_S, Roles, _fund_validators, _run_json
 from ledger_client.chain.keys import KEY_ENV, load_account
 from ledger_client.chain.ledger import Ledger
 from ledger_client.ipfs.content import fetch_run_spec
@@ -68,7 +68,6 @@ from protocol.spotcheck import MAX_BPS
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKENS = 10**18
-FETCH_TIMEOUT_S, VERDICT_MARGIN_S = 5, 10  # the demo's: the court's dispute window must hold both
 CATEGORIES = {
     "generate": "generate", "prove": "prove", "encode": "encode/upload", "upload": "encode/upload",
     "tx submitWork": "submit", "block": "wait for a block", "fetch": "fetch", "check": "check",
@@ -285,10 +284,8 @@ def run_protocol(spec: CpuRecipe, root: Path, info: dict, state_dir: Path, q_bps
         launched_at = time.time()
         roles.start("trainer", "trainer.main", "start", "--pool", str(pool_id), "--devnet-trainer",
                     "--set", f"run_dir={run_dir}", "--set", "max_steps=100000",
-                    "--set", f"batch_samples={spec.batch_samples}", "--set", f"optim.lr={spec.lr}",
-                    "--set", "optim.warmup_steps=10", "--set", f"optim.updates_per_step={spec.updates_per_step}",
-                    "--set", f"loss.entropy_coef={spec.entropy_coef}", "--set", f"loss.is_weight_cap={spec.is_weight_cap}",
-                    "--set", f"seed={spec.seed}", "--set", f"wait_timeout_s={max(spec.budget_s, 120)}",
+                    *[a for kv in spec.trainer_overrides() for a in ("--set", kv)],
+                    "--set", f"wait_timeout_s={max(spec.budget_s, 120)}",
                     "--eval-every", str(spec.eval_every), "--eval-problems", str(spec.eval_problems), "--json", *chain,
                     env={ROLE_ENV: "trainer"})
         for n in range(workers):
