@@ -57,7 +57,7 @@ import psutil
 from deploy import devnet
 from deploy.pool_cli import PoolConfig, create_pool
 from examples.cpu_run import CpuRecipe, TargetTracker, percentile, run_async
-from examples.demo import DEMO_COURT, FETCH_TIMEOUT_S, VERDICT_MARGIN_S, Roles, _fund_validators, _run_json
+from examples.demo import DEMO_COURT, FETCH_TIMEOUT_S, VERDICT_MARGIN_S, Roles, _fund_validators, _run_json, await_validators
 from ledger_client.chain.keys import KEY_ENV, load_account
 from ledger_client.chain.ledger import Ledger
 from ledger_client.ipfs.content import fetch_run_spec
@@ -223,21 +223,6 @@ def _chain_latencies(ledger: Ledger, pool_id: int, start_block: int) -> dict:
             "submit_to_final_s": summary([(submitted[w], final[w]) for w in final if w in submitted])}
 
 
-def _await_validators(ledger: Ledger, pool_id: int, addresses: list[str], roles: Roles, timeout: float = 120.0) -> None:
-    """Wait until every validator is registered with the court and its registration is active: work submitted
-    earlier has no eligible validator (NotEligible) and would wait for its verdict window to lapse."""
-    delay = DEMO_COURT.activation_delay_s
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        roles.check_alive(*(n for n in roles.procs if n.startswith("validator")))
-        views = [ledger.court.get_validator(pool_id, a) for a in addresses]
-        now = ledger.w3.eth.get_block("latest")["timestamp"]
-        if all(v.index and now > v.registered_at + delay for v in views):
-            return
-        time.sleep(0.5)
-    raise SystemExit(f"the validators did not register within {timeout:.0f} s")
-
-
 def run_protocol(spec: CpuRecipe, root: Path, info: dict, state_dir: Path, q_bps: int, workers: int,
                  validators: int, audit_rate: float) -> VariantResult:
     """The recipe through the protocol on the devnet `info` at q = q_bps / 10000 (module docstring)."""
@@ -280,7 +265,7 @@ def run_protocol(spec: CpuRecipe, root: Path, info: dict, state_dir: Path, q_bps
                         str(audit_rate), "--fetch-timeout", str(FETCH_TIMEOUT_S), "--verdict-margin",
                         str(VERDICT_MARGIN_S), "--state-dir", str(out / f"validator{i}"), *chain,
                         env={KEY_ENV: a["private_key"], ROLE_ENV: f"validator{i}"})
-        _await_validators(owner, pool_id, [a["address"] for a in accounts], roles)
+        await_validators(owner, pool_id, [a["address"] for a in accounts], roles)
         launched_at = time.time()
         roles.start("trainer", "trainer.main", "start", "--pool", str(pool_id), "--devnet-trainer",
                     "--set", f"run_dir={run_dir}", "--set", "max_steps=100000",

@@ -135,6 +135,21 @@ class Roles:
                 p.kill()
 
 
+def await_validators(ledger: Ledger, pool_id: int, addresses: list[str], roles: Roles, timeout: float = 120.0) -> None:
+    """Wait until every validator is registered with the court and its registration is active: work submitted
+    earlier has no eligible validator (NotEligible) and waits for its verdict window to lapse."""
+    delay = ledger.court.get_params(pool_id).activation_delay
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        roles.check_alive(*roles.procs)
+        views = [ledger.court.get_validator(pool_id, a) for a in addresses]
+        now = ledger.w3.eth.get_block("latest")["timestamp"]
+        if all(v.index and now > v.registered_at + delay for v in views):
+            return
+        time.sleep(0.5)
+    raise UsageError(f"the validators did not register with the court within {timeout:.0f} s")
+
+
 def stop_leftover_roles(pids_file: Path) -> list[str]:
     """Stop the role processes a killed earlier run recorded in `pids_file` (each only if its command line
     is still that role's module, so a reused pid is left alone); returns the modules stopped."""
@@ -219,6 +234,9 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
                     "--set", f"run_dir={run_dir}", "--set", f"max_steps={args.steps}", *recipe,
                     "--set", "wait_timeout_s=300",
                     "--eval-every", str(args.eval_every), "--eval-problems", str(args.eval_problems), "--json", *chain)
+        # the workers start once the court can judge: a file submitted before the validators' registrations are
+        # active has nobody eligible and would wait out the verdict window, holding up its worker
+        await_validators(owner, pool_id, [v["address"] for v in validators], roles)
         for n in (0, 1):
             roles.start(f"worker{n}", "worker.cli", "start", "--pool", str(pool_id), "--devnet-worker", str(n),
                         "--work-dir", str(out / f"worker{n}"), "--quiet", *chain)

@@ -7,7 +7,8 @@ import argparse
 
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import claimable, claimed_total, pool_state, works_of
+from ledger_client.chain.errors import InsufficientTokens
+from ledger_client.chain.queries import claimable, claimed_total, get_work, pool_state, works_of
 from ledger_client.cli import UsageError, load_devnet_info, resolve_chain_args
 from protocol.digest import digest_to_cid
 from protocol.pool import WorkStatus
@@ -58,10 +59,23 @@ def status(ledger: Ledger, pool_id: int | None, explorer: str | None = None) -> 
     return out
 
 
-def stake_for_next_submission(ledger: Ledger, pool_id: int, min_stake: int, slash_amount: int) -> int:
+ALLOCATE_AHEAD = 16
+"""Submissions one top-up of the pool allocation covers. Every open submission needs `slashAmount` allocated
+(until claimed or slashed), and topping up for one at a time cost three transactions (approve, bond, allocate)
+before every `submitWork` (bench.protocol, docs/benchmarks.md)."""
+
+
+def stake_for_next_submission(ledger: Ledger, pool_id: int, min_stake: int, slash_amount: int,
+                              ahead: int = ALLOCATE_AHEAD) -> int:
     """Bond and allocate what the account's next submission to the pool needs (after a slash this tops the
-    allocation up again); returns what was added."""
-    return ledger.ensure_allocation(pool_id, ledger.required_allocation(pool_id, min_stake, slash_amount))
+    allocation up again), for `ahead` submissions at once when the account holds enough; returns what was added."""
+    required = ledger.required_allocation(pool_id, min_stake, slash_amount)
+    if ledger.pool.get_member(pool_id, ledger.address).allocation >= required:
+        return 0
+    try:
+        return ledger.ensure_allocation(pool_id, required + (ahead - 1) * slash_amount)
+    except InsufficientTokens:  # checked before anything is sent: then only what the next submission needs
+        return ledger.ensure_allocation(pool_id, required)
 
 
 def deallocate_free(ledger: Ledger, pool_id: int) -> int:
@@ -75,7 +89,15 @@ def deallocate_free(ledger: Ledger, pool_id: int) -> int:
 
 def claim_all(ledger: Ledger, pool_id: int | None) -> int:
     """Claim every accepted reward whose lock has passed; returns the amount (0 if nothing was claimable)."""
-    ready = claimable(ledger, works_of(ledger, ledger.address, pool_id))
+    return _claim(ledger, claimable(ledger, works_of(ledger, ledger.address, pool_id)))
+
+
+def claim_works(ledger: Ledger, work_ids: list[bytes]) -> int:
+    """Claim those of `work_ids` that are accepted with their lock passed; returns the amount."""
+    return _claim(ledger, claimable(ledger, [get_work(ledger, w) for w in work_ids]))
+
+
+def _claim(ledger: Ledger, ready: list) -> int:
     if not ready:
         return 0
     before = ledger.token.balance_of(ledger.address)

@@ -33,6 +33,7 @@ from ledger_client.chain.bindings import MemberView
 from ledger_client.chain.errors import ContractRevert, LedgerError
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import (
+    chain_time,
     court_of,
     get_work,
     next_binding,
@@ -50,7 +51,7 @@ from protocol.phases import phase
 from protocol.rollouts import decode_rollouts
 from protocol.runspec import RunSpec, usable_task
 from protocol.submission import SubmissionBinding
-from worker.account import challenges_of, claim_all, open_ledger, stake_for_next_submission
+from worker.account import challenges_of, claim_all, claim_works, open_ledger, stake_for_next_submission
 from worker.journal import Journal, journal_name
 from worker.metrics import WorkerMetrics
 from worker.policy import Policy, RolloutProducer
@@ -245,7 +246,8 @@ class WorkerDaemon:
             if e.get("final"):
                 continue
             try:
-                status = get_work(self.ledger, bytes.fromhex(e["work_id"])).status
+                work = get_work(self.ledger, bytes.fromhex(e["work_id"]))
+                status = work.status
             except ContractRevert as exc:
                 if exc.error != "UnknownWork":
                     raise
@@ -258,7 +260,7 @@ class WorkerDaemon:
                 if self._court is None or self._court.cases(bytes.fromhex(e["work_id"])).state == CaseState.PENDING:
                     open_ += 1
             else:
-                self.journal.advance(e["nonce"], "submitted", final=status.name.lower())
+                self.journal.advance(e["nonce"], "submitted", final=status.name.lower(), submitted_at=work.submitted_at)
                 self.metrics.verdict(status.name.lower())
                 self.stats.verdicts[status.name.lower()] = self.stats.verdicts.get(status.name.lower(), 0) + 1
                 if status == WorkStatus.REJECTED:
@@ -317,10 +319,23 @@ class WorkerDaemon:
         log.info("submitted 0x%s: %d samples for step %d (nonce %d)", digest.hex(), n_samples, step, nonce)
 
     def maybe_claim(self, force: bool = False) -> int:
+        """Claim what is due, every `claim_interval_s`: the journal's accepted submissions whose reward lock has
+        passed (reading the chain only for those: the journal grows with every file); `force`: every accepted
+        submission of ours on the chain, past runs' included."""
         if not force and time.monotonic() - self._last_claim < self.opt.claim_interval_s:
             return 0
         self._last_claim = time.monotonic()
-        amount = claim_all(self.ledger, self.opt.pool_id)
+        if force:
+            amount = claim_all(self.ledger, self.opt.pool_id)
+        else:
+            now = chain_time(self.ledger)
+            due = [e for e in self.journal.entries("submitted")
+                   if e.get("final") == "accepted" and e.get("submitted_at", 0) + self.pool.reward_lock_s <= now]
+            if not due:
+                return 0
+            amount = claim_works(self.ledger, [bytes.fromhex(e["work_id"]) for e in due])
+            for e in due:  # claimed now, or (a restart) before: accepted work is claimed exactly once
+                self.journal.advance(e["nonce"], "submitted", final="paid")
         self.stats.claimed += amount
         self.metrics.claimed.inc(amount / 10**18)
         return amount

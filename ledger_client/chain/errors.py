@@ -21,6 +21,10 @@ class LedgerError(Exception):
     """Base of every error raised by ledger_client; its message is one line for a user."""
 
 
+class InsufficientTokens(LedgerError):
+    """The account holds too few stake tokens to bond what was asked (nothing was sent)."""
+
+
 class RpcUnreachable(LedgerError):
     """The Ethereum JSON-RPC endpoint cannot be reached."""
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from web3 import HTTPProvider, Web3
 
 from ledger_client.chain.bindings import ComputePool, DevStakeToken, StakeManager, ValidatorCourt
-from ledger_client.chain.errors import BadRpcUrl, LedgerError, NotDeployed, RpcUnreachable, WrongChain
+from ledger_client.chain.errors import BadRpcUrl, InsufficientTokens, LedgerError, NotDeployed, RpcUnreachable, WrongChain
 from ledger_client.chain.tx import TxSender
 
 
@@ -117,7 +117,7 @@ class Ledger:
         need = amount - bonded
         balance = self.token.balance_of(self.address)
         if balance < need:
-            raise LedgerError(f"{self.address} has {balance} stake tokens, needs {need} more to bond {amount}")
+            raise InsufficientTokens(f"{self.address} has {balance} stake tokens, needs {need} more to bond {amount}")
         if self.token.allowance(self.address, self.stake.address) < need:
             self.token.approve(self.stake.address, need)
         self.stake.bond(need)
