@@ -262,8 +262,8 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
                                  f"(logs in {out / 'logs'})")
             step = _trainer_step(run_dir)
             if step != last or time.monotonic() >= next_line:
-                console.print(f"  {_progress(owner, pool_id, start_block, run_dir, step, args.steps)}  "
-                              f"({time.monotonic() - t0:.0f}s)")
+                console.print(f"  {time.monotonic() - t0:4.0f}s  "
+                              f"{_progress(owner, pool_id, start_block, run_dir, step, args.steps)}", soft_wrap=True)
                 last, next_line = step, time.monotonic() + PROGRESS_EVERY_S
             time.sleep(2)
         roles.stop("trainer", "worker0", "worker1", "adversary")
@@ -309,10 +309,16 @@ def _settle(ledger: Ledger, pool_id: int, start_block: int, roles: Roles, valida
         if open_cases == 0:
             return
         if open_cases != last:
-            console.print(f"  settling: {open_cases} court cases not final yet")
+            console.print(f"  settling: {open_cases} court cases not final yet ({', '.join(_open_kinds(ledger, submitted))})")
             last = open_cases
         roles.check_alive(*validator_roles)
         time.sleep(2)
+
+
+def _open_kinds(ledger: Ledger, work_ids: list[bytes]) -> list[str]:
+    """How many open cases are in each state (pending, verdict, disputed)."""
+    states = Counter(ledger.court.cases(w).state for w in work_ids)
+    return [f"{n} {state.name.lower()}" for state, n in sorted(states.items()) if state not in (CaseState.FINAL, CaseState.VOID)]
 
 
 def _validator_accounts(info: dict, adversarial: str) -> list[dict]:

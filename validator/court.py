@@ -59,6 +59,9 @@ class Conduct:
     """Gives first verdicts (when assigned, or standing in)."""
     votes = True
     """Commits and reveals votes on the committees it is drawn to."""
+    checks = True
+    """Checks the files it judges, audits and votes on. A conduct that does not (a rubber stamp) answers from
+    `verdict`/`vote` without fetching anything, and concurs with every verdict it audits."""
 
     def verdict(self, ok: bool) -> bool:
         """The verdict to send for work whose check says `ok` (True = attest)."""

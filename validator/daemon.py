@@ -246,7 +246,8 @@ class ValidatorDaemon:
         if self.court is not None:
             subs += self._court_events()
             subs += [replace(s, purpose="precheck") for s in subs if s.purpose == "judge"
-                     and self.conduct.judges and audits(self.ledger.address, s.work_id, self.config.audit_rate)]
+                     and self.conduct.judges and self.conduct.checks
+                     and audits(self.ledger.address, s.work_id, self.config.audit_rate)]
         seen = {s.key for s in subs}
         subs += [s for s in map(_submission_from, self.retries.due()) if s.key not in seen]
         if self.court is not None:  # a verdict seen with its precheck still to run: its audit checks the file
@@ -302,8 +303,11 @@ class ValidatorDaemon:
         # the tightest deadlines first: a first verdict's assigned window, then a committee's commit period, then
         # audits (the dispute window); oldest submission first within each
         queue = sorted(todo, key=lambda s: (CHECK_ORDER.get(s.purpose, 0), s.submitted_at))
-        fetches = {s.key: self._fetchers.submit(self._fetch, s) for s in queue}
         settled: list[tuple[Submission, CheckOutcome | CheckFailure]] = []
+        if not self.conduct.checks:  # a rubber stamp answers from its conduct alone
+            settled += [(s, CheckOutcome(True, message="not checked")) for s in queue]
+            queue = []
+        fetches = {s.key: self._fetchers.submit(self._fetch, s) for s in queue}
 
         def fill() -> None:
             """Hand queued files to free checkers (files that need no check are settled later)."""
@@ -662,6 +666,8 @@ class ValidatorDaemon:
                 self.duties.book.finalize.setdefault(key, self._now() + rules.dispute_window + 1 + grace)
                 if e.judge != me and self.conduct.judges and audits(me, bytes(e.work_id), self.config.audit_rate):
                     prechecked = self._prechecked.pop(bytes(e.work_id), None)
+                    if not self.conduct.checks:  # a rubber stamp concurs unchecked
+                        prechecked = CheckOutcome(e.accepted, message="not checked")
                     audit = self._submission_of(bytes(e.work_id), "audit")
                     if prechecked is None:
                         out += audit

@@ -2,8 +2,9 @@
 demo run against honest ones, each of which the court makes lose stake (docs/protocol.md, "Bonded
 validators and disputes"):
 
-  attest-all      attests every submission without regard to its checks → disputed, overturned, slashed
-                  `wrongVerdictSlash`; on committees it votes "valid" whatever the work
+  attest-all      attests every submission without checking it → disputed, overturned, slashed
+                  `wrongVerdictSlash`; on committees it votes "valid" whatever the work; it concurs with
+                  every verdict it audits, unchecked
   challenge-all   challenges every submission → the same, for honest work; on committees votes "invalid"
   silent          registers and never answers → `silencePenalty` whenever it is assigned, and the
                   committee penalty whenever it is drawn
@@ -26,6 +27,7 @@ from validator.court import Conduct
 
 class AttestEverything(Conduct):
     name = "attest-all"
+    checks = False  # a rubber stamp: why spend a check on an answer it gives anyway
 
     def verdict(self, ok: bool) -> bool:
         return True
