@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from inference.backend import InferenceBackend, Prefill
 from proofs.margins import MarginNull, MarginTest, margin_test
-from proofs.sampling import replay
+from proofs.sampling import batch_noise, replay
 from proofs.termination import DEFAULT_MIN_EOS_PROB, check_termination
 from proofs.toploc import (
     DEFAULT_CHUNK,
@@ -214,15 +214,20 @@ def _check_batch(backend: InferenceBackend, records: Sequence[CompletionRecord],
     """Prefill one batch and run the prefill checks of its completions into `verdicts`; the batch's
     logits are dropped on return, before the next batch is prefilled."""
     prefills = backend.prefill_batch([(records[i].prompt_ids, records[i].completion_ids) for i in batch])
-    for i, prefill in zip(batch, prefills):
-        verdicts[i] = Verdict(checks=_prefill_checks(records[i], early[i], prefill, backend.eos_token_ids, config),
-                              prefilled=True)
+    noises: list[Any] = [None] * len(batch)
+    if prefills and config.sampling.temperature > 0:  # the whole batch's replay noise in one draw
+        logits = prefills[0].logits
+        noises = batch_noise([records[i].seed for i in batch], [len(records[i].completion_ids) for i in batch],
+                             logits.shape[-1], logits.device)
+    for i, prefill, noise in zip(batch, prefills, noises):
+        verdicts[i] = Verdict(checks=_prefill_checks(records[i], early[i], prefill, backend.eos_token_ids, config,
+                                                     noise), prefilled=True)
 
 
 def _prefill_checks(record: CompletionRecord, early: list[CheckResult], prefill: Prefill,
-                    eos: tuple[int, ...], config: VerifyConfig) -> list[CheckResult]:
+                    eos: tuple[int, ...], config: VerifyConfig, noise: Any = None) -> list[CheckResult]:
     """The structural checks `early`, then those that need the prefill: termination's EOS probability,
-    sampling replay, TOPLOC."""
+    sampling replay (with its `noise` when drawn for the batch), TOPLOC."""
     params = config.sampling
     checks = list(early)
     if record.finish_reason == "eos":
@@ -238,7 +243,7 @@ def _prefill_checks(record: CompletionRecord, early: list[CheckResult], prefill:
         ))
     replayed = replay(
         prefill.logits, record.completion_ids, record.seed, params.temperature,
-        params.top_p, config.logit_tolerance,
+        params.top_p, config.logit_tolerance, noise=noise,
     )
     checks.append(CheckResult(
         name="sampling", passed=replayed.passed,

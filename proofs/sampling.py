@@ -271,10 +271,13 @@ def replay(
     top_p: float,
     logit_tolerance: float,
     block_rows: int | None = None,
+    noise: torch.Tensor | None = None,
 ) -> ReplayResult:
     """Check every sampled token against recomputed logits [n, V] (the rule above), `block_rows`
     positions at a time (default: REPLAY_BLOCK_ELEMENTS // V), upcast to float32 block by block; each
-    block's noise is drawn in one call on the logits' device (positions are independent)."""
+    block's noise is drawn in one call on the logits' device (positions are independent), or taken from
+    `noise`: `gumbel_noise` at (seed, positions 0 … n - 1), drawn by the caller for many completions at once
+    (`batch_noise`; it is overwritten)."""
     if logits.dim() != 2 or logits.shape[0] != len(token_ids):
         raise SamplingSpecError(
             f"logits {tuple(logits.shape)} do not match {len(token_ids)} sampled tokens"
@@ -305,9 +308,13 @@ def replay(
             bad = gap > bound
             outside = torch.zeros_like(bad)
         else:
-            positions = torch.arange(begin, begin + rows.shape[0], dtype=torch.int64, device=device)
-            noise = gumbel_noise(seed_tensor.expand(rows.shape[0]), positions, vocab)
-            gap, in_nucleus, outside = _replay_block(rows, block_tokens, noise, temperature, top_p, logit_tolerance)
+            if noise is None:
+                positions = torch.arange(begin, begin + rows.shape[0], dtype=torch.int64, device=device)
+                block_noise = gumbel_noise(seed_tensor.expand(rows.shape[0]), positions, vocab)
+            else:
+                block_noise = noise[begin : begin + rows.shape[0]]
+            gap, in_nucleus, outside = _replay_block(rows, block_tokens, block_noise, temperature, top_p,
+                                                     logit_tolerance)
             bound = 2 * logit_tolerance / temperature + 2 * GUMBEL_TOLERANCE
             bad = (gap > bound) | ~in_nucleus
         bad_parts.append(bad.nonzero().flatten() + begin)
@@ -317,6 +324,24 @@ def replay(
     failed = torch.cat(bad_parts).tolist()  # the only copies to the host: verdict values
     return ReplayResult(n_tokens=n, failed_positions=failed, max_score_gap=float(torch.stack(gap_maxima).max()),
                         margins=torch.cat(margin_parts).tolist())
+
+
+def batch_noise(seeds: Sequence[int], lengths: Sequence[int], vocab_size: int,
+                device: torch.device | str = "cpu") -> list[torch.Tensor | None]:
+    """Each completion's replay noise — `gumbel_noise` at (seeds[k], positions 0 … lengths[k] - 1) — drawn for
+    all of them in one call, which for short completions costs a fraction of one call each (the same values:
+    every row is computed on its own). None for a completion whose seed is out of range (`replay` refuses it),
+    and for all of them when they would not fit NOISE_CHUNK_ELEMENTS."""
+    usable = [0 <= s < 2**SEED_BITS and n > 0 for s, n in zip(seeds, lengths)]
+    rows = sum(n for n, ok in zip(lengths, usable) if ok)
+    if rows == 0 or rows * vocab_size > NOISE_CHUNK_ELEMENTS:
+        return [None] * len(lengths)
+    row_seeds = torch.tensor([s for s, n, ok in zip(seeds, lengths, usable) if ok for _ in range(n)],
+                             dtype=torch.int64, device=device)
+    positions = torch.cat([torch.arange(n, dtype=torch.int64, device=device)
+                           for n, ok in zip(lengths, usable) if ok])
+    drawn = iter(torch.split(gumbel_noise(row_seeds, positions, vocab_size), [n for n, ok in zip(lengths, usable) if ok]))
+    return [next(drawn) if ok else None for ok in usable]
 
 
 def _replay_block(

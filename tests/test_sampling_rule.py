@@ -21,12 +21,14 @@ from proofs.sampling import (
     GUMBEL_TOLERANCE,
     W_MAX,
     W_MIN,
+    batch_noise,
     derive_seed,
     gumbel_,
     gumbel_at,
     gumbel_noise,
     noise_words,
     philox4x32_10,
+    replay,
     sample_index,
     sample_token,
     sample_tokens,
@@ -215,3 +217,25 @@ def test_vllm_processor_samples_the_rule_on_its_rows_only() -> None:
             float(torch.log_softmax(original[row] / 0.8, -1)[expected]), abs=1e-6)
         assert torch.equal(state.hidden[-1], hidden[row].to(torch.bfloat16))
     assert torch.equal(out[1], original[1])
+
+
+def test_a_batch_noise_draw_equals_each_completions_own_draw():
+    """The validator draws a prefill batch's replay noise in one call: bit for bit what `replay` draws for each
+    completion alone; None for a seed `replay` refuses and for an empty completion."""
+    seeds, lengths, vocab = [5, 2**62 + 3, 2**63, 11, 7], [3, 8, 2, 0, 1], 37
+    drawn = batch_noise(seeds, lengths, vocab)
+    for seed, n, noise in zip(seeds, lengths, drawn):
+        if seed >= 2**63 or n == 0:
+            assert noise is None
+            continue
+        alone = gumbel_noise(torch.full((n,), seed, dtype=torch.int64), torch.arange(n), vocab)
+        assert torch.equal(noise, alone)
+    assert batch_noise([1], [10], 2**20) == [None]  # beyond NOISE_CHUNK_ELEMENTS: each completion draws its own
+
+
+def test_replay_with_batch_noise_gives_the_same_result():
+    torch.manual_seed(3)
+    logits = torch.randn(6, 29)
+    tokens = [int(t) for t in torch.randint(0, 29, (6,))]
+    (noise,) = batch_noise([123], [6], 29)
+    assert replay(logits, tokens, 123, 0.9, 1.0, 1e-3) == replay(logits, tokens, 123, 0.9, 1.0, 1e-3, noise=noise)
