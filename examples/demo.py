@@ -317,7 +317,7 @@ def _settle(ledger: Ledger, pool_id: int, start_block: int, roles: Roles, valida
 
 def _open_kinds(ledger: Ledger, work_ids: list[bytes]) -> list[str]:
     """How many open cases are in each state (pending, verdict, disputed)."""
-    states = Counter(ledger.court.cases(w).state for w in work_ids)
+    states = Counter(CaseState(ledger.court.cases(w).state) for w in work_ids)
     return [f"{n} {state.name.lower()}" for state, n in sorted(states.items()) if state not in (CaseState.FINAL, CaseState.VOID)]
 
 
