@@ -224,7 +224,7 @@ def _chain_latencies(ledger: Ledger, pool_id: int, start_block: int) -> dict:
 
 
 def run_protocol(spec: CpuRecipe, root: Path, info: dict, state_dir: Path, q_bps: int, workers: int,
-                 validators: int, audit_rate: float) -> VariantResult:
+                 validators: int, audit_rate: float, max_pending: int = 2) -> VariantResult:
     """The recipe through the protocol on the devnet `info` at q = q_bps / 10000 (module docstring)."""
     name = f"protocol_q{q_bps // 100}" if q_bps < MAX_BPS else "protocol_q1"
     out = root / name
@@ -275,7 +275,8 @@ def run_protocol(spec: CpuRecipe, root: Path, info: dict, state_dir: Path, q_bps
                     env={ROLE_ENV: "trainer"})
         for n in range(workers):
             roles.start(f"worker{n}", "worker.cli", "start", "--pool", str(pool_id), "--devnet-worker", str(n),
-                        "--work-dir", str(out / f"worker{n}"), "--quiet", *chain, env={ROLE_ENV: f"worker{n}"})
+                        "--work-dir", str(out / f"worker{n}"), "--quiet", "--max-pending", str(max_pending), *chain,
+                        env={ROLE_ENV: f"worker{n}"})
         tracker, seen = TargetTracker(spec.target, spec.target_window), 0
         while True:
             roles.check_alive(*names)
@@ -338,7 +339,7 @@ def summarise(local: VariantResult, protocols: dict[str, VariantResult], spec: C
     out["details"] = {r.name: r.details for r in (local, *protocols.values())}
     out |= {"target": spec.target, "target_window": spec.target_window, "budget_s": {
         "local": local.budget_s, **{k: r.budget_s for k, r in protocols.items()}},
-        "cores": args.cores, "workers": args.workers, "validators": args.validators, "audit_rate": args.audit_rate,
+        "cores": args.cores, "workers": args.workers, "validators": args.validators, "audit_rate": args.audit_rate, "max_pending": args.max_pending,
         "court": {"dispute_window_s": DEMO_COURT.dispute_window_s, "assigned_window_s": DEMO_COURT.assigned_window_s},
         "load_average": [round(x, 2) for x in os.getloadavg()]}
     return out
@@ -365,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--validators", type=int, default=1, help="honest validators of the protocol's court")
     p.add_argument("--audit-rate", type=float, default=0.0,
                    help="fraction of other validators' verdicts each validator re-checks (with one validator: none)")
+    p.add_argument("--max-pending", type=int, default=2,
+                   help="each worker's --max-pending: submissions in flight before a first verdict (default: worker start's 2)")
     p.add_argument("--q", default="0.05,1", help="the protocol variants' spot-check fractions")
     p.add_argument("--skip-local", action="store_true", help="protocol variants only (no ratio)")
     args = p.parse_args(argv)
@@ -395,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         for q in args.q.split(","):
             bps = round(float(q) * MAX_BPS)
             r = run_protocol(replace(spec, budget_s=budget), root, info, root / "devnet", bps, args.workers,
-                             args.validators, args.audit_rate)
+                             args.validators, args.audit_rate, args.max_pending)
             protocols[r.name] = r
             _print(r)
     print(json.dumps(summarise(local, protocols, spec, args)))

@@ -85,7 +85,7 @@ def test_time_to_target_leaves_every_evaluation_off_the_clock():
 
 
 def test_a_missed_target_is_reported_as_a_lower_bound():
-    args = argparse.Namespace(cores=2, workers=1, validators=1, audit_rate=0.0)
+    args = argparse.Namespace(cores=2, workers=1, validators=1, audit_rate=0.0, max_pending=2)
     local = VariantResult("local", 100.0, 400.0, 0.8, 100)
     protocols = {"protocol_q5": VariantResult("protocol_q5", 150.0, 600.0, 0.8, 100),
                  "protocol_q1": VariantResult("protocol_q1", None, 600.0, 0.4, 30)}

@@ -1,0 +1,51 @@
+"""Early finality end to end (docs/protocol.md, "Early finality"), on a real anvil (1 s blocks) + Kubo with a real
+(tiny) policy: three honest validator daemons, none of them the worker, audit every verdict (checking each file as
+soon as it is submitted) and concur with it; the verdict is final at the last concurrence, long before its dispute
+window. Its own module so that `make test` runs it beside tests/test_court_validators.py."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ledger_client.chain.queries import get_work
+from protocol.pool import CaseState, WorkStatus
+from tests.court_pool import COURT, HONEST, court_pool, running  # noqa: F401 - court_pool is a fixture
+from trainer.ledger_source import LedgerSource
+from validator.court import Conduct
+
+
+@pytest.mark.timeout(900)
+def test_a_verdict_every_other_validator_concurs_with_is_final_before_its_window(court_pool):
+    """Early finality (docs/protocol.md): three honest validators auditing every verdict, none of them the worker.
+    The two that did not judge a file check it (as soon as it is submitted) and concur, and the verdict is final at the second concurrence:
+    an honest file is accepted and a fabricated one challenged (its worker slashed) long before the dispute window
+    ends, with nothing left to dispute. A trainer waiting for finality then consumes the honest files only."""
+    pool = court_pool
+    window = 150  # the longest the pool's 300 s challenge window allows: the concurrences must come well inside it
+    pool.open_pool(HONEST, COURT.model_copy(update={"dispute_window_s": window}))
+    court = pool.ledger(0).court
+    final = LedgerSource(pool.ledger(0), pool.kubo, pool.pool_id)
+    works = {pool.submit(honest): honest for honest in (True, False, True)}
+    deadline = time.monotonic() + 3 * COURT.decided_within_s()  # only a broken court waits this long
+    daemons = [pool.daemon(i, Conduct()) for i in HONEST]
+    with running(daemons):
+        while time.monotonic() < deadline and any(court.cases(w).state != CaseState.FINAL for w in works):
+            time.sleep(0.5)
+    # each validator checked each file once: as its judge, or before the verdict (a precheck the audit then used),
+    # or — when the verdict came first — as its audit
+    checks = [d.metrics.registry.get_sample_value("proofswarm_validator_verify_seconds_count") for d in daemons]
+    assert checks == [len(works)] * len(daemons)
+    ledger = pool.ledger(0)
+    concurred = court.contract.events.Concurred.get_logs(from_block=0)
+    finals = {bytes(e["args"]["workId"]): e for e in court.contract.events.VerdictFinal.get_logs(from_block=0)}
+    for work_id, honest in works.items():
+        case = court.cases(work_id)
+        assert case.state == CaseState.FINAL
+        assert get_work(ledger, work_id).status == (WorkStatus.ACCEPTED if honest else WorkStatus.REJECTED)
+        final_at = ledger.w3.eth.get_block(finals[work_id]["blockNumber"])["timestamp"]
+        assert final_at <= case.verdict_at + window, "final by the window, not by concurrence"
+        assert sum(bytes(e["args"]["workId"]) == work_id for e in concurred) == len(HONEST) - 1
+    final.poll()
+    assert set(final.consumed) == {"0x" + w.hex() for w, honest in works.items() if honest}
