@@ -305,20 +305,17 @@ def _settle(ledger: Ledger, pool_id: int, start_block: int, roles: Roles, valida
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
-        open_cases = sum(ledger.court.cases(w).state not in (CaseState.FINAL, CaseState.VOID) for w in submitted)
+        states = Counter(CaseState(ledger.court.cases(w).state) for w in submitted)
+        open_states = {state: n for state, n in sorted(states.items()) if state not in (CaseState.FINAL, CaseState.VOID)}
+        open_cases = sum(open_states.values())
         if open_cases == 0:
             return
         if open_cases != last:
-            console.print(f"  settling: {open_cases} court cases not final yet ({', '.join(_open_kinds(ledger, submitted))})")
+            kinds = ", ".join(f"{n} {state.name.lower()}" for state, n in open_states.items())
+            console.print(f"  settling: {open_cases} court cases not final yet ({kinds})")
             last = open_cases
         roles.check_alive(*validator_roles)
         time.sleep(2)
-
-
-def _open_kinds(ledger: Ledger, work_ids: list[bytes]) -> list[str]:
-    """How many open cases are in each state (pending, verdict, disputed)."""
-    states = Counter(CaseState(ledger.court.cases(w).state) for w in work_ids)
-    return [f"{n} {state.name.lower()}" for state, n in sorted(states.items()) if state not in (CaseState.FINAL, CaseState.VOID)]
 
 
 def _validator_accounts(info: dict, adversarial: str) -> list[dict]:

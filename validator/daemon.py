@@ -752,7 +752,8 @@ MAX_PRECHECKED = 4096
 if their verdict comes)."""
 CONCUR_GAS = 400_000
 """Gas limit of a `concur`: above the ~220k of one that makes a challenge final (the worker slashed, the bounty
-paid: bench.gas); a transaction pays only for the gas it uses."""
+paid: forge's gas report of test_aChallengeEveryOtherValidatorConcursWithSlashesAtOnce); a transaction pays only
+for the gas it uses."""
 CHECK_ORDER = {"judge": 0, "vote": 1, "audit": 2, "precheck": 2}
 """The order a poll's checks run in, by purpose (`_judge_all`)."""
 STAND_IN_SPREAD_S = 3

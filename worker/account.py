@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ledger_client.chain.keys import load_account
-from ledger_client.chain.ledger import Ledger
+from ledger_client.chain.ledger import Ledger, allocation_required
 from ledger_client.chain.errors import InsufficientTokens
 from ledger_client.chain.queries import claimable, claimed_total, get_work, pool_state, works_of
 from ledger_client.cli import UsageError, load_devnet_info, resolve_chain_args
@@ -69,8 +69,9 @@ def stake_for_next_submission(ledger: Ledger, pool_id: int, min_stake: int, slas
                               ahead: int = ALLOCATE_AHEAD) -> int:
     """Bond and allocate what the account's next submission to the pool needs (after a slash this tops the
     allocation up again), for `ahead` submissions at once when the account holds enough; returns what was added."""
-    required = ledger.required_allocation(pool_id, min_stake, slash_amount)
-    if ledger.pool.get_member(pool_id, ledger.address).allocation >= required:
+    member = ledger.pool.get_member(pool_id, ledger.address)  # one read on the path of every submission
+    required = allocation_required(member.open_works, min_stake, slash_amount)
+    if member.allocation >= required:
         return 0
     try:
         return ledger.ensure_allocation(pool_id, required + (ahead - 1) * slash_amount)

@@ -79,6 +79,12 @@ def save_deployment(path: str | Path, deployment: Deployment) -> None:
     tmp.replace(path)
 
 
+def allocation_required(open_works: int, min_stake: int, slash_amount: int) -> int:
+    """What `submitWork` requires allocated for a member's next submission: max(minStake, (open works + 1) ×
+    slashAmount)."""
+    return max(min_stake, (open_works + 1) * slash_amount)
+
+
 class Ledger:
     """The proofswarm contracts on one chain, optionally with a key to send transactions."""
 
@@ -134,7 +140,5 @@ class Ledger:
         return need
 
     def required_allocation(self, pool_id: int, min_stake: int, slash_amount: int) -> int:
-        """What `submitWork` requires allocated for the account's next submission to the pool:
-        max(minStake, (open works + 1) × slashAmount)."""
-        open_works = self.pool.get_member(pool_id, self.address).open_works
-        return max(min_stake, (open_works + 1) * slash_amount)
+        """What `submitWork` requires allocated for the account's next submission to the pool."""
+        return allocation_required(self.pool.get_member(pool_id, self.address).open_works, min_stake, slash_amount)
