@@ -25,10 +25,12 @@ from worker.produce import produce_rollout_file
 
 TOLERANCE = 0.2
 """A pool whose per-token bound leaves room (2ε = 0.4) for float32 workers: the margin
-tails of the float32 profile (the run spec's defaults) are its null."""
+tails of the float32 profile (the run spec's defaults) are its null. The file is ~340 tokens long: at
+8 tokens a completion (~120 a file) the biased sampler's file passed about one time in 40 (its seed comes
+from a block hash, so from the wall clock); at ~340 the weakest of 80 biased files had a bound of 1e-29."""
 SPEC = RunSpec(
     task={"name": "sort", "seed": 0, "params": {"min_digits": 3, "max_digits": 3}, "length_targets": [4, 8]},
-    sampling=SamplingSpec(group_size=4, temperature=1.0, max_tokens=8), prompts_per_submission=4,
+    sampling=SamplingSpec(group_size=4, temperature=1.0, max_tokens=24), prompts_per_submission=4,
     pool_seed="0x" + "3a" * 32,
     verification=VerificationSpec(toploc_min_exp_matches=125, toploc_max_mant_err_mean=0.03,
                                   toploc_max_mant_err_median=0.0, toploc_mean_excludes_max=True,
