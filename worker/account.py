@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from ledger_client.chain.bindings import MemberView
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger, allocation_required
 from ledger_client.chain.errors import InsufficientTokens
@@ -66,10 +67,11 @@ before every `submitWork` (bench.protocol, docs/benchmarks.md)."""
 
 
 def stake_for_next_submission(ledger: Ledger, pool_id: int, min_stake: int, slash_amount: int,
-                              ahead: int = ALLOCATE_AHEAD) -> int:
+                              ahead: int = ALLOCATE_AHEAD, member: MemberView | None = None) -> int:
     """Bond and allocate what the account's next submission to the pool needs (after a slash this tops the
-    allocation up again), for `ahead` submissions at once when the account holds enough; returns what was added."""
-    member = ledger.pool.get_member(pool_id, ledger.address)  # one read on the path of every submission
+    allocation up again), for `ahead` submissions at once when the account holds enough; returns what was added.
+    `member`: the account's record in the pool, if just read."""
+    member = member or ledger.pool.get_member(pool_id, ledger.address)
     required = allocation_required(member.open_works, min_stake, slash_amount)
     if member.allocation >= required:
         return 0

@@ -118,6 +118,7 @@ class WorkerDaemon:
         self.policy: Policy | None = None
         self.spec: RunSpec | None = None
         self._last_claim = 0.0
+        self._verdicts_read_at = 0.0
         self._court = court_of(ledger, options.pool_id)
 
     # ------------------------------------------------------------------ set-up
@@ -209,17 +210,22 @@ class WorkerDaemon:
         if member.pinned_step == pool.latest_step and \
                 self.journal.submitted_count(pool.latest_step) >= self.opt.submissions_per_step:
             return False
-        if self.pending_verdicts() >= self.opt.max_pending:
+        # the chain is asked about our open submissions when they could reach the limit, else once a poll interval
+        # (for the verdicts' metrics and the re-stake cap): asking before every file took a tenth of a worker's time
+        if (len(self.journal.open_submissions()) >= self.opt.max_pending
+                or time.monotonic() - self._verdicts_read_at >= self.opt.poll_interval_s) and \
+                self.pending_verdicts() >= self.opt.max_pending:
             return False
         if self.policy is None or self.policy.step != member.pinned_step:
             self.sync_policy(member.pinned_step)
-        added = stake_for_next_submission(self.ledger, self.opt.pool_id, pool.min_stake, pool.slash_amount)
+        added = stake_for_next_submission(self.ledger, self.opt.pool_id, pool.min_stake, pool.slash_amount,
+                                          member=member)
         if added and self.stats.challenges:
             self.stats.restaked += added
             self.metrics.restaked.inc(added / 10**18)
             log.warning("re-staked %s to the pool allocation after %d slash(es) (%s in all; --max-restakes %s)",
                         tokens(added), len(self.stats.challenges), tokens(self.stats.restaked), self.opt.max_restakes)
-        self.submit_one(next_binding(self.ledger, self.opt.pool_id), stop)
+        self.submit_one(next_binding(self.ledger, self.opt.pool_id, member), stop)
         return True
 
     def _challenged(self, work_id: bytes) -> None:
@@ -241,10 +247,9 @@ class WorkerDaemon:
 
     def pending_verdicts(self) -> int:
         """How many of our submissions still await a verdict (statuses are final once judged)."""
+        self._verdicts_read_at = time.monotonic()
         open_ = 0
-        for e in self.journal.entries("submitted"):
-            if e.get("final"):
-                continue
+        for e in self.journal.open_submissions():
             try:
                 work = get_work(self.ledger, bytes.fromhex(e["work_id"]))
                 status = work.status

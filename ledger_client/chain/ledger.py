@@ -10,6 +10,7 @@ import requests
 from eth_account.signers.local import LocalAccount
 from pydantic import BaseModel, ValidationError
 from web3 import HTTPProvider, Web3
+from web3.types import RPCEndpoint
 
 from ledger_client.chain.bindings import ComputePool, DevStakeToken, StakeManager, ValidatorCourt
 from ledger_client.chain.errors import BadRpcUrl, InsufficientTokens, LedgerError, NotDeployed, RpcUnreachable, WrongChain
@@ -20,7 +21,10 @@ def connect(rpc_url: str, expected_chain_id: int | None = None, timeout: float =
     """A Web3 for `rpc_url`; raises RpcUnreachable or WrongChain with a one-line message."""
     if not rpc_url.startswith(("http://", "https://")):
         raise BadRpcUrl(f"RPC URL {rpc_url!r} must start with http:// or https://")
-    w3 = Web3(HTTPProvider(rpc_url, request_kwargs={"timeout": timeout}))
+    # web3's validation asks the node for its chain id before every call, estimate and send (half of a worker's
+    # round trips): the id of one endpoint does not change, so it is asked once and kept
+    w3 = Web3(HTTPProvider(rpc_url, request_kwargs={"timeout": timeout}, cache_allowed_requests=True,
+                           cacheable_requests={RPCEndpoint("eth_chainId")}))
     try:
         chain_id = w3.eth.chain_id
     except (requests.ConnectionError, requests.Timeout, OSError):

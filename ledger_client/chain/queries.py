@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from ledger_client.chain.bindings import PoolView, ValidatorCourt
+from ledger_client.chain.bindings import MemberView, PoolView, ValidatorCourt
 from ledger_client.chain.errors import LedgerError, UnknownPool
 from ledger_client.chain.ledger import Ledger
 from protocol.digest import Digest
@@ -19,10 +19,11 @@ def pool_state(ledger: Ledger, pool_id: int) -> PoolState:
     return decode_pool(pool_id, ledger.pool.get_pool(pool_id))
 
 
-def next_binding(ledger: Ledger, pool_id: int) -> SubmissionBinding:
+def next_binding(ledger: Ledger, pool_id: int, member: MemberView | None = None) -> SubmissionBinding:
     """The binding of the ledger account's next submission to the pool: the chain's next nonce, at the step the
-    chain pinned for it, seeded by the hash of the pinning block (ComputePool's pin rule) — nothing chosen here."""
-    member = ledger.pool.get_member(pool_id, ledger.address)
+    chain pinned for it, seeded by the hash of the pinning block (ComputePool's pin rule) — nothing chosen here.
+    `member`: the account's record in the pool, if just read (only the account's own submission changes it)."""
+    member = member or ledger.pool.get_member(pool_id, ledger.address)
     seed_block_hash = Digest(bytes(ledger.w3.eth.get_block(member.pinned_block)["hash"]))
     d = ledger.deployment
     return SubmissionBinding(chain_id=d.chain_id, pool_contract=d.compute_pool, pool_id=pool_id, worker=ledger.address,

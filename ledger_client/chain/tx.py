@@ -16,12 +16,22 @@ from typing import Any, Callable
 import requests
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
-from web3.exceptions import ContractCustomError, ContractLogicError, ContractPanicError, Web3RPCError
+from web3.exceptions import (
+    ContractCustomError,
+    ContractLogicError,
+    ContractPanicError,
+    TransactionNotFound,
+    Web3RPCError,
+)
 
 from ledger_client.chain.errors import LedgerError, RpcUnreachable, TransactionFailed, UnknownRevert, decode_revert
 from protocol.phases import phase
 
 TRANSIENT = (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError)
+RECEIPT_POLL_S = 0.005
+"""The first wait before asking for a receipt again (web3's own wait sleeps 0.1 s between asks: on a devnet that
+mines at once, that sleep was most of a worker's time per submission)."""
+RECEIPT_POLL_MAX_S = 0.5
 
 
 def revert_from_exception(exc: Exception, function: str = "") -> LedgerError:
@@ -115,16 +125,7 @@ class TxSender:
         raise RpcUnreachable(f"{function}: could not broadcast after {self.attempts} attempts")
 
     def _wait(self, tx_hash: bytes, call: Any, tx: dict, function: str) -> Any:
-        try:
-            receipt = with_retries(
-                lambda: self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=self.receipt_timeout),
-                self.attempts,
-                what=f"receipt of {function}",
-            )
-        except Exception as exc:  # web3 raises TimeExhausted
-            if isinstance(exc, LedgerError):
-                raise
-            raise TransactionFailed(f"{function}: no receipt for {tx_hash.hex()} within {self.receipt_timeout}s") from None
+        receipt = self._receipt(tx_hash, function)
         if receipt["status"] == 1:
             return receipt
         try:  # replay as a call to recover the custom error
@@ -132,6 +133,24 @@ class TxSender:
         except (ContractLogicError, ContractCustomError, ContractPanicError) as exc:
             raise revert_from_exception(exc, function) from None
         raise TransactionFailed(f"{function}: transaction 0x{bytes(tx_hash).hex()} reverted")
+
+
+    def _receipt(self, tx_hash: bytes, function: str) -> Any:
+        """The transaction's receipt, asked for again after RECEIPT_POLL_S doubling up to RECEIPT_POLL_MAX_S (a
+        devnet mines at once, a real chain every few seconds); TransactionFailed after receipt_timeout."""
+        deadline = time.monotonic() + self.receipt_timeout
+        delay = RECEIPT_POLL_S
+        while True:
+            try:
+                return with_retries(lambda: self.w3.eth.get_transaction_receipt(tx_hash), self.attempts,
+                                    what=f"receipt of {function}")
+            except TransactionNotFound:
+                pass
+            if time.monotonic() + delay > deadline:
+                raise TransactionFailed(f"{function}: no receipt for {bytes(tx_hash).hex()} within "
+                                        f"{self.receipt_timeout}s")
+            time.sleep(delay)
+            delay = min(2 * delay, RECEIPT_POLL_MAX_S)
 
 
 def _rpc_error(exc: Web3RPCError, function: str) -> LedgerError:
