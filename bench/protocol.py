@@ -65,6 +65,7 @@ from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import Digest
 from protocol.phases import LOG_ENV, ROLE_ENV, read_phases
 from protocol.spotcheck import MAX_BPS
+from worker.account import DEFAULT_MAX_PENDING
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKENS = 10**18
@@ -224,7 +225,7 @@ def _chain_latencies(ledger: Ledger, pool_id: int, start_block: int) -> dict:
 
 
 def run_protocol(spec: CpuRecipe, root: Path, info: dict, state_dir: Path, q_bps: int, workers: int,
-                 validators: int, audit_rate: float, max_pending: int = 2) -> VariantResult:
+                 validators: int, audit_rate: float, max_pending: int = DEFAULT_MAX_PENDING) -> VariantResult:
     """The recipe through the protocol on the devnet `info` at q = q_bps / 10000 (module docstring)."""
     name = f"protocol_q{q_bps // 100}" if q_bps < MAX_BPS else "protocol_q1"
     out = root / name
@@ -366,8 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--validators", type=int, default=1, help="honest validators of the protocol's court")
     p.add_argument("--audit-rate", type=float, default=0.0,
                    help="fraction of other validators' verdicts each validator re-checks (with one validator: none)")
-    p.add_argument("--max-pending", type=int, default=2,
-                   help="each worker's --max-pending: submissions in flight before a first verdict (default: worker start's 2)")
+    p.add_argument("--max-pending", type=int, default=DEFAULT_MAX_PENDING,
+                   help="each worker's --max-pending: submissions in flight before a first verdict (default: worker "
+                        f"start's {DEFAULT_MAX_PENDING})")
     p.add_argument("--q", default="0.05,1", help="the protocol variants' spot-check fractions")
     p.add_argument("--skip-local", action="store_true", help="protocol variants only (no ratio)")
     args = p.parse_args(argv)

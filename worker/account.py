@@ -64,6 +64,10 @@ ALLOCATE_AHEAD = 16
 """Submissions one top-up of the pool allocation covers. Every open submission needs `slashAmount` allocated
 (until claimed or slashed), and topping up for one at a time cost three transactions (approve, bond, allocate)
 before every `submitWork` (bench.protocol, docs/benchmarks.md)."""
+DEFAULT_MAX_PENDING = 8
+"""Submissions in flight before a first verdict. A worker makes at most max_pending files per verdict latency
+(~1 s on the devnet, where 2 in flight halved bench.protocol's file rate against 8) and a broken one is slashed
+for at most this many files before it sees the first challenge."""
 
 
 def stake_for_next_submission(ledger: Ledger, pool_id: int, min_stake: int, slash_amount: int,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ledger_client.chain.queries import pool_state
 from ledger_client.cli import UsageError, add_log_args, amount_option, chain_options, one_line_errors, print_result
-from worker.account import claim_all, deallocate_free, open_ledger, status
+from worker.account import DEFAULT_MAX_PENDING, claim_all, deallocate_free, open_ledger, status
 
 EXPLORER_ENV = "PROOFSWARM_EXPLORER_URL"
 
@@ -19,7 +19,10 @@ def _add_start_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--work-dir", type=Path, help="journal, checkpoints and rollout files (default .worker/<address>)")
     p.add_argument("--submissions-per-step", type=int, default=1000,
                    help="at most this many files per policy step (default: no practical limit)")
-    p.add_argument("--max-pending", type=int, default=2, help="wait while this many submissions await a verdict")
+    p.add_argument("--max-pending", type=int, default=DEFAULT_MAX_PENDING,
+                   help=f"wait while this many submissions await a verdict (default {DEFAULT_MAX_PENDING}): a worker makes "
+                        "at most this many files per verdict latency, and a broken one loses at most this many slashes "
+                        "before it sees the first")
     p.add_argument("--max-submissions", type=int, help="stop after this many submissions")
     p.add_argument("--poll-interval", type=float, default=0.5, help="seconds between looks at the chain (default 0.5)")
     p.add_argument("--quiet", action="store_true", help="no live status screen (logs only)")

@@ -51,7 +51,7 @@ from protocol.phases import phase
 from protocol.rollouts import decode_rollouts
 from protocol.runspec import RunSpec, usable_task
 from protocol.submission import SubmissionBinding
-from worker.account import challenges_of, claim_all, claim_works, open_ledger, stake_for_next_submission
+from worker.account import DEFAULT_MAX_PENDING, challenges_of, claim_all, claim_works, open_ledger, stake_for_next_submission
 from worker.journal import Journal, journal_name
 from worker.metrics import WorkerMetrics
 from worker.policy import Policy, RolloutProducer
@@ -73,7 +73,7 @@ class WorkerOptions:
     fetch_timeout_s: float = 120.0
     max_submissions: int | None = None
     claim_interval_s: float = 5.0
-    max_pending: int = 2
+    max_pending: int = DEFAULT_MAX_PENDING
     """Submit no more while this many of our submissions await a verdict (keeps pace with the validators).
     In a court pool a first verdict counts: finality comes a dispute window later, and waiting for it would
     pace the worker by the window instead of by the validators."""
