@@ -35,8 +35,14 @@ in threads and its checks in checker processes, so its phases may overlap. Per f
 submitted → first verdict → final (WorkAccepted), i.e. the wait for finality. CPU seconds per process (roles
 with their children, anvil, Kubo) come from psutil.
 
+Repeats (`--repeats N`): the variants run N times in turn (local, then the protocol on a fresh devnet), and the
+figures are medians. One run's steps to the target vary ~3× between runs of the same seed (the asynchronous
+pipeline's timing decides which policy made which file), so one run's ratio is mostly that noise; seconds per
+trainer step vary much less and are reported too (`*_s_per_step`, `ratio_per_step_*`).
+
 Prints each variant's figures and breakdown; the last line is one JSON object (`local_s`, `protocol_q5_s`,
-`protocol_q1_s`, `ratio_q5`, `ratio_q1`, `breakdown`, …; a `*_s` of null with `*_min_s` set: target missed).
+`protocol_q1_s`, `ratio_q5`, `ratio_q1`, `breakdown`, …; a `*_s` of null with `*_min_s` set: target missed; with
+repeats the medians, each run's figures under `runs`, the breakdown of the first run).
 """
 
 from __future__ import annotations
@@ -317,6 +323,42 @@ def run_protocol(spec: CpuRecipe, root: Path, info: dict, state_dir: Path, q_bps
          "trainer_idle_s": round(sum(m["idle_s"] for m in metrics), 1)})
 
 
+def seconds_per_step(r: VariantResult) -> float | None:
+    """Wall seconds per trainer step up to the target (or over the whole budget when it was missed)."""
+    if r.steps <= 0:
+        return None
+    return round((r.time_to_target_s if r.time_to_target_s is not None else r.budget_s) / r.steps, 3)
+
+
+def median_result(results: list[VariantResult]) -> VariantResult:
+    """The run with the median time to target (a missed target counts as longer than any reached one); its steps
+    and breakdown are that run's."""
+    ranked = sorted(results, key=lambda r: (r.time_to_target_s is None, r.time_to_target_s or 0.0))
+    return ranked[(len(ranked) - 1) // 2]
+
+
+def summarise_runs(runs: list[tuple[VariantResult, dict[str, VariantResult]]], spec: CpuRecipe,
+                   args: argparse.Namespace) -> dict:
+    """`summarise` of the median run of each variant, with every run's figures and the median seconds per step."""
+    local = median_result([local for local, _ in runs])
+    protocols = {key: median_result([p[key] for _, p in runs]) for key in runs[0][1]}
+    out = summarise(local, protocols, spec, args)
+    if len(runs) == 1:
+        return out
+    per_step = {"local": [seconds_per_step(local) for local, _ in runs]}
+    per_step |= {key: [seconds_per_step(p[key]) for _, p in runs] for key in protocols}
+    medians = {key: statistics.median([v for v in values if v is not None]) if any(v is not None for v in values)
+               else None for key, values in per_step.items()}
+    out["repeats"] = len(runs)
+    out["runs"] = [{r.name: {"time_to_target_s": r.time_to_target_s, "steps": r.steps, "s_per_step": seconds_per_step(r)}
+                    for r in (local, *p.values())} for local, p in runs]
+    for key, value in medians.items():
+        out[f"{key}_s_per_step"] = value
+        if key != "local" and value is not None and medians["local"]:
+            out["ratio_per_step_" + key.removeprefix("protocol_")] = round(value / medians["local"], 2)
+    return out
+
+
 def summarise(local: VariantResult, protocols: dict[str, VariantResult], spec: CpuRecipe, args: argparse.Namespace) -> dict:
     """The last line's JSON: the issue's keys first; a missed target gives null with its `*_min_s` bound."""
     out: dict = {"local_s": local.time_to_target_s}
@@ -372,6 +414,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"start's {DEFAULT_MAX_PENDING})")
     p.add_argument("--q", default="0.05,1", help="the protocol variants' spot-check fractions")
     p.add_argument("--skip-local", action="store_true", help="protocol variants only (no ratio)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="run every variant this many times, in turn, and report medians (module docstring)")
     args = p.parse_args(argv)
     available = sorted(os.sched_getaffinity(0))
     if args.cores > len(available):
@@ -392,18 +436,28 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    local = run_local(replace(spec, budget_s=local_budget), root, args.workers) if not args.skip_local else \
-        VariantResult("local", None, 0.0, 0.0, 0)
-    _print(local)
-    protocols: dict[str, VariantResult] = {}
-    with Devnet(root / "devnet") as info:
-        for q in args.q.split(","):
-            bps = round(float(q) * MAX_BPS)
-            r = run_protocol(replace(spec, budget_s=budget), root, info, root / "devnet", bps, args.workers,
-                             args.validators, args.audit_rate, args.max_pending)
-            protocols[r.name] = r
-            _print(r)
-    print(json.dumps(summarise(local, protocols, spec, args)))
+    if args.repeats < 1:
+        print("error: --repeats must be ≥ 1")
+        return 2
+    runs = []
+    for i in range(args.repeats):
+        folder = root if args.repeats == 1 else root / f"run{i}"
+        folder.mkdir(exist_ok=True)
+        if args.repeats > 1:
+            print(f"-- run {i + 1} of {args.repeats}", flush=True)
+        local = run_local(replace(spec, budget_s=local_budget), folder, args.workers) if not args.skip_local else \
+            VariantResult("local", None, 0.0, 0.0, 0)
+        _print(local)
+        protocols: dict[str, VariantResult] = {}
+        with Devnet(folder / "devnet") as info:
+            for q in args.q.split(","):
+                bps = round(float(q) * MAX_BPS)
+                r = run_protocol(replace(spec, budget_s=budget), folder, info, folder / "devnet", bps, args.workers,
+                                 args.validators, args.audit_rate, args.max_pending)
+                protocols[r.name] = r
+                _print(r)
+        runs.append((local, protocols))
+    print(json.dumps(summarise_runs(runs, spec, args)))
     return 0
 
 

@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from bench.protocol import VariantResult, role_breakdown, run_spec_toml, summarise, time_to_target
+from bench.protocol import VariantResult, role_breakdown, run_spec_toml, summarise, summarise_runs, time_to_target
 from examples.cpu_run import CpuRecipe, warm_policy
 from protocol.phases import LOG_ENV, ROLE_ENV, phase, read_phases
 from protocol.runspec import load_run_spec
@@ -93,6 +93,18 @@ def test_a_missed_target_is_reported_as_a_lower_bound():
     assert (out["local_s"], out["protocol_q5_s"], out["ratio_q5"]) == (100.0, 150.0, 1.5)
     assert (out["protocol_q1_s"], out["protocol_q1_min_s"], out["ratio_q1"], out["ratio_q1_min"]) == (None, 600.0, None, 6.0)
     assert set(out["breakdown"]) == {"local", "protocol_q5", "protocol_q1"}
+
+
+def test_repeats_report_the_median_run_and_seconds_per_step():
+    args = argparse.Namespace(cores=2, workers=1, validators=1, audit_rate=0.0, max_pending=8)
+    locals_ = [VariantResult("local", t, 400.0, 0.8, steps) for t, steps in ((60.0, 150), (150.0, 420), (45.0, 80))]
+    protocols = [VariantResult("protocol_q5", t, 600.0, 0.8, steps) for t, steps in ((250.0, 280), (None, 500), (200.0, 236))]
+    out = summarise_runs([(lo, {"protocol_q5": p}) for lo, p in zip(locals_, protocols)], CpuRecipe(), args)
+    # medians: local 60 s (of 45, 60, 150), protocol 250 s (a missed target ranks after every reached one)
+    assert (out["local_s"], out["protocol_q5_s"], out["ratio_q5"], out["repeats"]) == (60.0, 250.0, 4.17, 3)
+    assert out["local_s_per_step"] == 0.4 and out["protocol_q5_s_per_step"] == round(250 / 280, 3)
+    assert out["ratio_per_step_q5"] == round(round(250 / 280, 3) / 0.4, 2)
+    assert [run["protocol_q5"]["time_to_target_s"] for run in out["runs"]] == [250.0, None, 200.0]
 
 
 def test_a_short_protocol_run_reports_each_roles_phases(tmp_path, kubo_node):  # kubo_node: skips without Kubo
