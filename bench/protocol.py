@@ -75,11 +75,14 @@ from worker.account import DEFAULT_MAX_PENDING
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKENS = 10**18
+BACKGROUND_FETCH = "prefetch weights (background)"
+"""The worker's prefetch thread: it overlaps the role's other phases, so it is not subtracted from idle."""
 CATEGORIES = {
     "generate": "generate", "prove": "prove", "encode": "encode/upload", "upload": "encode/upload",
     "tx submitWork": "submit", "block": "wait for a block", "fetch": "fetch", "check": "check",
     "tx attest": "verdict", "tx challenge": "verdict", "tx finalize": "finalize", "train": "train",
-    "checkpoint": "checkpoint", "publish": "publish", "tx publishCheckpoint": "publish",
+    "checkpoint": "checkpoint", "publish": "publish", "tx publishCheckpoint": "publish", "load weights": "fetch weights",
+    "prefetch weights": BACKGROUND_FETCH,
     "fetch weights": "fetch weights", "intake": "poll for work", "eval": "eval (off the clock)",
 }
 """Phase names in the code (protocol.phases) → the breakdown's rows; other transactions are "other tx"."""
@@ -123,7 +126,7 @@ def role_breakdown(records: list[dict], walls: dict[str, float], launched_at: fl
             rows[CATEGORIES.get(r["phase"], "other tx" if r["phase"].startswith("tx ") else r["phase"])] += r["s"]
         if launched_at is not None and mine:
             rows["start-up"] = max(0.0, min(r["t"] for r in mine) - launched_at)
-        rows["idle"] = max(0.0, wall - sum(rows.values()))
+        rows["idle"] = max(0.0, wall - sum(v for k, v in rows.items() if k != BACKGROUND_FETCH))
         out[role] = {k: round(v, 2) for k, v in sorted(rows.items(), key=lambda kv: -kv[1])}
     return out
 

@@ -183,3 +183,15 @@ def test_metrics_count_verdicts_by_reason(chain, kubo, daemon_factory):
     assert 'proofswarm_validator_verdicts_total{reason="SCHEMA",verdict="challenged"} 1.0' in text
     assert 'proofswarm_validator_verdicts_total{reason="ok",verdict="accepted"} 1.0' in text
     assert "proofswarm_validator_backlog 0.0" in text
+
+
+def test_a_backlog_is_checked_a_bounded_batch_per_poll_and_nothing_is_lost(chain, kubo, daemon_factory):
+    """A poll checks at most max_checks_per_poll files and leaves the rest in the retry book (no attempt counted),
+    so the court duties every poll ends with are never held up by a backlog; the next polls judge the rest."""
+    works = [chain.submit(i % 2, put_object(kubo, f"good file {i}".encode()), 4) for i in range(5)]
+    daemon = daemon_factory(max_checks_per_poll=2)
+    assert daemon.run_once() == 2
+    waiting = daemon.retries.entries
+    assert len(waiting) == 3 and all(e.fetch + e.checker + e.errors == 0 for e in waiting.values())
+    assert daemon.run_once() == 2 and daemon.run_once() == 1 and daemon.run_once() == 0
+    assert all(get_work(chain.owner, w).status == WorkStatus.ACCEPTED for w in works)

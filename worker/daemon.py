@@ -42,7 +42,7 @@ from ledger_client.chain.queries import (
     rollout_digest_of,
 )
 from ledger_client.cli import UsageError, configure_logging, load_devnet_info, stop_on_signals, tokens
-from ledger_client.ipfs.checkpoints import PinRetention, fetch_checkpoint
+from ledger_client.ipfs.checkpoints import FetchedCheckpoint, PinRetention, fetch_checkpoint
 from ledger_client.ipfs.content import fetch_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.ipfs.task_subset import fetch_task_subset
@@ -61,6 +61,8 @@ log = logging.getLogger("proofswarm.worker")
 
 
 PolicyLoader = Callable[[Path], tuple[object, object]]
+PREFETCH_POLL_S = 0.25
+"""How often the prefetch thread looks for a new checkpoint."""
 
 
 @dataclass
@@ -119,6 +121,10 @@ class WorkerDaemon:
         self.spec: RunSpec | None = None
         self._last_claim = 0.0
         self._verdicts_read_at = 0.0
+        self._prefetched: tuple[int, tuple[bytes, FetchedCheckpoint]] | None = None
+        """(step, (digest, local copy)) of the newest checkpoint, fetched ahead by `run`'s prefetch thread."""
+        self._prefetch_stop = threading.Event()
+        self._fetch_lock = threading.Lock()
         self._court = court_of(ledger, options.pool_id)
 
     # ------------------------------------------------------------------ set-up
@@ -186,13 +192,36 @@ class WorkerDaemon:
     # ------------------------------------------------------------------ main loop
 
     def run(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            if self.opt.max_submissions is not None and self.stats.submitted >= self.opt.max_submissions:
-                break
-            did_work = self.step_once(stop)
-            self.maybe_claim()
-            if not did_work:
-                stop.wait(self.opt.poll_interval_s)
+        prefetcher = threading.Thread(target=self._prefetch_policies, args=(stop,), name="prefetch", daemon=True)
+        prefetcher.start()
+        try:
+            while not stop.is_set():
+                if self.opt.max_submissions is not None and self.stats.submitted >= self.opt.max_submissions:
+                    break
+                did_work = self.step_once(stop)
+                self.maybe_claim()
+                if not did_work:
+                    stop.wait(self.opt.poll_interval_s)
+        finally:
+            self._prefetch_stop.set()
+            prefetcher.join(timeout=2.0)  # a fetch in progress is abandoned (a daemon thread); the next one resumes it
+
+    def _prefetch_policies(self, stop: threading.Event) -> None:
+        """Fetch (and verify) each new checkpoint of the pool while the main loop generates with the current one,
+        so the file pinned to it needs only the load (fetching in line was ~12 % of a worker's time per file,
+        bench.protocol). Not the load: a second model in memory is too much for a large one. Best effort: on any
+        error the main loop fetches the step itself."""
+        while not (stop.is_set() or self._prefetch_stop.is_set()):
+            try:
+                latest = pool_state(self.ledger, self.opt.pool_id).latest_step
+                ahead = self._prefetched
+                have = max(self.policy.step if self.policy else -1, ahead[0] if ahead else -1)
+                if latest > have:
+                    self._prefetched = (latest, self._fetch_policy(latest, "prefetch weights"))
+                    continue
+            except Exception as exc:  # noqa: BLE001 - the main loop's own fetch reports what is wrong
+                log.debug("prefetching the newest policy failed: %s: %s", exc.__class__.__name__, exc)
+            self._prefetch_stop.wait(PREFETCH_POLL_S)
 
     def step_once(self, stop: threading.Event) -> bool:
         """Sync to the newest checkpoint and make one submission if this step still wants one."""
@@ -274,17 +303,31 @@ class WorkerDaemon:
         return open_
 
     def sync_policy(self, step: int) -> None:
-        digest = bytes(self.ledger.pool.checkpoint_at(self.opt.pool_id, step))
-        self.stats.last_event = f"fetching checkpoint of step {step}"
-        retention = PinRetention(self.kubo, self.opt.work_dir / "pins.json", keep=versions_to_keep(self.pool.async_level))
-        with phase("fetch weights"):
-            fetched = fetch_checkpoint(self.kubo, digest, self.opt.work_dir / "checkpoints",
-                                       timeout=self.opt.fetch_timeout_s, retention=retention)
+        """Make the policy of `step` the one generating: the prefetched one if it is that step's, else fetched now."""
+        ahead = self._prefetched
+        if ahead is not None and ahead[0] == step:
+            digest, fetched = ahead[1]
+        else:
+            self.stats.last_event = f"fetching checkpoint of step {step}"
+            digest, fetched = self._fetch_policy(step, "fetch weights")
+        if self._prefetched is not None and self._prefetched[0] <= step:
+            self._prefetched = None
+        with phase("load weights"):
             model, tokenizer = self.load(fetched.path)
         self.policy = Policy(step, digest, model, tokenizer, folder=fetched.path)
         self.stats.step = step
         self.metrics.policy_step.set(step)
         self.stats.last_event = f"loaded policy of step {step}"
+
+    def _fetch_policy(self, step: int, what: str) -> tuple[bytes, FetchedCheckpoint]:
+        """The pool's checkpoint of `step`: its digest and verified local copy; one fetch at a time (they share
+        the pins' record)."""
+        with self._fetch_lock, phase(what):
+            digest = bytes(self.ledger.pool.checkpoint_at(self.opt.pool_id, step))
+            retention = PinRetention(self.kubo, self.opt.work_dir / "pins.json",
+                                     keep=versions_to_keep(self.pool.async_level))
+            return digest, fetch_checkpoint(self.kubo, digest, self.opt.work_dir / "checkpoints",
+                                            timeout=self.opt.fetch_timeout_s, retention=retention)
 
     def submit_one(self, binding: SubmissionBinding, stop: threading.Event) -> None:
         pid = self.opt.pool_id
