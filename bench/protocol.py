@@ -75,6 +75,9 @@ from worker.account import DEFAULT_MAX_PENDING
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKENS = 10**18
+BENCH_MAX_PENDING = 8
+"""One worker and one validator at q = 5 % keep pace with 8 files in flight (worker start's default of 2 halves the
+worker's file rate here: docs/benchmarks.md)."""
 BACKGROUND_FETCH = "prefetch weights (background)"
 """The worker's prefetch thread: it overlaps the role's other phases, so it is not subtracted from idle."""
 CATEGORIES = {
@@ -412,9 +415,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--validators", type=int, default=1, help="honest validators of the protocol's court")
     p.add_argument("--audit-rate", type=float, default=0.0,
                    help="fraction of other validators' verdicts each validator re-checks (with one validator: none)")
-    p.add_argument("--max-pending", type=int, default=DEFAULT_MAX_PENDING,
-                   help="each worker's --max-pending: submissions in flight before a first verdict (default: worker "
-                        f"start's {DEFAULT_MAX_PENDING})")
+    p.add_argument("--max-pending", type=int, default=BENCH_MAX_PENDING,
+                   help=f"each worker's --max-pending: submissions in flight before a first verdict (default "
+                        f"{BENCH_MAX_PENDING}; worker start's is {DEFAULT_MAX_PENDING})")
     p.add_argument("--q", default="0.05,1", help="the protocol variants' spot-check fractions")
     p.add_argument("--skip-local", action="store_true", help="protocol variants only (no ratio)")
     p.add_argument("--repeats", type=int, default=1,

@@ -161,3 +161,30 @@ def test_the_wait_for_finality_counts_in_staleness_and_the_async_level_bounds_it
         assert third.submission_staleness == [0]  # only the fresh file was trained on
     finally:
         ledger(0).w3.provider.make_request("evm_revert", [snapshot])
+
+
+def test_an_accepted_file_nobody_serves_is_tried_again_ever_later_not_every_poll(pool, monkeypatch):
+    """A withheld file an accepting verdict let through: each fetch try waits out the timeout and holds up the poll's
+    other files, so the trainer tries it again after 10 s, 20 s, … (never dropping it: it may yet be served)."""
+    import trainer.ledger_source as ledger_source
+
+    ledger, kubo, pool_id, _, _, _ = pool
+    worker, trainer = ledger(WORKER), ledger(2)
+    binding = next_binding(worker, pool_id)
+    worker.pool.submit_work(pool_id, binding.step, binding.nonce, b"\xee" * 32, 2)  # never uploaded
+    ledger(FIRST_VALIDATOR).pool.attest(binding.work_id)
+    trainer.w3.provider.make_request("evm_increaseTime", [WINDOW_S + 1])
+    trainer.w3.provider.make_request("evm_mine", [])
+    tries = []
+    real_get = ledger_source.get_object
+    monkeypatch.setattr(ledger_source, "get_object",
+                        lambda kubo, digest, **k: tries.extend([1] if bytes(digest) == b"\xee" * 32 else [])
+                        or real_get(kubo, digest, **k))
+    source = LedgerSource(trainer, kubo, pool_id, fetch_timeout_s=0.5, wait_final=True)
+    work = "0x" + binding.work_id.hex()
+    ours = lambda: [i for i in source.poll() if i.id == work]  # noqa: E731 - other tests' files are consumable too
+    assert ours() == [] and len(tries) == 1 and work in source.pending
+    assert ours() == [] and len(tries) == 1  # within the 10 s: not asked again
+    assert source._unfetched[work][1] == ledger_source.UNFETCHED_RETRY_S
+    source._unfetched[work] = (0.0, source._unfetched[work][1])  # as if the 10 s had passed
+    assert ours() == [] and len(tries) == 2 and source._unfetched[work][1] == 2 * ledger_source.UNFETCHED_RETRY_S

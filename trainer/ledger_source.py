@@ -38,6 +38,10 @@ CONSUMABLE = (WorkStatus.ACCEPTED, WorkStatus.PAID)
 MIN_POLL_INTERVAL_S = 0.2
 """`trainer start` polls the chain at most this often: each poll costs a few RPC calls per pending submission, and a block comes at most
 every second or so (each transaction at once on the devnet, which mines on every one)."""
+UNFETCHED_RETRY_S = 10.0
+"""The wait before fetching an accepted file that was not served again; it doubles with every miss ..."""
+UNFETCHED_RETRY_MAX_S = 300.0
+"""... up to this."""
 
 
 class LedgerSource:
@@ -65,6 +69,8 @@ class LedgerSource:
         self.skipped: list[str] = []  # accepted, then rejected before we took it
         self.unreadable: list[str] = []
         self.unsettled: list[str] = []  # fast mode: consumed before its verdict was final
+        self._unfetched: dict[str, tuple[float, float]] = {}
+        """Accepted work whose file could not be fetched: (when to try again, the wait after that)."""
         self.overturned: list[str] = []  # fast mode: consumed, then finally rejected
 
     def poll(self) -> list[WorkItem]:
@@ -86,6 +92,9 @@ class LedgerSource:
         self._settle()
         items, still_pending = [], []
         for work_id in self.pending:
+            if self._unfetched.get(work_id, (0.0, 0.0))[0] > now:  # a file nobody served lately: not every poll
+                still_pending.append(work_id)
+                continue
             wid = bytes.fromhex(work_id[2:])
             state = self._state_of(wid)
             if state == "rejected":
@@ -101,13 +110,18 @@ class LedgerSource:
             try:
                 batch = decode_rollouts(get_object(self.kubo, digest, timeout=self.fetch_timeout_s))
             except ContentError as exc:
-                log.warning("accepted work %s not fetchable yet: %s", work_id, exc)
+                # each try waits up to fetch_timeout_s and holds up every other file of the poll, so a file that
+                # is not served (withheld, and accepted all the same) is tried again ever later, never dropped
+                wait = min(2 * self._unfetched.get(work_id, (0.0, UNFETCHED_RETRY_S / 2))[1], UNFETCHED_RETRY_MAX_S)
+                self._unfetched[work_id] = (time.monotonic() + wait, wait)
+                log.warning("accepted work %s not fetchable yet (next try in %.0f s): %s", work_id, wait, exc)
                 still_pending.append(work_id)
                 continue
             except RolloutFileError as exc:  # a validator accepted a bad file: never train on it
                 log.error("accepted work %s is not a valid rollout file: %s", work_id, exc)
                 self.unreadable.append(work_id)
                 continue
+            self._unfetched.pop(work_id, None)
             self.consumed.append(work_id)
             if state == "consume":
                 self.unsettled.append(work_id)

@@ -762,8 +762,10 @@ CONCUR_GAS = 400_000
 """Gas limit of a `concur`: above the ~220k of one that makes a challenge final (the worker slashed, the bounty
 paid: forge's gas report of test_aChallengeEveryOtherValidatorConcursWithSlashesAtOnce); a transaction pays only
 for the gas it uses."""
-CHECK_ORDER = {"judge": 0, "vote": 1, "audit": 2, "precheck": 2}
-"""The order a poll's checks run in, by purpose (`_judge_all`)."""
+CHECK_ORDER = {"judge": 0, "vote": 1, "audit": 2, "precheck": 3}
+"""The order a poll's checks run in, by purpose (`_judge_all`): deadlines first (a first verdict's assigned window,
+a vote's commit period, an audit's dispute window); prechecks, which only hasten an audit, last — under a backlog
+they wait, and once the verdict is out its audit replaces them."""
 STAND_IN_SPREAD_S = 3
 """Stand-ins for a silent assigned validator spread their verdicts over this many seconds after the
 assigned window (each at its own offset), so that most of the time only one sends one."""
