@@ -8,6 +8,7 @@ is replaced atomically: the cursor and the weights it belongs to are one commit.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -54,8 +55,14 @@ def commit_checkpoint(root: str | Path, step: int, tmp: Path, tensors: dict[str,
     point `latest` at it and prune all but the newest `keep`."""
     root = Path(root)
     final = root / f"step_{step:06d}"
-    torch.save(tensors, tmp / "state.pt")
-    (tmp / "trainer.json").write_text(json.dumps({"step": step, **trainer}))
+    try:
+        torch.save(tensors, tmp / "state.pt")
+        (tmp / "trainer.json").write_text(json.dumps({"step": step, **trainer}))
+    except (RuntimeError, OSError) as exc:  # torch's writer reports a full disk as "basic_ios::clear: iostream error"
+        shutil.rmtree(tmp, ignore_errors=True)  # the previous checkpoint stays the latest
+        raise OSError(errno.EIO, f"could not write the trainer checkpoint of step {step} "
+                                 f"({shutil.disk_usage(root).free / 2**20:.0f} MiB free on its disk): {exc}",
+                      str(tmp)) from None
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
