@@ -307,14 +307,14 @@ class ValidatorDaemon:
         # the tightest deadlines first: a first verdict's assigned window, then a committee's commit period, then
         # audits (the dispute window); oldest submission first within each
         queue = sorted(todo, key=lambda s: (CHECK_ORDER.get(s.purpose, 0), s.submitted_at))
-        if self.conduct.checks:
-            for s in queue[self.config.max_checks_per_poll:]:
-                self.retries.postpone(s.key, _submission_to(s), 0.0)
-            queue = queue[: self.config.max_checks_per_poll]
         settled: list[tuple[Submission, CheckOutcome | CheckFailure]] = []
         if not self.conduct.checks:  # a rubber stamp answers from its conduct alone
             settled += [(s, CheckOutcome(True, message="not checked")) for s in queue]
             queue = []
+        else:
+            for s in queue[self.config.max_checks_per_poll:]:
+                self.retries.postpone(s.key, _submission_to(s), 0.0)
+            queue = queue[: self.config.max_checks_per_poll]
         fetches = {s.key: self._fetchers.submit(self._fetch, s) for s in queue}
 
         def fill() -> None:

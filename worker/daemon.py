@@ -121,8 +121,8 @@ class WorkerDaemon:
         self.spec: RunSpec | None = None
         self._last_claim = 0.0
         self._verdicts_read_at = 0.0
-        self._prefetched: tuple[int, tuple[bytes, FetchedCheckpoint]] | None = None
-        """(step, (digest, local copy)) of the newest checkpoint, fetched ahead by `run`'s prefetch thread."""
+        self._prefetched: tuple[int, bytes, FetchedCheckpoint] | None = None
+        """(step, digest, local copy) of the newest checkpoint, fetched ahead by `run`'s prefetch thread."""
         self._prefetch_stop = threading.Event()
         self._fetch_lock = threading.Lock()
         self._court = court_of(ledger, options.pool_id)
@@ -217,7 +217,7 @@ class WorkerDaemon:
                 ahead = self._prefetched
                 have = max(self.policy.step if self.policy else -1, ahead[0] if ahead else -1)
                 if latest > have:
-                    self._prefetched = (latest, self._fetch_policy(latest, "prefetch weights"))
+                    self._prefetched = (latest, *self._fetch_policy(latest, "prefetch weights"))
                     continue
             except Exception as exc:  # noqa: BLE001 - the main loop's own fetch reports what is wrong
                 log.debug("prefetching the newest policy failed: %s: %s", exc.__class__.__name__, exc)
@@ -306,7 +306,7 @@ class WorkerDaemon:
         """Make the policy of `step` the one generating: the prefetched one if it is that step's, else fetched now."""
         ahead = self._prefetched
         if ahead is not None and ahead[0] == step:
-            digest, fetched = ahead[1]
+            _, digest, fetched = ahead
         else:
             self.stats.last_event = f"fetching checkpoint of step {step}"
             digest, fetched = self._fetch_policy(step, "fetch weights")

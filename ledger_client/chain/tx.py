@@ -134,7 +134,6 @@ class TxSender:
             raise revert_from_exception(exc, function) from None
         raise TransactionFailed(f"{function}: transaction 0x{bytes(tx_hash).hex()} reverted")
 
-
     def _receipt(self, tx_hash: bytes, function: str) -> Any:
         """The transaction's receipt, asked for again after RECEIPT_POLL_S doubling up to RECEIPT_POLL_MAX_S (a
         devnet mines at once, a real chain every few seconds); TransactionFailed after receipt_timeout."""
