@@ -24,16 +24,17 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from inference.backend import InferenceBackend, Prefill
 from proofs.margins import MarginNull, MarginTest, margin_test
-from proofs.sampling import batch_noise, replay
+from proofs.sampling import ReplayResult, replay_batch
 from proofs.termination import DEFAULT_MIN_EOS_PROB, check_termination
 from proofs.toploc import (
     DEFAULT_CHUNK,
     DEFAULT_TOPK,
     PAPER_THRESHOLDS,
+    ChunkResult,
     ProofFormatError,
     Thresholds,
     failing_chunks,
-    verify_proofs,
+    verify_proofs_batch,
 )
 from protocol.runspec import SamplingSpec
 
@@ -214,20 +215,21 @@ def _check_batch(backend: InferenceBackend, records: Sequence[CompletionRecord],
     """Prefill one batch and run the prefill checks of its completions into `verdicts`; the batch's
     logits are dropped on return, before the next batch is prefilled."""
     prefills = backend.prefill_batch([(records[i].prompt_ids, records[i].completion_ids) for i in batch])
-    noises: list[Any] = [None] * len(batch)
-    if prefills and config.sampling.temperature > 0:  # the whole batch's replay noise in one draw
-        logits = prefills[0].logits
-        noises = batch_noise([records[i].seed for i in batch], [len(records[i].completion_ids) for i in batch],
-                             logits.shape[-1], logits.device)
-    for i, prefill, noise in zip(batch, prefills, noises):
+    params = config.sampling
+    replays = replay_batch([p.logits for p in prefills], [records[i].completion_ids for i in batch],
+                           [records[i].seed for i in batch], params.temperature, params.top_p, config.logit_tolerance)
+    toplocs = verify_proofs_batch([p.hidden for p in prefills], [records[i].proofs for i in batch], config.chunk,
+                                  config.topk)
+    for i, prefill, replayed, toploc in zip(batch, prefills, replays, toplocs, strict=True):
         verdicts[i] = Verdict(checks=_prefill_checks(records[i], early[i], prefill, backend.eos_token_ids, config,
-                                                     noise), prefilled=True)
+                                                     replayed, toploc), prefilled=True)
 
 
-def _prefill_checks(record: CompletionRecord, early: list[CheckResult], prefill: Prefill,
-                    eos: tuple[int, ...], config: VerifyConfig, noise: Any = None) -> list[CheckResult]:
-    """The structural checks `early`, then those that need the prefill: termination's EOS probability,
-    sampling replay (with its `noise` when drawn for the batch), TOPLOC."""
+def _prefill_checks(record: CompletionRecord, early: list[CheckResult], prefill: Prefill, eos: tuple[int, ...],
+                    config: VerifyConfig, replayed: ReplayResult,
+                    toploc: list[ChunkResult] | ProofFormatError) -> list[CheckResult]:
+    """The structural checks `early`, then those that need the prefill: termination's EOS probability, and the
+    batch's sampling replay and TOPLOC comparison of this completion (`replayed`, `toploc`) as checks."""
     params = config.sampling
     checks = list(early)
     if record.finish_reason == "eos":
@@ -241,10 +243,6 @@ def _prefill_checks(record: CompletionRecord, early: list[CheckResult], prefill:
             name="termination", passed=term.passed, reason=term.reason,
             details={"eos_prob": term.eos_prob},
         ))
-    replayed = replay(
-        prefill.logits, record.completion_ids, record.seed, params.temperature,
-        params.top_p, config.logit_tolerance, noise=noise,
-    )
     checks.append(CheckResult(
         name="sampling", passed=replayed.passed,
         reason="" if replayed.passed else
@@ -258,15 +256,13 @@ def _prefill_checks(record: CompletionRecord, early: list[CheckResult], prefill:
             "max_margin": max(replayed.margins, default=0.0),
         },
     ))
-    checks.append(_toploc_check(prefill.hidden, record.proofs, config))
+    checks.append(_toploc_check(toploc, config))
     return checks
 
 
-def _toploc_check(hidden: Any, proofs: list[bytes], config: VerifyConfig) -> CheckResult:
-    try:
-        results = verify_proofs(hidden, proofs, config.chunk, config.topk)
-    except ProofFormatError as err:
-        return CheckResult(name="toploc", passed=False, reason=f"malformed proofs: {err}")
+def _toploc_check(results: list[ChunkResult] | ProofFormatError, config: VerifyConfig) -> CheckResult:
+    if isinstance(results, ProofFormatError):
+        return CheckResult(name="toploc", passed=False, reason=f"malformed proofs: {results}")
     bad = failing_chunks(results, config.thresholds)
     return CheckResult(
         name="toploc", passed=not bad,

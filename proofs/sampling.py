@@ -271,13 +271,11 @@ def replay(
     top_p: float,
     logit_tolerance: float,
     block_rows: int | None = None,
-    noise: torch.Tensor | None = None,
 ) -> ReplayResult:
     """Check every sampled token against recomputed logits [n, V] (the rule above), `block_rows`
     positions at a time (default: REPLAY_BLOCK_ELEMENTS // V), upcast to float32 block by block; each
-    block's noise is drawn in one call on the logits' device (positions are independent), or taken from
-    `noise`: `gumbel_noise` at (seed, positions 0 … n - 1), drawn by the caller for many completions at once
-    (`batch_noise`; it is overwritten)."""
+    block's noise is drawn in one call on the logits' device (positions are independent); `replay_batch` replays
+    many completions together."""
     if logits.dim() != 2 or logits.shape[0] != len(token_ids):
         raise SamplingSpecError(
             f"logits {tuple(logits.shape)} do not match {len(token_ids)} sampled tokens"
@@ -308,11 +306,8 @@ def replay(
             bad = gap > bound
             outside = torch.zeros_like(bad)
         else:
-            if noise is None:
-                positions = torch.arange(begin, begin + rows.shape[0], dtype=torch.int64, device=device)
-                block_noise = gumbel_noise(seed_tensor.expand(rows.shape[0]), positions, vocab)
-            else:
-                block_noise = noise[begin : begin + rows.shape[0]]
+            positions = torch.arange(begin, begin + rows.shape[0], dtype=torch.int64, device=device)
+            block_noise = gumbel_noise(seed_tensor.expand(rows.shape[0]), positions, vocab)
             gap, in_nucleus, outside = _replay_block(rows, block_tokens, block_noise, temperature, top_p,
                                                      logit_tolerance)
             bound = 2 * logit_tolerance / temperature + 2 * GUMBEL_TOLERANCE
@@ -326,22 +321,63 @@ def replay(
                         margins=torch.cat(margin_parts).tolist())
 
 
-def batch_noise(seeds: Sequence[int], lengths: Sequence[int], vocab_size: int,
-                device: torch.device | str = "cpu") -> list[torch.Tensor | None]:
-    """Each completion's replay noise — `gumbel_noise` at (seeds[k], positions 0 … lengths[k] - 1) — drawn for
-    all of them in one call, which for short completions costs a fraction of one call each (the same values:
-    every row is computed on its own). None for a completion whose seed is out of range (`replay` refuses it),
-    and for all of them when they would not fit NOISE_CHUNK_ELEMENTS."""
-    usable = [0 <= s < 2**SEED_BITS and n > 0 for s, n in zip(seeds, lengths)]
-    rows = sum(n for n, ok in zip(lengths, usable) if ok)
-    if rows == 0 or rows * vocab_size > NOISE_CHUNK_ELEMENTS:
-        return [None] * len(lengths)
-    row_seeds = torch.tensor([s for s, n, ok in zip(seeds, lengths, usable) if ok for _ in range(n)],
-                             dtype=torch.int64, device=device)
-    positions = torch.cat([torch.arange(n, dtype=torch.int64, device=device)
-                           for n, ok in zip(lengths, usable) if ok])
-    drawn = iter(torch.split(gumbel_noise(row_seeds, positions, vocab_size), [n for n, ok in zip(lengths, usable) if ok]))
-    return [next(drawn) if ok else None for ok in usable]
+def replay_batch(
+    logits: Sequence[torch.Tensor],
+    token_ids: Sequence[list[int]],
+    seeds: Sequence[int],
+    temperature: float,
+    top_p: float,
+    logit_tolerance: float,
+) -> list[ReplayResult]:
+    """`replay` of many completions (each its logits [n_k, V], tokens and seed): the same results, with the rows of
+    consecutive completions replayed together in blocks of up to REPLAY_BLOCK_ELEMENTS logits and their noise drawn
+    in one call per block (a file's 128 short completions cost a few blocks, not 128 calls). A completion `replay`
+    would refuse, one longer than a block, and any at temperature 0 go through `replay` on its own."""
+    if not len(logits) == len(token_ids) == len(seeds):
+        raise ValueError("one logits tensor, token list and seed per completion")
+    if temperature < 0 or not 0 < top_p <= 1 or logit_tolerance < 0:
+        raise SamplingSpecError("need temperature >= 0, 0 < top_p <= 1, tolerance >= 0")
+    results: list[ReplayResult | None] = [None] * len(logits)
+    groups: list[list[int]] = []
+    room = 0  # rows the last group can still take
+    for k, (rows, tokens, seed) in enumerate(zip(logits, token_ids, seeds)):
+        usable = (temperature > 0 and rows.dim() == 2 and rows.shape[0] == len(tokens) > 0
+                  and 0 <= seed < 2**SEED_BITS and 0 <= min(tokens) and max(tokens) < rows.shape[-1])
+        if usable:
+            elements = REPLAY_BLOCK_ELEMENTS if rows.device.type == "cpu" else DEVICE_REPLAY_BLOCK_ELEMENTS
+            rows_per_block = max(1, elements // rows.shape[-1])
+            usable = len(tokens) <= rows_per_block
+        if not usable:
+            results[k] = replay(rows, list(tokens), seed, temperature, top_p, logit_tolerance)
+            continue
+        last = logits[groups[-1][0]] if groups else None
+        if last is not None and len(tokens) <= room and last.shape[-1] == rows.shape[-1] and last.device == rows.device:
+            groups[-1].append(k)
+            room -= len(tokens)
+        else:
+            groups.append([k])
+            room = rows_per_block - len(tokens)
+    bound = 2 * logit_tolerance / temperature + 2 * GUMBEL_TOLERANCE if temperature > 0 else 0.0
+    for group in groups:
+        device = logits[group[0]].device
+        lengths = [len(token_ids[k]) for k in group]
+        rows = torch.cat([logits[k].float() for k in group])
+        tokens = torch.tensor([t for k in group for t in token_ids[k]], dtype=torch.long, device=device)
+        row_seeds = torch.tensor([seeds[k] for k in group for _ in token_ids[k]], dtype=torch.int64, device=device)
+        positions = torch.cat([torch.arange(n, dtype=torch.int64, device=device) for n in lengths])
+        gap, in_nucleus, outside = _replay_block(rows, tokens, gumbel_noise(row_seeds, positions, rows.shape[-1]),
+                                                 temperature, top_p, logit_tolerance)
+        bad = ((gap > bound) | ~in_nucleus).tolist()  # the only copies to the host: verdict values
+        margin = (gap / bound).clamp_(0, 1) if bound > 0 else (gap > 0).float()
+        margins = margin.masked_fill_(outside, 1.0).tolist()
+        gaps = gap.tolist()
+        begin = 0
+        for k, n in zip(group, lengths):
+            end = begin + n
+            results[k] = ReplayResult(n_tokens=n, failed_positions=[j for j in range(n) if bad[begin + j]],
+                                      max_score_gap=max(gaps[begin:end]), margins=margins[begin:end])
+            begin = end
+    return results  # type: ignore[return-value]  # every entry was set above
 
 
 def _replay_block(

@@ -19,9 +19,9 @@ from proofs.sampling import (
     G_MAX,
     G_MIN,
     GUMBEL_TOLERANCE,
+    REPLAY_BLOCK_ELEMENTS,
     W_MAX,
     W_MIN,
-    batch_noise,
     derive_seed,
     gumbel_,
     gumbel_at,
@@ -29,6 +29,7 @@ from proofs.sampling import (
     noise_words,
     philox4x32_10,
     replay,
+    replay_batch,
     sample_index,
     sample_token,
     sample_tokens,
@@ -219,23 +220,24 @@ def test_vllm_processor_samples_the_rule_on_its_rows_only() -> None:
     assert torch.equal(out[1], original[1])
 
 
-def test_a_batch_noise_draw_equals_each_completions_own_draw():
-    """The validator draws a prefill batch's replay noise in one call: bit for bit what `replay` draws for each
-    completion alone; None for a seed `replay` refuses and for an empty completion."""
-    seeds, lengths, vocab = [5, 2**62 + 3, 2**63, 11, 7], [3, 8, 2, 0, 1], 37
-    drawn = batch_noise(seeds, lengths, vocab)
-    for seed, n, noise in zip(seeds, lengths, drawn):
-        if seed >= 2**63 or n == 0:
-            assert noise is None
-            continue
-        alone = gumbel_noise(torch.full((n,), seed, dtype=torch.int64), torch.arange(n), vocab)
-        assert torch.equal(noise, alone)
-    assert batch_noise([1], [10], 2**20) == [None]  # beyond NOISE_CHUNK_ELEMENTS: each completion draws its own
-
-
-def test_replay_with_batch_noise_gives_the_same_result():
-    torch.manual_seed(3)
-    logits = torch.randn(6, 29)
-    tokens = [int(t) for t in torch.randint(0, 29, (6,))]
-    (noise,) = batch_noise([123], [6], 29)
-    assert replay(logits, tokens, 123, 0.9, 1.0, 1e-3) == replay(logits, tokens, 123, 0.9, 1.0, 1e-3, noise=noise)
+@pytest.mark.parametrize("temperature, top_p", [(0.9, 1.0), (1.0, 0.8), (0.0, 1.0)])
+def test_replaying_many_completions_together_gives_each_ones_own_result(temperature, top_p):
+    """The validator replays a prefill batch's completions in shared blocks: each result is exactly `replay`'s
+    alone, across block boundaries, vocabularies, an empty completion, a token outside the vocabulary, a
+    completion longer than a block and tokens that fail."""
+    gen = torch.Generator().manual_seed(3)
+    cases = []
+    for n, vocab in [(6, 29), (3, 29), (0, 29), (9, 31), (4, 29), (2, 29)] + [(5, 29)] * 20:
+        logits = torch.randn(n, vocab, generator=gen)
+        tokens = [int(t) for t in torch.randint(0, vocab, (n,), generator=gen)]
+        cases.append((logits, tokens, int(torch.randint(0, 2**62, (1,), generator=gen))))
+    honest = sample_tokens(cases[0][0], torch.tensor([cases[0][2]] * 6), torch.arange(6), temperature, top_p)
+    cases[0] = (cases[0][0], [int(t) for t in honest], cases[0][2])  # a completion that replays
+    cases[4][1][2] = 29  # outside the vocabulary
+    long = torch.randn(REPLAY_BLOCK_ELEMENTS // 29 + 3, 29, generator=gen)  # more rows than one block holds
+    cases.append((long, [int(t) for t in long.argmax(-1)], 77))
+    together = replay_batch([c[0] for c in cases], [c[1] for c in cases], [c[2] for c in cases], temperature, top_p,
+                            1e-3)
+    alone = [replay(logits, tokens, seed, temperature, top_p, 1e-3) for logits, tokens, seed in cases]
+    assert together == alone
+    assert any(r.failed_positions for r in alone) and any(r.passed and r.n_tokens for r in alone)

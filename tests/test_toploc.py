@@ -25,6 +25,7 @@ from proofs.toploc import (
     failing_chunks,
     n_chunks,
     verify_proofs,
+    verify_proofs_batch,
 )
 from proofs.toploc_thresholds import ChunkLimits
 
@@ -258,6 +259,26 @@ def test_batch_building_equals_one_by_one() -> None:
 
     hiddens = [_hidden(40, 64, 1), torch.zeros(0, 64), _hidden(1, 16, 2), _hidden(64, 64, 3)]
     assert build_proofs_batch(hiddens) == [build_proofs(h) for h in hiddens]
+
+
+def test_batch_verification_equals_one_by_one() -> None:
+    """The validator compares a prefill batch's proofs in one pass: each completion gets exactly the chunk results
+    (or the format error) `verify_proofs` gives it alone, noisy, tampered, short and malformed ones included."""
+    hiddens = [_hidden(40, 64, 1), torch.zeros(0, 64), _hidden(1, 16, 2), _hidden(64, 64, 3), _hidden(8, 64, 4),
+               _hidden(33, 64, 5), _hidden(3, 64, 6)]
+    proofs = [build_proofs(h) for h in hiddens]
+    proofs[4] = proofs[4] + proofs[4]  # two proofs for one chunk
+    proofs[5] = [proofs[5][0][:10]] + proofs[5][1:]  # a truncated proof
+    proofs[6] = build_proofs(_hidden(3, 64, 7))  # another completion's proof
+    checked = [h.float() + 0.01 * torch.randn(h.shape, generator=torch.Generator().manual_seed(9)) for h in hiddens]
+    together = verify_proofs_batch(checked, proofs)
+    for hidden, own, result in zip(checked, proofs, together, strict=True):
+        try:
+            assert result == verify_proofs(hidden, own)
+        except ProofFormatError as alone:
+            assert isinstance(result, ProofFormatError) and str(result) == str(alone)
+    assert [type(r).__name__ for r in together] == ["list"] * 4 + ["ProofFormatError"] * 2 + ["list"]
+    assert accept(together[0]) and not accept(together[6]) and [r.n_tokens for r in together[3]] == [32, 32]
 
 
 def test_top_k_boundary_swap_costs_at_most_one_random_point_and_passes_the_fp32_profile() -> None:
