@@ -63,7 +63,10 @@ from worker.cli import EXPLORER_ENV
 ROOT = Path(__file__).resolve().parent.parent
 ADVERSARY_ATTACKS = ["fabricated_rewards", "cherry_picked_prompts", "tampered_completion", "wrong_temperature",
                      "withheld", "perturbed_weights", "corrupted_proofs", "truncated_completion"]
-
+ADVERSARY_INTERVAL_S = 5
+"""The adversary starts a file at most every 5 s (~60 in a run, each attack ~7 times). Unpaced it made a fifth of
+the pool's files (100 of 513), each checked twice and a third of them disputed, on the same two cores as the work
+the trainer learns from."""
 
 TARGET_WINDOW = 3
 """Evaluations averaged for the stop rule: one greedy evaluation swings by ±0.1 (examples.cpu_run.TargetTracker)."""
@@ -73,6 +76,9 @@ PROGRESS_EVERY_S = 20
 FETCH_TIMEOUT_S = 5
 """One fetch attempt: every role shares the devnet's one Kubo node, where a file that exists is read in
 milliseconds; a file still missing after 5 s is withheld (docs/protocol.md, "Sizing the dispute window")."""
+FETCH_ATTEMPTS = 2
+"""Fetches before a file is challenged UNAVAILABLE: a second one 10 s after the first guards against a hiccup of
+the one node; a third (the default) only made the withheld files judged last keep the demo's settling waiting."""
 VERDICT_MARGIN_S = 10
 """Kept to send a dispute before its window closes: the devnet mines a transaction within its 1 s block."""
 DISPUTE_WINDOW_S = 30
@@ -80,9 +86,11 @@ DISPUTE_WINDOW_S = 30
 of checks on a loaded two-core machine."""
 TOKENS = 10**18
 DEMO_COURT = CourtConfig(
-    # a bond of 2,000 covers the wrong-verdict slash of ~33 open verdicts (each stays open through the dispute
-    # window): at the demo's submission rate a validator never waits for its stake to be released
-    validator_bond=2_000 * TOKENS, verdict_fee=TOKENS // 100, dispute_bond=20 * TOKENS,
+    # a bond of 6,000: the attest-all validator loses a wrong-verdict slash (60) for every adversary file it judges
+    # (33 in a 66-step run), and each open verdict reserves another 60 until final; with 2,000 it ran out in a long
+    # run and, still drawn as judge without the stake a verdict reserves, held a third of the files for the
+    # 60 s assigned window (docs/protocol.md, "assignment")
+    validator_bond=6_000 * TOKENS, verdict_fee=TOKENS // 100, dispute_bond=20 * TOKENS,
     wrong_verdict_slash=60 * TOKENS, non_voter_penalty=10 * TOKENS, silence_penalty=5 * TOKENS,
     assigned_window_s=60, verdict_window_s=180, dispute_window_s=DISPUTE_WINDOW_S, commit_period_s=20,
     reveal_period_s=10, activation_delay_s=5, committee_size=3, fee_funding=100 * TOKENS)
@@ -94,7 +102,7 @@ sized from measured fetch and check times ("Sizing the dispute window"). A dispu
 and reveal periods (a committee member checks and commits within seconds of its draw, which comes two blocks
 after the dispute), so the settling at the end takes no longer; the assigned and verdict windows only bound lapsed
 and withheld work and stay generous for a loaded two-core machine."""
-VALIDATOR_TOKENS = 3_000 * TOKENS
+VALIDATOR_TOKENS = 7_000 * TOKENS
 
 
 class Roles:
@@ -225,7 +233,8 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
             module = ["validator.cli"] if v["conduct"] == "honest" else \
                 ["examples.adversaries.validators", "--conduct", v["conduct"]]
             roles.start(v["name"], *module, "start", "--pool", str(pool_id), "--audit-rate", "1",
-                        "--fetch-timeout", str(FETCH_TIMEOUT_S), "--verdict-margin", str(VERDICT_MARGIN_S),
+                        "--fetch-timeout", str(FETCH_TIMEOUT_S), "--fetch-attempts", str(FETCH_ATTEMPTS),
+                        "--verdict-margin", str(VERDICT_MARGIN_S),
                         "--state-dir", str(out / v["name"]), "--metrics-port",
                         str(args.metrics_port if args.metrics_port and v["name"] == "validator" else free_port()),
                         *chain, env={KEY_ENV: v["private_key"]})
@@ -241,7 +250,8 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
             roles.start(f"worker{n}", "worker.cli", "start", "--pool", str(pool_id), "--devnet-worker", str(n),
                         "--work-dir", str(out / f"worker{n}"), "--quiet", *chain)
         roles.start("adversary", "examples.adversaries.workers", "--pool", str(pool_id), "--devnet-worker", "2",
-                    "--work-dir", str(out / "adversary"), *[a for name in ADVERSARY_ATTACKS for a in ("--attack", name)],
+                    "--work-dir", str(out / "adversary"), "--min-interval", str(ADVERSARY_INTERVAL_S),
+                    *[a for name in ADVERSARY_ATTACKS for a in ("--attack", name)],
                     *chain)
         done = run_dir / "trainer.done"
         deadline = time.monotonic() + args.timeout
@@ -517,8 +527,11 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"stop once held-out accuracy (the mean of the latest {TARGET_WINDOW} evaluations) reaches this "
                         "(default %(default)s; above 1: run all --steps)")
     p.add_argument("--warm-steps", type=int, default=25)
-    p.add_argument("--eval-every", type=int, default=5)
-    p.add_argument("--eval-problems", type=int, default=100)
+    p.add_argument("--eval-every", type=int, default=2,
+                   help="trainer steps between held-out evaluations (default %(default)s: the stop rule's mean of "
+                        "three spans four steps; at 5 it spanned ten and the demo ran on past the target)")
+    p.add_argument("--eval-problems", type=int, default=CpuRecipe.eval_problems,
+                   help="held-out problems per evaluation (default %(default)s, the CPU recipe's)")
     p.add_argument("--timeout", type=float, default=1200)
     p.add_argument("--metrics-port", type=int, default=0, help="first validator's metrics port (default: a free one)")
     p.add_argument("--adversarial-validator", default="attest-all", choices=sorted(set(CONDUCTS) - {"honest"}),

@@ -13,6 +13,7 @@ import hashlib
 import math
 import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -227,13 +228,18 @@ def _changes_what_is_checked(attack: RolloutBatch, honest: RolloutBatch) -> bool
     return encode_rollouts(_with_samples(attack, same_logprobs)) != encode_rollouts(honest)
 
 
-def cycling(names: list[str]) -> Producer:
-    """A producer that uses the attacks in turn, one per submission; `produce.used` lists the attack each
-    submission really used (the fallback where the named one would have been a no-op)."""
+def cycling(names: list[str], min_interval_s: float = 0.0, stop: threading.Event | None = None) -> Producer:
+    """A producer that uses the attacks in turn, one per submission, at most one every `min_interval_s` seconds
+    (waiting on `stop`); `produce.used` lists the attack each submission really used (the fallback where the
+    named one would have been a no-op)."""
     used: list[str] = []
     turn = [0]
+    last = [-math.inf]
+    stop = stop or threading.Event()
 
     def produce(policy: Policy, spec: RunSpec, binding: SubmissionBinding) -> tuple[bytes, int]:
+        stop.wait(max(0.0, last[0] + min_interval_s - time.monotonic()))
+        last[0] = time.monotonic()
         name = names[turn[0] % len(names)]
         turn[0] += 1
         name, data, n = attack_file(name, policy, spec, binding)
@@ -260,14 +266,19 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--work-dir", type=Path)
         p.add_argument("--max-submissions", type=int)
         p.add_argument("--submissions-per-step", type=int, default=2)
+        p.add_argument("--min-interval", type=float, default=0.0,
+                       help="seconds between the starts of two files at least (default 0: as fast as it can)")
         p.add_argument("--devnet-worker", type=int)
         add_chain_args(p)
         args = p.parse_args(argv)
+        if args.min_interval < 0:
+            raise UsageError(f"--min-interval must be >= 0, got {args.min_interval:g}")
         ledger = open_ledger(args)
         kubo_api = args.kubo_api or (load_devnet_info(args.devnet_dir) or {}).get("kubo_api")
         if not kubo_api:
             raise UsageError("no --kubo-api given and no devnet is up")
-        producer = cycling(args.attack)
+        stop = threading.Event()
+        producer = cycling(args.attack, args.min_interval, stop)
         daemon = WorkerDaemon(ledger, WorkerOptions(pool_id=args.pool, kubo_api=kubo_api,
                                                     work_dir=args.work_dir or Path(".adversary") / ledger.address,
                                                     max_submissions=args.max_submissions,
@@ -275,7 +286,6 @@ def main(argv: list[str] | None = None) -> int:
                               producer, load_policy,
                               upload=selective_upload)
         daemon.prepare()
-        stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         daemon.run(stop)
         return 0
