@@ -121,11 +121,22 @@ def _margin_rows(t: dict) -> list[dict[str, Any]]:
     return rows
 
 
+def _count_rows(t: dict) -> list[dict[str, Any]]:
+    """TOPLOC's chunk-count test (proofs.toploc.chunk_count_test): the file's chunks above their length's honest
+    90 % level against what an honest file averages, and the bound on that count against the false-positive rate."""
+    bound, rate = math.exp(t.get("log_p_value", 0.0)), t.get("false_positive_rate", 0)
+    return [_row(f"chunks above their length's honest 90 % level (of {t.get('chunks')})", t.get("exceeding"),
+                 round(t.get("expected", 0.0), 1), None, rule="vs an honest file's mean"),
+            _row("bound on that count", bound, rate, bound > rate, rule=">")]
+
+
 def _measurements(reason: Reason | None, doc: dict, completion: int | None) -> list[dict[str, Any]]:
     stats = doc.get("statistics") or {}
     details = stats.get("first_failure") if isinstance(stats.get("first_failure"), dict) else {}
     rows: list[dict[str, Any]] = []
-    if reason == Reason.TOPLOC:
+    if reason == Reason.TOPLOC and isinstance(stats.get("chunk_count_test"), dict):
+        rows = _count_rows(stats["chunk_count_test"])
+    elif reason == Reason.TOPLOC:
         rows = _toploc_rows(details, doc.get("thresholds") or {}, completion)
     elif reason == Reason.SAMPLING and isinstance(stats.get("margin_test"), dict):
         rows = _margin_rows(stats["margin_test"])

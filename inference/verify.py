@@ -30,9 +30,12 @@ from proofs.toploc import (
     DEFAULT_CHUNK,
     DEFAULT_TOPK,
     PAPER_THRESHOLDS,
+    ChunkCountTest,
     ChunkResult,
     ProofFormatError,
     Thresholds,
+    chunk_count_test,
+    count_evidence,
     failing_chunks,
     verify_proofs_batch,
 )
@@ -273,6 +276,7 @@ def _toploc_check(results: list[ChunkResult] | ProofFormatError, config: VerifyC
             "mant_err_mean": [r.mant_err_mean for r in results],
             "mant_err_median": [r.mant_err_median for r in results],
             "chunk_tokens": [r.n_tokens for r in results],
+            "count_evidence": count_evidence(results, config.thresholds),
             "thresholds": config.thresholds.model_dump(),
         },
     )
@@ -289,6 +293,14 @@ def file_margin_test(verdicts: Sequence[Verdict], config: VerifyConfig) -> Margi
                        config.margin_null, config.false_positive_rate)
     worst = None if test.worst_completion is None else list(replayed)[test.worst_completion]
     return test.model_copy(update={"worst_completion": worst})
+
+
+def file_chunk_count_test(verdicts: Sequence[Verdict], config: VerifyConfig) -> ChunkCountTest | None:
+    """The TOPLOC chunk-count test (proofs.toploc.chunk_count_test) of the chunks of every completion whose proofs
+    were compared, as one file; None where no chunk length has a calibrated level."""
+    counted = [tuple(pair) for v in verdicts if (c := v.check("toploc")) is not None
+               for pair in c.details.get("count_evidence", [])]
+    return chunk_count_test(counted, config.false_positive_rate)
 
 
 def verify_completion(

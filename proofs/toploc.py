@@ -96,6 +96,57 @@ def accept(results: list[ChunkResult], thresholds: Thresholds = PAPER_THRESHOLDS
     return not failing_chunks(results, thresholds)
 
 
+COUNT_TEST_LAMBDAS = tuple(float(2**k) for k in range(-4, 7))
+"""λ grid over which the chunk-count test's Chernoff bound is minimised (a bound at any λ is valid)."""
+
+
+@dataclass(frozen=True)
+class ChunkCountTest:
+    """A file's TOPLOC chunk-count test: how many of its checked chunks have a mantissa-error mean above their
+    length's calibrated `exceed_mean`, against the honest rates (Chernoff bound on the count)."""
+
+    passed: bool
+    chunks: int
+    exceeding: int
+    expected: float
+    """The count an honest file of these chunks stays below on average (the sum of their honest rates' bounds)."""
+    log_p_value: float
+    false_positive_rate: float
+
+
+def count_evidence(results: Sequence[ChunkResult], thresholds: Thresholds) -> list[tuple[bool, float]]:
+    """Per chunk whose length has a calibrated level (`ChunkLimits.exceed_mean`): whether its mantissa-error mean
+    exceeds it, and the honest rate of that (`exceed_rate`); the input of `chunk_count_test`."""
+    counted = []
+    for r in results:
+        limits = thresholds.for_tokens(r.n_tokens) if r.n_tokens else None
+        if limits is not None and limits.exceed_mean is not None:
+            mean = r.mean_without_max() if thresholds.mean_excludes_max else r.mant_err_mean
+            counted.append((mean > limits.exceed_mean, limits.exceed_rate))
+    return counted
+
+
+def chunk_count_test(counted: Sequence[tuple[bool, float]], false_positive_rate: float) -> ChunkCountTest | None:
+    """Test a file's checked chunks together (`count_evidence` of each). Each chunk passes its own limits at a
+    per-chunk rate that keeps the file's honest rate at `false_positive_rate`, so a worker whose hidden states are a
+    little off everywhere — int8 weights, a perturbed layer, shipping its own model's proofs — passes them chunk by
+    chunk; but its chunks exceed the honest 90 % level of their length far more often than honest ones (~0.86
+    against ~0.08 at a bf16 profile, docs/benchmarks.md). With q_c ≥ P(honest chunk c exceeds), the count K of n
+    independent chunks has P(K ≥ k) ≤ exp(min_λ Σ_c log(1 − q_c + q_c·e^λ) − λk); the file fails below the rate.
+    None when no chunk's length has a calibrated level (the fp32 profile: its limits are already tight)."""
+    if not counted:
+        return None
+    k = sum(exceeds for exceeds, _ in counted)
+
+    def log_bound(lam: float) -> float:  # log(1 − q + q·e^λ) = λ + log(q + (1 − q)·e^−λ), stable for large λ
+        return sum(lam + math.log(q + (1 - q) * math.exp(-lam)) if q > 0 else 0.0 for _, q in counted) - lam * k
+
+    log_p = min(0.0, min(log_bound(lam) for lam in COUNT_TEST_LAMBDAS)) if k else 0.0
+    return ChunkCountTest(passed=log_p > math.log(false_positive_rate), chunks=len(counted), exceeding=k,
+                          expected=sum(q for _, q in counted), log_p_value=log_p,
+                          false_positive_rate=false_positive_rate)
+
+
 def proof_size(topk: int = DEFAULT_TOPK) -> int:
     """Bytes per proof: 2 for the modulus plus 2 per coefficient."""
     return 2 + 2 * topk

@@ -24,6 +24,10 @@ class ChunkLimits(BaseModel):
     max_mant_err_mean: float = Field(ge=0)
     max_mant_err_median: float = Field(ge=0)
     chunks: int = Field(0, ge=0, description="honest chunks the limits were fitted on")
+    exceed_mean: float | None = Field(None, ge=0, description=(
+        "the file's chunk-count test (proofs.toploc.chunk_count_test): the level of a chunk's mantissa-error mean "
+        "that at most `exceed_rate` of honest chunks of this length exceed, in every calibrated population"))
+    exceed_rate: float = Field(1.0, ge=0, le=1, description="upper bound on an honest chunk's P(mean > exceed_mean)")
 
 
 class Thresholds(BaseModel):

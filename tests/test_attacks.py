@@ -16,15 +16,18 @@ FP32_CAUGHT = ["int8 weights", "T x 0.95, forged", "other weights, forged", "out
 """At tolerance 1e-3: TOPLOC sees int8 weights' own proofs; a colder sampler, another model's tokens and tokens out of
 the nucleus change tokens the replay pins down, whatever proofs they carry (a 1 % perturbation of one layer, forged,
 is missed in some files: bench.attacks measures its rate)."""
-BF16_CAUGHT = ["other weights, forged", "wrong_temperature", "tampered_completion", "seeds of its own choosing"]
-"""At the calibrated bf16 tolerance: another model's tokens, T x 0.5 and a changed token stay outside it."""
+BF16_CAUGHT = ["other weights, forged", "wrong_temperature", "tampered_completion", "seeds of its own choosing",
+               "int8 weights", "layer 0 x 1.01"]
+"""At the calibrated bf16 tolerance: another model's tokens, T x 0.5 and a changed token stay outside it; int8 weights
+and a 1 % change of one layer, shipping their own proofs, pass every chunk's limits but not TOPLOC's chunk-count
+test (each chunk a little off: most exceed their length's honest 90 % level)."""
 
 
 @pytest.fixture(scope="module")
 def pool(tmp_path_factory) -> dict:
     spec = load_run_spec(DEFAULT_SPEC)
     folder = build_checkpoint(spec, tmp_path_factory.mktemp("attacks") / "checkpoint", warm_steps=25)
-    bf16 = calibrated_profile(folder, DEFAULT_SPEC, prompts=16)
+    bf16 = calibrated_profile(folder, DEFAULT_SPEC, prompts=64)  # enough chunks per length to bound the honest rates
     fp32 = Profile("fp32", "float32", spec.verification)
     return {"lab": Lab(folder, spec), "fp32": fp32, "bf16": bf16}
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import socket
 import subprocess
 import sys
@@ -13,14 +15,14 @@ from pathlib import Path
 import requests
 import torch
 
-from dashboard.evidence import _toploc_rows
+from dashboard.evidence import _toploc_rows, explain
 from dashboard.indexer import ChainIndexer, ObjectFetcher
 from dashboard.service import ExplorerService, free_port
 from dashboard.store import Store
 from ledger_client.ipfs.checkpoints import publish_checkpoint
 from inference.verify import VerifyConfig, _toploc_check
 from ledger_client.ipfs.content import put_object
-from proofs.toploc import build_proofs
+from proofs.toploc import ChunkCountTest, build_proofs, verify_proofs
 from proofs.toploc_thresholds import ChunkLimits, Thresholds
 from protocol.digest import digest_to_cid
 from protocol.runspec import SamplingSpec
@@ -340,9 +342,21 @@ def test_a_calibrated_pools_toploc_failure_shows_the_limits_of_the_chunks_length
     limits = (ChunkLimits(tokens=1, max_exp_mismatches=60, max_mant_err_mean=3.0, max_mant_err_median=2.0),
               ChunkLimits(tokens=32, max_exp_mismatches=20, max_mant_err_mean=1.0, max_mant_err_median=0.5))
     config = VerifyConfig(sampling=SamplingSpec(), thresholds=Thresholds(by_tokens=limits))
-    check = _toploc_check(tampered, proofs, config)
+    check = _toploc_check(verify_proofs(tampered, proofs, 32, 128), config)
     assert not check.passed and check.details["failing_chunks"] == [1]
     rows = {r["what"]: r for r in _toploc_rows(check.details, {}, completion=3)}
     assert rows["exponent mismatches"]["threshold"] == 60 and "≤ 1 tokens" in rows["exponent mismatches"]["rule"]
     assert rows["mantissa error, mean"]["threshold"] == 3.0 and rows["mantissa error, median"]["threshold"] == 2.0
     assert not all(r["passes"] for r in rows.values()) and {r["chunk"] for r in rows.values()} == {1}
+
+
+def test_a_chunk_count_challenge_shows_the_count_against_an_honest_files():
+    """A TOPLOC challenge by the file's chunk-count test (no chunk outside its own limits) shows how many chunks
+    were above their length's honest level, what an honest file averages, and the bound against the rate."""
+    test = ChunkCountTest(passed=False, chunks=64, exceeding=60, expected=16.9, log_p_value=-40.0,
+                          false_positive_rate=1e-6)
+    doc = {"reason_code": int(Reason.TOPLOC), "reason": "TOPLOC", "message": "60 of 64 checked chunks exceed …",
+           "statistics": {"chunk_count_test": dataclasses.asdict(test)}}
+    rows = explain(doc)["measurements"]
+    assert [(r["measured"], r["threshold"]) for r in rows] == [(60, 16.9), (math.exp(-40.0), 1e-6)]
+    assert rows[1]["passes"] is False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,9 @@ from proofs.toploc import (
     Thresholds,
     accept,
     build_proofs,
+    chunk_count_test,
     chunk_passes,
+    count_evidence,
     decode_proof,
     failing_chunks,
     n_chunks,
@@ -279,6 +282,37 @@ def test_batch_verification_equals_one_by_one() -> None:
             assert isinstance(result, ProofFormatError) and str(result) == str(alone)
     assert [type(r).__name__ for r in together] == ["list"] * 4 + ["ProofFormatError"] * 2 + ["list"]
     assert accept(together[0]) and not accept(together[6]) and [r.n_tokens for r in together[3]] == [32, 32]
+
+
+def _count_limits(rate: float) -> Thresholds:
+    return Thresholds(mean_excludes_max=True, by_tokens=(ChunkLimits(
+        tokens=32, max_exp_mismatches=70, max_mant_err_mean=3.0, max_mant_err_median=5.0, exceed_mean=0.6,
+        exceed_rate=rate),))
+
+
+def test_the_chunk_count_test_fails_a_file_whose_chunks_are_each_a_little_off() -> None:
+    """Chunks inside their own limits, but every one above its length's honest 90 % level: the file fails; an honest
+    file's few chunks above it do not make it fail."""
+    thresholds = _count_limits(0.15)
+    chunk = lambda mean: ChunkResult(1, mean, 0.0, 128, 0.0, 32)  # noqa: E731
+    honest = [chunk(0.9 if i % 8 == 0 else 0.4) for i in range(64)]
+    off = [chunk(0.8) for _ in range(64)]
+    assert accept(off, thresholds) and accept(honest, thresholds)
+    passed = chunk_count_test(count_evidence(honest, thresholds), 1e-6)
+    assert passed.passed and passed.exceeding == 8 and passed.chunks == 64 and passed.expected == pytest.approx(9.6)
+    failed = chunk_count_test(count_evidence(off, thresholds), 1e-6)
+    assert not failed.passed and failed.exceeding == 64 and failed.log_p_value < math.log(1e-6)
+    assert chunk_count_test(count_evidence(off, Thresholds(by_tokens=())), 1e-6) is None  # no calibrated level
+
+
+@pytest.mark.parametrize("q", [0.02, 0.2, 0.5])
+def test_the_chunk_count_bound_is_above_the_binomial_tail(q: float) -> None:
+    """The Chernoff bound never understates P(K >= k) for n chunks exceeding independently at rate q."""
+    n = 40
+    for k in range(n + 1):
+        test = chunk_count_test([(i < k, q) for i in range(n)], 1e-6)
+        exact = sum(math.comb(n, j) * q**j * (1 - q) ** (n - j) for j in range(k, n + 1))
+        assert math.exp(test.log_p_value) >= exact * (1 - 1e-9), (k, test.log_p_value, exact)
 
 
 def test_top_k_boundary_swap_costs_at_most_one_random_point_and_passes_the_fp32_profile() -> None:

@@ -18,7 +18,7 @@ from proofs.toploc import build_proofs_batch
 from protocol.runspec import RunSpec, SamplingSpec
 from tasks.encoding import encode_prompt
 from tasks.registry import TaskSpec, build_task
-from validator.calibrate import file_chunks, measure, tail_limit, thresholds
+from validator.calibrate import exceed_level, file_chunks, measure, tail_limit, thresholds
 
 SPEC = RunSpec(task=TaskSpec(name="sort", params={"min_digits": 3, "max_digits": 5}), pool_seed="0x" + "ab" * 32,
                sampling=SamplingSpec(group_size=16, temperature=1.0, max_tokens=32))
@@ -65,6 +65,16 @@ def _toploc_failures(folder: Path, verification, records: list[CompletionRecord]
     verdicts = verify_completions(reference, records, config)
     assert all(v.prefilled for v in verdicts)
     return sum(not v.check("toploc").passed for v in verdicts)
+
+
+def test_the_chunk_count_level_is_the_noisiest_populations() -> None:
+    """A float32 worker's chunks (no error) do not dilute the bf16 population's: the level is bf16's 90 % quantile
+    and the honest rate above it is bounded for bf16, near its measured 10 %."""
+    bf16 = [v / 100 for v in range(400)]
+    chunks = [(0, 0.0, 0.0, "float32, batch 1")] * 400 + [(1, v, 0.0, "bfloat16, batch 8") for v in bf16]
+    level, rate = exceed_level(chunks, 1e-3)
+    assert level == bf16[int(0.9 * 399)]
+    assert 0.1 <= rate < 0.2
 
 
 def test_honest_bf16_chunks_pass_the_calibrated_limits(calibrated: dict) -> None:

@@ -74,13 +74,14 @@ class Noise:
     max_logit_diff: float = 0.0
     chunks: int = 0
     cases: list[dict] = field(default_factory=list)
-    by_tokens: dict[int, list[tuple[int, float, float]]] = field(default_factory=dict, repr=False)
-    """Every honest chunk's (exponent mismatches, mantissa error mean without its max, median), per chunk-length
-    bucket (CHUNK_BUCKETS: the bucket b holds chunks of more tokens than the bucket before and at most b)."""
+    by_tokens: dict[int, list[tuple[int, float, float, str]]] = field(default_factory=dict, repr=False)
+    """Every honest chunk's (exponent mismatches, mantissa error mean without its max, median, population: the
+    worker's dtype and batch size), per chunk-length bucket (CHUNK_BUCKETS: the bucket b holds chunks of more
+    tokens than the bucket before and at most b)."""
     samples: list[tuple[list[int], list[int], int, str]] = field(default_factory=list, repr=False)
     """The honest completions (prompt, tokens, seed, worker dtype), for the margin pass once the tolerance is known."""
 
-    def add_chunks(self, results: list, topk: int) -> None:
+    def add_chunks(self, results: list, topk: int, population: str = "") -> None:
         for r in results:
             self.chunks += 1
             self.min_exp_matches = min(self.min_exp_matches, topk - math.ceil(r.exp_mismatches * topk / r.n_points))
@@ -89,7 +90,7 @@ class Noise:
                 self.max_mant_err_median = max(self.max_mant_err_median, r.mant_err_median)
             bucket = next(b for b in CHUNK_BUCKETS if b >= r.n_tokens)
             self.by_tokens.setdefault(bucket, []).append(
-                (r.exp_mismatches, r.mean_without_max(), r.mant_err_median))
+                (r.exp_mismatches, r.mean_without_max(), r.mant_err_median, population))
 
 
 def measure(folder: Path, spec: RunSpec, dtypes: list[str], batch_sizes: list[int], n_prompts: int,
@@ -116,9 +117,11 @@ def measure(folder: Path, spec: RunSpec, dtypes: list[str], batch_sizes: list[in
                 honest = reference.prefill_batch(pairs)
                 theirs = worker.prefill_batch(pairs)
                 noise.samples += [(p, c.token_ids, s, dtype) for p, c, s in zip(group, completions, seeds)]
+                population = f"{dtype}, batch {batch}"
                 for ref, own, proof, completion in zip(honest, theirs, proofs, completions):
-                    noise.add_chunks(verify_proofs(ref.hidden, proof, chunk=DEFAULT_CHUNK), topk=DEFAULT_TOPK)
-                    noise.add_chunks(_short_chunks(ref.hidden, completion.hidden, len(noise.samples)), DEFAULT_TOPK)
+                    noise.add_chunks(verify_proofs(ref.hidden, proof, chunk=DEFAULT_CHUNK), DEFAULT_TOPK, population)
+                    noise.add_chunks(_short_chunks(ref.hidden, completion.hidden, len(noise.samples)), DEFAULT_TOPK,
+                                     population)
                     diff = float((ref.logits.float() - own.logits.float().to(ref.logits.device)).abs().max())
                     noise.max_logit_diff = max(noise.max_logit_diff, diff)
             noise.cases.append({"dtype": dtype, "batch": batch, "min_exp_matches": noise.min_exp_matches,
@@ -171,7 +174,8 @@ def toploc_limits(noise: Noise, margin: float, per_chunk_rate: float) -> list[Ch
     is looser (never tighter than the worst-case rule before tails were fitted)."""
     out = []
     for tokens, chunks in sorted(noise.by_tokens.items()):
-        mismatches, means, medians = (list(column) for column in zip(*chunks))
+        mismatches, means, medians, _ = (list(column) for column in zip(*chunks))
+        exceed_mean, exceed_rate = exceed_level(chunks, CALIBRATION_CONFIDENCE / len(noise.by_tokens))
         means = [m for m in means if m != MISSING_STAT] or [0.0]
         medians = [m for m in medians if m != MISSING_STAT] or [0.0]
         out.append(ChunkLimits(
@@ -180,8 +184,23 @@ def toploc_limits(noise: Noise, margin: float, per_chunk_rate: float) -> list[Ch
             max_mant_err_mean=max(FP32_THRESHOLDS.max_mant_err_mean, max(means) * margin,
                                   tail_limit(means, per_chunk_rate, 1 / DEFAULT_TOPK)),
             max_mant_err_median=max(max(medians) * margin, max(medians) + MEDIAN_SLACK,
-                                    tail_limit(medians, per_chunk_rate, 0.5))))
+                                    tail_limit(medians, per_chunk_rate, 0.5)),
+            exceed_mean=exceed_mean, exceed_rate=exceed_rate))
     return out
+
+
+def exceed_level(chunks: Sequence[tuple[int, float, float, str]], confidence: float) -> tuple[float, float]:
+    """A chunk-length bucket's level for the file's chunk-count test (proofs.toploc.chunk_count_test): the
+    highest 90 % quantile of the mantissa-error mean (its largest error left out) over the calibrated populations
+    (dtype × batch size: a float32 worker's chunks would dilute a bf16 one's), and the largest upper bound, over
+    the populations, on the rate of chunks above it (`tail_bound` at `confidence` split over them)."""
+    by_population: dict[str, list[float]] = {}
+    for _, mean, _, population in chunks:
+        by_population.setdefault(population, []).append(mean)
+    level = max(sorted(means)[int(0.9 * (len(means) - 1))] for means in by_population.values())
+    rate = max(tail_bound(sum(m > level for m in means), len(means), confidence / len(by_population))
+               for means in by_population.values())
+    return level, rate
 
 
 def file_chunks(spec: RunSpec, verification: VerificationSpec) -> int:
@@ -267,6 +286,8 @@ def _toml(value) -> str:
 def _chunk_limits(verification: VerificationSpec) -> str:
     return "; ".join(f"chunks of <= {p.tokens} tokens, fitted on {p.chunks}: <= {p.max_exp_mismatches} exponent mismatches, "
                      f"mean <= {p.max_mant_err_mean:.3g}, median <= {p.max_mant_err_median:.3g}"
+                     + ("" if p.exceed_mean is None else
+                        f", counted above a mean of {p.exceed_mean:.3g} (honest rate <= {p.exceed_rate:.3g})")
                      for p in verification.toploc_by_tokens) or "none measured"
 
 

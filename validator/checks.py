@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -33,6 +34,7 @@ from inference.verify import (
     DEFAULT_MAX_BATCH_TOKENS,
     CompletionRecord,
     VerifyConfig,
+    file_chunk_count_test,
     file_margin_test,
     verify_completions,
 )
@@ -302,6 +304,15 @@ def check_completions(spec: RunSpec, config: VerifyConfig, spot_check_bps: int, 
                                 statistics={"first_failure": first.details},
                                 thresholds=config.thresholds.model_dump(), spot_check=spot,
                                 tokens=tokens, checked_tokens=checked)
+    count = file_chunk_count_test(verdicts, config)
+    if count is not None and not count.passed:
+        return CheckOutcome(False, Reason.TOPLOC,
+                            f"{count.exceeding} of {count.chunks} checked chunks exceed their length's honest 90 % "
+                            f"level (an honest file ~{count.expected:.1f}; bound {math.exp(count.log_p_value):.2e}, "
+                            f"challenged below {count.false_positive_rate:.0e}): the hidden states are off the "
+                            "calibrated workers'",
+                            statistics={"chunk_count_test": asdict(count)}, thresholds=config.thresholds.model_dump(),
+                            spot_check=spot, tokens=tokens, checked_tokens=checked)
     test = file_margin_test(verdicts, config)
     margins = {} if test is None else {"tokens": test.tokens, "score": test.score, "null": config.margin_null.model_dump(),
                                        "worker_false_positive_rate": spec.verification.worker_false_positive_rate}
