@@ -388,8 +388,13 @@ def rate(k: int, n: int) -> dict:
 
 
 def run_attacks(lab: Lab, profile: Profile, files: int, names: list[str] | None, console: Console,
-                nonce_base: int) -> list[dict]:
+                nonce_base: int, workdir: Path | None = None) -> list[dict]:
+    """Each attack's files through the validator's checks; the files a check accepts also go into a per-worker
+    margin book, one per attack (one attacker submitting them all): after how many files the worker test
+    (validator.worker_margins) challenges it, if it does, and its log e-value at the end."""
     spec = profile.spec(lab.spec)
+    null = spec.verification.margin_null()
+    workdir = workdir or Path(tempfile.mkdtemp(prefix="bench-attacks-books-"))
     top_p_spec = None
     try:
         top_p_spec = spec.model_validate({**spec.model_dump(), "sampling": {**spec.sampling.model_dump(), "top_p": 0.9}})
@@ -403,12 +408,22 @@ def run_attacks(lab: Lab, profile: Profile, files: int, names: list[str] | None,
             continue
         detected, reasons = 0, Counter()
         judged_spec = top_p_spec if name.startswith("out-of-nucleus") else spec
+        book = WorkerMargins(workdir / f"{profile.name}-{len(rows)}.json")
+        worker_at, log_e = None, None
         for f in range(files):
             outcome = lab.judge(judged_spec, build(lab, profile, spec, nonce_base + f))
             detected += not outcome.ok
             reasons[outcome.reason.name if outcome.reason else ("decoder" if not outcome.ok else "accepted")] += 1
-        rows.append({"attack": name, **rate(detected, files), "reasons": dict(reasons)})
-        console.print(f"[{profile.name}] {name}: {detected}/{files} files detected ({dict(reasons)})")
+            if outcome.ok and outcome.margins:
+                evidence = book.judge(WORKER, f"0x{nonce_base + f:064x}", outcome.margins["tokens"],
+                                      outcome.margins["score"], null, spec.verification.worker_false_positive_rate)
+                log_e = round(null.worker_log_e_value(*_open_totals(book)), 2)
+                worker_at = worker_at or (f + 1 if evidence is not None else None)
+        rows.append({"attack": name, **rate(detected, files), "reasons": dict(reasons),
+                     "worker_challenged_after_files": worker_at, "worker_log_e_end": log_e})
+        console.print(f"[{profile.name}] {name}: {detected}/{files} files detected ({dict(reasons)})"
+                      + ("" if log_e is None else f"; accepted files' worker log e {log_e}"
+                         + (f", challenged after {worker_at} files" if worker_at else "")))
     if names is None:
         honest = encode_rollouts(lab.honest(spec, nonce_base, profile.worker_dtype))
         for name in HOSTILE:
@@ -527,7 +542,8 @@ def run(spec_path: Path, attack_files: int, honest_files: int, steering_files: i
                                               "stated": p.stated} for p in profiles},
                         "attacks": {}, "steering": {}}
         for i, profile in enumerate(profiles):
-            result["attacks"][profile.name] = run_attacks(lab, profile, attack_files, names, console, 10_000 * (i + 1))
+            result["attacks"][profile.name] = run_attacks(lab, profile, attack_files, names, console, 10_000 * (i + 1),
+                                                          workdir)
             result["steering"][profile.name] = run_steering(lab, profile, steering_files, budget, 50_000 + 1000 * i,
                                                             workdir)
             console.print(f"[{profile.name}] steering: {result['steering'][profile.name]}")
@@ -541,11 +557,14 @@ def print_tables(result: dict, console: Console) -> None:
         p = result["profiles"][name]
         table = Table(title=f"{name} profile: {p['worker_dtype']} workers, tolerance {p['logit_tolerance']:.4g}; "
                             f"a file = {result['file']}")
-        for col in ("attack", "detected", "rate", "Wilson 95 %", "reasons"):
+        for col in ("attack", "detected", "rate", "Wilson 95 %", "reasons", "worker test on accepted files"):
             table.add_column(col)
         for r in rows:
+            worker = "" if r.get("worker_log_e_end") is None else (
+                f"log e {r['worker_log_e_end']}" + (f", caught after {r['worker_challenged_after_files']} files"
+                                                    if r.get("worker_challenged_after_files") else ""))
             table.add_row(r["attack"], f"{r['k']}/{r['n']}", f"{r['rate']:.3f}", f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]",
-                          ", ".join(f"{k}:{v}" for k, v in r["reasons"].items()))
+                          ", ".join(f"{k}:{v}" for k, v in r["reasons"].items()), worker)
         console.print(table)
         s = result["steering"][name]
         console.print(f"steering ({name}): reward gain {s['mean_reward_gain_per_completion']} per completion, files "
