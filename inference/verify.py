@@ -35,6 +35,7 @@ from proofs.toploc import (
     ProofFormatError,
     Thresholds,
     chunk_count_test,
+    chunk_key,
     count_evidence,
     failing_chunks,
     verify_proofs_batch,
@@ -259,11 +260,14 @@ def _prefill_checks(record: CompletionRecord, early: list[CheckResult], prefill:
             "max_margin": max(replayed.margins, default=0.0),
         },
     ))
-    checks.append(_toploc_check(toploc, config))
+    keys = None if isinstance(toploc, ProofFormatError) else [
+        chunk_key(record.prompt_ids, record.completion_ids, i, config.chunk) for i in range(len(toploc))]
+    checks.append(_toploc_check(toploc, config, keys))
     return checks
 
 
-def _toploc_check(results: list[ChunkResult] | ProofFormatError, config: VerifyConfig) -> CheckResult:
+def _toploc_check(results: list[ChunkResult] | ProofFormatError, config: VerifyConfig,
+                  keys: list[str] | None = None) -> CheckResult:
     if isinstance(results, ProofFormatError):
         return CheckResult(name="toploc", passed=False, reason=f"malformed proofs: {results}")
     bad = failing_chunks(results, config.thresholds)
@@ -276,7 +280,7 @@ def _toploc_check(results: list[ChunkResult] | ProofFormatError, config: VerifyC
             "mant_err_mean": [r.mant_err_mean for r in results],
             "mant_err_median": [r.mant_err_median for r in results],
             "chunk_tokens": [r.n_tokens for r in results],
-            "count_evidence": count_evidence(results, config.thresholds),
+            "count_evidence": count_evidence(results, config.thresholds, keys),
             "thresholds": config.thresholds.model_dump(),
         },
     )

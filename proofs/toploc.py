@@ -19,8 +19,10 @@ coefficient list is zero-padded to `topk`, so every proof still has 2 + 2*topk b
 
 from __future__ import annotations
 
+import hashlib
 import math
 import statistics
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -96,6 +98,11 @@ def accept(results: list[ChunkResult], thresholds: Thresholds = PAPER_THRESHOLDS
     return not failing_chunks(results, thresholds)
 
 
+COUNTED_FROM_TOKENS = 9
+"""The chunk-count test counts chunks of at least this many tokens. A completion's first chunk holds the hidden state
+of the prompt's last position, the same in every completion of the prompt (and of every shared first token): in a
+1- or 2-token chunk that shared row is the chunk, and a group's chunks exceeded their level together (honest bf16
+files of one prompt and 1–2 tokens were challenged ~1 time in 100); from 9 tokens a shared row is at most a ninth."""
 COUNT_TEST_LAMBDAS = tuple(float(2**k) for k in range(-4, 7))
 """λ grid over which the chunk-count test's Chernoff bound is minimised (a bound at any λ is valid)."""
 
@@ -114,26 +121,42 @@ class ChunkCountTest:
     false_positive_rate: float
 
 
-def count_evidence(results: Sequence[ChunkResult], thresholds: Thresholds) -> list[tuple[bool, float]]:
-    """Per chunk whose length has a calibrated level (`ChunkLimits.exceed_mean`): whether its mantissa-error mean
-    exceeds it, and the honest rate of that (`exceed_rate`); the input of `chunk_count_test`."""
+def count_evidence(results: Sequence[ChunkResult], thresholds: Thresholds,
+                   keys: Sequence[str] | None = None) -> list[tuple[bool, float, str]]:
+    """Per chunk of at least COUNTED_FROM_TOKENS tokens whose length has a calibrated level
+    (`ChunkLimits.exceed_mean`): whether its mantissa-error mean
+    exceeds it, the honest rate of that (`exceed_rate`), and the chunk's key (`keys[i]`, else its index): chunks
+    with one key are one measurement (`chunk_key`); the input of `chunk_count_test`."""
     counted = []
-    for r in results:
-        limits = thresholds.for_tokens(r.n_tokens) if r.n_tokens else None
+    for i, r in enumerate(results):
+        limits = thresholds.for_tokens(r.n_tokens) if r.n_tokens >= COUNTED_FROM_TOKENS else None
         if limits is not None and limits.exceed_mean is not None:
             mean = r.mean_without_max() if thresholds.mean_excludes_max else r.mant_err_mean
-            counted.append((mean > limits.exceed_mean, limits.exceed_rate))
+            counted.append((mean > limits.exceed_mean, limits.exceed_rate, str(i) if keys is None else keys[i]))
     return counted
 
 
-def chunk_count_test(counted: Sequence[tuple[bool, float]], false_positive_rate: float) -> ChunkCountTest | None:
-    """Test a file's checked chunks together (`count_evidence` of each). Each chunk passes its own limits at a
-    per-chunk rate that keeps the file's honest rate at `false_positive_rate`, so a worker whose hidden states are a
-    little off everywhere — int8 weights, a perturbed layer, shipping its own model's proofs — passes them chunk by
-    chunk; but its chunks exceed the honest 90 % level of their length far more often than honest ones (~0.86
-    against ~0.08 at a bf16 profile, docs/benchmarks.md). With q_c ≥ P(honest chunk c exceeds), the count K of n
-    independent chunks has P(K ≥ k) ≤ exp(min_λ Σ_c log(1 − q_c + q_c·e^λ) − λk); the file fails below the rate.
-    None when no chunk's length has a calibrated level (the fp32 profile: its limits are already tight)."""
+def chunk_key(prompt_ids: Sequence[int], completion_ids: Sequence[int], index: int, chunk: int = DEFAULT_CHUNK) -> str:
+    """What chunk `index` of a completion's hidden states is a function of: the prompt, the completion's tokens
+    before the chunk's last one, and the chunk's length. Completions of one prompt share their first chunk's
+    hidden states exactly when they share those tokens (every 1-token completion of a prompt does): the same
+    measurement, counted once."""
+    end = min((index + 1) * chunk, len(completion_ids))
+    data = struct.pack(f">{len(prompt_ids)}qq{end - 1}q", *prompt_ids, -1, *completion_ids[: end - 1])
+    return hashlib.blake2b(data + struct.pack(">q", end - index * chunk), digest_size=12).hexdigest()
+
+
+def chunk_count_test(counted: Sequence[tuple[bool, float, str]],
+                     false_positive_rate: float) -> ChunkCountTest | None:
+    """Test a file's checked chunks together (`count_evidence` of each; a key seen twice counts once). Each chunk
+    passes its own limits at a per-chunk rate that keeps the file's honest rate at `false_positive_rate`, so a
+    worker whose hidden states are a little off everywhere — int8 weights, a perturbed layer, shipping its own
+    model's proofs — passes them chunk by chunk; but its chunks exceed the honest 90 % level of their length far
+    more often than honest ones (~0.86 against ~0.08 at a bf16 profile, docs/benchmarks.md). With q_c ≥ P(honest
+    chunk c exceeds), the count K of n independent chunks has P(K ≥ k) ≤ exp(min_λ Σ_c log(1 − q_c + q_c·e^λ) −
+    λk); the file fails below the rate. None when no chunk's length has a calibrated level (the fp32 profile: its
+    limits are already tight)."""
+    counted = list({key: (exceeds, q) for exceeds, q, key in reversed(counted)}.values())
     if not counted:
         return None
     k = sum(exceeds for exceeds, _ in counted)

@@ -27,7 +27,7 @@ test (each chunk a little off: most exceed their length's honest 90 % level)."""
 def pool(tmp_path_factory) -> dict:
     spec = load_run_spec(DEFAULT_SPEC)
     folder = build_checkpoint(spec, tmp_path_factory.mktemp("attacks") / "checkpoint", warm_steps=25)
-    bf16 = calibrated_profile(folder, DEFAULT_SPEC, prompts=64)  # enough chunks per length to bound the honest rates
+    bf16 = calibrated_profile(folder, DEFAULT_SPEC, prompts=256)  # enough long chunks to bound the honest rates
     fp32 = Profile("fp32", "float32", spec.verification)
     return {"lab": Lab(folder, spec), "fp32": fp32, "bf16": bf16}
 

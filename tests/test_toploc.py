@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from proofs.toploc import (
+    COUNTED_FROM_TOKENS,
     GF_PRIME,
     PAPER_THRESHOLDS,
     ChunkResult,
@@ -22,6 +23,7 @@ from proofs.toploc import (
     accept,
     build_proofs,
     chunk_count_test,
+    chunk_key,
     chunk_passes,
     count_evidence,
     decode_proof,
@@ -300,9 +302,24 @@ def test_the_chunk_count_test_fails_a_file_whose_chunks_are_each_a_little_off() 
     assert accept(off, thresholds) and accept(honest, thresholds)
     passed = chunk_count_test(count_evidence(honest, thresholds), 1e-6)
     assert passed.passed and passed.exceeding == 8 and passed.chunks == 64 and passed.expected == pytest.approx(9.6)
-    failed = chunk_count_test(count_evidence(off, thresholds), 1e-6)
+    failed = chunk_count_test(count_evidence(off, thresholds), 1e-6)  # distinct chunks (keyed by index)
     assert not failed.passed and failed.exceeding == 64 and failed.log_p_value < math.log(1e-6)
     assert chunk_count_test(count_evidence(off, Thresholds(by_tokens=())), 1e-6) is None  # no calibrated level
+
+
+def test_chunks_of_the_same_hidden_states_are_counted_once() -> None:
+    """A chunk's hidden states are a function of the prompt and the tokens before its last one: completions of a
+    prompt that differ only in their last token share it, one measurement that must not count sixteen times; chunks
+    shorter than COUNTED_FROM_TOKENS (mostly the prompt's shared last position) are not counted at all."""
+    prompt, exceeding = [5, 6, 7], ChunkResult(1, 0.9, 0.0, 128, 0.0, 16)
+    limits = _count_limits(0.3)
+    group = [count_evidence([exceeding], limits, [chunk_key(prompt, [1] * 15 + [token], 0)]) for token in range(16)]
+    test = chunk_count_test([c for completion in group for c in completion], 1e-6)
+    assert (test.chunks, test.exceeding) == (1, 1) and test.passed
+    assert chunk_key(prompt, [1, 2, 3], 0) == chunk_key(prompt, [1, 2, 4], 0) != chunk_key(prompt, [1, 3, 3], 0)
+    assert chunk_key(prompt, [1, 2], 0) != chunk_key(prompt, [1, 2, 3], 0)  # another chunk length
+    short = ChunkResult(1, 0.9, 0.0, 128, 0.0, COUNTED_FROM_TOKENS - 1)
+    assert count_evidence([short] * 8, limits) == []
 
 
 @pytest.mark.parametrize("q", [0.02, 0.2, 0.5])
@@ -310,7 +327,7 @@ def test_the_chunk_count_bound_is_above_the_binomial_tail(q: float) -> None:
     """The Chernoff bound never understates P(K >= k) for n chunks exceeding independently at rate q."""
     n = 40
     for k in range(n + 1):
-        test = chunk_count_test([(i < k, q) for i in range(n)], 1e-6)
+        test = chunk_count_test([(i < k, q, str(i)) for i in range(n)], 1e-6)
         exact = sum(math.comb(n, j) * q**j * (1 - q) ** (n - j) for j in range(k, n + 1))
         assert math.exp(test.log_p_value) >= exact * (1 - 1e-9), (k, test.log_p_value, exact)
 

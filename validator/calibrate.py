@@ -46,7 +46,14 @@ from inference.verify import FP32_THRESHOLDS
 from ledger_client.cli import UsageError
 from proofs.margins import CALIBRATION_CONFIDENCE, MARGIN_LEVELS, MarginNull, tail_bound
 from proofs.sampling import SEED_BITS, derive_seed, honest_margins
-from proofs.toploc import DEFAULT_CHUNK, MISSING_STAT, build_proofs_batch, n_chunks, verify_proofs
+from proofs.toploc import (
+    COUNTED_FROM_TOKENS,
+    DEFAULT_CHUNK,
+    MISSING_STAT,
+    build_proofs_batch,
+    n_chunks,
+    verify_proofs,
+)
 from proofs.toploc_thresholds import DEFAULT_TOPK, ChunkLimits
 from protocol.runspec import RunSpec, VerificationSpec, load_run_spec
 from protocol.spotcheck import MAX_BPS
@@ -175,7 +182,10 @@ def toploc_limits(noise: Noise, margin: float, per_chunk_rate: float) -> list[Ch
     out = []
     for tokens, chunks in sorted(noise.by_tokens.items()):
         mismatches, means, medians, _ = (list(column) for column in zip(*chunks))
-        exceed_mean, exceed_rate = exceed_level(chunks, CALIBRATION_CONFIDENCE / len(noise.by_tokens))
+        shortest = max((b for b in CHUNK_BUCKETS if b < tokens), default=0) + 1
+        counted = shortest >= COUNTED_FROM_TOKENS  # the chunk-count test's lengths (proofs.toploc)
+        exceed_mean, exceed_rate = exceed_level(chunks, CALIBRATION_CONFIDENCE / len(noise.by_tokens)) \
+            if counted else (None, 1.0)
         means = [m for m in means if m != MISSING_STAT] or [0.0]
         medians = [m for m in medians if m != MISSING_STAT] or [0.0]
         out.append(ChunkLimits(
