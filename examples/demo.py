@@ -89,7 +89,7 @@ DEMO_COURT = CourtConfig(
     # a bond of 6,000: the attest-all validator loses a wrong-verdict slash (60) for every adversary file it judges
     # (33 in a 66-step run), and each open verdict reserves another 60 until final; with 2,000 it ran out in a long
     # run and, still drawn as judge without the stake a verdict reserves, held a third of the files for the
-    # 60 s assigned window (docs/protocol.md, "assignment")
+    # 60 s assigned window (the court now lets a stand-in judge those at once: docs/protocol.md, "first verdict")
     validator_bond=6_000 * TOKENS, verdict_fee=TOKENS // 100, dispute_bond=20 * TOKENS,
     wrong_verdict_slash=60 * TOKENS, non_voter_penalty=10 * TOKENS, silence_penalty=5 * TOKENS,
     assigned_window_s=60, verdict_window_s=180, dispute_window_s=DISPUTE_WINDOW_S, commit_period_s=20,

@@ -13,7 +13,7 @@ from ledger_client.chain.queries import get_work
 from protocol.pool import CaseState, WorkStatus
 from tests.court_pool import COURT, HONEST, court_pool, running  # noqa: F401 - court_pool is a fixture
 from trainer.ledger_source import LedgerSource
-from validator.court import Conduct
+from validator.court import Conduct, register_with_court
 
 
 @pytest.mark.timeout(900)
@@ -49,3 +49,43 @@ def test_a_verdict_every_other_validator_concurs_with_is_final_before_its_window
         assert sum(bytes(e["args"]["workId"]) == work_id for e in concurred) == len(HONEST) - 1
     final.poll()
     assert set(final.consumed) == {"0x" + w.hex() for w, honest in works.items() if honest}
+
+
+@pytest.mark.timeout(600)
+def test_a_stand_in_judges_at_once_when_the_assignee_cannot_reserve_a_verdict(court_pool):
+    """An assignee whose unreserved stake is below a verdict's reservation could not judge: a stand-in's daemon
+    judges its case at once, not after the assigned window (a depleted validator used to hold a third of the demo's
+    files for 60 s each), and the assignee pays no silence penalty."""
+    pool = court_pool
+    x, y = HONEST[0], HONEST[1]
+    court_rules = COURT.model_copy(update={"validator_bond": COURT.wrong_verdict_slash, "assigned_window_s": 120,
+                                           "verdict_window_s": 130, "dispute_window_s": 60})
+    pool.open_pool((), court_rules)
+    register_with_court(pool.ledger(x), pool.pool_id, open_verdicts=1)  # x's bond covers one open verdict
+    register_with_court(pool.ledger(y), pool.pool_id, open_verdicts=20)
+    pool.w3.provider.make_request("evm_increaseTime", [court_rules.activation_delay_s + 1])
+    pool.w3.provider.make_request("evm_mine", [])
+    court, x_address = pool.ledger(0).court, pool.accounts[x].address
+    x_view = court.get_validator(pool.pool_id, x_address)
+    assert x_view.locked - x_view.reserved < 2 * COURT.wrong_verdict_slash
+
+    def submitted_to_x() -> bytes:
+        """Submissions until one is assigned to x (each drawn two blocks after it)."""
+        while True:
+            work_id = pool.submit(True)
+            while pool.w3.eth.block_number <= court.cases(work_id).submitted_block + 1:
+                time.sleep(0.2)
+            if court.assigned_validator(work_id) == x_address:
+                return work_id
+
+    pool.ledger(x).court.attest(submitted_to_x())  # x's whole bond now reserved by its open verdict
+    target = submitted_to_x()
+    locked_before = pool.locked(x)
+    deadline = time.monotonic() + 60
+    with running([pool.daemon(y, Conduct(), audit_rate=0.0)]):  # no audits: x's verdict stays open
+        while time.monotonic() < deadline and court.cases(target).state == CaseState.PENDING:
+            time.sleep(0.3)
+    case = court.cases(target)
+    assert case.state == CaseState.VERDICT and case.judge == court.get_validator(pool.pool_id, pool.accounts[y].address).index
+    assert case.verdict_at <= case.submitted_at + court_rules.assigned_window_s  # inside x's window
+    assert pool.locked(x) == locked_before  # nothing taken for a silence it could not help

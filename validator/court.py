@@ -44,11 +44,13 @@ class CourtRules:
     reveal_period: int
     validator_bond: int
     dispute_bond: int
+    wrong_verdict_slash: int = 0
+    """A verdict's reservation: an assignee with less unreserved stake cannot judge, so stand-ins need not wait."""
 
     @classmethod
     def of(cls, params) -> CourtRules:
         return cls(params.assigned_window, params.verdict_window, params.dispute_window, params.commit_period,
-                   params.reveal_period, params.validator_bond, params.dispute_bond)
+                   params.reveal_period, params.validator_bond, params.dispute_bond, params.wrong_verdict_slash)
 
 
 class Conduct:

@@ -537,7 +537,10 @@ class ValidatorDaemon:
                 if unrecorded and self.ledger.w3.eth.block_number > record_at:
                     self._record_draw(s.work_id)  # the assignee is silent: keep its draw past the 256-block horizon
                     unrecorded = False
-                stand_in_at = submitted_at + rules.assigned_window + 1 + _stagger(me, s.work_id, STAND_IN_SPREAD_S)
+                opens = submitted_at + rules.assigned_window + 1
+                if now < opens and not self._can_judge(assigned):
+                    opens = submitted_at  # without a verdict's reservation it cannot judge: no window to wait out
+                stand_in_at = opens + _stagger(me, s.work_id, STAND_IN_SPREAD_S)
                 if now < stand_in_at:  # the assigned validator's turn; then stand-ins, one after another
                     wait = stand_in_at - now
                     self.retries.postpone(s.key, _submission_to(s), min(wait, RECORD_DRAW_CHECK_S) if unrecorded else wait)
@@ -555,6 +558,12 @@ class ValidatorDaemon:
             return assigned != me  # our own assignment is checked as its judge
         return (state == CaseState.DISPUTED and self.conduct.votes and s.work_id.hex() not in self.duties.book.votes
                 and me in self.court.committee_of(s.work_id))
+
+    def _can_judge(self, validator: str) -> bool:
+        """Whether `validator`'s unreserved stake covers a verdict's reservation (ValidatorCourt: otherwise a
+        stand-in may judge its cases at once)."""
+        v = self.court.get_validator(self.config.pool_id, validator)
+        return v.locked - v.reserved >= self.rules.wrong_verdict_slash
 
     def _record_draw(self, work_id: bytes) -> None:
         """Record a pending case's assignment (`drawAssignment`): its block hash is readable for 256 blocks

@@ -564,8 +564,9 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     }
 
     /// @dev The caller's record if it may give the first verdict now (recording the draw, and penalizing
-    /// a silent assigned validator): the assigned validator, or (after the assigned window, or when none
-    /// is assigned) a validator of the case's set that is not the worker.
+    /// a silent assigned validator): the assigned validator, or (after the assigned window, when none is
+    /// assigned, or while the assignee's unreserved stake is below `wrongVerdictSlash`) a validator of the
+    /// case's set that is not the worker.
     function _eligibleJudge(bytes32 workId, Case storage c, CourtParams storage p)
         private
         returns (ValidatorSet.Validator storage v)
@@ -589,7 +590,12 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         }
         if (assigned != NO_ONE) {
             address silent = _entries[poolId][assigned - 1].validator;
-            if (block.timestamp <= submittedAt + p.assignedWindow) revert NotAssigned(workId, silent);
+            ValidatorSet.Validator storage a = _validators[poolId][silent];
+            // an assignee without the stake a verdict reserves cannot judge now: its window would only hold the
+            // file up (it pays no silence penalty either, below)
+            if (block.timestamp <= submittedAt + p.assignedWindow && a.locked - a.reserved >= p.wrongVerdictSlash) {
+                revert NotAssigned(workId, silent);
+            }
             uint256 taken = _penalizeSilence(poolId, workId, silent, p.silencePenalty, p.wrongVerdictSlash);
             if (taken != 0) _credit(msg.sender, taken);
         }

@@ -225,6 +225,27 @@ contract ValidatorCourtTest is CourtBase {
         assertEq(uint8(_status(workId)), uint8(IComputePool.WorkStatus.Pending));
     }
 
+    function test_aStandInNeedNotWaitForAnAssigneeThatCannotJudge() public {
+        (bytes32 w1,) = _submitAndDraw();
+        (bytes32 w2,) = _submitAndDraw();
+        vm.warp(block.timestamp + ASSIGNED + 1); // anyone may stand in on w1 and w2 now
+        (bytes32 workId, address assigned) = _submitAndDraw();
+        address standIn = _other(assigned, address(0));
+        vm.prank(standIn);
+        vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.NotAssigned.selector, workId, assigned));
+        court.attest(workId); // the assignee could judge: its window
+        vm.startPrank(assigned);
+        court.attest(w1); // 100 ether of bond, 40 reserved per open verdict: 20 left, below a verdict's 40
+        court.attest(w2);
+        vm.stopPrank();
+        uint256 lockedBefore = court.getValidator(poolId, assigned).locked;
+        vm.prank(standIn);
+        court.attest(workId); // within the assigned window: the assignee cannot judge, nothing to wait for
+        assertEq(uint8(_caseState(workId)), uint8(IValidatorCourt.CaseState.Verdict));
+        assertEq(court.getValidator(poolId, assigned).locked, lockedBefore, "no silence penalty: it could not judge");
+        assertEq(court.getValidator(poolId, standIn).reserved, WRONG_SLASH);
+    }
+
     function test_workerCannotJudgeItsOwnWork() public {
         _fundValidator(alice);
         vm.prank(alice);
