@@ -2,7 +2,8 @@
 
 pip's console script imports the command's module before it calls anything, so a Ctrl-C in the first
 seconds (web3, pydantic, torch importing) printed a KeyboardInterrupt traceback. Each role package's `main`
-is `console_script("<its cli module>")`: nothing heavy is imported before the try below.
+is `console_script("<its cli module>")`: nothing heavy is imported before it, and a Ctrl-C while the command's
+modules import is held until they are done, then ends the command in one line.
 
 A Ctrl-C can also land where Python cannot raise it: in a finaliser, or in a callback from native code
 (pydantic-core compiling a regex while it builds a schema). Python prints "Exception ignored in …" with a
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -45,9 +47,18 @@ def console_script(module: str) -> Callable[[], int]:
 
     def main() -> int:
         sys.unraisablehook = _exit_on_swallowed_interrupt(sys.unraisablehook)
+        interrupted: list[int] = []
+        # While the modules import, Ctrl-C is noted, not raised: raised inside a native extension's initialisation
+        # it became a Rust panic (PyCapsule_Import of datetime failing in a pyo3 module) with its own message and
+        # traceback. The command stops as soon as the imports are done.
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
         try:
             command = importlib.import_module(module).main
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # raised by the imported code itself
+            interrupted.append(signal.SIGINT)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        if interrupted:
             _report_interrupt()
             return EXIT_INTERRUPTED
         return command()

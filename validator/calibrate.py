@@ -285,9 +285,10 @@ def stated_rates(spec: RunSpec, verification: VerificationSpec) -> dict:
 
 
 def _toml(value) -> str:
-    """A TOML value: inline tables for dicts, arrays for lists, JSON's spelling for the rest."""
+    """A TOML value: inline tables for dicts (TOML has no null: a None entry is left out, its field's default),
+    arrays for lists, JSON's spelling for the rest."""
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items() if v is not None) + " }"
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
     return json.dumps(value)
@@ -367,7 +368,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     result = result.model_copy(update={"margin_levels": list(null.levels), "margin_tail": list(null.tail),
                                        "margin_tokens": null.tokens})
     stated = stated_rates(spec, result)
-    table = "[verification]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in result.model_dump().items())
+    table = "[verification]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in result.model_dump().items() if v is not None)
     engine = "vllm" if args.backend == "vllm" else f"torch on {args.worker_device}"
     header = (f"# validator calibrate: {args.checkpoint.name}, workers {engine}, dtypes {dtypes}, "
               f"batch sizes {args.batch_sizes}, "
