@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import threading
 from pathlib import Path
 
@@ -94,6 +95,7 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
         return run_calibrate(args)
     if args.command in ("status", "deregister", "withdraw"):
         return _court_command(args)
+    from validator.checker_pool import CheckerUnavailable
     from validator.checks import check_pool_task, checker_factory  # torch: only when starting
     from validator.court import register_with_court
     from validator.daemon import DaemonConfig, Metrics, ValidatorDaemon
@@ -127,7 +129,6 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
             raise UsageError(f"pool {args.pool}'s dispute window ({dispute_window} s) is shorter than --fetch-timeout "
                              f"({args.fetch_timeout:g} s) + --verdict-margin ({args.verdict_margin:g} s): this validator "
                              "could not dispute a withheld file in time; lower --fetch-timeout or --verdict-margin")
-        register_with_court(ledger, args.pool)
     elif not ledger.pool.is_validator(args.pool, ledger.address):
         raise UsageError(f"{ledger.address} is not a validator of pool {args.pool}")
     state_dir = args.state_dir or Path(".validator") / ledger.address
@@ -143,6 +144,18 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
     if args.metrics_port:
         metrics.serve(args.metrics_port)
     daemon = ValidatorDaemon(ledger, config, factory, metrics, conduct=conduct)
+    if court is not None:
+        # ready to check before the court may draw it: the checker processes took ~30 s to start on a loaded
+        # machine, and a verdict the validator should have disputed went final in its 30 s window meanwhile
+        try:
+            try:
+                daemon.checkers.start()
+            except CheckerUnavailable as exc:  # the first check starts them again (a checker failure, retried)
+                logging.getLogger("proofswarm.validator").warning("checker processes did not start: %s", exc)
+            register_with_court(ledger, args.pool)
+        except BaseException:
+            daemon.close()
+            raise
     stop = threading.Event()
     exit_code = stop_on_signals(stop)
     try:
