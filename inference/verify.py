@@ -17,7 +17,7 @@ get the structural checks (tokens, prompt, seed, EOS placement) and nothing else
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
@@ -260,14 +260,13 @@ def _prefill_checks(record: CompletionRecord, early: list[CheckResult], prefill:
             "max_margin": max(replayed.margins, default=0.0),
         },
     ))
-    keys = None if isinstance(toploc, ProofFormatError) else [
-        chunk_key(record.prompt_ids, record.completion_ids, i, config.chunk) for i in range(len(toploc))]
-    checks.append(_toploc_check(toploc, config, keys))
+    checks.append(_toploc_check(toploc, config, lambda i: chunk_key(record.prompt_ids, record.completion_ids, i,
+                                                                     config.chunk)))
     return checks
 
 
 def _toploc_check(results: list[ChunkResult] | ProofFormatError, config: VerifyConfig,
-                  keys: list[str] | None = None) -> CheckResult:
+                  key_of: Callable[[int], str] | None = None) -> CheckResult:
     if isinstance(results, ProofFormatError):
         return CheckResult(name="toploc", passed=False, reason=f"malformed proofs: {results}")
     bad = failing_chunks(results, config.thresholds)
@@ -280,7 +279,7 @@ def _toploc_check(results: list[ChunkResult] | ProofFormatError, config: VerifyC
             "mant_err_mean": [r.mant_err_mean for r in results],
             "mant_err_median": [r.mant_err_median for r in results],
             "chunk_tokens": [r.n_tokens for r in results],
-            "count_evidence": count_evidence(results, config.thresholds, keys),
+            "count_evidence": count_evidence(results, config.thresholds, key_of),
             "thresholds": config.thresholds.model_dump(),
         },
     )

@@ -357,7 +357,7 @@ def replay_batch(
         else:
             groups.append([k])
             room = rows_per_block - len(tokens)
-    bound = 2 * logit_tolerance / temperature + 2 * GUMBEL_TOLERANCE if temperature > 0 else 0.0
+    bound = 2 * logit_tolerance / temperature + 2 * GUMBEL_TOLERANCE if groups else 0.0  # groups: temperature > 0
     for group in groups:
         device = logits[group[0]].device
         lengths = [len(token_ids[k]) for k in group]
@@ -368,8 +368,7 @@ def replay_batch(
         gap, in_nucleus, outside = _replay_block(rows, tokens, gumbel_noise(row_seeds, positions, rows.shape[-1]),
                                                  temperature, top_p, logit_tolerance)
         bad = ((gap > bound) | ~in_nucleus).tolist()  # the only copies to the host: verdict values
-        margin = (gap / bound).clamp_(0, 1) if bound > 0 else (gap > 0).float()
-        margins = margin.masked_fill_(outside, 1.0).tolist()
+        margins = (gap / bound).clamp_(0, 1).masked_fill_(outside, 1.0).tolist()
         gaps = gap.tolist()
         begin = 0
         for k, n in zip(group, lengths):

@@ -23,7 +23,7 @@ import hashlib
 import math
 import statistics
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -122,17 +122,18 @@ class ChunkCountTest:
 
 
 def count_evidence(results: Sequence[ChunkResult], thresholds: Thresholds,
-                   keys: Sequence[str] | None = None) -> list[tuple[bool, float, str]]:
+                   key_of: Callable[[int], str] | None = None) -> list[tuple[bool, float, str]]:
     """Per chunk of at least COUNTED_FROM_TOKENS tokens whose length has a calibrated level
     (`ChunkLimits.exceed_mean`): whether its mantissa-error mean
-    exceeds it, the honest rate of that (`exceed_rate`), and the chunk's key (`keys[i]`, else its index): chunks
-    with one key are one measurement (`chunk_key`); the input of `chunk_count_test`."""
+    exceeds it, the honest rate of that (`exceed_rate`), and the chunk's key (`key_of(i)`, asked only for the chunks
+    counted; else its index): chunks with one key are one measurement (`chunk_key`); the input of
+    `chunk_count_test`."""
     counted = []
     for i, r in enumerate(results):
         limits = thresholds.for_tokens(r.n_tokens) if r.n_tokens >= COUNTED_FROM_TOKENS else None
         if limits is not None and limits.exceed_mean is not None:
             mean = r.mean_without_max() if thresholds.mean_excludes_max else r.mant_err_mean
-            counted.append((mean > limits.exceed_mean, limits.exceed_rate, str(i) if keys is None else keys[i]))
+            counted.append((mean > limits.exceed_mean, limits.exceed_rate, str(i) if key_of is None else key_of(i)))
     return counted
 
 

@@ -313,7 +313,8 @@ def test_chunks_of_the_same_hidden_states_are_counted_once() -> None:
     shorter than COUNTED_FROM_TOKENS (mostly the prompt's shared last position) are not counted at all."""
     prompt, exceeding = [5, 6, 7], ChunkResult(1, 0.9, 0.0, 128, 0.0, 16)
     limits = _count_limits(0.3)
-    group = [count_evidence([exceeding], limits, [chunk_key(prompt, [1] * 15 + [token], 0)]) for token in range(16)]
+    group = [count_evidence([exceeding], limits, lambda i, token=token: chunk_key(prompt, [1] * 15 + [token], i))
+             for token in range(16)]
     test = chunk_count_test([c for completion in group for c in completion], 1e-6)
     assert (test.chunks, test.exceeding) == (1, 1) and test.passed
     assert chunk_key(prompt, [1, 2, 3], 0) == chunk_key(prompt, [1, 2, 4], 0) != chunk_key(prompt, [1, 3, 3], 0)
