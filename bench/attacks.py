@@ -12,8 +12,9 @@ at q = 1: structure, termination, sampling replay, logprobs, TOPLOC, the margin 
 the decoder first. Attackers that need a model compute in the profile's worker dtype; "forged" attackers recompute
 their proofs and logprobs with one prefill of the real checkpoint (in that dtype), so that only the replay and the
 margin test can see their sampler. Steering searches among the tokens the tolerance admits under the validator's
-own float32 logits for a higher reward; its reward gain per file and its per-worker accumulated test
-(validator.worker_margins) over its files are reported. An honest campaign checks files across worker dtypes,
+own float32 logits for a higher reward, on a policy warm-started until it solves part of the task
+(`--steering-warm-steps`, its own bf16 calibration); its reward gain per completion, the files challenged and its
+per-worker accumulated test (validator.worker_margins: after how many files, how often) are reported. An honest campaign checks files across worker dtypes,
 batch sizes and lengths at both profiles (and keeps one per-worker book per profile).
 
 Printed: per attack and profile the files detected with a Wilson 95 % interval and the challenge reasons; honest
@@ -67,10 +68,15 @@ DEFAULT_SPEC = ROOT / "examples/run-attacks.toml"
 Z95 = 1.959964
 WORKER = "0x" + "ab" * 20
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-SYSTEMATIC = ("int8 weights", "int8 weights, forged", "layer 0 x 1.01", "layer 0 x 1.01, forged", "T x 0.95, forged",
+SYSTEMATIC = ("int8 weights", "int8 weights, forged", "int4 weights (groups of 32), forged", "layer 0 x 1.01", "layer 0 x 1.01, forged", "T x 0.95, forged",
               "T x 1.05, forged", "logit bias 1.9 eps on answer tokens, forged", "other weights, forged",
               "out-of-nucleus tokens (top_p 0.9), forged")
 """The sampler attacks issue 26 asks to catch in >= 99 % of files at the bf16 profile."""
+ATTACK_WARM_STEPS = 25
+"""The attacked policy: trainer init's default warm start (held-out accuracy ~0.07)."""
+STEERING_WARM_STEPS = 100
+"""The steering worker's policy: warm-started until it solves part of the task, so that a search among near-ties
+has rewards to find (at 25 steps it almost never solves a sort and steering gained nothing)."""
 
 
 @dataclass
@@ -218,13 +224,16 @@ def sampled_with(lab: Lab, profile: Profile, spec: RunSpec, nonce: int, model, t
     return _with_tokens(lab, spec, honest, completions)
 
 
-def int8_weights(model):
-    """Per-output-channel symmetric int8 quantisation of every matrix (dequantised)."""
+def quantised_weights(model, bits: int = 8, group: int | None = None):
+    """Symmetric quantisation of every matrix to `bits` bits (dequantised), one scale per output channel, or per
+    `group` consecutive inputs of it (the grouped 4-bit formats GPU inference uses)."""
+    levels = 2 ** (bits - 1) - 1
     with torch.no_grad():
         for p in model.parameters():
             if p.dim() == 2:
-                scale = p.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / 127
-                p.copy_((p / scale).round().clamp(-127, 127) * scale)
+                rows = p.reshape(-1, group) if group else p
+                scale = rows.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / levels
+                p.copy_(((rows / scale).round().clamp(-levels, levels) * scale).reshape(p.shape))
     return model
 
 
@@ -297,9 +306,11 @@ def attacks(top_p_spec: RunSpec | None) -> dict[str, Attack]:
     table.update({
         "proofs copied from the next completion": copied_proofs,
         "seeds of its own choosing": own_seeds,
-        "int8 weights": lambda lab, pr, spec, n: sampled_with(lab, pr, spec, n, int8_weights(lab.fresh_model())),
+        "int8 weights": lambda lab, pr, spec, n: sampled_with(lab, pr, spec, n, quantised_weights(lab.fresh_model())),
         "int8 weights, forged": lambda lab, pr, spec, n: forged(
-            lab, pr, spec, sampled_with(lab, pr, spec, n, int8_weights(lab.fresh_model()))),
+            lab, pr, spec, sampled_with(lab, pr, spec, n, quantised_weights(lab.fresh_model()))),
+        "int4 weights (groups of 32), forged": lambda lab, pr, spec, n: forged(
+            lab, pr, spec, sampled_with(lab, pr, spec, n, quantised_weights(lab.fresh_model(), 4, 32))),
         "layer 0 x 1.01": lambda lab, pr, spec, n: sampled_with(lab, pr, spec, n, perturbed_layer(lab.fresh_model())),
         "layer 0 x 1.01, forged": lambda lab, pr, spec, n: forged(
             lab, pr, spec, sampled_with(lab, pr, spec, n, perturbed_layer(lab.fresh_model()))),
@@ -320,14 +331,34 @@ def attacks(top_p_spec: RunSpec | None) -> dict[str, Attack]:
 HOSTILE = ("huge_version_string", "deep_header", "long_integer", "negative_token", "token_bomb")
 
 
+# ---- how far a sampler's logits are from the checkpoint's ----------------------------------------------------
+
+
+def logit_errors(lab: Lab, files: int = 4) -> dict[str, float]:
+    """RMS difference of each sampler's bf16 logits from the validator's float32 ones on honest completions: the
+    honest bf16 worker's (the noise the pool must accept) beside those of the model-changing attacks."""
+    contexts = [(s.prompt_ids, s.completion_ids) for n in range(files)
+                for s in lab.honest(lab.spec, 900_000 + n, "float32").samples]
+    reference = [p.logits.float() for p in lab.validator.prefill_batch(contexts)]
+    models = {"honest bf16 worker": lab.fresh_model(), "int8 weights": quantised_weights(lab.fresh_model()),
+              "int4 weights (groups of 32)": quantised_weights(lab.fresh_model(), 4, 32),
+              "layer 0 x 1.01": perturbed_layer(lab.fresh_model())}
+    out = {}
+    for name, model in models.items():
+        logits = [p.logits.float() for p in lab._backend(model, torch.bfloat16).prefill_batch(contexts)]
+        diff = torch.cat([(a - r).flatten() for a, r in zip(logits, reference, strict=True)])
+        out[name] = round(float(diff.pow(2).mean().sqrt()), 6)
+    return out
+
+
 # ---- steering among near-ties ----------------------------------------------------------------------------------
 
 
-def steer(lab: Lab, profile: Profile, spec: RunSpec, nonce: int, budget: int) -> tuple[RolloutBatch, float]:
+def steer(lab: Lab, profile: Profile, spec: RunSpec, nonce: int, budget: int) -> tuple[RolloutBatch, float, float]:
     """A worker that knows the validator's float32 logits and the public noise: per completion, a tree search over
     the tokens the tolerance admits (score gap below the replay's bound) for the highest reward, `budget` rollouts
-    of the honest rule per completion. Returns the file (proofs and logprobs by a prefill of the real checkpoint)
-    and its mean reward gain over the honest rule's completions."""
+    of the honest rule per completion. Returns the file (proofs and logprobs by a prefill of the real checkpoint),
+    its mean reward gain over the honest rule's completions and their mean reward."""
     honest = lab.honest(spec, nonce, profile.worker_dtype)
     model = lab.validator.model
     s = spec.sampling
@@ -354,7 +385,7 @@ def steer(lab: Lab, profile: Profile, spec: RunSpec, nonce: int, budget: int) ->
         text = lab.tokenizer.decode(tokens, skip_special_tokens=True)
         return lab.task.reward(lab.task.problem(row.prompt_index), text, len(tokens))
 
-    steered, gains = [], []
+    steered, gains, bases = [], [], []
     for row in honest.samples:
         best = rollout(row.prompt_ids, [], row.seed)
         base = best_reward = reward(row, best)
@@ -375,8 +406,9 @@ def steer(lab: Lab, profile: Profile, spec: RunSpec, nonce: int, budget: int) ->
                                               "finish_reason": "eos" if best[-1] in stops else "length",
                                               "proofs": []}))
         gains.append(best_reward - base)
+        bases.append(base)
     batch = RolloutBatch(header=honest.header, samples=_rescored(spec, lab.tokenizer, steered))
-    return forged(lab, profile, spec, batch), sum(gains) / len(gains)
+    return forged(lab, profile, spec, batch), sum(gains) / len(gains), sum(bases) / len(bases)
 
 
 # ---- running ---------------------------------------------------------------------------------------------------
@@ -400,7 +432,7 @@ def run_attacks(lab: Lab, profile: Profile, files: int, names: list[str] | None,
         top_p_spec = spec.model_validate({**spec.model_dump(), "sampling": {**spec.sampling.model_dump(), "top_p": 0.9}})
     except ValueError as exc:
         why = next(line for line in str(exc).splitlines() if "top_p" in line)
-        console.print(f"[{profile.name}] out-of-nucleus: the pool refuses top_p 0.9: {why.strip()[:300]}")
+        console.print(f"\\[{profile.name}] out-of-nucleus: the pool refuses top_p 0.9: {why.strip()[:300]}")
     rows = []
     table = attacks(top_p_spec)
     for name, build in table.items():
@@ -421,7 +453,7 @@ def run_attacks(lab: Lab, profile: Profile, files: int, names: list[str] | None,
                 worker_at = worker_at or (f + 1 if evidence is not None else None)
         rows.append({"attack": name, **rate(detected, files), "reasons": dict(reasons),
                      "worker_challenged_after_files": worker_at, "worker_log_e_end": log_e})
-        console.print(f"[{profile.name}] {name}: {detected}/{files} files detected ({dict(reasons)})"
+        console.print(f"\\[{profile.name}] {name}: {detected}/{files} files detected ({dict(reasons)})"
                       + ("" if log_e is None else f"; accepted files' worker log e {log_e}"
                          + (f", challenged after {worker_at} files" if worker_at else "")))
     if names is None:
@@ -437,11 +469,12 @@ def run_steering(lab: Lab, profile: Profile, files: int, budget: int, nonce_base
     spec = profile.spec(lab.spec)
     book = WorkerMargins(workdir / f"steering-{profile.name}.json")
     null = spec.verification.margin_null()
-    detected = worker_challenged_at = 0
-    gains, log_e = [], 0.0
+    detected = worker_challenged_at = worker_challenges = 0
+    gains, bases, log_e = [], [], 0.0
     for f in range(files):
-        batch, gain = steer(lab, profile, spec, nonce_base + f, budget)
+        batch, gain, base = steer(lab, profile, spec, nonce_base + f, budget)
         gains.append(gain)
+        bases.append(base)
         outcome = lab.judge(spec, batch)
         if not outcome.ok:
             detected += 1
@@ -449,11 +482,15 @@ def run_steering(lab: Lab, profile: Profile, files: int, budget: int, nonce_base
         evidence = book.judge(WORKER, f"0x{nonce_base + f:064x}", outcome.margins["tokens"],
                               outcome.margins["score"], null, spec.verification.worker_false_positive_rate)
         log_e = null.worker_log_e_value(*_open_totals(book))
+        worker_challenges += evidence is not None
         if evidence is not None and not worker_challenged_at:
             worker_challenged_at = f + 1
-    return {"files": files, "budget_per_completion": budget, "mean_reward_gain_per_completion": round(
-        sum(gains) / len(gains), 4), **{"file_detection": rate(detected, files)},
-        "worker_challenged_after_files": worker_challenged_at or None, "worker_log_e_end": round(log_e, 2),
+    return {"files": files, "logit_tolerance": profile.verification.logit_tolerance,
+            "budget_per_completion": budget, "mean_reward_gain_per_completion": round(
+        sum(gains) / len(gains), 4), "honest_mean_reward_per_completion": round(sum(bases) / len(bases), 4),
+        **{"file_detection": rate(detected, files)},
+        "worker_challenged_after_files": worker_challenged_at or None, "worker_challenges": worker_challenges,
+        "worker_log_e_end": round(log_e, 2),
         "worker_log_e_threshold": round(math.log(1 / spec.verification.worker_false_positive_rate), 2)}
 
 
@@ -500,7 +537,7 @@ def run_honest(lab: Lab, profiles: list[Profile], files: int, console: Console, 
             if not outcome.ok:
                 o["false_positives"] += 1
                 o["reasons"][outcome.reason.name] += 1
-                console.print(f"[{profile.name}] honest FALSE POSITIVE {cell}: {outcome.message[:200]}")
+                console.print(f"\\[{profile.name}] honest FALSE POSITIVE {cell}: {outcome.message[:200]}")
             elif outcome.margins and books[profile.name].judge(
                     WORKER, f"0x{f:064x}", outcome.margins["tokens"], outcome.margins["score"],
                     judged.verification.margin_null(), judged.verification.worker_false_positive_rate) is not None:
@@ -521,13 +558,14 @@ def run_honest(lab: Lab, profiles: list[Profile], files: int, console: Console, 
 
 
 def run(spec_path: Path, attack_files: int, honest_files: int, steering_files: int, budget: int,
-        calibration_prompts: int, names: list[str] | None, console: Console) -> dict:
+        calibration_prompts: int, names: list[str] | None, console: Console,
+        steering_warm_steps: int = ATTACK_WARM_STEPS) -> dict:
     torch.set_num_threads(1)
     spec = load_run_spec(spec_path)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-attacks-") as tmp:
         workdir = Path(tmp)
-        folder = build_checkpoint(spec, workdir / "checkpoint", warm_steps=25)
+        folder = build_checkpoint(spec, workdir / "checkpoint", warm_steps=ATTACK_WARM_STEPS)
         console.print(f"calibrating the bf16 profile (validator calibrate --prompts {calibration_prompts})…")
         bf16 = calibrated_profile(folder, spec_path, calibration_prompts)
         fp32 = Profile("fp32", "float32", spec.verification, {"false_positive_rate": spec.verification.false_positive_rate})
@@ -541,12 +579,22 @@ def run(spec_path: Path, attack_files: int, honest_files: int, steering_files: i
                                               "margin_tokens": p.verification.margin_tokens,
                                               "stated": p.stated} for p in profiles},
                         "attacks": {}, "steering": {}}
+        result["logit_error_rms"] = logit_errors(lab)
+        console.print(f"logit error (rms, bf16 against the float32 reference): {result['logit_error_rms']}")
         for i, profile in enumerate(profiles):
             result["attacks"][profile.name] = run_attacks(lab, profile, attack_files, names, console, 10_000 * (i + 1),
                                                           workdir)
-            result["steering"][profile.name] = run_steering(lab, profile, steering_files, budget, 50_000 + 1000 * i,
-                                                            workdir)
-            console.print(f"[{profile.name}] steering: {result['steering'][profile.name]}")
+        steer_lab, steer_profiles = lab, profiles
+        if steering_warm_steps != ATTACK_WARM_STEPS:  # a policy that solves part of the task: room to steer
+            steer_folder = build_checkpoint(spec, workdir / "steering-checkpoint", warm_steps=steering_warm_steps)
+            console.print(f"steering policy ({steering_warm_steps} warm steps): calibrating its bf16 profile…")
+            steer_lab = Lab(steer_folder, spec)
+            steer_profiles = [fp32, calibrated_profile(steer_folder, spec_path, calibration_prompts)]
+        result["steering_warm_steps"] = steering_warm_steps
+        for i, profile in enumerate(steer_profiles):
+            result["steering"][profile.name] = run_steering(steer_lab, profile, steering_files, budget,
+                                                            50_000 + 1000 * i, workdir)
+            console.print(f"\\[{profile.name}] steering: {result['steering'][profile.name]}")
         result["honest"] = run_honest(lab, profiles, honest_files, console, workdir)
     result["seconds"] = round(time.perf_counter() - started, 1)
     return result
@@ -567,10 +615,17 @@ def print_tables(result: dict, console: Console) -> None:
                           ", ".join(f"{k}:{v}" for k, v in r["reasons"].items()), worker)
         console.print(table)
         s = result["steering"][name]
-        console.print(f"steering ({name}): reward gain {s['mean_reward_gain_per_completion']} per completion, files "
+        console.print(f"steering ({name}, policy of {result['steering_warm_steps']} warm steps, honest reward "
+                      f"{s['honest_mean_reward_per_completion']} per completion): reward gain "
+                      f"{s['mean_reward_gain_per_completion']} per completion, files "
                       f"detected {s['file_detection']['k']}/{s['files']}, worker challenged after "
-                      f"{s['worker_challenged_after_files']} files (log e {s['worker_log_e_end']} of "
+                      f"{s['worker_challenged_after_files']} files, {s['worker_challenges']} times in all (log e at "
+                      f"the end {s['worker_log_e_end']} of "
                       f"{s['worker_log_e_threshold']})")
+    errors = result["logit_error_rms"]
+    honest = errors["honest bf16 worker"]
+    console.print("logit error against the float32 reference (rms): " + ", ".join(
+        f"{name} {e:.4g} ({e / honest:.2f}x the honest bf16 worker's)" for name, e in errors.items()))
     for name, h in result["honest"].items():
         console.print(f"honest ({name}): {h['false_positives']} false positives in {h['files']} files "
                       f"({h['completions']} completions, {h['tokens']} tokens); rate {h['fp_rate']:.2g}, upper 95 % "
@@ -586,13 +641,17 @@ def main() -> None:
     p.add_argument("--honest-files", type=int, help="honest files (default 5000; --quick 200)")
     p.add_argument("--steering-files", type=int, help="files of the steering worker (default 20; --quick 3)")
     p.add_argument("--budget", type=int, default=16, help="steering rollouts per completion")
+    p.add_argument("--steering-warm-steps", type=int, default=STEERING_WARM_STEPS,
+                   help="warm-start steps of the policy the steering worker attacks (default %(default)s: one that "
+                        "solves part of the task; the attacks' policy of 25 steps leaves nothing to steer toward)")
     p.add_argument("--calibration-prompts", type=int, help="validator calibrate --prompts (default 512; --quick 128)")
     args = p.parse_args()
     console = Console()
     try:
         result = run(args.spec, args.attack_files or (5 if args.quick else 30),
                      args.honest_files or (200 if args.quick else 5000), args.steering_files or (3 if args.quick else 20),
-                     args.budget, args.calibration_prompts or (128 if args.quick else 512), None, console)
+                     args.budget, args.calibration_prompts or (128 if args.quick else 512), None, console,
+                     args.steering_warm_steps)
     except (RuntimeError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(1) from None

@@ -11,7 +11,8 @@
    final: no dispute can overturn it any more), two honest workers (`worker start`) and one adversarial worker
    (examples/adversaries/workers.py, cycling through attacks);
 5. a progress line at each trainer step (step, held-out accuracy, files consumed, verdicts given and final,
-   disputes); once held-out accuracy reaches `--target` (the mean of the latest three evaluations), or after
+   disputes); the adversary stops at the first evaluation at `--target`, so that its last cases settle while
+   the trainer goes on; once held-out accuracy reaches `--target` (the mean of the latest three evaluations), or after
    `--steps` trainer steps, everything is stopped, the open court cases settle, time travels past the reward
    lock and the honest workers claim;
 6. a summary table, runs/demo/summary.json and runs/demo/learning_curve.png, with the demo's checks:
@@ -243,12 +244,14 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
                     "--set", f"run_dir={run_dir}", "--set", f"max_steps={args.steps}", *recipe,
                     "--set", "wait_timeout_s=300",
                     "--eval-every", str(args.eval_every), "--eval-problems", str(args.eval_problems), "--json", *chain)
-        # the workers start once the court can judge: a file submitted before the validators' registrations are
-        # active has nobody eligible and would wait out the verdict window, holding up its worker
-        await_validators(owner, pool_id, [v["address"] for v in validators], roles)
+        # the honest workers start with the validators (imports, stake, weights) and wait for the court to be able
+        # to judge before their first file (WorkerDaemon.court_has_judge); the adversary starts once every
+        # validator is eligible: a case is audited only by its set, and an attest-all judge alone in it would make
+        # its acceptance final at once
         for n in (0, 1):
             roles.start(f"worker{n}", "worker.cli", "start", "--pool", str(pool_id), "--devnet-worker", str(n),
                         "--work-dir", str(out / f"worker{n}"), "--quiet", *chain)
+        await_validators(owner, pool_id, [v["address"] for v in validators], roles)
         roles.start("adversary", "examples.adversaries.workers", "--pool", str(pool_id), "--devnet-worker", "2",
                     "--work-dir", str(out / "adversary"), "--min-interval", str(ADVERSARY_INTERVAL_S),
                     *[a for name in ADVERSARY_ATTACKS for a in ("--attack", name)],
@@ -258,14 +261,21 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
         last, next_line = -1, 0.0
         learned = TargetTracker(args.target, TARGET_WINDOW)
         evaluated = 1  # the step-0 evaluation is not learning
+        attacking = ["adversary"]
         while not done.exists():
             accuracies = _accuracies(run_dir)
             if any(learned.reached(a) for a in accuracies[evaluated:]):
                 console.print(f"  held-out accuracy reached {args.target} (mean of the latest {TARGET_WINDOW} "
                               f"evaluations) at step {_trainer_step(run_dir)}: stopping")
                 break
+            if attacking and any(a >= args.target for a in accuracies[1:]):
+                # its cases (a withheld file's fetch attempts, then a dispute's commit and reveal) settle while the
+                # trainer's mean of three catches up, not after it
+                console.print(f"  an evaluation reached {args.target}: the adversary stops")
+                roles.stop(*attacking)
+                attacking = []
             evaluated = max(evaluated, len(accuracies))
-            roles.check_alive(*(v["name"] for v in validators), "trainer", "worker0", "worker1", "adversary")
+            roles.check_alive(*(v["name"] for v in validators), "trainer", "worker0", "worker1", *attacking)
             explorer.check_alive("explorer")
             if time.monotonic() > deadline:
                 raise UsageError(f"the trainer did not finish {args.steps} steps within {args.timeout:.0f}s "

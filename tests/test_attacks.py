@@ -17,10 +17,12 @@ FP32_CAUGHT = ["int8 weights", "T x 0.95, forged", "other weights, forged", "out
 the nucleus change tokens the replay pins down, whatever proofs they carry (a 1 % perturbation of one layer, forged,
 is missed in some files: bench.attacks measures its rate)."""
 BF16_CAUGHT = ["other weights, forged", "wrong_temperature", "tampered_completion", "seeds of its own choosing",
-               "int8 weights", "layer 0 x 1.01"]
+               "int8 weights", "layer 0 x 1.01", "int4 weights (groups of 32), forged"]
 """At the calibrated bf16 tolerance: another model's tokens, T x 0.5 and a changed token stay outside it; int8 weights
 and a 1 % change of one layer, shipping their own proofs, pass every chunk's limits but not TOPLOC's chunk-count
-test (each chunk a little off: most exceed their length's honest 90 % level)."""
+test (each chunk a little off: most exceed their length's honest 90 % level); 4-bit weights move the logits ~13x
+more than bf16 arithmetic does, so their tokens fail the replay whatever proofs they carry (int8's, forged, move them
+1.25x: inside the honest noise, docs/protocol.md)."""
 
 
 @pytest.fixture(scope="module")

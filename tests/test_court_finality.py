@@ -11,9 +11,10 @@ import pytest
 
 from ledger_client.chain.queries import get_work
 from protocol.pool import CaseState, WorkStatus
-from tests.court_pool import COURT, HONEST, court_pool, running  # noqa: F401 - court_pool is a fixture
+from tests.court_pool import COURT, HONEST, WORKER, court_pool, running  # noqa: F401 - court_pool is a fixture
 from trainer.ledger_source import LedgerSource
 from validator.court import Conduct, register_with_court
+from worker.daemon import WorkerDaemon, WorkerOptions
 
 
 @pytest.mark.timeout(900)
@@ -89,3 +90,19 @@ def test_a_stand_in_judges_at_once_when_the_assignee_cannot_reserve_a_verdict(co
     assert case.state == CaseState.VERDICT and case.judge == court.get_validator(pool.pool_id, pool.accounts[y].address).index
     assert case.verdict_at <= case.submitted_at + court_rules.assigned_window_s  # inside x's window
     assert pool.locked(x) == locked_before  # nothing taken for a silence it could not help
+
+
+def test_a_worker_waits_for_an_eligible_judge_before_its_first_file(court_pool, tmp_path):
+    """A case is judged by the validators registered `activationDelay` before its submission: a file submitted to a
+    court pool nobody can judge yet waits out the assigned window. `worker start` asks the court before its first
+    file (WorkerDaemon.court_has_judge): no validator, then one registered too recently, then one eligible."""
+    pool = court_pool
+    pool.open_pool(())
+    daemon = WorkerDaemon(pool.ledger(WORKER), WorkerOptions(pool_id=pool.pool_id, kubo_api=pool.kubo_api,
+                                                             work_dir=tmp_path / "worker"), producer=None, loader=None)
+    assert not daemon.court_has_judge()  # nobody registered
+    register_with_court(pool.ledger(HONEST[0]), pool.pool_id)
+    assert not daemon.court_has_judge()  # registered, not yet for the activation delay
+    pool.w3.provider.make_request("evm_increaseTime", [COURT.activation_delay_s + 1])
+    pool.w3.provider.make_request("evm_mine", [])
+    assert daemon.court_has_judge()

@@ -46,7 +46,7 @@ from ledger_client.chain.bindings import CommitteeDrawn, Disputed, DisputeReopen
 from ledger_client.chain.errors import ContractRevert, TransactionFailed
 from ledger_client.chain.events import EventCursor, Removed
 from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import chain_time, court_of, get_work, pool_state, spot_check_block
+from ledger_client.chain.queries import chain_time, court_of, get_work, pool_state, spot_check_block, submitted_event
 from ledger_client.ipfs.content import MAX_OBJECT_BYTES, ContentError, ContentUnavailable, get_object, put_object
 from ledger_client.ipfs.kubo import KuboClient
 from proofs.margins import MarginNull
@@ -705,13 +705,12 @@ class ValidatorDaemon:
         return out
 
     def _submission_of(self, work_id: bytes, purpose: str) -> list[Submission]:
-        logs = self.ledger.pool.contract.events.WorkSubmitted.get_logs(argument_filters={"workId": work_id},
-                                                                       from_block=self.ledger.deployment.block)
-        if not logs:
+        event = submitted_event(self.ledger, work_id)
+        if event is None:
             return []
-        a = logs[-1]["args"]
+        a = event["args"]
         return [Submission(work_id, a["poolId"], a["worker"], a["step"], a["nSamples"], a["nonce"],
-                           bytes(a["rolloutDigest"]), block_number=logs[-1]["blockNumber"], purpose=purpose,
+                           bytes(a["rolloutDigest"]), block_number=event["blockNumber"], purpose=purpose,
                            seed_block=a["seedBlock"])]
 
     def _run_duties(self) -> None:

@@ -126,6 +126,9 @@ class WorkerDaemon:
         self._prefetch_stop = threading.Event()
         self._fetch_lock = threading.Lock()
         self._court = court_of(ledger, options.pool_id)
+        self._court_can_judge = self._court is None
+        """Whether a court pool has had an eligible validator: asked before each file until it has."""
+        self._judge_wait_logged = False
 
     # ------------------------------------------------------------------ set-up
 
@@ -247,6 +250,10 @@ class WorkerDaemon:
             return False
         if self.policy is None or self.policy.step != member.pinned_step:
             self.sync_policy(member.pinned_step)
+        if not self._court_can_judge:
+            if not self.court_has_judge():
+                return False
+            self._court_can_judge = True
         added = stake_for_next_submission(self.ledger, self.opt.pool_id, pool.min_stake, pool.slash_amount,
                                           member=member)
         if added and self.stats.challenges:
@@ -256,6 +263,27 @@ class WorkerDaemon:
                         tokens(added), len(self.stats.challenges), tokens(self.stats.restaked), self.opt.max_restakes)
         self.submit_one(next_binding(self.ledger, self.opt.pool_id, member), stop)
         return True
+
+    def court_has_judge(self) -> bool:
+        """Whether a validator of the pool's court has been registered for the court's activation delay and has not
+        left: a case is judged by the validators active that long before its submission, so a file submitted
+        earlier has nobody eligible and waits out the assigned window (logged once while waiting)."""
+        court, pool_id = self._court, self.opt.pool_id
+        assert court is not None
+        if court.active_count(pool_id) > 0:
+            delay = court.get_params(pool_id).activation_delay
+            now = self.ledger.w3.eth.get_block("latest")["timestamp"]
+            registered = court.contract.events.ValidatorRegistered.get_logs(
+                argument_filters={"poolId": pool_id}, from_block=self.ledger.deployment.block)
+            for event in registered:
+                v = court.get_validator(pool_id, event["args"]["validator"])
+                if v.index and not v.deregistered_at and now > v.registered_at + delay:
+                    return True
+        if not self._judge_wait_logged:
+            log.info("pool %d: no validator of its court is eligible to judge yet; waiting before the first file",
+                     pool_id)
+            self._judge_wait_logged = True
+        return False
 
     def _challenged(self, work_id: bytes) -> None:
         """Say why our work was challenged, with a link to the evidence; stop when re-staking is capped."""
