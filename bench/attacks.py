@@ -246,6 +246,14 @@ def perturbed_layer(model, layer: int = 0):
     return model
 
 
+MODEL_CHANGES: dict[str, Callable] = {
+    "int8 weights": quantised_weights,
+    "int4 weights (groups of 32)": lambda model: quantised_weights(model, 4, 32),
+    "layer 0 x 1.01": perturbed_layer,
+}
+"""The attackers that sample from a changed copy of the checkpoint (attacks and `logit_errors` share them)."""
+
+
 def other_weights(lab: Lab):
     with torch.random.fork_rng():
         torch.manual_seed(12345)
@@ -300,20 +308,25 @@ def adversary(name: str) -> Attack:
     return attack
 
 
+def changed_model(name: str, forge: bool = False) -> Attack:
+    """Files sampled from the checkpoint changed by MODEL_CHANGES[name], with its own proofs or `forge`d ones."""
+    def attack(lab: Lab, profile: Profile, spec: RunSpec, nonce: int) -> RolloutBatch:
+        batch = sampled_with(lab, profile, spec, nonce, MODEL_CHANGES[name](lab.fresh_model()))
+        return forged(lab, profile, spec, batch) if forge else batch
+    return attack
+
+
 def attacks(top_p_spec: RunSpec | None) -> dict[str, Attack]:
     """Every file attack: name -> builder. `top_p_spec`: the pool at top_p 0.9 where the profile allows it."""
     table: dict[str, Attack] = {name: adversary(name) for name in ATTACKS if name != "withheld"}
     table.update({
         "proofs copied from the next completion": copied_proofs,
         "seeds of its own choosing": own_seeds,
-        "int8 weights": lambda lab, pr, spec, n: sampled_with(lab, pr, spec, n, quantised_weights(lab.fresh_model())),
-        "int8 weights, forged": lambda lab, pr, spec, n: forged(
-            lab, pr, spec, sampled_with(lab, pr, spec, n, quantised_weights(lab.fresh_model()))),
-        "int4 weights (groups of 32), forged": lambda lab, pr, spec, n: forged(
-            lab, pr, spec, sampled_with(lab, pr, spec, n, quantised_weights(lab.fresh_model(), 4, 32))),
-        "layer 0 x 1.01": lambda lab, pr, spec, n: sampled_with(lab, pr, spec, n, perturbed_layer(lab.fresh_model())),
-        "layer 0 x 1.01, forged": lambda lab, pr, spec, n: forged(
-            lab, pr, spec, sampled_with(lab, pr, spec, n, perturbed_layer(lab.fresh_model()))),
+        "int8 weights": changed_model("int8 weights"),
+        "int8 weights, forged": changed_model("int8 weights", forge=True),
+        "int4 weights (groups of 32), forged": changed_model("int4 weights (groups of 32)", forge=True),
+        "layer 0 x 1.01": changed_model("layer 0 x 1.01"),
+        "layer 0 x 1.01, forged": changed_model("layer 0 x 1.01", forge=True),
         "other weights, forged": lambda lab, pr, spec, n: forged(
             lab, pr, spec, sampled_with(lab, pr, spec, n, other_weights(lab))),
         "T x 0.95, forged": lambda lab, pr, spec, n: forged(
@@ -340,9 +353,8 @@ def logit_errors(lab: Lab, files: int = 4) -> dict[str, float]:
     contexts = [(s.prompt_ids, s.completion_ids) for n in range(files)
                 for s in lab.honest(lab.spec, 900_000 + n, "float32").samples]
     reference = [p.logits.float() for p in lab.validator.prefill_batch(contexts)]
-    models = {"honest bf16 worker": lab.fresh_model(), "int8 weights": quantised_weights(lab.fresh_model()),
-              "int4 weights (groups of 32)": quantised_weights(lab.fresh_model(), 4, 32),
-              "layer 0 x 1.01": perturbed_layer(lab.fresh_model())}
+    models = {"honest bf16 worker": lab.fresh_model()}
+    models.update({name: change(lab.fresh_model()) for name, change in MODEL_CHANGES.items()})
     out = {}
     for name, model in models.items():
         logits = [p.logits.float() for p in lab._backend(model, torch.bfloat16).prefill_batch(contexts)]

@@ -51,7 +51,7 @@ from examples.adversaries.validators import CONDUCTS
 from examples.cpu_run import CpuRecipe, TargetTracker
 from ledger_client.chain.keys import KEY_ENV, load_account
 from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import get_work
+from ledger_client.chain.queries import chain_time, eligible_judge, get_work
 from ledger_client.cli import UsageError, one_line_errors
 from protocol.devnet import DEVNET_DIR_HELP, default_devnet_dir
 from ledger_client.ipfs.content import fetch_run_spec
@@ -152,8 +152,8 @@ def await_validators(ledger: Ledger, pool_id: int, addresses: list[str], roles: 
     while time.monotonic() < deadline:
         roles.check_alive(*roles.procs)
         views = [ledger.court.get_validator(pool_id, a) for a in addresses]
-        now = ledger.w3.eth.get_block("latest")["timestamp"]
-        if all(v.index and now > v.registered_at + delay for v in views):
+        now = chain_time(ledger)
+        if all(eligible_judge(v, delay, now) for v in views):
             return
         time.sleep(0.5)
     raise UsageError(f"the validators did not register with the court within {timeout:.0f} s")

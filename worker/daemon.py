@@ -35,6 +35,7 @@ from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import (
     chain_time,
     court_of,
+    eligible_judge,
     get_work,
     next_binding,
     pool_created_in,
@@ -271,14 +272,12 @@ class WorkerDaemon:
         court, pool_id = self._court, self.opt.pool_id
         assert court is not None
         if court.active_count(pool_id) > 0:
-            delay = court.get_params(pool_id).activation_delay
-            now = self.ledger.w3.eth.get_block("latest")["timestamp"]
+            delay, now = court.get_params(pool_id).activation_delay, chain_time(self.ledger)
             registered = court.contract.events.ValidatorRegistered.get_logs(
                 argument_filters={"poolId": pool_id}, from_block=self.ledger.deployment.block)
-            for event in registered:
-                v = court.get_validator(pool_id, event["args"]["validator"])
-                if v.index and not v.deregistered_at and now > v.registered_at + delay:
-                    return True
+            if any(eligible_judge(court.get_validator(pool_id, e["args"]["validator"]), delay, now)
+                   for e in registered):
+                return True
         if not self._judge_wait_logged:
             log.info("pool %d: no validator of its court is eligible to judge yet; waiting before the first file",
                      pool_id)

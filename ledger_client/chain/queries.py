@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from ledger_client.chain.bindings import MemberView, PoolView, ValidatorCourt
+from ledger_client.chain.bindings import MemberView, PoolView, ValidatorCourt, ValidatorView
 from ledger_client.chain.errors import LedgerError, UnknownPool
 from ledger_client.chain.ledger import Ledger
 from protocol.digest import Digest
@@ -86,15 +86,13 @@ of 11,000 blocks 10.7 ms against 1.0 ms for the latest 256; validators and the t
 def submitted_event(ledger: Ledger, work_id: bytes):
     """The latest `WorkSubmitted` event of `work_id` (None if no such submission is on-chain), looked up again
     each time so that a reorg that moved it is followed."""
-    event, first = ledger.pool.contract.events.WorkSubmitted, ledger.deployment.block
-    latest = ledger.w3.eth.block_number
-    for span in (*RECENT_BLOCK_SPANS, None):
-        start = first if span is None else max(first, latest - span)
-        logs = event.get_logs(argument_filters={"workId": bytes(work_id)}, from_block=start)
+    first, latest = ledger.deployment.block, ledger.w3.eth.block_number
+    starts = sorted({max(first, latest - span) for span in RECENT_BLOCK_SPANS} | {first}, reverse=True)
+    for start in starts:
+        logs = ledger.pool.contract.events.WorkSubmitted.get_logs(argument_filters={"workId": bytes(work_id)},
+                                                                  from_block=start)
         if logs:
             return logs[-1]
-        if start == first:
-            return None
     return None
 
 
@@ -136,6 +134,13 @@ def _claims(ledger: Ledger, worker: str) -> list[tuple[int, list[bytes]]]:
     logs = ledger.pool.contract.events.RewardsClaimed.get_logs(argument_filters={"worker": worker},
                                                                from_block=ledger.deployment.block)
     return [(log["args"]["amount"], list(log["args"]["workIds"])) for log in logs]
+
+
+def eligible_judge(view: ValidatorView, activation_delay: int, now: int) -> bool:
+    """Whether a court validator (its `getValidator` view) may judge work submitted at `now`: registered, not
+    leaving, and registered more than the court's activation delay before (a case is judged by the set as it was
+    that long before its submission)."""
+    return bool(view.index) and not view.deregistered_at and now > view.registered_at + activation_delay
 
 
 def chain_time(ledger: Ledger) -> int:
