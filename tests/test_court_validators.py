@@ -22,7 +22,7 @@ from tests.court_pool import (ADVERSARIES, COURT, FOURTH_HONEST, HONEST, RANDOM_
                               REVEALED_VALID, court_pool, running)
 from trainer.ledger_source import LedgerSource
 from validator.cli import main as validator_main
-from validator.court import Conduct
+from validator.court import Conduct, validator_status
 
 
 def test_a_validator_whose_fetches_outlast_the_dispute_window_is_refused(court_pool, capsys):
@@ -80,7 +80,8 @@ def test_dishonest_validators_lose_stake_and_honest_parties_lose_nothing(court_p
         assert get_work(ledger, work_id).status == expected, f"{'honest' if honest else 'fabricated'} work"
     after = {i: pool.locked(i) for i in address.values()}
     for i in HONEST:
-        assert after[i] >= before[i], f"honest validator {i} lost stake"
+        lost = validator_status(pool.ledger(i), pool.pool_id)["penalties"]
+        assert after[i] >= before[i], f"honest validator {i} lost stake: {lost}"
     for i in ADVERSARIES:
         assert after[i] < before[i], f"{ADVERSARIES[i].name} lost nothing"
     assert before[8] - after[8] >= COURT.wrong_verdict_slash

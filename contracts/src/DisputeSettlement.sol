@@ -31,8 +31,8 @@ library DisputeSettlement {
         bool reopen;
     }
 
-    /// @notice Free the parties' reservations, take the losing side's stake (none when no vote was revealed)
-    /// and every non-voter's penalty (and, unless the votes tied, the minority's), and share it between the
+    /// @notice Then (their reservations freed by `release`) take the losing side's stake (none when no vote was
+    /// revealed) and every non-voter's penalty (and, unless the votes tied, the minority's), and share it between the
     /// winning party and the majority's voters; returns the winning party and what is left for the pool's fee
     /// budget (the division's remainder, or all of it when there is no majority). `o.reopen` (no vote, and
     /// another committee will be drawn): only the committee pays, its seats and votes are cleared, the
@@ -45,10 +45,6 @@ library DisputeSettlement {
         IStakeManager stakeManager,
         Outcome memory o
     ) external returns (address winner, uint256 remainder) {
-        if (!o.reopen) {
-            validators[o.judge].reserved -= uint96(o.wrongVerdictSlash);
-            validators[o.disputer].reserved -= uint96(o.disputeBond);
-        }
         uint256 pot;
         if (o.overturned) {
             pot = _penalize(validators, stakeManager, o, o.judge, WHY_WRONG_VERDICT, o.wrongVerdictSlash);
@@ -59,7 +55,6 @@ library DisputeSettlement {
         bytes32 winning = o.workValid ? REVEALED_VALID : REVEALED_INVALID;
         for (uint256 i; i < committee.length; ++i) {
             address member = committee[i];
-            validators[member].reserved -= uint96(o.nonVoterPenalty);
             bytes32 vote = votes[member];
             bool revealed = vote == REVEALED_VALID || vote == REVEALED_INVALID;
             if (!revealed || (!tie && vote != winning)) {
@@ -83,6 +78,24 @@ library DisputeSettlement {
             }
         }
         remainder = pot - share * winners;
+    }
+
+    /// @notice First step of a resolved dispute: free the reservations of the committee and (unless the dispute
+    /// is reopened) of the parties, noting in `freedAt` who can reserve a verdict again.
+    function release(
+        mapping(address => ValidatorSet.Validator) storage validators,
+        mapping(address => uint40) storage freedAt,
+        address[] storage committee,
+        Outcome memory o
+    ) external {
+        uint256 exposure = o.wrongVerdictSlash;
+        if (!o.reopen) {
+            ValidatorSet.release(validators, freedAt, o.judge, exposure, exposure);
+            ValidatorSet.release(validators, freedAt, o.disputer, o.disputeBond, exposure);
+        }
+        for (uint256 i; i < committee.length; ++i) {
+            ValidatorSet.release(validators, freedAt, committee[i], o.nonVoterPenalty, exposure);
+        }
     }
 
     function _penalize(

@@ -95,6 +95,9 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     // slither-disable-next-line uninitialized-state (written through a storage pointer in `register`)
     mapping(uint256 poolId => ValidatorSet.Entry[]) private _entries;
     mapping(uint256 poolId => mapping(address => ValidatorSet.Validator)) private _validators;
+    /// @dev When each validator's unreserved stake last rose back to a verdict's reservation (`ValidatorSet.release`,
+    /// `_lock`): the silence penalty spares an assignee that could not judge through its assigned window.
+    mapping(uint256 poolId => mapping(address => uint40)) private _freedAt;
     /// @dev Each pool's active set over time.
     mapping(uint256 poolId => ValidatorSet.Set) private _active;
     /// @notice Each submission's case (judge and disputer are 1-based validator indices: `validatorAt`).
@@ -207,7 +210,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         ValidatorSet.Entry[] storage entries = _entries[poolId];
         if (v.index != 0 && v.deregisteredAt == 0) revert AlreadyRegistered(poolId, msg.sender);
         uint256 bond = p.validatorBond;
-        if (v.locked < bond) _lock(v, bond - v.locked);
+        if (v.locked < bond) _lock(poolId, v, bond - v.locked, p.wrongVerdictSlash);
         if (v.index == 0) {
             entries.push(ValidatorSet.Entry({validator: msg.sender, registeredAt: uint40(block.timestamp), position: 0}));
             v.index = uint24(entries.length);
@@ -222,11 +225,11 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     /// @notice Lock `amount` more of the caller's free bonded stake here: each open verdict reserves
     /// `wrongVerdictSlash` of it, so the locked stake bounds how many verdicts a validator has open at once.
     function addBond(uint256 poolId, uint256 amount) external {
-        _configured(poolId);
+        CourtParams storage p = _configured(poolId);
         ValidatorSet.Validator storage v = _registered(poolId, msg.sender);
         if (amount == 0) revert ZeroAmount();
         if (uint256(v.locked) + amount > type(uint96).max) revert BadCourtParams(7);
-        _lock(v, amount);
+        _lock(poolId, v, amount, p.wrongVerdictSlash);
         emit BondAdded(poolId, msg.sender, amount, v.locked);
     }
 
@@ -290,7 +293,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         (Case storage c, CourtParams storage p, ValidatorSet.Validator storage v) = _auditor(workId);
         uint256 poolId = c.poolId;
         uint256 free = v.locked - v.reserved; // a freed dispute bond stays locked here: use it again first
-        if (free < p.disputeBond) _lock(v, p.disputeBond - free);
+        if (free < p.disputeBond) _lock(poolId, v, p.disputeBond - free, p.wrongVerdictSlash);
         v.reserved += uint96(p.disputeBond);
         c.state = CaseState.Disputed;
         disputes[workId] = Dispute({
@@ -413,6 +416,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         DisputeSettlement.Outcome memory o = _outcome(workId, c, d, p);
         bool noVote = o.votesValid + o.votesInvalid == 0;
         o.reopen = noVote && d.round + 1 < DISPUTE_ROUNDS;
+        DisputeSettlement.release(_validators[o.poolId], _freedAt[o.poolId], _committees[workId], o);
         (address winner, uint256 remainder) = DisputeSettlement.settle(
             _validators[o.poolId], _committees[workId], votes[workId], credits, stakeManager, o
         );
@@ -476,7 +480,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
             emit CaseVoided(poolId, workId, VOID_LAPSED);
             if (assigned != NO_ONE) {
                 address silent = _entries[poolId][assigned - 1].validator;
-                feeBudget[poolId] += _penalizeSilence(poolId, workId, silent, p.silencePenalty, p.wrongVerdictSlash);
+                feeBudget[poolId] += _penalizeSilence(workId, c, p, silent);
             }
             return;
         }
@@ -596,7 +600,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
             if (block.timestamp <= submittedAt + p.assignedWindow && a.locked - a.reserved >= p.wrongVerdictSlash) {
                 revert NotAssigned(workId, silent);
             }
-            uint256 taken = _penalizeSilence(poolId, workId, silent, p.silencePenalty, p.wrongVerdictSlash);
+            uint256 taken = _penalizeSilence(workId, c, p, silent);
             if (taken != 0) _credit(msg.sender, taken);
         }
     }
@@ -643,7 +647,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     /// @dev The undisputed first verdict becomes final: the judge's reservation is freed and it is recorded.
     function _finalVerdict(uint256 poolId, bytes32 workId, Case storage c, CourtParams storage p) private {
         address judge = _entries[poolId][c.judge - 1].validator;
-        _validators[poolId][judge].reserved -= uint96(p.wrongVerdictSlash);
+        ValidatorSet.release(_validators[poolId], _freedAt[poolId], judge, p.wrongVerdictSlash, p.wrongVerdictSlash);
         _finalize(poolId, workId, c, p, judge);
     }
 
@@ -699,22 +703,31 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         stakeManager.slash(party, taken, address(this), 10_000);
     }
 
-    /// @dev The silent assigned validator loses up to `amount` of its unreserved stake; returns what was taken.
-    /// Nothing when that stake is below `exposure` (a verdict's reservation): it could not have judged, so a
-    /// burst of work that ties up its stake cannot turn its silence into a penalty for a stand-in to collect.
-    function _penalizeSilence(uint256 poolId, bytes32 workId, address silent, uint256 amount, uint256 exposure)
+    /// @dev The silent assigned validator loses up to `silencePenalty` of its unreserved stake; returns what was
+    /// taken. Nothing when it could not have judged: its unreserved stake is below `wrongVerdictSlash` (a verdict's
+    /// reservation) now, or rose back to it less than `minPeriod` before its assigned window closed, or since
+    /// (`_freedAt`) — so a burst of work that ties up its stake through its window cannot turn its silence into a
+    /// penalty for a stand-in to collect, whenever the stand-in judges.
+    function _penalizeSilence(bytes32 workId, Case storage c, CourtParams storage p, address silent)
         private
         returns (uint256)
     {
+        uint256 poolId = c.poolId;
         ValidatorSet.Validator storage s = _validators[poolId][silent];
         uint256 free = s.locked - s.reserved;
-        if (free < exposure) return 0;
+        uint256 closed = uint256(c.submittedAt) + p.assignedWindow;
+        if (free < p.wrongVerdictSlash || uint256(_freedAt[poolId][silent]) + minPeriod > closed) return 0;
+        uint256 amount = p.silencePenalty;
         return _penalize(poolId, workId, silent, WHY_SILENCE, amount < free ? amount : free);
     }
 
-    function _lock(ValidatorSet.Validator storage v, uint256 amount) private {
+    /// @dev Lock `amount` more of the caller's bonded stake here (noting, as a freed reservation is, when its
+    /// unreserved stake reaches `exposure` again).
+    function _lock(uint256 poolId, ValidatorSet.Validator storage v, uint256 amount, uint256 exposure) private {
         if (amount == 0) return;
+        uint256 before = v.locked - v.reserved;
         v.locked += uint96(amount);
+        if (before < exposure && before + amount >= exposure) _freedAt[poolId][msg.sender] = uint40(block.timestamp);
         stakeManager.lock(msg.sender, amount);
     }
 

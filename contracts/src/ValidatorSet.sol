@@ -75,6 +75,21 @@ library ValidatorSet {
         record(s.count, last);
     }
 
+    /// @notice Free `amount` of `who`'s reserved stake; when that lifts its unreserved stake from below
+    /// `exposure` (what a verdict reserves) to at least it, record the time in `freedAt` (the silence rule).
+    function release(
+        mapping(address => Validator) storage validators,
+        mapping(address => uint40) storage freedAt,
+        address who,
+        uint256 amount,
+        uint256 exposure
+    ) internal {
+        Validator storage v = validators[who];
+        uint256 before = v.locked - v.reserved;
+        v.reserved -= uint96(amount);
+        if (before < exposure && before + amount >= exposure) freedAt[who] = uint40(block.timestamp);
+    }
+
     /// @notice The set's size at time `key`.
     function sizeAt(Set storage s, uint256 key) internal view returns (uint256) {
         return valueAt(s.count, key);

@@ -284,6 +284,45 @@ contract CourtAttacksTest is CourtBase {
         _assertCourtSolvent();
     }
 
+    /// Saturation is judged over the assigned window, not at the stand-in's moment: an assignee whose stake two
+    /// open verdicts tie up through its whole window, and that is freed only after it closed, is not charged when
+    /// a stand-in judges later (before, it paid whenever its verdicts became final first — an honest validator
+    /// lost stake under load); the same validator silent on a window it had the stake for pays.
+    function test_review_anAssigneeSaturatedThroughItsWindowIsNotChargedOnceFreed() public {
+        uint256 t0 = block.timestamp;
+        bytes32 a = _submit(alice, poolId, 0, keccak256("a"), 10);
+        bytes32 b = _submit(alice, poolId, 0, keccak256("b"), 10);
+        vm.warp(t0 + 100);
+        (bytes32 workId, address assigned) = _submitAndDraw(); // its window: t0 + 100 .. t0 + 100 + ASSIGNED
+        vm.warp(t0 + ASSIGNED + 1); // a's and b's windows are over: the assignee judges them as a stand-in
+        vm.startPrank(assigned);
+        court.attest(a);
+        court.attest(b);
+        vm.stopPrank();
+        assertLt(court.getValidator(poolId, assigned).locked - court.getValidator(poolId, assigned).reserved, WRONG_SLASH);
+        vm.warp(t0 + ASSIGNED + 1 + DISPUTE + 1); // past workId's window: the two verdicts become final
+        court.finalize(a);
+        court.finalize(b);
+        assertEq(court.getValidator(poolId, assigned).reserved, 0, "freed after its window closed");
+        uint256 before = _locked(assigned);
+        vm.prank(_other(assigned, address(0)));
+        court.attest(workId);
+        assertEq(_locked(assigned), before, "charged for a window it could not use");
+        // freed now: a later silence of the same validator is charged
+        for (uint256 i; i < 60; ++i) {
+            bytes32 next = _submit(alice, poolId, 0, keccak256(abi.encode("next", i)), 10);
+            vm.roll(block.number + 2);
+            if (court.assignedValidator(next) != assigned) continue;
+            vm.warp(block.timestamp + ASSIGNED + 1);
+            vm.prank(_other(assigned, address(0)));
+            court.attest(next);
+            assertEq(_locked(assigned), before - SILENCE, "a window it had the stake for");
+            _assertCourtSolvent();
+            return;
+        }
+        revert("never drawn again");
+    }
+
     /// Review of this change (C6): a committee drawn in the commit period's last second would have no time to
     /// commit, and the case would go void; the draw is refused after the period's first half.
     function test_review_aCommitteeCannotBeDrawnTooLateToVote() public {
