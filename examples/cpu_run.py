@@ -378,11 +378,21 @@ def main() -> int:
     parser.add_argument("--async-level", type=int, default=2)
     parser.add_argument("--warm-steps", type=int, default=CpuRecipe.warm_steps)
     parser.add_argument("--lr", type=float, default=CpuRecipe.lr)
+    parser.add_argument("--is-weight-cap", type=float, default=CpuRecipe.is_weight_cap, help="loss.is_weight_cap")
+    parser.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the recipe's)")
+    parser.add_argument("--seed", type=int, default=CpuRecipe.seed, help="pool seed: prompts drawn and sampling noise")
     args = parser.parse_args()
+    if args.temperature is not None and args.temperature <= 0:
+        parser.error(f"--temperature must be > 0 (GRPO learns from sampled groups), got {args.temperature}")
+    if args.is_weight_cap < 1:
+        parser.error(f"--is-weight-cap must be >= 1, got {args.is_weight_cap}")
 
     torch.set_num_threads(1)
-    spec = CpuRecipe(warm_steps=args.warm_steps, lr=args.lr, target=args.target,
+    spec = CpuRecipe(warm_steps=args.warm_steps, lr=args.lr, target=args.target, seed=args.seed,
+                      is_weight_cap=args.is_weight_cap,
                       target_window=args.target_window, budget_s=args.minutes * 60)
+    if args.temperature is not None:
+        spec.sampling = spec.sampling.model_copy(update={"temperature": args.temperature})
     wall = time.perf_counter()
     result = run_async(spec, args.run_dir, args.async_level, args.workers, log=True)
     plot(args.run_dir / "metrics.jsonl", args.run_dir / "curve.png")
