@@ -95,8 +95,8 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     // slither-disable-next-line uninitialized-state (written through a storage pointer in `register`)
     mapping(uint256 poolId => ValidatorSet.Entry[]) private _entries;
     mapping(uint256 poolId => mapping(address => ValidatorSet.Validator)) private _validators;
-    /// @dev When each validator's unreserved stake last rose back to a verdict's reservation (`ValidatorSet.release`,
-    /// `_lock`): the silence penalty spares an assignee that could not judge through its assigned window.
+    /// @dev When a freed reservation (`ValidatorSet.release`) last brought each validator's unreserved stake back to a
+    /// verdict's reservation: the silence penalty spares an assignee that could not judge through its assigned window.
     mapping(uint256 poolId => mapping(address => uint40)) private _freedAt;
     /// @dev Each pool's active set over time.
     mapping(uint256 poolId => ValidatorSet.Set) private _active;
@@ -210,7 +210,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         ValidatorSet.Entry[] storage entries = _entries[poolId];
         if (v.index != 0 && v.deregisteredAt == 0) revert AlreadyRegistered(poolId, msg.sender);
         uint256 bond = p.validatorBond;
-        if (v.locked < bond) _lock(poolId, v, bond - v.locked, p.wrongVerdictSlash);
+        if (v.locked < bond) _lock(v, bond - v.locked);
         if (v.index == 0) {
             entries.push(ValidatorSet.Entry({validator: msg.sender, registeredAt: uint40(block.timestamp), position: 0}));
             v.index = uint24(entries.length);
@@ -225,11 +225,11 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
     /// @notice Lock `amount` more of the caller's free bonded stake here: each open verdict reserves
     /// `wrongVerdictSlash` of it, so the locked stake bounds how many verdicts a validator has open at once.
     function addBond(uint256 poolId, uint256 amount) external {
-        CourtParams storage p = _configured(poolId);
+        _configured(poolId);
         ValidatorSet.Validator storage v = _registered(poolId, msg.sender);
         if (amount == 0) revert ZeroAmount();
         if (uint256(v.locked) + amount > type(uint96).max) revert BadCourtParams(7);
-        _lock(poolId, v, amount, p.wrongVerdictSlash);
+        _lock(v, amount);
         emit BondAdded(poolId, msg.sender, amount, v.locked);
     }
 
@@ -293,7 +293,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         (Case storage c, CourtParams storage p, ValidatorSet.Validator storage v) = _auditor(workId);
         uint256 poolId = c.poolId;
         uint256 free = v.locked - v.reserved; // a freed dispute bond stays locked here: use it again first
-        if (free < p.disputeBond) _lock(poolId, v, p.disputeBond - free, p.wrongVerdictSlash);
+        if (free < p.disputeBond) _lock(v, p.disputeBond - free);
         v.reserved += uint96(p.disputeBond);
         c.state = CaseState.Disputed;
         disputes[workId] = Dispute({
@@ -705,9 +705,10 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
 
     /// @dev The silent assigned validator loses up to `silencePenalty` of its unreserved stake; returns what was
     /// taken. Nothing when it could not have judged: its unreserved stake is below `wrongVerdictSlash` (a verdict's
-    /// reservation) now, or rose back to it less than `minPeriod` before its assigned window closed, or since
-    /// (`_freedAt`) — so a burst of work that ties up its stake through its window cannot turn its silence into a
-    /// penalty for a stand-in to collect, whenever the stand-in judges.
+    /// reservation) now, or a freed reservation brought it back to that in the second half of its assigned window
+    /// or since (`_freedAt`) — so a burst of work that ties up its stake through its window cannot turn its silence
+    /// into a penalty for a stand-in to collect, whenever the stand-in judges. Locking more stake is not a release:
+    /// an `addBond` right after saturating itself would otherwise excuse any silence.
     function _penalizeSilence(bytes32 workId, Case storage c, CourtParams storage p, address silent)
         private
         returns (uint256)
@@ -716,18 +717,14 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         ValidatorSet.Validator storage s = _validators[poolId][silent];
         uint256 free = s.locked - s.reserved;
         uint256 closed = uint256(c.submittedAt) + p.assignedWindow;
-        if (free < p.wrongVerdictSlash || uint256(_freedAt[poolId][silent]) + minPeriod > closed) return 0;
+        if (free < p.wrongVerdictSlash || uint256(_freedAt[poolId][silent]) + p.assignedWindow / 2 > closed) return 0;
         uint256 amount = p.silencePenalty;
         return _penalize(poolId, workId, silent, WHY_SILENCE, amount < free ? amount : free);
     }
 
-    /// @dev Lock `amount` more of the caller's bonded stake here (noting, as a freed reservation is, when its
-    /// unreserved stake reaches `exposure` again).
-    function _lock(uint256 poolId, ValidatorSet.Validator storage v, uint256 amount, uint256 exposure) private {
+    function _lock(ValidatorSet.Validator storage v, uint256 amount) private {
         if (amount == 0) return;
-        uint256 before = v.locked - v.reserved;
         v.locked += uint96(amount);
-        if (before < exposure && before + amount >= exposure) _freedAt[poolId][msg.sender] = uint40(block.timestamp);
         stakeManager.lock(msg.sender, amount);
     }
 

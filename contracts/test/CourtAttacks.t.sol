@@ -323,6 +323,29 @@ contract CourtAttacksTest is CourtBase {
         revert("never drawn again");
     }
 
+    /// Review of the rule above: locking more stake is not a release. An assignee that saturates itself with two
+    /// verdicts late in its window and at once tops its bond back up to a verdict's reservation (so that, under a
+    /// rule counting locks, its stake would have "come back" after the window's middle) still pays for its silence.
+    function test_review_aBondTopUpDoesNotExcuseSilence() public {
+        uint256 t0 = block.timestamp;
+        bytes32 a = _submit(alice, poolId, 0, keccak256("a"), 10);
+        bytes32 b = _submit(alice, poolId, 0, keccak256("b"), 10);
+        vm.warp(t0 + 100);
+        (bytes32 workId, address assigned) = _submitAndDraw(); // its window closes at t0 + 100 + ASSIGNED
+        vm.warp(t0 + 100 + ASSIGNED - 30);
+        vm.startPrank(assigned);
+        court.attest(a);
+        court.attest(b); // 80 of its 100 reserved: saturated
+        court.addBond(poolId, 20 ether); // and free again, at once
+        vm.stopPrank();
+        uint256 before = _locked(assigned);
+        vm.warp(t0 + 100 + ASSIGNED + 1);
+        vm.prank(_other(assigned, address(0)));
+        court.attest(workId);
+        assertEq(_locked(assigned), before - SILENCE, "a top-up excused a silence it chose");
+        _assertCourtSolvent();
+    }
+
     /// Review of this change (C6): a committee drawn in the commit period's last second would have no time to
     /// commit, and the case would go void; the draw is refused after the period's first half.
     function test_review_aCommitteeCannotBeDrawnTooLateToVote() public {
