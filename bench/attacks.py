@@ -126,6 +126,11 @@ class Lab:
         backend = backend if batch_size is None else Batched(backend, batch_size)
         return make_batch(policy, spec, self.binding(nonce), backend=backend)
 
+    def honest_contexts(self, files: int) -> list[tuple[list[int], list[int]]]:
+        """(prompt, completion) of every completion of `files` honest float32 files of the pool (nonces 900,000 on)."""
+        return [(s.prompt_ids, s.completion_ids) for n in range(files)
+                for s in self.honest(self.spec, 900_000 + n, "float32").samples]
+
     def judge(self, spec: RunSpec, batch: RolloutBatch) -> CheckOutcome:
         """The validator's checks after identity, every completion checked (q = 1)."""
         h = batch.header
@@ -350,8 +355,7 @@ HOSTILE = ("huge_version_string", "deep_header", "long_integer", "negative_token
 def logit_errors(lab: Lab, files: int = 4) -> dict[str, float]:
     """RMS difference of each sampler's bf16 logits from the validator's float32 ones on honest completions: the
     honest bf16 worker's (the noise the pool must accept) beside those of the model-changing attacks."""
-    contexts = [(s.prompt_ids, s.completion_ids) for n in range(files)
-                for s in lab.honest(lab.spec, 900_000 + n, "float32").samples]
+    contexts = lab.honest_contexts(files)
     reference = [p.logits.float() for p in lab.validator.prefill_batch(contexts)]
     models = {"honest bf16 worker": lab.fresh_model()}
     models.update({name: change(lab.fresh_model()) for name, change in MODEL_CHANGES.items()})

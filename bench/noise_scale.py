@@ -40,8 +40,7 @@ SCALES = {
 def deviations(lab: Lab, files: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The validator's float32 logits at every completion position of `files` honest files, and each position's
     largest |bf16 − float32| difference."""
-    contexts = [(s.prompt_ids, s.completion_ids) for n in range(files)
-                for s in lab.honest(lab.spec, 900_000 + n, "float32").samples]
+    contexts = lab.honest_contexts(files)
     reference = torch.cat([p.logits.float() for p in lab.validator.prefill_batch(contexts)])
     _, bf16 = lab.worker("bfloat16")
     worker = torch.cat([p.logits.float() for p in bf16.prefill_batch(contexts)])

@@ -80,8 +80,8 @@ def test_dishonest_validators_lose_stake_and_honest_parties_lose_nothing(court_p
         assert get_work(ledger, work_id).status == expected, f"{'honest' if honest else 'fabricated'} work"
     after = {i: pool.locked(i) for i in address.values()}
     for i in HONEST:
-        lost = validator_status(pool.ledger(i), pool.pool_id)["penalties"]
-        assert after[i] >= before[i], f"honest validator {i} lost stake: {lost}"
+        assert after[i] >= before[i], \
+            f"honest validator {i} lost stake: {validator_status(pool.ledger(i), pool.pool_id)['penalties']}"
     for i in ADVERSARIES:
         assert after[i] < before[i], f"{ADVERSARIES[i].name} lost nothing"
     assert before[8] - after[8] >= COURT.wrong_verdict_slash

@@ -323,6 +323,35 @@ contract CourtAttacksTest is CourtBase {
         revert("never drawn again");
     }
 
+    /// Review of the rule above: the grace is the window's second half. An assignee whose two verdicts became final
+    /// (every other validator concurred) 10 s into its window had the rest of it to judge, and pays.
+    function test_review_anAssigneeFreedEarlyInItsWindowPays() public {
+        uint256 t0 = block.timestamp;
+        bytes32 a = _submit(alice, poolId, 0, keccak256("a"), 10);
+        bytes32 b = _submit(alice, poolId, 0, keccak256("b"), 10);
+        vm.warp(t0 + ASSIGNED + 1); // a's and b's windows are over
+        (bytes32 workId, address assigned) = _submitAndDraw();
+        vm.startPrank(assigned);
+        court.attest(a);
+        court.attest(b); // saturated...
+        vm.stopPrank();
+        vm.warp(block.timestamp + 10);
+        for (uint256 i; i < vals.length; ++i) {
+            if (vals[i] == assigned) continue;
+            vm.startPrank(vals[i]);
+            court.concur(a);
+            court.concur(b);
+            vm.stopPrank();
+        }
+        assertEq(court.getValidator(poolId, assigned).reserved, 0, "...and freed 10 s into its window");
+        uint256 before = _locked(assigned);
+        vm.warp(block.timestamp + ASSIGNED + 1);
+        vm.prank(_other(assigned, address(0)));
+        court.attest(workId);
+        assertEq(_locked(assigned), before - SILENCE, "excused for a window it had the stake for");
+        _assertCourtSolvent();
+    }
+
     /// Review of the rule above: locking more stake is not a release. An assignee that saturates itself with two
     /// verdicts late in its window and at once tops its bond back up to a verdict's reservation (so that, under a
     /// rule counting locks, its stake would have "come back" after the window's middle) still pays for its silence.
