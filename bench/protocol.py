@@ -252,8 +252,10 @@ def run_protocol(spec: CpuRecipe, root: Path, info: dict, state_dir: Path, q_bps
                       str(spec.warm_steps), "--warm-lr", str(spec.warm_lr), *chain], {**env, LOG_ENV: ""})
     owner = Ledger.open(info["rpc_url"], Path(info["deployments"]),
                         load_account(info["roles"]["pool_owner"]["private_key"]))
+    per_file = max(1, -(-spec.prompts_per_file // 8))  # a file's reward grows with its samples, so must its slash
     cfg = PoolConfig(trainer=info["roles"]["trainer"]["address"], validators=[], court=DEMO_COURT,
-                     min_stake=100 * TOKENS, reward_per_sample=10**16, slash_amount=50 * TOKENS, bounty_bps=2_000,
+                     min_stake=100 * TOKENS * per_file, reward_per_sample=10**16, slash_amount=50 * TOKENS * per_file,
+                     bounty_bps=2_000,
                      challenge_window_s=600, reward_lock_s=900, async_level=2, task=init["task"],
                      base_checkpoint=init["base_checkpoint"], funding=10_000 * TOKENS)
     accounts = [info["roles"]["validator"], *info["workers"][workers:]][:validators]
@@ -419,6 +421,8 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"each worker's --max-pending: submissions in flight before a first verdict (default "
                         f"{BENCH_MAX_PENDING}; worker start's is {DEFAULT_MAX_PENDING})")
     p.add_argument("--q", default="0.05,1", help="the protocol variants' spot-check fractions")
+    p.add_argument("--prompts-per-file", type=int,
+                   help="prompts in one rollout file, locally and in the pool's run spec (default: the recipe's 8)")
     p.add_argument("--skip-local", action="store_true", help="protocol variants only (no ratio)")
     p.add_argument("--repeats", type=int, default=1,
                    help="run every variant this many times, in turn, and report medians (module docstring)")
@@ -433,6 +437,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         spec, local_budget, budget = replace(spec, target=0.25), 45.0, 80.0
     spec = replace(spec, target=args.target if args.target is not None else spec.target)
+    if args.prompts_per_file is not None:
+        if args.prompts_per_file < 1:
+            print("error: --prompts-per-file must be ≥ 1")
+            return 2
+        spec = replace(spec, prompts_per_file=args.prompts_per_file)
     local_budget = args.local_budget_s or local_budget
     budget = args.budget_s or budget
     root = Path(tempfile.mkdtemp(prefix="bench-protocol-"))

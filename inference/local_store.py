@@ -20,6 +20,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
+from inference.policy import is_tied_output
 from protocol.digest import Digest
 
 LATEST = "latest.json"
@@ -129,20 +130,12 @@ def load_policy_weights(root: str | Path, step: int, model: PreTrainedModel) -> 
     try:
         weights = load_file(path)
         # a tied model saves its embedding once; the LM head shares that tensor, so it needs no key
-        tied = {key for key in model.state_dict() if key not in weights and _is_tied(model, key)}
+        tied = {key for key in model.state_dict() if key not in weights and is_tied_output(model, key)}
         missing, unexpected = model.load_state_dict(weights, strict=False)
         if set(missing) - tied or unexpected:
             raise RuntimeError(f"missing {sorted(set(missing) - tied)}, unexpected {sorted(unexpected)}")
     except (OSError, RuntimeError) as exc:
         raise PolicyStoreError(f"cannot load policy step {step} weights from {path}: {exc}") from exc
-
-
-def _is_tied(model: PreTrainedModel, key: str) -> bool:
-    """Whether parameter `key` is the output embedding of a model whose embeddings are tied."""
-    output = model.get_output_embeddings()
-    return (bool(getattr(model.config, "tie_word_embeddings", False)) and output is not None
-            and key.endswith("weight") and model.get_parameter(key) is output.weight
-            and output.weight is model.get_input_embeddings().weight)
 
 
 def read_progress(folder: str | Path) -> TrainerProgress | None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from deploy.anvil import dev_accounts, start_anvil
 from deploy.contracts import deploy_contracts
 from deploy.pool_cli import create_pool
-from inference.policy import load_policy
+from inference.policy import PolicyLoader
 from ledger_client.chain.ledger import Ledger, connect, save_deployment
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
@@ -71,7 +71,7 @@ class ProtocolPool:
         opts = WorkerOptions(pool_id=self.pool_id, kubo_api=self.kubo_api, work_dir=self.tmp / f"worker{i}",
                              submissions_per_step=per_step, max_pending=per_step)
         kwargs = {"upload": upload} if upload else {}
-        daemon = WorkerDaemon(self.ledger(i), opts, producer, load_policy, **kwargs)
+        daemon = WorkerDaemon(self.ledger(i), opts, producer, PolicyLoader(), **kwargs)
         daemon.prepare()
         return daemon
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from inference.policy import load_policy, stop_token_ids
+from inference.policy import PolicyLoader, stop_token_ids
 from inference.torch_backend import TorchBackend
 from inference.verify import (
     DEFAULT_MAX_BATCH_TOKENS,
@@ -86,6 +86,7 @@ class RolloutChecker:
         self.task: Task = build_task(self.spec.task)
         self.retention = PinRetention(self.kubo, self.cache_dir / "pins.json", keep=versions_to_keep(pool.async_level))
         self._policies: dict[int, tuple[bytes, TorchBackend, object]] = {}
+        self._load_policy = PolicyLoader()
         self._checkpoints: dict[int, Digest] = {}
         self.verify_config = verify_config_of(self.spec, max_batch_tokens)
         self.limits = RolloutLimits.for_spec(self.spec, PROOF_CHUNK)
@@ -109,7 +110,7 @@ class RolloutChecker:
         if cached is None or cached[0] != digest:
             with phase("fetch weights"):
                 fetched = fetch_checkpoint(self.kubo, digest, self.cache_dir / "checkpoints", retention=self.retention)
-                model, tokenizer = load_policy(fetched.path)
+                model, tokenizer = self._load_policy(fetched.path)
             backend = TorchBackend(model, eos_token_id=stop_token_ids(model, tokenizer), pad_token_id=tokenizer.pad_token_id,
                                    device=self.device)
             self._policies[step] = (digest, backend, tokenizer)

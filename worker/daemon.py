@@ -28,7 +28,7 @@ from rich.live import Live
 from rich.table import Table
 
 from inference.device import Compute, ComputeChoiceError, choose_compute
-from inference.policy import load_policy
+from inference.policy import PolicyLoader
 from ledger_client.chain.bindings import MemberView
 from ledger_client.chain.errors import ContractRevert, LedgerError
 from ledger_client.chain.ledger import Ledger
@@ -61,7 +61,7 @@ from worker.produce import Producer
 log = logging.getLogger("proofswarm.worker")
 
 
-PolicyLoader = Callable[[Path], tuple[object, object]]
+LoadPolicy = Callable[[Path], tuple[object, object]]
 PREFETCH_POLL_S = 0.25
 """How often the prefetch thread looks for a new checkpoint."""
 
@@ -105,7 +105,7 @@ class RestakeCapReached(LedgerError):
 
 
 class WorkerDaemon:
-    def __init__(self, ledger: Ledger, options: WorkerOptions, producer: RolloutProducer, loader: PolicyLoader,
+    def __init__(self, ledger: Ledger, options: WorkerOptions, producer: RolloutProducer, loader: LoadPolicy,
                  upload: Callable[[KuboClient, bytes], object] = put_object, metrics: WorkerMetrics | None = None):
         self.ledger = ledger
         self.upload = upload
@@ -463,7 +463,7 @@ def run_from_args(args: argparse.Namespace) -> int:
                             submissions_per_step=args.submissions_per_step, poll_interval_s=args.poll_interval,
                             max_submissions=args.max_submissions, max_pending=args.max_pending,
                             max_restakes=None if args.max_restakes < 0 else args.max_restakes, explorer=args.explorer)
-    daemon = WorkerDaemon(ledger, options, Producer(compute), load_policy, metrics=WorkerMetrics())
+    daemon = WorkerDaemon(ledger, options, Producer(compute), PolicyLoader(), metrics=WorkerMetrics())
     if args.metrics_port:
         daemon.metrics.serve(args.metrics_port)
     daemon.prepare()  # stake, join, first policy: Ctrl-C here stops at once (a rerun resumes)

@@ -251,7 +251,7 @@ def cycling(names: list[str], min_interval_s: float = 0.0, stop: threading.Event
 
 
 def main(argv: list[str] | None = None) -> int:
-    from inference.policy import load_policy
+    from inference.policy import PolicyLoader
     from ledger_client.cli import UsageError, add_chain_args, load_devnet_info, one_line_errors
     from worker.account import open_ledger
     from worker.daemon import WorkerDaemon, WorkerOptions
@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                                                     work_dir=args.work_dir or Path(".adversary") / ledger.address,
                                                     max_submissions=args.max_submissions,
                                                     submissions_per_step=args.submissions_per_step),
-                              producer, load_policy,
+                              producer, PolicyLoader(),
                               upload=selective_upload)
         daemon.prepare()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
