@@ -12,6 +12,7 @@ from ledger_client.chain import errors
 from ledger_client.chain.keys import load_account, write_keystore
 from ledger_client.chain.ledger import Ledger, connect, load_deployment, save_deployment
 from ledger_client.chain.queries import claimed_works, rollout_digest_of
+import ledger_client.chain.tx as tx_module
 from ledger_client.chain.tx import TxSender, with_retries
 from protocol.submission import work_id_of
 from worker.account import deallocate_free
@@ -85,6 +86,37 @@ def test_sender_resyncs_when_another_process_uses_the_key(chain):
     other.send(first.pool.function("submitWork", chain.pool_id, 0, 1, b"\x32" * 32, 1))
     first.pool.submit_work(chain.pool_id, 0, 2, b"\x33" * 32, 1)  # stale cached nonce → resync
     assert first.pool.get_work(first.pool.work_id_of(chain.pool_id, account.address, 2)).status == 1
+
+
+def test_a_sender_quotes_fees_as_web3_would_and_reuses_the_quote_briefly(chain, monkeypatch):
+    """Fee fields are the node's priority fee plus twice the latest base fee (web3's default), asked for once per
+    FEE_QUOTE_TTL_S rather than before every transaction; a quote past its time is asked for again."""
+    account = chain.accounts[5]
+    Ledger(chain.w3, chain.deployment, account).ensure_allocation(chain.pool_id, 3 * chain.config.slash_amount)
+    ledger = Ledger(chain.w3, chain.deployment, account)  # a sender that has quoted nothing yet
+    asked: list[int] = []  # the base fee of every latest block asked for
+    real_get_block = type(chain.w3.eth).get_block
+
+    def get_block(eth, ident, *args, **kwargs):
+        block = real_get_block(eth, ident, *args, **kwargs)
+        if ident == "latest":
+            asked.append(block["baseFeePerGas"])
+        return block
+
+    monkeypatch.setattr(type(chain.w3.eth), "get_block", get_block)
+
+    def sent_fees(nonce: int) -> tuple[int, int]:
+        receipt = ledger.pool.submit_work(chain.pool_id, 0, nonce, bytes([0x40 + nonce]) * 32, 1)
+        tx = chain.w3.eth.get_transaction(receipt["transactionHash"])
+        return tx["maxPriorityFeePerGas"], tx["maxFeePerGas"]
+
+    monkeypatch.setattr(tx_module, "FEE_QUOTE_TTL_S", 3600.0)
+    priority, max_fee = sent_fees(0)
+    assert len(asked) == 1 and priority == chain.w3.eth.max_priority_fee and max_fee == priority + 2 * asked[0]
+    assert sent_fees(1) == (priority, max_fee) and len(asked) == 1  # one quote for both
+    monkeypatch.setattr(tx_module, "FEE_QUOTE_TTL_S", 0.0)
+    priority, max_fee = sent_fees(2)
+    assert len(asked) == 2 and max_fee == priority + 2 * asked[1]  # the quote had expired: asked again
 
 
 def test_insufficient_gas_funds_is_one_line(chain):

@@ -213,6 +213,7 @@ class ValidatorDaemon:
         self.checkers = CheckerPool(checker_factory, processes=config.processes,
                                     check_timeout_s=config.check_timeout_s)
         self._fetchers = ThreadPoolExecutor(max_workers=max(2, config.max_in_flight))
+        self._chain_time: tuple[float, int] | None = None  # (monotonic clock when read, the latest block's timestamp)
         self.court = court_of(ledger, config.pool_id)
         if self.court is not None:
             self.rules = CourtRules.of(self.court.get_params(config.pool_id))
@@ -512,8 +513,12 @@ class ValidatorDaemon:
 
     def _now(self) -> int:
         """The timestamp the next block will have, about: devnets mine blocks only on transactions, so
-        the latest block's timestamp lags wall time until someone sends one."""
-        return max(chain_time(self.ledger), int(time.time()))
+        the latest block's timestamp lags wall time until someone sends one. The latest block is asked for
+        at most every CHAIN_TIME_TTL_S (a poll asked for it several times per submission)."""
+        now = time.monotonic()
+        if self._chain_time is None or now - self._chain_time[0] > CHAIN_TIME_TTL_S:
+            self._chain_time = (now, chain_time(self.ledger))
+        return max(self._chain_time[1], int(time.time()))
 
     def _court_wants(self, s: Submission) -> bool | None:
         """Whether a court pool's submission should be checked now for `s.purpose`: True, False (never:
@@ -785,6 +790,9 @@ RECORD_DRAW_CHECK_S = 10
 FOLLOW_UP_GRACE_S = 3
 """Seconds others leave the party that profits from a follow-up (the judge's finalize, the disputer's
 draw and resolve) before doing it themselves."""
+CHAIN_TIME_TTL_S = 0.25
+"""How long the validator reuses the latest block's timestamp (`_now`): a court's windows are seconds long, and
+wall time, which `_now` never falls behind, goes on meanwhile."""
 
 
 def _stagger(validator: str, work_id: bytes, spread_s: int) -> int:

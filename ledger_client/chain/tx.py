@@ -32,6 +32,9 @@ RECEIPT_POLL_S = 0.005
 """The first wait before asking for a receipt again (web3's own wait sleeps 0.1 s between asks: on a devnet that
 mines at once, that sleep was most of a worker's time per submission)."""
 RECEIPT_POLL_MAX_S = 0.5
+FEE_QUOTE_TTL_S = 2.0
+"""How long a sender reuses its fee quote (web3 asked for the priority fee and the latest block before every
+transaction). The quote offers twice the base fee, which EIP-1559 lets rise at most 12.5 % a block."""
 
 
 def revert_from_exception(exc: Exception, function: str = "") -> LedgerError:
@@ -78,6 +81,7 @@ class TxSender:
         self._lock = threading.Lock()
         self._next_nonce: int | None = None
         self._chain_id = w3.eth.chain_id
+        self._fee_quote: tuple[float, dict[str, int]] | None = None  # (monotonic clock when quoted, fee fields)
 
     def _chain_nonce(self) -> int:
         return with_retries(lambda: self.w3.eth.get_transaction_count(self.address, "pending"), self.attempts)
@@ -95,7 +99,8 @@ class TxSender:
                 raise revert_from_exception(exc, function) from None
             except Web3RPCError as exc:
                 raise _rpc_error(exc, function) from None
-            tx = dict(base, gas=max(min_gas, int(gas * self.gas_headroom) + 10_000), chainId=self._chain_id)
+            tx = dict(base, gas=max(min_gas, int(gas * self.gas_headroom) + 10_000), chainId=self._chain_id,
+                      **self._fees())
             with self._lock:
                 # The node's pending count is the truth: it includes our in-flight transactions, and it
                 # is lower than our count after a reorg dropped some (their nonces must be reused).
@@ -103,6 +108,19 @@ class TxSender:
                 tx_hash = self._broadcast(call, tx, function)
         with phase("block"):  # the receipt: waiting for the block that includes the transaction
             return self._wait(tx_hash, call, tx, function)
+
+    def _fees(self) -> dict[str, int]:
+        """EIP-1559 fee fields as web3 fills them (the node's priority fee, plus twice the latest base fee), quoted
+        at most every FEE_QUOTE_TTL_S; none on a chain without a base fee (web3 then fills a gas price)."""
+        now = time.monotonic()
+        if self._fee_quote is None or now - self._fee_quote[0] > FEE_QUOTE_TTL_S:
+            block = with_retries(lambda: self.w3.eth.get_block("latest"), self.attempts, what="latest block")
+            fees: dict[str, int] = {}
+            if block.get("baseFeePerGas") is not None:
+                priority = with_retries(lambda: self.w3.eth.max_priority_fee, self.attempts, what="priority fee")
+                fees = {"maxPriorityFeePerGas": priority, "maxFeePerGas": priority + 2 * block["baseFeePerGas"]}
+            self._fee_quote = (now, fees)
+        return dict(self._fee_quote[1])
 
     def _broadcast(self, call: Any, tx: dict, function: str) -> bytes:
         """Sign with the reserved nonce and broadcast (caller holds the lock)."""
