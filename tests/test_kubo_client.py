@@ -49,6 +49,17 @@ def test_pin_add_rm_ls(kubo: KuboClient) -> None:
     assert cid not in kubo.pin_ls()
 
 
+def test_pins_of_several_cids_go_in_one_request(kubo: KuboClient) -> None:
+    cids = [kubo.add_bytes(f"pin us {i}".encode(), pin=False) for i in range(3)]
+    kubo.pin_add(*cids)
+    assert set(cids) <= kubo.pin_ls()
+    kubo.pin_rm(cids[0])
+    kubo.pin_rm(*cids)  # one of them no longer pinned: the others are unpinned all the same
+    assert not set(cids) & kubo.pin_ls()
+    kubo.pin_add()  # nothing to pin or unpin: no request
+    kubo.pin_rm()
+
+
 def test_content_nobody_has_times_out_with_a_named_error(kubo: KuboClient, tmp_path: Path) -> None:
     missing = raw_cid_of(os.urandom(32))
     assert not kubo.has_local(missing)

@@ -290,19 +290,27 @@ class KuboClient:
         """Bytes this node's bitswap has received from ``peer`` so far (its ledger)."""
         return int(self._post("bitswap/ledger", [peer])["Recv"])
 
-    def pin_add(self, cid: str, *, timeout: float | None = None) -> None:
-        """Pin ``cid`` recursively (fetching what is missing)."""
-        with self._errors(f"pin add {cid}"):
-            self._ipfs.pin.add(cid, opts=self._deadline(timeout), timeout=self._http_timeout(timeout))
+    def pin_add(self, *cids: str, timeout: float | None = None) -> None:
+        """Pin every one of ``cids`` recursively (fetching what is missing), in one request."""
+        if not cids:
+            return
+        with self._errors(f"pin add {' '.join(cids)}"):
+            self._ipfs.pin.add(*cids, opts=self._deadline(timeout), timeout=self._http_timeout(timeout))
 
-    def pin_rm(self, cid: str) -> None:
-        """Unpin ``cid``; not an error if it was not pinned."""
+    def pin_rm(self, *cids: str) -> None:
+        """Unpin every one of ``cids``, in one request; not an error if some were not pinned (those are then
+        unpinned one by one, as the daemon refuses the whole request)."""
+        if not cids:
+            return
         try:
-            with self._errors(f"pin rm {cid}"):
-                self._ipfs.pin.rm(cid)
+            with self._errors(f"pin rm {' '.join(cids)}"):
+                self._ipfs.pin.rm(*cids)
         except KuboError as exc:
             if "not pinned" not in str(exc):
                 raise
+            if len(cids) > 1:
+                for cid in cids:
+                    self.pin_rm(cid)
 
     def pin_ls(self) -> set[str]:
         """CIDs pinned recursively on this node."""

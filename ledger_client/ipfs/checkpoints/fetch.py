@@ -165,9 +165,7 @@ def fetch_checkpoint(
 
         _write_local_metadata(folder, manifest, manifest_cid)
         kept = [*files, *([manifest.delta] if patched and manifest.delta else [])]
-        for stored in kept:
-            kubo.pin_add(stored.cid, timeout=timeout)
-        kubo.pin_add(manifest_cid, timeout=timeout)
+        kubo.pin_add(*dict.fromkeys(f.cid for f in kept), manifest_cid, timeout=timeout)  # the manifest last
         if provide:
             _provide_best_effort(kubo, [manifest_cid, *(f.cid for f in kept)])
     if retention is not None:

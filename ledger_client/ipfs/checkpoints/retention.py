@@ -58,10 +58,9 @@ class PinRetention:
             dropped.remove(version)
             kept.append(version)
         still_used = {cid for v in kept for cid in [v.manifest_cid, *v.cids]}
+        unpin = [cid for old in dropped for cid in [old.manifest_cid, *old.cids] if cid not in still_used]
+        self.kubo.pin_rm(*dict.fromkeys(unpin))
         for old in dropped:
-            for cid in [old.manifest_cid, *old.cids]:
-                if cid not in still_used:
-                    self.kubo.pin_rm(cid)
             if old.path and all(old.path != v.path for v in kept):
                 shutil.rmtree(old.path, ignore_errors=True)
         atomic_write(self.state_file, _RetentionState(versions=kept).model_dump_json(indent=1).encode())
