@@ -22,7 +22,7 @@ from deploy.anvil import dev_accounts, start_anvil
 from deploy.contracts import deploy_contracts
 from deploy.pool_cli import create_pool
 from ledger_client.chain.ledger import Ledger, connect
-from ledger_client.chain.queries import next_binding
+from ledger_client.chain.queries import next_binding, pool_state
 from ledger_client.ipfs.content import publish_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.rollouts import RolloutBatch, RolloutHeader, RolloutSample, encode_rollouts
@@ -30,6 +30,7 @@ from protocol.runspec import RunSpec, SamplingSpec
 from tests.conftest_chain import TOKENS, pool_config
 from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec, TrainerConfig
+import trainer.ledger_source as ledger_source
 from trainer.ledger_source import LedgerSource
 from trainer.loop import Trainer
 from trainer.work_source import InMemorySource
@@ -188,3 +189,24 @@ def test_an_accepted_file_nobody_serves_is_tried_again_ever_later_not_every_poll
     assert source._unfetched[work][1] == ledger_source.UNFETCHED_RETRY_S
     source._unfetched[work] = (0.0, source._unfetched[work][1])  # as if the 10 s had passed
     assert ours() == [] and len(tries) == 2 and source._unfetched[work][1] == 2 * ledger_source.UNFETCHED_RETRY_S
+
+
+def test_a_files_digest_comes_from_its_submission_event_and_is_looked_up_only_after_a_restart(pool, monkeypatch):
+    ledger, kubo, pool_id, _, submit, _ = pool
+    trainer = ledger(2)
+    looked_up: list[bytes] = []
+    real_lookup = ledger_source.rollout_digest_of
+    monkeypatch.setattr(ledger_source, "rollout_digest_of", lambda l, w: looked_up.append(w) or real_lookup(l, w))
+    ledger(WORKER).ensure_allocation(pool_id, 10 * pool_state(trainer, pool_id).slash_amount)  # two more open files
+    source = LedgerSource(trainer, kubo, pool_id, wait_final=False)
+    first = submit()
+    ledger(FIRST_VALIDATOR).pool.attest(first)
+    assert "0x" + first.hex() in [i.id for i in source.poll()] and looked_up == []  # read with the acceptance
+    second = submit()
+    assert source.poll() == []  # its submission event seen, not accepted yet
+    restarted = LedgerSource(trainer, kubo, pool_id, wait_final=False)
+    restarted.restore(source.state())  # past that event: the digest is not in memory any more
+    ledger(FIRST_VALIDATOR).pool.attest(second)
+    items = restarted.poll()
+    assert [i.id for i in items] == ["0x" + second.hex()] and second in looked_up
+    assert len(items[0].batch.samples) == SPEC.prompts_per_submission * SPEC.sampling.group_size

@@ -24,6 +24,7 @@ import logging
 import time
 from typing import Any
 
+from ledger_client.chain.bindings import WorkSubmitted
 from ledger_client.chain.events import EventCursor, Removed
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import chain_time, court_of, get_work, pool_state, rollout_digest_of
@@ -42,6 +43,8 @@ UNFETCHED_RETRY_S = 10.0
 """The wait before fetching an accepted file that was not served again; it doubles with every miss ..."""
 UNFETCHED_RETRY_MAX_S = 300.0
 """... up to this."""
+SUBMITTED_DIGESTS_KEPT = 4096
+"""Rollout digests remembered from `WorkSubmitted` events (the newest); an older submission's is looked up."""
 
 
 class LedgerSource:
@@ -59,8 +62,11 @@ class LedgerSource:
         self.court = court_of(ledger, pool_id)
         self.challenge_window_s = pool_state(ledger, pool_id).challenge_window_s
         start = ledger.deployment.block
-        self.cursors = {"pool": EventCursor(ledger.pool, ["WorkAccepted"], None, confirmations=confirmations,
-                                            start_block=start)}
+        self.cursors = {"pool": EventCursor(ledger.pool, ["WorkSubmitted", "WorkAccepted"], None,
+                                            confirmations=confirmations, start_block=start)}
+        self._digests: dict[str, bytes] = {}
+        """Rollout digests from the submissions' own events, read with the acceptances: looking each one up
+        took two requests per file. Any reorg empties it (the lookup follows the canonical chain)."""
         if self.court is not None and not wait_final:
             self.cursors["court"] = EventCursor(self.court, ["VerdictGiven"], None, confirmations=confirmations,
                                                 start_block=start)
@@ -82,7 +88,13 @@ class LedgerSource:
         self._polled_at = now
         for cursor in self.cursors.values():
             for event in cursor.poll():
-                if isinstance(event, Removed) or event.pool_id != self.pool_id:
+                if isinstance(event, Removed):
+                    self._digests.clear()
+                    continue
+                if event.pool_id != self.pool_id:
+                    continue
+                if isinstance(event, WorkSubmitted):
+                    self._remember_digest("0x" + bytes(event.work_id).hex(), bytes(event.rollout_digest))
                     continue
                 if getattr(event, "accepted", True) is False:  # a court challenge: nothing to consume
                     continue
@@ -103,7 +115,7 @@ class LedgerSource:
             if state == "wait":
                 still_pending.append(work_id)
                 continue
-            digest = rollout_digest_of(self.ledger, wid)
+            digest = self._digests.get(work_id) or rollout_digest_of(self.ledger, wid)
             if digest is None:  # the submission's event is not visible yet (or was reorged out)
                 still_pending.append(work_id)
                 continue
@@ -122,12 +134,19 @@ class LedgerSource:
                 self.unreadable.append(work_id)
                 continue
             self._unfetched.pop(work_id, None)
+            self._digests.pop(work_id, None)
             self.consumed.append(work_id)
             if state == "consume":
                 self.unsettled.append(work_id)
             items.append(WorkItem(id=work_id, batch=batch))
         self.pending = still_pending
         return items
+
+    def _remember_digest(self, work_id: str, digest: bytes) -> None:
+        self._digests.pop(work_id, None)  # a resubmission after a reorg: the newest event counts
+        self._digests[work_id] = digest
+        while len(self._digests) > SUBMITTED_DIGESTS_KEPT:
+            del self._digests[next(iter(self._digests))]
 
     def _state_of(self, work_id: bytes) -> str:
         """"final" (consume, settled), "consume" (fast mode: consume, not final yet), "wait" or "rejected"."""
