@@ -63,6 +63,8 @@ log = logging.getLogger("proofswarm.worker")
 
 LoadPolicy = Callable[[Path], tuple[object, object]]
 PREFETCH_POLL_S = 0.25
+BLOCK_POLL_S = 0.02
+"""How often a worker waiting on its open submissions' verdicts asks for the block number."""
 """How often the prefetch thread looks for a new checkpoint."""
 
 
@@ -122,6 +124,7 @@ class WorkerDaemon:
         self.spec: RunSpec | None = None
         self._last_claim = 0.0
         self._verdicts_read_at = 0.0
+        self._awaiting_verdicts = False  # the last step_once stopped at --max-pending
         self._prefetched: tuple[int, bytes, FetchedCheckpoint] | None = None
         """(step, digest, local copy) of the newest checkpoint, fetched ahead by `run`'s prefetch thread."""
         self._prefetch_stop = threading.Event()
@@ -204,7 +207,11 @@ class WorkerDaemon:
                     break
                 did_work = self.step_once(stop)
                 self.maybe_claim()
-                if not did_work:
+                if did_work:
+                    continue
+                if self._awaiting_verdicts:
+                    self._wait_for_a_block(stop, self.opt.poll_interval_s)
+                else:
                     stop.wait(self.opt.poll_interval_s)
         finally:
             self._prefetch_stop.set()
@@ -245,9 +252,11 @@ class WorkerDaemon:
             return False
         # the chain is asked about our open submissions when they could reach the limit, else once a poll interval
         # (for the verdicts' metrics and the re-stake cap): asking before every file took a tenth of a worker's time
+        self._awaiting_verdicts = False
         if (len(self.journal.open_submissions()) >= self.opt.max_pending
                 or time.monotonic() - self._verdicts_read_at >= self.opt.poll_interval_s) and \
                 self.pending_verdicts() >= self.opt.max_pending:
+            self._awaiting_verdicts = True
             return False
         if self.policy is None or self.policy.step != member.pinned_step:
             self.sync_policy(member.pinned_step)
@@ -264,6 +273,21 @@ class WorkerDaemon:
                         tokens(added), len(self.stats.challenges), tokens(self.stats.restaked), self.opt.max_restakes)
         self.submit_one(next_binding(self.ledger, self.opt.pool_id, member), stop)
         return True
+
+    def _wait_for_a_block(self, stop: threading.Event, timeout: float) -> None:
+        """Wait until the chain has a new block (a verdict can only come with one), looking every
+        BLOCK_POLL_S, for at most `timeout`: a worker at --max-pending waited a whole poll interval for a verdict
+        that a devnet mines within milliseconds, and asking for its open submissions' verdicts costs two calls
+        each, the block number one."""
+        deadline = time.monotonic() + timeout
+        try:
+            seen = self.ledger.w3.eth.block_number
+            while not stop.wait(min(BLOCK_POLL_S, max(0.0, deadline - time.monotonic()))):
+                if time.monotonic() >= deadline or self.ledger.w3.eth.block_number != seen:
+                    return
+        except Exception as exc:  # noqa: BLE001 - the main loop's own calls report a chain that is down
+            log.debug("waiting for a block failed: %s: %s", exc.__class__.__name__, exc)
+            stop.wait(max(0.0, deadline - time.monotonic()))
 
     def court_has_judge(self) -> bool:
         """Whether a validator of the pool's court has been registered for the court's activation delay and has not
