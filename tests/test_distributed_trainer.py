@@ -21,6 +21,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 from ledger_client.cli import EXIT_USAGE
+from ledger_client.ipfs.checkpoints.publish import DELTA_WORTH_FRACTION
 from protocol.rollouts import (
     RolloutBatch,
     RolloutHeader,
@@ -193,7 +194,8 @@ def test_trainer_start_on_two_ranks_publishes_every_policy_from_rank_0(tmp_path,
         assert trainer.returncode == 0, err[-3000:]
         lines = [json.loads(line) for line in out.splitlines()]
         assert [line["step"] for line in lines] == [1, 2]  # rank 0 alone reports
-        assert all(0 < line["patch_ratio"] <= 1.5 for line in lines)  # every policy also went out as a delta
+        # a policy goes out with a patch only when it is at most half the shards (float32 steps move most values)
+        assert all(line["patch_ratio"] is None or 0 < line["patch_ratio"] <= DELTA_WORTH_FRACTION for line in lines)
         digests = [bytes(protocol.ledger(0).pool.checkpoint_at(protocol.pool_id, s)) for s in (1, 2)]
         assert all(d != bytes(32) for d in digests)
         assert ["0x" + d.hex() for d in digests] == [line["checkpoint"] for line in lines]

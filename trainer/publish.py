@@ -40,10 +40,10 @@ class IpfsPublisher:
     draw the learning curve from the chain and IPFS alone. Those objects stay pinned (they are tiny
     and make the whole curve).
 
-    Every policy also goes out as a sparse patch against its parent (the manifest's `delta`); the
-    parent's tensors are the ones published last, or — after a restart — fetched back from IPFS,
-    so a re-published step gets the same patch and manifest. `patch_ratios[step]` is patch bytes
-    over shard bytes.
+    A policy also goes out as a sparse patch against its parent (the manifest's `delta`) when that patch is
+    at most half its shards (`DELTA_WORTH_FRACTION`: a bf16 step, not a float32 one); the parent's tensors
+    are the ones published last, or — after a restart — fetched back from IPFS, so a re-published step gets
+    the same patch and manifest. `patch_ratios[step]` is patch bytes over shard bytes (no entry: no patch).
     """
 
     def __init__(self, ledger: Ledger, kubo: KuboClient, pool_id: int, model_config: PretrainedConfig,

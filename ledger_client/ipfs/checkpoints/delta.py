@@ -55,6 +55,23 @@ def _numpy_int(tensor_dtype: torch.dtype) -> np.dtype:
         if tensor_dtype != torch.uint8 else np.dtype(np.uint8)
 
 
+def patch_fraction(parent: Mapping[str, torch.Tensor], tensors: Mapping[str, torch.Tensor]) -> float:
+    """The patch's size before compression over the tensors' bytes, by the rule `encode_delta` follows (changed
+    positions and values, or the whole tensor when that is smaller): a comparison of bits, no encoding."""
+    patch = whole = 0
+    for name, tensor in tensors.items():
+        size = tensor.numel() * tensor.element_size()
+        whole += size
+        old = parent.get(name)
+        if (old is None or old.dtype != tensor.dtype or old.shape != tensor.shape
+                or tensor.element_size() not in _INT_OF_SIZE or tensor.numel() >= 2**32):
+            patch += size
+            continue
+        changed = int((_bits(tensor) != _bits(old)).sum())
+        patch += min(changed * (4 + tensor.element_size()), size)
+    return patch / whole if whole else 1.0
+
+
 def encode_delta(parent: Mapping[str, torch.Tensor], tensors: Mapping[str, torch.Tensor]) -> bytes:
     """The patch that turns `parent` into `tensors` (every name of `tensors`, in order)."""
     header: list[dict] = []
