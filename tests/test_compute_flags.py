@@ -271,11 +271,11 @@ def test_the_checker_prefills_on_its_device(tmp_path: Path, monkeypatch: pytest.
     made: list[dict] = []
     monkeypatch.setattr(checks, "fetch_checkpoint", lambda *a, **kw: argparse.Namespace(path=tmp_path))
     policy = _policy()
-    monkeypatch.setattr(checks, "load_policy", lambda folder: (policy.model, policy.tokenizer))
     monkeypatch.setattr(checks, "TorchBackend", lambda model, **kw: made.append(kw) or "backend")
     checker = object.__new__(checks.RolloutChecker)  # no chain: only what _policy reads
     checker.device, checker.kubo, checker.cache_dir = "cuda:1", None, tmp_path
     checker.retention, checker._policies = argparse.Namespace(keep=2), {}
+    checker._load_policy = lambda folder: (policy.model, policy.tokenizer)
     assert checker._policy(0, b"\x22" * 32) == ("backend", policy.tokenizer)
     assert made[0]["device"] == "cuda:1" and "compute_dtype" not in made[0]  # the reference stays float32
 
