@@ -63,10 +63,10 @@ log = logging.getLogger("proofswarm.worker")
 
 LoadPolicy = Callable[[Path], tuple[object, object]]
 PREFETCH_POLL_S = 0.25
+"""How often the prefetch thread looks for a new checkpoint."""
 BLOCK_POLL_S = 0.1
 """How often a worker waiting on its open submissions' verdicts asks for the block number: a request each time, so
 a tenth of a second keeps a blocked worker to 10 a second (the demo runs four workers at --max-pending 2)."""
-"""How often the prefetch thread looks for a new checkpoint."""
 
 
 @dataclass
