@@ -55,6 +55,20 @@ def _numpy_int(tensor_dtype: torch.dtype) -> np.dtype:
         if tensor_dtype != torch.uint8 else np.dtype(np.uint8)
 
 
+def _changed(old: torch.Tensor | None, tensor: torch.Tensor) -> torch.Tensor | None:
+    """Positions whose bits differ from the parent's tensor; None when the tensor cannot go sparse (no same-dtype,
+    same-shape parent, an element width without an integer view, or too many elements for u32 gaps)."""
+    if (old is None or old.dtype != tensor.dtype or old.shape != tensor.shape
+            or tensor.element_size() not in _INT_OF_SIZE or tensor.numel() >= 2**32):
+        return None
+    return (_bits(tensor) != _bits(old)).nonzero().flatten()
+
+
+def _sparse_bytes(changed: torch.Tensor, tensor: torch.Tensor) -> int:
+    """A sparse entry's size before compression: a u32 gap and the new bits per changed position."""
+    return changed.numel() * (4 + tensor.element_size())
+
+
 def patch_fraction(parent: Mapping[str, torch.Tensor], tensors: Mapping[str, torch.Tensor]) -> float:
     """The patch's size before compression over the tensors' bytes, by the rule `encode_delta` follows (changed
     positions and values, or the whole tensor when that is smaller): a comparison of bits, no encoding."""
@@ -62,13 +76,8 @@ def patch_fraction(parent: Mapping[str, torch.Tensor], tensors: Mapping[str, tor
     for name, tensor in tensors.items():
         size = tensor.numel() * tensor.element_size()
         whole += size
-        old = parent.get(name)
-        if (old is None or old.dtype != tensor.dtype or old.shape != tensor.shape
-                or tensor.element_size() not in _INT_OF_SIZE or tensor.numel() >= 2**32):
-            patch += size
-            continue
-        changed = int((_bits(tensor) != _bits(old)).sum())
-        patch += min(changed * (4 + tensor.element_size()), size)
+        changed = _changed(parent.get(name), tensor)
+        patch += size if changed is None else min(_sparse_bytes(changed, tensor), size)
     return patch / whole if whole else 1.0
 
 
@@ -78,19 +87,15 @@ def encode_delta(parent: Mapping[str, torch.Tensor], tensors: Mapping[str, torch
     payload: list[bytes] = []
     for name, tensor in tensors.items():
         entry = {"name": name, "dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape)}
-        old = parent.get(name)
         new_bits = _bits(tensor)
         full = new_bits.numpy().tobytes()
-        sparse = (old is not None and old.dtype == tensor.dtype and old.shape == tensor.shape
-                  and tensor.element_size() in _INT_OF_SIZE and tensor.numel() < 2**32)
-        if sparse:
-            changed = (new_bits != _bits(old)).nonzero().flatten()
-            if changed.numel() * (4 + tensor.element_size()) < len(full):
-                gaps = torch.diff(changed, prepend=torch.tensor([0])).numpy().astype("<u4")
-                values = new_bits[changed].numpy()
-                payload += [_shuffle(gaps), _shuffle(values)]
-                header.append({**entry, "kind": "sparse", "count": int(changed.numel())})
-                continue
+        changed = _changed(parent.get(name), tensor)
+        if changed is not None and _sparse_bytes(changed, tensor) < len(full):
+            gaps = torch.diff(changed, prepend=torch.tensor([0])).numpy().astype("<u4")
+            values = new_bits[changed].numpy()
+            payload += [_shuffle(gaps), _shuffle(values)]
+            header.append({**entry, "kind": "sparse", "count": int(changed.numel())})
+            continue
         payload.append(full)
         header.append({**entry, "kind": "full"})
     head = json.dumps(header, separators=(",", ":")).encode()
