@@ -40,7 +40,7 @@ DELTA_WORTH_FRACTION: Final = 0.5
 """A policy goes out with a patch only when the patch (before compression) is at most this fraction of its shards:
 a bf16 RL step changes few values (a patch of 0.0044 of the shards in `bench.delta`), a float32 one nearly all (0.93
 compressed for the CPU recipe), and such a patch costs the publisher an encoding and every fetcher an application
-(~40 and ~23 ms a step on the CPU recipe's 4 MB) to save 7 % of a download."""
+(8–13 and 4–5 ms a step on the CPU recipe's 4 MB, idle cores) to save 7 % of a download."""
 # Files of a Hugging Face model folder that travel with the weights.
 TOKENIZER_FILE_NAMES: Final = (
     "tokenizer.json",
