@@ -18,7 +18,6 @@ from ledger_client.ipfs.checkpoints import (
     load_state_dict,
     publish_checkpoint,
 )
-from ledger_client.ipfs.checkpoints.delta import patch_fraction
 from ledger_client.ipfs.checkpoints.publish import DELTA_WORTH_FRACTION
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.manifest import StoredFile, parse_manifest
@@ -104,11 +103,12 @@ def test_a_corrupt_delta_falls_back_to_the_full_shards(published, tmp_path, corr
 
 def test_a_policy_that_changed_most_values_goes_out_without_a_patch(kubo_swarm, tmp_path):
     """A float32 step moves nearly every value: the patch would be nearly the shards' size, so none is published,
-    and a fetcher holding the parent downloads the shards; its patch fraction is what decided."""
+    and a fetcher holding the parent downloads the shards; the patch's size against the shards is what decided."""
     publisher, fetcher = kubo_swarm(2)
     parent_state = {k: v.clone() for k, v in tiny_llama().state_dict().items()}
     moved = _child(parent_state, fraction=1.0)
-    assert patch_fraction(parent_state, moved) > DELTA_WORTH_FRACTION >= patch_fraction(parent_state, _child(parent_state))
+    assert encode_delta(parent_state, moved, max_fraction=DELTA_WORTH_FRACTION) is None  # over half the shards
+    assert encode_delta(parent_state, _child(parent_state), max_fraction=DELTA_WORTH_FRACTION) is not None
     with KuboClient(publisher.api_multiaddr) as pub, KuboClient(fetcher.api_multiaddr) as kubo:
         parent = publish_checkpoint(pub, parent_state, step=0, shard_bytes=SHARD)
         child = publish_checkpoint(pub, moved, step=1, parent=parent.manifest_cid, shard_bytes=SHARD,

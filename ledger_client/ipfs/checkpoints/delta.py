@@ -69,22 +69,15 @@ def _sparse_bytes(changed: torch.Tensor, tensor: torch.Tensor) -> int:
     return changed.numel() * (4 + tensor.element_size())
 
 
-def patch_fraction(parent: Mapping[str, torch.Tensor], tensors: Mapping[str, torch.Tensor]) -> float:
-    """The patch's size before compression over the tensors' bytes, by the rule `encode_delta` follows (changed
-    positions and values, or the whole tensor when that is smaller): a comparison of bits, no encoding."""
-    patch = whole = 0
-    for name, tensor in tensors.items():
-        size = tensor.numel() * tensor.element_size()
-        whole += size
-        changed = _changed(parent.get(name), tensor)
-        patch += size if changed is None else min(_sparse_bytes(changed, tensor), size)
-    return patch / whole if whole else 1.0
-
-
-def encode_delta(parent: Mapping[str, torch.Tensor], tensors: Mapping[str, torch.Tensor]) -> bytes:
-    """The patch that turns `parent` into `tensors` (every name of `tensors`, in order)."""
+def encode_delta(parent: Mapping[str, torch.Tensor], tensors: Mapping[str, torch.Tensor],
+                 max_fraction: float | None = None) -> bytes | None:
+    """The patch that turns `parent` into `tensors` (every name of `tensors`, in order). With `max_fraction`, None
+    as soon as the patch before compression would be more than that fraction of the tensors' bytes: one pass over
+    the bits decides and encodes, and a policy that moved most values stops early."""
     header: list[dict] = []
     payload: list[bytes] = []
+    budget = None if max_fraction is None else max_fraction * sum(t.numel() * t.element_size() for t in tensors.values())
+    size = 0
     for name, tensor in tensors.items():
         entry = {"name": name, "dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape)}
         new_bits = _bits(tensor)
@@ -93,11 +86,15 @@ def encode_delta(parent: Mapping[str, torch.Tensor], tensors: Mapping[str, torch
         if changed is not None and _sparse_bytes(changed, tensor) < len(full):
             gaps = torch.diff(changed, prepend=torch.tensor([0])).numpy().astype("<u4")
             values = new_bits[changed].numpy()
+            size += _sparse_bytes(changed, tensor)
             payload += [_shuffle(gaps), _shuffle(values)]
             header.append({**entry, "kind": "sparse", "count": int(changed.numel())})
-            continue
-        payload.append(full)
-        header.append({**entry, "kind": "full"})
+        else:
+            size += len(full)
+            payload.append(full)
+            header.append({**entry, "kind": "full"})
+        if budget is not None and size > budget:
+            return None
     head = json.dumps(header, separators=(",", ":")).encode()
     raw = struct.pack("<I", len(head)) + head + b"".join(payload)
     compressed = pyarrow.Codec("zstd", compression_level=ZSTD_LEVEL).compress(raw, asbytes=True)

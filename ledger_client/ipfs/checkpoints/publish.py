@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import load_file as _mmap_safetensors
 from safetensors.torch import save as _safetensors_bytes
 
-from ledger_client.ipfs.checkpoints.delta import encode_delta, patch_fraction
+from ledger_client.ipfs.checkpoints.delta import encode_delta
 from ledger_client.ipfs.checkpoints.errors import (
     InvalidCheckpointSource,
     ManifestTooLarge,
@@ -220,8 +220,10 @@ def publish_checkpoint(
         progress.file_done(path.name)
 
     delta = None
-    if parent_state is not None and parent is not None and patch_fraction(parent_state, stored) <= DELTA_WORTH_FRACTION:
-        patch = encode_delta(parent_state, stored)
+    patch = None
+    if parent_state is not None and parent is not None:
+        patch = encode_delta(parent_state, stored, max_fraction=DELTA_WORTH_FRACTION)
+    if patch is not None:
         delta = StoredFile(name=DELTA_FILE_NAME, cid=kubo.add_bytes(patch), sha256=hashlib.sha256(patch).hexdigest(),
                            size=len(patch))
         del patch
