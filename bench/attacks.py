@@ -465,7 +465,7 @@ def run_attacks(lab: Lab, profile: Profile, files: int, names: list[str] | None,
             if outcome.ok and outcome.margins:
                 evidence = book.judge(WORKER, f"0x{nonce_base + f:064x}", outcome.margins["tokens"],
                                       outcome.margins["score"], null, spec.verification.worker_false_positive_rate)
-                log_e = round(null.worker_log_e_value(*_open_totals(book)), 2)
+                log_e = round(book.log_e_value(WORKER, null), 2)
                 worker_at = worker_at or (f + 1 if evidence is not None else None)
         rows.append({"attack": name, **rate(detected, files), "reasons": dict(reasons),
                      "worker_challenged_after_files": worker_at, "worker_log_e_end": log_e})
@@ -497,7 +497,7 @@ def run_steering(lab: Lab, profile: Profile, files: int, budget: int, nonce_base
             continue
         evidence = book.judge(WORKER, f"0x{nonce_base + f:064x}", outcome.margins["tokens"],
                               outcome.margins["score"], null, spec.verification.worker_false_positive_rate)
-        log_e = null.worker_log_e_value(*_open_totals(book))
+        log_e = book.log_e_value(WORKER, null)
         worker_challenges += evidence is not None
         if evidence is not None and not worker_challenged_at:
             worker_challenged_at = f + 1
@@ -508,11 +508,6 @@ def run_steering(lab: Lab, profile: Profile, files: int, budget: int, nonce_base
         "worker_challenged_after_files": worker_challenged_at or None, "worker_challenges": worker_challenges,
         "worker_log_e_end": round(log_e, 2),
         "worker_log_e_threshold": round(math.log(1 / spec.verification.worker_false_positive_rate), 2)}
-
-
-def _open_totals(book: WorkerMargins) -> tuple[float, int]:
-    entry = book.workers.get(WORKER.lower(), {"open": {}})
-    return (sum(s for _, s in entry["open"].values()), sum(n for n, _ in entry["open"].values()))
 
 
 @dataclass(frozen=True)
@@ -565,7 +560,7 @@ def run_honest(lab: Lab, profiles: list[Profile], files: int, console: Console, 
     for p in profiles:
         o = out[p.name]
         low, high = wilson(o["false_positives"], o["files"], Z95)
-        log_e = p.verification.margin_null().worker_log_e_value(*_open_totals(books[p.name]))
+        log_e = books[p.name].log_e_value(WORKER, p.verification.margin_null())
         result[p.name] = {**{k: v for k, v in o.items() if k != "reasons"}, "reasons": dict(o["reasons"]),
                           "fp_rate": o["false_positives"] / max(o["files"], 1), "fp_rate_upper95": round(high, 6),
                           "worker_log_e_end": round(log_e, 2),

@@ -129,12 +129,23 @@ class MarginNull(BaseModel):
             low, high = (mid, high) if self.log_p_value(mid, tokens) > target else (low, mid)
         return high
 
+    def worker_log_terms(self, score: float, tokens: int) -> list[float]:
+        """log of one file's factor exp(λ·score − tokens·Λ(λ)) of the per-worker e-process, per λ of
+        WORKER_LAMBDAS. Files judged under different nulls (policies with their own tolerances) multiply their
+        own factors: each is a supermartingale step under its file's null."""
+        return [lam * score - tokens * self.log_mgf(lam) for lam in WORKER_LAMBDAS]
+
     def worker_log_e_value(self, score: float, tokens: int) -> float:
-        """log of the e-process over a worker's accumulated (score, tokens): mean over WORKER_LAMBDAS of
-        exp(λ·score − tokens·Λ(λ)). An honest worker's ever reaches log(1/α) with probability ≤ α."""
-        terms = [lam * score - tokens * self.log_mgf(lam) for lam in WORKER_LAMBDAS]
-        top = max(terms)
-        return top + math.log(sum(math.exp(t - top) for t in terms) / len(terms))
+        """log of the e-process over a worker's accumulated (score, tokens), all under this null: mean over
+        WORKER_LAMBDAS of exp(λ·score − tokens·Λ(λ)). An honest worker's ever reaches log(1/α) with probability
+        ≤ α."""
+        return log_e_value(self.worker_log_terms(score, tokens))
+
+
+def log_e_value(log_terms: Sequence[float]) -> float:
+    """log of the mean over WORKER_LAMBDAS of exp(term): the e-process from the per-λ sums of files' log factors."""
+    top = max(log_terms)
+    return top + math.log(sum(math.exp(t - top) for t in log_terms) / len(log_terms))
 
 
 class MarginTest(BaseModel):

@@ -11,12 +11,13 @@ import json
 import re
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from proofs.margins import MarginNull
 from protocol.digest import cid_to_digest
 
 SCHEMA_VERSION: Final = 1
-OPTIONAL_FIELDS: Final = ("metrics", "delta")  # left out of the encoding when unset
+OPTIONAL_FIELDS: Final = ("metrics", "delta", "verification")  # left out of the encoding when unset
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -63,6 +64,25 @@ class Shard(StoredFile):
     tensors: list[str] = Field(min_length=1)
 
 
+class PolicyVerification(BaseModel):
+    """Tolerances recalibrated on this policy (`validator calibrate` on its weights), for the files generated
+    with it. Training sharpens a policy and honest low-precision noise grows with it (docs/protocol.md, "Thresholds
+    that follow the policy"), so the values a pool calibrated at creation would, later, challenge honest workers.
+    They can only loosen the run spec's: validators apply the larger of each (`VerificationSpec.for_policy`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    logit_tolerance: float = Field(ge=0)
+    margin_levels: list[float]
+    margin_tail: list[float]
+    margin_tokens: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _a_margin_null(self) -> PolicyVerification:
+        MarginNull(levels=tuple(self.margin_levels), tail=tuple(self.margin_tail), tokens=self.margin_tokens)
+        return self
+
+
 class CheckpointManifest(BaseModel):
     """Everything a worker needs to rebuild the policy of one training step."""
 
@@ -85,6 +105,9 @@ class CheckpointManifest(BaseModel):
         None, description="sparse patch that rebuilds the shards from the parent's tensors "
                           "(ledger_client/ipfs/checkpoints/delta.py); the shards stay the reference"
     )
+    verification: PolicyVerification | None = Field(
+        None, description="tolerances recalibrated on this policy; they only loosen the run spec's"
+    )
 
     @field_validator("parent", "metrics")
     @classmethod
@@ -105,7 +128,7 @@ class CheckpointManifest(BaseModel):
 
     def to_bytes(self) -> bytes:
         """The canonical encoding stored in IPFS (its sha256 is the on-chain digest). Optional fields
-        that are unset (metrics, delta) are left out, so such manifests keep the bytes (and digests)
+        that are unset (metrics, delta, verification) are left out, so such manifests keep the bytes (and digests)
         they had before those fields existed."""
         unset = {name for name in OPTIONAL_FIELDS if getattr(self, name) is None}
         return self.model_dump_json(exclude=unset or None).encode()

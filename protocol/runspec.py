@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from proofs.margins import MARGIN_LEVELS, MarginNull
 from proofs.toploc_thresholds import ChunkLimits, Thresholds
+from protocol.manifest import PolicyVerification
 from tasks.base import Task, TaskError
 from tasks.registry import TaskSpec, build_task
 
@@ -82,6 +83,20 @@ class VerificationSpec(BaseModel):
         """The honest margin distribution these rules state."""
         return MarginNull(levels=tuple(self.margin_levels), tail=tuple(self.margin_tail), tokens=self.margin_tokens)
 
+    def for_policy(self, policy: PolicyVerification | None) -> VerificationSpec:
+        """The rules for files of a policy whose manifest carries recalibrated tolerances: the larger logit
+        tolerance and, level by level, the larger margin tail, so a policy can loosen the run spec's rules and
+        never tighten them. Tails measured at other levels than the run spec's are not comparable: only the
+        tolerance is taken then. Both nulls stay valid under the larger tolerance, since a token's margin only
+        shrinks as ε grows."""
+        if policy is None:
+            return self
+        update: dict = {"logit_tolerance": max(self.logit_tolerance, policy.logit_tolerance)}
+        if list(policy.margin_levels) == list(self.margin_levels):
+            update |= {"margin_tail": [max(a, b) for a, b in zip(self.margin_tail, policy.margin_tail)],
+                       "margin_tokens": min(self.margin_tokens, policy.margin_tokens)}
+        return self.model_copy(update=update)
+
     def toploc_thresholds(self) -> Thresholds:
         """The TOPLOC chunk thresholds these rules state."""
         return Thresholds(min_exp_matches=self.toploc_min_exp_matches, max_mant_err_mean=self.toploc_max_mant_err_mean,
@@ -113,16 +128,28 @@ class RunSpec(BaseModel):
     def _sampled(self) -> RunSpec:
         if self.sampling.temperature <= 0:
             raise ValueError("a pool samples with temperature > 0 (seeded Gumbel sampling; GRPO needs varied groups)")
+        problem = self.nucleus_problem(self.verification.logit_tolerance)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    def nucleus_problem(self, tolerance: float) -> str | None:
+        """Why `tolerance` makes the replay's nucleus check loose at this spec's top_p < 1 (None: it does not)."""
         top_p, temperature = self.sampling.top_p, self.sampling.temperature
-        tolerance = self.verification.logit_tolerance
         if top_p < 1 and top_p * math.expm1(2 * tolerance / temperature) > NUCLEUS_SLACK_LIMIT * (1 - top_p):
             limit = temperature / 2 * math.log1p(NUCLEUS_SLACK_LIMIT * (1 - top_p) / top_p)
-            raise ValueError(
-                f"top_p {top_p} with logit_tolerance {tolerance:g} at temperature {temperature:g} makes the sampling "
-                f"replay's nucleus check loose: it admits tokens past a mass of {top_p * math.exp(2 * tolerance / temperature):.4g} "
-                f"(more than a tenth of the {1 - top_p:.4g} an honest top-p sampler never draws from); "
-                f"use top_p = 1, or a logit_tolerance of at most {limit:.3g}")
-        return self
+            return (f"top_p {top_p} with logit_tolerance {tolerance:g} at temperature {temperature:g} makes the sampling "
+                    f"replay's nucleus check loose: it admits tokens past a mass of "
+                    f"{top_p * math.exp(2 * tolerance / temperature):.4g} (more than a tenth of the {1 - top_p:.4g} an "
+                    f"honest top-p sampler never draws from); use top_p = 1, or a logit_tolerance of at most {limit:.3g}")
+        return None
+
+    def verification_for(self, policy: PolicyVerification | None) -> VerificationSpec:
+        """The rules for files of a policy (its manifest's `verification`, if any): `VerificationSpec.for_policy`,
+        unless the loosened tolerance would make the nucleus check loose (`nucleus_problem`), in which case the
+        policy's values are ignored and the run spec's apply (the trainer refuses to publish such values)."""
+        loosened = self.verification.for_policy(policy)
+        return self.verification if self.nucleus_problem(loosened.logit_tolerance) else loosened
 
     @property
     def pool_seed_bytes(self) -> bytes:
@@ -170,3 +197,37 @@ def load_run_spec(path: Path) -> RunSpec:
         raise RunSpecFileError(f"run spec {path} does not exist") from None
     except tomllib.TOMLDecodeError as exc:
         raise RunSpecFileError(f"run spec {path} is not valid TOML: {exc}") from None
+
+
+def load_policy_verification(path: Path, spec: RunSpec) -> PolicyVerification:
+    """The tolerances a trainer attaches to the policies it publishes (`trainer start --policy-verification`):
+    the logit tolerance and margin tails of the `[verification]` table that `validator calibrate --out` writes
+    (its TOPLOC limits stay the run spec's). RunSpecFileError, with one line naming the problem, when the file
+    is missing or malformed, lacks a field, states tails at other levels than the pool's, or would make the
+    pool's nucleus check loose; values that only tighten the run spec's are accepted and change nothing."""
+    try:
+        table = tomllib.loads(Path(path).read_text()).get("verification")
+    except FileNotFoundError:
+        raise RunSpecFileError(f"policy verification file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise RunSpecFileError(f"policy verification file {path} is not readable TOML: {exc}") from None
+    if not isinstance(table, dict):
+        raise RunSpecFileError(f"policy verification file {path} has no [verification] table")
+    fields = list(PolicyVerification.model_fields)
+    missing = [name for name in fields if name not in table]
+    if missing:
+        raise RunSpecFileError(f"policy verification file {path} lacks {', '.join(missing)} (write it with "
+                               "`validator calibrate --out`)")
+    try:
+        policy = PolicyVerification.model_validate({name: table[name] for name in fields})
+    except ValueError as exc:
+        first = exc.errors()[0] if hasattr(exc, "errors") else {"msg": str(exc), "loc": ()}
+        where = ".".join(str(p) for p in first["loc"])
+        raise RunSpecFileError(f"policy verification file {path}: {where + ': ' if where else ''}{first['msg']}") from None
+    if list(policy.margin_levels) != list(spec.verification.margin_levels):
+        raise RunSpecFileError(f"policy verification file {path} states margin tails at levels {policy.margin_levels}, "
+                               f"the pool's run spec at {spec.verification.margin_levels}")
+    problem = spec.nucleus_problem(max(policy.logit_tolerance, spec.verification.logit_tolerance))
+    if problem:
+        raise RunSpecFileError(f"policy verification file {path}: {problem}")
+    return policy

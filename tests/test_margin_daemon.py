@@ -1,6 +1,9 @@
 """The sampler's margin test end to end (issue 26): on a real anvil + Kubo, a worker that adds a bias just under
 the per-token bound to half the vocabulary passes every token's replay, and the validator daemon still
-challenges it SAMPLING, with the margin statistics as its evidence on IPFS; an honest worker's file is accepted."""
+challenges it SAMPLING, with the margin statistics as its evidence on IPFS; an honest worker's file is accepted.
+Then the trainer publishes a policy whose manifest carries looser tolerances (a recalibration for a noisier
+population): the validator judges that policy's files by them, and a restarted trainer re-publishes the step with
+the same manifest."""
 
 from __future__ import annotations
 
@@ -14,13 +17,17 @@ import torch
 import inference.torch_backend as torch_backend
 from ledger_client.chain.queries import get_work
 from ledger_client.ipfs.content import get_object, publish_run_spec
+from ledger_client.cli import EXIT_USAGE
+from ledger_client.ipfs.checkpoints import fetch_manifest
+from protocol.manifest import PolicyVerification
 from protocol.pool import WorkStatus
 from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
 from protocol.verdicts import Evidence, Reason
 from tests.protocol_pool import ProtocolPool
 from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
-from trainer.publish import base_checkpoint_digest
+from trainer.main import main as trainer_main
+from trainer.publish import IpfsPublisher, base_checkpoint_digest
 from worker.produce import produce_rollout_file
 
 TOLERANCE = 0.2
@@ -61,6 +68,7 @@ def pool(tmp_path_factory, kubo_node):
     model, tokenizer = init_policy(SPEC, ModelSpec(hidden=32, layers=1, heads=2), warm_steps=0, warm_lr=0.0)
     p.create(SPEC, publish_run_spec(p.kubo, SPEC), base_checkpoint_digest(p.kubo, model.state_dict(), model.config,
                                                                           tokenizer))
+    p.model, p.tokenizer = model, tokenizer
     yield p
     p.close()
 
@@ -86,3 +94,52 @@ def test_a_biased_sampler_inside_the_per_token_bound_is_challenged_on_its_margin
     test = stats["margin_test"]
     assert not test["passed"] and test["score"] > 0
     assert min(test["log_p_value"], test["worst_completion_log_p_value"]) < math.log(test["false_positive_rate"] / 2)
+
+
+LOOSER = PolicyVerification(logit_tolerance=20 * TOLERANCE, margin_levels=list(SPEC.verification.margin_levels),
+                            margin_tail=[0.9, 0.9, 0.9, 0.9, 0.9, 0.9], margin_tokens=1)
+"""What a recalibration on a much noisier population could state: a bound 20x the run spec's, and tails under
+which the biased sampler's margins (at most 1.9ε / 20ε each) are ordinary."""
+
+
+def publisher(pool: ProtocolPool, name: str, verification: PolicyVerification) -> IpfsPublisher:
+    return IpfsPublisher(pool.ledger(2), pool.kubo, pool.pool_id, pool.model.config, pool.tokenizer, async_level=1,
+                         state_dir=pool.tmp / name, policy_verification=lambda: verification)
+
+
+def test_a_policy_that_carries_looser_tolerances_is_judged_by_them(pool: ProtocolPool) -> None:
+    digest = publisher(pool, "trainer", LOOSER)(1, pool.model.state_dict())
+    _, manifest = fetch_manifest(pool.kubo, bytes.fromhex(digest[2:]))
+    assert manifest.verification == LOOSER
+    # a restarted trainer whose file now says otherwise re-publishes step 1 with the manifest the chain has
+    tighter = LOOSER.model_copy(update={"logit_tolerance": TOLERANCE})
+    assert publisher(pool, "trainer-restarted", tighter)(1, pool.model.state_dict()) == digest
+
+    stop = threading.Event()
+    cheat = pool.worker(6, producer=biased)
+    assert cheat.step_once(stop)
+    (entry,) = cheat.journal.entries("submitted")
+    assert entry["step"] == 1
+    validator = pool.validator("validator-step1")
+    try:
+        assert validator.run_once() == 1
+    finally:
+        validator.close()
+    # the file the run spec's rules challenge (the test above) is ordinary under the policy's looser ones
+    assert get_work(pool.ledger(0), bytes.fromhex(entry["work_id"])).status == WorkStatus.ACCEPTED
+
+
+def test_trainer_start_refuses_a_policy_verification_file_at_other_levels(pool: ProtocolPool, tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Read once the pool's run spec is known and before any download: one line, exit 2, nothing written."""
+    bad = tmp_path / "thresholds.toml"
+    bad.write_text("[verification]\nlogit_tolerance = 0.3\nmargin_levels = [0.0, 0.5]\nmargin_tail = [1e-3, 1e-4]\n"
+                   "margin_tokens = 1000\n")
+    run_dir = tmp_path / "run"
+    argv = ["start", "--pool", str(pool.pool_id), "--rpc-url", pool.anvil.rpc_url, "--deployments",
+            str(pool.deployments), "--key", "0x" + bytes(pool.accounts[2].key).hex(), "--kubo-api", pool.kubo_api,
+            "--devnet-dir", str(tmp_path / "no-devnet"), "--set", f"run_dir={run_dir}", "--policy-verification", str(bad)]
+    assert trainer_main(argv) == EXIT_USAGE
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "states margin tails at levels [0.0, 0.5]" in lines[0], lines
+    assert not run_dir.exists()

@@ -4,6 +4,7 @@ systematically different sampler that the per-token bound lets through does not,
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from examples.hf_models import qwen2_style
 from inference.policy import load_policy
 from inference.torch_backend import NO_EOS, TorchBackend
 from inference.verify import CompletionRecord, VerifyConfig, file_margin_test, verify_completions
-from proofs.margins import MARGIN_LEVELS, MarginNull, margin_test, tail_bound
+from proofs.margins import MARGIN_LEVELS, MarginNull, log_e_value, margin_test, tail_bound
 from proofs.sampling import honest_margins, replay, sample_tokens
 from proofs.toploc import build_proofs_batch
 from protocol.runspec import SamplingSpec
@@ -143,7 +144,7 @@ def test_worker_book_counts_each_file_once_across_restarts(tmp_path: Path) -> No
     assert book.judge(worker, "0x01", 2048, 1.0, null, 1e-6) is None
     again = WorkerMargins(path)  # a restart: the file judged again adds nothing
     assert again.judge(worker, "0x01", 2048, 1.0, null, 1e-6) is None
-    assert again.workers[worker]["open"] == {"0x01": [2048, 1.0]}
+    assert again.workers[worker]["open"] == {"0x01": [2048, 1.0, null.worker_log_terms(1.0, 2048)]}
     evidence = None
     for k in range(2, 40):
         evidence = WorkerMargins(path).judge(worker, f"0x{k:02x}", 2048, 1.0, null, 1e-6)
@@ -153,3 +154,22 @@ def test_worker_book_counts_each_file_once_across_restarts(tmp_path: Path) -> No
     after = WorkerMargins(path)
     assert after.judge(worker, f"0x{k:02x}", 2048, 1.0, null, 1e-6) == evidence  # the same verdict after a crash
     assert after.workers[worker]["open"] == {}  # spent evidence does not count again
+
+
+def test_worker_book_multiplies_each_files_factor_under_its_own_null(tmp_path: Path) -> None:
+    """Files of policies with their own tolerances: the worker's e-value is the mean over λ of the product of each
+    file's factor under that file's null, not one null applied to the summed scores."""
+    early, late = (MarginNull.fit([10, 5, 2, 0, 0, 0], 10**6),
+                   MarginNull.fit([200_000, 100_000, 50_000, 20_000, 5_000, 1_000], 10**6))
+    worker = "0x" + "cd" * 20
+    book = WorkerMargins(tmp_path / "book.json")
+    book.judge(worker, "0x01", 2048, 0.5, early, 1e-30)  # a rate that no e-value here reaches
+    book.judge(worker, "0x02", 2048, 6.0, late, 1e-30)
+    expected = log_e_value([a + b for a, b in zip(early.worker_log_terms(0.5, 2048), late.worker_log_terms(6.0, 2048))])
+    assert WorkerMargins(tmp_path / "book.json").log_e_value(worker, early) == pytest.approx(expected)
+    # judged under the early null alone, 6.0 over 4096 tokens would look far more deviant than it is
+    assert expected < 1 < early.worker_log_e_value(6.5, 4096) - 5
+    # a book written before files kept their factors: its files count under the null of the file being judged
+    legacy = tmp_path / "legacy.json"
+    legacy.write_text(json.dumps({worker: {"open": {"0x01": [2048, 0.5]}, "challenged": {}}}))
+    assert WorkerMargins(legacy).log_e_value(worker, late) == pytest.approx(late.worker_log_e_value(0.5, 2048))

@@ -18,6 +18,7 @@ from ledger_client.chain.queries import pool_state
 from ledger_client.ipfs.checkpoints import (
     PinRetention,
     fetch_checkpoint,
+    fetch_manifest,
     load_state_dict,
     manifest_cid_of,
     publish_checkpoint,
@@ -25,6 +26,7 @@ from ledger_client.ipfs.checkpoints import (
 from ledger_client.ipfs.content import put_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import digest_to_cid
+from protocol.manifest import PolicyVerification
 from protocol.pool import versions_to_keep
 
 
@@ -44,11 +46,16 @@ class IpfsPublisher:
     at most half its shards (`DELTA_WORTH_FRACTION`: a bf16 step, not a float32 one); the parent's tensors
     are the ones published last, or — after a restart — fetched back from IPFS, so a re-published step gets
     the same patch and manifest. `patch_ratios[step]` is patch bytes over shard bytes (no entry: no patch).
+
+    With `policy_verification()` each new policy's manifest carries the tolerances it returns (recalibrated on a
+    recent policy: protocol.manifest.PolicyVerification); a step the chain already has is re-published with the
+    tolerances its on-chain manifest carries, so a restart never changes a published digest.
     """
 
     def __init__(self, ledger: Ledger, kubo: KuboClient, pool_id: int, model_config: PretrainedConfig,
                  tokenizer: PreTrainedTokenizerBase, async_level: int, state_dir: Path,
-                 metrics_of: Callable[[int], dict | None] | None = None):
+                 metrics_of: Callable[[int], dict | None] | None = None,
+                 policy_verification: Callable[[], PolicyVerification | None] | None = None):
         self.ledger = ledger
         self.kubo = kubo
         self.pool_id = pool_id
@@ -59,6 +66,7 @@ class IpfsPublisher:
         base = bytes(ledger.pool.checkpoint_at(pool_id, 0))
         self.published: dict[int, str] = {0: "0x" + base.hex()}
         self.metrics_of = metrics_of
+        self.policy_verification = policy_verification
         self.state_dir = Path(state_dir)
         self.patch_ratios: dict[int, float] = {}
         self._last: tuple[str, dict[str, torch.Tensor]] | None = None  # (manifest CID, tensors) published last
@@ -70,7 +78,8 @@ class IpfsPublisher:
         published = publish_checkpoint(self.kubo, state_dict, step=step, parent=parent, config=self.config,
                                        tokenizer_files=self.tokenizer_files, on_chain=self._publish_on_chain,
                                        retention=self.retention, metrics=self._put_metrics(step),
-                                       parent_state=self._tensors_of(parent))
+                                       parent_state=self._tensors_of(parent),
+                                       verification=self._verification(step))
         self.published[step] = "0x" + published.digest.hex()
         if published.patch_ratio is not None:
             self.patch_ratios[step] = published.patch_ratio
@@ -88,6 +97,16 @@ class IpfsPublisher:
                 if other.name != manifest_cid:
                     shutil.rmtree(other, ignore_errors=True)
         return load_state_dict(fetch_checkpoint(self.kubo, manifest_cid, folder, provide=False))
+
+    def _verification(self, step: int) -> PolicyVerification | None:
+        """The tolerances step's manifest carries: those already on-chain for a re-published step, else the
+        current `policy_verification()`."""
+        if self.policy_verification is None:
+            return None
+        on_chain = bytes(self.ledger.pool.checkpoint_at(self.pool_id, step))
+        if on_chain != bytes(32):
+            return fetch_manifest(self.kubo, on_chain)[1].verification
+        return self.policy_verification()
 
     def _put_metrics(self, step: int) -> str | None:
         metrics = self.metrics_of(step) if self.metrics_of is not None else None

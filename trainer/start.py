@@ -38,7 +38,8 @@ from ledger_client.ipfs.checkpoints import fetch_checkpoint
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.ipfs.task_subset import fetch_task_subset
-from protocol.runspec import usable_task
+from protocol.manifest import PolicyVerification
+from protocol.runspec import RunSpec, RunSpecFileError, load_policy_verification, usable_task
 from tasks.registry import build_task
 from trainer.checkpoint import TrainerStateError
 from trainer.config import TrainerConfig
@@ -68,12 +69,35 @@ def add_start_args(p: argparse.ArgumentParser) -> None:
                         "learns from work a dispute may still overturn (counted as consumed_overturned, never undone)")
     p.add_argument("--devnet-trainer", action="store_true", help="use the devnet's trainer key")
     add_log_args(p)
+    p.add_argument("--policy-verification", type=Path, metavar="FILE", help=(
+        "attach these tolerances to every policy published (a [verification] table as `validator calibrate --out` "
+        "writes, measured on a recent policy): validators judge the policy's files by the looser of them and the run "
+        "spec's. Re-read before each publish, so a recalibration takes effect without a restart"))
     p.add_argument("--json", action="store_true", help="one JSON object per step on stdout")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1:PORT (the main rank)")
     p.add_argument("--nproc", type=int, help="train as N data-parallel ranks on this machine (FSDP2; --set parallel=ddp)")
     p.add_argument("--device", default="cpu",
                    help="where the policy trains: cpu (default), cuda or cuda:N; with --nproc N on CUDA: --device cuda, "
                         "one GPU per rank (cuda:0 … cuda:N-1), NCCL between them")
+
+
+class PolicyVerificationFile:
+    """`--policy-verification`: the file's tolerances, read at start (a bad file refuses the start) and again
+    before each publish; a file that turns bad later keeps the last good values, with an error logged."""
+
+    def __init__(self, path: Path, spec: RunSpec):
+        self.path, self.spec = path, spec
+        try:
+            self.last = load_policy_verification(path, spec)
+        except RunSpecFileError as exc:
+            raise UsageError(str(exc)) from None
+
+    def __call__(self) -> PolicyVerification:
+        try:
+            self.last = load_policy_verification(self.path, self.spec)
+        except RunSpecFileError as exc:
+            log.error("%s; publishing with the tolerances read before", exc)
+        return self.last
 
 
 def run_start(args: argparse.Namespace) -> int:
@@ -94,6 +118,7 @@ def run_start(args: argparse.Namespace) -> int:
     spec = fetch_run_spec(kubo, pool.task_ref)
     fetch_task_subset(kubo, spec.task)
     usable_task(spec)  # TaskUnavailable before any download: this machine could not recompute the pool's rewards
+    policy_verification = PolicyVerificationFile(args.policy_verification, spec) if args.policy_verification else None
 
     overrides = [f"--{kv.replace('=', ' ', 1)}" if "=" in kv else kv for kv in args.set]
     argv = [tok for o in overrides for tok in o.split(" ", 1)]
@@ -115,7 +140,8 @@ def run_start(args: argparse.Namespace) -> int:
         log.warning("--no-wait-final: consuming work at its first accepting verdict, before a dispute can overturn it")
     source = LedgerSource(ledger, kubo, args.pool, wait_final=args.wait_final, min_poll_interval_s=MIN_POLL_INTERVAL_S)
     publisher = IpfsPublisher(ledger, kubo, args.pool, model.config, tokenizer, pool.async_level,
-                              Path(config.run_dir), metrics_of=lambda step: trainer.metrics_at(step)) \
+                              Path(config.run_dir), metrics_of=lambda step: trainer.metrics_at(step),
+                              policy_verification=policy_verification) \
         if parallel.is_main else None
     trainer = Trainer(config, model, source, publishers=[publisher] if publisher else [], evaluate=evaluate,
                       eval_every=args.eval_every, parallel=parallel)

@@ -69,7 +69,8 @@ docs/benchmarks.md): more cores are used by more checker processes (`validator s
 
 
 class RolloutChecker:
-    """Checks rollout files of one pool; caches the run spec and loaded policies by step."""
+    """Checks rollout files of one pool; caches the run spec and loaded policies by step. A file is judged by the
+    rules of its policy: the run spec's, loosened by the tolerances its manifest carries (RunSpec.verification_for)."""
 
     def __init__(self, rpc_url: str, deployments: str, kubo_api: str, pool_id: int, cache_dir: Path,
                  max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS, device: str = "cpu"):
@@ -85,10 +86,10 @@ class RolloutChecker:
         fetch_task_subset(self.kubo, self.spec.task)
         self.task: Task = build_task(self.spec.task)
         self.retention = PinRetention(self.kubo, self.cache_dir / "pins.json", keep=versions_to_keep(pool.async_level))
-        self._policies: dict[int, tuple[bytes, TorchBackend, object]] = {}
+        self._policies: dict[int, tuple[bytes, TorchBackend, object, VerifyConfig]] = {}
         self._load_policy = PolicyLoader()
         self._checkpoints: dict[int, Digest] = {}
-        self.verify_config = verify_config_of(self.spec, max_batch_tokens)
+        self.max_batch_tokens = max_batch_tokens
         self.limits = RolloutLimits.for_spec(self.spec, PROOF_CHUNK)
 
     def _checkpoint_at(self, step: int) -> Digest:
@@ -105,7 +106,7 @@ class RolloutChecker:
         """The hash of block `number` of the pool's chain (a submission's seed block)."""
         return Digest(bytes(self.ledger.w3.eth.get_block(number)["hash"]))
 
-    def _policy(self, step: int, digest: bytes) -> tuple[TorchBackend, object]:
+    def _policy(self, step: int, digest: bytes) -> tuple[TorchBackend, object, VerifyConfig]:
         cached = self._policies.get(step)
         if cached is None or cached[0] != digest:
             with phase("fetch weights"):
@@ -113,12 +114,14 @@ class RolloutChecker:
                 model, tokenizer = self._load_policy(fetched.path)
             backend = TorchBackend(model, eos_token_id=stop_token_ids(model, tokenizer), pad_token_id=tokenizer.pad_token_id,
                                    device=self.device)
-            self._policies[step] = (digest, backend, tokenizer)
+            rules = self.spec.verification_for(fetched.manifest.verification)
+            config = verify_config_of(self.spec.model_copy(update={"verification": rules}), self.max_batch_tokens)
+            self._policies[step] = (digest, backend, tokenizer, config)
             for old in sorted(self._policies)[: -(self.retention.keep)]:
                 if old != step:  # an old step asked for now (a dispute) stays until a newer one is loaded
                     del self._policies[old]
-        _, backend, tokenizer = self._policies[step]
-        return backend, tokenizer
+        _, backend, tokenizer, config = self._policies[step]
+        return backend, tokenizer, config
 
     def check(self, sub: Submission, data: bytes) -> CheckOutcome:
         with phase("check"):
@@ -133,9 +136,8 @@ class RolloutChecker:
         fail = self._identity(sub, batch, ckpt)
         if fail:
             return fail
-        backend, tokenizer = self._policy(sub.step, ckpt)
-        return check_contents(self.spec, self.task, self.verify_config, self.spot_check_bps, sub, batch, backend,
-                              tokenizer)
+        backend, tokenizer, config = self._policy(sub.step, ckpt)
+        return check_contents(self.spec, self.task, config, self.spot_check_bps, sub, batch, backend, tokenizer)
 
     def _identity(self, sub: Submission, batch: RolloutBatch, ckpt: Digest) -> CheckOutcome | None:
         h, spec = batch.header, self.spec

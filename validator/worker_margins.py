@@ -2,8 +2,8 @@
 
 A file whose margins are only slightly off the honest distribution passes the per-file test; many of them add
 up. For each worker the book keeps the (checked tokens, margin sum) of every file this validator accepted on
-the margin test since the worker's last accumulated challenge, and the e-process of proofs.margins over their
-sum: an honest worker's ever reaches 1/α with probability at most α (the run spec's
+the margin test since the worker's last accumulated challenge, and the e-process of proofs.margins over
+them, each file's factor under its own null (a policy may carry its own tolerances): an honest worker's ever reaches 1/α with probability at most α (the run spec's
 `worker_false_positive_rate`), however many files it submits. When it does, the submission being judged is
 challenged SAMPLING with the files, their totals and the e-value as evidence, and the book starts afresh.
 
@@ -21,14 +21,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from proofs.margins import MarginNull
+from proofs.margins import WORKER_LAMBDAS, MarginNull, log_e_value
 
 MAX_EVIDENCE_FILES = 64
 """Work ids listed in a challenge's evidence (the totals cover them all)."""
 
 
 class WorkerMargins:
-    """worker (lower-case address) → {"open": {work id: [tokens, score]}, "challenged": {work id: evidence}}."""
+    """worker (lower-case address) → {"open": {work id: [tokens, score, [log factor per λ]]}, "challenged":
+    {work id: evidence}}. (A book written before files kept their factors holds [tokens, score]: those files count
+    under the null of the file being judged.)"""
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -41,10 +43,10 @@ class WorkerMargins:
         book = self.workers.setdefault(worker.lower(), {"open": {}, "challenged": {}})
         if work_id in book["challenged"]:
             return book["challenged"][work_id]
-        book["open"].setdefault(work_id, [tokens, score])
-        total_tokens = sum(n for n, _ in book["open"].values())
-        total_score = sum(s for _, s in book["open"].values())
-        log_e = null.worker_log_e_value(total_score, total_tokens)
+        book["open"].setdefault(work_id, [tokens, score, null.worker_log_terms(score, tokens)])
+        total_tokens = sum(entry[0] for entry in book["open"].values())
+        total_score = sum(entry[1] for entry in book["open"].values())
+        log_e = self.log_e_value(worker, null)
         evidence = None
         if log_e >= math.log(1 / worker_false_positive_rate):
             files = list(book["open"])
@@ -55,6 +57,15 @@ class WorkerMargins:
             book["open"] = {}
         self.save()
         return evidence
+
+    def log_e_value(self, worker: str, null: MarginNull) -> float:
+        """log of `worker`'s e-process over its open files (0 with none); files without their own factors count
+        under `null`."""
+        sums = [0.0] * len(WORKER_LAMBDAS)
+        for entry in self.workers.get(worker.lower(), {"open": {}})["open"].values():
+            terms = entry[2] if len(entry) > 2 else null.worker_log_terms(entry[1], entry[0])
+            sums = [a + b for a, b in zip(sums, terms)]
+        return log_e_value(sums)
 
     def save(self) -> None:
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".worker_margins.", suffix=".tmp")

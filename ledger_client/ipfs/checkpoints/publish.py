@@ -30,6 +30,7 @@ from protocol.digest import RAW, cid_codec, cid_to_digest
 from protocol.manifest import (
     SCHEMA_VERSION,
     CheckpointManifest,
+    PolicyVerification,
     Shard,
     StoredFile,
 )
@@ -173,12 +174,14 @@ def publish_checkpoint(
     progress: TransferProgress | None = None,
     metrics: str | None = None,
     parent_state: Mapping[str, torch.Tensor] | None = None,
+    verification: PolicyVerification | None = None,
 ) -> PublishedCheckpoint:
     """Shard ``source`` (a state dict, or a Hugging Face model folder whose config and
     tokenizer files are taken along), add everything to Kubo pinned, add the manifest (naming
     ``metrics``, the CID of the step's metrics object, if given), call ``on_chain(step, digest)``,
     then let ``retention`` unpin versions that fell out. With ``parent_state`` (the parent's tensors)
-    a sparse patch against the parent goes along too (checkpoints/delta.py), named by the manifest."""
+    a sparse patch against the parent goes along too (checkpoints/delta.py), named by the manifest; with
+    ``verification`` the manifest carries tolerances recalibrated on this policy (protocol.manifest)."""
     started = time.monotonic()
     progress = progress or NoProgress()
     if isinstance(source, (str, Path)):
@@ -238,6 +241,7 @@ def publish_checkpoint(
         aliases=aliases,
         metrics=metrics,
         delta=delta,
+        verification=verification,
     )
     manifest_bytes = manifest.to_bytes()
     manifest_cid = kubo.add_bytes(manifest_bytes)
