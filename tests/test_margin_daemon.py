@@ -7,6 +7,7 @@ the same manifest."""
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from pathlib import Path
@@ -15,9 +16,11 @@ import pytest
 import torch
 
 import inference.torch_backend as torch_backend
-from ledger_client.chain.queries import get_work
+from ledger_client.chain.queries import get_work, pool_state
 from ledger_client.ipfs.content import get_object, publish_run_spec
 from ledger_client.cli import EXIT_USAGE
+from protocol.runspec import load_policy_verification
+from validator.cli import main as validator_main
 from ledger_client.ipfs.checkpoints import fetch_manifest
 from protocol.manifest import PolicyVerification
 from protocol.pool import WorkStatus
@@ -143,3 +146,23 @@ def test_trainer_start_refuses_a_policy_verification_file_at_other_levels(pool: 
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "states margin tails at levels [0.0, 0.5]" in lines[0], lines
     assert not run_dir.exists()
+
+
+def test_validator_calibrate_pool_measures_the_newest_policy_for_the_trainer(pool: ProtocolPool, tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """`validator calibrate --pool N --out F`: the pool's newest policy under its own run spec, written as the table
+    `trainer start --policy-verification F` reads; a bad use is refused in one line."""
+    out = tmp_path / "thresholds.toml"
+    chain = ["--rpc-url", pool.anvil.rpc_url, "--deployments", str(pool.deployments), "--kubo-api", pool.kubo_api,
+             "--devnet-dir", str(tmp_path / "no-devnet")]
+    assert validator_main(["calibrate", "--pool", str(pool.pool_id), *chain]) == EXIT_USAGE
+    assert "--pool needs --out" in capsys.readouterr().err
+    assert validator_main(["calibrate", "--pool", str(pool.pool_id), "--out", str(out), "--dtypes", "bfloat16",
+                           "--batch-sizes", "2", "--prompts", "4", "--seeds-per-position", "4", *chain]) == 0
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert printed["step"] == pool_state(pool.ledger(0), pool.pool_id).latest_step and printed["out"] == str(out)
+    assert out.read_text().startswith(f"# pool {pool.pool_id}, policy step {printed['step']}\n")
+    measured = load_policy_verification(out, SPEC)
+    assert measured.logit_tolerance == printed["logit_tolerance"] > 0  # bf16 against the float32 reference
+    assert measured.margin_tokens > 0
+    assert not list(tmp_path.glob(".thresholds.toml.*"))  # written atomically: no temporary file left

@@ -21,6 +21,13 @@ calibrates with all of them: the loosest honest case sets the thresholds.
     validator calibrate --checkpoint DIR --run-spec examples/run.toml [--backend torch|vllm]
         [--dtypes float32,bfloat16] [--batch-sizes 1,8] [--prompts 128] [--seeds-per-position 64] [--margin 2.0] [--out thresholds.toml]
         [--worker-device cuda]
+    validator calibrate --pool N --out thresholds.toml [--every K] [chain options] [the options above]
+
+With `--pool` the checkpoint is the pool's newest policy and the run spec the pool's own, both read from the chain
+and IPFS; with `--every K` it keeps running and recalibrates each time the pool has published K more policies,
+rewriting `--out` atomically. That is the pool owner's half of "thresholds that follow the policy"
+(docs/protocol.md): `trainer start --policy-verification thresholds.toml` attaches the file's tolerances to every
+policy it publishes, because training sharpens a policy and the honest noise grows with it.
 
 The reference is always the validator's: float32 on the CPU. A pool whose workers run on GPUs calibrates
 with `--worker-device cuda` (torch backend) or `--backend vllm`, so the GPU kernels' noise is what is
@@ -32,6 +39,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import shutil
+import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +54,13 @@ from inference.device import ComputeChoiceError, parse_device
 from inference.policy import load_policy, stop_token_ids
 from inference.torch_backend import TorchBackend
 from inference.verify import FP32_THRESHOLDS
-from ledger_client.cli import UsageError
+from ledger_client.chain.ledger import Ledger
+from ledger_client.chain.queries import pool_state
+from ledger_client.cli import UsageError, add_chain_args, load_devnet_info, resolve_chain_args
+from ledger_client.ipfs.checkpoints import fetch_checkpoint
+from ledger_client.ipfs.content import fetch_run_spec
+from ledger_client.ipfs.kubo import KuboClient
+from ledger_client.ipfs.task_subset import fetch_task_subset
 from proofs.margins import CALIBRATION_CONFIDENCE, MARGIN_LEVELS, MarginNull, tail_bound
 from proofs.sampling import SEED_BITS, derive_seed, honest_margins
 from proofs.toploc import (
@@ -323,8 +340,14 @@ def _csv(kind, text: str) -> list:
 
 
 def add_calibrate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint", type=Path, required=True, help="Hugging Face model folder (e.g. a fetched checkpoint)")
-    p.add_argument("--run-spec", type=Path, required=True, help="run spec TOML whose task and sampling to use")
+    p.add_argument("--checkpoint", type=Path, help="Hugging Face model folder (e.g. a fetched checkpoint)")
+    p.add_argument("--run-spec", type=Path, help="run spec TOML whose task and sampling to use")
+    p.add_argument("--pool", type=int, help="calibrate the pool's newest policy under its own run spec (instead of "
+                   "--checkpoint and --run-spec; needs --out)")
+    p.add_argument("--every", type=int, default=0, help="with --pool: keep running, recalibrating each time K more "
+                   "policies are out (default 0: once)")
+    p.add_argument("--kubo-api", help="with --pool: Kubo RPC API (default: the devnet's)")
+    add_chain_args(p)
     p.add_argument("--backend", choices=["torch", "vllm"], default="torch", help="the workers' inference engine")
     p.add_argument("--worker-device", default="cpu", help="where the torch backend's worker runs (cpu, cuda, cuda:1)")
     p.add_argument("--dtypes", default="float32,bfloat16", help="worker compute dtypes (comma-separated)")
@@ -343,34 +366,58 @@ def add_calibrate_args(p: argparse.ArgumentParser) -> None:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
+    if args.pool is not None:
+        return _calibrate_pool(args)
+    if args.checkpoint is None or args.run_spec is None:
+        raise UsageError("give --checkpoint and --run-spec, or --pool")
     if not (args.checkpoint / "config.json").is_file():
         raise UsageError(f"{args.checkpoint} is not a Hugging Face model folder (no config.json)")
     spec = load_run_spec(args.run_spec)
+    _check_options(args)
+    result, stated, header = calibrate(args, args.checkpoint, spec)
+    table = "[verification]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in result.model_dump().items() if v is not None)
+    if args.out:
+        args.out.write_text(header + table)
+    if args.json:
+        print(json.dumps({"measured": stated.pop("measured"), "verification": result.model_dump(), "stated": stated}))
+    elif not args.out:
+        print(header + table, end="")
+    return 0
+
+
+def _check_options(args: argparse.Namespace) -> None:
     dtypes = _csv(str, args.dtypes)
     unknown = sorted(set(dtypes) - set(DTYPES))
     if unknown:
         raise UsageError(f"unknown dtype(s) {unknown}; choose from {sorted(DTYPES)}")
+    _csv(int, args.batch_sizes)
     if args.margin < 1 or args.margin_matches < 0 or args.prompts < 1 or args.seeds_per_position < 1:
         raise UsageError("--margin must be >= 1, --margin-matches >= 0, --prompts and --seeds-per-position >= 1")
     if not 0 < args.false_positive_rate < 1:
         raise UsageError("--false-positive-rate must be in (0, 1)")
+    if args.every < 0:
+        raise UsageError("--every must be >= 0")
     try:
         args.worker_device = parse_device(args.worker_device, flag="--worker-device")
     except ComputeChoiceError as exc:
         raise UsageError(str(exc)) from None
+
+
+def calibrate(args: argparse.Namespace, folder: Path, spec: RunSpec) -> tuple[VerificationSpec, dict, str]:
+    """Measure `folder`'s checkpoint under `spec` as the options say: the `[verification]` rules, the rates they
+    state (with the measurements under "measured"), and the comment lines that head the table."""
+    dtypes = _csv(str, args.dtypes)
     torch.manual_seed(0)
-    noise = measure(args.checkpoint, spec, dtypes, _csv(int, args.batch_sizes), args.prompts, args.backend,
-                    args.worker_device)
+    noise = measure(folder, spec, dtypes, _csv(int, args.batch_sizes), args.prompts, args.backend, args.worker_device)
     base = spec.verification.model_copy(update={"false_positive_rate": args.false_positive_rate})
     result = thresholds(noise, base, args.margin, args.margin_matches, file_chunks(spec, base))
-    null = margin_null(args.checkpoint, spec, noise.samples, result.logit_tolerance, args.seeds_per_position,
+    null = margin_null(folder, spec, noise.samples, result.logit_tolerance, args.seeds_per_position,
                        args.backend, args.worker_device)
     result = result.model_copy(update={"margin_levels": list(null.levels), "margin_tail": list(null.tail),
                                        "margin_tokens": null.tokens})
     stated = stated_rates(spec, result)
-    table = "[verification]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in result.model_dump().items() if v is not None)
     engine = "vllm" if args.backend == "vllm" else f"torch on {args.worker_device}"
-    header = (f"# validator calibrate: {args.checkpoint.name}, workers {engine}, dtypes {dtypes}, "
+    header = (f"# validator calibrate: {folder.name}, workers {engine}, dtypes {dtypes}, "
               f"batch sizes {args.batch_sizes}, "
               f"{noise.chunks} honest chunks, margin x{args.margin} / -{args.margin_matches} matches\n"
               f"# margin test: tails from {null.tokens} honest tokens (confidence 1 - {CALIBRATION_CONFIDENCE:g}); "
@@ -379,11 +426,57 @@ def run_calibrate(args: argparse.Namespace) -> int:
               f"{stated['worker_false_positive_rate']:g} over all its files\n"
               f"# TOPLOC: limits by chunk length ({_chunk_limits(result)}) fitted for a per-file false-positive rate <= "
               f"{stated['false_positive_rate']:g} at {stated['file_chunks']} checked chunks\n")
-    if args.out:
-        args.out.write_text(header + table)
-    if args.json:
-        measured = {k: v for k, v in vars(noise).items() if k not in ("samples", "by_tokens")}
-        print(json.dumps({"measured": measured, "verification": result.model_dump(), "stated": stated}))
-    elif not args.out:
-        print(header + table, end="")
-    return 0
+    stated["measured"] = {k: v for k, v in vars(noise).items() if k not in ("samples", "by_tokens")}
+    return result, stated, header
+
+
+def _calibrate_pool(args: argparse.Namespace) -> int:
+    """`--pool`: calibrate the pool's newest policy (once, or every `--every` policies), writing `--out`
+    atomically with the step it measured."""
+    if args.out is None:
+        raise UsageError("--pool needs --out (the file `trainer start --policy-verification` reads)")
+    if args.checkpoint is not None or args.run_spec is not None:
+        raise UsageError("--pool takes the pool's newest policy and run spec: leave out --checkpoint and --run-spec")
+    _check_options(args)
+    if not args.out.parent.is_dir():
+        raise UsageError(f"--out {args.out}: folder {args.out.parent} does not exist")
+    rpc_url, deployments = resolve_chain_args(args)
+    kubo_api = args.kubo_api or (load_devnet_info(args.devnet_dir) or {}).get("kubo_api")
+    if not kubo_api:
+        raise UsageError("no --kubo-api given and no devnet is up")
+    ledger = Ledger.open(rpc_url, deployments)
+    with KuboClient(kubo_api) as kubo:
+        spec = fetch_run_spec(kubo, pool_state(ledger, args.pool).task_ref)
+        fetch_task_subset(kubo, spec.task)
+        done: int | None = None
+        cache = args.out.parent / f".calibrate-pool-{args.pool}"
+        while True:
+            step = pool_state(ledger, args.pool).latest_step
+            if done is None or step >= done + args.every:
+                fetched = fetch_checkpoint(kubo, bytes(ledger.pool.checkpoint_at(args.pool, step)), cache / str(step),
+                                           provide=False)
+                result, stated, header = calibrate(args, fetched.path, spec)
+                table = "[verification]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in result.model_dump().items()
+                                                     if v is not None)
+                _write_atomically(args.out, f"# pool {args.pool}, policy step {step}\n" + header + table)
+                shutil.rmtree(cache / str(step), ignore_errors=True)
+                print(json.dumps({"pool": args.pool, "step": step, "logit_tolerance": result.logit_tolerance,
+                                  "margin_tail": result.margin_tail, "out": str(args.out)}), flush=True)
+                done = step
+                if args.every == 0:
+                    return 0
+            time.sleep(POOL_POLL_S)
+
+
+POOL_POLL_S = 5.0
+"""How often `--pool --every K` asks the chain for a newer policy."""
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write `text` to `path` so that a reader sees the old file or the new one, never half of one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
