@@ -14,6 +14,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from proofs.margins import MarginNull
+from proofs.toploc_thresholds import ChunkLimits
 from protocol.digest import cid_to_digest
 
 SCHEMA_VERSION: Final = 1
@@ -66,9 +67,10 @@ class Shard(StoredFile):
 
 class PolicyVerification(BaseModel):
     """Tolerances recalibrated on this policy (`validator calibrate` on its weights), for the files generated
-    with it. Training sharpens a policy and honest low-precision noise grows with it (docs/protocol.md, "Thresholds
-    that follow the policy"), so the values a pool calibrated at creation would, later, challenge honest workers.
-    They can only loosen the run spec's: validators apply the larger of each (`VerificationSpec.for_policy`)."""
+    with it: the fields of the run spec's `[verification]` that calibration measures, with the same meaning.
+    Training sharpens a policy and honest low-precision noise grows with it (docs/protocol.md, "Thresholds that
+    follow the policy"), so the values a pool calibrated at creation would, later, challenge honest workers. They
+    can only loosen the run spec's: validators apply the looser of each (`VerificationSpec.for_policy`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -76,6 +78,11 @@ class PolicyVerification(BaseModel):
     margin_levels: list[float]
     margin_tail: list[float]
     margin_tokens: int = Field(ge=0)
+    toploc_min_exp_matches: int = Field(ge=0)
+    toploc_max_mant_err_mean: float = Field(ge=0)
+    toploc_max_mant_err_median: float = Field(ge=0)
+    toploc_mean_excludes_max: bool
+    toploc_by_tokens: list[ChunkLimits]
 
     @model_validator(mode="after")
     def _a_margin_null(self) -> PolicyVerification:

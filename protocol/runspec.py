@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -84,14 +85,26 @@ class VerificationSpec(BaseModel):
         return MarginNull(levels=tuple(self.margin_levels), tail=tuple(self.margin_tail), tokens=self.margin_tokens)
 
     def for_policy(self, policy: PolicyVerification | None) -> VerificationSpec:
-        """The rules for files of a policy whose manifest carries recalibrated tolerances: the larger logit
-        tolerance and, level by level, the larger margin tail, so a policy can loosen the run spec's rules and
-        never tighten them. Tails measured at other levels than the run spec's are not comparable: only the
-        tolerance is taken then. Both nulls stay valid under the larger tolerance, since a token's margin only
-        shrinks as ε grows."""
+        """The rules for files of a policy whose manifest carries recalibrated tolerances: each the looser of the
+        run spec's and the policy's, so a policy can loosen the run spec's rules and never tighten them.
+
+        - the larger logit tolerance, and level by level the larger margin tail (tails measured at other levels
+          are not comparable: only the tolerance is taken then). Both nulls stay valid under the larger
+          tolerance, since a token's margin only shrinks as ε grows;
+        - TOPLOC: the fewer exponent matches, the larger mantissa-error mean and median, the mean without the
+          chunk's largest error if either leaves it out; and for every chunk length the run spec judges by
+          calibrated limits (`toploc_by_tokens`), the looser of its and the policy's limits for that length
+          (`looser_chunk_limits`). Lengths the run spec judges by the scalar limits stay judged by them."""
         if policy is None:
             return self
-        update: dict = {"logit_tolerance": max(self.logit_tolerance, policy.logit_tolerance)}
+        update: dict = {
+            "logit_tolerance": max(self.logit_tolerance, policy.logit_tolerance),
+            "toploc_min_exp_matches": min(self.toploc_min_exp_matches, policy.toploc_min_exp_matches),
+            "toploc_max_mant_err_mean": max(self.toploc_max_mant_err_mean, policy.toploc_max_mant_err_mean),
+            "toploc_max_mant_err_median": max(self.toploc_max_mant_err_median, policy.toploc_max_mant_err_median),
+            "toploc_mean_excludes_max": self.toploc_mean_excludes_max or policy.toploc_mean_excludes_max,
+            "toploc_by_tokens": looser_chunk_limits(self.toploc_by_tokens, policy.toploc_by_tokens),
+        }
         if list(policy.margin_levels) == list(self.margin_levels):
             update |= {"margin_tail": [max(a, b) for a, b in zip(self.margin_tail, policy.margin_tail)],
                        "margin_tokens": min(self.margin_tokens, policy.margin_tokens)}
@@ -102,6 +115,38 @@ class VerificationSpec(BaseModel):
         return Thresholds(min_exp_matches=self.toploc_min_exp_matches, max_mant_err_mean=self.toploc_max_mant_err_mean,
                           max_mant_err_median=self.toploc_max_mant_err_median,
                           mean_excludes_max=self.toploc_mean_excludes_max, by_tokens=tuple(self.toploc_by_tokens))
+
+
+def looser_chunk_limits(spec: Sequence[ChunkLimits], policy: Sequence[ChunkLimits]) -> list[ChunkLimits]:
+    """Calibrated TOPLOC limits by chunk length that are looser than both lists wherever `spec` has limits: one
+    entry at each length boundary of either list that `spec` covers, holding the looser of the entries that
+    `spec` and `policy` judge that length by (`Thresholds.for_tokens`: the first entry at or above it). A chunk of
+    t tokens is judged by the first boundary at or above t, and between two boundaries of the union each list's
+    entry is the same, so the merged entry is looser than both for every length. Where the policy has no entry
+    for a length, the run spec's stands; lengths past the run spec's last entry keep its scalar limits."""
+    def entry_for(limits: Sequence[ChunkLimits], tokens: int) -> ChunkLimits | None:
+        return next((e for e in limits if e.tokens >= tokens), None)
+
+    merged = []
+    for tokens in sorted({e.tokens for e in spec} | {e.tokens for e in policy}):
+        mine = entry_for(spec, tokens)
+        if mine is None:
+            break
+        theirs = entry_for(policy, tokens)
+        if theirs is None:
+            merged.append(mine.model_copy(update={"tokens": tokens}))
+            continue
+        counted = mine.exceed_mean is not None and theirs.exceed_mean is not None
+        merged.append(ChunkLimits(
+            tokens=tokens, chunks=min(mine.chunks, theirs.chunks),
+            max_exp_mismatches=max(mine.max_exp_mismatches, theirs.max_exp_mismatches),
+            max_mant_err_mean=max(mine.max_mant_err_mean, theirs.max_mant_err_mean),
+            max_mant_err_median=max(mine.max_mant_err_median, theirs.max_mant_err_median),
+            # P(mean > max level) <= either list's rate: the larger level with the larger rate stays an honest
+            # bound; a list that does not count this length (no level) turns the count off
+            exceed_mean=max(mine.exceed_mean, theirs.exceed_mean) if counted else None,
+            exceed_rate=max(mine.exceed_rate, theirs.exceed_rate) if counted else 1.0))
+    return merged
 
 
 NUCLEUS_SLACK_LIMIT = 0.1
@@ -201,8 +246,8 @@ def load_run_spec(path: Path) -> RunSpec:
 
 def load_policy_verification(path: Path, spec: RunSpec) -> PolicyVerification:
     """The tolerances a trainer attaches to the policies it publishes (`trainer start --policy-verification`):
-    the logit tolerance and margin tails of the `[verification]` table that `validator calibrate --out` writes
-    (its TOPLOC limits stay the run spec's). RunSpecFileError, with one line naming the problem, when the file
+    the logit tolerance, margin tails and TOPLOC limits of the `[verification]` table that `validator calibrate
+    --out` writes (its other fields are the run spec's business and are not read). RunSpecFileError, with one line naming the problem, when the file
     is missing or malformed, lacks a field, states tails at other levels than the pool's, or would make the
     pool's nucleus check loose; values that only tighten the run spec's are accepted and change nothing."""
     try:

@@ -99,8 +99,8 @@ def test_a_biased_sampler_inside_the_per_token_bound_is_challenged_on_its_margin
     assert min(test["log_p_value"], test["worst_completion_log_p_value"]) < math.log(test["false_positive_rate"] / 2)
 
 
-LOOSER = PolicyVerification(logit_tolerance=20 * TOLERANCE, margin_levels=list(SPEC.verification.margin_levels),
-                            margin_tail=[0.9, 0.9, 0.9, 0.9, 0.9, 0.9], margin_tokens=1)
+LOOSER = PolicyVerification(**{**SPEC.verification.model_dump(include=set(PolicyVerification.model_fields)),
+                               "logit_tolerance": 20 * TOLERANCE, "margin_tail": [0.9] * 6, "margin_tokens": 1})
 """What a recalibration on a much noisier population could state: a bound 20x the run spec's, and tails under
 which the biased sampler's margins (at most 1.9ε / 20ε each) are ordinary."""
 
@@ -136,8 +136,8 @@ def test_trainer_start_refuses_a_policy_verification_file_at_other_levels(pool: 
                                                                           capsys: pytest.CaptureFixture[str]) -> None:
     """Read once the pool's run spec is known and before any download: one line, exit 2, nothing written."""
     bad = tmp_path / "thresholds.toml"
-    bad.write_text("[verification]\nlogit_tolerance = 0.3\nmargin_levels = [0.0, 0.5]\nmargin_tail = [1e-3, 1e-4]\n"
-                   "margin_tokens = 1000\n")
+    fields = LOOSER.model_dump() | {"margin_levels": [0.0, 0.5], "margin_tail": [1e-3, 1e-4]}
+    bad.write_text("[verification]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in fields.items()))
     run_dir = tmp_path / "run"
     argv = ["start", "--pool", str(pool.pool_id), "--rpc-url", pool.anvil.rpc_url, "--deployments",
             str(pool.deployments), "--key", "0x" + bytes(pool.accounts[2].key).hex(), "--kubo-api", pool.kubo_api,

@@ -5,12 +5,21 @@ is malformed, measured at other levels, or would make a top-p pool's nucleus che
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from protocol.manifest import PolicyVerification, parse_manifest
-from protocol.runspec import RunSpec, RunSpecFileError, SamplingSpec, VerificationSpec, load_policy_verification
+from proofs.toploc_thresholds import ChunkLimits
+from protocol.runspec import (
+    RunSpec,
+    RunSpecFileError,
+    SamplingSpec,
+    VerificationSpec,
+    load_policy_verification,
+    looser_chunk_limits,
+)
 
 LEVELS = list(VerificationSpec().margin_levels)
 SPEC = RunSpec(task={"name": "sort", "seed": 0}, pool_seed="0x" + "11" * 32,
@@ -18,8 +27,15 @@ SPEC = RunSpec(task={"name": "sort", "seed": 0}, pool_seed="0x" + "11" * 32,
                                              margin_tokens=10**6))
 
 
-def policy(tolerance: float, tail: list[float], levels: list[float] = LEVELS, tokens: int = 5000) -> PolicyVerification:
-    return PolicyVerification(logit_tolerance=tolerance, margin_levels=levels, margin_tail=tail, margin_tokens=tokens)
+def policy(tolerance: float, tail: list[float], levels: list[float] = LEVELS, tokens: int = 5000,
+           **toploc) -> PolicyVerification:
+    """Recalibrated tolerances; TOPLOC's the run spec's own unless given."""
+    v = SPEC.verification
+    fields = {"toploc_min_exp_matches": v.toploc_min_exp_matches, "toploc_max_mant_err_mean": v.toploc_max_mant_err_mean,
+              "toploc_max_mant_err_median": v.toploc_max_mant_err_median,
+              "toploc_mean_excludes_max": v.toploc_mean_excludes_max, "toploc_by_tokens": v.toploc_by_tokens}
+    return PolicyVerification(logit_tolerance=tolerance, margin_levels=levels, margin_tail=tail, margin_tokens=tokens,
+                              **(fields | toploc))
 
 
 def test_a_policy_loosens_the_run_spec_level_by_level_and_never_tightens_it() -> None:
@@ -51,8 +67,8 @@ def test_a_policy_cannot_loosen_a_top_p_pool_past_its_nucleus_limit(tmp_path: Pa
 
 def _table(p: PolicyVerification, drop: str | None = None) -> str:
     rows = {k: v for k, v in p.model_dump().items() if k != drop}
-    return "# validator calibrate\n[verification]\ntoploc_min_exp_matches = 120\n" + "".join(
-        f"{k} = {v!r}\n" for k, v in rows.items())
+    return "# validator calibrate\n[verification]\nmin_eos_prob = 0.0\n" + "".join(
+        f"{k} = {json.dumps(v)}\n" for k, v in rows.items())
 
 
 @pytest.mark.parametrize("text, message", [
@@ -78,7 +94,37 @@ def test_a_manifest_without_tolerances_keeps_its_bytes_and_one_with_them_round_t
             "aliases": {}, "shards": [{"name": "model-00001-of-00001.safetensors", "tensors": ["w"], "size": 4,
                                        "sha256": "0" * 64,
                                        "cid": "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"}]}
-    plain = parse_manifest(__import__("json").dumps(base).encode())
+    plain = parse_manifest(json.dumps(base).encode())
     assert b"verification" not in plain.to_bytes()
     carried = plain.model_copy(update={"verification": policy(0.1, [1e-3] * 6)})
     assert parse_manifest(carried.to_bytes()) == carried
+
+
+def limits(tokens: int, mismatches: int, mean: float, median: float = 0.5, exceed: float | None = None,
+           rate: float = 1.0) -> ChunkLimits:
+    return ChunkLimits(tokens=tokens, max_exp_mismatches=mismatches, max_mant_err_mean=mean, max_mant_err_median=median,
+                       chunks=100, exceed_mean=exceed, exceed_rate=rate)
+
+
+def test_toploc_limits_from_a_policy_are_looser_than_both_at_every_chunk_length() -> None:
+    spec = [limits(2, 10, 0.5, exceed=0.3, rate=0.1), limits(32, 4, 0.2, exceed=0.1, rate=0.1)]
+    carried = [limits(8, 6, 0.9, exceed=0.2, rate=0.2), limits(16, 2, 0.1), limits(64, 9, 9.0)]
+    merged = looser_chunk_limits(spec, carried)
+    assert [e.tokens for e in merged] == [2, 8, 16, 32]  # nothing past the run spec's last entry (32)
+
+    def judge(entries, t):
+        return next(e for e in entries if e.tokens >= t)
+
+    for t in range(1, 33):
+        m, a, b = judge(merged, t), judge(spec, t), judge(carried, t)
+        assert m.max_exp_mismatches >= max(a.max_exp_mismatches, b.max_exp_mismatches)
+        assert m.max_mant_err_mean >= max(a.max_mant_err_mean, b.max_mant_err_mean)
+        assert m.max_mant_err_median >= max(a.max_mant_err_median, b.max_mant_err_median)
+    assert judge(merged, 12).exceed_mean is None  # the policy does not count 9-16-token chunks: neither does the merge
+    assert (judge(merged, 1).exceed_mean, judge(merged, 1).exceed_rate) == (0.3, 0.2)
+    assert looser_chunk_limits([], carried) == []  # a run spec judged by scalar limits keeps them
+    rules = SPEC.verification.model_copy(update={"toploc_by_tokens": spec}).for_policy(
+        policy(0.02, [1e-3] * 6, toploc_min_exp_matches=100, toploc_max_mant_err_mean=0.5, toploc_by_tokens=carried,
+               toploc_mean_excludes_max=True))
+    assert (rules.toploc_min_exp_matches, rules.toploc_max_mant_err_mean, rules.toploc_mean_excludes_max) == (90, 10.0, True)
+    assert rules.toploc_by_tokens == merged
