@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+import select
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -166,3 +169,33 @@ def test_validator_calibrate_pool_measures_the_newest_policy_for_the_trainer(poo
     assert measured.logit_tolerance == printed["logit_tolerance"] > 0  # bf16 against the float32 reference
     assert measured.margin_tokens > 0
     assert not list(tmp_path.glob(".thresholds.toml.*"))  # written atomically: no temporary file left
+
+
+def test_validator_calibrate_pool_every_k_recalibrates_when_k_more_policies_are_out(pool: ProtocolPool,
+                                                                                     tmp_path: Path) -> None:
+    """`--every 1` keeps running: one table for the newest policy at start, another once the trainer publishes the
+    next one (the file rewritten in place, atomically)."""
+    out = tmp_path / "thresholds.toml"
+    command = [sys.executable, "-m", "validator.cli", "calibrate", "--pool", str(pool.pool_id), "--out", str(out),
+               "--every", "1", "--dtypes", "bfloat16", "--batch-sizes", "2", "--prompts", "2", "--seeds-per-position",
+               "2", "--rpc-url", pool.anvil.rpc_url, "--deployments", str(pool.deployments), "--kubo-api",
+               pool.kubo_api, "--devnet-dir", str(tmp_path / "no-devnet")]
+    daemon = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        first = json.loads(_line(daemon, 120))
+        step = pool_state(pool.ledger(0), pool.pool_id).latest_step
+        assert first["step"] == step
+        publisher(pool, "trainer-next", LOOSER)(step + 1, pool.model.state_dict())
+        second = json.loads(_line(daemon, 120))
+        assert second["step"] == step + 1
+        assert out.read_text().startswith(f"# pool {pool.pool_id}, policy step {step + 1}\n")
+    finally:
+        daemon.kill()
+        daemon.wait()
+
+
+def _line(process: subprocess.Popen, timeout_s: float) -> str:
+    """The process's next stdout line, or a failure after `timeout_s`."""
+    ready, _, _ = select.select([process.stdout], [], [], timeout_s)
+    assert ready, f"no output in {timeout_s} s"
+    return process.stdout.readline()
