@@ -39,9 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shutil
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -58,6 +56,7 @@ from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import pool_state
 from ledger_client.cli import UsageError, add_chain_args, load_devnet_info, resolve_chain_args
 from ledger_client.ipfs.checkpoints import fetch_checkpoint
+from ledger_client.ipfs.checkpoints.files import atomic_write
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.ipfs.task_subset import fetch_task_subset
@@ -458,7 +457,8 @@ def _calibrate_pool(args: argparse.Namespace) -> int:
                 result, stated, header = calibrate(args, fetched.path, spec)
                 table = "[verification]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in result.model_dump().items()
                                                      if v is not None)
-                _write_atomically(args.out, f"# pool {args.pool}, policy step {step}\n" + header + table)
+                # a reader (the trainer) sees the old table or the new one, never half of one
+                atomic_write(args.out, (f"# pool {args.pool}, policy step {step}\n" + header + table).encode())
                 shutil.rmtree(cache / str(step), ignore_errors=True)
                 print(json.dumps({"pool": args.pool, "step": step, "logit_tolerance": result.logit_tolerance,
                                   "margin_tail": result.margin_tail, "out": str(args.out)}), flush=True)
@@ -470,13 +470,3 @@ def _calibrate_pool(args: argparse.Namespace) -> int:
 
 POOL_POLL_S = 5.0
 """How often `--pool --every K` asks the chain for a newer policy."""
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Write `text` to `path` so that a reader sees the old file or the new one, never half of one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
