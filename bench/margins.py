@@ -77,15 +77,16 @@ def main(argv: list[str] | None = None) -> int:
     bias = torch.zeros(2048)
     bias[::10] = 0.9 * eps
     samplers = {"honest": lambda x: x, "T x 0.95": lambda x: x / 0.95, "bias 0.9 eps": lambda x: x + bias.to(x.dtype)}
-    scores: dict[str, list[tuple[int, float]]] = {}
+    margins_of: dict[str, list[list[float]]] = {}  # per sampler, per file: every token's margin
     for name, tilt in samplers.items():
-        scores[name] = []
+        margins_of[name] = []
         for f in range(args.files):
             rows = _generate(folder, range(10_000 + 64 * f, 10_064 + 64 * f), tilt)
             prefills = validator.prefill_batch([(p, ids) for p, ids, _ in rows])
-            margins = [replay(pre.logits, ids, seed, 1.0, 1.0, eps).margin_sum for (_, ids, seed), pre in zip(rows, prefills)]
-            scores[name].append((sum(len(ids) for _, ids, _ in rows), sum(margins)))
+            margins_of[name].append([m for (_, ids, seed), pre in zip(rows, prefills)
+                                     for m in replay(pre.logits, ids, seed, 1.0, 1.0, eps).margins])
     for seeds, null in nulls.items():
+        scores = {name: [(len(margins), null.score(margins)) for margins in files] for name, files in margins_of.items()}
         out = {"seeds_per_position": seeds, "calibration_tokens": null.tokens, "eps": eps,
                "tail": [float(f"{q:.3g}") for q in null.tail],
                "file_threshold": null.threshold(scores["honest"][0][0], RATE / 2)}

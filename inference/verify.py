@@ -257,6 +257,8 @@ def _prefill_checks(record: CompletionRecord, early: list[CheckResult], prefill:
             "logit_tolerance": config.logit_tolerance,
             "tokens": replayed.n_tokens,
             "margin_sum": replayed.margin_sum,
+            "margin_score": replayed.margin_sum if config.margin_null is None else
+            config.margin_null.score(replayed.margins),
             "max_margin": max(replayed.margins, default=0.0),
         },
     ))
@@ -286,13 +288,14 @@ def _toploc_check(results: list[ChunkResult] | ProofFormatError, config: VerifyC
 
 
 def file_margin_test(verdicts: Sequence[Verdict], config: VerifyConfig) -> MarginTest | None:
-    """The margin test (proofs.margins.margin_test) of the completions whose sampling replay ran, as one file
+    """The margin test (proofs.margins.margin_test) of the completions whose sampling replay ran, on their margins
+    rounded up to the null's levels (`MarginNull.score`), as one file
     (its `worst_completion` an index into `verdicts`); None when the pool states no null or nothing was replayed."""
     replayed = {i: c for i, v in enumerate(verdicts)
-                if (c := v.check("sampling")) is not None and "margin_sum" in c.details}
+                if (c := v.check("sampling")) is not None and "margin_score" in c.details}
     if config.margin_null is None or not replayed:
         return None
-    test = margin_test([(c.details["tokens"], c.details["margin_sum"]) for c in replayed.values()],
+    test = margin_test([(c.details["tokens"], c.details["margin_score"]) for c in replayed.values()],
                        config.margin_null, config.false_positive_rate)
     worst = None if test.worst_completion is None else list(replayed)[test.worst_completion]
     return test.model_copy(update={"worst_completion": worst})

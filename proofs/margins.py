@@ -13,7 +13,7 @@ Per token (proofs.sampling.replay computes it where the logits live):
     m = 1 also when the token lies outside the validator's own top-p nucleus (top_p < 1)
 
 so m ∈ [0, 1], 0 for the validator's argmax and 1 at the hard bound. A completion's or a file's statistic is
-the sum S of its margins over n tokens.
+the sum S of its margins over n tokens, each rounded up to the null's next level (`MarginNull.score`).
 
 The null (`MarginNull`): `validator calibrate` counts, over M honest tokens, how many margins exceed each
 level θ_0 = 0 < θ_1 < … < θ_K, and keeps an upper confidence bound q_k ≥ P(m > θ_k) per level (`tail_bound`:
@@ -36,6 +36,7 @@ calibrated population (dtype, engine, batch sizes; the model's near-tie density,
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 
@@ -102,6 +103,16 @@ class MarginNull(BaseModel):
         for k in range(len(bounds) - 2, -1, -1):  # a tail cannot grow with the level
             bounds[k] = max(bounds[k], bounds[k + 1])
         return cls(levels=tuple(levels), tail=tuple(bounds), tokens=tokens)
+
+    def score(self, margins: Sequence[float]) -> float:
+        """The test's statistic of some tokens: the sum of their margins, each rounded up to the next point of the
+        dominating distribution's support (θ_{k+1} for a margin in (θ_k, θ_{k+1}], 1 above θ_K, 0 for 0). Under
+        the null P(rounded ≥ θ_{k+1}) = P(m > θ_k) ≤ q_k, so the rounded margin is dominated by the same
+        distribution as the margin itself and every bound here holds for the rounded sum; and since it is at least
+        the plain sum, the test rejects wherever the plain sum's would. It is what lets a few tokens far above the
+        honest noise count as the rare events they are: four at m ≈ 0.75 count 4, not 3."""
+        points = [*self.levels[1:], 1.0]
+        return float(sum(0.0 if m <= 0 else points[bisect.bisect_left(self.levels, m) - 1] for m in margins))
 
     def log_mgf(self, lam: float) -> float:
         """Λ(λ) of the dominating distribution: log(1 − q_0 + Σ_k (q_k − q_{k+1}) e^{λ θ_{k+1}} + q_K e^λ)."""

@@ -48,6 +48,26 @@ def test_chernoff_bound_holds_for_an_honest_population_inside_the_tails() -> Non
     assert null.log_p_value(float(sums.max()), 512) > math.log(1e-2) - 1e-9 or (sums >= threshold).any()
 
 
+def test_rounded_margins_keep_the_bound_and_count_tokens_far_above_the_noise_as_rare_events() -> None:
+    """The statistic rounds each margin up to the null's next level (MarginNull.score): the honest population's
+    rounded sums still exceed the threshold at most α of the time, and a file with four tokens at m = 0.75 among
+    honest ones is caught by the rounded sum (4) where the plain sum (3) passes."""
+    rng = np.random.default_rng(8)
+    exceed = [round(4e-3 * max(0.0, 1 - level / 0.3) * 10**7) for level in MARGIN_LEVELS]
+    null = MarginNull.fit(exceed, 10**7)
+    flips = rng.random((5000, 512)) < 4e-3
+    margins = flips * rng.uniform(0, 0.3, flips.shape)
+    rounded = np.array([null.score(row) for row in margins])
+    assert (rounded >= margins.sum(axis=1) - 1e-12).all()
+    assert (rounded >= null.threshold(512, 1e-2)).mean() <= 1e-2
+    calibrated = MarginNull(levels=MARGIN_LEVELS, tail=(9.6e-4, 9.0e-4, 7.9e-4, 4.7e-4, 3.2e-5, 3.2e-5))
+    file = [0.0] * 556 + [0.75] * 4
+    rate = 1e-6
+    assert calibrated.log_p_value(sum(file), 560) > math.log(rate / 2)  # the plain sum: 3.0, not significant
+    assert calibrated.score(file) == 4.0
+    assert calibrated.log_p_value(calibrated.score(file), 560) < math.log(rate / 2)
+
+
 def test_margin_test_names_the_most_deviant_completion() -> None:
     null = MarginNull.fit([10, 5, 2, 0, 0, 0], 10**6)
     honest = [(32, 0.0)] * 63
