@@ -117,7 +117,8 @@ def _margin_rows(t: dict) -> list[dict[str, Any]]:
         worst = math.exp(t.get("worst_completion_log_p_value", 0.0))
         rows.append(_row("bound of the most deviant completion (× completions)", worst, half, worst > half,
                          t["worst_completion"], rule=">"))
-    rows.append(_row("margin sum", t.get("score"), t.get("threshold"), None, rule="vs the score challenged"))
+    rows.append(_row("margin sum (each margin rounded up to the null's next level)", t.get("score"), t.get("threshold"),
+                     None, rule="vs the score challenged"))
     return rows
 
 
