@@ -2,9 +2,9 @@
 
 A file whose margins are only slightly off the honest distribution passes the per-file test; many of them add
 up. For each worker the book keeps the (checked tokens, margin sum) of every file this validator accepted on
-the margin test since the worker's last accumulated challenge, and the e-process of proofs.margins over
-them, each file's factor under its own null (a policy may carry its own tolerances): an honest worker's ever reaches 1/α with probability at most α (the run spec's
-`worker_false_positive_rate`), however many files it submits. When it does, the submission being judged is
+the margin test since the worker's last accumulated challenge, and the e-process of proofs.margins over them,
+each file's factor under its own null (a policy may carry its own tolerances): an honest worker's ever reaches
+1/α with probability at most α (the run spec's `worker_false_positive_rate`), however many files it submits. When it does, the submission being judged is
 challenged SAMPLING with the files, their totals and the e-value as evidence, and the book starts afresh.
 
 Crash safety: the book is written atomically before the verdict is sent; a file is counted once per work id,
