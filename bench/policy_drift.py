@@ -12,8 +12,9 @@ This measures both rule sets on bench.attacks' pool (examples/run-attacks.toml, 
 `--early` steps as the pool's base and `--late` steps as a later policy; both profiles by `validator calibrate`):
 
 - honest bf16 workers of the late policy (batch 1 and the whole file at once), N files, judged by the creation
-  rules and by the recalibrated ones: false positives with their reasons and Wilson intervals, and the per-worker
-  e-process at the end;
+  rules and by the recalibrated ones: false positives with their reasons and Wilson intervals, the per-worker
+  e-process at the end, and how much of the margin null the accepted files use (the validator's drift signal,
+  `validator.worker_margins.NullUse`: above 1, recalibrate);
 - what the looser rules give up: a systematically different sampler (T × 0.95 and a 1.9ε logit bias, proofs
   forged) on the late policy, detected per file under each rule set.
 
@@ -47,7 +48,7 @@ from bench.attacks import (
 )
 from protocol.manifest import PolicyVerification
 from protocol.runspec import load_run_spec
-from validator.worker_margins import WorkerMargins
+from validator.worker_margins import NullUse, WorkerMargins
 
 ATTACKS = ("T x 0.95, forged", "logit bias 1.9 eps on answer tokens, forged")
 
@@ -64,6 +65,7 @@ def honest_campaign(lab: Lab, profiles: list[Profile], files: int, workdir: Path
     each judged under every profile; one worker book per profile."""
     out = {p.name: {"files": 0, "false_positives": 0, "reasons": Counter()} for p in profiles}
     books = {p.name: WorkerMargins(workdir / f"drift-{p.name}.json") for p in profiles}
+    uses = {p.name: NullUse(files) for p in profiles}
     for f in range(files):
         batch = lab.honest(lab.spec, 3_000_000 + f, "bfloat16", batch_size=1 if f % 2 else None)
         for p in profiles:
@@ -75,6 +77,7 @@ def honest_campaign(lab: Lab, profiles: list[Profile], files: int, workdir: Path
                 o["false_positives"] += 1
                 o["reasons"][outcome.reason.name] += 1
             elif outcome.margins:
+                uses[p.name].add(outcome.margins["tokens"], outcome.margins["score"], spec.verification.margin_null())
                 books[p.name].judge(WORKER, f"0x{f:064x}", outcome.margins["tokens"], outcome.margins["score"],
                                     spec.verification.margin_null(), spec.verification.worker_false_positive_rate)
         if (f + 1) % 100 == 0:
@@ -82,7 +85,8 @@ def honest_campaign(lab: Lab, profiles: list[Profile], files: int, workdir: Path
                           f"{ {name: o['false_positives'] for name, o in out.items()} }")
     return {p.name: {**rate(out[p.name]["false_positives"], out[p.name]["files"]),
                      "reasons": dict(out[p.name]["reasons"]),
-                     "worker_log_e_end": round(books[p.name].log_e_value(WORKER, p.verification.margin_null()), 2)}
+                     "worker_log_e_end": round(books[p.name].log_e_value(WORKER, p.verification.margin_null()), 2),
+                     "margin_null_use": round(uses[p.name].use(), 3)}
             for p in profiles}
 
 
@@ -126,7 +130,8 @@ def run(spec_path: Path, early: int, late: int, files: int, attack_files: int, c
         result["honest"] = honest_campaign(lab, profiles, files, workdir, console)
         for name, r in result["honest"].items():
             console.print(f"honest bf16 files of the later policy under the {name} rules: {r['k']}/{r['n']} "
-                          f"challenged {r['reasons']} (95 % CI {r['ci95']}); worker log e {r['worker_log_e_end']}")
+                          f"challenged {r['reasons']} (95 % CI {r['ci95']}); worker log e {r['worker_log_e_end']}; "
+                          f"the accepted files use {r['margin_null_use']}x the margin null's mean (validator NullUse)")
         result["attacks"] = attack_campaign(lab, profiles, attack_files, console) if attack_files else {}
     result["seconds"] = round(time.perf_counter() - started, 1)
     return result

@@ -114,6 +114,13 @@ class MarginNull(BaseModel):
         points = [*self.levels[1:], 1.0]
         return float(sum(0.0 if m <= 0 else points[bisect.bisect_left(self.levels, m) - 1] for m in margins))
 
+    def mean(self) -> float:
+        """E[X] of the dominating distribution: the largest mean rounded margin per token the null allows an
+        honest worker (q_k − q_{k+1} at θ_{k+1}, q_K at 1)."""
+        points = [*self.levels[1:], 1.0]
+        nexts = [*self.tail[1:], 0.0]
+        return sum((q - q_next) * x for q, q_next, x in zip(self.tail, nexts, points))
+
     def log_mgf(self, lam: float) -> float:
         """Λ(λ) of the dominating distribution: log(1 − q_0 + Σ_k (q_k − q_{k+1}) e^{λ θ_{k+1}} + q_K e^λ)."""
         points = [*self.levels[1:], 1.0]

@@ -23,6 +23,7 @@ def test_both_rule_sets_judge_the_same_files_and_the_recalibrated_ones_are_never
     assert recalibrated["logit_tolerance"] >= creation["logit_tolerance"] > 0
     assert all(b >= a for a, b in zip(creation["margin_tail"], recalibrated["margin_tail"]))
     assert {name: h["n"] for name, h in r["honest"].items()} == {"creation": 4, "recalibrated": 4}
+    assert all(h["margin_null_use"] >= 0 for h in r["honest"].values())
     assert set(r["attacks"]["creation"]) == set(r["attacks"]["recalibrated"]) == set(ATTACKS)
     json.dumps(r, allow_nan=False)
 

@@ -21,7 +21,7 @@ from proofs.margins import MARGIN_LEVELS, MarginNull, log_e_value, margin_test, 
 from proofs.sampling import honest_margins, replay, sample_tokens
 from proofs.toploc import build_proofs_batch
 from protocol.runspec import SamplingSpec
-from validator.worker_margins import WorkerMargins
+from validator.worker_margins import NullUse, WorkerMargins
 
 SAMPLING = SamplingSpec(temperature=1.0, max_tokens=32)
 
@@ -193,3 +193,32 @@ def test_worker_book_multiplies_each_files_factor_under_its_own_null(tmp_path: P
     legacy = tmp_path / "legacy.json"
     legacy.write_text(json.dumps({worker: {"open": {"0x01": [2048, 0.5]}, "challenged": {}}}))
     assert WorkerMargins(legacy).log_e_value(worker, late) == pytest.approx(late.worker_log_e_value(0.5, 2048))
+
+
+def test_the_nulls_mean_and_how_much_of_it_accepted_files_use(caplog: pytest.LogCaptureFixture) -> None:
+    """MarginNull.mean is the dominating distribution's mean (a sample of it agrees); NullUse divides accepted
+    files' rounded margins per token by it, each file under its own null; the validator warns once when it is
+    outgrown."""
+    null = MarginNull(levels=MARGIN_LEVELS, tail=(4e-3, 3e-3, 2e-3, 1e-3, 5e-4, 1e-4))
+    rng = np.random.default_rng(9)
+    points = np.array([0.0, *MARGIN_LEVELS[1:], 1.0])
+    masses = np.array([1 - 4e-3, 1e-3, 1e-3, 1e-3, 5e-4, 4e-4, 1e-4])
+    assert abs(rng.choice(points, size=2_000_000, p=masses).mean() - null.mean()) < 0.05 * null.mean()
+    use = NullUse(files=2)
+    assert use.add(1000, 0.5 * 1000 * null.mean(), null) == pytest.approx(0.5)
+    looser = MarginNull(levels=MARGIN_LEVELS, tail=tuple(2 * q for q in null.tail))
+    assert use.add(1000, 1000 * null.mean(), looser) == pytest.approx(1.5 / 3)  # (0.5 + 1) m / (1 + 2) m
+    assert use.add(3000, 0.0, null) == pytest.approx(1.0 / 5)  # the first file fell out of the window of 2
+
+    from types import SimpleNamespace
+
+    from validator.daemon import Metrics, ValidatorDaemon
+    daemon = SimpleNamespace(null_use=NullUse(), metrics=Metrics(), _null_use_warned=False,
+                             config=SimpleNamespace(pool_id=7))
+    outgrown = {"tokens": 1000, "score": 3 * 1000 * null.mean(), "null": null.model_dump()}
+    with caplog.at_level("WARNING", logger="proofswarm.validator"):
+        for _ in range(40):
+            ValidatorDaemon._watch_null(daemon, outgrown)
+    warnings = [r for r in caplog.records if "outgrown its calibration" in r.getMessage()]
+    assert len(warnings) == 1 and "validator calibrate --pool 7" in warnings[0].getMessage()
+    assert daemon.metrics.margin_null_use._value.get() == pytest.approx(3.0)

@@ -56,7 +56,7 @@ from protocol.verdicts import Evidence, Reason, SpotCheck, clip_text
 from validator.checker_pool import CheckerPool, CheckFailure
 from validator.court import ZERO_ADDRESS, Conduct, CourtDuties, CourtRules, audits, vote_commitment
 from validator.retries import RetryBook
-from validator.worker_margins import WorkerMargins
+from validator.worker_margins import NullUse, WorkerMargins
 
 log = logging.getLogger("proofswarm.validator")
 
@@ -158,6 +158,10 @@ class Metrics:
                                registry=self.registry)
         self.loop_errors = Counter("proofswarm_validator_loop_errors", "polls that failed (chain or IPFS down)",
                                    registry=self.registry)
+        self.margin_null_use = Gauge("proofswarm_validator_margin_null_use",
+                                     "accepted files' mean rounded margin per token over the null's mean (last 256 "
+                                     "files): above 1, the pool's traffic has outgrown its calibration",
+                                     registry=self.registry)
 
     def serve(self, port: int) -> None:
         start_http_server(port, addr="127.0.0.1", registry=self.registry)
@@ -210,6 +214,8 @@ class ValidatorDaemon:
         self.retries = RetryBook(config.state_dir / "retries.json")
         self.pool = pool_state(ledger, config.pool_id)
         self.worker_margins = WorkerMargins(config.state_dir / "worker_margins.json")
+        self.null_use = NullUse()
+        self._null_use_warned = False
         self.checkers = CheckerPool(checker_factory, processes=config.processes,
                                     check_timeout_s=config.check_timeout_s)
         self._fetchers = ThreadPoolExecutor(max_workers=max(2, config.max_in_flight))
@@ -436,6 +442,8 @@ class ValidatorDaemon:
 
     def _conclude(self, s: Submission, outcome: CheckOutcome) -> int:
         """Act on a check's outcome as its purpose says; returns 1 if a verdict was sent."""
+        if outcome.ok and outcome.margins:
+            self._watch_null(outcome.margins)
         if s.purpose == "audit":
             return self._audited(s, outcome)
         if s.purpose == "vote":
@@ -472,6 +480,17 @@ class ValidatorDaemon:
             raise
         self._journal(s, verdict, reason, outcome.message)
         return 1
+
+    def _watch_null(self, margins: dict[str, Any]) -> None:
+        """Track how much of the margin null the accepted files use (NullUse); say so once when it is outgrown."""
+        use = self.null_use.add(margins["tokens"], margins["score"], MarginNull(**margins["null"]))
+        self.metrics.margin_null_use.set(use)
+        if use > 1 and len(self.null_use.files) >= NULL_USE_WARN_AFTER and not self._null_use_warned:
+            self._null_use_warned = True
+            log.warning("pool %d: the last %d accepted files use %.2fx the margin null's allowance: the policy has "
+                        "outgrown its calibration, and honest workers will be challenged; recalibrate on the newest "
+                        "policy (validator calibrate --pool %d --out F, trainer start --policy-verification F)",
+                        self.config.pool_id, len(self.null_use.files), use, self.config.pool_id)
 
     def _accumulated(self, s: Submission, outcome: CheckOutcome) -> CheckOutcome:
         """An accepted file counted into its worker's margin book (validator.worker_margins): the outcome, or an
@@ -819,3 +838,5 @@ def _submission_from(d: dict) -> Submission:
     return Submission(bytes.fromhex(d["work_id"]), d["pool_id"], d["worker"], d["step"], d["n_samples"],
                       d["nonce"], bytes.fromhex(d["rollout_digest"]), block_number=d.get("block_number", 0),
                       purpose=d.get("purpose", "judge"), seed_block=d.get("seed_block", 0))
+NULL_USE_WARN_AFTER = 32
+"""Accepted files the margin null's use is measured on before a validator warns that it is outgrown."""

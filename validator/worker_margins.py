@@ -18,6 +18,7 @@ import json
 import math
 import os
 import tempfile
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -74,3 +75,28 @@ class WorkerMargins:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, self.path)
+
+
+NULL_USE_FILES = 256
+"""Accepted files over which `NullUse` measures the pool's use of the margin null."""
+
+
+class NullUse:
+    """How much of the margin null's allowance the files this validator accepts use: their mean rounded margin
+    per token over the last `NULL_USE_FILES` accepted files, divided by the null's mean (MarginNull.mean), each
+    file under its own policy's null. Honest workers of the calibrated population stay below 1 (the null is an
+    upper confidence bound on them); a pool whose policy has outgrown its calibration drifts above it, before its
+    honest workers are challenged — the sign to recalibrate (`validator calibrate --pool`)."""
+
+    def __init__(self, files: int = NULL_USE_FILES):
+        self.files: deque[tuple[int, float, float]] = deque(maxlen=files)  # (tokens, score, the null's mean)
+
+    def add(self, tokens: int, score: float, null: MarginNull) -> float:
+        """Count one accepted file; the use now."""
+        if tokens > 0:
+            self.files.append((tokens, score, null.mean()))
+        return self.use()
+
+    def use(self) -> float:
+        allowed = sum(n * mean for n, _, mean in self.files)
+        return sum(s for _, s, _ in self.files) / allowed if allowed > 0 else 0.0
