@@ -269,14 +269,18 @@ def test_the_checker_prefills_on_its_device(tmp_path: Path, monkeypatch: pytest.
     import validator.checks as checks
 
     made: list[dict] = []
-    monkeypatch.setattr(checks, "fetch_checkpoint", lambda *a, **kw: argparse.Namespace(path=tmp_path))
+    fetched = argparse.Namespace(path=tmp_path, manifest=argparse.Namespace(verification=None))
+    monkeypatch.setattr(checks, "fetch_checkpoint", lambda *a, **kw: fetched)
     policy = _policy()
     monkeypatch.setattr(checks, "TorchBackend", lambda model, **kw: made.append(kw) or "backend")
     checker = object.__new__(checks.RolloutChecker)  # no chain: only what _policy reads
     checker.device, checker.kubo, checker.cache_dir = "cuda:1", None, tmp_path
     checker.retention, checker._policies = argparse.Namespace(keep=2), {}
+    checker.spec, checker.max_batch_tokens = SPEC, 1024
     checker._load_policy = lambda folder: (policy.model, policy.tokenizer)
-    assert checker._policy(0, b"\x22" * 32) == ("backend", policy.tokenizer)
+    backend, tokenizer, config = checker._policy(0, b"\x22" * 32)
+    assert (backend, tokenizer) == ("backend", policy.tokenizer)
+    assert config == checks.verify_config_of(SPEC, 1024)  # a manifest without tolerances: the run spec's rules
     assert made[0]["device"] == "cuda:1" and "compute_dtype" not in made[0]  # the reference stays float32
 
 
