@@ -104,6 +104,12 @@ class MarginNull(BaseModel):
             bounds[k] = max(bounds[k], bounds[k + 1])
         return cls(levels=tuple(levels), tail=tuple(bounds), tokens=tokens)
 
+    def _atoms(self) -> list[tuple[float, float]]:
+        """The dominating distribution's non-zero points and their masses: (θ_{k+1}, q_k − q_{k+1}), (1, q_K)."""
+        points = [*self.levels[1:], 1.0]
+        nexts = [*self.tail[1:], 0.0]
+        return [(x, q - q_next) for q, q_next, x in zip(self.tail, nexts, points)]
+
     def score(self, margins: Sequence[float]) -> float:
         """The test's statistic of some tokens: the sum of their margins, each rounded up to the next point of the
         dominating distribution's support (θ_{k+1} for a margin in (θ_k, θ_{k+1}], 1 above θ_K, 0 for 0). Under
@@ -117,16 +123,12 @@ class MarginNull(BaseModel):
     def mean(self) -> float:
         """E[X] of the dominating distribution: the largest mean rounded margin per token the null allows an
         honest worker (q_k − q_{k+1} at θ_{k+1}, q_K at 1)."""
-        points = [*self.levels[1:], 1.0]
-        nexts = [*self.tail[1:], 0.0]
-        return sum((q - q_next) * x for q, q_next, x in zip(self.tail, nexts, points))
+        return sum(mass * x for x, mass in self._atoms())
 
     def log_mgf(self, lam: float) -> float:
         """Λ(λ) of the dominating distribution: log(1 − q_0 + Σ_k (q_k − q_{k+1}) e^{λ θ_{k+1}} + q_K e^λ)."""
-        points = [*self.levels[1:], 1.0]
-        nexts = [*self.tail[1:], 0.0]
         terms = [math.log1p(-self.tail[0]) if self.tail[0] < 1 else -math.inf]
-        terms += [math.log(q - q_next) + lam * x for q, q_next, x in zip(self.tail, nexts, points) if q > q_next]
+        terms += [math.log(mass) + lam * x for x, mass in self._atoms() if mass > 0]
         top = max(terms)
         return top + math.log(sum(math.exp(t - top) for t in terms))
 

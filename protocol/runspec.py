@@ -12,7 +12,7 @@ import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from proofs.margins import MARGIN_LEVELS, MarginNull
 from proofs.toploc_thresholds import ChunkLimits, Thresholds
@@ -247,9 +247,10 @@ def load_run_spec(path: Path) -> RunSpec:
 def load_policy_verification(path: Path, spec: RunSpec) -> PolicyVerification:
     """The tolerances a trainer attaches to the policies it publishes (`trainer start --policy-verification`):
     the logit tolerance, margin tails and TOPLOC limits of the `[verification]` table that `validator calibrate
-    --out` writes (its other fields are the run spec's business and are not read). RunSpecFileError, with one line naming the problem, when the file
-    is missing or malformed, lacks a field, states tails at other levels than the pool's, or would make the
-    pool's nucleus check loose; values that only tighten the run spec's are accepted and change nothing."""
+    --out` writes (its other fields are the run spec's business and are not read). RunSpecFileError, with one
+    line naming the problem, when the file is missing or malformed, lacks a field, states tails at other levels
+    than the pool's, or would make the pool's nucleus check loose; values that only tighten the run spec's are
+    accepted and change nothing."""
     try:
         table = tomllib.loads(Path(path).read_text()).get("verification")
     except FileNotFoundError:
@@ -265,8 +266,8 @@ def load_policy_verification(path: Path, spec: RunSpec) -> PolicyVerification:
                                "`validator calibrate --out`)")
     try:
         policy = PolicyVerification.model_validate({name: table[name] for name in fields})
-    except ValueError as exc:
-        first = exc.errors()[0] if hasattr(exc, "errors") else {"msg": str(exc), "loc": ()}
+    except ValidationError as exc:
+        first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise RunSpecFileError(f"policy verification file {path}: {where + ': ' if where else ''}{first['msg']}") from None
     if list(policy.margin_levels) != list(spec.verification.margin_levels):

@@ -310,6 +310,12 @@ def _toml(value) -> str:
     return json.dumps(value)
 
 
+def verification_table(verification: VerificationSpec) -> str:
+    """The `[verification]` table of a run spec (and of `trainer start --policy-verification`'s file)."""
+    return "[verification]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in verification.model_dump().items()
+                                       if v is not None)
+
+
 def _chunk_limits(verification: VerificationSpec) -> str:
     return "; ".join(f"chunks of <= {p.tokens} tokens, fitted on {p.chunks}: <= {p.max_exp_mismatches} exponent mismatches, "
                      f"mean <= {p.max_mant_err_mean:.3g}, median <= {p.max_mant_err_median:.3g}"
@@ -374,7 +380,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     spec = load_run_spec(args.run_spec)
     _check_options(args)
     result, stated, header = calibrate(args, args.checkpoint, spec)
-    table = "[verification]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in result.model_dump().items() if v is not None)
+    table = verification_table(result)
     if args.out:
         args.out.write_text(header + table)
     if args.json:
@@ -455,10 +461,9 @@ def _calibrate_pool(args: argparse.Namespace) -> int:
                 fetched = fetch_checkpoint(kubo, bytes(ledger.pool.checkpoint_at(args.pool, step)), cache / str(step),
                                            provide=False)
                 result, stated, header = calibrate(args, fetched.path, spec)
-                table = "[verification]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in result.model_dump().items()
-                                                     if v is not None)
                 # a reader (the trainer) sees the old table or the new one, never half of one
-                atomic_write(args.out, (f"# pool {args.pool}, policy step {step}\n" + header + table).encode())
+                atomic_write(args.out, (f"# pool {args.pool}, policy step {step}\n" + header +
+                                        verification_table(result)).encode())
                 shutil.rmtree(cache / str(step), ignore_errors=True)
                 print(json.dumps({"pool": args.pool, "step": step, "logit_tolerance": result.logit_tolerance,
                                   "margin_tail": result.margin_tail, "out": str(args.out)}), flush=True)
