@@ -89,6 +89,8 @@ CATEGORIES = {
     "fetch weights": "fetch weights", "intake": "poll for work", "eval": "eval (off the clock)",
 }
 """Phase names in the code (protocol.phases) → the breakdown's rows; other transactions are "other tx"."""
+MAX_OVERRUN_S = 600
+"""How long a run may go on past its budget waiting for `run_protocol`'s `min_verdicts`."""
 
 
 @dataclass
@@ -237,8 +239,11 @@ def _chain_latencies(ledger: Ledger, pool_id: int, start_block: int) -> dict:
 
 
 def run_protocol(spec: CpuRecipe, root: Path, info: dict, state_dir: Path, q_bps: int, workers: int,
-                 validators: int, audit_rate: float, max_pending: int = DEFAULT_MAX_PENDING) -> VariantResult:
-    """The recipe through the protocol on the devnet `info` at q = q_bps / 10000 (module docstring)."""
+                 validators: int, audit_rate: float, max_pending: int = DEFAULT_MAX_PENDING,
+                 min_verdicts: int = 0) -> VariantResult:
+    """The recipe through the protocol on the devnet `info` at q = q_bps / 10000 (module docstring). `min_verdicts`:
+    the run goes on past its budget until the validators sent that many verdicts (a short run on a loaded machine
+    may otherwise stop before its first file is judged), for at most MAX_OVERRUN_S more."""
     name = f"protocol_q{q_bps // 100}" if q_bps < MAX_BPS else "protocol_q1"
     out = root / name
     (out / "logs").mkdir(parents=True)
@@ -302,8 +307,11 @@ def run_protocol(spec: CpuRecipe, root: Path, info: dict, state_dir: Path, q_bps
                       flush=True)
                 reached = reached or (step > 0 and tracker.reached(accuracy))
             seen = len(accuracies)
-            evals = sum(r["s"] for r in read_phases(phase_log) if r["role"] == "trainer" and r["phase"] == "eval")
-            if reached or time.time() - launched_at - evals > spec.budget_s:
+            records = read_phases(phase_log)
+            evals = sum(r["s"] for r in records if r["role"] == "trainer" and r["phase"] == "eval")
+            verdicts = sum(CATEGORIES.get(r["phase"]) == "verdict" for r in records)
+            over = time.time() - launched_at - evals - spec.budget_s
+            if reached or (over > 0 and verdicts >= min_verdicts) or over > MAX_OVERRUN_S:
                 break
             time.sleep(1.0)
         stopped_at = time.time()

@@ -14,6 +14,7 @@ from protocol.pool import CaseState, WorkStatus
 from tests.court_pool import COURT, HONEST, WORKER, court_pool, running  # noqa: F401 - court_pool is a fixture
 from trainer.ledger_source import LedgerSource
 from validator.court import Conduct, register_with_court
+from validator.daemon import STAND_IN_SPREAD_S, ValidatorDaemon
 from worker.daemon import WorkerDaemon, WorkerOptions
 
 
@@ -50,6 +51,65 @@ def test_a_verdict_every_other_validator_concurs_with_is_final_before_its_window
         assert sum(bytes(e["args"]["workId"]) == work_id for e in concurred) == len(HONEST) - 1
     final.poll()
     assert set(final.consumed) == {"0x" + w.hex() for w, honest in works.items() if honest}
+
+
+@pytest.mark.timeout(600)
+def test_a_validator_checks_a_court_file_once_as_precheck_stand_in_and_audit(court_pool):
+    """A slow assignee (a loaded machine) made the other validators check its files twice — a precheck, then again
+    as stand-ins, or again as auditors when the assignee's verdict beat theirs. Driven poll by poll with the chain's
+    clock moved past the assigned window (no race with a clock): a stand-in judges by its precheck, and a stand-in
+    whose verdict the assignee beats concurs by that same check — one check per file."""
+    pool = court_pool
+    x, y = HONEST[0], HONEST[1]
+    pool.open_pool((x, y))
+    court, x_address, y_address = pool.ledger(0).court, pool.accounts[x].address, pool.accounts[y].address
+    files: list[bytes] = []
+
+    def submitted_to_x() -> bytes:
+        """Submissions until one is assigned to x (the others, assigned to y, y simply judges)."""
+        while True:
+            files.append(pool.submit(True))
+            while pool.w3.eth.block_number <= court.cases(files[-1]).submitted_block + 1:
+                time.sleep(0.2)
+            if court.assigned_validator(files[-1]) == x_address:
+                return files[-1]
+
+    def checks(d: ValidatorDaemon) -> float:
+        return d.metrics.registry.get_sample_value("proofswarm_validator_verify_seconds_count") or 0.0
+
+    by_precheck, beaten = submitted_to_x(), submitted_to_x()
+    y_daemon = pool.daemon(y, Conduct())
+    y_daemon.checkers.start()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not {by_precheck, beaten} <= y_daemon._prechecked.keys():
+            y_daemon.run_once()
+        assert {by_precheck, beaten} <= y_daemon._prechecked.keys() and checks(y_daemon) == len(files)
+        # x stays silent past its window: y stands in (its retries fall due at once)
+        pool.w3.provider.make_request("evm_increaseTime", [COURT.assigned_window_s + STAND_IN_SPREAD_S + 2])
+        pool.w3.provider.make_request("evm_mine", [])
+        for entry in y_daemon.retries.entries.values():
+            entry.next_at = 0.0
+        y_daemon._chain_time = None
+        send_verdict = y_daemon._court_verdict
+
+        def beaten_by_x(s, outcome):  # x's late verdict is mined between y's check and y's verdict
+            if s.work_id == beaten:
+                pool.ledger(x).court.attest(beaten)
+            return send_verdict(s, outcome)
+
+        y_daemon._court_verdict = beaten_by_x
+        concurred = lambda: [e for e in court.contract.events.Concurred.get_logs(from_block=0)  # noqa: E731
+                             if bytes(e["args"]["workId"]) == beaten and e["args"]["validator"] == y_address]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (court.cases(by_precheck).state == CaseState.VERDICT and concurred()):
+            y_daemon.run_once()
+    finally:
+        y_daemon.close()
+    y_index, x_index = (court.get_validator(pool.pool_id, a).index for a in (y_address, x_address))
+    assert court.cases(by_precheck).state == CaseState.VERDICT and court.cases(by_precheck).judge == y_index
+    assert court.cases(beaten).judge == x_index and len(concurred()) == 1
+    assert checks(y_daemon) == len(files)  # every file once: nothing checked again as stand-in or auditor
 
 
 @pytest.mark.timeout(600)

@@ -315,6 +315,10 @@ class ValidatorDaemon:
         # audits (the dispute window); oldest submission first within each
         queue = sorted(todo, key=lambda s: (CHECK_ORDER.get(s.purpose, 0), s.submitted_at))
         settled: list[tuple[Submission, CheckOutcome | CheckFailure]] = []
+        judged = 0
+        if self.court is not None:
+            queue, checked = self._checked_once(queue)
+            judged += sum(self._settle(s, outcome, fresh=False) for s, outcome in checked)
         if not self.conduct.checks:  # a rubber stamp answers from its conduct alone
             settled += [(s, CheckOutcome(True, message="not checked")) for s in queue]
             queue = []
@@ -336,7 +340,6 @@ class ValidatorDaemon:
                 else:
                     settled.append((s, fetched))
 
-        judged = 0
         while queue or self.checkers.busy() or settled:
             fill()
             for key, result in self.checkers.wait():
@@ -345,6 +348,30 @@ class ValidatorDaemon:
             while settled:
                 judged += self._settle(*settled.pop(0))
         return judged
+
+    def _checked_once(self, queue: list[Submission]) -> tuple[list[Submission], list[tuple[Submission, CheckOutcome]]]:
+        """A court file is checked once by this validator: a judge check (a stand-in's, once the assignee was slow)
+        takes the outcome of the file's precheck, and a precheck queued beside its file's judge check is dropped
+        (a judge that loses the race keeps its outcome for the audit: `_court_verdict`). Returns the files left to
+        check and the judge checks answered already."""
+        judging = {s.work_id for s in queue if s.purpose == "judge"}
+        left, checked = [], []
+        for s in queue:
+            if s.purpose == "judge" and s.work_id in self._prechecked:
+                checked.append((s, self._prechecked.pop(s.work_id)))
+            elif s.purpose == "precheck" and s.work_id in judging:
+                self.retries.drop(s.key)
+                self.metrics.backlog.dec()
+            else:
+                left.append(s)
+        return left, checked
+
+    def _keep_for_audit(self, work_id: bytes, outcome: CheckOutcome) -> None:
+        """An outcome whose verdict is not ours to send (prechecked, or another judge was first): the verdict's
+        audit uses it instead of checking the file again."""
+        self._prechecked[work_id] = outcome
+        while len(self._prechecked) > MAX_PRECHECKED:  # verdicts never seen (judged while we were away)
+            self._prechecked.pop(next(iter(self._prechecked)))
 
     def _fetch(self, s: Submission) -> bytes | CheckOutcome | CheckFailure:
         try:
@@ -356,21 +383,21 @@ class ValidatorDaemon:
         except Exception as exc:  # noqa: BLE001 - our IPFS node: try again later
             return CheckFailure("error", f"{exc.__class__.__name__}: {exc}", infrastructure=True)
 
-    def _settle(self, s: Submission, result: CheckOutcome | CheckFailure) -> int:
-        """Turn one submission's result into a verdict or a retry; never raises."""
+    def _settle(self, s: Submission, result: CheckOutcome | CheckFailure, fresh: bool = True) -> int:
+        """Turn one submission's result into a verdict or a retry; never raises. `fresh`: the result of a check
+        just run (not one kept from an earlier check), counted in the check metrics."""
         self.metrics.backlog.dec()
         if s.purpose == "precheck":  # kept for the verdict; a file that failed to fetch or check is audited after it
             self.retries.drop(s.key)
             if isinstance(result, CheckOutcome):
                 self._observe(result)
-                self._prechecked[s.work_id] = result
-                while len(self._prechecked) > MAX_PRECHECKED:  # verdicts never seen (judged while we were away)
-                    self._prechecked.pop(next(iter(self._prechecked)))
+                self._keep_for_audit(s.work_id, result)
             return 0
         try:
             if isinstance(result, CheckFailure):
                 return self._failed(s, result)
-            self._observe(result)
+            if fresh:
+                self._observe(result)
             return self._conclude(s, result)
         except Exception as exc:  # noqa: BLE001 - sending the verdict failed: keep it for the next poll
             log.error("work 0x%s: verdict not sent: %s: %s", s.work_id.hex(), exc.__class__.__name__, exc)
@@ -599,7 +626,7 @@ class ValidatorDaemon:
 
     def _court_verdict(self, s: Submission, outcome: CheckOutcome) -> int:
         """The first verdict, sent to the court (final only after the dispute window: then `finalize`)."""
-        ok = self.conduct.verdict(outcome.ok)
+        checked, ok = outcome, self.conduct.verdict(outcome.ok)
         try:
             if ok:
                 self.court.attest(s.work_id)
@@ -611,6 +638,7 @@ class ValidatorDaemon:
                 verdict, reason = "challenged", outcome.reason.name
         except TransactionFailed:  # another validator's verdict was mined first (stand-ins race)
             if self.court.cases(s.work_id).state != CaseState.PENDING:
+                self._keep_for_audit(s.work_id, checked)
                 self.metrics.skipped.inc()
                 self.retries.drop(s.key)
                 return 0
@@ -625,6 +653,8 @@ class ValidatorDaemon:
                 return 0
             if exc.error in ("WrongCaseState", "OutsidePeriod", "SubmissionNotPending", "NotEligible"):
                 log.info("work 0x%s: no verdict from us: %s", s.work_id.hex(), exc)
+                if exc.error == "WrongCaseState":  # judged by another validator meanwhile
+                    self._keep_for_audit(s.work_id, checked)
                 if exc.error == "NotEligible":  # not in the case's set: if nobody judges, void the case then
                     lapses = self.court.cases(s.work_id).submitted_at + self.rules.verdict_window + 1
                     self.duties.book.finalize.setdefault(s.work_id.hex(), lapses)
