@@ -65,7 +65,7 @@ from deploy.pool_cli import PoolConfig, create_pool
 from examples.cpu_run import CpuRecipe, TargetTracker, percentile, run_async
 from examples.demo import DEMO_COURT, FETCH_TIMEOUT_S, VERDICT_MARGIN_S, Roles, _fund_validators, _run_json, await_validators
 from ledger_client.chain.keys import KEY_ENV, load_account
-from ledger_client.chain.ledger import Ledger
+from ledger_client.chain.ledger import RPC_LOG_ENV, Ledger
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import Digest
@@ -240,10 +240,11 @@ def _chain_latencies(ledger: Ledger, pool_id: int, start_block: int) -> dict:
 
 def run_protocol(spec: CpuRecipe, root: Path, info: dict, state_dir: Path, q_bps: int, workers: int,
                  validators: int, audit_rate: float, max_pending: int = DEFAULT_MAX_PENDING,
-                 min_verdicts: int = 0) -> VariantResult:
+                 min_verdicts: int = 0, rpc_census: bool = False) -> VariantResult:
     """The recipe through the protocol on the devnet `info` at q = q_bps / 10000 (module docstring). `min_verdicts`:
     the run goes on past its budget until the validators sent that many verdicts (a short run on a loaded machine
-    may otherwise stop before its first file is judged), for at most MAX_OVERRUN_S more."""
+    may otherwise stop before its first file is judged), for at most MAX_OVERRUN_S more. `rpc_census`: count every
+    role's JSON-RPC requests by method (details["rpc_per_file"], per submitted file)."""
     name = f"protocol_q{q_bps // 100}" if q_bps < MAX_BPS else "protocol_q1"
     out = root / name
     (out / "logs").mkdir(parents=True)
@@ -252,9 +253,11 @@ def run_protocol(spec: CpuRecipe, root: Path, info: dict, state_dir: Path, q_bps
     run_toml.write_text(run_spec_toml(spec, q_bps))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
            LOG_ENV: str(phase_log)}
+    if rpc_census:
+        env[RPC_LOG_ENV] = str(out / "rpc.jsonl")
     chain = ["--devnet-dir", str(state_dir)]
     init = _run_json(["trainer.main", "init", "--json", "--run-spec", str(run_toml), "--warm-steps",
-                      str(spec.warm_steps), "--warm-lr", str(spec.warm_lr), *chain], {**env, LOG_ENV: ""})
+                      str(spec.warm_steps), "--warm-lr", str(spec.warm_lr), *chain], {**env, LOG_ENV: "", RPC_LOG_ENV: ""})
     owner = Ledger.open(info["rpc_url"], Path(info["deployments"]),
                         load_account(info["roles"]["pool_owner"]["private_key"]))
     per_file = max(1, -(-spec.prompts_per_file // 8))  # a file's reward grows with its samples, so must its slash
@@ -326,17 +329,35 @@ def run_protocol(spec: CpuRecipe, root: Path, info: dict, state_dir: Path, q_bps
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
     staleness = [s for m in metrics for s in m["submission_staleness"]]
     consumed = json.loads((run_dir / "consumed.json").read_text()) if (run_dir / "consumed.json").exists() else {}
+    latency = _chain_latencies(owner, pool_id, start_block)
+    census = {"rpc_per_file": rpc_per_file(out / "rpc.jsonl", latency["submitted"])} if rpc_census else {}
     return VariantResult(
         name, reached_s, spec.budget_s, accuracies[-1][1] if accuracies else 0.0, max((m["step"] for m in metrics), default=0),
         role_breakdown(records, {n: wall for n in names if n.startswith("validator")})
         | role_breakdown(records, {n: wall for n in names if not n.startswith("validator")}, launched_at),
         {"q": q_bps / MAX_BPS, "pool_id": pool_id, "wall_s": round(wall, 1), "cpu_s": cpu,
-         "latency": _chain_latencies(owner, pool_id, start_block),
+         "latency": latency,
          "consumed": len(consumed.get("consumed", [])), "consumed_overturned": len(consumed.get("overturned", [])),
          "staleness_p50_p99": [percentile(staleness, 50), percentile(staleness, 99)],
          "files_taken": sum(m["files_consumed"] for m in metrics),
          "dropped_stale_groups": sum(m["dropped_stale_groups"] for m in metrics),
-         "trainer_idle_s": round(sum(m["idle_s"] for m in metrics), 1)})
+         "trainer_idle_s": round(sum(m["idle_s"] for m in metrics), 1)} | census)
+
+
+def rpc_per_file(path: Path, files: int) -> dict[str, dict[str, float]]:
+    """JSON-RPC requests per submitted file, per role: the total and each method (ledger_client.chain.ledger's
+    request log; requests before the run started — setup, deployment — are the bench's, not logged)."""
+    counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            r = json.loads(line)
+        except ValueError:  # a line cut short by a stopped role
+            continue
+        counts[r["role"]][r["rpc"]] += 1
+    per = max(files, 1)
+    return {role: {"total": round(sum(m.values()) / per, 2)}
+            | {k: round(v / per, 2) for k, v in sorted(m.items(), key=lambda kv: -kv[1])}
+            for role, m in sorted(counts.items())}
 
 
 def seconds_per_step(r: VariantResult) -> float | None:
@@ -409,7 +430,7 @@ def _print(r: VariantResult) -> None:
     print(f"{r.name}: time to target {reached}, accuracy {r.accuracy_end:.3f} after {r.steps} steps")
     for role, rows in r.breakdown.items():
         print(f"  {role:11} " + ", ".join(f"{k} {v:.1f}" for k, v in rows.items() if v >= 0.05))
-    for key in ("cpu_s", "latency"):
+    for key in ("cpu_s", "latency", "rpc_per_file"):
         if key in r.details:
             print(f"  {key}: {json.dumps(r.details[key])}")
 
@@ -432,6 +453,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompts-per-file", type=int,
                    help="prompts in one rollout file, locally and in the pool's run spec (default: the recipe's 8)")
     p.add_argument("--skip-local", action="store_true", help="protocol variants only (no ratio)")
+    p.add_argument("--rpc-census", action="store_true",
+                   help="count each role's JSON-RPC requests per submitted file, by method")
     p.add_argument("--repeats", type=int, default=1,
                    help="run every variant this many times, in turn, and report medians (module docstring)")
     args = p.parse_args(argv)
@@ -476,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
             for q in args.q.split(","):
                 bps = round(float(q) * MAX_BPS)
                 r = run_protocol(replace(spec, budget_s=budget), folder, info, folder / "devnet", bps, args.workers,
-                                 args.validators, args.audit_rate, args.max_pending)
+                                 args.validators, args.audit_rate, args.max_pending, rpc_census=args.rpc_census)
                 protocols[r.name] = r
                 _print(r)
         runs.append((local, protocols))

@@ -37,6 +37,24 @@ def test_a_nested_phase_is_not_counted_twice(tmp_path, monkeypatch):
     assert 0.05 <= records["publish"]["s"] < 0.1  # its own time only, without the upload's
 
 
+def test_the_rpc_census_counts_a_roles_requests_by_method_per_file(tmp_path, monkeypatch, anvil):
+    from bench.protocol import rpc_per_file
+    from ledger_client.chain.ledger import RPC_LOG_ENV, connect
+
+    log = tmp_path / "rpc.jsonl"
+    monkeypatch.delenv(RPC_LOG_ENV, raising=False)
+    connect(anvil.rpc_url).eth.block_number  # off: nothing logged
+    assert not log.exists()
+    monkeypatch.setenv(RPC_LOG_ENV, str(log))
+    monkeypatch.setenv(ROLE_ENV, "worker0")
+    w3 = connect(anvil.rpc_url)
+    for _ in range(4):
+        w3.eth.block_number
+    w3.eth.get_block("latest")
+    w3.eth.chain_id  # cached after connect: not a request
+    assert rpc_per_file(log, files=2) == {"worker0": {"total": 2.5, "eth_blockNumber": 2.0, "eth_getBlockByNumber": 0.5}}
+
+
 def test_the_pools_run_spec_is_the_cpu_recipes(tmp_path):
     spec = CpuRecipe()
     path = tmp_path / "run.toml"

@@ -15,6 +15,26 @@ from web3.types import RPCEndpoint
 from ledger_client.chain.bindings import ComputePool, DevStakeToken, StakeManager, ValidatorCourt
 from ledger_client.chain.errors import BadRpcUrl, InsufficientTokens, LedgerError, NotDeployed, RpcUnreachable, WrongChain
 from ledger_client.chain.tx import TxSender
+from protocol.phases import ROLE_ENV
+
+
+RPC_LOG_ENV = "PROOFSWARM_RPC_LOG"
+"""When set to a path, every JSON-RPC request a role sends appends `{"role", "rpc"}` to it (bench.protocol's
+`--rpc-census`; the role is protocol.phases' PROOFSWARM_PHASE_ROLE, else the process id). Off by default."""
+
+
+def _log_requests(provider: HTTPProvider, path: str) -> None:
+    """Append one line per request to `path` (the node's cached chain id is not a request and is not counted)."""
+    role = os.environ.get(ROLE_ENV) or str(os.getpid())
+    send = provider.make_request
+
+    def make_request(method: RPCEndpoint, params: object) -> object:
+        if method != "eth_chainId":
+            with open(path, "a") as log:
+                log.write(json.dumps({"role": role, "rpc": method}) + "\n")
+        return send(method, params)
+
+    provider.make_request = make_request  # type: ignore[method-assign]
 
 
 def connect(rpc_url: str, expected_chain_id: int | None = None, timeout: float = 10.0) -> Web3:
@@ -25,6 +45,8 @@ def connect(rpc_url: str, expected_chain_id: int | None = None, timeout: float =
     # round trips): the id of one endpoint does not change, so it is asked once and kept
     w3 = Web3(HTTPProvider(rpc_url, request_kwargs={"timeout": timeout}, cache_allowed_requests=True,
                            cacheable_requests={RPCEndpoint("eth_chainId")}))
+    if os.environ.get(RPC_LOG_ENV):
+        _log_requests(w3.provider, os.environ[RPC_LOG_ENV])
     try:
         chain_id = w3.eth.chain_id
     except (requests.ConnectionError, requests.Timeout, OSError):
