@@ -144,9 +144,11 @@ class Roles:
                 p.kill()
 
 
-def await_validators(ledger: Ledger, pool_id: int, addresses: list[str], roles: Roles, timeout: float = 120.0) -> None:
+def await_validators(ledger: Ledger, pool_id: int, addresses: list[str], roles: Roles, timeout: float = 600.0) -> None:
     """Wait until every validator is registered with the court and its registration is active: work submitted
-    earlier has no eligible validator (NotEligible) and waits for its verdict window to lapse."""
+    earlier has no eligible validator (NotEligible) and waits for its verdict window to lapse. A validator registers
+    once its checker processes are up: ~15 s on idle cores, over 120 s in CI (four test modules at once on 2 cores,
+    each demo starting three validators); a role that exits is reported at once, so the timeout only bounds a hang."""
     delay = ledger.court.get_params(pool_id).activation_delay
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
