@@ -98,3 +98,52 @@ def test_cursor_refuses_a_state_file_of_another_contract(chain, tmp_path):
     state.write_text("{not json")
     with pytest.raises(LedgerError, match="corrupt"):
         _cursor(chain, state)
+
+
+@pytest.mark.parametrize("blocks_after", [0, 1])
+def test_a_reorg_of_the_newest_block_is_seen_when_the_head_is_it_or_its_child(chain, tmp_path, blocks_after):
+    """The cursor trusts its newest recorded block without asking for it when the latest block is that block or its
+    child: a reorg that replaced it (same height, or one block more on the new branch) is still seen."""
+    cursor = _cursor(chain, tmp_path / "c.json")
+    cursor.poll()
+    receipt = _publish(chain.trainer, chain.pool_id, 1)
+    assert _steps(cursor.poll()) == [1]
+    chain.rpc("anvil_reorg", [1, []])  # the block with step 1 replaced by an empty one
+    if blocks_after:
+        chain.rpc("anvil_mine", [blocks_after])
+    out = cursor.poll()
+    assert [r.key.split(":")[0] for r in out if isinstance(r, Removed)] == [receipt["transactionHash"].to_0x_hex()]
+
+
+def test_a_poll_without_a_new_block_is_one_request(chain, tmp_path, monkeypatch):
+    from ledger_client.chain.ledger import RPC_LOG_ENV, connect
+
+    log = tmp_path / "rpc.jsonl"
+    monkeypatch.setenv(RPC_LOG_ENV, str(log))
+    owner = Ledger(connect(chain.anvil.rpc_url), chain.deployment, chain.accounts[0])
+    cursor = EventCursor(owner.pool, ["CheckpointPublished"], None, start_block=chain.deployment.block)
+    cursor.poll()
+    _publish(chain.trainer, chain.pool_id, 1)
+    before = len(log.read_text().splitlines())
+    assert _steps(cursor.poll()) == [1]  # one new block: the latest block and the logs
+    middle = len(log.read_text().splitlines())
+    assert cursor.poll() == []
+    assert (middle - before, len(log.read_text().splitlines()) - middle) == (2, 1)
+
+
+def test_a_state_file_is_taken_up_by_a_cursor_that_follows_added_events(chain, tmp_path):
+    """An upgrade that follows one more event (the validator's court cursor: VerdictFinal, CaseVoided) keeps its
+    position; any other change of the events is still refused."""
+    state = tmp_path / "c.json"
+    cursor = _cursor(chain, state)
+    cursor.poll()
+    cursor.commit()
+    with pytest.raises(LedgerError, match="follows"):
+        EventCursor(chain.owner.pool, ["CheckpointPublished", "PoolFunded"], state)
+    grown = EventCursor(chain.owner.pool, ["CheckpointPublished", "PoolFunded"], state, added_events=["PoolFunded"])
+    assert grown.next_block == cursor.next_block
+    _publish(chain.trainer, chain.pool_id, 1)
+    assert _steps(grown.poll()) == [1]
+    grown.commit()
+    with pytest.raises(LedgerError, match="follows"):  # the file now follows both: the old set no longer fits it
+        _cursor(chain, state)

@@ -212,3 +212,23 @@ def test_allocation_follows_open_work_and_a_slash_is_topped_up(chain):
     member = worker.pool.get_member(chain.pool_id, worker.address)
     assert (member.open_works, member.allocation) == (0, 0)
     assert worker.stake.bonded_of(worker.address) == cfg.min_stake
+
+
+def test_the_spot_check_block_is_one_request_and_follows_a_reorg_that_moved_the_submission(chain):
+    """spot_check_block with the event's block hash as first seen asks for block B + 1 only; when a reorg moved the
+    submission to a later block, B + 1's parent is no longer that block and the event is looked up again."""
+    from ledger_client.chain.queries import spot_check_block, submitted_event
+
+    work_id = chain.submit(0, b"\x61" * 32)
+    event = submitted_event(chain.owner, work_id)
+    b, seen_hash = event["blockNumber"], bytes(event["blockHash"])
+    assert spot_check_block(chain.owner, work_id, 0, b, seen_hash, head=b) is None  # B + 1 is not there yet
+    chain.rpc("anvil_mine", [1])
+    child = bytes(chain.w3.eth.get_block(b + 1)["hash"])
+    assert spot_check_block(chain.owner, work_id, 0, b, seen_hash, head=b + 1) == (b, child)
+    raw = chain.w3.eth.get_raw_transaction(event["transactionHash"])
+    assert "error" not in chain.rpc("anvil_reorg", [2, [[raw.to_0x_hex(), 1]]])  # the submission one block later
+    chain.rpc("anvil_mine", [1])
+    assert submitted_event(chain.owner, work_id)["blockNumber"] == b + 1
+    moved = (b + 1, bytes(chain.w3.eth.get_block(b + 2)["hash"]))
+    assert spot_check_block(chain.owner, work_id, 0, b, seen_hash, head=chain.w3.eth.block_number) == moved

@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from ledger_client.chain.bindings import WorkSubmitted
-from ledger_client.chain.events import EventCursor, Removed
+from ledger_client.chain.events import EventCursor, Removed, latest_block
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import chain_time, court_of, get_work, pool_state, rollout_digest_of
 from ledger_client.ipfs.content import ContentError, get_object
@@ -86,8 +86,9 @@ class LedgerSource:
         if now - self._polled_at < self.min_poll_interval_s:
             return []
         self._polled_at = now
+        latest = latest_block(self.ledger.w3)  # one read for every cursor
         for cursor in self.cursors.values():
-            for event in cursor.poll():
+            for event in cursor.poll(latest):
                 if isinstance(event, Removed):
                     self._digests.clear()
                     continue

@@ -42,9 +42,9 @@ from typing import Any, Callable, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from ledger_client.chain.bindings import CommitteeDrawn, Disputed, DisputeReopened, VerdictGiven
+from ledger_client.chain.bindings import CaseVoided, CommitteeDrawn, Disputed, DisputeReopened, VerdictFinal, VerdictGiven
 from ledger_client.chain.errors import ContractRevert, TransactionFailed
-from ledger_client.chain.events import EventCursor, Removed
+from ledger_client.chain.events import EventCursor, Removed, latest_block
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import chain_time, court_of, get_work, pool_state, spot_check_block, submitted_event
 from ledger_client.ipfs.content import MAX_OBJECT_BYTES, ContentError, ContentUnavailable, get_object, put_object
@@ -75,6 +75,9 @@ class Submission:
     submitted_at: int = 0
     block_number: int = 0
     """Block of the `WorkSubmitted` event as first seen (0: unknown)."""
+    block_hash: bytes | None = None
+    """That block's hash, as first seen (None: unknown): the spot check's block B + 1 is its child while no reorg
+    moved the event, which saves looking the event up again."""
     spot_block: int | None = None
     """B, the block of the `WorkSubmitted` event the spot check is seeded from (set before the check)."""
     spot_block_hash: bytes | None = None
@@ -95,7 +98,7 @@ class Submission:
     def of_event(cls, e: Any) -> Submission:
         """From a decoded `WorkSubmitted` event."""
         return cls(bytes(e.work_id), e.pool_id, e.worker, e.step, e.n_samples, e.nonce, bytes(e.rollout_digest),
-                   block_number=e.meta.block_number, seed_block=e.seed_block)
+                   block_number=e.meta.block_number, block_hash=bytes(e.meta.block_hash), seed_block=e.seed_block)
 
 
 @dataclass
@@ -220,6 +223,7 @@ class ValidatorDaemon:
                                     check_timeout_s=config.check_timeout_s)
         self._fetchers = ThreadPoolExecutor(max_workers=max(2, config.max_in_flight))
         self._chain_time: tuple[float, int] | None = None  # (monotonic clock when read, the latest block's timestamp)
+        self._head: int | None = None  # the latest block's number at this poll's start
         self.court = court_of(ledger, config.pool_id)
         if self.court is not None:
             self.rules = CourtRules.of(self.court.get_params(config.pool_id))
@@ -228,9 +232,13 @@ class ValidatorDaemon:
             """Outcomes of prechecks whose verdict has not been seen yet (memory only: after a restart the
             verdict's audit checks the file again)."""
             self._audits_ready: list[tuple[Submission, CheckOutcome]] = []
-            self.court_cursor = EventCursor(self.court, ["VerdictGiven", "Disputed", "DisputeReopened", "CommitteeDrawn"],
-                                            config.state_dir / "court_cursor.json", confirmations=config.confirmations,
-                                            start_block=ledger.deployment.block)
+            # a case final or void needs no finalize: knowing it from the events saves a reverted estimate a file
+            # (with early finality most verdicts are final at their last concurrence, or at once)
+            ends = ["VerdictFinal", "CaseVoided"]
+            self.court_cursor = EventCursor(self.court, ["VerdictGiven", "Disputed", "DisputeReopened", "CommitteeDrawn",
+                                                         *ends], config.state_dir / "court_cursor.json",
+                                            confirmations=config.confirmations, start_block=ledger.deployment.block,
+                                            added_events=ends)
 
     def close(self) -> None:
         self.checkers.close()
@@ -252,10 +260,13 @@ class ValidatorDaemon:
     def run_once(self) -> int:
         """One poll: judge every new submission and every retry that is due, save what is left for
         later, then commit the cursor. Returns how many verdicts were sent."""
-        events = [e for e in self.cursor.poll() if not isinstance(e, Removed) and e.pool_id == self.config.pool_id]
+        latest = latest_block(self.ledger.w3)  # one read for both cursors, the chain's clock and the spot checks
+        self._chain_time, self._head = (time.monotonic(), latest["timestamp"]), latest["number"]
+        events = [e for e in self.cursor.poll(latest)
+                  if not isinstance(e, Removed) and e.pool_id == self.config.pool_id]
         subs = [Submission.of_event(e) for e in events]
         if self.court is not None:
-            subs += self._court_events()
+            subs += self._court_events(latest)
             subs += [replace(s, purpose="precheck") for s in subs if s.purpose == "judge"
                      and self.conduct.judges and self.conduct.checks
                      and audits(self.ledger.address, s.work_id, self.config.audit_rate)]
@@ -285,8 +296,11 @@ class ValidatorDaemon:
         todo = []
         for s in subs:
             try:
-                work = get_work(self.ledger, s.work_id)
-                wanted = work.status == WorkStatus.PENDING and (self.court is None or self._court_wants(s))
+                if self.court is None:
+                    work = get_work(self.ledger, s.work_id)
+                    wanted, submitted_at = work.status == WorkStatus.PENDING, work.submitted_at
+                else:  # the court's case says all: the pool's work stays pending until the court ends it
+                    wanted, submitted_at = self._court_wants(s)
             except Exception as exc:  # noqa: BLE001 - our chain connection: try again later
                 self._defer(s, "errors", f"{exc.__class__.__name__}: {exc}")
                 continue
@@ -297,10 +311,11 @@ class ValidatorDaemon:
                 self.metrics.skipped.inc()
                 self.retries.drop(s.key)
                 continue
-            s = replace(s, submitted_at=work.submitted_at)
+            s = replace(s, submitted_at=submitted_at)
             if self.pool.spot_check_bps < MAX_BPS:
                 try:
-                    seed = spot_check_block(self.ledger, s.work_id, self.config.confirmations, s.block_number)
+                    seed = spot_check_block(self.ledger, s.work_id, self.config.confirmations, s.block_number,
+                                            s.block_hash, self._head)
                 except Exception as exc:  # noqa: BLE001 - our chain connection: try again later
                     self._defer(s, "errors", f"{exc.__class__.__name__}: {exc}")
                     continue
@@ -566,11 +581,15 @@ class ValidatorDaemon:
             self._chain_time = (now, chain_time(self.ledger))
         return max(self._chain_time[1], int(time.time()))
 
-    def _court_wants(self, s: Submission) -> bool | None:
-        """Whether a court pool's submission should be checked now for `s.purpose`: True, False (never:
-        judged, not ours, too late) or None (not yet: postponed in the retry book)."""
-        me, rules = self.ledger.address, self.rules
+    def _court_wants(self, s: Submission) -> tuple[bool | None, int]:
+        """Whether a court pool's submission should be checked now for `s.purpose` — True, False (never:
+        judged, not ours, too late) or None (not yet: postponed in the retry book) — and its submission time."""
         case = self.court.cases(s.work_id)
+        return self._case_wants(s, case), case.submitted_at
+
+    def _case_wants(self, s: Submission, case: Any) -> bool | None:
+        """`_court_wants`'s decision, from the case as just read."""
+        me, rules = self.ledger.address, self.rules
         state, submitted_at, submitted_block = case.state, case.submitted_at, case.submitted_block
         if s.purpose == "judge":
             if state != CaseState.PENDING or not self.conduct.judges:
@@ -723,11 +742,11 @@ class ValidatorDaemon:
         self.duties.count("votes")
         self.duties.save()
 
-    def _court_events(self) -> list[Submission]:
+    def _court_events(self, latest: Any) -> list[Submission]:
         """Audits and committee seats from the court's events; every verdict and dispute also becomes a
         follow-up (finalize, draw, resolve) that anyone may do once it falls due."""
         me, rules, out = self.ledger.address, self.rules, []
-        for e in self.court_cursor.poll():
+        for e in self.court_cursor.poll(latest):
             if isinstance(e, Removed):
                 continue
             key = bytes(e.work_id).hex()
@@ -756,6 +775,8 @@ class ValidatorDaemon:
                                                     + later)
             elif isinstance(e, CommitteeDrawn) and me in e.committee and self.conduct.votes:
                 out += self._submission_of(bytes(e.work_id), "vote")
+            elif isinstance(e, (VerdictFinal, CaseVoided)) and e.pool_id == self.config.pool_id:
+                self.duties.book.finalize.pop(key, None)
         return out
 
     def _submission_of(self, work_id: bytes, purpose: str) -> list[Submission]:
@@ -764,12 +785,13 @@ class ValidatorDaemon:
             return []
         a = event["args"]
         return [Submission(work_id, a["poolId"], a["worker"], a["step"], a["nSamples"], a["nonce"],
-                           bytes(a["rolloutDigest"]), block_number=event["blockNumber"], purpose=purpose,
-                           seed_block=a["seedBlock"])]
+                           bytes(a["rolloutDigest"]), block_number=event["blockNumber"],
+                           block_hash=bytes(event["blockHash"]), purpose=purpose, seed_block=a["seedBlock"])]
 
     def _run_duties(self) -> None:
         """Do every court follow-up that is due; one that fails stays for the next poll."""
-        book, now, block = self.duties.book, self._now(), self.ledger.w3.eth.block_number
+        book, now = self.duties.book, self._now()
+        block = self._head if self._head is not None else self.ledger.w3.eth.block_number
         for key, due in list(book.finalize.items()):
             if now >= due and self._court_call("finalize", key, self.court.finalize, bytes.fromhex(key)):
                 book.finalize.pop(key)
@@ -861,12 +883,14 @@ def _evidence_bytes(evidence: Evidence) -> bytes:
 def _submission_to(s: Submission) -> dict:
     return {"work_id": s.work_id.hex(), "pool_id": s.pool_id, "worker": s.worker, "step": s.step,
             "n_samples": s.n_samples, "nonce": s.nonce, "rollout_digest": s.rollout_digest.hex(),
-            "block_number": s.block_number, "purpose": s.purpose, "seed_block": s.seed_block}
+            "block_number": s.block_number, "purpose": s.purpose, "seed_block": s.seed_block,
+            "block_hash": s.block_hash.hex() if s.block_hash else None}
 
 
 def _submission_from(d: dict) -> Submission:
     return Submission(bytes.fromhex(d["work_id"]), d["pool_id"], d["worker"], d["step"], d["n_samples"],
                       d["nonce"], bytes.fromhex(d["rollout_digest"]), block_number=d.get("block_number", 0),
-                      purpose=d.get("purpose", "judge"), seed_block=d.get("seed_block", 0))
+                      purpose=d.get("purpose", "judge"), seed_block=d.get("seed_block", 0),
+                      block_hash=bytes.fromhex(d["block_hash"]) if d.get("block_hash") else None)
 NULL_USE_WARN_AFTER = 32
 """Accepted files the margin null's use is measured on before a validator warns that it is outgrown."""

@@ -128,6 +128,9 @@ class WorkerDaemon:
         self._awaiting_verdicts = False  # the last step_once stopped at --max-pending
         self._prefetched: tuple[int, bytes, FetchedCheckpoint] | None = None
         """(step, digest, local copy) of the newest checkpoint, fetched ahead by `run`'s prefetch thread."""
+        self._latest_step: tuple[float, int] = (-1e9, -1)
+        """(monotonic clock, the pool's latest step) as the main loop last read it: the prefetch thread uses it
+        while fresh instead of asking the chain again."""
         self._prefetch_stop = threading.Event()
         self._fetch_lock = threading.Lock()
         self._court = court_of(ledger, options.pool_id)
@@ -225,7 +228,9 @@ class WorkerDaemon:
         error the main loop fetches the step itself."""
         while not (stop.is_set() or self._prefetch_stop.is_set()):
             try:
-                latest = pool_state(self.ledger, self.opt.pool_id).latest_step
+                read_at, latest = self._latest_step
+                if time.monotonic() - read_at > PREFETCH_POLL_S:
+                    latest = pool_state(self.ledger, self.opt.pool_id).latest_step
                 ahead = self._prefetched
                 have = max(self.policy.step if self.policy else -1, ahead[0] if ahead else -1)
                 if latest > have:
@@ -238,6 +243,7 @@ class WorkerDaemon:
     def step_once(self, stop: threading.Event) -> bool:
         """Sync to the newest checkpoint and make one submission if this step still wants one."""
         pool = pool_state(self.ledger, self.opt.pool_id)
+        self._latest_step = (time.monotonic(), pool.latest_step)
         if not pool.active:
             stop.set()
             return False
@@ -331,8 +337,13 @@ class WorkerDaemon:
         self._verdicts_read_at = time.monotonic()
         open_ = 0
         for e in self.journal.open_submissions():
+            work_id = bytes.fromhex(e["work_id"])
+            # a court pool's case without a verdict is open: one read (its work is pending until the case ends)
+            if self._court is not None and self._court.cases(work_id).state == CaseState.PENDING:
+                open_ += 1
+                continue
             try:
-                work = get_work(self.ledger, bytes.fromhex(e["work_id"]))
+                work = get_work(self.ledger, work_id)
                 status = work.status
             except ContractRevert as exc:
                 if exc.error != "UnknownWork":
@@ -343,8 +354,7 @@ class WorkerDaemon:
                 self.recover()
                 return self.pending_verdicts()
             if status == WorkStatus.PENDING:
-                if self._court is None or self._court.cases(bytes.fromhex(e["work_id"])).state == CaseState.PENDING:
-                    open_ += 1
+                open_ += self._court is None  # a court's case with a verdict is not final yet: not open
             else:
                 self.journal.advance(e["nonce"], "submitted", final=status.name.lower(), submitted_at=work.submitted_at)
                 self.metrics.verdict(status.name.lower())

@@ -45,6 +45,11 @@ class Removed:
     block_number: int
 
 
+def latest_block(w3: Web3) -> Any:
+    """The chain's latest block (number, hash, parent hash, timestamp), with retries."""
+    return with_retries(lambda: w3.eth.get_block("latest"), what="eth_getBlockByNumber")
+
+
 class EventCursor:
     """Follows the events `names` of one contract, persisting its position in `state_path`."""
 
@@ -57,7 +62,11 @@ class EventCursor:
         start_block: int = 0,
         batch_blocks: int = 2_000,
         history_blocks: int = 256,
+        added_events: Iterable[str] = (),
     ):
+        """`added_events`: names a state file written before they were followed may lack; such a file is taken
+        up, and those events are followed from its position on (earlier ones are never delivered)."""
+        self.added_events = set(added_events)
         self.w3: Web3 = contract.w3
         self.contract = contract
         self.names = sorted(set(names))
@@ -92,8 +101,10 @@ class EventCursor:
                 f"event cursor {self.state_path} belongs to chain {state.get('chain_id')} / {state.get('address')}, "
                 f"not chain {self.chain_id} / {self.contract.address}"
             )
-        if state.get("events") != self.names:
+        followed = state.get("events") or []
+        if followed != self.names and sorted(set(followed) | self.added_events) != self.names:
             raise LedgerError(f"event cursor {self.state_path} follows {state.get('events')}, not {self.names}")
+        state["events"] = self.names
         return state
 
     def commit(self) -> None:
@@ -111,11 +122,13 @@ class EventCursor:
 
     # -------------------------------------------------------------- polling
 
-    def poll(self) -> list[Any]:
-        """New events (typed dataclasses) and `Removed` notices, in chain order. Call `commit()` after handling."""
-        head = with_retries(lambda: self.w3.eth.block_number, what="eth_blockNumber")
+    def poll(self, latest: Any = None) -> list[Any]:
+        """New events (typed dataclasses) and `Removed` notices, in chain order. Call `commit()` after handling.
+        `latest`: the chain's latest block, read once by a caller that polls several cursors (else read here)."""
+        latest = latest if latest is not None else latest_block(self.w3)
+        head = latest["number"]
         out: list[Any] = []
-        candidates = self._rewind_if_reorged(head)
+        candidates = self._rewind_if_reorged(latest)
         safe = head - self.confirmations
         start = self.state["next_block"]
         while start <= safe:
@@ -126,7 +139,8 @@ class EventCursor:
             }), what="eth_getLogs")
             out.extend(self._deliver(logs, candidates))
             if end >= start:
-                block = with_retries(lambda: self.w3.eth.get_block(end), what="eth_getBlockByNumber")
+                block = latest if end == head else \
+                    with_retries(lambda: self.w3.eth.get_block(end), what="eth_getBlockByNumber")
                 self.state["recorded"][str(end)] = block["hash"].to_0x_hex()
             self.state["next_block"] = end + 1
             start = end + 1
@@ -154,10 +168,15 @@ class EventCursor:
             out.append(self._decode(log))
         return out
 
-    def _rewind_if_reorged(self, head: int) -> dict[str, int]:
+    def _rewind_if_reorged(self, latest: Any) -> dict[str, int]:
         """If recorded blocks left the canonical chain, rewind; returns delivered events to re-check."""
         recorded = sorted(((int(n), h) for n, h in self.state["recorded"].items()), reverse=True)
         if not recorded:
+            return {}
+        head, (newest, newest_hash) = latest["number"], recorded[0]
+        # the newest recorded block is the latest one, or its parent: canonical, without asking for it
+        if (newest == head and latest["hash"].to_0x_hex() == newest_hash) or \
+                (newest == head - 1 and latest["parentHash"].to_0x_hex() == newest_hash):
             return {}
         ancestor = None
         for number, h in recorded:

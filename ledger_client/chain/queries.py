@@ -103,12 +103,20 @@ def rollout_digest_of(ledger: Ledger, work_id: bytes) -> Digest | None:
     return Digest(bytes(event["args"]["rolloutDigest"])) if event else None
 
 
-def spot_check_block(ledger: Ledger, work_id: bytes, confirmations: int = 0,
-                     near_block: int = 0) -> tuple[int, bytes] | None:
+def spot_check_block(ledger: Ledger, work_id: bytes, confirmations: int = 0, near_block: int = 0,
+                     near_hash: bytes | None = None, head: int | None = None) -> tuple[int, bytes] | None:
     """(B, hash of block B + 1) for the work whose `WorkSubmitted` event is in block B — the block hash its
     spot-check randomness comes from (protocol.spotcheck) — once B + 1 has `confirmations` blocks on top
     of it; None while it has not (or no such submission is on-chain). `near_block` (the event's block as
-    first seen) narrows the log search; the event is looked up again so a reorg that moved it is followed."""
+    first seen) narrows the log search; the event is looked up again so a reorg that moved it is followed.
+    With the hash that block had when the event was seen (`near_hash`) and the latest block's number (`head`),
+    one request: while the canonical B + 1's parent is that block, the event is still in it."""
+    if near_hash is not None and head is not None and near_block > 0:
+        if head < near_block + 1 + confirmations:
+            return None
+        child = ledger.w3.eth.get_block(near_block + 1)
+        if bytes(child["parentHash"]) == bytes(near_hash):
+            return near_block, bytes(child["hash"])
     start = max(ledger.deployment.block, near_block - 64)
     logs = ledger.pool.contract.events.WorkSubmitted.get_logs(argument_filters={"workId": bytes(work_id)},
                                                               from_block=start)
