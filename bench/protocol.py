@@ -344,16 +344,28 @@ def run_protocol(spec: CpuRecipe, root: Path, info: dict, state_dir: Path, q_bps
          "trainer_idle_s": round(sum(m["idle_s"] for m in metrics), 1)} | census)
 
 
+def contract_functions() -> dict[str, str]:
+    """Function selectors ("0x" + 4 bytes) of every contract → "Contract.function"."""
+    from eth_utils import function_abi_to_4byte_selector
+
+    from ledger_client.chain.contract import ABI_DIR, load_artifact
+
+    return {"0x" + function_abi_to_4byte_selector(item).hex(): f"{path.stem}.{item['name']}"
+            for path in sorted(ABI_DIR.glob("*.json")) for item in load_artifact(path.stem)["abi"]
+            if item["type"] == "function"}
+
+
 def rpc_per_file(path: Path, files: int) -> dict[str, dict[str, float]]:
-    """JSON-RPC requests per submitted file, per role: the total and each method (ledger_client.chain.ledger's
-    request log; requests before the run started — setup, deployment — are the bench's, not logged)."""
+    """JSON-RPC requests per submitted file, per role: the total and each method, calls and estimates by contract
+    function (ledger_client.chain.ledger's request log; requests before the run started — setup, deployment — are the bench's, not logged)."""
+    functions = contract_functions()
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for line in path.read_text().splitlines() if path.exists() else []:
         try:
             r = json.loads(line)
         except ValueError:  # a line cut short by a stopped role
             continue
-        counts[r["role"]][r["rpc"]] += 1
+        counts[r["role"]][r["rpc"] + (f" {functions.get(r['selector'], r['selector'])}" if r.get("selector") else "")] += 1
     per = max(files, 1)
     return {role: {"total": round(sum(m.values()) / per, 2)}
             | {k: round(v / per, 2) for k, v in sorted(m.items(), key=lambda kv: -kv[1])}

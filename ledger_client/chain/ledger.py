@@ -19,7 +19,8 @@ from protocol.phases import ROLE_ENV
 
 
 RPC_LOG_ENV = "PROOFSWARM_RPC_LOG"
-"""When set to a path, every JSON-RPC request a role sends appends `{"role", "rpc"}` to it (bench.protocol's
+"""When set to a path, every JSON-RPC request a role sends appends `{"role", "rpc"}` to it (calls and estimates
+also their function `selector`) (bench.protocol's
 `--rpc-census`; the role is protocol.phases' PROOFSWARM_PHASE_ROLE, else the process id). Off by default."""
 
 
@@ -30,8 +31,12 @@ def _log_requests(provider: HTTPProvider, path: str) -> None:
 
     def make_request(method: RPCEndpoint, params: object) -> object:
         if method != "eth_chainId":
+            record = {"role": role, "rpc": method}
+            if method in ("eth_call", "eth_estimateGas") and isinstance(params, (list, tuple)) and params \
+                    and isinstance(params[0], dict):
+                record["selector"] = str(params[0].get("data") or params[0].get("input") or "")[:10]
             with open(path, "a") as log:
-                log.write(json.dumps({"role": role, "rpc": method}) + "\n")
+                log.write(json.dumps(record) + "\n")
         return send(method, params)
 
     provider.make_request = make_request  # type: ignore[method-assign]
