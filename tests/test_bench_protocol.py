@@ -55,6 +55,18 @@ def test_the_rpc_census_counts_a_roles_requests_by_method_per_file(tmp_path, mon
     assert rpc_per_file(log, files=2) == {"worker0": {"total": 2.5, "eth_blockNumber": 2.0, "eth_getBlockByNumber": 0.5}}
 
 
+def test_the_rpc_census_names_the_contract_function_of_a_call(tmp_path, monkeypatch, chain):
+    from bench.protocol import rpc_per_file
+    from ledger_client.chain.ledger import RPC_LOG_ENV, Ledger, connect
+
+    log = tmp_path / "rpc.jsonl"
+    monkeypatch.setenv(RPC_LOG_ENV, str(log))
+    monkeypatch.setenv(ROLE_ENV, "validator0")
+    ledger = Ledger(connect(chain.anvil.rpc_url), chain.deployment, chain.accounts[0])
+    ledger.pool.get_pool(chain.pool_id)
+    assert rpc_per_file(log, files=1)["validator0"]["eth_call ComputePool.getPool"] == 1.0
+
+
 def test_the_pools_run_spec_is_the_cpu_recipes(tmp_path):
     spec = CpuRecipe()
     path = tmp_path / "run.toml"
