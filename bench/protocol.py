@@ -357,7 +357,8 @@ def contract_functions() -> dict[str, str]:
 
 def rpc_per_file(path: Path, files: int) -> dict[str, dict[str, float]]:
     """JSON-RPC requests per submitted file, per role: the total and each method, calls and estimates by contract
-    function (ledger_client.chain.ledger's request log; requests before the run started — setup, deployment — are the bench's, not logged)."""
+    function (ledger_client.chain.ledger's request log; the bench's own requests — setup, deployment — are not
+    logged)."""
     functions = contract_functions()
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for line in path.read_text().splitlines() if path.exists() else []:

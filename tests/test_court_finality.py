@@ -18,6 +18,11 @@ from validator.daemon import STAND_IN_SPREAD_S, ValidatorDaemon
 from worker.daemon import WorkerDaemon, WorkerOptions
 
 
+def _checks(daemon: ValidatorDaemon) -> float:
+    """How many files the daemon checked (each check's time is observed once)."""
+    return daemon.metrics.registry.get_sample_value("proofswarm_validator_verify_seconds_count") or 0.0
+
+
 @pytest.mark.timeout(900)
 def test_a_verdict_every_other_validator_concurs_with_is_final_before_its_window(court_pool):
     """Early finality (docs/protocol.md): three honest validators auditing every verdict, none of them the worker.
@@ -37,8 +42,7 @@ def test_a_verdict_every_other_validator_concurs_with_is_final_before_its_window
             time.sleep(0.5)
     # each validator checked each file once: as its judge, or before the verdict (a precheck the audit then used),
     # or — when the verdict came first — as its audit
-    checks = [d.metrics.registry.get_sample_value("proofswarm_validator_verify_seconds_count") for d in daemons]
-    assert checks == [len(works)] * len(daemons)
+    assert [_checks(d) for d in daemons] == [len(works)] * len(daemons)
     ledger = pool.ledger(0)
     concurred = court.contract.events.Concurred.get_logs(from_block=0)
     finals = {bytes(e["args"]["workId"]): e for e in court.contract.events.VerdictFinal.get_logs(from_block=0)}
@@ -74,9 +78,6 @@ def test_a_validator_checks_a_court_file_once_as_precheck_stand_in_and_audit(cou
             if court.assigned_validator(files[-1]) == x_address:
                 return files[-1]
 
-    def checks(d: ValidatorDaemon) -> float:
-        return d.metrics.registry.get_sample_value("proofswarm_validator_verify_seconds_count") or 0.0
-
     by_precheck, beaten = submitted_to_x(), submitted_to_x()
     y_daemon = pool.daemon(y, Conduct())
     y_daemon.checkers.start()
@@ -84,7 +85,7 @@ def test_a_validator_checks_a_court_file_once_as_precheck_stand_in_and_audit(cou
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not {by_precheck, beaten} <= y_daemon._prechecked.keys():
             y_daemon.run_once()
-        assert {by_precheck, beaten} <= y_daemon._prechecked.keys() and checks(y_daemon) == len(files)
+        assert {by_precheck, beaten} <= y_daemon._prechecked.keys() and _checks(y_daemon) == len(files)
         # x stays silent past its window: y stands in (its retries fall due at once)
         pool.w3.provider.make_request("evm_increaseTime", [COURT.assigned_window_s + STAND_IN_SPREAD_S + 2])
         pool.w3.provider.make_request("evm_mine", [])
@@ -109,7 +110,7 @@ def test_a_validator_checks_a_court_file_once_as_precheck_stand_in_and_audit(cou
     y_index, x_index = (court.get_validator(pool.pool_id, a).index for a in (y_address, x_address))
     assert court.cases(by_precheck).state == CaseState.VERDICT and court.cases(by_precheck).judge == y_index
     assert court.cases(beaten).judge == x_index and len(concurred()) == 1
-    assert checks(y_daemon) == len(files)  # every file once: nothing checked again as stand-in or auditor
+    assert _checks(y_daemon) == len(files)  # every file once: nothing checked again as stand-in or auditor
 
 
 @pytest.mark.timeout(600)

@@ -229,8 +229,9 @@ class ValidatorDaemon:
             self.rules = CourtRules.of(self.court.get_params(config.pool_id))
             self.duties = CourtDuties(config.state_dir / "court.json")
             self._prechecked: dict[bytes, CheckOutcome] = {}
-            """Outcomes of prechecks whose verdict has not been seen yet (memory only: after a restart the
-            verdict's audit checks the file again)."""
+            """This validator's outcomes of files whose verdict it has not seen yet — prechecks, and judge checks
+            another validator's verdict beat (`_keep_for_audit`) — for the verdict's audit or a stand-in's verdict
+            (memory only: after a restart the verdict's audit checks the file again)."""
             self._audits_ready: list[tuple[Submission, CheckOutcome]] = []
             # a case final or void needs no finalize: knowing it from the events saves a reverted estimate a file
             # (with early finality most verdicts are final at their last concurrence, or at once)
@@ -790,8 +791,7 @@ class ValidatorDaemon:
 
     def _run_duties(self) -> None:
         """Do every court follow-up that is due; one that fails stays for the next poll."""
-        book, now = self.duties.book, self._now()
-        block = self._head if self._head is not None else self.ledger.w3.eth.block_number
+        book, now, block = self.duties.book, self._now(), self._head  # run_once read the head
         for key, due in list(book.finalize.items()):
             if now >= due and self._court_call("finalize", key, self.court.finalize, bytes.fromhex(key)):
                 book.finalize.pop(key)
@@ -842,6 +842,8 @@ class ValidatorDaemon:
 MAX_PRECHECKED = 4096
 """Prechecked outcomes kept for verdicts still to come; beyond this the oldest go (they are checked again
 if their verdict comes)."""
+NULL_USE_WARN_AFTER = 32
+"""Accepted files the margin null's use is measured on before a validator warns that it is outgrown."""
 CONCUR_GAS = 400_000
 """Gas limit of a `concur`: above the ~220k of one that makes a challenge final (the worker slashed, the bounty
 paid: forge's gas report of test_aChallengeEveryOtherValidatorConcursWithSlashesAtOnce); a transaction pays only
@@ -892,5 +894,3 @@ def _submission_from(d: dict) -> Submission:
                       d["nonce"], bytes.fromhex(d["rollout_digest"]), block_number=d.get("block_number", 0),
                       purpose=d.get("purpose", "judge"), seed_block=d.get("seed_block", 0),
                       block_hash=bytes.fromhex(d["block_hash"]) if d.get("block_hash") else None)
-NULL_USE_WARN_AFTER = 32
-"""Accepted files the margin null's use is measured on before a validator warns that it is outgrown."""

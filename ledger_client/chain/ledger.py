@@ -19,9 +19,9 @@ from protocol.phases import ROLE_ENV
 
 
 RPC_LOG_ENV = "PROOFSWARM_RPC_LOG"
-"""When set to a path, every JSON-RPC request a role sends appends `{"role", "rpc"}` to it (calls and estimates
-also their function `selector`) (bench.protocol's
-`--rpc-census`; the role is protocol.phases' PROOFSWARM_PHASE_ROLE, else the process id). Off by default."""
+"""When set to a path, every JSON-RPC request a role sends appends `{"role", "rpc"}` to it, and calls and estimates
+their function's `selector` (bench.protocol's `--rpc-census`; the role is protocol.phases' PROOFSWARM_PHASE_ROLE,
+else the process id). Off by default."""
 
 
 def _log_requests(provider: HTTPProvider, path: str) -> None:
