@@ -232,3 +232,11 @@ def test_the_spot_check_block_is_one_request_and_follows_a_reorg_that_moved_the_
     assert submitted_event(chain.owner, work_id)["blockNumber"] == b + 1
     moved = (b + 1, bytes(chain.w3.eth.get_block(b + 2)["hash"]))
     assert spot_check_block(chain.owner, work_id, 0, b, seen_hash, head=chain.w3.eth.block_number) == moved
+
+
+def test_transactions_are_signed_by_libsecp256k1():
+    # the pure-Python backend took ~4 ms a signature: one per submitted file for the worker and one for the validator
+    from eth_keys.backends import get_backend
+    from eth_keys.backends.coincurve import CoinCurveECCBackend
+
+    assert isinstance(get_backend(), CoinCurveECCBackend)

@@ -14,6 +14,7 @@ from web3.types import RPCEndpoint
 
 from ledger_client.chain.bindings import ComputePool, DevStakeToken, StakeManager, ValidatorCourt
 from ledger_client.chain.errors import BadRpcUrl, InsufficientTokens, LedgerError, NotDeployed, RpcUnreachable, WrongChain
+from ledger_client.chain.transport import KeepAliveHTTPProvider
 from ledger_client.chain.tx import TxSender
 from protocol.phases import ROLE_ENV
 
@@ -48,8 +49,12 @@ def connect(rpc_url: str, expected_chain_id: int | None = None, timeout: float =
         raise BadRpcUrl(f"RPC URL {rpc_url!r} must start with http:// or https://")
     # web3's validation asks the node for its chain id before every call, estimate and send (half of a worker's
     # round trips): the id of one endpoint does not change, so it is asked once and kept
-    w3 = Web3(HTTPProvider(rpc_url, request_kwargs={"timeout": timeout}, cache_allowed_requests=True,
-                           cacheable_requests={RPCEndpoint("eth_chainId")}))
+    try:
+        provider = KeepAliveHTTPProvider(rpc_url, timeout=timeout, cache_allowed_requests=True,
+                                         cacheable_requests={RPCEndpoint("eth_chainId")})
+    except ValueError as exc:
+        raise BadRpcUrl(str(exc)) from None
+    w3 = Web3(provider)
     if os.environ.get(RPC_LOG_ENV):
         _log_requests(w3.provider, os.environ[RPC_LOG_ENV])
     try:
