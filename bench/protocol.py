@@ -240,11 +240,12 @@ def _chain_latencies(ledger: Ledger, pool_id: int, start_block: int) -> dict:
 
 def run_protocol(spec: CpuRecipe, root: Path, info: dict, state_dir: Path, q_bps: int, workers: int,
                  validators: int, audit_rate: float, max_pending: int = DEFAULT_MAX_PENDING,
-                 min_verdicts: int = 0, rpc_census: bool = False) -> VariantResult:
+                 min_verdicts: int = 0, rpc_census: bool = False, pace: bool = True) -> VariantResult:
     """The recipe through the protocol on the devnet `info` at q = q_bps / 10000 (module docstring). `min_verdicts`:
     the run goes on past its budget until the validators sent that many verdicts (a short run on a loaded machine
     may otherwise stop before its first file is judged), for at most MAX_OVERRUN_S more. `rpc_census`: count every
-    role's JSON-RPC requests by method (details["rpc_per_file"], per submitted file)."""
+    role's JSON-RPC requests by method (details["rpc_per_file"], per submitted file). `pace`: False starts the
+    workers with --no-pace."""
     name = f"protocol_q{q_bps // 100}" if q_bps < MAX_BPS else "protocol_q1"
     out = root / name
     (out / "logs").mkdir(parents=True)
@@ -299,6 +300,7 @@ def run_protocol(spec: CpuRecipe, root: Path, info: dict, state_dir: Path, q_bps
         for n in range(workers):
             roles.start(f"worker{n}", "worker.cli", "start", "--pool", str(pool_id), "--devnet-worker", str(n),
                         "--work-dir", str(out / f"worker{n}"), "--quiet", "--max-pending", str(max_pending), *chain,
+                        *([] if pace else ["--no-pace"]),
                         env={ROLE_ENV: f"worker{n}"})
         tracker, seen = TargetTracker(spec.target, spec.target_window), 0
         while True:
@@ -432,7 +434,7 @@ def summarise(local: VariantResult, protocols: dict[str, VariantResult], spec: C
     out["details"] = {r.name: r.details for r in (local, *protocols.values())}
     out |= {"target": spec.target, "target_window": spec.target_window, "budget_s": {
         "local": local.budget_s, **{k: r.budget_s for k, r in protocols.items()}},
-        "cores": args.cores, "workers": args.workers, "validators": args.validators, "audit_rate": args.audit_rate, "max_pending": args.max_pending,
+        "cores": args.cores, "workers": args.workers, "validators": args.validators, "audit_rate": args.audit_rate, "max_pending": args.max_pending, "pace": not args.no_pace,
         "court": {"dispute_window_s": DEMO_COURT.dispute_window_s, "assigned_window_s": DEMO_COURT.assigned_window_s},
         "load_average": [round(x, 2) for x in os.getloadavg()]}
     return out
@@ -466,6 +468,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompts-per-file", type=int,
                    help="prompts in one rollout file, locally and in the pool's run spec (default: the recipe's 8)")
     p.add_argument("--skip-local", action="store_true", help="protocol variants only (no ratio)")
+    p.add_argument("--no-pace", action="store_true",
+                   help="workers generate as fast as they can (worker start --no-pace), not paced on the trainer's demand")
     p.add_argument("--rpc-census", action="store_true",
                    help="count each role's JSON-RPC requests per submitted file, by method")
     p.add_argument("--repeats", type=int, default=1,
@@ -512,7 +516,8 @@ def main(argv: list[str] | None = None) -> int:
             for q in args.q.split(","):
                 bps = round(float(q) * MAX_BPS)
                 r = run_protocol(replace(spec, budget_s=budget), folder, info, folder / "devnet", bps, args.workers,
-                                 args.validators, args.audit_rate, args.max_pending, rpc_census=args.rpc_census)
+                                 args.validators, args.audit_rate, args.max_pending, rpc_census=args.rpc_census,
+                                 pace=not args.no_pace)
                 protocols[r.name] = r
                 _print(r)
         runs.append((local, protocols))

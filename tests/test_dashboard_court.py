@@ -342,6 +342,27 @@ def test_a_worker_reads_why_it_was_challenged_and_its_daemon_stops_re_staking(ru
     assert "proofswarm_worker_slashed_tokens_total 100.0" in metrics
 
 
+def test_a_worker_reads_a_final_case_once_for_its_outcome(run, tmp_path, monkeypatch):
+    """A court pool's final case is the work's outcome and its submission time: the worker's verdict poll reads the
+    case only, not also the pool's record of the work."""
+    import worker.daemon
+
+    from ledger_client.chain.queries import get_work
+
+    expected = {name: get_work(run.ledger(WORKER), run.works[name]) for name in ("accepted", "toploc")}
+    daemon = WorkerDaemon(run.ledger(WORKER), WorkerOptions(pool_id=run.pool_id, kubo_api=run.kubo_api,
+                                                            work_dir=tmp_path / "worker", explorer=None),
+                          producer=None, loader=None)
+    for nonce, name in enumerate(expected):
+        daemon.journal.record(nonce, 0, digest="00" * 32, work_id=run.works[name].hex(), file="-", n_samples=N)
+        daemon.journal.advance(nonce, "submitted")
+    monkeypatch.setattr(worker.daemon, "get_work", lambda *_: pytest.fail("the pool's record was read"))
+    assert daemon.pending_verdicts() == 0
+    assert [(e["final"], e["submitted_at"]) for e in daemon.journal.entries()] == [
+        (w.status.name.lower(), w.submitted_at) for w in expected.values()]
+    assert [w.status for w in expected.values()] == [WorkStatus.ACCEPTED, WorkStatus.REJECTED]
+
+
 def test_index_after_a_reorg_with_court_events_equals_a_fresh_index(run, tmp_path):
     """Runs last (it rewrites the end of the run's chain): a submission is indexed, then the three blocks that
     record its assignment, move the clock and carry a stand-in's verdict (its silence penalty and credit) are

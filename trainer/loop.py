@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel
 
+from protocol.demand import DemandEstimate
 from protocol.phases import phase
 from trainer.batching import PackedBatch, completion_logprobs, micro_batches, pack
 from trainer.config import TrainerConfig
@@ -107,6 +108,9 @@ class StepMetrics:
     idle_s: float
     train_s: float
     wall_s: float
+    files_per_step_needed: float | None  # the demand note workers pace on (trainer.demand); None before any file
+    buffered_files: float | None
+    recent_workers: int
 
 
 class Trainer:
@@ -151,6 +155,7 @@ class Trainer:
         self._uninformative_streak = 0
         self._reported = dict(self._counters)  # counter values at the last metrics line
         self._consumed_rewards: list[float] = []
+        self.demand = DemandEstimate(groups_per_batch=config.batch_samples // config.sampling.group_size)
         self.step_metrics: dict | None = None  # the metrics line of self.step, kept in checkpoints for re-publishing
         self.checkpoint_dir = Path(config.run_dir) / "checkpoints"
         self.metrics_path = Path(config.run_dir) / "metrics.jsonl"
@@ -241,6 +246,7 @@ class Trainer:
             return
         filtered = informative_groups(rewards, self.config.reward_spread_tol)
         self._counters["zero_adv"] += filtered.dropped_zero_advantage
+        self.demand.file_taken(len(filtered.keep), header.worker)
         self._uninformative_streak = 0 if filtered.keep else self._uninformative_streak + 1
         if self._uninformative_streak == UNINFORMATIVE_WARNING_FILES and self.parallel.is_main:
             log.warning("step %d: %d files in a row had no informative group (every group's rewards equal), so "
@@ -480,6 +486,7 @@ class Trainer:
             idle_s=idle,
             train_s=time.perf_counter() - train_started,
             wall_s=time.perf_counter() - started,
+            **self.demand.note(sum(not is_stale(g.policy_step, self.step, self.config.async_level) for g in self.buffer)),
         )
         self._reported = dict(self._counters)
         return metrics

@@ -24,6 +24,9 @@ def _add_start_args(p: argparse.ArgumentParser) -> None:
                         "at most this many files per verdict latency, and a broken one loses at most this many slashes "
                         "before it sees the first")
     p.add_argument("--max-submissions", type=int, help="stop after this many submissions")
+    p.add_argument("--no-pace", action="store_true",
+                   help="generate as fast as possible instead of pacing on the trainer's demand note (worker/pacing.py): "
+                        "files the trainer drops as too stale are then made and checked for nothing")
     p.add_argument("--poll-interval", type=float, default=0.5, help="seconds between looks at the chain (default 0.5)")
     p.add_argument("--quiet", action="store_true", help="no live status screen (logs only)")
     p.add_argument("--max-restakes", type=int, default=3, metavar="N",

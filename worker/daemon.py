@@ -31,6 +31,7 @@ from inference.device import Compute, ComputeChoiceError, choose_compute
 from inference.policy import PolicyLoader
 from ledger_client.chain.bindings import MemberView
 from ledger_client.chain.errors import ContractRevert, LedgerError
+from ledger_client.chain.events import wait_for_a_block
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import (
     chain_time,
@@ -44,9 +45,11 @@ from ledger_client.chain.queries import (
 )
 from ledger_client.cli import UsageError, configure_logging, load_devnet_info, stop_on_signals, tokens
 from ledger_client.ipfs.checkpoints import FetchedCheckpoint, PinRetention, fetch_checkpoint
-from ledger_client.ipfs.content import fetch_run_spec, put_object
+from ledger_client.ipfs.content import ContentError, fetch_run_spec, get_object, put_object
 from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.ipfs.task_subset import fetch_task_subset
+from protocol.demand import DemandNote
+from protocol.digest import cid_to_digest
 from protocol.pool import CaseState, WorkStatus, versions_to_keep
 from protocol.phases import phase
 from protocol.rollouts import decode_rollouts
@@ -55,6 +58,7 @@ from protocol.submission import SubmissionBinding
 from worker.account import DEFAULT_MAX_PENDING, challenges_of, claim_all, claim_works, open_ledger, stake_for_next_submission
 from worker.journal import Journal, journal_name
 from worker.metrics import WorkerMetrics
+from worker.pacing import PACE_POLL_S, Pacer
 from worker.policy import Policy, RolloutProducer
 from worker.produce import Producer
 
@@ -64,9 +68,6 @@ log = logging.getLogger("proofswarm.worker")
 LoadPolicy = Callable[[Path], tuple[object, object]]
 PREFETCH_POLL_S = 0.25
 """How often the prefetch thread looks for a new checkpoint."""
-BLOCK_POLL_S = 0.1
-"""How often a worker waiting on its open submissions' verdicts asks for the block number: a request each time, so
-a tenth of a second keeps a blocked worker to 10 a second (the demo runs four workers at --max-pending 2)."""
 
 
 @dataclass
@@ -88,6 +89,8 @@ class WorkerOptions:
     None (the library's default; `worker start` caps at 3): no cap, as the demo's adversary and the tests want."""
     explorer: str | None = None
     """The pool explorer's URL: each challenge links to its page there."""
+    pace: bool = True
+    """Pace on the trainer's demand note (worker/pacing.py); False: generate as fast as possible."""
 
 
 @dataclass
@@ -126,6 +129,8 @@ class WorkerDaemon:
         self._last_claim = 0.0
         self._verdicts_read_at = 0.0
         self._awaiting_verdicts = False  # the last step_once stopped at --max-pending
+        self._awaiting_demand = False  # the last step_once stopped because the trainer holds enough files
+        self.pacer = Pacer(async_level=1)  # prepare() sets the pool's async level
         self._prefetched: tuple[int, bytes, FetchedCheckpoint] | None = None
         """(step, digest, local copy) of the newest checkpoint, fetched ahead by `run`'s prefetch thread."""
         self._latest_step: tuple[float, int] = (-1e9, -1)
@@ -147,6 +152,7 @@ class WorkerDaemon:
         if not pool.active:
             raise UsageError(f"pool {self.opt.pool_id} is closed")
         self.pool = pool
+        self.pacer.async_level = max(1, pool.async_level)
         self.spec = fetch_run_spec(self.kubo, pool.task_ref)
         fetch_task_subset(self.kubo, self.spec.task)
         usable_task(self.spec)  # TaskUnavailable before any stake moves: this machine cannot score the pool's rewards
@@ -213,7 +219,9 @@ class WorkerDaemon:
                 self.maybe_claim()
                 if did_work:
                     continue
-                if self._awaiting_verdicts:
+                if self._awaiting_demand:
+                    stop.wait(PACE_POLL_S)
+                elif self._awaiting_verdicts:
                     self._wait_for_a_block(stop, self.opt.poll_interval_s)
                 else:
                     stop.wait(self.opt.poll_interval_s)
@@ -246,6 +254,11 @@ class WorkerDaemon:
         self._latest_step = (time.monotonic(), pool.latest_step)
         if not pool.active:
             stop.set()
+            return False
+        self.pacer.latest_step(pool.latest_step)
+        self._awaiting_demand = self.opt.pace and not self.pacer.may_generate()
+        if self._awaiting_demand:
+            self.stats.last_event = f"paced: the trainer holds enough files for step {pool.latest_step + 1}"
             return False
         member = self.member()
         if pool.latest_step - member.pinned_step > pool.async_level:
@@ -282,19 +295,10 @@ class WorkerDaemon:
         return True
 
     def _wait_for_a_block(self, stop: threading.Event, timeout: float) -> None:
-        """Wait until the chain has a new block (a verdict can only come with one), looking every
-        BLOCK_POLL_S, for at most `timeout`: a worker at --max-pending waited a whole poll interval for a verdict
-        that a devnet mines within milliseconds, and asking for its open submissions' verdicts costs two calls
-        each, the block number one."""
-        deadline = time.monotonic() + timeout
-        try:
-            seen = self.ledger.w3.eth.block_number
-            while not stop.wait(min(BLOCK_POLL_S, max(0.0, deadline - time.monotonic()))):
-                if time.monotonic() >= deadline or self.ledger.w3.eth.block_number != seen:
-                    return
-        except Exception as exc:  # noqa: BLE001 - the main loop's own calls report a chain that is down
-            log.debug("waiting for a block failed: %s: %s", exc.__class__.__name__, exc)
-            stop.wait(max(0.0, deadline - time.monotonic()))
+        """Wait until the chain has a new block (a verdict can only come with one), for at most `timeout`: a worker at
+        --max-pending waited a whole poll interval for a verdict that a devnet mines within milliseconds, and asking
+        for its open submissions' verdicts costs a call each, the block number one."""
+        wait_for_a_block(self.ledger.w3, None, stop, timeout)
 
     def court_has_judge(self) -> bool:
         """Whether a validator of the pool's court has been registered for the court's activation delay and has not
@@ -338,13 +342,19 @@ class WorkerDaemon:
         open_ = 0
         for e in self.journal.open_submissions():
             work_id = bytes.fromhex(e["work_id"])
-            # a court pool's case without a verdict is open: one read (its work is pending until the case ends)
-            if self._court is not None and self._court.cases(work_id).state == CaseState.PENDING:
-                open_ += 1
+            # a court pool's case is one read: without a verdict it is open; with one not final yet its work is
+            # pending; a final case is the work's outcome (the court records it in the pool in the same transaction)
+            case = self._court.cases(work_id) if self._court is not None else None
+            if case is not None and case.state in (CaseState.PENDING, CaseState.VERDICT, CaseState.DISPUTED):
+                open_ += case.state == CaseState.PENDING
                 continue
             try:
-                work = get_work(self.ledger, work_id)
-                status = work.status
+                if case is not None and case.state == CaseState.FINAL:
+                    status = WorkStatus.ACCEPTED if case.accepted else WorkStatus.REJECTED
+                    submitted_at = case.submitted_at
+                else:  # no court, a void case, or none (a reorg dropped the submission)
+                    work = get_work(self.ledger, work_id)
+                    status, submitted_at = work.status, work.submitted_at
             except ContractRevert as exc:
                 if exc.error != "UnknownWork":
                     raise
@@ -356,7 +366,7 @@ class WorkerDaemon:
             if status == WorkStatus.PENDING:
                 open_ += self._court is None  # a court's case with a verdict is not final yet: not open
             else:
-                self.journal.advance(e["nonce"], "submitted", final=status.name.lower(), submitted_at=work.submitted_at)
+                self.journal.advance(e["nonce"], "submitted", final=status.name.lower(), submitted_at=submitted_at)
                 self.metrics.verdict(status.name.lower())
                 self.stats.verdicts[status.name.lower()] = self.stats.verdicts.get(status.name.lower(), 0) + 1
                 if status == WorkStatus.REJECTED:
@@ -388,8 +398,23 @@ class WorkerDaemon:
             digest = bytes(self.ledger.pool.checkpoint_at(self.opt.pool_id, step))
             retention = PinRetention(self.kubo, self.opt.work_dir / "pins.json",
                                      keep=versions_to_keep(self.pool.async_level))
-            return digest, fetch_checkpoint(self.kubo, digest, self.opt.work_dir / "checkpoints",
-                                            timeout=self.opt.fetch_timeout_s, retention=retention)
+            fetched = fetch_checkpoint(self.kubo, digest, self.opt.work_dir / "checkpoints",
+                                       timeout=self.opt.fetch_timeout_s, retention=retention)
+        if self.opt.pace:
+            self.pacer.observe(step, self._demand_note(fetched))
+        return digest, fetched
+
+    def _demand_note(self, fetched: FetchedCheckpoint) -> DemandNote | None:
+        """The trainer's demand note in the metrics object the checkpoint's manifest names (None: none, or not
+        readable: the worker then generates unpaced)."""
+        cid = fetched.manifest.metrics
+        if cid is None:
+            return None
+        try:
+            return DemandNote.from_metrics(json.loads(get_object(self.kubo, cid_to_digest(cid), timeout=10.0)))
+        except (ContentError, ValueError) as exc:
+            log.debug("no demand note for step %d: %s", fetched.manifest.step, exc)
+            return None
 
     def submit_one(self, binding: SubmissionBinding, stop: threading.Event) -> None:
         pid = self.opt.pool_id
@@ -422,6 +447,7 @@ class WorkerDaemon:
                     return
                 raise
         self.journal.advance(nonce, "submitted")
+        self.pacer.submitted()
         self.stats.submitted += 1
         self.metrics.submissions.inc()
         self.metrics.samples.inc(n_samples)
@@ -497,7 +523,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     options = WorkerOptions(pool_id=args.pool, kubo_api=kubo_api, work_dir=work_dir,
                             submissions_per_step=args.submissions_per_step, poll_interval_s=args.poll_interval,
                             max_submissions=args.max_submissions, max_pending=args.max_pending,
-                            max_restakes=None if args.max_restakes < 0 else args.max_restakes, explorer=args.explorer)
+                            max_restakes=None if args.max_restakes < 0 else args.max_restakes, explorer=args.explorer,
+                            pace=not args.no_pace)
     daemon = WorkerDaemon(ledger, options, Producer(compute), PolicyLoader(), metrics=WorkerMetrics())
     if args.metrics_port:
         daemon.metrics.serve(args.metrics_port)

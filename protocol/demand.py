@@ -1,0 +1,72 @@
+"""The trainer's demand note: how many rollout files a step needs, and how many it holds already.
+
+A worker that generates faster than the trainer learns makes files that arrive too stale to use: in a
+`bench.protocol` run a quarter of the groups were dropped stale, each file generated, proven, uploaded, submitted and
+checked for nothing, on cores the trainer shares. The local worker paces itself on the trainer's progress file
+(worker/local_cli.py); through the protocol the trainer says the same in the metrics object each checkpoint's manifest
+names (`files_per_step_needed`, `buffered_files`, `recent_workers`), and a worker paces on it (worker/pacing.py).
+The note is advice: nothing on-chain depends on it, and a worker that ignores it is paid for its accepted files all
+the same (docs/protocol.md, "Pacing").
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+INFORMATIVE_EMA = 0.1
+"""Weight of each taken file in the running mean of its informative groups (~ the last 20 files)."""
+RECENT_FILES = 64
+"""Files whose workers count as the pool's recent workers."""
+
+
+@dataclass(frozen=True)
+class DemandNote:
+    """What the trainer needs per step and holds, in files (a file's informative groups as the trainer has seen them)."""
+
+    files_per_step: float
+    buffered_files: float
+    workers: int
+
+    @classmethod
+    def from_metrics(cls, metrics: dict[str, Any] | None) -> DemandNote | None:
+        """The note in a step's metrics object; None when there is none or it is malformed (then nobody paces)."""
+        if not isinstance(metrics, dict):
+            return None
+        try:
+            needed, buffered = float(metrics["files_per_step_needed"]), float(metrics["buffered_files"])
+            workers = int(metrics["recent_workers"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        if not (math.isfinite(needed) and needed > 0 and math.isfinite(buffered) and buffered >= 0 and workers >= 1):
+            return None
+        return cls(needed, buffered, workers)
+
+
+class DemandEstimate:
+    """The trainer's side: informative groups per file (a running mean over the files it takes) and the workers of
+    the recent ones; `note()` is the demand it publishes with each step."""
+
+    def __init__(self, groups_per_batch: int) -> None:
+        self.groups_per_batch = groups_per_batch
+        self.informative_per_file: float | None = None
+        self._workers: deque[str] = deque(maxlen=RECENT_FILES)
+
+    def file_taken(self, informative_groups: int, worker: str) -> None:
+        """A file fresh enough to use, with its number of informative groups."""
+        mean = self.informative_per_file
+        self.informative_per_file = informative_groups if mean is None else \
+            mean + INFORMATIVE_EMA * (informative_groups - mean)
+        self._workers.append(worker)
+
+    def note(self, buffered_groups: int) -> dict[str, Any]:
+        """The metrics fields of the demand note; needed and buffered are None while no file had an informative
+        group (every file is needed then)."""
+        per_file = self.informative_per_file
+        if not per_file:
+            return {"files_per_step_needed": None, "buffered_files": None, "recent_workers": len(set(self._workers))}
+        return {"files_per_step_needed": round(self.groups_per_batch / per_file, 3),
+                "buffered_files": round(buffered_groups / per_file, 3),
+                "recent_workers": max(1, len(set(self._workers)))}
