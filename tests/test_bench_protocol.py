@@ -115,7 +115,7 @@ def test_time_to_target_leaves_every_evaluation_off_the_clock():
 
 
 def test_a_missed_target_is_reported_as_a_lower_bound():
-    args = argparse.Namespace(cores=2, workers=1, validators=1, audit_rate=0.0, max_pending=2)
+    args = argparse.Namespace(cores=2, workers=1, validators=1, audit_rate=0.0, max_pending=2, no_pace=False)
     local = VariantResult("local", 100.0, 400.0, 0.8, 100)
     protocols = {"protocol_q5": VariantResult("protocol_q5", 150.0, 600.0, 0.8, 100),
                  "protocol_q1": VariantResult("protocol_q1", None, 600.0, 0.4, 30)}
@@ -126,7 +126,7 @@ def test_a_missed_target_is_reported_as_a_lower_bound():
 
 
 def test_repeats_report_the_median_run_and_seconds_per_step():
-    args = argparse.Namespace(cores=2, workers=1, validators=1, audit_rate=0.0, max_pending=8)
+    args = argparse.Namespace(cores=2, workers=1, validators=1, audit_rate=0.0, max_pending=8, no_pace=False)
     locals_ = [VariantResult("local", t, 400.0, 0.8, steps) for t, steps in ((60.0, 150), (150.0, 420), (45.0, 80))]
     protocols = [VariantResult("protocol_q5", t, 600.0, 0.8, steps) for t, steps in ((250.0, 280), (None, 500), (200.0, 236))]
     out = summarise_runs([(lo, {"protocol_q5": p}) for lo, p in zip(locals_, protocols)], CpuRecipe(), args)
