@@ -140,16 +140,15 @@ class LedgerSource:
             except RolloutFileError as exc:  # a validator accepted a bad file: never train on it
                 log.error("accepted work %s is not a valid rollout file: %s", work_id, exc)
                 self.unreadable.append(work_id)
-                self._final_by_event.discard(work_id)
                 continue
             self._unfetched.pop(work_id, None)
             self._digests.pop(work_id, None)
-            self._final_by_event.discard(work_id)
             self.consumed.append(work_id)
             if state == "consume":
                 self.unsettled.append(work_id)
             items.append(WorkItem(id=work_id, batch=batch))
         self.pending = still_pending
+        self._final_by_event &= set(still_pending)
         return items
 
     def _remember_digest(self, work_id: str, digest: bytes) -> None:

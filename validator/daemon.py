@@ -598,14 +598,13 @@ class ValidatorDaemon:
             now = self._now()
             if now > submitted_at + rules.verdict_window:
                 return False
-            assigned = self.court.assigned_validator(s.work_id)
-            if assigned == ZERO_ADDRESS and self.ledger.w3.eth.block_number <= submitted_block + 1:
-                self.retries.postpone(s.key, _submission_to(s), AT_THE_NEXT_POLL)
+            assigned = self._drawn(s, submitted_block)
+            if assigned is None:
                 return None
             if assigned not in (ZERO_ADDRESS, me):
                 unrecorded = case.assigned == 0
                 record_at = submitted_block + RECORD_DRAW_AFTER_BLOCKS + _stagger(me, s.work_id, RECORD_DRAW_AFTER_BLOCKS)
-                if unrecorded and self.ledger.w3.eth.block_number > record_at:
+                if unrecorded and self._poll_head() > record_at:
                     self._record_draw(s.work_id)  # the assignee is silent: keep its draw past the 256-block horizon
                     unrecorded = False
                 opens = submitted_at + rules.assigned_window + 1
@@ -622,13 +621,25 @@ class ValidatorDaemon:
         if s.purpose == "precheck":
             if state != CaseState.PENDING:  # judged already: the verdict's audit checks it
                 return False
-            assigned = self.court.assigned_validator(s.work_id)
-            if assigned == ZERO_ADDRESS and self.ledger.w3.eth.block_number <= submitted_block + 1:
-                self.retries.postpone(s.key, _submission_to(s), AT_THE_NEXT_POLL)
+            assigned = self._drawn(s, submitted_block)
+            if assigned is None:
                 return None
             return assigned != me  # our own assignment is checked as its judge
         return (state == CaseState.DISPUTED and self.conduct.votes and s.work_id.hex() not in self.duties.book.votes
                 and me in self.court.committee_of(s.work_id))
+
+    def _drawn(self, s: Submission, submitted_block: int) -> str | None:
+        """The case's assigned validator (ZERO_ADDRESS: nobody eligible), or None — postponed to the next poll — while
+        the draw's block is not on the chain yet (`assignedValidator` is zero until block B + 2)."""
+        assigned = self.court.assigned_validator(s.work_id)
+        if assigned == ZERO_ADDRESS and self._poll_head() <= submitted_block + 1:
+            self.retries.postpone(s.key, _submission_to(s), AT_THE_NEXT_POLL)
+            return None
+        return assigned
+
+    def _poll_head(self) -> int:
+        """The latest block's number as this poll read it (asked now outside a poll)."""
+        return self._head if self._head is not None else self.ledger.w3.eth.block_number
 
     def _can_judge(self, validator: str) -> bool:
         """Whether `validator`'s unreserved stake covers a verdict's reservation (ValidatorCourt: otherwise a

@@ -364,7 +364,7 @@ class WorkerDaemon:
                 self.recover()
                 return self.pending_verdicts()
             if status == WorkStatus.PENDING:
-                open_ += self._court is None  # a court's case with a verdict is not final yet: not open
+                open_ += self._court is None  # a court pool's void case: its work waits to expire, not for a verdict
             else:
                 self.journal.advance(e["nonce"], "submitted", final=status.name.lower(), submitted_at=submitted_at)
                 self.metrics.verdict(status.name.lower())
