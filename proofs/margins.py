@@ -13,7 +13,8 @@ Per token (proofs.sampling.replay computes it where the logits live):
     m = 1 also when the token lies outside the validator's own top-p nucleus (top_p < 1)
 
 so m ∈ [0, 1], 0 for the validator's argmax and 1 at the hard bound. A completion's or a file's statistic is
-the sum S of its margins over n tokens, each rounded up to the null's next level (`MarginNull.score`).
+the sum S of its margins over n tokens, each rounded up to a point of the null's support (`MarginNull.points`,
+`MarginNull.score`).
 
 The null (`MarginNull`): `validator calibrate` counts, over M honest tokens, how many margins exceed each
 level θ_0 = 0 < θ_1 < … < θ_K, and keeps an upper confidence bound q_k ≥ P(m > θ_k) per level (`tail_bound`:
@@ -110,14 +111,32 @@ class MarginNull(BaseModel):
         nexts = [*self.tail[1:], 0.0]
         return [(x, q - q_next) for q, q_next, x in zip(self.tail, nexts, points)]
 
+    def points(self) -> tuple[float, ...]:
+        """The value a margin in (θ_k, θ_{k+1}] (θ_{K+1} = 1) counts for in `score`, per k: the highest support
+        point of the dominating distribution whose tail bound is still q_k, i.e. θ_{j+1} (1 for j = K) for the
+        last level j of the run of levels whose tails equal q_k. Levels whose tails are equal (typically those
+        above every honest calibration margin, where the bound is that of 0 exceedances) carry no mass between
+        them, so a margin past the first of them is as rare as one at the hard bound and counts as such."""
+        support = [*self.levels[1:], 1.0]
+        last = len(self.levels) - 1
+        out = []
+        for k in range(len(self.levels)):
+            j = k
+            while j < last and self.tail[j + 1] == self.tail[k]:
+                j += 1
+            out.append(support[j])
+        return tuple(out)
+
     def score(self, margins: Sequence[float]) -> float:
-        """The test's statistic of some tokens: the sum of their margins, each rounded up to the next point of the
-        dominating distribution's support (θ_{k+1} for a margin in (θ_k, θ_{k+1}], 1 above θ_K, 0 for 0). Under
-        the null P(rounded ≥ θ_{k+1}) = P(m > θ_k) ≤ q_k, so the rounded margin is dominated by the same
-        distribution as the margin itself and every bound here holds for the rounded sum; and since it is at least
-        the plain sum, the test rejects wherever the plain sum's would. It is what lets a few tokens far above the
-        honest noise count as the rare events they are: four at m ≈ 0.75 count 4, not 3."""
-        points = [*self.levels[1:], 1.0]
+        """The test's statistic of some tokens: the sum of their margins, each rounded up to its point (`points`:
+        for a margin in (θ_k, θ_{k+1}], θ_{k+1} or, where the tails above θ_k stay equal, the top of that run;
+        0 for 0). For every support point x = θ_{j+1} of the dominating distribution, P(rounded ≥ x) = P(m > θ_a)
+        ≤ q_a = q_j, θ_a the first level of j's run of equal tails: the rounded margin is dominated by the same
+        distribution as the margin itself, so every bound here holds for the rounded sum; and since it is at
+        least the plain sum, the test rejects wherever the plain sum's would. It is what lets a few tokens far
+        above the honest noise count as the rare events they are: four at m ≈ 0.75 count 4, not 3, and where no
+        honest calibration margin passed 1/4 (q_{1/4} = q_{1/2}), four at m ≈ 0.3 count 4, not 2."""
+        points = self.points()
         return float(sum(0.0 if m <= 0 else points[bisect.bisect_left(self.levels, m) - 1] for m in margins))
 
     def mean(self) -> float:

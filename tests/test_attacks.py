@@ -55,3 +55,15 @@ def test_honest_files_pass_at_both_profiles(pool: dict, tmp_path: Path) -> None:
     for name in ("fp32", "bf16"):
         assert result[name]["false_positives"] == 0, result[name]
         assert not result[name]["worker_challenged"]
+
+
+def test_a_bias_inside_the_per_token_bound_is_caught_in_a_larger_file(pool: dict, tmp_path: Path) -> None:
+    """A 1.9ε logit bias flips ~3 near-ties in a file of 4 prompts, too few for a 1e-6 file test; in a file of 32
+    prompts (~4,400 checked tokens) it holds enough of them, and an honest file of that size still passes
+    (bench.file_size measures the rates)."""
+    from bench.file_size import run_stream
+
+    bias = run_stream(pool["lab"], pool["bf16"], "logit bias 1.9 eps on answer tokens, forged", (32,), 1, 300, tmp_path)
+    honest = run_stream(pool["lab"], pool["bf16"], "honest", (32,), 1, 400, tmp_path)
+    assert bias[0]["reasons"] == {"SAMPLING": 1} and bias[0]["tokens_per_file"] > 3000, bias
+    assert honest[0]["reasons"] == {"accepted": 1}, honest

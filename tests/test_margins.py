@@ -68,6 +68,28 @@ def test_rounded_margins_keep_the_bound_and_count_tokens_far_above_the_noise_as_
     assert calibrated.log_p_value(calibrated.score(file), 560) < math.log(rate / 2)
 
 
+def test_margins_past_equal_tails_count_as_the_hard_bound_and_the_bound_still_holds() -> None:
+    """Levels whose tails are equal carry no mass between them, so a margin past the first of them counts 1
+    (MarginNull.points): an honest population that puts exactly the top tail's mass just above 1/4 (the worst case
+    for that rounding) still exceeds the threshold at most α of the time, and the rounding counts four tokens at
+    m = 0.3 as 4 where the next-level rounding counted 2 and passed."""
+    tails = (9.6e-4, 9.0e-4, 7.9e-4, 4.7e-4, 3.2e-5, 3.2e-5)
+    null = MarginNull(levels=MARGIN_LEVELS, tail=tails)
+    assert null.points() == (1 / 256, 1 / 64, 1 / 16, 1 / 4, 1.0, 1.0)
+    rng = np.random.default_rng(11)
+    n, rate = 512, 1e-2
+    u = rng.random((200_000, n))
+    margins = np.where(u < tails[4], 0.26, np.where(u < tails[3], 0.2, np.where(u < tails[0], 0.01, 0.0)))
+    rounded = np.array([null.score(row) for row in margins])
+    assert (rounded >= null.threshold(n, rate)).mean() <= rate
+    file = [0.0] * 556 + [0.3] * 4
+    assert null.score(file) == 4.0
+    assert null.log_p_value(null.score(file), 560) < math.log(1e-6 / 2)
+    assert null.log_p_value(2.0, 560) > math.log(1e-6 / 2)  # what 4 × 1/2 gave: not significant
+    flat = MarginNull(levels=MARGIN_LEVELS, tail=(1.66e-5,) * 6)  # a pool whose honest margins were all 0
+    assert flat.points() == (1.0,) * 6 and flat.score([1e-4, 0.0, 0.3]) == 2.0  # every flip is a rare event
+
+
 def test_margin_test_names_the_most_deviant_completion() -> None:
     null = MarginNull.fit([10, 5, 2, 0, 0, 0], 10**6)
     honest = [(32, 0.0)] * 63
