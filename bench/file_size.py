@@ -75,7 +75,8 @@ def run_stream(lab: Lab, profile: Profile, attack: str, sizes: tuple[int, ...], 
     return rows
 
 
-def run(spec_path: Path, sizes: tuple[int, ...], files: int, calibration_prompts: int, console: Console) -> dict:
+def run(spec_path: Path, sizes: tuple[int, ...], files: int, calibration_prompts: int, console: Console,
+        streams: tuple[tuple[str, str], ...] = STREAMS) -> dict:
     torch.set_num_threads(1)
     spec = load_run_spec(spec_path)
     started = time.perf_counter()
@@ -87,7 +88,7 @@ def run(spec_path: Path, sizes: tuple[int, ...], files: int, calibration_prompts
                     "fp32": Profile("fp32", "float32", spec.verification)}
         lab = Lab(folder, spec)
         rows = []
-        for s, (name, attack) in enumerate(STREAMS):
+        for s, (name, attack) in enumerate(streams):
             rows += run_stream(lab, profiles[name], attack, sizes, files, 100_000 * (s + 1), workdir)
             for r in rows[-len(sizes):]:
                 console.print(f"[{name}] {attack}, {r['prompts']} prompts ({r['tokens_per_file']} tokens): "
@@ -118,6 +119,8 @@ def main() -> None:
     p.add_argument("--files", type=int, help="files per stream and size (default 30; --quick 3)")
     p.add_argument("--sizes", help="prompts a file, comma-separated (default 4,8,16,32; --quick 4,8)")
     p.add_argument("--calibration-prompts", type=int, help="validator calibrate --prompts (default 512; --quick 128)")
+    p.add_argument("--only", help="run only the streams whose 'profile: worker' contains one of these comma-separated "
+                                  "words (e.g. 'bf16: logit')")
     args = p.parse_args()
     console = Console(width=160)
     try:
@@ -127,7 +130,12 @@ def main() -> None:
         files = args.files or (3 if args.quick else 30)
         if files < 1:
             raise ValueError("--files must be at least 1")
-        result = run(args.spec, sizes, files, args.calibration_prompts or (128 if args.quick else 512), console)
+        words = [w.strip() for w in (args.only or "").split(",") if w.strip()]
+        streams = tuple(st for st in STREAMS if not words or any(w in f"{st[0]}: {st[1]}" for w in words))
+        if not streams:
+            raise ValueError(f"--only {args.only!r} matches none of: " + "; ".join(f"{a}: {b}" for a, b in STREAMS))
+        result = run(args.spec, sizes, files, args.calibration_prompts or (128 if args.quick else 512), console,
+                     streams)
     except (RuntimeError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
