@@ -105,6 +105,15 @@ class MarginNull(BaseModel):
             bounds[k] = max(bounds[k], bounds[k + 1])
         return cls(levels=tuple(levels), tail=tuple(bounds), tokens=tokens)
 
+    @classmethod
+    def loosest(cls, nulls: Sequence[MarginNull]) -> MarginNull:
+        """The null of several populations, each with its own bounds at the same levels: level by level the largest
+        tail (it bounds an honest token of any of them), over the fewest tokens any of them was measured on."""
+        if not nulls or any(n.levels != nulls[0].levels for n in nulls):
+            raise ValueError("one or more nulls, all at the same levels")
+        return cls(levels=nulls[0].levels, tail=tuple(max(t) for t in zip(*(n.tail for n in nulls))),
+                   tokens=min(n.tokens for n in nulls))
+
     def _atoms(self) -> list[tuple[float, float]]:
         """The dominating distribution's non-zero points and their masses: (θ_{k+1}, q_k − q_{k+1}), (1, q_K)."""
         points = [*self.levels[1:], 1.0]

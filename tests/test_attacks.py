@@ -67,3 +67,17 @@ def test_a_bias_inside_the_per_token_bound_is_caught_in_a_larger_file(pool: dict
     honest = run_stream(pool["lab"], pool["bf16"], "honest", (32,), 1, 400, tmp_path)
     assert bias[0]["reasons"] == {"SAMPLING": 1} and bias[0]["tokens_per_file"] > 3000, bias
     assert honest[0]["reasons"] == {"accepted": 1}, honest
+
+
+def test_the_margin_null_is_the_loosest_worker_population(pool: dict) -> None:
+    """Calibration fits each worker dtype's tails on its own and keeps the largest per level: pooled with float32
+    workers (margins 0), the bf16 workers' flip rate would be halved and honest bf16 workers would outgrow it."""
+    from validator.calibrate import margin_null, measure
+
+    lab, eps = pool["lab"], pool["bf16"].verification.logit_tolerance
+    samples = measure(lab.folder, lab.spec, ["float32", "bfloat16"], [1], 24, "torch", "cpu").samples
+    bf16_only = margin_null(lab.folder, lab.spec, [s for s in samples if s[3] == "bfloat16"], eps, 128)
+    both = margin_null(lab.folder, lab.spec, samples, eps, 128)
+    assert bf16_only.tail[0] > 2 * 9 / bf16_only.tokens  # the bf16 workers flip near-ties: a real rate, not a bound
+    assert all(b >= a for a, b in zip(bf16_only.tail, both.tail)), (bf16_only.tail, both.tail)
+    assert both.tokens == bf16_only.tokens

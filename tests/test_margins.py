@@ -244,3 +244,12 @@ def test_the_nulls_mean_and_how_much_of_it_accepted_files_use(caplog: pytest.Log
     warnings = [r for r in caplog.records if "outgrown its calibration" in r.getMessage()]
     assert len(warnings) == 1 and "validator calibrate --pool 7" in warnings[0].getMessage()
     assert daemon.metrics.margin_null_use._value.get() == pytest.approx(3.0)
+
+
+def test_the_loosest_of_several_nulls_bounds_each_of_them() -> None:
+    quiet = MarginNull(levels=MARGIN_LEVELS, tail=(1.7e-5,) * 6, tokens=500_000)
+    noisy = MarginNull(levels=MARGIN_LEVELS, tail=(1.6e-3, 1.5e-3, 1.3e-3, 5.5e-4, 1.7e-5, 1.6e-5), tokens=400_000)
+    both = MarginNull.loosest([quiet, noisy])
+    assert both.tail == (1.6e-3, 1.5e-3, 1.3e-3, 5.5e-4, 1.7e-5, 1.7e-5) and both.tokens == 400_000
+    with pytest.raises(ValueError):
+        MarginNull.loosest([quiet, MarginNull(levels=(0.0, 0.5), tail=(1e-3, 1e-4))])

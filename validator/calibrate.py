@@ -266,17 +266,24 @@ def margin_null(folder: Path, spec: RunSpec, samples: list[tuple[list[int], list
     position the tokens the worker's logits pick under `seeds_per_position` public seeds (the sample's own, then
     others derived from it) are replayed against the validator's logits (proofs.sampling.honest_margins): per level,
     how many of the honest margins exceed it, turned into upper bounds. Margins of one position under many seeds
-    share its near-tie structure, so the bounds' confidence assumes those positions are typical of the pool's."""
+    share its near-tie structure, so the bounds' confidence assumes those positions are typical of the pool's.
+
+    Each worker dtype is its own population, and the null is the loosest of them level by level (each population's
+    bounds at confidence 1 − CALIBRATION_CONFIDENCE / populations, so all hold together at the stated confidence):
+    pooling a quiet population (float32 workers, whose margins are 0) with a noisy one would halve the noisy one's
+    tails, and its honest workers would outgrow the null."""
     model, tokenizer = load_policy(folder)
     stops = stop_token_ids(model, tokenizer)
     reference = TorchBackend(model, eos_token_id=stops, pad_token_id=tokenizer.pad_token_id)
     levels = torch.tensor(MARGIN_LEVELS)
-    exceed = torch.zeros(len(MARGIN_LEVELS), dtype=torch.int64)
-    tokens = 0
     s = spec.sampling
-    for dtype in sorted({sample[3] for sample in samples}):
+    dtypes = sorted({sample[3] for sample in samples})
+    nulls = []
+    for dtype in dtypes:
         worker = _worker(folder, dtype, worker_backend, stops, tokenizer.pad_token_id, worker_device)
         mine = [sample for sample in samples if sample[3] == dtype]
+        exceed = torch.zeros(len(MARGIN_LEVELS), dtype=torch.int64)
+        tokens = 0
         for start in range(0, len(mine), batch):
             pairs = [(prompt, ids) for prompt, ids, _, _ in mine[start : start + batch]]
             for (_, ids, seed, _), ref, own in zip(mine[start : start + batch], reference.prefill_batch(pairs),
@@ -285,7 +292,8 @@ def margin_null(folder: Path, spec: RunSpec, samples: list[tuple[list[int], list
                 margins = honest_margins(ref.logits, own.logits, seeds, s.temperature, s.top_p, logit_tolerance)
                 exceed += (margins.flatten()[:, None] > levels[None, :]).sum(0)
                 tokens += margins.numel()
-    return MarginNull.fit(exceed.tolist(), tokens)
+        nulls.append(MarginNull.fit(exceed.tolist(), tokens, confidence=CALIBRATION_CONFIDENCE / len(dtypes)))
+    return MarginNull.loosest(nulls)
 
 
 def stated_rates(spec: RunSpec, verification: VerificationSpec) -> dict:
