@@ -91,7 +91,7 @@ def run(spec_path: Path, sizes: tuple[int, ...], files: int, calibration_prompts
         for s, (name, attack) in enumerate(streams):
             rows += run_stream(lab, profiles[name], attack, sizes, files, 100_000 * (s + 1), workdir)
             for r in rows[-len(sizes):]:
-                console.print(f"[{name}] {attack}, {r['prompts']} prompts ({r['tokens_per_file']} tokens): "
+                console.print(f"\\[{name}] {attack}, {r['prompts']} prompts ({r['tokens_per_file']} tokens): "
                               f"{r['k']}/{r['n']} challenged {r['reasons']}")
     return {"profiles": {n: {"logit_tolerance": p.verification.logit_tolerance,
                              "margin_tail": p.verification.margin_tail, "margin_tokens": p.verification.margin_tokens}

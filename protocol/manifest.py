@@ -86,8 +86,12 @@ class PolicyVerification(BaseModel):
 
     @model_validator(mode="after")
     def _a_margin_null(self) -> PolicyVerification:
-        MarginNull(levels=tuple(self.margin_levels), tail=tuple(self.margin_tail), tokens=self.margin_tokens)
+        self.margin_null()
         return self
+
+    def margin_null(self) -> MarginNull:
+        """The honest margin distribution these values state."""
+        return MarginNull(levels=tuple(self.margin_levels), tail=tuple(self.margin_tail), tokens=self.margin_tokens)
 
 
 class CheckpointManifest(BaseModel):

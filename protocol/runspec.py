@@ -106,8 +106,8 @@ class VerificationSpec(BaseModel):
             "toploc_by_tokens": looser_chunk_limits(self.toploc_by_tokens, policy.toploc_by_tokens),
         }
         if list(policy.margin_levels) == list(self.margin_levels):
-            update |= {"margin_tail": [max(a, b) for a, b in zip(self.margin_tail, policy.margin_tail)],
-                       "margin_tokens": min(self.margin_tokens, policy.margin_tokens)}
+            merged = MarginNull.loosest([self.margin_null(), policy.margin_null()])
+            update |= {"margin_tail": list(merged.tail), "margin_tokens": merged.tokens}
         return self.model_copy(update=update)
 
     def toploc_thresholds(self) -> Thresholds:
