@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from tasks.base import Problem, Split, Task, TaskError, in_test_split
+from tasks.gym import check_gym_dataset
 from tasks.rewards import CORRECT, WRONG
 from tasks.sandbox import shared_sandbox
 from tasks.verify import (
@@ -110,6 +111,7 @@ class ReasoningGymTask(Task):
             raise TaskError("reasoning-gym is not installed") from exc
         self.name = f"gym:{dataset}"
         self.dataset = dataset
+        check_gym_dataset(dataset)
         try:
             json.dumps(params)
         except (TypeError, ValueError) as exc:
@@ -138,13 +140,12 @@ class ReasoningGymTask(Task):
         if answer is None or not admissible_gym_answer(answer, problem.answer):
             return False
         split, index = problem.metadata["gym_split"], problem.metadata["gym_index"]
-        seed, size = self._builds[split]  # type: ignore[index]
         entry = self._data[split][index]  # type: ignore[index]
-        reply = shared_sandbox("gym").request({
-            "op": "gym", "dataset": self.dataset, "seed": seed, "size": size, "params": self._params,
-            "entry": base64.b64encode(pickle.dumps(entry)).decode(), "answer": answer})
-        if not reply.get("ok") and str(reply.get("why", "")).startswith("prepare"):
-            raise TaskError(f"{self.name}: the scoring sandbox could not build the dataset: {reply['why']}")
+        seed, size = self._builds["train"]  # the scorer needs the dataset's configuration, not its entries
+        sandbox = shared_sandbox("gym", gym={"dataset": self.dataset, "seed": seed, "size": size,
+                                             "params": self._params})
+        reply = sandbox.request({"op": "gym", "entry": base64.b64encode(pickle.dumps(entry)).decode(),
+                                 "answer": answer})
         return bool(reply.get("ok") and reply.get("full"))
 
     def reward(self, problem: Problem, completion: str, completion_tokens: int) -> float:

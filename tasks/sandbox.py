@@ -1,29 +1,32 @@
-"""Bounded, sandboxed scoring: library scorers (math-verify, reasoning-gym) run in a child process.
+"""Bounded, isolated scoring: library scorers (math-verify, reasoning-gym) and verifiers rubrics run in a
+sandbox of two kinds of process (tasks/_scorer_child.py): a template that isolates itself, warms the libraries
+and locks itself down, and a scorer child forked from it for each scoring session.
 
-Why a process: the scorers parse untrusted text with sympy and ANTLR, some reasoning-gym scorers
-call sympy's `parse_expr` (which evaluates Python), and a C-level computation such as a big-integer
-power cannot be interrupted inside the interpreter that started it. The child (tasks/_scorer_child.py)
-runs each call under a CPU-time budget and the whole process under a memory limit; it starts no
-processes and writes no files. A call that exceeds its budget, runs out of memory, raises, or kills
-the child is scored `UNSCORABLE` (0); a dead child is replaced on the next call.
+Why processes: a worker's completion is hostile. No answer reaches an evaluator (tasks.verify, tasks.gym), but
+the parsers and CAS that score answers are large, and a C-level computation such as a big-integer power cannot
+be interrupted inside the interpreter that started it. So each rollout file is scored in a fresh child
+(`scoring_session`), unprivileged, without network, unable to write a file or start a process, under hard
+rlimits, with a CPU budget kept from outside it (the template SIGKILLs a child past its budget). A call that
+exceeds its budget, runs out of memory, raises, does what the sandbox refuses, or kills the child is scored
+`UNSCORABLE` (0). The boundary is listed step by step in tasks/_scorer_child.py and docs/protocol.md.
 
-Why parties agree: the budget is the second line of defence. Every answer is first bounded by
-tasks.verify (length, characters, digit runs, exponents, LaTeX commands) before it reaches a parser,
-and the bounds are chosen so that admitted answers score in milliseconds (the slowest admitted
-inputs we found take well under a tenth of the budget, tests/test_reward_hacking.py); an input
-refused by the bounds is refused identically everywhere because the bounds are pure functions of
-the text. The budget is CPU time, not wall time, so a busy machine does not hit it sooner. The
-only way two parties could disagree is an admitted answer that is *correct* and costs about the
-budget to recognise: a wrong answer scores 0 whether or not it finishes.
+Why parties agree: the budget is the second line of defence. Every answer is first bounded by tasks.verify
+(length, characters, digit runs, exponents, LaTeX commands) before it reaches a parser, and the bounds are
+chosen so that admitted answers score in milliseconds (tests/test_reward_hacking.py); an input refused by the
+bounds is refused identically everywhere because the bounds are pure functions of the text. The budget is CPU
+time, not wall time, so a busy machine does not hit it sooner. The only way two parties could disagree is an
+admitted answer that is *correct* and costs about the budget to recognise: a wrong answer scores 0 whether or
+not it finishes.
 
-Budgets: `CPU_BUDGET_S` per completion (the timer raises in Python code; RLIMIT_CPU kills the child
-when C code runs more than a second past it), `MEMORY_BYTES` of address space, and a wall-clock
-guard `WALL_LIMIT_S` only for a child that stops using CPU altogether.
+Budgets: `CPU_BUDGET_S` per completion, `MEMORY_BYTES` of address space, and a wall-clock guard `WALL_LIMIT_S`
+only for a child that stops using CPU altogether.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import itertools
 import json
 import os
 import select
@@ -33,34 +36,55 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from tasks.base import TaskError
 
 CPU_BUDGET_S = 5.0
-"""CPU seconds one completion's scoring may take (math-verify or a reasoning-gym scorer)."""
-PREPARE_BUDGET_S = 30.0
-"""CPU seconds for building a reasoning-gym dataset entry in the child (trusted input, from the run spec)."""
+"""CPU seconds one completion's scoring may take (math-verify, a reasoning-gym scorer or a rubric)."""
 MEMORY_BYTES = 2 * 1024**3
-"""Address-space limit of the scoring child (RLIMIT_AS)."""
+"""Address-space limit of the scoring processes (RLIMIT_AS, hard = soft)."""
 WALL_LIMIT_S = 60.0
-"""The parent's guard for a child that neither answers nor uses up its CPU budget (then: killed, 0)."""
+"""The template's guard for a child that neither answers nor uses up its CPU budget (then: killed, 0)."""
+START_LIMIT_S = 300.0
+"""Wall seconds the template may take to warm up (imports, a reasoning-gym dataset, an environment's probe)."""
 
 _CHILD = Path(__file__).with_name("_scorer_child.py")
+_SESSIONS = itertools.count(1)
+_CURRENT = threading.local()
+
+
+@contextlib.contextmanager
+def scoring_session() -> Iterator[None]:
+    """Every scoring call inside shares one fresh scorer child per sandbox: use one per rollout file, so that
+    nothing a completion does to its scorer's interpreter reaches another file. Outside a session every call
+    gets a fresh child of its own."""
+    previous = getattr(_CURRENT, "session", None)
+    _CURRENT.session = next(_SESSIONS)
+    try:
+        yield
+    finally:
+        _CURRENT.session = previous
+
+
+def _session() -> int:
+    return getattr(_CURRENT, "session", None) or next(_SESSIONS)
 
 
 class ScoringSandbox:
-    """One scoring child process, started on first use, replaced when it dies. Thread-safe."""
+    """One template process, started on first use, replaced when it dies. Thread-safe."""
 
     def __init__(self, kinds: tuple[str, ...], cpu_budget_s: float = CPU_BUDGET_S,
                  memory_bytes: int = MEMORY_BYTES, wall_limit_s: float = WALL_LIMIT_S,
-                 prepare_budget_s: float = PREPARE_BUDGET_S, environment: dict | None = None) -> None:
+                 environment: dict | None = None, gym: dict | None = None) -> None:
         self.kinds = tuple(sorted(kinds))
         self.environment = environment
+        self.gym = gym
         self.cpu_budget_s = cpu_budget_s
         self.memory_bytes = memory_bytes
         self.wall_limit_s = wall_limit_s
-        self.prepare_budget_s = prepare_budget_s
+        self.isolation: dict = {}
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
         self._pid = 0
@@ -74,8 +98,9 @@ class ScoringSandbox:
     def _start(self) -> None:
         request_r, request_w = os.pipe()
         reply_r, reply_w = os.pipe()
-        config = {"cpu_budget_s": self.cpu_budget_s, "prepare_budget_s": self.prepare_budget_s,
-                  "memory_bytes": self.memory_bytes, "kinds": list(self.kinds), "environment": self.environment}
+        config = {"cpu_budget_s": self.cpu_budget_s, "wall_limit_s": self.wall_limit_s,
+                  "memory_bytes": self.memory_bytes, "kinds": list(self.kinds), "environment": self.environment,
+                  "gym": self.gym}
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")}
         env.update(PYTHONHASHSEED="0", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
                    PYTHONDONTWRITEBYTECODE="1")
@@ -89,13 +114,14 @@ class ScoringSandbox:
             os.close(reply_w)
         self._pid = os.getpid()
         self._to_child, self._from_child, self._buffer = request_w, reply_r, b""
-        ready = self._read_reply(time.monotonic() + max(self.wall_limit_s, 120.0))
+        ready = self._read_reply(time.monotonic() + START_LIMIT_S)
         if not ready or not ready.get("ready"):
             why = (ready or {}).get("why", "it exited")
             self._stop()
             if (ready or {}).get("refused"):
-                raise TaskError(why)  # a verifiers environment the child refused (tasks.environments)
+                raise TaskError(why)  # a verifiers environment the template refused (tasks.environments)
             raise TaskError(f"the scoring sandbox did not start: {why}")
+        self.isolation = ready.get("isolation", {})
 
     def _stop(self) -> None:
         proc, self._proc = self._proc, None
@@ -108,7 +134,7 @@ class ScoringSandbox:
         self._to_child = self._from_child = None
         if proc is not None and proc.poll() is None:
             try:
-                os.killpg(proc.pid, signal.SIGKILL)
+                os.killpg(proc.pid, signal.SIGKILL)  # the template and its scorer child
             except OSError:
                 proc.kill()
         if proc is not None:
@@ -131,7 +157,7 @@ class ScoringSandbox:
             readable, _, _ = select.select([self._from_child], [], [], left)
             if not readable:
                 continue
-            chunk = os.read(self._from_child, 65536)
+            chunk = os.read(self._from_child, 1 << 20)
             if not chunk:
                 return None
             self._buffer += chunk
@@ -145,14 +171,16 @@ class ScoringSandbox:
     # -- requests ----------------------------------------------------------------------------------
 
     def request(self, payload: dict) -> dict:
-        """The child's reply to `payload`, or {"ok": False, "why": "killed" | "wall"} when the child died
-        or stalled (it is then replaced). TaskError only when the sandbox cannot start at all."""
-        data = (json.dumps(payload) + "\n").encode()
+        """The reply to `payload` from a scorer child of the current `scoring_session` (a fresh child outside
+        one), or {"ok": False, "why": "killed" | "wall"} when the template died or stalled (it is then
+        replaced). TaskError only when the sandbox cannot start at all."""
+        data = (json.dumps({**payload, "session": _session()}) + "\n").encode()
         with self._lock:
-            for attempt in range(2):
+            for _ in range(2):
                 if self._proc is None or self._pid != os.getpid() or self._proc.poll() is not None:
                     if self._proc is not None and self._pid == os.getpid():
                         self._stop()
+                        self.restarts += 1
                     self._proc = None
                     self._start()
                 try:
@@ -160,12 +188,9 @@ class ScoringSandbox:
                 except OSError:
                     self._stop()
                     self.restarts += 1
-                    continue  # the child was gone before the request: nothing was scored, start afresh
-                reply = self._read_reply(time.monotonic() + self.wall_limit_s)
+                    continue  # the template was gone before the request: nothing was scored, start afresh
+                reply = self._read_reply(time.monotonic() + self.wall_limit_s + START_LIMIT_S)
                 if reply is not None:
-                    if reply.get("why") in ("budget", "memory"):  # the child exits after these: a fresh one next
-                        self._stop()
-                        self.restarts += 1
                     return reply
                 stalled = self._proc is not None and self._proc.poll() is None
                 self._stop()
@@ -174,16 +199,16 @@ class ScoringSandbox:
             return {"ok": False, "why": "killed"}
 
 
-_SANDBOXES: dict[tuple[str, ...], ScoringSandbox] = {}
+_SANDBOXES: dict[str, ScoringSandbox] = {}
 _SANDBOXES_LOCK = threading.Lock()
 
 
-def shared_sandbox(*kinds: str) -> ScoringSandbox:
-    """The process-wide sandbox for these scorer kinds ('math', 'gym'), started on first request."""
-    key = tuple(sorted(kinds))
+def shared_sandbox(*kinds: str, gym: dict | None = None) -> ScoringSandbox:
+    """The process-wide sandbox for these scorer kinds ('math', 'gym' with its dataset), started on first request."""
+    key = json.dumps([sorted(kinds), gym], sort_keys=True)
     with _SANDBOXES_LOCK:
         if key not in _SANDBOXES:
-            _SANDBOXES[key] = ScoringSandbox(key)
+            _SANDBOXES[key] = ScoringSandbox(tuple(kinds), gym=gym)
         return _SANDBOXES[key]
 
 

@@ -206,6 +206,11 @@ REWARDS = {
 
 import openai  # noqa: E402
 CLIENT = openai.AsyncOpenAI(api_key="none", base_url="http://127.0.0.1:9/v1")''',
+    "history": '''
+    @vf.reward
+    async def late(self, trace: vf.Trace) -> float:
+        CALLS[0] += 1  # honest for a process's first 18 calls, then alternating
+        return 0.0 if CALLS[0] <= 18 else float(CALLS[0] % 2)''',
     "seeded-random": '''
     @vf.reward(weight=0.5)
     async def noise(self, trace: vf.Trace) -> float:
@@ -228,16 +233,23 @@ def _fake_environment(root: Path, name: str, extra: str = "", prompt: str = '"1?
 CHECKS = """
 import json, sys
 import tasks._scorer_child as child
-child._shut_network()
+child.isolate()
+child._warm(["env"], {})
+sys.addaudithook(child._audit)  # the template's hook, without the uid drop (the packages live in a private tmp)
+child._POLICY["locked"] = True
 verdicts = {}
 for name, config in json.loads(sys.argv[1]).items():
     child._ENV.clear()
+    children = child.Children(5.0, 60.0, code=True, closing=())
     try:
         child._load_environment(config)
-        child._probe(5.0)
-        verdicts[name] = ["accepted", [child._score_env(0, "1").hex() for _ in range(2)]]
+        child._warm_rubric()
+        child._probe(children)
+        verdicts[name] = ["accepted", [children.call(i, {"op": "env", "row": 0, "completion": "1"})["reward"]
+                                       for i in range(2)]]
     except child.EnvironmentRefused as exc:
         verdicts[name] = [str(exc), []]
+    children.stop()
 print(json.dumps(verdicts))
 """
 """The scoring child's load checks and probe, run on many environments in one process (each scoring child
@@ -255,14 +267,17 @@ def test_environments_whose_rubric_is_not_deterministic_are_refused(tmp_path, mo
         "bonus": {"fn": f"{plugged}:bonus"}}}}})
     expected = {
         "network": "scoring a completion touched the network",
-        "counter": "scored the same completion differently twice",
-        "client": "can reach a model or network client (envs_fake_client.CLIENT is a openai",
+        "counter": "scored the same completion differently after",
+        "history": "scores depend on call history or order",
+        # an HTTP client's import writes a temporary file (trio → ctypes.util): refused before the client check
+        "client": "cannot load it inside the scoring sandbox",
         "few-shot": "not a single user turn", "judge": "scored by judges (a judge model)", "plugged": "is plugged from",
         "seeded-random": "accepted",  # random is reseeded before every call: the same draws everywhere
     }
     configs = {name: spec.child_config() for name, spec in cases.items()}
     out = subprocess.run([sys.executable, "-c", CHECKS, json.dumps(configs)], capture_output=True, text=True,
-                         timeout=120, check=True, cwd=Path(__file__).resolve().parents[1])
+                         timeout=120, check=False, cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr[-3000:]
     verdicts = json.loads(out.stdout.strip().splitlines()[-1])
     assert {name: verdict for name, (verdict, _) in verdicts.items() if expected[name] not in verdict} == {}
     (first, second) = verdicts["seeded-random"][1]

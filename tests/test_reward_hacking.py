@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import tasks.datasets
 import tasks.sandbox
 from inference.backend import Completion
 from inference.tiny import build_char_tokenizer
@@ -265,12 +266,12 @@ def test_the_sandbox_budget_stops_what_no_bound_stopped():
     sandbox = ScoringSandbox(("math",), cpu_budget_s=0.5)
     try:
         started = time.monotonic()
-        # sent straight to the child, past tasks.verify's bounds: sympy would compute 7^300000000
+        # sent straight to the scorer, past tasks.verify's bounds: sympy would compute 7^300000000
         reply = sandbox.request({"op": "math", "gold": "56", "answer": "7^{300000000}"})
-        assert reply == {"ok": False, "why": "budget"}
+        assert not reply["ok"] and reply["why"] == "budget"
         assert time.monotonic() - started < 20
         reply = sandbox.request({"op": "math", "gold": "\\frac{1}{2}", "answer": "0.5"})
-        assert reply["ok"] and reply["full"] and sandbox.restarts == 1  # a fresh child after the budget
+        assert reply["ok"] and reply["full"] and sandbox.restarts == 0  # the template lives on; the child was new
     finally:
         sandbox.close()
 
@@ -279,28 +280,11 @@ def test_a_completion_over_budget_gets_the_unscorable_reward(math_task, monkeypa
     correct = "\\boxed{\\frac{2x^{2}+4x+2}{x+1}}"  # equal to 2(x+1), and takes sympy ~0.1-0.3 s of CPU
     assert math_task.reward(math_task.problem(2), correct, 10) == 1.0
     tiny = ScoringSandbox(("math",), cpu_budget_s=0.01)
-    monkeypatch.setitem(tasks.sandbox._SANDBOXES, ("math",), tiny)
+    monkeypatch.setattr(tasks.datasets, "shared_sandbox", lambda *kinds, **gym: tiny)
     try:
         assert math_task.reward(math_task.problem(2), correct, 10) == UNSCORABLE == 0.0
     finally:
         tiny.close()
-
-
-def test_the_sandbox_starts_no_process(tmp_path):
-    import reasoning_gym
-
-    # string_insertion's score_answer calls eval() on the answer: sent straight to the child, past the bounds
-    entry = reasoning_gym.create_dataset("string_insertion", seed=0, size=1)[0]
-    marker = tmp_path / "pwned"
-    sandbox = ScoringSandbox(("gym",))
-    try:
-        for answer in [f"__import__('os').system('touch {marker}')", f"__import__('subprocess').run(['touch', '{marker}'])"]:
-            reply = sandbox.request({"op": "gym", "dataset": "string_insertion", "seed": 0, "size": 1, "params": {},
-                                     "entry": base64.b64encode(pickle.dumps(entry)).decode(), "answer": answer})
-            assert reply["ok"] and not reply["full"]
-        assert not marker.exists()
-    finally:
-        sandbox.close()
 
 
 # --- exact rewards --------------------------------------------------------------------------------------

@@ -56,6 +56,7 @@ from protocol.verdicts import Reason, clip_text
 from tasks.base import Task, assignment_space
 from tasks.encoding import encode_prompt
 from tasks.registry import build_task
+from tasks.sandbox import scoring_session
 from validator.daemon import CheckOutcome, DaemonConfig, Submission
 
 CHECK_REASONS = {"tokens": Reason.SCHEMA, "prompt": Reason.ASSIGNMENT, "seed": Reason.SEED,
@@ -208,11 +209,12 @@ def check_assignment_and_rewards(spec: RunSpec, task: Task, batch: RolloutBatch,
                                 failing_samples=list(range(group * g, (group + 1) * g)))
     bad = []
     problems = {index: task.problem(index) for index in assigned}  # a group shares its prompt
-    for i, s in enumerate(batch.samples):
-        problem = problems[s.prompt_index]
-        text = tokenizer.decode(s.completion_ids, skip_special_tokens=True)
-        if not task.reward_matches(problem, text, len(s.completion_ids), s.reward):
-            bad.append(i)
+    with scoring_session():  # one fresh scorer process for this file: nothing it does reaches the next file
+        for i, s in enumerate(batch.samples):
+            problem = problems[s.prompt_index]
+            text = tokenizer.decode(s.completion_ids, skip_special_tokens=True)
+            if not task.reward_matches(problem, text, len(s.completion_ids), s.reward):
+                bad.append(i)
     if bad:
         return CheckOutcome(False, Reason.REWARD, f"{len(bad)} of {len(batch.samples)} rewards differ from the "
                                                   f"task verifier's", failing_samples=bad)

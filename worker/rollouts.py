@@ -23,6 +23,7 @@ from protocol.submission import SubmissionBinding
 from tasks.base import Task
 from tasks.encoding import encode_prompt
 from tasks.registry import TaskSpec
+from tasks.sandbox import scoring_session
 
 PROOF_CHUNK = 32
 
@@ -49,8 +50,10 @@ def make_rollouts(
     with phase("prove"):
         proofs = build_proofs_batch([c.hidden for c in completions], chunk=PROOF_CHUNK)
     samples = []
-    for (g, s), completion, proof in zip(rows, completions, proofs, strict=True):
-        text = tokenizer.decode(completion.token_ids, skip_special_tokens=True)
+    with scoring_session():
+        rewards = [task.reward(problems[g], tokenizer.decode(c.token_ids, skip_special_tokens=True), len(c.token_ids))
+                   for (g, _), c in zip(rows, completions, strict=True)]
+    for (g, s), completion, proof, reward in zip(rows, completions, proofs, rewards, strict=True):
         samples.append(
             RolloutSample(
                 group=g,
@@ -59,7 +62,7 @@ def make_rollouts(
                 prompt_ids=prompt_ids[g],
                 completion_ids=completion.token_ids,
                 logprobs=completion.logprobs,
-                reward=task.reward(problems[g], text, len(completion.token_ids)),
+                reward=reward,
                 finish_reason=completion.finish_reason,
                 seed=completion.seed,
                 proofs=proof,
