@@ -12,6 +12,7 @@ import base64
 import json
 import pickle
 import re
+from fractions import Fraction
 from pathlib import Path
 
 from tasks.base import Problem, Split, Task, TaskError, in_test_split
@@ -19,11 +20,14 @@ from tasks.gym import check_gym_dataset
 from tasks.rewards import CORRECT, WRONG
 from tasks.sandbox import shared_sandbox
 from tasks.verify import (
+    ASCII_WHITESPACE,
+    NUMERIC_LITERAL,
     admissible_gym_answer,
     admissible_math_answer,
     final_answer,
     is_word_answer,
     normalise_whitespace,
+    strip_math_delimiters,
 )
 
 _TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|textit|mathrm|mbox)\s*\{(.*)\}", re.DOTALL)
@@ -34,9 +38,59 @@ def _unwrap_text(answer: str) -> str:
     return normalise_whitespace(m.group(1) if m else answer)
 
 
+def exact_value(text: str) -> Fraction | None:
+    """The exact value of a numeric literal without a percent sign (tasks.verify.is_numeric_literal: an integer,
+    a decimal with optional thousands separators, a/b or \\frac{a}{b}, a sign, a leading `\\$`), else None."""
+    literal = NUMERIC_LITERAL.fullmatch(strip_math_delimiters(text.strip(ASCII_WHITESPACE)))
+    if literal is None or literal.group("pct"):
+        return None
+    body = re.sub(r"\s+", "", literal.group(0))
+    sign = -1 if body.startswith("-") else 1
+    body = body.lstrip("+-").removeprefix("\\$")
+    fraction = (re.fullmatch(r"\\[dt]?frac\{([+-]?)([0-9]+)\}\{([0-9]+)\}", body)
+                or re.fullmatch(r"\\[dt]?frac()([0-9])([0-9])", body) or re.fullmatch(r"()([0-9]+)/([0-9]+)", body))
+    if fraction:
+        if int(fraction.group(3)) == 0:
+            return None
+        inner = -1 if fraction.group(1) == "-" else 1
+        return sign * inner * Fraction(int(fraction.group(2)), int(fraction.group(3)))
+    return sign * Fraction(body.replace(",", ""))
+
+
+def _outer_list(text: str) -> tuple[str, list[str]] | None:
+    """A comma list at the top level of `text`: (its brackets, e.g. "()" "[)" "" or "set" for \\{…\\}, its
+    items), or None when `text` has no top-level comma. `\\left`/`\\right` are ignored."""
+    body = re.sub(r"\\(?:left|right)(?![A-Za-z])", "", strip_math_delimiters(text.strip(ASCII_WHITESPACE)))
+    body = body.strip(ASCII_WHITESPACE)
+    brackets = ""
+    if body.startswith("\\{") and body.endswith("\\}"):
+        brackets, body = "set", body[2:-2]
+    elif body[:1] in "([" and body[-1:] in ")]" and len(body) >= 2:
+        depth = 0
+        for position, c in enumerate(body):
+            depth += (c in "([{") - (c in ")]}")
+            if depth == 0:
+                break
+        if position == len(body) - 1:  # the first bracket closes at the end: it encloses everything
+            brackets, body = body[0] + body[-1], body[1:-1]
+    items, depth, start = [], 0, 0
+    for position, c in enumerate(body):
+        depth += (c in "([{") - (c in ")]}")
+        if c == "," and depth == 0:
+            items.append(body[start:position])
+            start = position + 1
+    items.append(body[start:])
+    if len(items) < 2 and brackets != "set":
+        return None
+    return brackets, [item.strip(ASCII_WHITESPACE) for item in items]
+
+
 def math_answer_correct(answer: str, gold: str) -> bool:
-    """A math answer against its reference: the same text (whitespace aside) is correct; a reference
-    with a word in it is compared as text (a `\\text{}` wrapper aside); otherwise the answer must pass
+    """A math answer against its reference. The same text (whitespace aside) is correct. A reference with a word
+    in it is compared as text (a `\\text{}` wrapper aside). A numeric reference (no percent sign) takes a numeric
+    literal of exactly its value (`2.5`, `5/2`, `\\frac{5}{2}`, `2.50`; not `2.5000004`: no tolerance). A comma
+    list is ordered: a tuple, interval or bare list takes the same brackets and, item by item in order, correct
+    items (`1,2,3` is not `3,2,1`); a set `\\{…\\}` takes a set. Otherwise the answer must pass
     tasks.verify.admissible_math_answer and math-verify must find it equal to the reference."""
     if normalise_whitespace(answer) == normalise_whitespace(gold):
         return True
@@ -44,6 +98,16 @@ def math_answer_correct(answer: str, gold: str) -> bool:
         return _unwrap_text(answer) == _unwrap_text(gold)
     if not admissible_math_answer(answer, gold):
         return False
+    gold_value = exact_value(gold)
+    if gold_value is not None:
+        return exact_value(answer) == gold_value
+    gold_list, answer_list = _outer_list(gold), _outer_list(answer)
+    if gold_list is not None or answer_list is not None:
+        if gold_list is None or answer_list is None or gold_list[0] != answer_list[0]:
+            return False
+        if gold_list[0] != "set":
+            return len(gold_list[1]) == len(answer_list[1]) and all(
+                math_answer_correct(mine, theirs) for mine, theirs in zip(answer_list[1], gold_list[1]))
     reply = shared_sandbox("math").request({"op": "math", "gold": gold, "answer": answer})
     return bool(reply.get("ok") and reply.get("full"))
 

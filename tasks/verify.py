@@ -108,7 +108,7 @@ def final_answer(completion: str) -> str | None:
     return boxed[0].strip(ASCII_WHITESPACE) or None
 
 
-def printable_ascii(text: str, extra: str = "") -> bool:
+def printable_ascii(text: str, extra: str | frozenset[str] = "") -> bool:
     """Every character is printable ASCII, a tab or newline, or one of `extra`."""
     return all(" " <= c <= "~" or c in "\t\n" or c in extra for c in text)
 
@@ -330,14 +330,6 @@ def admissible_math_answer(answer: str, gold: str) -> bool:
 
 # --- reasoning-gym answers -------------------------------------------------------------------------
 
-CODE_NAMES = frozenset("""
-eval exec compile open getattr setattr delattr globals locals vars import lambda exit quit breakpoint
-input help chr ord bytes bytearray memoryview type object super dir id hash print license credits copyright
-classmethod staticmethod property os sys subprocess builtins
-""".split())
-"""Python names a reasoning-gym answer may not use unless its reference does: several scorers hand
-the answer to sympy's parse_expr, which evaluates Python."""
-_RESTRICTED_CHARS = "_'\"`\\!"
 GYM_NUMBER = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?")
 """A reasoning-gym reference that is a plain number takes only a plain number (GYM_NUMBER_ANSWER)."""
 GYM_NUMBER_ANSWER = re.compile(r"[+-]?(?:[0-9]+|[0-9]{1,3}(?:,[0-9]{3})+)(?:\.[0-9]+)?")
@@ -345,37 +337,16 @@ GYM_NUMBER_ANSWER = re.compile(r"[+-]?(?:[0-9]+|[0-9]{1,3}(?:,[0-9]{3})+)(?:\.[0
 
 def admissible_gym_answer(answer: str, reference: str) -> bool:
     """Whether a reasoning-gym answer may reach its dataset's score_answer: length (max(32, 2 × len(reference)
-    + 16), at most MAX_GYM_ANSWER_CHARS), characters (printable ASCII, or a character of the reference;
-    `_ ' " \\ ! and backtick only if the reference has them), digit runs, powers and bracket depth
-    (`shape_within`), no Python built-in names the reference does not use, and function calls
-    (`name(`) only of names the reference calls, each at most once more than it does, with digit runs
-    of at most 4 (or the reference's) in an answer that calls any. A plain-number reference takes only
-    a plain number (thousands separators in groups of three)."""
+    + 16), at most MAX_GYM_ANSWER_CHARS), characters (printable ASCII, or a character of the reference) and digit
+    runs (no arbitrary-size integer for a scorer's `int()`). A plain-number reference takes only a plain number
+    (thousands separators in groups of three).
+
+    No scorer proofswarm admits evaluates the answer (tasks.gym), so these are bounds on cost, not a filter in
+    front of an evaluator; each is one pass over the text (linear time)."""
     if len(answer) > min(MAX_GYM_ANSWER_CHARS, max(MIN_GYM_ANSWER_CHARS, 2 * len(reference) + 16)):
         return False
     if GYM_NUMBER.fullmatch(reference) and not GYM_NUMBER_ANSWER.fullmatch(answer):
         return False  # 8,7,1,7,4,4,6 or 8.717446e6 for 8717446: the scorer would strip the commas
-    extra = "".join(sorted(set(reference)))
-    if not printable_ascii(answer, extra):
+    if not printable_ascii(answer, frozenset(reference)):
         return False
-    if any(c in answer and c not in reference for c in _RESTRICTED_CHARS):
-        return False
-    if longest_digit_run(answer) > max(MIN_GYM_DIGIT_RUN, 2 * longest_digit_run(reference)):
-        return False
-    names = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", answer)) & CODE_NAMES
-    if names - set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", reference)):
-        return False
-    mine, theirs = _calls(answer), _calls(reference)
-    if any(name not in theirs or count > theirs[name] + 1 for name, count in mine.items()):
-        return False
-    if mine and longest_digit_run(answer) > max(MAX_EXPRESSION_DIGIT_RUN, longest_digit_run(reference)):
-        return False
-    return shape_within(answer, reference)
-
-
-def _calls(text: str) -> dict[str, int]:
-    """How often each name is called (`name(`) in the text."""
-    counts: dict[str, int] = {}
-    for name in re.findall(r"([A-Za-z_][A-Za-z0-9_]*)[ \t]*\(", text):
-        counts[name] = counts.get(name, 0) + 1
-    return counts
+    return longest_digit_run(answer) <= max(MIN_GYM_DIGIT_RUN, 2 * longest_digit_run(reference))

@@ -231,11 +231,11 @@ def test_bounds_refuse_huge_powers_towers_and_expansions():
     assert power_bounds("((x+1)^2)^3") == (3, 6)
     for bomb in ["7^300000000", "7^{300000000}", "(x+1)^{99}", "((x+1)^{4})^{4}", "x^{3^{4}}", "10^{99\\cdot99}"]:
         assert not admissible_math_answer(bomb, "2(x+1)"), bomb
-        assert not admissible_gym_answer(bomb.replace("^", "**"), "-5*X**9 + C"), bomb
-    assert admissible_math_answer("(x+1)^{2}", "x^2+2x+1") and admissible_gym_answer("X**9*5 + C", "-5*X**9 + C")
-    assert not admissible_gym_answer("exp(99999999)", "-exp(x)*sin(x) + C")  # a big number in a function
-    assert not admissible_gym_answer("tan(x)", "-exp(x)*sin(x) + C")  # a function the reference does not call
+    assert admissible_math_answer("(x+1)^{2}", "x^2+2x+1")
+    # reasoning-gym answers never reach a CAS or an evaluator (tasks.gym refuses the datasets that would): their
+    # bounds are length, characters and digit runs only; a plain-number reference takes a plain number
     assert not admissible_gym_answer("eval(chr(49))", "1")
+    assert not admissible_gym_answer("9" * 65, "-5*X**9 + C")
 
 
 def test_final_answer_rule():
