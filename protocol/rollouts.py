@@ -278,7 +278,10 @@ def decode_rollouts(data: bytes, limits: RolloutLimits | None = None) -> Rollout
         raise RolloutSchemaError(f"columns {clip(str(schema.names))} with types {clip(str([str(t) for t in schema.types]))} "
                                  f"do not match schema v{SCHEMA_VERSION}")
     bounds = _Bounds.of(header, limits)
-    _check_footer(metadata, bounds)
+    try:
+        _check_footer(metadata, bounds)
+    except (pa.ArrowException, OSError, ValueError) as exc:  # a footer field that is not what it claims to be
+        raise RolloutSchemaError(f"footer unreadable: {clip(str(exc))}") from exc
     samples: list[RolloutSample] = []
     for group in range(metadata.num_row_groups):
         try:
@@ -432,6 +435,9 @@ def _check_footer(metadata: pq.FileMetaData, b: _Bounds) -> None:
         for c in range(row_group.num_columns):
             column = row_group.column(c)
             name = column.path_in_schema.split(".")[0]
+            if name not in _SCALAR_COLUMNS and name not in per_value:
+                # the footer's own schema can disagree with the Arrow schema stored beside it (found by bench.fuzz)
+                raise RolloutSchemaError(f"row group {g}: the footer names an unknown column {clip(name)!r}")
             uncompressed += column.total_uncompressed_size
             # a list column has one value per element, plus one per empty list
             cap = n if name in _SCALAR_COLUMNS else n * (per_value[name] + 1)

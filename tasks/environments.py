@@ -170,7 +170,10 @@ class EnvironmentTask(Task):
         reply = self._sandbox.request({"op": "env", "row": problem.metadata["env_row"], "completion": completion})
         if not reply.get("ok"):
             return None
-        value = float.fromhex(reply["reward"])
+        try:
+            value = float.fromhex(reply["reward"])
+        except (KeyError, TypeError, ValueError):
+            return None
         return value if math.isfinite(value) and abs(value) <= FLOAT32_MAX else None
 
     def reward(self, problem: Problem, completion: str, completion_tokens: int) -> float:

@@ -418,3 +418,14 @@ def test_no_admitted_scorer_path_reaches_an_evaluator_when_it_scores():
                          capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {}
+
+
+# --- every parser of worker bytes, fuzzed (bench.fuzz runs the same properties long) ---------------------------
+
+@pytest.mark.parametrize("name", ["rollout files (mutated)", "rollout headers (JSON)", "rollout headers (bytes)",
+                                  "completions (final answer)", "answer bounds and literals", "math grader (sandbox)",
+                                  "checkpoint manifests"])
+def test_parsers_of_worker_bytes_raise_only_their_documented_refusal(name):
+    from bench.fuzz import properties
+
+    properties(60 if "sandbox" not in name else 15)[name]()
