@@ -46,6 +46,7 @@ EXPECTED = {
     "corrupted_proofs": {Reason.TOPLOC},
     "truncated_completion": {Reason.TERMINATION},
     "withheld": {Reason.UNAVAILABLE},
+    "hostile_answers": {Reason.REWARD},
 }
 
 

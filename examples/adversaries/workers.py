@@ -171,6 +171,28 @@ def fabricate_completions(policy: Policy, spec: RunSpec, honest: RolloutBatch, i
     return _with_samples(honest, _rescored(spec, policy.tokenizer, samples))
 
 
+HOSTILE_ANSWERS = ("<answer>__builtins__.__setitem__('float',lambda *a:1.0)</answer>", "<answer>(f)(x)</answer>",
+                   "<answer>__import__('os').system('sh')</answer>", "\\boxed{(lambda:0)()}")
+"""Answers that were code in a scorer (issue 42): the poison that made every later score 1.0, a call through
+parentheses, __import__, a lambda."""
+
+
+def hostile_answers(policy: Policy, spec: RunSpec, binding: SubmissionBinding, honest: RolloutBatch) -> RolloutBatch:
+    """Every completion replaced by one of HOSTILE_ANSWERS (cut to the pool's max_tokens, with a stop token), each
+    claiming reward 1.0: nothing of it may run in the validator (tasks.gym, tasks.sandbox), and the reward check
+    challenges the file. Proof counts follow the new lengths so that the file's schema holds."""
+    stop = stop_token_ids(policy.model, policy.tokenizer)[0]
+    samples = []
+    for i, s in enumerate(honest.samples):
+        text = HOSTILE_ANSWERS[i % len(HOSTILE_ANSWERS)]
+        ids = policy.tokenizer.encode(text, add_special_tokens=False)[:spec.sampling.max_tokens - 1] + [stop]
+        chunks = math.ceil(len(ids) / honest.header.proof_chunk) if honest.header.proof_chunk else 0
+        proofs = (list(s.proofs) * chunks)[:chunks] if s.proofs else []
+        samples.append(s.model_copy(update={"completion_ids": ids, "logprobs": [-1.0] * len(ids), "proofs": proofs,
+                                            "finish_reason": "eos", "reward": 1.0}))
+    return _with_samples(honest, samples)
+
+
 WITHHELD: set[bytes] = set()
 """Digests of files `withheld` produced; `selective_upload` never uploads them."""
 
@@ -197,6 +219,7 @@ ATTACKS: dict[str, Attack] = {
     "corrupted_proofs": corrupted_proofs,
     "truncated_completion": truncated_completion,
     "withheld": withheld,
+    "hostile_answers": hostile_answers,
 }
 FALLBACK = "tampered_completion"
 """Always changes the file (one token of the first completion moves), so it replaces an attack that would not."""
