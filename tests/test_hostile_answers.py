@@ -429,3 +429,20 @@ def test_parsers_of_worker_bytes_raise_only_their_documented_refusal(name):
     from bench.fuzz import properties
 
     properties(60 if "sandbox" not in name else 15)[name]()
+
+
+def test_trainer_init_refuses_a_dataset_whose_scorer_evaluates_in_one_line(tmp_path, capsys):
+    import textwrap
+
+    from trainer.main import main as trainer_main
+
+    run_spec = tmp_path / "run.toml"
+    run_spec.write_text(textwrap.dedent(f"""
+        pool_seed = "{POOL_SEED}"
+        [task]
+        name = "gym:n_queens"
+    """))
+    assert trainer_main(["init", "--run-spec", str(run_spec), "--kubo-api", "/ip4/127.0.0.1/tcp/9"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the pool's task cannot run here: reasoning-gym dataset 'n_queens' is not scored by "
+                          "proofswarm: its scorer evaluates the answer as code") and err.count("\n") == 1
