@@ -76,6 +76,22 @@ def measure(kind: str, files: int, per_file: int, workdir: Path) -> dict[str, fl
             "ms_per_completion_fresh_per_file": 1e3 * each / n, "ms_fresh_process_per_file": 1e3 * (each - one) / files}
 
 
+def answer_checks() -> dict[str, float]:
+    """Milliseconds to admit or refuse a 16k-character answer (the longest a reasoning-gym answer may be), for
+    shapes that made the old call-counting regex quadratic: each check is one pass over the text."""
+    from tasks.verify import admissible_gym_answer, final_answer
+
+    reference = "y" * 8184
+    worst = {}
+    for shape, answer in {"f(" * 8192: "calls", "a(b)" * 4096: "calls, closed", "(" * 16384: "brackets",
+                          "1," * 8192: "digits", "_" * 16384: "underscores"}.items():
+        started = time.perf_counter()
+        admissible_gym_answer(shape, reference)
+        final_answer(f"<answer>{shape}</answer>")
+        worst[answer] = 1e3 * (time.perf_counter() - started)
+    return worst
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=4)
@@ -89,6 +105,8 @@ def main() -> None:
                   f"{figures['ms_per_completion_one_process']:7.2f} ms, fresh process per file "
                   f"{figures['ms_per_completion_fresh_per_file']:7.2f} ms | a fresh process "
                   f"{figures['ms_fresh_process_per_file']:6.1f} ms per file")
+    result["answer checks (ms, 16k characters)"] = checks = answer_checks()
+    print("answer checks, 16k characters: " + ", ".join(f"{k} {v:.1f} ms" for k, v in checks.items()))
     print(json.dumps(result))
 
 

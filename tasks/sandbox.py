@@ -55,11 +55,16 @@ _SESSIONS = itertools.count(1)
 _CURRENT = threading.local()
 
 
+UNSCOPED = 0
+"""The session of calls made outside `scoring_session`: they share one child (replaced after any failure)."""
+
+
 @contextlib.contextmanager
 def scoring_session() -> Iterator[None]:
     """Every scoring call inside shares one fresh scorer child per sandbox: use one per rollout file, so that
-    nothing a completion does to its scorer's interpreter reaches another file. Outside a session every call
-    gets a fresh child of its own."""
+    nothing a completion does to its scorer's interpreter reaches another file. Whatever comes from a worker is
+    scored inside one (the validator's reward check, the worker's own file); calls outside any session (a party
+    scoring its own policy's text: the trainer's evaluation and difficulty filter) share one child."""
     previous = getattr(_CURRENT, "session", None)
     _CURRENT.session = next(_SESSIONS)
     try:
@@ -69,7 +74,7 @@ def scoring_session() -> Iterator[None]:
 
 
 def _session() -> int:
-    return getattr(_CURRENT, "session", None) or next(_SESSIONS)
+    return getattr(_CURRENT, "session", None) or UNSCOPED
 
 
 class ScoringSandbox:
