@@ -5,10 +5,8 @@ own code paths."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
-import pickle
 import struct
 import subprocess
 import sys
