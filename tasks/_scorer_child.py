@@ -35,7 +35,8 @@ The boundary (docs/protocol.md, "Threat model"), in the order it is built:
    chmod, every process start or signal, every ctypes call, and every import of a module not already loaded.
 3. In each scorer child, on top: RLIMIT_NPROC 0 (no process or thread can start: enforced for a non-root
    uid), RLIMIT_CPU hard = soft (a backstop past the child's whole allowance), and for math and reasoning-gym
-   no `compile`/`exec`/`eval` at all (an evaluator reached by an answer is refused and recorded).
+   no `compile`/`exec`/`eval` (an evaluator reached by an answer is refused and recorded) but sympy's
+   generator of monomial code (`_CODE_BUILDERS`), which builds from an integer, never from text.
 The CPU budget of one call is kept by the template, outside the child: it reads the child's CPU time from
 /proc while it waits and SIGKILLs it past the budget, so no signal mask, handler or rlimit the scorer sets
 can lift it. A call during which anything was refused is answered "network" (a socket attempt) or "refused".
@@ -589,16 +590,19 @@ class Children:
         self.pid, self.session, self.calls, self.started = pid, session, 0, self.started + 1
         self._to, self._from, self._buffer = down_w, up_r, b""
 
-    def stop(self) -> None:
-        if self.pid:
-            for fd in (self._to, self._from):
-                os.close(fd)
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            os.waitpid(self.pid, 0)
-            self.pid = 0
+    def stop(self) -> int:
+        """Kill and reap the current child (if any); its wait status (a child that had already ended keeps its own)."""
+        if not self.pid:
+            return 0
+        for fd in (self._to, self._from):
+            os.close(fd)
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = 0
+        return status
 
     def call(self, session: object, request: dict) -> dict:
         """The reply of a child of `session` to `request` (a fresh child for a new session)."""
@@ -642,10 +646,7 @@ class Children:
 
     def _death(self) -> str:
         """Why the child ended without a reply: its RLIMIT_CPU ("budget") or anything else ("killed")."""
-        _, status = os.waitpid(self.pid, 0)
-        self.pid = 0
-        for fd in (self._to, self._from):
-            os.close(fd)
+        status = self.stop()
         killed_by = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
         return "budget" if killed_by in (signal.SIGKILL, signal.SIGXCPU) else "killed"
 

@@ -26,6 +26,7 @@ from tasks.verify import (
     admissible_math_answer,
     final_answer,
     is_word_answer,
+    matching_bracket,
     normalise_whitespace,
     strip_math_delimiters,
 )
@@ -65,14 +66,8 @@ def _outer_list(text: str) -> tuple[str, list[str]] | None:
     brackets = ""
     if body.startswith("\\{") and body.endswith("\\}"):
         brackets, body = "set", body[2:-2]
-    elif body[:1] in "([" and body[-1:] in ")]" and len(body) >= 2:
-        depth = 0
-        for position, c in enumerate(body):
-            depth += (c in "([{") - (c in ")]}")
-            if depth == 0:
-                break
-        if position == len(body) - 1:  # the first bracket closes at the end: it encloses everything
-            brackets, body = body[0] + body[-1], body[1:-1]
+    elif body[:1] in "([" and body[-1:] in ")]" and matching_bracket(body, 0) == len(body) - 1:
+        brackets, body = body[0] + body[-1], body[1:-1]  # the first bracket closes at the end: it encloses all
     items, depth, start = [], 0, 0
     for position, c in enumerate(body):
         depth += (c in "([{") - (c in ")]}")

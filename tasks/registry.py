@@ -18,8 +18,8 @@ from tasks.procedural import SOLVERS, DigitTask
 
 class TaskSpec(BaseModel):
     """How to build a task: `rev`, `copy`, `sort`, `sum`, `jsonl` (params: path),
-    `gym:<reasoning-gym dataset>` (one whose scorer evaluates nothing, tasks.gym), or `env` with an `environment` table (a verifiers environment,
-    tasks.environments); optional length targets wrap any of them, and an optional difficulty subset
+    `gym:<reasoning-gym dataset>` (one whose scorer evaluates nothing, tasks.gym), or `env` with an
+    `environment` table (a verifiers environment, tasks.environments); optional length targets wrap any of them, and an optional difficulty subset
     (tasks.difficulty) keeps only the train problems it lists."""
 
     name: str = "rev"

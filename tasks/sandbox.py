@@ -53,8 +53,6 @@ START_LIMIT_S = 300.0
 _CHILD = Path(__file__).with_name("_scorer_child.py")
 _SESSIONS = itertools.count(1)
 _CURRENT = threading.local()
-
-
 UNSCOPED = 0
 """The session of calls made outside `scoring_session`: they share one child (replaced after any failure)."""
 
@@ -176,8 +174,8 @@ class ScoringSandbox:
     # -- requests ----------------------------------------------------------------------------------
 
     def request(self, payload: dict) -> dict:
-        """The reply to `payload` from a scorer child of the current `scoring_session` (a fresh child outside
-        one), or {"ok": False, "why": "killed" | "wall"} when the template died or stalled (it is then
+        """The reply to `payload` from a scorer child of the current `scoring_session` (outside one, the child
+        shared by unscoped calls), or {"ok": False, "why": "killed" | "wall"} when the template died or stalled (it is then
         replaced). TaskError only when the sandbox cannot start at all."""
         data = (json.dumps({**payload, "session": _session()}) + "\n").encode()
         with self._lock:

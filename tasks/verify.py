@@ -131,7 +131,7 @@ def _exponent_bound(operand: str) -> int:
 _CLOSING = {")": "(", "]": "[", "}": "{"}
 
 
-def _matching(text: str, start: int) -> int | None:
+def matching_bracket(text: str, start: int) -> int | None:
     """Index of the bracket closing the one at `start`, or None."""
     depth = 0
     for j in range(start, len(text)):
@@ -173,7 +173,7 @@ def power_bounds(text: str) -> tuple[int, int] | None:
             while k < n and text[k] in ASCII_WHITESPACE + "+-":
                 k += 1
             if k < n and text[k] in "([{":
-                end = _matching(text, k)
+                end = matching_bracket(text, k)
                 if end is None:
                     return None
                 operand, after = text[k + 1:end], end + 1

@@ -374,6 +374,16 @@ def called(self, *args, **kwargs):
     return original_call(*args, **kwargs)
 singleton.__call__ = called
 sys.addaudithook(hook)
+
+def watched(score, *args):
+    # score(*args) with the evaluators watched; a scorer that raises on an answer is fine here
+    watching[0] = True
+    try:
+        score(*args)
+    except Exception:
+        pass
+    watching[0] = False
+
 child._warm(["math"], {{}})
 names, payloads = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 report = {{}}
@@ -382,12 +392,7 @@ for name in names:
     calls.clear()
     for entry in dataset:
         for answer in [str(entry["answer"]), str(entry["answer"])[::-1], str(entry["answer"]) + "0", *payloads]:
-            watching[0] = True
-            try:
-                dataset.score_answer(answer, entry)
-            except Exception:
-                pass
-            watching[0] = False
+            watched(dataset.score_answer, answer, entry)
     if calls:
         report["gym:" + name] = sorted(set(calls))
 rng = random.Random(42)
@@ -396,12 +401,7 @@ answers = ["2x+2", "(x-1)", "1", "[0, 1)", "\\\\{{2,1\\\\}}", "x^{{9}}\\\\cdot x
 calls.clear()
 for gold in golds:
     for answer in answers + payloads:
-        watching[0] = True
-        try:
-            child._score_math(gold, answer)
-        except Exception:
-            pass
-        watching[0] = False
+        watched(child._score_math, gold, answer)
 if calls:
     report["math"] = sorted(set(calls))
 print(json.dumps(report))
