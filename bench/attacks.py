@@ -58,7 +58,7 @@ from tasks.registry import build_task
 from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
 from validator.checks import PROOF_CHUNK, check_contents, verify_config_of
-from validator.daemon import CheckOutcome, Submission
+from validator.outcome import CheckOutcome, Submission
 from validator.worker_margins import WorkerMargins
 from worker.policy import Policy
 from worker.produce import make_batch

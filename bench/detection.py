@@ -38,7 +38,7 @@ from protocol.submission import SubmissionBinding
 from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
 from validator.checks import check_completions, verify_config_of
-from validator.daemon import Submission
+from validator.outcome import Submission
 from worker.policy import Policy
 from worker.produce import make_batch
 

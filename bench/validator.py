@@ -58,7 +58,9 @@ from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
 from trainer.publish import base_checkpoint_digest
 from validator.checks import checker_process
-from validator.daemon import CheckOutcome, DaemonConfig, Submission, ValidatorDaemon
+from validator.config import DaemonConfig
+from validator.daemon import ValidatorDaemon
+from validator.outcome import CheckOutcome, Submission
 from worker.policy import Policy
 from worker.produce import make_batch
 

@@ -26,7 +26,8 @@ from trainer.config import ModelSpec
 from trainer.publish import base_checkpoint_digest
 from validator.checks import checker_process
 from validator.court import Conduct, register_with_court
-from validator.daemon import DaemonConfig, ValidatorDaemon
+from validator.config import DaemonConfig
+from validator.daemon import ValidatorDaemon
 from worker.policy import Policy
 from worker.produce import make_batch
 

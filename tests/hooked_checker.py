@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from validator.checks import RolloutChecker
-from validator.daemon import CheckOutcome, Submission
+from validator.outcome import CheckOutcome, Submission
 
 
 class HookedChecker(RolloutChecker):

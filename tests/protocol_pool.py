@@ -21,7 +21,8 @@ from protocol.runspec import RunSpec
 from tests.conftest_chain import TOKENS, pool_config
 from trainer.main import main as trainer_main
 from validator.checks import RolloutChecker
-from validator.daemon import DaemonConfig, ValidatorDaemon
+from validator.config import DaemonConfig
+from validator.daemon import ValidatorDaemon
 from worker.daemon import WorkerDaemon, WorkerOptions
 from worker.produce import produce_rollout_file
 

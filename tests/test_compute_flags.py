@@ -249,7 +249,7 @@ def test_a_vllm_worker_without_a_policy_folder_is_refused_without_importing_vllm
 def test_the_checker_factory_carries_the_device_into_the_checker(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     import validator.checks as checks
-    from validator.daemon import DaemonConfig
+    from validator.config import DaemonConfig
 
     config = DaemonConfig(pool_id=7, state_dir=tmp_path, kubo_api="/ip4/127.0.0.1/tcp/1", device="cuda:1")
     factory = checks.checker_factory(config, "http://127.0.0.1:1", "deployments.json", threads=None,

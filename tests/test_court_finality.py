@@ -14,7 +14,8 @@ from protocol.pool import CaseState, WorkStatus
 from tests.court_pool import COURT, HONEST, WORKER, court_pool, running  # noqa: F401 - court_pool is a fixture
 from trainer.ledger_source import LedgerSource
 from validator.court import Conduct, register_with_court
-from validator.daemon import STAND_IN_SPREAD_S, ValidatorDaemon
+from validator.court_flow import STAND_IN_SPREAD_S
+from validator.daemon import ValidatorDaemon
 from worker.daemon import WorkerDaemon, WorkerOptions
 
 
@@ -82,25 +83,25 @@ def test_a_validator_checks_a_court_file_once_as_precheck_stand_in_and_audit(cou
     y_daemon = pool.daemon(y, Conduct())
     y_daemon.checkers.start()
     try:
-        while not {by_precheck, beaten} <= y_daemon._prechecked.keys():  # bounded by the test's timeout
+        while not {by_precheck, beaten} <= y_daemon.court_flow.prechecked.keys():  # bounded by the test's timeout
             for entry in y_daemon.retries.entries.values():  # a check a loaded machine failed: retried at once
                 entry.next_at = 0.0
             y_daemon.run_once()
-        assert {by_precheck, beaten} <= y_daemon._prechecked.keys() and _checks(y_daemon) == len(files)
+        assert {by_precheck, beaten} <= y_daemon.court_flow.prechecked.keys() and _checks(y_daemon) == len(files)
         # x stays silent past its window: y stands in (its retries fall due at once)
         pool.w3.provider.make_request("evm_increaseTime", [COURT.assigned_window_s + STAND_IN_SPREAD_S + 2])
         pool.w3.provider.make_request("evm_mine", [])
         for entry in y_daemon.retries.entries.values():
             entry.next_at = 0.0
-        y_daemon._chain_time = None
-        send_verdict = y_daemon._court_verdict
+        y_daemon.chain_clock.forget()
+        send_verdict = y_daemon.court_flow.send_verdict
 
         def beaten_by_x(s, outcome):  # x's late verdict is mined between y's check and y's verdict
             if s.work_id == beaten:
                 pool.ledger(x).court.attest(beaten)
             return send_verdict(s, outcome)
 
-        y_daemon._court_verdict = beaten_by_x
+        y_daemon.court_flow.send_verdict = beaten_by_x
         concurred = lambda: [e for e in court.contract.events.Concurred.get_logs(from_block=0)  # noqa: E731
                              if bytes(e["args"]["workId"]) == beaten and e["args"]["validator"] == y_address]
         while not (court.cases(by_precheck).state == CaseState.VERDICT and concurred()):  # the test's timeout bounds it

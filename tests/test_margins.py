@@ -234,7 +234,9 @@ def test_the_nulls_mean_and_how_much_of_it_accepted_files_use(caplog: pytest.Log
 
     from types import SimpleNamespace
 
-    from validator.daemon import Metrics, ValidatorDaemon
+    from validator.daemon import ValidatorDaemon
+
+    from validator.metrics import Metrics
     daemon = SimpleNamespace(null_use=NullUse(), metrics=Metrics(), _null_use_warned=False,
                              config=SimpleNamespace(pool_id=7))
     outgrown = {"tokens": 1000, "score": 3 * 1000 * null.mean(), "null": null.model_dump()}

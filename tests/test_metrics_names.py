@@ -16,7 +16,7 @@ def _names(registry) -> set[str]:
 
 
 def test_each_role_s_metrics_carry_its_name():
-    from validator.daemon import Metrics as ValidatorMetrics
+    from validator.metrics import Metrics as ValidatorMetrics
 
     for role, registry in (("worker", WorkerMetrics().registry), ("trainer", TrainerMetrics().registry),
                            ("validator", ValidatorMetrics().registry)):

@@ -30,7 +30,9 @@ from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
 from trainer.publish import base_checkpoint_digest
 from validator.checks import RolloutChecker
-from validator.daemon import DaemonConfig, Submission, ValidatorDaemon
+from validator.config import DaemonConfig
+from validator.daemon import ValidatorDaemon
+from validator.outcome import Submission
 from worker.account import stake_for_next_submission
 from worker.policy import Policy
 from worker.produce import make_batch

@@ -19,7 +19,9 @@ from ledger_client.chain.queries import get_work
 from ledger_client.ipfs.content import get_object, put_object
 from protocol.pool import WorkStatus
 from protocol.verdicts import Evidence, Reason
-from validator.daemon import CheckOutcome, DaemonConfig, Submission, ValidatorDaemon
+from validator.config import DaemonConfig
+from validator.daemon import ValidatorDaemon
+from validator.outcome import CheckOutcome, Submission
 
 
 class PrefixChecker:

@@ -57,7 +57,8 @@ from tasks.base import Task, assignment_space
 from tasks.encoding import encode_prompt
 from tasks.registry import build_task
 from tasks.sandbox import scoring_session
-from validator.daemon import CheckOutcome, DaemonConfig, Submission
+from validator.config import DaemonConfig
+from validator.outcome import CheckOutcome, Submission
 
 CHECK_REASONS = {"tokens": Reason.SCHEMA, "prompt": Reason.ASSIGNMENT, "seed": Reason.SEED,
                  "termination": Reason.TERMINATION, "sampling": Reason.SAMPLING,

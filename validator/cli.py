@@ -98,7 +98,9 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
     from validator.checker_pool import CheckerUnavailable
     from validator.checks import check_pool_task, checker_factory  # torch: only when starting
     from validator.court import register_with_court
-    from validator.daemon import DaemonConfig, Metrics, ValidatorDaemon
+    from validator.config import DaemonConfig
+    from validator.daemon import ValidatorDaemon
+    from validator.metrics import Metrics
 
     try:
         device = parse_device(args.device)

@@ -12,59 +12,74 @@ import json
 import os
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from validator.outcome import Submission
+
+AT_THE_NEXT_POLL = 0.0
+"""The retry delay of a file that waits for a block to come (the court's draw needs block B + 2, the spot check's
+randomness B + 1): polls come with each new block (or the poll interval), so it is looked at again then. Waiting a
+poll interval instead kept a devnet file ~0.5 s from its verdict — a trainer step of the CPU recipe."""
 
 
 @dataclass
 class Attempts:
     """What went wrong so far for one submission (one entry of the book)."""
 
-    submission: dict
+    submission: Submission
     fetch: int = 0
     checker: int = 0
     errors: int = 0
     next_at: float = 0.0
     history: list[str] = field(default_factory=list)
 
+    def to_record(self) -> dict:
+        return {"submission": self.submission.to_record(), "fetch": self.fetch, "checker": self.checker,
+                "errors": self.errors, "next_at": self.next_at, "history": self.history}
+
+    @classmethod
+    def from_record(cls, d: dict) -> Attempts:
+        return cls(**{**d, "submission": Submission.from_record(d["submission"])})
+
 
 class RetryBook:
-    """work id (hex) → Attempts, in a JSON file."""
+    """Submission key (`Submission.key`) → Attempts, in a JSON file."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
         self.entries: dict[str, Attempts] = {}
         if self.path.exists():
             raw = json.loads(self.path.read_text())
-            self.entries = {k: Attempts(**v) for k, v in raw.items()}
+            self.entries = {k: Attempts.from_record(v) for k, v in raw.items()}
 
     def get(self, key: str) -> Attempts | None:
         return self.entries.get(key)
 
-    def record(self, key: str, submission: dict, kind: str, message: str, backoff_s: float) -> Attempts:
+    def record(self, submission: Submission, kind: str, message: str, backoff_s: float) -> Attempts:
         """Count one failed attempt of `kind` ("fetch", "checker" or "errors") and schedule the next."""
-        entry = self.entries.setdefault(key, Attempts(submission=submission))
+        entry = self.entries.setdefault(submission.key, Attempts(submission=submission))
         setattr(entry, kind, getattr(entry, kind) + 1)
         attempts = entry.fetch + entry.checker + entry.errors
         entry.next_at = time.time() + backoff_s * 2 ** min(attempts - 1, 10)
         entry.history = (entry.history + [f"{kind}: {message[:200]}"])[-8:]
         return entry
 
-    def postpone(self, key: str, submission: dict, delay_s: float) -> Attempts:
-        """Try `key` again after `delay_s` without counting a failed attempt (it waits for something)."""
-        entry = self.entries.setdefault(key, Attempts(submission=submission))
+    def postpone(self, submission: Submission, delay_s: float) -> Attempts:
+        """Try `submission` again after `delay_s` without counting a failed attempt (it waits for something)."""
+        entry = self.entries.setdefault(submission.key, Attempts(submission=submission))
         entry.next_at = time.time() + delay_s
         return entry
 
     def drop(self, key: str) -> None:
         self.entries.pop(key, None)
 
-    def due(self, now: float | None = None) -> list[dict]:
+    def due(self, now: float | None = None) -> list[Submission]:
         now = time.time() if now is None else now
         return [e.submission for e in self.entries.values() if e.next_at <= now]
 
     def save(self) -> None:
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".retries.", suffix=".tmp")
         with os.fdopen(fd, "w") as handle:
-            json.dump({k: asdict(v) for k, v in self.entries.items()}, handle)
+            json.dump({k: v.to_record() for k, v in self.entries.items()}, handle)
         os.replace(tmp, self.path)
