@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ledger_client.cli import UsageError, one_line_errors
+from cli.errors import UsageError, one_line_errors
 
 
 @one_line_errors  # Ctrl-C while torch imports: one line, exit 130

@@ -20,20 +20,20 @@ from pathlib import Path
 
 import torch
 
-from inference.policy import load_policy
-from ledger_client.chain.keys import load_account
-from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import pool_state
-from ledger_client.cli import (
-    UsageError,
+from cli.devnet import load_devnet_info
+from cli.errors import UsageError
+from cli.options import (
     add_chain_args,
     add_log_args,
     configure_logging,
-    load_devnet_info,
     load_settings,
     resolve_chain_args,
     use_devnet_role_key,
 )
+from inference.policy import load_policy
+from ledger_client.chain.keys import load_account
+from ledger_client.chain.ledger import Ledger
+from ledger_client.chain.queries import pool_state
 from ledger_client.ipfs.checkpoints import fetch_checkpoint
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient

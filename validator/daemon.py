@@ -46,7 +46,15 @@ from ledger_client.chain.bindings import CaseVoided, CommitteeDrawn, Disputed, D
 from ledger_client.chain.errors import ContractRevert, TransactionFailed
 from ledger_client.chain.events import EventCursor, Removed, latest_block, wait_for_a_block
 from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import chain_time, court_of, get_work, pool_state, spot_check_block, submitted_event
+from ledger_client.chain.queries import (
+    ZERO_ADDRESS,
+    chain_time,
+    court_of,
+    get_work,
+    pool_state,
+    spot_check_block,
+    submitted_event,
+)
 from ledger_client.ipfs.content import MAX_OBJECT_BYTES, ContentError, ContentUnavailable, get_object, put_object
 from ledger_client.ipfs.kubo import KuboClient
 from proofs.margins import MarginNull
@@ -54,7 +62,7 @@ from protocol.pool import CaseState, WorkStatus
 from protocol.spotcheck import MAX_BPS
 from protocol.verdicts import Evidence, Reason, SpotCheck, clip_text
 from validator.checker_pool import CheckerPool, CheckFailure
-from validator.court import ZERO_ADDRESS, Conduct, CourtDuties, CourtRules, audits, vote_commitment
+from validator.court import Conduct, CourtDuties, CourtRules, audits, vote_commitment
 from validator.retries import RetryBook
 from validator.worker_margins import NullUse, WorkerMargins
 

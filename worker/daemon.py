@@ -27,6 +27,11 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from cli.console import stop_on_signals
+from cli.devnet import load_devnet_info
+from cli.errors import UsageError
+from cli.options import configure_logging
+from cli.output import tokens
 from inference.device import Compute, ComputeChoiceError, choose_compute
 from inference.policy import PolicyLoader
 from ledger_client.chain.bindings import MemberView
@@ -43,7 +48,6 @@ from ledger_client.chain.queries import (
     pool_state,
     rollout_digest_of,
 )
-from ledger_client.cli import UsageError, configure_logging, load_devnet_info, stop_on_signals, tokens
 from ledger_client.ipfs.checkpoints import FetchedCheckpoint, PinRetention, fetch_checkpoint
 from ledger_client.ipfs.content import ContentError, fetch_run_spec, get_object, put_object
 from ledger_client.ipfs.kubo import KuboClient
