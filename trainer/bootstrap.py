@@ -24,9 +24,9 @@ from cli.errors import UsageError
 from inference.backend import InferenceError
 from inference.policy import load_policy
 from inference.tiny import build_char_tokenizer, build_tiny_llama
-from ledger_client.ipfs.content import publish_run_spec
+from ledger_client.ipfs.content import publish_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
-from ledger_client.ipfs.task_subset import publish_task_subset
+from protocol.digest import Digest
 from protocol.runspec import RunSpec, load_run_spec, usable_task, with_environment_pinned
 from tasks.base import TaskError
 from tasks.difficulty import difficulty_subset
@@ -105,7 +105,7 @@ def run_init(args: argparse.Namespace) -> int:
                                            tuple(args.difficulty_band), base_checkpoint="0x" + base.hex())
             except TaskError as exc:
                 raise UsageError(str(exc)) from None
-            digest = publish_task_subset(kubo, subset)
+            digest = str(Digest(put_object(kubo, subset.to_bytes())))  # one raw object: its digest is subset.digest
             spec = spec.model_copy(update={"task": spec.task.model_copy(update={"subset": digest})})
             subset_line = {"subset": digest, "subset_size": len(subset.kept)}
         task_ref = publish_run_spec(kubo, spec)

@@ -61,7 +61,6 @@ from ledger_client.ipfs.checkpoints import fetch_checkpoint
 from ledger_client.ipfs.checkpoints.files import atomic_write
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
-from ledger_client.ipfs.task_subset import fetch_task_subset
 from proofs.margins import CALIBRATION_CONFIDENCE, MARGIN_LEVELS, MarginNull, tail_bound
 from proofs.sampling import SEED_BITS, derive_seed, honest_margins
 from proofs.toploc import (
@@ -462,7 +461,6 @@ def _calibrate_pool(args: argparse.Namespace) -> int:
     ledger = Ledger.open(rpc_url, deployments)
     with KuboClient(kubo_api) as kubo:
         spec = fetch_run_spec(kubo, pool_state(ledger, args.pool).task_ref)
-        fetch_task_subset(kubo, spec.task)
         done: int | None = None
         cache = args.out.parent / f".calibrate-pool-{args.pool}"
         while True:

@@ -51,7 +51,6 @@ from ledger_client.chain.queries import (
 from ledger_client.ipfs.checkpoints import FetchedCheckpoint, PinRetention, fetch_checkpoint
 from ledger_client.ipfs.content import ContentError, fetch_run_spec, get_object, put_object
 from ledger_client.ipfs.kubo import KuboClient
-from ledger_client.ipfs.task_subset import fetch_task_subset
 from protocol.demand import DemandNote
 from protocol.digest import cid_to_digest
 from protocol.pool import CaseState, WorkStatus, versions_to_keep
@@ -158,7 +157,6 @@ class WorkerDaemon:
         self.pool = pool
         self.pacer.async_level = max(1, pool.async_level)
         self.spec = fetch_run_spec(self.kubo, pool.task_ref)
-        fetch_task_subset(self.kubo, self.spec.task)
         usable_task(self.spec)  # TaskUnavailable before any stake moves: this machine cannot score the pool's rewards
         self.ledger.ensure_allocation(self.opt.pool_id, pool.min_stake)
         if not self.ledger.pool.is_member(self.opt.pool_id, self.ledger.address):
