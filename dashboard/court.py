@@ -16,13 +16,13 @@ from typing import Any
 from eth_utils import keccak
 from web3 import Web3
 
+from dashboard.chain_source import ZERO_ADDRESS
 from dashboard.common import NotFound, address_of, page, reason_name, work_id_of
 
 PENALTY_WHY = {1: "wrong verdict", 2: "lost dispute", 3: "no vote revealed", 4: "silence (assigned, no verdict)",
                5: "voted with the minority"}
 VOID_WHY = {1: "nobody judged within the verdict window", 2: "no committee member revealed a vote"}
 CASE_STATES = ("pending", "verdict", "disputed", "final", "void")
-ZERO_ADDRESS = "0x" + "00" * 20
 HORIZON = 256
 """Blocks back that `blockhash` reaches."""
 

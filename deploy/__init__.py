@@ -1,6 +1,6 @@
 """Local devnet (anvil + Kubo + contracts), deployments and pool configuration."""
 
-from protocol.console import console_script
+from cli.console import console_script
 
 devnet_command = console_script("deploy.cli")
 pool_command = console_script("deploy.pool_cli")

@@ -14,8 +14,8 @@ from pathlib import Path
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
+from cli.devnet import DEV_CHAIN_ID
 from ledger_client.chain.errors import LedgerError
-from protocol.devnet import DEV_CHAIN_ID
 
 DEV_MNEMONIC = "test test test test test test test test test test test junk"
 _LISTEN = re.compile(rb"Listening on 127\.0\.0\.1:(\d+)")

@@ -30,7 +30,8 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from ledger_client.cli import load_devnet_info, one_line_errors
+from cli.devnet import load_devnet_info
+from cli.errors import one_line_errors
 from ledger_client.ipfs.checkpoints import (
     DEFAULT_SHARD_BYTES,
     InvalidCheckpointSource,
@@ -218,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 @one_line_errors
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `checkpoint` console script (exit codes: ledger_client.cli.EXIT_CODES)."""
+    """Entry point of the `checkpoint` console script (exit codes: cli.errors.EXIT_CODES)."""
     args = build_parser().parse_args(argv)
     return int(args.run(args))
 

@@ -8,12 +8,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from cli.devnet import DEVNET_DIR_HELP, default_devnet_dir
+from cli.errors import UsageError, one_line_errors
+from cli.output import print_json
 from deploy import devnet
 from deploy.contracts import MAX_UNBONDING_DELAY_S, MIN_UNBONDING_DELAY_S, deploy_contracts
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import connect, save_deployment
-from ledger_client.cli import UsageError, one_line_errors, print_json
-from protocol.devnet import DEVNET_DIR_HELP, default_devnet_dir
 
 
 def _parser() -> argparse.ArgumentParser:

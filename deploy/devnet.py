@@ -12,13 +12,13 @@ import os
 import shutil
 from pathlib import Path
 
+from cli.devnet import DEV_CHAIN_ID, devnet_file, load_devnet_info
+from cli.errors import UsageError
 from deploy.anvil import dev_accounts, pid_is, start_anvil, stop_pid
 from deploy.contracts import deploy_contracts
 from deploy.kubo_node import KuboNode, stop_daemon
 from ledger_client.chain.ledger import Ledger, connect, save_deployment
-from ledger_client.cli import UsageError
 from ledger_client.ipfs.kubo import KuboClient
-from protocol.devnet import DEV_CHAIN_ID, devnet_file, load_devnet_info
 
 # Roles of the dev accounts (indices into the dev mnemonic's accounts).
 ROLES = {"deployer": 0, "pool_owner": 1, "trainer": 2, "validator": 3, "treasury": 9}

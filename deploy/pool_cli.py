@@ -21,24 +21,16 @@ from eth_utils import is_address, keccak, to_checksum_address
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from web3.logs import DISCARD
 
+from cli.devnet import load_devnet_info, load_trainer_init
+from cli.errors import UsageError, describe_error, one_line_errors
+from cli.options import amount_option, chain_options, parse_amount, resolve_chain_args
+from cli.output import print_result
 from ledger_client.chain.bindings import CourtParams, PoolParams
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import pool_state
-from ledger_client.cli import (
-    UsageError,
-    amount_option,
-    chain_options,
-    describe_error,
-    load_devnet_info,
-    one_line_errors,
-    parse_amount,
-    print_result,
-    resolve_chain_args,
-)
 from ledger_client.ipfs.content import ContentError, fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient, KuboError, KuboNotFound, KuboTimeout
-from protocol.devnet import load_trainer_init
 from protocol.digest import Digest, InvalidCid, cid_to_digest
 from protocol.manifest import CheckpointError
 from protocol.pool import PoolStatus

@@ -14,8 +14,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from cli.options import parse_amount
 from deploy.pool_cli import CourtConfig, PoolConfig
-from ledger_client.cli import parse_amount
 from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
 from tasks.registry import TaskSpec
 from trainer.config import ModelSpec, OptimConfig, TrainerConfig

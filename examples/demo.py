@@ -43,6 +43,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from cli.devnet import DEVNET_DIR_HELP, default_devnet_dir
+from cli.errors import UsageError, one_line_errors
 from dashboard.service import free_port
 from deploy import devnet
 from deploy.anvil import stop_pid
@@ -52,8 +54,6 @@ from examples.cpu_run import CpuRecipe, TargetTracker
 from ledger_client.chain.keys import KEY_ENV, load_account
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import chain_time, eligible_judge, get_work
-from ledger_client.cli import UsageError, one_line_errors
-from protocol.devnet import DEVNET_DIR_HELP, default_devnet_dir
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import Digest

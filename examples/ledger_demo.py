@@ -22,11 +22,11 @@ from rich.console import Console
 from rich.table import Table
 from web3.logs import DISCARD
 
+from cli.devnet import DEVNET_DIR_HELP, default_devnet_dir
+from cli.errors import one_line_errors
 from deploy import devnet
 from deploy.pool_cli import PoolConfig, create_pool, pool_status
 from ledger_client.chain.ledger import Ledger
-from ledger_client.cli import one_line_errors
-from protocol.devnet import DEVNET_DIR_HELP, default_devnet_dir
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import cid_to_digest
 

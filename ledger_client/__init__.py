@@ -1,1 +1,1 @@
-"""The clients that talk to the chain (chain/) or to IPFS (ipfs/), and the CLI plumbing every command shares."""
+"""The clients that talk to the chain (chain/) or to IPFS (ipfs/); they import only `protocol`."""

@@ -18,6 +18,7 @@ from proofs.margins import MARGIN_LEVELS, MarginNull
 from proofs.toploc_thresholds import ChunkLimits, Thresholds
 from protocol.manifest import PolicyVerification
 from tasks.base import Task, TaskError
+from tasks.difficulty import register_subset
 from tasks.registry import TaskSpec, build_task
 
 
@@ -213,6 +214,14 @@ def usable_task(spec: RunSpec) -> Task:
         return build_task(spec.task)
     except TaskError as exc:
         raise TaskUnavailable(f"the pool's task cannot run here: {exc}") from None
+
+
+def register_task_subset(data: bytes) -> None:
+    """Make a fetched difficulty-subset file (the one a run spec's `task.subset` names) known to this process, so that
+    `usable_task` builds the filtered task (tasks.difficulty.register_subset; TaskError if the bytes are not one).
+    `ledger_client.ipfs.content.fetch_run_spec` fetches the file and calls this: the client does the I/O, the task
+    code stays behind protocol."""
+    register_subset(data)
 
 
 def with_environment_pinned(spec: RunSpec) -> RunSpec:

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from cli.errors import EXIT_USAGE
 from inference.device import Compute, ComputeChoiceError, choose_compute, parse_device, require_vllm
 from inference.tiny import build_char_tokenizer, build_tiny_llama, char_vocab
 from inference.torch_backend import TorchBackend
-from ledger_client.cli import EXIT_USAGE, UsageError
+from protocol.errors import InvalidInput
 from protocol.rollouts import decode_rollouts
 from protocol.runspec import RunSpec, SamplingSpec
 from protocol.submission import SubmissionBinding
@@ -238,7 +239,7 @@ def test_the_default_worker_is_the_float32_cpu_worker() -> None:
 
 def test_a_vllm_worker_without_a_policy_folder_is_refused_without_importing_vllm() -> None:
     vllm_loaded = "vllm" in sys.modules
-    with pytest.raises(UsageError, match="Hugging Face folder"):
+    with pytest.raises(InvalidInput, match="Hugging Face folder"):
         backend_of(_policy(folder=None), Compute("vllm", "cuda", "bfloat16"))
     assert ("vllm" in sys.modules) == vllm_loaded
 

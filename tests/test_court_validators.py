@@ -14,9 +14,9 @@ import time
 
 import pytest
 
+from cli.errors import EXIT_USAGE
 from examples.adversaries.validators import AttestEverything, RandomVoter
 from ledger_client.chain.queries import get_work
-from ledger_client.cli import EXIT_USAGE
 from protocol.pool import CaseState, WorkStatus
 from tests.court_pool import (ADVERSARIES, COURT, FOURTH_HONEST, HONEST, RANDOM_VOTER, RANDOM_VOTER_SEED, REVEALED_INVALID,
                               REVEALED_VALID, court_pool, running)

@@ -20,7 +20,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
-from ledger_client.cli import EXIT_USAGE
+from cli.errors import EXIT_USAGE
 from ledger_client.ipfs.checkpoints.publish import DELTA_WORTH_FRACTION
 from protocol.rollouts import (
     RolloutBatch,

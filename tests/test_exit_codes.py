@@ -1,4 +1,4 @@
-"""One exit code per kind of error, across every command: the table in ledger_client.cli is the rule,
+"""One exit code per kind of error, across every command: the table in cli.errors is the rule,
 and each console script follows it (in-process, so the checks are fast and need no devnet)."""
 
 from __future__ import annotations
@@ -21,6 +21,10 @@ import pytest
 from eth_account import Account
 from pydantic import BaseModel, ValidationError
 
+from cli.console import EXIT_INTERRUPTED, stop_on_signals
+from cli.devnet import DevnetCorrupt
+from cli.errors import EXIT_CODES, EXIT_FAILURE, EXIT_USAGE, UsageError, exit_code_of
+from cli.options import amount_option
 from dashboard.cli import main as explorer_main
 from dashboard.service import free_port
 from deploy.checkpoint_cli import main as checkpoint_main
@@ -29,24 +33,15 @@ from deploy.kubo_node import KuboStartError
 from deploy.pool_cli import main as pool_main
 from ledger_client.chain.errors import RpcUnreachable, UnknownPool
 from ledger_client.chain.keys import write_keystore
-from ledger_client.cli import (
-    EXIT_CODES,
-    EXIT_FAILURE,
-    EXIT_INTERRUPTED,
-    EXIT_USAGE,
-    UsageError,
-    amount_option,
-    exit_code_of,
-    stop_on_signals,
-)
 from ledger_client.ipfs.kubo import KuboUnreachable
-from protocol.devnet import DevnetCorrupt
 from protocol.digest import InvalidCid, InvalidDigest
+from protocol.errors import InvalidInput
 from protocol.manifest import InvalidManifest
 from protocol.rollouts import RolloutSchemaError
 from trainer.main import main as trainer_main
 from validator.cli import main as validator_main
 from worker.cli import main as worker_main
+from worker.journal import JournalCorrupt
 from worker.local_cli import main as local_worker_main
 
 
@@ -67,6 +62,8 @@ def _validation_error() -> ValidationError:
 
 @pytest.mark.parametrize(("error", "code"), [
     (UsageError("bad flag"), EXIT_USAGE),
+    (InvalidInput("--backend vllm needs a policy folder"), EXIT_USAGE),  # library code's refusal (no cli import)
+    (JournalCorrupt("journal.json: line 2 is not a journal line"), EXIT_USAGE),
     (_validation_error(), EXIT_USAGE),
     (InvalidDigest("0x12"), EXIT_USAGE),
     (InvalidCid("bafy?"), EXIT_USAGE),
@@ -233,7 +230,7 @@ def test_a_daemon_stops_on_ctrl_c_or_sigterm_and_reports_which(signum: int, code
 def test_commands_find_the_devnet_from_a_sub_folder_or_the_environment(tmp_path: Path, monkeypatch) -> None:
     """`.devnet` is looked up in the current folder and every folder above it; $PROOFSWARM_DEVNET_DIR wins;
     with neither, `./.devnet` (where `devnet up` starts one)."""
-    from protocol.devnet import default_devnet_dir
+    from cli.devnet import default_devnet_dir
 
     monkeypatch.delenv("PROOFSWARM_DEVNET_DIR", raising=False)
     checkout, deep = tmp_path / "checkout", tmp_path / "checkout" / "runs" / "a"
@@ -267,7 +264,7 @@ def test_a_bad_amount_is_a_usage_error_naming_it(text: str, reason: str) -> None
 
 
 def test_json_output_keeps_amounts_exact_for_readers_that_parse_doubles(capsys: pytest.CaptureFixture[str]) -> None:
-    from ledger_client.cli import print_json
+    from cli.output import print_json
 
     print_json({"budget": 999900000000000000000001, "pool_id": 3, "ok": True, "slashes": [2**53 - 1, 2**53, -(2**60)]})
     assert json.loads(capsys.readouterr().out) == {"budget": "999900000000000000000001", "pool_id": 3, "ok": True,
@@ -275,7 +272,7 @@ def test_json_output_keeps_amounts_exact_for_readers_that_parse_doubles(capsys: 
 
 
 def test_results_for_people_show_amounts_in_tokens_and_whole_digests(capsys: pytest.CaptureFixture[str]) -> None:
-    from ledger_client.cli import print_result
+    from cli.output import print_result
 
     digest = "0x" + "ab" * 32
     print_result({"pool_id": 3, "budget": 10_005 * 10**18, "reward_per_sample": 10**16, "slash_amount": 1,
@@ -359,7 +356,7 @@ def test_a_ctrl_c_python_had_to_ignore_still_stops_the_command(tmp_path: Path) -
         "    Finalised()\n"
         "    print('went on')\n"
         "    return 1\n")
-    script = "import sys; from protocol.console import console_script; sys.exit(console_script('swallowing_command')())"
+    script = "import sys; from cli.console import console_script; sys.exit(console_script('swallowing_command')())"
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"})
     assert (done.returncode, done.stdout, done.stderr) == (EXIT_INTERRUPTED, "", "error: interrupted\n")

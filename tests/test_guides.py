@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from cli.devnet import load_devnet_info, load_trainer_init
 from deploy.devnet import DEV_TOKENS_PER_ACCOUNT
 from deploy.pool_cli import main as pool_main
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import claimed_total, claimed_works, pool_state
-from protocol.devnet import load_devnet_info, load_trainer_init
 from tests.test_cli import ROOT, run
 from worker.cli import main as worker_main
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from cli.errors import EXIT_USAGE
 import inference.torch_backend as torch_backend
 from ledger_client.chain.queries import get_work, pool_state
 from ledger_client.ipfs.content import get_object, publish_run_spec
-from ledger_client.cli import EXIT_USAGE
 from protocol.runspec import load_policy_verification
 from validator.cli import main as validator_main
 from ledger_client.ipfs.checkpoints import fetch_manifest

@@ -7,7 +7,8 @@ import pytest
 
 import tasks.difficulty
 from ledger_client.chain.queries import get_work
-from ledger_client.ipfs.task_subset import fetch_task_subset, publish_task_subset
+from ledger_client.ipfs.content import fetch_run_spec, publish_run_spec, put_object
+from protocol.digest import Digest
 from protocol.pool import WorkStatus
 from protocol.rollouts import read_rollout_file
 from protocol.runspec import RunSpec
@@ -31,14 +32,15 @@ def test_a_subset_named_in_the_run_spec_is_fetched_and_used(kubo, monkeypatch):
 
     subset = difficulty_subset(task, spec.model_dump(mode="json"), 6, sample, attempts=4)
     assert subset.kept == [1, 3, 4]
-    digest = publish_task_subset(kubo, subset)
+    digest = str(Digest(put_object(kubo, subset.to_bytes())))  # as `trainer init` publishes it
     assert digest == subset.digest
     run_spec = RunSpec(task={**spec.model_dump(mode="json"), "subset": digest}, pool_seed="0x" + "00" * 32)
     named = TaskSpec.model_validate(run_spec.task)
     with pytest.raises(TaskError, match="not fetched"):
         build_task(named)
 
-    fetch_task_subset(kubo, run_spec.task)  # what worker, validator and trainer do after fetching the spec
+    # what worker, validator and trainer do: fetching the spec fetches and registers the subset it names
+    assert fetch_run_spec(kubo, publish_run_spec(kubo, run_spec)) == run_spec
     filtered = build_task(named)
     assert assignment_space(filtered) == 3
     assert [filtered.problem(i).prompt for i in range(3)] == [task.problem(i).prompt for i in (1, 3, 4)]
@@ -77,7 +79,7 @@ def test_trainer_init_filters_by_difficulty_and_worker_and_validator_use_the_sub
         spec = pool.create_by_trainer_init(spec_file, "--warm-steps", "5", "--difficulty-candidates", "12",
                                            "--difficulty-attempts", "2", "--difficulty-band", "0", "1")
         assert pool.init_output["subset_size"] == 12 and spec.task.subset == pool.init_output["subset"]
-        fetch_task_subset(pool.kubo, spec.task)
+        # the pool's spec came from fetch_run_spec, which registered the subset it names
         subset = registered_subset(spec.task.subset, spec.task.model_dump(mode="json"))
         assert subset.kept == list(range(12))
         unfiltered = build_task(spec.task.model_copy(update={"subset": None}))

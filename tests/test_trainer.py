@@ -8,8 +8,9 @@ import random
 import pytest
 import torch
 
+from cli.errors import UsageError
+from cli.options import load_settings
 from inference.tiny import build_tiny_llama
-from ledger_client.cli import UsageError, load_settings
 from protocol.rollouts import RolloutBatch, RolloutHeader, RolloutSample, write_rollout_file
 from protocol.runspec import SamplingSpec
 from trainer.config import TrainerConfig
@@ -295,7 +296,7 @@ def test_daemon_logs_can_be_json_lines(capsys):
     import json
     import logging
 
-    from ledger_client.cli import add_log_args, configure_logging
+    from cli.options import add_log_args, configure_logging
 
     parser = argparse.ArgumentParser()
     add_log_args(parser)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ledger_client.cli import EXIT_USAGE
+from cli.errors import EXIT_USAGE
 from trainer.local_cli import main as trainer_main
 from worker.local_cli import main as worker_main
 

@@ -8,8 +8,7 @@ import json
 
 import pytest
 
-from ledger_client.cli import UsageError
-from worker.journal import Journal
+from worker.journal import Journal, JournalCorrupt
 
 
 def _submit(journal: Journal, nonce: int, step: int) -> None:
@@ -56,7 +55,7 @@ def test_a_damaged_line_is_refused_with_the_file_and_line(tmp_path):
     _submit(Journal(path), 0, step=0)
     lines = path.read_text().splitlines()
     path.write_text("\n".join([lines[0], "not json", *lines[1:]]) + "\n")
-    with pytest.raises(UsageError, match=r"journal\.json: line 2 is not a journal line"):
+    with pytest.raises(JournalCorrupt, match=r"journal\.json: line 2 is not a journal line"):
         Journal(path)
 
 

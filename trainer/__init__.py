@@ -1,6 +1,6 @@
 """GRPO trainer: loss, advantages, filtering, the training loop and intake of work."""
 
-from protocol.console import console_script
+from cli.console import console_script
 
 main = console_script("trainer.main")
 """The console scripts (pyproject.toml): Ctrl-C while their modules import exits 130 in one line."""

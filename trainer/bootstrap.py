@@ -6,7 +6,7 @@ run spec; with `--difficulty-candidates N` it first measures the base policy's p
 train problems 0 … N−1, stores the kept band as a difficulty-subset file and names its
 digest in the run spec's task (computed once, here, with the base policy). Prints a paste-ready `[pool]` section
 (`task`, `base_checkpoint`; `--json`: one JSON line) and, on the devnet, records it where a pool config's
-`task = "@init"` and `base_checkpoint = "@init"` find it (protocol/devnet.py, `record_trainer_init`).
+`task = "@init"` and `base_checkpoint = "@init"` find it (cli/devnet.py, `record_trainer_init`).
 Deterministic in its arguments: the same spec and seed give the same digests.
 """
 
@@ -19,14 +19,14 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from cli.devnet import DEVNET_DIR_HELP, default_devnet_dir, load_devnet_info, record_trainer_init
+from cli.errors import UsageError
 from inference.backend import InferenceError
 from inference.policy import load_policy
 from inference.tiny import build_char_tokenizer, build_tiny_llama
-from ledger_client.cli import UsageError, load_devnet_info
-from ledger_client.ipfs.content import publish_run_spec
+from ledger_client.ipfs.content import publish_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
-from ledger_client.ipfs.task_subset import publish_task_subset
-from protocol.devnet import DEVNET_DIR_HELP, default_devnet_dir, record_trainer_init
+from protocol.digest import Digest
 from protocol.runspec import RunSpec, load_run_spec, usable_task, with_environment_pinned
 from tasks.base import TaskError
 from tasks.difficulty import difficulty_subset
@@ -105,7 +105,7 @@ def run_init(args: argparse.Namespace) -> int:
                                            tuple(args.difficulty_band), base_checkpoint="0x" + base.hex())
             except TaskError as exc:
                 raise UsageError(str(exc)) from None
-            digest = publish_task_subset(kubo, subset)
+            digest = str(Digest(put_object(kubo, subset.to_bytes())))  # one raw object: its digest is subset.digest
             spec = spec.model_copy(update={"task": spec.task.model_copy(update={"subset": digest})})
             subset_line = {"subset": digest, "subset_size": len(subset.kept)}
         task_ref = publish_run_spec(kubo, spec)

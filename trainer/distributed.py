@@ -55,7 +55,8 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
-from ledger_client.cli import UsageError, exit_code_of, pop_option
+from cli.errors import UsageError, exit_code_of
+from cli.options import pop_option
 from trainer.checkpoint import Checkpoint, commit_checkpoint, load_latest_checkpoint, staging_folder
 from trainer.loss import LossOutput, reduction_of
 

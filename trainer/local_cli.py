@@ -17,10 +17,11 @@ from pathlib import Path
 import torch
 from transformers.utils import logging as hf_logging
 
+from cli.errors import one_line_errors
+from cli.options import load_settings, pop_option
 from inference.local_store import DONE_MARKER, LocalPolicyStore
 from inference.policy import load_policy
 from inference.tiny import build_char_tokenizer, build_tiny_llama
-from ledger_client.cli import load_settings, one_line_errors, pop_option
 from protocol.pool import versions_to_keep
 from trainer.checkpoint import TrainerStateError
 from trainer.config import TrainerConfig
@@ -32,7 +33,7 @@ from trainer.work_source import LocalDirectorySource
 
 @one_line_errors(failures=(TrainerStarved, TrainerStateError))
 def main(argv: list[str] | None = None) -> int:
-    """CLI entry: one line on error, non-zero exit (ledger_client.cli.EXIT_CODES)."""
+    """CLI entry: one line on error, non-zero exit (cli.errors.EXIT_CODES)."""
     args = list(sys.argv[1:] if argv is None else argv)
     nproc = pop_nproc(args)
     toml = pop_option(args, "--config")

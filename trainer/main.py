@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ledger_client.cli import UsageError, one_line_errors
+from cli.errors import EXIT_USAGE, UsageError, one_line_errors
 
 
 @one_line_errors  # Ctrl-C while torch imports: one line, exit 130
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
         print(__doc__)
-        return 0 if args else 2
+        return 0 if args else EXIT_USAGE
     command, rest = args[0], args[1:]
     if command == "init":
         return _init(rest)
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return local_main(rest)
     print(f"error: unknown command {command!r} (expected init, start or local)", file=sys.stderr)
-    return 2
+    return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -20,24 +20,23 @@ from pathlib import Path
 
 import torch
 
-from inference.policy import load_policy
-from ledger_client.chain.keys import load_account
-from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import pool_state
-from ledger_client.cli import (
-    UsageError,
+from cli.devnet import load_devnet_info
+from cli.errors import UsageError
+from cli.options import (
     add_chain_args,
     add_log_args,
     configure_logging,
-    load_devnet_info,
     load_settings,
     resolve_chain_args,
     use_devnet_role_key,
 )
+from inference.policy import load_policy
+from ledger_client.chain.keys import load_account
+from ledger_client.chain.ledger import Ledger
+from ledger_client.chain.queries import pool_state
 from ledger_client.ipfs.checkpoints import fetch_checkpoint
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
-from ledger_client.ipfs.task_subset import fetch_task_subset
 from protocol.manifest import PolicyVerification
 from protocol.runspec import RunSpec, RunSpecFileError, load_policy_verification, usable_task
 from tasks.registry import build_task
@@ -116,7 +115,6 @@ def run_start(args: argparse.Namespace) -> int:
         raise UsageError("no --kubo-api given and no devnet is up")
     kubo = KuboClient(kubo_api)
     spec = fetch_run_spec(kubo, pool.task_ref)
-    fetch_task_subset(kubo, spec.task)
     usable_task(spec)  # TaskUnavailable before any download: this machine could not recompute the pool's rewards
     policy_verification = PolicyVerificationFile(args.policy_verification, spec) if args.policy_verification else None
 

@@ -47,6 +47,9 @@ from pathlib import Path
 
 import torch
 
+from cli.devnet import load_devnet_info
+from cli.errors import UsageError
+from cli.options import add_chain_args, resolve_chain_args
 from inference.backend import InferenceBackend
 from inference.device import ComputeChoiceError, parse_device
 from inference.policy import load_policy, stop_token_ids
@@ -54,12 +57,10 @@ from inference.torch_backend import TorchBackend
 from inference.verify import FP32_THRESHOLDS
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import pool_state
-from ledger_client.cli import UsageError, add_chain_args, load_devnet_info, resolve_chain_args
 from ledger_client.ipfs.checkpoints import fetch_checkpoint
 from ledger_client.ipfs.checkpoints.files import atomic_write
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
-from ledger_client.ipfs.task_subset import fetch_task_subset
 from proofs.margins import CALIBRATION_CONFIDENCE, MARGIN_LEVELS, MarginNull, tail_bound
 from proofs.sampling import SEED_BITS, derive_seed, honest_margins
 from proofs.toploc import (
@@ -460,7 +461,6 @@ def _calibrate_pool(args: argparse.Namespace) -> int:
     ledger = Ledger.open(rpc_url, deployments)
     with KuboClient(kubo_api) as kubo:
         spec = fetch_run_spec(kubo, pool_state(ledger, args.pool).task_ref)
-        fetch_task_subset(kubo, spec.task)
         done: int | None = None
         cache = args.out.parent / f".calibrate-pool-{args.pool}"
         while True:

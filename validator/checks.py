@@ -43,7 +43,6 @@ from ledger_client.chain.queries import pool_state
 from ledger_client.ipfs.checkpoints import PinRetention, fetch_checkpoint
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
-from ledger_client.ipfs.task_subset import fetch_task_subset
 from proofs.assignment import assign_prompts
 from proofs.sampling import derive_seed, sample_index
 from protocol.digest import Digest
@@ -85,7 +84,6 @@ class RolloutChecker:
         pool = pool_state(self.ledger, pool_id)
         self.spot_check_bps = pool.spot_check_bps
         self.spec: RunSpec = fetch_run_spec(self.kubo, pool.task_ref)
-        fetch_task_subset(self.kubo, self.spec.task)
         self.task: Task = build_task(self.spec.task)
         self.retention = PinRetention(self.kubo, self.cache_dir / "pins.json", keep=versions_to_keep(pool.async_level))
         self._policies: dict[int, tuple[bytes, TorchBackend, object, VerifyConfig]] = {}
@@ -243,7 +241,6 @@ def check_pool_task(ledger: Ledger, pool_id: int, kubo_api: str) -> None:
     cannot recompute its rewards (a verifiers environment missing, at another version, or refused)."""
     with KuboClient(kubo_api) as kubo:
         spec = fetch_run_spec(kubo, pool_state(ledger, pool_id).task_ref)
-        fetch_task_subset(kubo, spec.task)
     task = usable_task(spec)
     if hasattr(task, "close"):
         task.close()  # this process only checks; the checker processes score with their own scoring children

@@ -7,23 +7,16 @@ import logging
 import threading
 from pathlib import Path
 
+from cli.console import stop_on_signals
+from cli.devnet import load_devnet_info
+from cli.errors import UsageError, one_line_errors
+from cli.options import add_chain_args, add_log_args, configure_logging, resolve_chain_args, use_devnet_role_key
+from cli.output import print_result
 from inference.device import ComputeChoiceError, parse_device
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import court_of, pool_state
 from ledger_client.chain.errors import LedgerError
-from ledger_client.cli import (
-    UsageError,
-    add_chain_args,
-    add_log_args,
-    configure_logging,
-    load_devnet_info,
-    one_line_errors,
-    print_result,
-    resolve_chain_args,
-    stop_on_signals,
-    use_devnet_role_key,
-)
 from validator.court import Conduct
 
 

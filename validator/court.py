@@ -30,8 +30,6 @@ from eth_utils import keccak
 
 from ledger_client.chain.ledger import Ledger
 
-ZERO_ADDRESS = "0x" + "00" * 20
-
 
 @dataclass(frozen=True)
 class CourtRules:

@@ -22,13 +22,13 @@ from ledger_client.chain.bindings import CaseVoided, CommitteeDrawn, Disputed, D
 from ledger_client.chain.errors import ContractRevert, TransactionFailed
 from ledger_client.chain.events import EventCursor, Removed
 from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import chain_time, submitted_event
+from ledger_client.chain.queries import ZERO_ADDRESS, chain_time, submitted_event
 from ledger_client.ipfs.content import put_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.pool import CaseState
 from protocol.verdicts import Reason
 from validator.config import DaemonConfig
-from validator.court import ZERO_ADDRESS, Conduct, CourtDuties, CourtRules, audits, vote_commitment
+from validator.court import Conduct, CourtDuties, CourtRules, audits, vote_commitment
 from validator.metrics import Metrics
 from validator.outcome import CheckOutcome, Purpose, Submission, evidence_document
 from validator.retries import AT_THE_NEXT_POLL, RetryBook

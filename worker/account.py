@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 
+from cli.devnet import load_devnet_info
+from cli.errors import UsageError
+from cli.options import resolve_chain_args
 from ledger_client.chain.bindings import MemberView
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger, allocation_required
 from ledger_client.chain.errors import InsufficientTokens
 from ledger_client.chain.queries import claimable, claimed_total, get_work, pool_state, works_of
-from ledger_client.cli import UsageError, load_devnet_info, resolve_chain_args
 from protocol.digest import digest_to_cid
 from protocol.pool import WorkStatus
 from protocol.verdicts import Reason

@@ -6,8 +6,10 @@ import argparse
 import os
 from pathlib import Path
 
+from cli.errors import UsageError, one_line_errors
+from cli.options import add_log_args, amount_option, chain_options
+from cli.output import print_result
 from ledger_client.chain.queries import pool_state
-from ledger_client.cli import UsageError, add_log_args, amount_option, chain_options, one_line_errors, print_result
 from worker.account import DEFAULT_MAX_PENDING, claim_all, deallocate_free, open_ledger, status
 
 EXPLORER_ENV = "PROOFSWARM_EXPLORER_URL"

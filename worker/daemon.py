@@ -27,6 +27,11 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from cli.console import stop_on_signals
+from cli.devnet import load_devnet_info
+from cli.errors import UsageError
+from cli.options import configure_logging
+from cli.output import tokens
 from inference.device import Compute, ComputeChoiceError, choose_compute
 from inference.policy import PolicyLoader
 from ledger_client.chain.bindings import MemberView
@@ -43,11 +48,9 @@ from ledger_client.chain.queries import (
     pool_state,
     rollout_digest_of,
 )
-from ledger_client.cli import UsageError, configure_logging, load_devnet_info, stop_on_signals, tokens
 from ledger_client.ipfs.checkpoints import FetchedCheckpoint, PinRetention, fetch_checkpoint
 from ledger_client.ipfs.content import ContentError, fetch_run_spec, get_object, put_object
 from ledger_client.ipfs.kubo import KuboClient
-from ledger_client.ipfs.task_subset import fetch_task_subset
 from protocol.demand import DemandNote
 from protocol.digest import cid_to_digest
 from protocol.pool import CaseState, WorkStatus, versions_to_keep
@@ -154,7 +157,6 @@ class WorkerDaemon:
         self.pool = pool
         self.pacer.async_level = max(1, pool.async_level)
         self.spec = fetch_run_spec(self.kubo, pool.task_ref)
-        fetch_task_subset(self.kubo, self.spec.task)
         usable_task(self.spec)  # TaskUnavailable before any stake moves: this machine cannot score the pool's rewards
         self.ledger.ensure_allocation(self.opt.pool_id, pool.min_stake)
         if not self.ledger.pool.is_member(self.opt.pool_id, self.ledger.address):

@@ -27,9 +27,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ledger_client.cli import UsageError
+from protocol.errors import InvalidInput
 
 STAGES = ("written", "uploaded", "submitted")
+
+
+class JournalCorrupt(InvalidInput):
+    """A journal line is not a journal line (the file was edited or damaged): the worker refuses to guess (exit 2)."""
 
 
 def journal_name(chain_id: int, pool_contract: str, created_in: bytes, pool_id: int) -> str:
@@ -123,7 +127,7 @@ def _replay(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             if i == len(lines) - 1 and not text.endswith("\n"):
                 break  # a kill -9 cut the last append short: that change never returned
-            raise UsageError(f"{path}: line {i + 1} is not a journal line ({line[:40]!r}); the file was edited or "
+            raise JournalCorrupt(f"{path}: line {i + 1} is not a journal line ({line[:40]!r}); the file was edited or "
                              "damaged — move it aside: the worker then takes its next nonce from the chain") from None
         if "drop" in change:
             entries.pop(change["drop"], None)

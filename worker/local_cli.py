@@ -24,6 +24,8 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from transformers import AutoTokenizer
 
+from cli.errors import one_line_errors
+from cli.options import load_settings, pop_option
 from inference.local_store import (
     DONE_MARKER,
     PolicyStoreError,
@@ -33,7 +35,6 @@ from inference.local_store import (
     read_progress,
 )
 from inference.torch_backend import TorchBackend
-from ledger_client.cli import load_settings, one_line_errors, pop_option
 from proofs.assignment import assign_prompts
 from protocol.pool import DEFAULT_ASYNC_LEVEL
 from protocol.rollouts import write_rollout_file
@@ -117,7 +118,7 @@ def run_worker(config: LocalWorkerConfig) -> int:
 
 @one_line_errors(failures=(TaskError, PolicyStoreError))
 def main(argv: list[str] | None = None) -> int:
-    """CLI entry: `--config run.toml` plus overrides; one line on error, non-zero exit (ledger_client.cli.EXIT_CODES)."""
+    """CLI entry: `--config run.toml` plus overrides; one line on error, non-zero exit (cli.errors.EXIT_CODES)."""
     args = list(sys.argv[1:] if argv is None else argv)
     toml = pop_option(args, "--config")
     config = load_settings(LocalWorkerConfig, toml, args)

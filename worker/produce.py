@@ -10,9 +10,9 @@ from inference.backend import InferenceBackend
 from inference.device import Compute
 from inference.policy import stop_token_ids
 from inference.torch_backend import TorchBackend
-from ledger_client.cli import UsageError
 from proofs.assignment import assign_prompts
 from protocol.digest import Digest
+from protocol.errors import InvalidInput
 from protocol.phases import phase
 from protocol.rollouts import RolloutBatch, encode_rollouts
 from protocol.runspec import RunSpec
@@ -37,7 +37,7 @@ def backend_of(policy: Policy, compute: Compute) -> InferenceBackend:
     on the policy's Hugging Face folder (vLLM is imported here, only when chosen)."""
     if compute.backend == "vllm":
         if policy.folder is None:
-            raise UsageError("--backend vllm loads the policy from its Hugging Face folder, and this policy was "
+            raise InvalidInput("--backend vllm loads the policy from its Hugging Face folder, and this policy was "
                              "loaded without one")
         from inference.vllm_backend import VllmBackend
 

@@ -11,6 +11,10 @@ from protocol.digest import Digest
 from protocol.pool import PoolState, PoolStatus, Work, WorkStatus
 from protocol.submission import SubmissionBinding
 
+ZERO_ADDRESS = "0x" + "00" * 20
+"""The address the contracts answer for "nobody" (`ValidatorCourt.assignedValidator` before its draw, or when no
+validator of the case's set is eligible)."""
+
 
 def pool_state(ledger: Ledger, pool_id: int) -> PoolState:
     """The pool's parameters and state (raises UnknownPool, also for an id no uint256 holds)."""

@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 
 from ledger_client.ipfs.kubo import KuboClient, KuboError, KuboNotFound, KuboTimeout
-from protocol.digest import RAW, cid_codec, cid_to_digest, digest_to_cid
+from protocol.digest import RAW, Digest, cid_codec, cid_to_digest, digest_to_cid
 from protocol.phases import phase
-from protocol.runspec import RunSpec
+from protocol.runspec import RunSpec, register_task_subset
 
 MAX_OBJECT_BYTES = 1024 * 1024
 """One raw block (Kubo's chunker limit for a single-block raw leaf)."""
@@ -67,5 +67,10 @@ def publish_run_spec(kubo: KuboClient, spec: RunSpec) -> bytes:
 
 
 def fetch_run_spec(kubo: KuboClient, task_ref: bytes, timeout: float = 30.0) -> RunSpec:
-    """The spec whose digest is the pool's taskRef."""
-    return RunSpec.model_validate_json(get_object(kubo, task_ref, timeout=timeout))
+    """The spec whose digest is the pool's taskRef, ready to build its task: the difficulty subset its task names, if
+    any, is fetched too and made known to this process (`protocol.runspec.register_task_subset`), so that worker,
+    validator and trainer build the same task (`protocol.runspec.usable_task`)."""
+    spec = RunSpec.model_validate_json(get_object(kubo, task_ref, timeout=timeout))
+    if spec.task.subset:
+        register_task_subset(get_object(kubo, Digest.parse(spec.task.subset), timeout=timeout))
+    return spec

@@ -31,8 +31,8 @@ from ledger_client.ipfs.checkpoints.errors import (
     ShardSizeMismatch,
     ShardUnavailable,
 )
-from ledger_client.ipfs.checkpoints.fetch import FetchedCheckpoint, fetch_checkpoint, fetch_manifest, manifest_cid_of
-from ledger_client.ipfs.checkpoints.files import TransferProgress
+from ledger_client.ipfs.checkpoints.fetch import fetch_checkpoint, fetch_manifest, manifest_cid_of
+from ledger_client.ipfs.checkpoints.files import FetchedCheckpoint, TransferProgress
 from ledger_client.ipfs.checkpoints.load import load_into, load_state_dict
 from ledger_client.ipfs.checkpoints.publish import (
     DEFAULT_SHARD_BYTES,

@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -33,6 +32,7 @@ from ledger_client.ipfs.checkpoints.errors import (
     ShardUnavailable,
 )
 from ledger_client.ipfs.checkpoints.files import (
+    FetchedCheckpoint,
     NoProgress,
     TransferProgress,
     atomic_write,
@@ -40,6 +40,7 @@ from ledger_client.ipfs.checkpoints.files import (
     exclusive_lock,
     sha256_file,
 )
+from ledger_client.ipfs.checkpoints.load import load_state_dict
 from ledger_client.ipfs.checkpoints.publish import encode_shard
 from ledger_client.ipfs.checkpoints.retention import PinRetention, RetainedVersion
 from ledger_client.ipfs.kubo import KuboClient, KuboContentTooLarge, KuboError, KuboNotFound, KuboUnreachable
@@ -52,24 +53,6 @@ from protocol.manifest import (
 )
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class FetchedCheckpoint:
-    """A verified local copy of a checkpoint."""
-
-    manifest: CheckpointManifest
-    manifest_cid: str
-    digest: bytes
-    path: Path
-    downloaded: list[str] = field(default_factory=list)
-    reused: list[str] = field(default_factory=list)
-    retried: dict[str, int] = field(default_factory=dict)
-    seconds: float = 0.0
-    patched: list[str] = field(default_factory=list)  # shards rebuilt from the parent and the delta
-    delta_fallback: str | None = None  # why a delta could not be used (the shards were downloaded instead)
-    swarm: tuple[int, int] = (0, 1)  # (rank, count) of this node among the fetchers it saw
-    prefetched_blocks: int = 0  # blocks brought in one by one in the swarm order before the shards were read
 
 
 def manifest_cid_of(ref: bytes | str) -> str:
@@ -201,9 +184,6 @@ def _patch_from_parent(
     parent_folder = store / manifest.parent
     if not (parent_folder / "manifest.json").is_file():
         return [], "the parent checkpoint is not held locally"
-    # load imports fetch (FetchedCheckpoint), so it is imported here
-    from ledger_client.ipfs.checkpoints.load import load_state_dict
-
     try:
         data = kubo.cat(delta.cid, timeout=timeout)
         if len(data) != delta.size or hashlib.sha256(data).hexdigest() != delta.sha256:

@@ -1,4 +1,5 @@
-"""File helpers of the checkpoint code: hashing, atomic writes, free-space check, folder lock, progress."""
+"""File helpers of the checkpoint code: hashing, atomic writes, free-space check, folder lock, progress, and the
+verified local copy of a checkpoint (`FetchedCheckpoint`: what fetch returns and load reads)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,32 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from ledger_client.ipfs.checkpoints.errors import DiskFull
+from protocol.manifest import CheckpointManifest
 
 HASH_BLOCK = 8 << 20
+
+
+@dataclass(frozen=True)
+class FetchedCheckpoint:
+    """A verified local copy of a checkpoint."""
+
+    manifest: CheckpointManifest
+    manifest_cid: str
+    digest: bytes
+    path: Path
+    downloaded: list[str] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)
+    retried: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    patched: list[str] = field(default_factory=list)  # shards rebuilt from the parent and the delta
+    delta_fallback: str | None = None  # why a delta could not be used (the shards were downloaded instead)
+    swarm: tuple[int, int] = (0, 1)  # (rank, count) of this node among the fetchers it saw
+    prefetched_blocks: int = 0  # blocks brought in one by one in the swarm order before the shards were read
 
 
 class TransferProgress(Protocol):

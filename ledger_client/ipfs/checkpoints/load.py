@@ -10,7 +10,7 @@ from safetensors.torch import load_file as _mmap_safetensors
 from ledger_client.ipfs.checkpoints.errors import (
     CheckpointIncomplete,
 )
-from ledger_client.ipfs.checkpoints.fetch import FetchedCheckpoint
+from ledger_client.ipfs.checkpoints.files import FetchedCheckpoint
 from protocol.manifest import (
     parse_manifest,
 )

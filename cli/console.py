@@ -1,4 +1,5 @@
-"""The console scripts' first frame: Ctrl-C while a command's modules import is one line and exit 130.
+"""The console scripts' first frame: Ctrl-C while a command's modules import is one line and exit 130; a
+daemon's Ctrl-C and SIGTERM (`stop_on_signals`).
 
 pip's console script imports the command's module before it calls anything, so a Ctrl-C in the first
 seconds (web3, pydantic, torch importing) printed a KeyboardInterrupt traceback. Each role package's `main`
@@ -18,10 +19,13 @@ import importlib
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
 EXIT_INTERRUPTED = 130
+"""Ctrl-C: during the imports, the start-up or a daemon's run (cli.errors.EXIT_CODES maps KeyboardInterrupt to it).
+Defined here, not in cli.errors: this module must import nothing heavy."""
 
 
 def _report_interrupt() -> None:
@@ -65,3 +69,18 @@ def console_script(module: str) -> Callable[[], int]:
 
     main.__doc__ = f"`{module}.main()`, with Ctrl-C during its imports exiting {EXIT_INTERRUPTED} in one line."
     return main
+
+
+def stop_on_signals(stop: threading.Event) -> Callable[[], int]:
+    """From now on SIGTERM and SIGINT (Ctrl-C) set `stop`: a daemon finishes what it is doing and returns.
+    Before this call Ctrl-C interrupts at once (start-up: nothing a rerun cannot resume). The returned
+    function is the exit code: EXIT_INTERRUPTED after Ctrl-C, 0 after SIGTERM or none."""
+    interrupted = threading.Event()
+
+    def on_interrupt(*_: Any) -> None:
+        interrupted.set()
+        stop.set()
+
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, on_interrupt)
+    return lambda: EXIT_INTERRUPTED if interrupted.is_set() else 0

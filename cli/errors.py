@@ -1,0 +1,103 @@
+"""Errors → exit codes, for every proofswarm command: `UsageError` for bad usage, one table giving each kind of
+error its exit code (`EXIT_CODES`), and `one_line_errors`, which prints a known error as one `error: …` line
+and returns its code (a bug still raises, with its traceback)."""
+
+from __future__ import annotations
+
+import sys
+from functools import wraps
+from typing import Any, Callable, TypeVar
+
+from pydantic import ValidationError
+
+from cli.console import EXIT_INTERRUPTED
+from cli.devnet import DevnetCorrupt
+from ledger_client.chain.errors import BadRpcUrl, KeyLoadError, LedgerError, UnknownPool, WrongChain
+from ledger_client.ipfs.kubo import KuboError
+from protocol.digest import InvalidCid, InvalidDigest
+from protocol.errors import InvalidInput
+from protocol.manifest import CheckpointError
+from protocol.rollouts import RolloutFileError
+from protocol.runspec import RunSpecFileError, TaskUnavailable
+
+EXIT_FAILURE = 1
+"""The command could not do its job: the chain, IPFS, a file or a check failed; the message says which."""
+EXIT_USAGE = 2
+"""Bad command line, configuration or input value; nothing was done."""
+
+
+class UsageError(Exception):
+    """Bad command-line input or configuration (exit code 2)."""
+
+
+EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
+    (UsageError, EXIT_USAGE),
+    (InvalidInput, EXIT_USAGE),  # what library code raises for input a person must fix (protocol.errors)
+    (DevnetCorrupt, EXIT_USAGE),
+    (RunSpecFileError, EXIT_USAGE),
+    (TaskUnavailable, EXIT_USAGE),
+    (ValidationError, EXIT_USAGE),
+    (InvalidCid, EXIT_USAGE),
+    (InvalidDigest, EXIT_USAGE),
+    (KeyLoadError, EXIT_USAGE),  # no key, a malformed key, a missing keystore, a wrong password
+    (WrongChain, EXIT_USAGE),  # --chain-id names another chain than the RPC serves
+    (BadRpcUrl, EXIT_USAGE),
+    (UnknownPool, EXIT_USAGE),  # a pool id the chain does not know (ComputePool's UnknownPool, or out of range)
+    (LedgerError, EXIT_FAILURE),
+    (KuboError, EXIT_FAILURE),
+    (CheckpointError, EXIT_FAILURE),
+    (RolloutFileError, EXIT_FAILURE),
+    (OSError, EXIT_FAILURE),
+    (KeyboardInterrupt, EXIT_INTERRUPTED),
+)
+"""The one table of exit codes: the first row whose class the error is an instance of decides. A command
+adds its own failure classes (e.g. `TrainerStarved`) with `one_line_errors(failures=...)`; they exit 1."""
+
+
+def exit_code_of(exc: BaseException, failures: tuple[type[BaseException], ...] = ()) -> int | None:
+    """The exit code for `exc` by the table, or None if it is not a known kind (a bug: let it raise)."""
+    for cls, code in EXIT_CODES:
+        if isinstance(exc, cls):
+            return code
+    return EXIT_FAILURE if isinstance(exc, failures) else None
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for a CLI: the first field error of a ValidationError, an OSError's reason and file,
+    otherwise the first line of the message."""
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "config"
+        if first["type"] == "extra_forbidden":
+            return f"unknown configuration key {where!r} (a typo?)"
+        return f"invalid configuration: {where}: {first['msg']}"
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror + (f": {exc.filename}" if exc.filename else "")
+    text = str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def one_line_errors(main: F | None = None, *, failures: tuple[type[BaseException], ...] = ()) -> Any:
+    """Decorate a CLI entry point: a known error (see EXIT_CODES, plus `failures`) is printed as one
+    `error: …` line on stderr and turned into its exit code; anything else is a bug and raises."""
+
+    def decorate(fn: Callable[..., int | None]) -> Callable[..., int]:
+        @wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> int:
+            try:
+                return fn(*args, **kwargs) or 0
+            except (Exception, KeyboardInterrupt) as exc:
+                code = exit_code_of(exc, failures)
+                if code is None:
+                    raise
+                print(f"error: {describe_error(exc)}", file=sys.stderr)
+                return code
+
+        return wrapper
+
+    return decorate(main) if main is not None else decorate
