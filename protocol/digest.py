@@ -18,7 +18,8 @@ We rejected "try raw, then dag-pb" at fetch time: on a live network a lookup of 
 nobody holds only ends at a timeout, so guessing would turn every miss into a long stall.
 
 One type for such a digest, :class:`Digest` (bytes32 inside, ``0x`` + 64 hex digits as text);
-the CID conversions below. Pure functions; no I/O.
+the CID conversions below; :class:`WorkId`, a submission's bytes32 id, with the same text form; and
+:func:`hex_text`, the one place that writes bytes as ``0x`` + hex. Pure functions; no I/O.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ RAW: Final = 0x55
 DAG_PB: Final = 0x70
 SHA2_256: Final = 0x12
 DIGEST_BYTES: Final = 32
+WORK_ID_BYTES: Final = 32
 _KNOWN_CODECS: Final = {RAW: "raw", DAG_PB: "dag-pb"}
 _BASE58_ALPHABET: Final = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 
@@ -43,6 +45,15 @@ class InvalidCid(ValueError):
 
 class InvalidDigest(ValueError):
     """A value that is not a 32-byte sha2-256 digest."""
+
+
+class InvalidWorkId(InvalidDigest):
+    """A value that is not a 32-byte work id (a keccak-256 digest, so bad input exits 2 like InvalidDigest)."""
+
+
+def hex_text(data: bytes) -> str:
+    """``data`` as text: ``0x`` + lowercase hex digits — digests, work ids, hashes, keys and selectors alike."""
+    return "0x" + bytes(data).hex()
 
 
 def _encode_varint(value: int) -> bytes:
@@ -172,7 +183,7 @@ class Digest(bytes):
         return cls(hashlib.sha256(data).digest())
 
     def __str__(self) -> str:
-        return "0x" + self.hex()
+        return hex_text(self)
 
     def __repr__(self) -> str:
         return f"Digest({self})"
@@ -188,6 +199,44 @@ class Digest(bytes):
             cls.parse, serialization=core_schema.plain_serializer_function_ser_schema(str),
             json_schema_input_schema=core_schema.str_schema(pattern=r"^0x[0-9a-f]{64}$"),
         )
+
+
+class WorkId(bytes):
+    """A submission's id, the ``bytes32 workId`` the ComputePool derives from its binding
+    (:func:`protocol.submission.work_id_of`). Its one text form is ``0x`` + 64 lowercase hex digits (``.text``,
+    ``str(work_id)``), in JSON, journals' reports and logs alike. A ``bytes`` subclass: equal to its plain 32 bytes
+    and hashed alike, so it finds what a dict or set holds under the bytes, and the bytes find what it holds."""
+
+    def __new__(cls, value: bytes | bytearray) -> WorkId:
+        if not isinstance(value, (bytes, bytearray)) or len(value) != WORK_ID_BYTES:
+            raise InvalidWorkId(f"a work id is {WORK_ID_BYTES} bytes, got {value!r:.80}")
+        return super().__new__(cls, value)
+
+    @classmethod
+    def parse(cls, value: bytes | bytearray | str) -> WorkId:
+        """A work id from its 32 bytes, its text form ``0x…`` or its 64 bare hex digits (what journals hold)."""
+        if isinstance(value, WorkId):
+            return value
+        if isinstance(value, str):
+            digits = value[2:] if value.startswith("0x") else value
+            if len(digits) != 2 * WORK_ID_BYTES:
+                raise InvalidWorkId(f"a work id is written 0x + 64 hex digits, got {value!r:.80}")
+            try:
+                return cls(bytes.fromhex(digits))
+            except ValueError:  # InvalidWorkId too: bytes.fromhex skips spaces, so fewer bytes than digits
+                raise InvalidWorkId(f"{value!r:.80} is not 64 hex digits") from None
+        return cls(value)
+
+    @property
+    def text(self) -> str:
+        """``0x`` + 64 lowercase hex digits."""
+        return hex_text(self)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"WorkId({self})"
 
 
 def raw_cid_of(data: bytes) -> str:

@@ -41,7 +41,7 @@ from ledger_client.cli import (
 )
 from ledger_client.ipfs.kubo import KuboUnreachable
 from protocol.devnet import DevnetCorrupt
-from protocol.digest import InvalidCid, InvalidDigest
+from protocol.digest import InvalidCid, InvalidDigest, InvalidWorkId
 from protocol.manifest import InvalidManifest
 from protocol.rollouts import RolloutSchemaError
 from trainer.main import main as trainer_main
@@ -69,6 +69,7 @@ def _validation_error() -> ValidationError:
     (UsageError("bad flag"), EXIT_USAGE),
     (_validation_error(), EXIT_USAGE),
     (InvalidDigest("0x12"), EXIT_USAGE),
+    (InvalidWorkId("0x12"), EXIT_USAGE),
     (InvalidCid("bafy?"), EXIT_USAGE),
     (DevnetCorrupt("devnet.json"), EXIT_USAGE),
     (RpcUnreachable("http://127.0.0.1:1"), EXIT_FAILURE),
