@@ -29,6 +29,7 @@ from rich.table import Table
 
 from inference.device import Compute, ComputeChoiceError, choose_compute
 from inference.policy import PolicyLoader
+from ledger_client.chain import errors
 from ledger_client.chain.bindings import MemberView
 from ledger_client.chain.errors import ContractRevert, LedgerError
 from ledger_client.chain.events import wait_for_a_block
@@ -355,9 +356,7 @@ class WorkerDaemon:
                 else:  # no court, a void case, or none (a reorg dropped the submission)
                     work = get_work(self.ledger, work_id)
                     status, submitted_at = work.status, work.submitted_at
-            except ContractRevert as exc:
-                if exc.error != "UnknownWork":
-                    raise
+            except errors.UnknownWork:
                 # A chain reorganisation dropped the submission: resubmit it with its nonce (recover() does that).
                 log.warning("submission 0x%s vanished from the chain (reorg); resubmitting", e["digest"])
                 self.journal.advance(e["nonce"], "uploaded")
@@ -437,15 +436,16 @@ class WorkerDaemon:
             try:
                 self.ledger.pool.submit_work(pid, step, nonce, digest, n_samples)
                 break
-            except ContractRevert as exc:
-                if exc.error == "InsufficientAllocation" and attempt < 2:  # slashed meanwhile: top up and retry
-                    stake_for_next_submission(self.ledger, pid, self.pool.min_stake, self.pool.slash_amount)
-                    continue
-                if exc.error in ("StaleStep", "StepNotPinned", "UnknownStep", "PoolNotActive", "InsufficientBudget"):
-                    log.warning("submission for step %d refused: %s", step, exc)
-                    self.journal.drop(nonce)
-                    return
-                raise
+            except errors.InsufficientAllocation:
+                if attempt == 2:
+                    raise
+                # slashed meanwhile: top up and retry
+                stake_for_next_submission(self.ledger, pid, self.pool.min_stake, self.pool.slash_amount)
+            except (errors.StaleStep, errors.StepNotPinned, errors.UnknownStep, errors.PoolNotActive,
+                    errors.InsufficientBudget) as exc:
+                log.warning("submission for step %d refused: %s", step, exc)
+                self.journal.drop(nonce)
+                return
         self.journal.advance(nonce, "submitted")
         self.pacer.submitted()
         self.stats.submitted += 1
