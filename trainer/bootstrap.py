@@ -27,6 +27,7 @@ from ledger_client.ipfs.content import publish_run_spec
 from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.ipfs.task_subset import publish_task_subset
 from protocol.devnet import DEVNET_DIR_HELP, default_devnet_dir, record_trainer_init
+from protocol.digest import hex_text
 from protocol.runspec import RunSpec, load_run_spec, usable_task, with_environment_pinned
 from tasks.base import TaskError
 from tasks.difficulty import difficulty_subset
@@ -102,14 +103,14 @@ def run_init(args: argparse.Namespace) -> int:
                 task_spec = spec.task
                 subset = difficulty_subset(build_task(task_spec), task_spec.model_dump(mode="json"),
                                            args.difficulty_candidates, sample, args.difficulty_attempts,
-                                           tuple(args.difficulty_band), base_checkpoint="0x" + base.hex())
+                                           tuple(args.difficulty_band), base_checkpoint=hex_text(base))
             except TaskError as exc:
                 raise UsageError(str(exc)) from None
             digest = publish_task_subset(kubo, subset)
             spec = spec.model_copy(update={"task": spec.task.model_copy(update={"subset": digest})})
             subset_line = {"subset": digest, "subset_size": len(subset.kept)}
         task_ref = publish_run_spec(kubo, spec)
-    digests = {"base_checkpoint": "0x" + base.hex(), "task": "0x" + task_ref.hex()}
+    digests = {"base_checkpoint": hex_text(base), "task": hex_text(task_ref)}
     on_devnet = kubo_api == devnet_kubo
     if on_devnet:
         record_trainer_init(args.devnet_dir, digests)

@@ -50,7 +50,7 @@ from ledger_client.ipfs.content import ContentError, fetch_run_spec, get_object,
 from ledger_client.ipfs.kubo import KuboClient
 from ledger_client.ipfs.task_subset import fetch_task_subset
 from protocol.demand import DemandNote
-from protocol.digest import cid_to_digest
+from protocol.digest import WorkId, cid_to_digest, hex_text
 from protocol.pool import CaseState, WorkStatus, versions_to_keep
 from protocol.phases import phase
 from protocol.rollouts import decode_rollouts
@@ -323,7 +323,7 @@ class WorkerDaemon:
     def _challenged(self, work_id: bytes) -> None:
         """Say why our work was challenged, with a link to the evidence; stop when re-staking is capped."""
         found = challenges_of(self.ledger, self.ledger.address, self.opt.pool_id, self.opt.explorer, {work_id})
-        c = found[-1] if found else {"work_id": "0x" + work_id.hex(), "reason": "?", "slashed": 0, "evidence": None,
+        c = found[-1] if found else {"work_id": WorkId(work_id).text, "reason": "?", "slashed": 0, "evidence": None,
                                      "explain": None}
         self.stats.challenges.append(c)
         self.metrics.challenged(c)
@@ -452,7 +452,7 @@ class WorkerDaemon:
         self.metrics.submissions.inc()
         self.metrics.samples.inc(n_samples)
         self.stats.last_event = f"submitted {n_samples} samples for step {step}"
-        log.info("submitted 0x%s: %d samples for step %d (nonce %d)", digest.hex(), n_samples, step, nonce)
+        log.info("submitted %s: %d samples for step %d (nonce %d)", hex_text(digest), n_samples, step, nonce)
 
     def maybe_claim(self, force: bool = False) -> int:
         """Claim what is due, every `claim_interval_s`: the journal's accepted submissions whose reward lock has

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from protocol.digest import hex_text
+
 
 class LedgerError(Exception):
     """Base of every error raised by ledger_client; its message is one line for a user."""
@@ -28,5 +30,5 @@ class ContractRevert(LedgerError):
 
 def _show(v: Any) -> str:
     if isinstance(v, (bytes, bytearray)):
-        return "0x" + bytes(v).hex()
+        return hex_text(v)
     return str(v)
