@@ -41,7 +41,7 @@ $(KUBO):
 chromium:
 	@scripts/install_chromium.sh
 
-# Compile the contracts, then regenerate ledger_client/chain/abi/*.json and ledger_client/chain/bindings.py.
+# Compile the contracts, then regenerate ledger_client/chain/abi/*.json, bindings.py and contract_errors.py.
 contracts: $(NODE_STAMP) $(VENV_STAMP)
 	cd contracts && ../$(FORGE) build --quiet
 	$(PY) -m ledger_client.chain.codegen contracts/out

@@ -68,7 +68,7 @@ from ledger_client.chain.keys import KEY_ENV, load_account
 from ledger_client.chain.ledger import RPC_LOG_ENV, Ledger
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
-from protocol.digest import Digest
+from protocol.digest import Digest, hex_text
 from protocol.phases import LOG_ENV, ROLE_ENV, read_phases
 from protocol.spotcheck import MAX_BPS
 from worker.account import DEFAULT_MAX_PENDING
@@ -112,7 +112,7 @@ def run_spec_toml(spec: CpuRecipe, spot_check_bps: int) -> str:
     task = spec.task
     params = ", ".join(f"{k} = {json.dumps(v)}" for k, v in task.params.items())
     s = spec.sampling
-    return (f'prompts_per_submission = {spec.prompts_per_file}\npool_seed = "0x{spec.pool_seed.hex()}"\n\n'
+    return (f'prompts_per_submission = {spec.prompts_per_file}\npool_seed = "{hex_text(spec.pool_seed)}"\n\n'
             f'[task]\nname = "{task.name}"\nseed = {task.seed}\nparams = {{ {params} }}\n\n'
             f"[sampling]\ngroup_size = {s.group_size}\ntemperature = {s.temperature}\nmax_tokens = {s.max_tokens}\n\n"
             "[verification]\ntoploc_min_exp_matches = 125\ntoploc_max_mant_err_mean = 0.03\n"
@@ -352,7 +352,7 @@ def contract_functions() -> dict[str, str]:
 
     from ledger_client.chain.contract import ABI_DIR, load_artifact
 
-    return {"0x" + function_abi_to_4byte_selector(item).hex(): f"{path.stem}.{item['name']}"
+    return {hex_text(function_abi_to_4byte_selector(item)): f"{path.stem}.{item['name']}"
             for path in sorted(ABI_DIR.glob("*.json")) for item in load_artifact(path.stem)["abi"]
             if item["type"] == "function"}
 

@@ -49,6 +49,7 @@ from ledger_client.chain.ledger import Ledger, connect, save_deployment
 from ledger_client.chain.queries import get_work, next_binding
 from ledger_client.ipfs.content import publish_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
+from protocol.digest import hex_text
 from protocol.pool import WorkStatus
 from protocol.rollouts import encode_rollouts
 from protocol.runspec import RunSpec, load_run_spec
@@ -148,8 +149,8 @@ def _run(tmp: Path, anvil, kubo_node, spec: RunSpec, n_workers: int, files_per_w
     slash = max(TOKENS, min_slash(bps, REWARD_PER_SAMPLE, n_per_file))
     cfg = PoolConfig(trainer=accounts[1].address, validators=[accounts[2].address], min_stake=slash,
                      reward_per_sample=REWARD_PER_SAMPLE, slash_amount=slash, bounty_bps=0, challenge_window_s=86_400,
-                     reward_lock_s=2 * 86_400, async_level=2, task="0x" + publish_run_spec(kubo, spec).hex(),
-                     base_checkpoint="0x" + base.hex(), funding=10**24)
+                     reward_lock_s=2 * 86_400, async_level=2, task=hex_text(publish_run_spec(kubo, spec)),
+                     base_checkpoint=hex_text(base), funding=10**24)
     admin = Ledger(w3, deployment, accounts[0])
     admin.token.mint(accounts[1].address, 10**25)
     pool_id = create_pool(Ledger(w3, deployment, accounts[1]), cfg, spec)  # n and q from the run spec

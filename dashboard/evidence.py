@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 from dashboard.chain_source import Reason
+from protocol.digest import hex_text
 from protocol.spotcheck import MAX_BPS, spot_check_count, spot_check_indices, spot_check_randomness
 
 # Which check each reason reports, in the order the validator runs them (validator/checks.py).
@@ -174,7 +175,7 @@ def verify_draw(spot: dict, work_id: str) -> dict[str, Any]:
             out["verified"] = spot.get("indices") == list(range(n)) if spot_check_count(n, bps) >= n else False
             return out
         randomness = spot_check_randomness(bytes.fromhex(spot["block_hash"][2:]), bytes.fromhex(work_id[2:]))
-        out["verified"] = ("0x" + randomness.hex() == spot.get("randomness")
+        out["verified"] = (hex_text(randomness) == spot.get("randomness")
                            and spot_check_indices(randomness, n, bps) == spot.get("indices"))
     except (ValueError, TypeError):
         out["verified"] = False
@@ -225,6 +226,6 @@ def checks_passed(n: int, spot_check_bps: int, work_id: str, block_hash: str | N
         out["indices"] = list(range(n))
     elif block_hash is not None:
         randomness = spot_check_randomness(bytes.fromhex(block_hash[2:]), bytes.fromhex(work_id[2:]))
-        out["randomness"] = "0x" + randomness.hex()
+        out["randomness"] = hex_text(randomness)
         out["indices"] = spot_check_indices(randomness, n, spot_check_bps)
     return out

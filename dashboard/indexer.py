@@ -41,6 +41,7 @@ from dashboard.chain_source import (
     snake,
 )
 from dashboard.store import EventRow, Store
+from protocol.digest import WorkId, hex_text
 
 log = logging.getLogger("proofswarm.explorer")
 
@@ -55,7 +56,7 @@ REORG_SEARCH_BLOCKS = 256  # as deep as the cursors remember (EventCursor.histor
 
 def _json_value(name: str, value: Any) -> Any:
     if isinstance(value, (bytes, bytearray)):
-        return "0x" + bytes(value).hex()
+        return hex_text(value)
     if isinstance(value, bool):
         return value
     if isinstance(value, int) and name in AMOUNT_FIELDS:
@@ -127,7 +128,7 @@ class ChainIndexer:
                         tx, ordinal = event.key.split(":")
                         changed += self.store.remove_event(name, tx, int(ordinal))
                         continue
-                    tx = "0x" + event.meta.tx_hash.hex()
+                    tx = hex_text(event.meta.tx_hash)
                     ordinal = ordinals.get(tx, 0)
                     ordinals[tx] = ordinal + 1
                     self._apply(name, ordinal, event)
@@ -153,9 +154,9 @@ class ChainIndexer:
         meta = event.meta
         worker = data.get("worker")
         party = next((data[f] for f in PARTY_FIELDS if isinstance(data.get(f), str)), None)
-        block_hash = "0x" + meta.block_hash.hex()
+        block_hash = hex_text(meta.block_hash)
         self.store.upsert_event(EventRow(
-            tx_hash="0x" + meta.tx_hash.hex(), log_index=meta.log_index, contract=contract, ordinal=ordinal,
+            tx_hash=hex_text(meta.tx_hash), log_index=meta.log_index, contract=contract, ordinal=ordinal,
             name=name, block_number=meta.block_number, block_hash=block_hash,
             block_time=self._block_time(meta.block_number, block_hash),
             pool_id=data.get("pool_id"), work_id=data.get("work_id"), worker=worker.lower() if worker else None,
@@ -182,7 +183,7 @@ class ChainIndexer:
         if tx["to"] is None or Web3.to_checksum_address(tx["to"]) != self.pool.address:
             return []  # claimed through another contract: the ids are not in this transaction's calldata
         _, args = self.pool.contract.decode_function_input(tx["input"])
-        return ["0x" + bytes(w).hex() for w in args["workIds"]]
+        return [WorkId(w).text for w in args["workIds"]]
 
     def _follow_reincluded_transactions(self) -> None:
         """After a reorg below the last indexed block, move rows whose transaction now sits in
@@ -265,7 +266,7 @@ class ObjectFetcher:
             with self.store.transaction():
                 self.store.put_object_body(digest, body)
                 if kind == "manifest" and body.get("metrics"):
-                    self.store.want_object("0x" + cid_to_digest(body["metrics"]).hex(), "metrics")
+                    self.store.want_object(hex_text(cid_to_digest(body["metrics"])), "metrics")
             self.fetched += 1
             arrived += 1
         return arrived

@@ -19,6 +19,7 @@ from dashboard.common import STATUSES, BadId, NotFound, address_of, page, reason
 from dashboard.court import PENALTY_WHY, VOID_WHY, CourtViews, credit_kind, percentile
 from dashboard.evidence import checks_passed, explain
 from dashboard.store import Store
+from protocol.digest import hex_text
 
 __all__ = ["BadId", "Explorer", "LiveChain", "NotFound", "STATUSES", "address_of", "page", "reason_name", "work_id_of"]
 
@@ -271,7 +272,7 @@ class Explorer(CourtViews):
             metrics_cid = (c["manifest"] or {}).get("metrics")
             if not metrics_cid:
                 continue
-            obj = self.store.object("0x" + cid_to_digest(metrics_cid).hex())
+            obj = self.store.object(hex_text(cid_to_digest(metrics_cid)))
             if obj is None or obj["body"] is None:
                 continue
             m = obj["body"]

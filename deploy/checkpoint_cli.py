@@ -41,6 +41,7 @@ from ledger_client.ipfs.checkpoints import (
     publish_checkpoint,
 )
 from ledger_client.ipfs.kubo import DEFAULT_API, KuboClient
+from protocol.digest import hex_text
 from protocol.pool import DEFAULT_ASYNC_LEVEL, versions_to_keep
 
 
@@ -125,7 +126,7 @@ def _publish(args: argparse.Namespace) -> int:
     summary = {
         "step": result.manifest.step,
         "manifest_cid": result.manifest_cid,
-        "digest": "0x" + result.digest.hex(),
+        "digest": hex_text(result.digest),
         "shards": len(result.manifest.shards),
         "bytes": result.manifest.total_bytes,
         "seconds": round(result.seconds, 3),
@@ -143,7 +144,7 @@ def _fetch(args: argparse.Namespace) -> int:
     summary = {
         "step": result.manifest.step,
         "manifest_cid": result.manifest_cid,
-        "digest": "0x" + result.digest.hex(),
+        "digest": hex_text(result.digest),
         "path": str(result.path),
         "downloaded": len(result.downloaded),
         "reused": len(result.reused),

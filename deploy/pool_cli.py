@@ -31,7 +31,7 @@ from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import pool_state
 from ledger_client.ipfs.content import ContentError, fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient, KuboError, KuboNotFound, KuboTimeout
-from protocol.digest import Digest, InvalidCid, cid_to_digest
+from protocol.digest import Digest, InvalidCid, cid_to_digest, hex_text
 from protocol.manifest import CheckpointError
 from protocol.pool import PoolStatus
 from protocol.runspec import RunSpec
@@ -379,7 +379,7 @@ def check_pool_content(cfg: PoolConfig, kubo_api: str | None, timeout: float = I
         try:
             fetch_manifest(kubo, base, timeout=timeout)
         except (KuboNotFound, KuboTimeout, CheckpointError) as exc:
-            raise UsageError(f"base_checkpoint 0x{base.hex()}: no readable checkpoint manifest on IPFS within "
+            raise UsageError(f"base_checkpoint {hex_text(base)}: no readable checkpoint manifest on IPFS within "
                              f"{timeout:.0f} s ({describe_error(exc)}); nothing was created") from None
     return spec
 

@@ -28,7 +28,7 @@ from deploy import devnet
 from deploy.pool_cli import PoolConfig, create_pool, pool_status
 from ledger_client.chain.ledger import Ledger
 from ledger_client.ipfs.kubo import KuboClient
-from protocol.digest import cid_to_digest
+from protocol.digest import WorkId, cid_to_digest
 
 REASON_SCRIPTED_BAD_WORK = 1
 
@@ -81,7 +81,8 @@ def run_demo(state_dir: Path, out_dir: Path, console: Console) -> dict:
     console.print(f"both workers submitted {n_samples} samples each")
 
     validator.pool.attest(work_ids[0])
-    evidence_cid = kubo.add_bytes(json.dumps({"work": "0x" + work_ids[1].hex(), "reason": "scripted bad work"}).encode())
+    evidence = {"work": WorkId(work_ids[1]).text, "reason": "scripted bad work"}
+    evidence_cid = kubo.add_bytes(json.dumps(evidence).encode())
     receipt = validator.pool.challenge(work_ids[1], REASON_SCRIPTED_BAD_WORK, cid_to_digest(evidence_cid))
     slashed = [{"worker": e["worker"], "amount": e["amount"]}
                for e in _events(validator.stake.contract, "Slashed", receipt)]
@@ -101,7 +102,7 @@ def run_demo(state_dir: Path, out_dir: Path, console: Console) -> dict:
         "reward_per_sample": cfg.reward_per_sample,
         "slash_amount": cfg.slash_amount,
         "bounty_bps": cfg.bounty_bps,
-        "submissions": [{"worker": w.address, "work_id": "0x" + d.hex(), "n_samples": n_samples}
+        "submissions": [{"worker": w.address, "work_id": WorkId(d).text, "n_samples": n_samples}
                         for w, d in zip(workers, work_ids)],
         "slashed": slashed,
         "claimed": claimed,

@@ -18,14 +18,15 @@ We rejected "try raw, then dag-pb" at fetch time: on a live network a lookup of 
 nobody holds only ends at a timeout, so guessing would turn every miss into a long stall.
 
 One type for such a digest, :class:`Digest` (bytes32 inside, ``0x`` + 64 hex digits as text);
-the CID conversions below. Pure functions; no I/O.
+the CID conversions below; :class:`WorkId`, a submission's bytes32 id, with the same text form; and
+:func:`hex_text`, the one place that writes bytes as ``0x`` + hex. Pure functions; no I/O.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-from typing import Any, Final
+from typing import Any, ClassVar, Final, Self
 
 from pydantic_core import core_schema
 
@@ -43,6 +44,15 @@ class InvalidCid(ValueError):
 
 class InvalidDigest(ValueError):
     """A value that is not a 32-byte sha2-256 digest."""
+
+
+class InvalidWorkId(InvalidDigest):
+    """A value that is not a 32-byte work id (a keccak-256 digest, so bad input exits 2 like InvalidDigest)."""
+
+
+def hex_text(data: bytes) -> str:
+    """``data`` as text: ``0x`` + lowercase hex digits — digests, work ids, hashes, keys and selectors alike."""
+    return "0x" + bytes(data).hex()
 
 
 def _encode_varint(value: int) -> bytes:
@@ -142,40 +152,55 @@ def digest_to_cid(digest: bytes | str, codec: int = RAW) -> str:
     return "b" + base64.b32encode(binary).decode("ascii").lower().rstrip("=")
 
 
-class Digest(bytes):
-    """A 32-byte sha2-256 digest as the contracts store it (``bytes32``): a rollout file, a manifest, a run
-    spec, an evidence document. Its one text form is ``0x`` + 64 lowercase hex digits (``str(digest)``), in
-    files, JSON, logs and on the command line alike. Usable as a pydantic field type."""
+class _Bytes32(bytes):
+    """32 bytes whose one text form is ``0x`` + 64 lowercase hex digits (``str(value)``): what :class:`Digest`
+    and :class:`WorkId` share. A ``bytes`` subclass: equal to its plain 32 bytes and hashed alike."""
 
-    def __new__(cls, value: bytes | bytearray) -> Digest:
+    _noun: ClassVar[str]
+    _invalid: ClassVar[type[InvalidDigest]]
+    _bare_hex: ClassVar[bool] = False
+    """Whether :meth:`parse` also takes the 64 hex digits without ``0x``."""
+
+    def __new__(cls, value: bytes | bytearray) -> Self:
         if not isinstance(value, (bytes, bytearray)) or len(value) != DIGEST_BYTES:
-            raise InvalidDigest(f"a digest is {DIGEST_BYTES} bytes, got {value!r:.80}")
+            raise cls._invalid(f"a {cls._noun} is {DIGEST_BYTES} bytes, got {value!r:.80}")
         return super().__new__(cls, value)
 
     @classmethod
-    def parse(cls, value: bytes | bytearray | str) -> Digest:
-        """A digest from its 32 bytes or from its text form ``0x…``."""
-        if isinstance(value, Digest):
+    def parse(cls, value: bytes | bytearray | str) -> Self:
+        """From the 32 bytes or from the text form ``0x…``."""
+        if isinstance(value, cls):
             return value
         if isinstance(value, str):
-            if not value.startswith("0x") or len(value) != 2 + 2 * DIGEST_BYTES:
-                raise InvalidDigest(f"a digest is written 0x + 64 hex digits, got {value!r:.80}")
+            digits = value[2:] if value.startswith("0x") else value if cls._bare_hex else ""
+            if len(digits) != 2 * DIGEST_BYTES:
+                raise cls._invalid(f"a {cls._noun} is written 0x + 64 hex digits, got {value!r:.80}")
             try:
-                return cls(bytes.fromhex(value[2:]))
-            except ValueError:
-                raise InvalidDigest(f"{value!r:.80} is not hex") from None
+                return cls(bytes.fromhex(digits))
+            except ValueError:  # bytes.fromhex skips spaces: fewer bytes than digits is not hex either
+                raise cls._invalid(f"{value!r:.80} is not hex") from None
         return cls(value)
+
+    def __str__(self) -> str:
+        return hex_text(self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self})"
+
+
+class Digest(_Bytes32):
+    """A 32-byte sha2-256 digest as the contracts store it (``bytes32``): a rollout file, a manifest, a run
+    spec, an evidence document. Its one text form is ``0x`` + 64 lowercase hex digits (``str(digest)``), in
+    files, JSON, logs and on the command line alike; :meth:`parse` takes the 32 bytes or that text. Usable as a
+    pydantic field type."""
+
+    _noun = "digest"
+    _invalid = InvalidDigest
 
     @classmethod
     def of(cls, data: bytes) -> Digest:
         """The digest of ``data`` (what a raw-block CID of ``data`` names)."""
         return cls(hashlib.sha256(data).digest())
-
-    def __str__(self) -> str:
-        return "0x" + self.hex()
-
-    def __repr__(self) -> str:
-        return f"Digest({self})"
 
     @property
     def cid(self) -> str:
@@ -188,6 +213,23 @@ class Digest(bytes):
             cls.parse, serialization=core_schema.plain_serializer_function_ser_schema(str),
             json_schema_input_schema=core_schema.str_schema(pattern=r"^0x[0-9a-f]{64}$"),
         )
+
+
+class WorkId(_Bytes32):
+    """A submission's id, the ``bytes32 workId`` the ComputePool derives from its binding
+    (:func:`protocol.submission.work_id_of`). Its one text form is ``0x`` + 64 lowercase hex digits (``.text``,
+    ``str(work_id)``), in JSON, reports and logs alike; :meth:`parse` takes the 32 bytes, that text, or the 64
+    bare hex digits a worker's journal holds. Equal to its plain 32 bytes and hashed alike, so it finds what a
+    dict or set holds under the bytes, and the bytes find what it holds."""
+
+    _noun = "work id"
+    _invalid = InvalidWorkId
+    _bare_hex = True
+
+    @property
+    def text(self) -> str:
+        """``0x`` + 64 lowercase hex digits."""
+        return hex_text(self)
 
 
 def raw_cid_of(data: bytes) -> str:

@@ -18,6 +18,7 @@ from ledger_client.chain.ledger import Ledger, connect, save_deployment
 from ledger_client.chain.queries import next_binding
 from ledger_client.ipfs.content import publish_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
+from protocol.digest import hex_text
 from protocol.rollouts import encode_rollouts
 from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
 from tests.conftest_chain import TOKENS, pool_config
@@ -73,8 +74,8 @@ class CourtPool:
         base = base_checkpoint_digest(self.kubo, model.state_dict(), model.config, tokenizer)
         self.policy = Policy(0, base, model, tokenizer)
         self.config = pool_config(self.accounts, validators=[], court=COURT, challenge_window_s=300,
-                                  reward_lock_s=301, task="0x" + publish_run_spec(self.kubo, SPEC).hex(),
-                                  base_checkpoint="0x" + base.hex(), max_samples_per_work=None)
+                                  reward_lock_s=301, task=hex_text(publish_run_spec(self.kubo, SPEC)),
+                                  base_checkpoint=hex_text(base), max_samples_per_work=None)
         self.deployments = tmp / "deployments.json"
         save_deployment(self.deployments, self.deployment)
         self.open_pool((*HONEST, *ADVERSARIES))

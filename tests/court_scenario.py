@@ -26,6 +26,7 @@ from deploy.pool_cli import CourtConfig, create_pool
 from ledger_client.chain.ledger import Ledger, connect
 from ledger_client.ipfs.content import put_object
 from ledger_client.ipfs.kubo import KuboClient
+from protocol.digest import WorkId, hex_text
 from protocol.spotcheck import spot_check_indices, spot_check_randomness
 from protocol.verdicts import Evidence, Reason, SpotCheck
 from tests.conftest_chain import TOKENS, pool_config
@@ -155,7 +156,7 @@ class CourtRun:
 
         judge = self.judges["overturn"]
         self.disputer = next(v for v in self.validators if v != judge)
-        dispute = Evidence(work_id="0x" + w["overturn"].hex(), pool_id=self.pool_id, worker=self.worker,
+        dispute = Evidence(work_id=WorkId(w["overturn"]).text, pool_id=self.pool_id, worker=self.worker,
                            reason="REWARD", reason_code=int(Reason.REWARD),
                            message=f"3 of {N} rewards differ from the task verifier's", failing_samples=[1, 4, 6],
                            validator=self.disputer)
@@ -196,14 +197,14 @@ class CourtRun:
         failing = indices[1]
         details = {"failing_chunks": [1], "exp_mismatches": [12, 71], "mant_err_mean": [2.5, 14.25],
                    "mant_err_median": [2.0, 9.5], "thresholds": TOPLOC_THRESHOLDS}
-        return Evidence(work_id="0x" + work_id.hex(), pool_id=self.pool_id, worker=self.worker, reason="TOPLOC",
+        return Evidence(work_id=WorkId(work_id).text, pool_id=self.pool_id, worker=self.worker, reason="TOPLOC",
                         reason_code=int(Reason.TOPLOC),
                         message=f"1 of {N} completions fail toploc: 1 of 2 chunks outside thresholds",
                         failing_samples=[failing], failing_chunks={str(failing): [1]},
                         statistics={"first_failure": details}, thresholds=TOPLOC_THRESHOLDS,
                         spot_check=SpotCheck(spot_check_bps=5_000, n=N, m=len(indices), indices=indices,
-                                             submission_block=block, block_hash="0x" + block_hash.hex(),
-                                             randomness="0x" + randomness.hex()),
+                                             submission_block=block, block_hash=hex_text(block_hash),
+                                             randomness=hex_text(randomness)),
                         validator=self.judges["toploc"])
 
     def _exits(self) -> None:

@@ -16,7 +16,7 @@ from inference.policy import PolicyLoader
 from ledger_client.chain.ledger import Ledger, connect, save_deployment
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
-from protocol.digest import Digest
+from protocol.digest import Digest, hex_text
 from protocol.runspec import RunSpec
 from tests.conftest_chain import TOKENS, pool_config
 from trainer.main import main as trainer_main
@@ -47,7 +47,7 @@ class ProtocolPool:
 
     def create(self, spec: RunSpec, task_ref: bytes, base_checkpoint: bytes) -> int:
         """The pool of `spec` (added to IPFS as `task_ref`) starting from `base_checkpoint`; returns its id."""
-        self.config = pool_config(self.accounts, task="0x" + task_ref.hex(), base_checkpoint="0x" + base_checkpoint.hex(),
+        self.config = pool_config(self.accounts, task=hex_text(task_ref), base_checkpoint=hex_text(base_checkpoint),
                                   challenge_window_s=3600, reward_lock_s=7200, max_samples_per_work=None)
         self.pool_id = create_pool(self.ledger(1), self.config, spec)  # maxSamplesPerWork from the run spec
         return self.pool_id

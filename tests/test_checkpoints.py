@@ -29,7 +29,7 @@ from ledger_client.ipfs.checkpoints import (
 )
 from ledger_client.ipfs.checkpoints import files as checkpoint_files
 from ledger_client.ipfs.kubo import KuboClient, KuboUnreachable
-from protocol.digest import cid_to_digest, raw_cid_of
+from protocol.digest import cid_to_digest, hex_text, raw_cid_of
 from protocol.manifest import InvalidManifest, UnsupportedManifestVersion
 
 torch.set_num_threads(1)
@@ -86,7 +86,7 @@ def test_state_dict_round_trips_bit_identically_through_the_on_chain_digest(
     assert len(published.manifest.shards) > 1
     assert published.manifest.aliases == {"lm_head.weight": "model.embed_tokens.weight"}
 
-    fetched = fetch_checkpoint(kubo, "0x" + published.digest.hex(), tmp_path / "store")
+    fetched = fetch_checkpoint(kubo, hex_text(published.digest), tmp_path / "store")
     assert fetched.manifest == published.manifest
     loaded = load_state_dict(fetched)
     assert_bit_identical(loaded, state)

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from ledger_client.chain.queries import get_work
+from protocol.digest import WorkId
 from protocol.pool import CaseState, WorkStatus
 from tests.court_pool import COURT, HONEST, WORKER, court_pool, running  # noqa: F401 - court_pool is a fixture
 from trainer.ledger_source import LedgerSource
@@ -55,7 +56,7 @@ def test_a_verdict_every_other_validator_concurs_with_is_final_before_its_window
         assert final_at <= case.verdict_at + window, "final by the window, not by concurrence"
         assert sum(bytes(e["args"]["workId"]) == work_id for e in concurred) == len(HONEST) - 1
     final.poll()
-    assert set(final.consumed) == {"0x" + w.hex() for w, honest in works.items() if honest}
+    assert set(final.consumed) == {WorkId(w).text for w, honest in works.items() if honest}
 
 
 @pytest.mark.timeout(600)

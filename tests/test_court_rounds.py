@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ledger_client.chain.errors import ContractRevert
+from ledger_client.chain import errors
 from ledger_client.chain.queries import get_work
 from protocol.pool import CaseState, WorkStatus
 from protocol.verdicts import Reason
@@ -35,8 +35,8 @@ def test_a_committee_that_reveals_nothing_is_redrawn_until_the_case_is_void(cour
         try:
             pool.ledger(judge).court.challenge(work, int(Reason.SAMPLING), bytes(32))
             break
-        except ContractRevert as exc:
-            assert exc.error in ("NotAssigned", "AssignmentNotDrawn") and time.monotonic() < deadline, exc
+        except (errors.NotAssigned, errors.AssignmentNotDrawn) as exc:
+            assert time.monotonic() < deadline, exc
             time.sleep(1.0)
     rounds = court.dispute_rounds()
     deadline = time.monotonic() + 4 * rules.decided_within_s() * rounds  # only a broken daemon waits this long

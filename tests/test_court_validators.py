@@ -17,6 +17,7 @@ import pytest
 from cli.errors import EXIT_USAGE
 from examples.adversaries.validators import AttestEverything, RandomVoter
 from ledger_client.chain.queries import get_work
+from protocol.digest import WorkId, hex_text
 from protocol.pool import CaseState, WorkStatus
 from tests.court_pool import (ADVERSARIES, COURT, FOURTH_HONEST, HONEST, RANDOM_VOTER, RANDOM_VOTER_SEED, REVEALED_INVALID,
                               REVEALED_VALID, court_pool, running)
@@ -28,7 +29,7 @@ from validator.court import Conduct, validator_status
 def test_a_validator_whose_fetches_outlast_the_dispute_window_is_refused(court_pool, capsys):
     # 35 s window < 20 s fetch + 30 s to send: it could never dispute a withheld file in time
     argv = ["start", "--pool", str(court_pool.pool_id), "--rpc-url", court_pool.anvil.rpc_url,
-            "--deployments", str(court_pool.deployments), "--key", "0x" + bytes(court_pool.accounts[FOURTH_HONEST].key).hex(),
+            "--deployments", str(court_pool.deployments), "--key", hex_text(court_pool.accounts[FOURTH_HONEST].key),
             "--kubo-api", court_pool.kubo_api, "--state-dir", str(court_pool.tmp / "refused")]
     assert validator_main(argv) == EXIT_USAGE
     err = capsys.readouterr().err.strip().splitlines()
@@ -93,7 +94,7 @@ def test_dishonest_validators_lose_stake_and_honest_parties_lose_nothing(court_p
     assert sum(e["args"]["slashed"] for e in challenged) == n_bad * pool.config.slash_amount  # never an honest file
     credits = {i: ledger.court.credits(pool.accounts[i].address) for i in HONEST}
     assert sum(credits.values()) > 0, "honest validators were paid fees and shares"
-    honest_ids = {"0x" + w.hex() for w, h in works.items() if h}
+    honest_ids = {WorkId(w).text for w, h in works.items() if h}
     assert set(final.consumed) == honest_ids and final.unsettled == [] and final.overturned == []
     assert honest_ids <= set(fast.consumed) and fast.unsettled == []
     assert sorted(fast.overturned) == sorted(w for w in fast.consumed if w not in honest_ids)

@@ -24,7 +24,7 @@ from inference.verify import VerifyConfig, _toploc_check
 from ledger_client.ipfs.content import put_object
 from proofs.toploc import ChunkCountTest, build_proofs, verify_proofs
 from proofs.toploc_thresholds import ChunkLimits, Thresholds
-from protocol.digest import digest_to_cid
+from protocol.digest import WorkId, digest_to_cid, hex_text
 from protocol.runspec import SamplingSpec
 from protocol.verdicts import Evidence, Reason
 from trainer.publish import metrics_bytes
@@ -36,7 +36,7 @@ def _submit(chain, n: int, tag: int) -> bytes:
 
 
 def _challenge(chain, kubo, work_id: bytes, worker: str) -> bytes:
-    evidence = Evidence(work_id="0x" + work_id.hex(), pool_id=chain.pool_id, worker=worker, reason="REWARD",
+    evidence = Evidence(work_id=WorkId(work_id).text, pool_id=chain.pool_id, worker=worker, reason="REWARD",
                         reason_code=int(Reason.REWARD), message="sample 3: reported reward 1.0, verifier says 0.0",
                         failing_samples=[3], statistics={"reported": 1.0, "recomputed": 0.0},
                         validator=chain.validator.address)
@@ -94,10 +94,10 @@ def test_api_shows_pools_submissions_verdicts_evidence_and_the_curve(chain, kubo
         subs = get(f"/api/pools/{chain.pool_id}/submissions?limit=1").json()
         assert subs["total"] == 2 and len(subs["items"]) == 1
         rejected = get(f"/api/pools/{chain.pool_id}/submissions?status=rejected").json()["items"]
-        assert [(w["work_id"], w["reason"]) for w in rejected] == [("0x" + challenged.hex(), "REWARD")]
+        assert [(w["work_id"], w["reason"]) for w in rejected] == [(WorkId(challenged).text, "REWARD")]
 
-        work = get(f"/api/works/0x{challenged.hex()}").json()
-        assert work["evidence"]["digest"] == "0x" + evidence.hex()
+        work = get(f"/api/works/{WorkId(challenged).text}").json()
+        assert work["evidence"]["digest"] == hex_text(evidence)
         assert work["evidence"]["document"]["failing_samples"] == [3]
         assert work["slashed"] == str(chain.config.slash_amount)
         slashes = get(f"/api/pools/{chain.pool_id}/slashes").json()["items"]
@@ -294,9 +294,9 @@ def test_claims_are_listed_and_printed_urls_open_their_page(chain, tmp_path):
         (claim,) = get(f"/api/pools/{chain.pool_id}/claims").json()["items"]
         assert (claim["worker"], claim["amount"], claim["works"]) == (
             worker.address, str(8 * chain.config.reward_per_sample), 1)
-        assert claim["work_ids"] == ["0x" + work_id.hex()]
+        assert claim["work_ids"] == [WorkId(work_id).text]
         assert get(f"/api/pools/{chain.pool_id}").json()["submissions"]["paid"] == 1
-        for path in (f"/pool/{chain.pool_id}", f"/worker/{worker.address}", f"/work/0x{work_id.hex()}"):
+        for path in (f"/pool/{chain.pool_id}", f"/worker/{worker.address}", f"/work/{WorkId(work_id).text}"):
             moved = get(path, allow_redirects=False)
             assert moved.status_code == 307 and moved.headers["location"] == "/#" + path
             assert "app.js" in get(path).text

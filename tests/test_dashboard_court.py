@@ -20,7 +20,7 @@ from dashboard.indexer import ChainIndexer
 from dashboard.service import ExplorerService, free_port
 from dashboard.store import Store
 from ledger_client.chain.ledger import save_deployment
-from protocol.digest import digest_to_cid
+from protocol.digest import WorkId, digest_to_cid, hex_text
 from protocol.pool import CaseState, WorkStatus
 from protocol.spotcheck import spot_check_indices, spot_check_randomness
 from tests.court_scenario import COURT, N, WORKER, CourtRun
@@ -50,7 +50,7 @@ def api(run, tmp_path_factory):
         return r.json()
 
     deadline = time.monotonic() + 30
-    wid = "0x" + run.works["toploc"].hex()
+    wid = WorkId(run.works["toploc"]).text
     while (requests.get(f"{url}/api/status", timeout=10).json().get("indexed_block") != run.w3.eth.block_number
            or requests.get(f"{url}/api/works/{wid}", timeout=10).json().get("explanation") is None):
         assert time.monotonic() < deadline, "the explorer did not catch up with the court run"
@@ -77,11 +77,11 @@ def test_the_court_of_a_pool_matches_the_chain(run, api):
     assert c["disputes"] | {} == {"total": 1, "open": 0, "overturned": 1, "upheld": 0, "void": 0}
     assert c["validators"] == {"registered": 4, "ever": 5}
     names = {CaseState.FINAL: "final", CaseState.VOID: "void"}
-    states = {"0x" + w.hex(): names[CaseState(court.cases(w).state)] for w in run.works.values()}
+    states = {WorkId(w).text: names[CaseState(court.cases(w).state)] for w in run.works.values()}
     cases = api(f"/api/pools/{run.pool_id}/cases")
     assert {x["work_id"]: x["state"] for x in cases["items"]} == states and cases["total"] == 5
     assert [x["work_id"] for x in api(f"/api/pools/{run.pool_id}/cases?state=void")["items"]] == [
-        "0x" + run.works["lapsed"].hex()]
+        WorkId(run.works["lapsed"]).text]
     r = requests.get(f"{api.url}/api/pools/{run.pool_id}/cases?state=nope", timeout=10)
     assert r.status_code == 422
 
@@ -113,7 +113,7 @@ def test_every_validator_s_numbers_match_the_chain(run, api):
     assert attest_all["verdicts"]["overturned"] == 1
     assert int(attest_all["penalties"]["wrong verdict"]) == COURT.wrong_verdict_slash
     mine = api(f"/api/validators/{run.judges['overturn']}/verdicts")["items"]
-    overturned = next(v for v in mine if v["work_id"] == "0x" + run.works["overturn"].hex())
+    overturned = next(v for v in mine if v["work_id"] == WorkId(run.works["overturn"]).text)
     assert (overturned["verdict"], overturned["overturned"], overturned["disputer"], overturned["lost"]) == (
         "accepted", True, run.disputer, str(COURT.wrong_verdict_slash))
     disputer = api(f"/api/validators/{run.disputer}")["pools"][0]
@@ -137,16 +137,16 @@ def test_every_validator_s_numbers_match_the_chain(run, api):
 def test_a_case_shows_its_committee_votes_seed_and_who_paid_what(run, api):
     court = run.ledger(0).court
     wid = run.works["overturn"]
-    case = api(f"/api/cases/0x{wid.hex()}")
+    case = api(f"/api/cases/{WorkId(wid).text}")
     assert case["first_verdict"]["judge"] == run.judges["overturn"] and case["first_verdict"]["accepted"] is True
     (dispute,) = case["disputes"]
     (committee,) = dispute["committees"]
     assert committee["members"] == list(court.committee_of(wid))
     (disputed,) = _logs(run, "court", "Disputed")
     seed_hash = bytes(run.w3.eth.get_block(disputed["block"] + 1)["hash"])
-    assert committee["seed_inputs"]["seed_block_hash"] == "0x" + seed_hash.hex()
+    assert committee["seed_inputs"]["seed_block_hash"] == hex_text(seed_hash)
     # ValidatorCourt.drawCommittee: seed = keccak256(abi.encode(blockhash(dispute block + 1), workId, round))
-    assert committee["seed_inputs"]["seed"] == "0x" + keccak(seed_hash + wid + (0).to_bytes(32, "big")).hex()
+    assert committee["seed_inputs"]["seed"] == hex_text(keccak(seed_hash + wid + (0).to_bytes(32, "big")))
     assert {v["voter"]: v["vote"] for v in dispute["votes"]} == {m: REVEALED[court.votes(wid, m)]
                                                                  for m in committee["members"]}
     (resolved,) = _logs(run, "court", "DisputeResolved")
@@ -181,7 +181,7 @@ def test_the_reason_for_every_verdict_is_readable(run, api):
     block = next(e["block"] for e in _logs(run, "pool", "WorkSubmitted") if e["workId"] == run.works["toploc"])
     block_hash = bytes(run.w3.eth.get_block(block + 1)["hash"])
     draw = spot_check_indices(spot_check_randomness(block_hash, run.works["toploc"]), N, 5_000)
-    expected = {"q": 0.5, "n": N, "m": 4, "indices": draw, "verified": True, "block_hash": "0x" + block_hash.hex(),
+    expected = {"q": 0.5, "n": N, "m": 4, "indices": draw, "verified": True, "block_hash": hex_text(block_hash),
                 "seed_block": block + 1}
     assert {k: why["spot_check"][k] for k in expected} == expected
     assert failing["completion"] in draw
@@ -195,7 +195,7 @@ def test_the_reason_for_every_verdict_is_readable(run, api):
     assert "TOPLOC proofs" in accepted["checks"]["spot_checks"] and accepted["checks"]["m"] == 4
 
     overturned = api(f"/api/works/0x{run.works['overturn'].hex()}")
-    assert overturned["reason"] == "DISPUTE" and overturned["evidence_digest"] == "0x" + run.evidence["overturn"].hex()
+    assert overturned["reason"] == "DISPUTE" and overturned["evidence_digest"] == hex_text(run.evidence["overturn"])
     assert overturned["explanation"]["check"] == "reward"
     assert [c["completion"] for c in overturned["explanation"]["failing_completions"]] == [1, 4, 6]
     assert overturned["case"]["disputes"][0]["evidence"]["reason"] == "REWARD"
@@ -273,7 +273,7 @@ def test_a_validator_sees_its_standing_and_takes_its_stake_out_from_the_cli(run,
     def cli(command: str, who: str) -> tuple[int, str, str]:
         i = next(i for i, a in enumerate(run.accounts) if a.address == who)
         code = validator_main([command, "--pool", str(run.pool_id), "--json", "--rpc-url", run.anvil.rpc_url,
-                               "--deployments", str(deployments), "--key", "0x" + bytes(run.accounts[i].key).hex()])
+                               "--deployments", str(deployments), "--key", hex_text(run.accounts[i].key)])
         out, err = capsys.readouterr()
         return code, out, err
 
@@ -308,11 +308,11 @@ def test_a_worker_reads_why_it_was_challenged_and_its_daemon_stops_re_staking(ru
     stops at the second slash instead of re-staking."""
     deployments = tmp_path / "deployments.json"
     save_deployment(deployments, run.deployment)
-    key = "0x" + bytes(run.accounts[WORKER].key).hex()
+    key = hex_text(run.accounts[WORKER].key)
     chain = ["--rpc-url", run.anvil.rpc_url, "--deployments", str(deployments), "--key", key]
     assert worker_main(["status", "--pool", str(run.pool_id), "--json", "--explorer", api.url, *chain]) == 0
     challenges = json.loads(capsys.readouterr().out)["challenges"]
-    assert [(c["work_id"], c["reason"]) for c in challenges] == [("0x" + run.works[n].hex(), r) for n, r in (
+    assert [(c["work_id"], c["reason"]) for c in challenges] == [(WorkId(run.works[n]).text, r) for n, r in (
         ("overturn", "DISPUTE"), ("toploc", "TOPLOC"))]
     toploc = challenges[1]
     assert toploc["evidence"] == f"ipfs://{digest_to_cid(run.evidence['toploc'])}"
@@ -380,15 +380,15 @@ def test_index_after_a_reorg_with_court_events_equals_a_fresh_index(run, tmp_pat
     run.ledger(standin).court.attest(wid)
     indexer.poll_once()
     for name in ("AssignmentDrawn", "VerdictGiven", "ValidatorPenalized", "Credited"):
-        assert live.select("SELECT 1 FROM events WHERE work_id = ? AND name = ?", ("0x" + wid.hex(), name)), name
+        assert live.select("SELECT 1 FROM events WHERE work_id = ? AND name = ?", (WorkId(wid).text, name)), name
 
     raw = run.w3.eth.get_raw_transaction(receipt["transactionHash"])
     assert "error" not in run.rpc("anvil_reorg", [3, [[raw.to_0x_hex(), 0]]])
     run.mine(2)
     indexer.poll_once()
-    assert not live.select("SELECT 1 FROM events WHERE work_id = ? AND name = 'VerdictGiven'", ("0x" + wid.hex(),))
+    assert not live.select("SELECT 1 FROM events WHERE work_id = ? AND name = 'VerdictGiven'", (WorkId(wid).text,))
     (drawn,) = live.select("SELECT block_hash, pool_id FROM events WHERE name = 'AssignmentDrawn' AND work_id = ?",
-                           ("0x" + wid.hex(),))
+                           (WorkId(wid).text,))
     assert drawn["block_hash"] != receipt["blockHash"].to_0x_hex() and drawn["pool_id"] == run.pool_id
     fresh = Store(tmp_path / "fresh.sqlite")
     ChainIndexer(fresh, run.w3, run.deployment).poll_once()

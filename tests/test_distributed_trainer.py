@@ -22,6 +22,7 @@ from transformers import AutoModelForCausalLM
 
 from cli.errors import EXIT_USAGE
 from ledger_client.ipfs.checkpoints.publish import DELTA_WORTH_FRACTION
+from protocol.digest import hex_text
 from protocol.rollouts import (
     RolloutBatch,
     RolloutHeader,
@@ -198,7 +199,7 @@ def test_trainer_start_on_two_ranks_publishes_every_policy_from_rank_0(tmp_path,
         assert all(line["patch_ratio"] is None or 0 < line["patch_ratio"] <= DELTA_WORTH_FRACTION for line in lines)
         digests = [bytes(protocol.ledger(0).pool.checkpoint_at(protocol.pool_id, s)) for s in (1, 2)]
         assert all(d != bytes(32) for d in digests)
-        assert ["0x" + d.hex() for d in digests] == [line["checkpoint"] for line in lines]
+        assert [hex_text(d) for d in digests] == [line["checkpoint"] for line in lines]
         with KuboClient(protocol.kubo_api) as kubo:
             fetched = fetch_checkpoint(kubo, digests[1], tmp_path / "fetched")
         model = AutoModelForCausalLM.from_pretrained(fetched.path)

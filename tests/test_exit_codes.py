@@ -34,7 +34,7 @@ from deploy.pool_cli import main as pool_main
 from ledger_client.chain.errors import RpcUnreachable, UnknownPool
 from ledger_client.chain.keys import write_keystore
 from ledger_client.ipfs.kubo import KuboUnreachable
-from protocol.digest import InvalidCid, InvalidDigest
+from protocol.digest import InvalidCid, InvalidDigest, InvalidWorkId
 from protocol.errors import InvalidInput
 from protocol.manifest import InvalidManifest
 from protocol.rollouts import RolloutSchemaError
@@ -66,6 +66,7 @@ def _validation_error() -> ValidationError:
     (JournalCorrupt("journal.json: line 2 is not a journal line"), EXIT_USAGE),
     (_validation_error(), EXIT_USAGE),
     (InvalidDigest("0x12"), EXIT_USAGE),
+    (InvalidWorkId("0x12"), EXIT_USAGE),
     (InvalidCid("bafy?"), EXIT_USAGE),
     (DevnetCorrupt("devnet.json"), EXIT_USAGE),
     (RpcUnreachable("http://127.0.0.1:1"), EXIT_FAILURE),

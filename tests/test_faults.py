@@ -20,6 +20,7 @@ from deploy.kubo_node import KuboNode
 from ledger_client.chain.queries import get_work, wait_for
 from ledger_client.ipfs.checkpoints import fetch_checkpoint, load_state_dict, publish_checkpoint
 from ledger_client.ipfs.kubo import KuboClient, KuboError
+from protocol.digest import WorkId
 from protocol.pool import WorkStatus
 from tests.test_protocol import Protocol
 
@@ -241,7 +242,7 @@ def test_trainer_killed_resumes_with_no_rollout_consumed_twice_or_skipped(protoc
     consumed = state["consumed"]
     assert len(consumed) == len(set(consumed))  # nothing consumed twice
     events = protocol.ledger(0).pool.contract.events.WorkAccepted.get_logs(from_block=0)
-    accepted_in_order = ["0x" + bytes(e["args"]["workId"]).hex() for e in events]
+    accepted_in_order = [WorkId(e["args"]["workId"]).text for e in events]
     last = max(accepted_in_order.index(w) for w in consumed)
     skipped = [w for w in accepted_in_order[: last + 1] if w not in consumed and w not in state["pending"]]
     assert skipped == []  # every accepted submission up to the last one taken was taken (or is queued)

@@ -20,6 +20,7 @@ from deploy.pool_cli import main as pool_main
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import claimed_total, claimed_works, pool_state
+from protocol.digest import hex_text
 from tests.test_cli import ROOT, run
 from worker.cli import main as worker_main
 
@@ -78,7 +79,7 @@ def test_the_guides_take_a_pool_from_nothing_to_a_training_step_and_a_paid_worke
     ledger = Ledger.open(info["rpc_url"], Path(info["deployments"]), load_account(info["roles"]["pool_owner"]["private_key"]))
     pool = pool_state(ledger, 1)
     init = load_trainer_init(checkout / ".devnet")
-    assert "0x" + pool.task_ref.hex() == init["task"] and "0x" + pool.base_checkpoint.hex() == init["base_checkpoint"]
+    assert hex_text(pool.task_ref) == init["task"] and hex_text(pool.base_checkpoint) == init["base_checkpoint"]
     assert pool.latest_step == 1 and pool.status.name == "CLOSED"  # the trainer stepped on accepted work
     worker = info["workers"][0]["address"]
     paid = claimed_total(ledger, worker)

@@ -10,9 +10,12 @@ from protocol.digest import (
     Digest,
     InvalidCid,
     InvalidDigest,
+    InvalidWorkId,
+    WorkId,
     cid_codec,
     cid_to_digest,
     digest_to_cid,
+    hex_text,
     raw_cid_of,
 )
 
@@ -47,13 +50,35 @@ def test_cidv0_and_its_cidv1_form_carry_the_same_digest() -> None:
 
 def test_a_digest_has_one_text_form() -> None:
     digest = hashlib.sha256(b"x").digest()
-    parsed = Digest.parse("0x" + digest.hex())
+    parsed = Digest.parse(hex_text(digest))
     assert parsed == digest and Digest.parse(digest) == digest and Digest.of(b"x") == digest
     assert str(parsed) == "0x" + digest.hex() and parsed.cid == digest_to_cid(digest) == raw_cid_of(b"x")
-    assert digest_to_cid("0x" + digest.hex()) == digest_to_cid(digest)
+    assert digest_to_cid(hex_text(digest)) == digest_to_cid(digest)
     for other_form in (digest.hex(), "0x" + digest.hex().upper()[:-2] + "zz"):
         with pytest.raises(InvalidDigest):
             Digest.parse(other_form)
+
+
+def test_bytes_have_one_text_form() -> None:
+    assert hex_text(b"\x00\xab") == "0x00ab" and hex_text(bytearray(b"\x01")) == "0x01" and hex_text(b"") == "0x"
+
+
+def test_a_work_id_has_one_text_form_and_stays_its_bytes() -> None:
+    raw = bytes(range(32))
+    text = "0x000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+    work_id = WorkId(raw)
+    assert work_id.text == str(work_id) == f"{work_id}" == text and repr(work_id) == f"WorkId({text})"
+    assert WorkId.parse(raw) == WorkId.parse(text) == WorkId.parse(text[2:]) == WorkId.parse(text.upper()[2:]) == raw
+    assert isinstance(WorkId.parse(text), WorkId) and WorkId.parse(work_id) is work_id
+    assert hash(work_id) == hash(raw) and {raw: "found"}[work_id] == "found" and work_id in {raw}
+
+
+@pytest.mark.parametrize("bad", [b"", b"\x00" * 31, b"\x00" * 33, "0x1234", "zz" * 32, "0X" + "00" * 32,
+                                 " " + "00" * 31 + " 0", 42])
+def test_bad_work_ids_are_refused_as_bad_input(bad: object) -> None:
+    with pytest.raises(InvalidWorkId) as refused:
+        WorkId.parse(bad)  # type: ignore[arg-type]
+    assert isinstance(refused.value, InvalidDigest)  # bad input: a command exits 2
 
 
 def test_a_digest_is_a_pydantic_field() -> None:

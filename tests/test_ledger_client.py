@@ -37,20 +37,20 @@ def test_lifecycle_submit_attest_claim(chain):
 def test_reverts_decode_to_named_exceptions(chain):
     worker = chain.worker(0)
     chain.submit(0, b"\xbb" * 32, 1)
-    with pytest.raises(errors.revert_class("InvalidNonce")) as exc:  # a nonce is used once (was: DuplicateWork)
+    with pytest.raises(errors.InvalidNonce) as exc:  # a nonce is used once (was: DuplicateWork)
         worker.pool.submit_work(chain.pool_id, 0, 0, b"\xbb" * 32, 1)
     assert exc.value.args_dict == {"nonce": 0, "expected": 1}
     assert "submitWork: reverted with InvalidNonce(nonce=0, expected=1)" in str(exc.value)
-    with pytest.raises(errors.revert_class("NotPoolTrainer")):
+    with pytest.raises(errors.NotPoolTrainer):
         worker.pool.publish_checkpoint(chain.pool_id, 1, b"\x01" * 32)
-    with pytest.raises(errors.revert_class("UnknownPool")) as exc:
+    with pytest.raises(errors.UnknownPool) as exc:
         worker.pool.get_pool(999)
     assert exc.value.args_dict == {"poolId": 999}
 
 
 def test_custom_error_classes_are_shared_across_contracts():
-    assert errors.revert_class("ZeroAmount") is errors.decode_revert(bytes.fromhex("1f2a2005")).__class__
-    assert issubclass(errors.revert_class("InsufficientAllocation"), errors.ContractRevert)
+    assert type(errors.decode_revert(bytes.fromhex("1f2a2005"))) is errors.ZeroAmount  # one class, three contracts
+    assert issubclass(errors.InsufficientAllocation, errors.ContractRevert)
     plain = errors.decode_revert(bytes.fromhex("08c379a0") + bytes(31) + b"\x20" + bytes(31) + b"\x03" + b"abc" + bytes(29))
     assert isinstance(plain, errors.UnknownRevert) and plain.args_dict == {"message": "abc"}
 
@@ -193,9 +193,9 @@ def test_allocation_follows_open_work_and_a_slash_is_topped_up(chain):
     second = chain.submit(0, b"\x52" * 32)
     member = worker.pool.get_member(chain.pool_id, worker.address)
     assert (member.open_works, member.allocation, member.required) == (2, 2 * cfg.slash_amount, 2 * cfg.slash_amount)
-    with pytest.raises(errors.revert_class("InsufficientAllocation")):
+    with pytest.raises(errors.InsufficientAllocation):
         worker.pool.deallocate(chain.pool_id, 1)
-    with pytest.raises(errors.revert_class("InsufficientAllocation")):  # a third open work needs 3 × slash
+    with pytest.raises(errors.InsufficientAllocation):  # a third open work needs 3 × slash
         worker.pool.submit_work(chain.pool_id, 0, 2, b"\x53" * 32, 8)
     chain.validator.pool.challenge(first, 3, b"\x99" * 32)
     member = worker.pool.get_member(chain.pool_id, worker.address)

@@ -22,6 +22,7 @@ from cli.errors import EXIT_USAGE
 import inference.torch_backend as torch_backend
 from ledger_client.chain.queries import get_work, pool_state
 from ledger_client.ipfs.content import get_object, publish_run_spec
+from protocol.digest import hex_text
 from protocol.runspec import load_policy_verification
 from validator.cli import main as validator_main
 from ledger_client.ipfs.checkpoints import fetch_manifest
@@ -143,7 +144,7 @@ def test_trainer_start_refuses_a_policy_verification_file_at_other_levels(pool: 
     bad.write_text("[verification]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in fields.items()))
     run_dir = tmp_path / "run"
     argv = ["start", "--pool", str(pool.pool_id), "--rpc-url", pool.anvil.rpc_url, "--deployments",
-            str(pool.deployments), "--key", "0x" + bytes(pool.accounts[2].key).hex(), "--kubo-api", pool.kubo_api,
+            str(pool.deployments), "--key", hex_text(pool.accounts[2].key), "--kubo-api", pool.kubo_api,
             "--devnet-dir", str(tmp_path / "no-devnet"), "--set", f"run_dir={run_dir}", "--policy-verification", str(bad)]
     assert trainer_main(argv) == EXIT_USAGE
     lines = capsys.readouterr().err.strip().splitlines()

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from examples.adversaries.workers import ATTACKS, cycling, selective_upload
-from ledger_client.chain.errors import revert_class
+from ledger_client.chain import errors
 from ledger_client.chain.queries import get_work, next_binding, pool_state
 from ledger_client.ipfs.content import publish_run_spec, put_object
-from protocol.digest import Digest
+from protocol.digest import Digest, WorkId
 from protocol.pool import WorkStatus
 from protocol.rollouts import decode_rollouts, encode_rollouts
 from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
@@ -134,7 +134,7 @@ def test_honest_and_adversarial_work_are_told_apart(protocol):
 
     source = LedgerSource(protocol.ledger(2), protocol.kubo, protocol.pool_id, wait_final=False)
     items = source.poll()
-    assert [i.id for i in items] == ["0x" + honest_work.hex()]
+    assert [i.id for i in items] == [WorkId(honest_work).text]
     assert source.poll() == []
     restarted = LedgerSource(protocol.ledger(2), protocol.kubo, protocol.pool_id, wait_final=False)
     restarted.restore(source.state())
@@ -164,16 +164,16 @@ def test_stale_and_reused_nonce_submissions_are_refused_on_chain(protocol):
     (work_id,) = _work_ids(worker)
     digest = bytes.fromhex(worker.journal.entries("submitted")[0]["digest"])
     # A nonce is used once (this was DuplicateWork of a digest; another worker's file is now refused off-chain).
-    with pytest.raises(revert_class("InvalidNonce")):
+    with pytest.raises(errors.InvalidNonce):
         protocol.ledger(6).pool.submit_work(protocol.pool_id, 0, 0, digest, 8)
     trainer = protocol.ledger(2)
     for step in (1, 2, 3):
         trainer.pool.publish_checkpoint(protocol.pool_id, step, bytes([step]) * 32)
-    with pytest.raises(revert_class("StepNotContiguous")):
+    with pytest.raises(errors.StepNotContiguous):
         trainer.pool.publish_checkpoint(protocol.pool_id, 5, b"\x05" * 32)
-    with pytest.raises(revert_class("StaleStep")):  # step 0 is older than the async level (2) allows
+    with pytest.raises(errors.StaleStep):  # step 0 is older than the async level (2) allows
         protocol.ledger(6).pool.submit_work(protocol.pool_id, 0, 1, b"\x77" * 32, 8)
-    with pytest.raises(revert_class("TooManySamples")):  # the run spec's submission is 2 prompts × 4 samples
+    with pytest.raises(errors.TooManySamples):  # the run spec's submission is 2 prompts × 4 samples
         protocol.ledger(6).pool.submit_work(protocol.pool_id, 3, 1, b"\x77" * 32, 9)
     assert get_work(protocol.ledger(0), work_id).nonce == 0
 
@@ -187,7 +187,7 @@ def test_a_worker_holds_one_valid_file_per_nonce(protocol):
     state = pool_state(ledger, pool_id)
     if state.latest_step - ledger.pool.get_member(pool_id, ledger.address).pinned_step > state.async_level:
         ledger.pool.skip_nonce(pool_id)  # its pin went stale while other tests published steps
-    with pytest.raises(revert_class("PinNotStale")):
+    with pytest.raises(errors.PinNotStale):
         ledger.pool.skip_nonce(pool_id)
     pinned = next_binding(ledger, pool_id)
     n = 2 * 4
@@ -196,7 +196,7 @@ def test_a_worker_holds_one_valid_file_per_nonce(protocol):
     assert len(usable) == 3 and pinned.step in usable
     for step in usable:
         if step != pinned.step:
-            with pytest.raises(revert_class("StepNotPinned")):
+            with pytest.raises(errors.StepNotPinned):
                 ledger.pool.submit_work(pool_id, step, pinned.nonce, b"\x99" * 32, n)
     batch = decode_rollouts(Path(protocol.worker(4).journal.entries("submitted")[0]["file"]).read_bytes())
     protocol.w3.provider.make_request("evm_mine", [])

@@ -35,6 +35,7 @@ from proofs.sampling import (
     sample_tokens,
     uniforms_from_words,
 )
+from protocol.digest import hex_text
 from tests import sampling_reference as reference
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +59,7 @@ def test_seeds_match_the_reference_written_from_the_rule() -> None:
     rng = np.random.default_rng(7)
     for _ in range(50):
         pool_seed, pin = rng.bytes(32), rng.bytes(32)
-        worker = "0x" + rng.bytes(20).hex()
+        worker = hex_text(rng.bytes(20))
         nonce, rows = int(rng.integers(0, 2**40)), int(rng.integers(1, 512))
         row = int(rng.integers(0, rows))
         assert derive_seed(pool_seed, worker, pin, sample_index(nonce, row, rows)) == \

@@ -19,6 +19,7 @@ from ledger_client.chain.ledger import Ledger, connect, save_deployment
 from ledger_client.chain.queries import get_work, next_binding, pool_state
 from ledger_client.ipfs.content import get_object, publish_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
+from protocol.digest import hex_text
 from protocol.pool import WorkStatus
 from protocol.rollouts import encode_rollouts
 from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
@@ -64,8 +65,8 @@ class SpotPool:
         model, tokenizer = init_policy(SPEC, ModelSpec(hidden=32, layers=1, heads=2), warm_steps=0, warm_lr=0.0)
         base = base_checkpoint_digest(self.kubo, model.state_dict(), model.config, tokenizer)
         self.policy = Policy(0, base, model, tokenizer)
-        self.config = pool_config(self.accounts, task="0x" + publish_run_spec(self.kubo, SPEC).hex(),
-                                  base_checkpoint="0x" + base.hex(), challenge_window_s=3600, reward_lock_s=7200,
+        self.config = pool_config(self.accounts, task=hex_text(publish_run_spec(self.kubo, SPEC)),
+                                  base_checkpoint=hex_text(base), challenge_window_s=3600, reward_lock_s=7200,
                                   max_samples_per_work=None)
         self.pool_id = create_pool(self.ledger(1), self.config, SPEC)  # n and q from the run spec
         self.deployments = tmp / "deployments.json"
@@ -191,7 +192,7 @@ def test_daemon_waits_for_the_next_block_and_the_evidence_carries_the_draw(pool)
     spot = evidence.spot_check
     block_hash = bytes(pool.w3.eth.get_block(cheat_block + 1)["hash"])
     randomness = spot_check_randomness(block_hash, cheat_id)
-    assert (spot.submission_block, spot.block_hash, spot.randomness) == (cheat_block, "0x" + block_hash.hex(),
-                                                                         "0x" + randomness.hex())
+    assert (spot.submission_block, spot.block_hash, spot.randomness) == (cheat_block, hex_text(block_hash),
+                                                                         hex_text(randomness))
     assert (spot.n, spot.m, spot.spot_check_bps) == (N, M, 2_500)
     assert spot.indices == spot_check_indices(randomness, N, 2_500) == evidence.failing_samples

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from eth_utils import keccak
 
-from ledger_client.chain.errors import ContractRevert
+from ledger_client.chain import errors
 from protocol.spotcheck import (
     detection_probability,
     min_slash,
@@ -82,9 +82,8 @@ def test_contract_refuses_exactly_below_the_python_min_slash(chain):
     p = chain.owner.pool.get_pool(chain.pool_id).params._replace(validators=[chain.accounts[3].address],
                                                                    spot_check_bps=500)
     least = min_slash(500, p.reward_per_sample, p.max_samples_per_work)
-    with pytest.raises(ContractRevert) as refused:
+    with pytest.raises(errors.SlashBelowSpotCheckBound) as refused:
         chain.owner.pool.create_pool(p._replace(slash_amount=least - 1))
-    assert refused.value.error == "SlashBelowSpotCheckBound"
     assert list(refused.value.args_dict.values()) == [least - 1, least]
     chain.owner.pool.create_pool(p._replace(slash_amount=least))
     created = chain.owner.pool.get_pool(chain.owner.pool.pool_count()).params

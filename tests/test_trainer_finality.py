@@ -25,6 +25,7 @@ from ledger_client.chain.ledger import Ledger, connect
 from ledger_client.chain.queries import next_binding, pool_state
 from ledger_client.ipfs.content import publish_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
+from protocol.digest import WorkId, hex_text
 from protocol.rollouts import RolloutBatch, RolloutHeader, RolloutSample, encode_rollouts
 from protocol.runspec import RunSpec, SamplingSpec
 from tests.conftest_chain import TOKENS, pool_config
@@ -60,7 +61,7 @@ def pool(tmp_path_factory, kubo_node):
     base = base_checkpoint_digest(kubo, model.state_dict(), model.config, tokenizer)
     config = pool_config(accounts, validators=[accounts[FIRST_VALIDATOR].address, accounts[SECOND_VALIDATOR].address],
                          challenge_window_s=WINDOW_S, reward_lock_s=WINDOW_S + 1, max_samples_per_work=None,
-                         task="0x" + publish_run_spec(kubo, SPEC).hex(), base_checkpoint="0x" + base.hex())
+                         task=hex_text(publish_run_spec(kubo, SPEC)), base_checkpoint=hex_text(base))
     pool_id = create_pool(ledger(1), config, SPEC)
     worker = ledger(WORKER)
     worker.ensure_allocation(pool_id, 3 * config.slash_amount)
@@ -88,19 +89,19 @@ def test_final_mode_waits_out_the_window_and_fast_mode_counts_what_was_overturne
     final = LedgerSource(trainer, kubo, pool_id, wait_final=True)
     for work_id in (kept, overruled):
         ledger(FIRST_VALIDATOR).pool.attest(work_id)
-    assert sorted(i.id for i in fast.poll()) == sorted("0x" + w.hex() for w in (kept, overruled))
+    assert sorted(i.id for i in fast.poll()) == sorted(WorkId(w).text for w in (kept, overruled))
     assert final.poll() == [] and len(final.pending) == 2  # attested, but a challenge could still overrule them
     ledger(SECOND_VALIDATOR).pool.challenge(overruled, 7, b"\x01" * 32)
-    assert fast.poll() == [] and fast.overturned == ["0x" + overruled.hex()] and fast.unsettled == ["0x" + kept.hex()]
+    assert fast.poll() == [] and fast.overturned == [WorkId(overruled).text] and fast.unsettled == [WorkId(kept).text]
     assert final.poll() == []
     trainer.w3.provider.make_request("evm_increaseTime", [WINDOW_S + 1])
     trainer.w3.provider.make_request("evm_mine", [])
-    assert [i.id for i in final.poll()] == ["0x" + kept.hex()]
-    assert final.skipped == ["0x" + overruled.hex()] and final.overturned == [] and final.unsettled == []
+    assert [i.id for i in final.poll()] == [WorkId(kept).text]
+    assert final.skipped == [WorkId(overruled).text] and final.overturned == [] and final.unsettled == []
     assert fast.poll() == [] and fast.unsettled == []  # the kept one is final now: settled, not overturned
     restarted = LedgerSource(trainer, kubo, pool_id, wait_final=False)
     restarted.restore(fast.state())
-    assert restarted.poll() == [] and restarted.overturned == ["0x" + overruled.hex()]
+    assert restarted.poll() == [] and restarted.overturned == [WorkId(overruled).text]
 
 
 class BothSources:
@@ -142,7 +143,7 @@ def test_the_wait_for_finality_counts_in_staleness_and_the_async_level_bounds_it
     ledger, kubo, pool_id, _, submit, model = pool
     snapshot = ledger(0).w3.provider.make_request("evm_snapshot", [])["result"]
     try:
-        work = "0x" + submit().hex()
+        work = WorkId(submit()).text
         ledger(FIRST_VALIDATOR).pool.attest(bytes.fromhex(work[2:]))
         final, direct = LedgerSource(ledger(2), kubo, pool_id, wait_final=True), InMemorySource()
         config = TrainerConfig(run_dir=tmp_path, sampling=SPEC.sampling, batch_samples=2, async_level=1, max_steps=5,
@@ -182,7 +183,7 @@ def test_an_accepted_file_nobody_serves_is_tried_again_ever_later_not_every_poll
                         lambda kubo, digest, **k: tries.extend([1] if bytes(digest) == b"\xee" * 32 else [])
                         or real_get(kubo, digest, **k))
     source = LedgerSource(trainer, kubo, pool_id, fetch_timeout_s=0.5, wait_final=True)
-    work = "0x" + binding.work_id.hex()
+    work = WorkId(binding.work_id).text
     ours = lambda: [i for i in source.poll() if i.id == work]  # noqa: E731 - other tests' files are consumable too
     assert ours() == [] and len(tries) == 1 and work in source.pending
     assert ours() == [] and len(tries) == 1  # within the 10 s: not asked again
@@ -201,12 +202,12 @@ def test_a_files_digest_comes_from_its_submission_event_and_is_looked_up_only_af
     source = LedgerSource(trainer, kubo, pool_id, wait_final=False)
     first = submit()
     ledger(FIRST_VALIDATOR).pool.attest(first)
-    assert "0x" + first.hex() in [i.id for i in source.poll()] and looked_up == []  # read with the acceptance
+    assert WorkId(first).text in [i.id for i in source.poll()] and looked_up == []  # read with the acceptance
     second = submit()
     assert source.poll() == []  # its submission event seen, not accepted yet
     restarted = LedgerSource(trainer, kubo, pool_id, wait_final=False)
     restarted.restore(source.state())  # past that event: the digest is not in memory any more
     ledger(FIRST_VALIDATOR).pool.attest(second)
     items = restarted.poll()
-    assert [i.id for i in items] == ["0x" + second.hex()] and second in looked_up
+    assert [i.id for i in items] == [WorkId(second).text] and second in looked_up
     assert len(items[0].batch.samples) == SPEC.prompts_per_submission * SPEC.sampling.group_size

@@ -26,7 +26,7 @@ from inference.policy import load_policy
 from inference.tiny import build_char_tokenizer, build_tiny_llama
 from ledger_client.ipfs.content import publish_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
-from protocol.digest import Digest
+from protocol.digest import Digest, hex_text
 from protocol.runspec import RunSpec, load_run_spec, usable_task, with_environment_pinned
 from tasks.base import TaskError
 from tasks.difficulty import difficulty_subset
@@ -102,14 +102,14 @@ def run_init(args: argparse.Namespace) -> int:
                 task_spec = spec.task
                 subset = difficulty_subset(build_task(task_spec), task_spec.model_dump(mode="json"),
                                            args.difficulty_candidates, sample, args.difficulty_attempts,
-                                           tuple(args.difficulty_band), base_checkpoint="0x" + base.hex())
+                                           tuple(args.difficulty_band), base_checkpoint=hex_text(base))
             except TaskError as exc:
                 raise UsageError(str(exc)) from None
             digest = str(Digest(put_object(kubo, subset.to_bytes())))  # one raw object: its digest is subset.digest
             spec = spec.model_copy(update={"task": spec.task.model_copy(update={"subset": digest})})
             subset_line = {"subset": digest, "subset_size": len(subset.kept)}
         task_ref = publish_run_spec(kubo, spec)
-    digests = {"base_checkpoint": "0x" + base.hex(), "task": "0x" + task_ref.hex()}
+    digests = {"base_checkpoint": hex_text(base), "task": hex_text(task_ref)}
     on_devnet = kubo_api == devnet_kubo
     if on_devnet:
         record_trainer_init(args.devnet_dir, digests)

@@ -31,6 +31,7 @@ from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import chain_time, court_of, get_work, pool_state, rollout_digest_of
 from ledger_client.ipfs.content import ContentError, get_object
 from ledger_client.ipfs.kubo import KuboClient
+from protocol.digest import WorkId
 from protocol.pool import CaseState, WorkStatus
 from protocol.rollouts import RolloutFileError, decode_rollouts
 from trainer.work_source import WorkItem
@@ -100,11 +101,11 @@ class LedgerSource:
                 if event.pool_id != self.pool_id:
                     continue
                 if isinstance(event, WorkSubmitted):
-                    self._remember_digest("0x" + bytes(event.work_id).hex(), bytes(event.rollout_digest))
+                    self._remember_digest(WorkId(event.work_id).text, bytes(event.rollout_digest))
                     continue
                 if getattr(event, "accepted", True) is False:  # a court challenge: nothing to consume
                     continue
-                work_id = "0x" + bytes(event.work_id).hex()
+                work_id = WorkId(event.work_id).text
                 if work_id not in self.consumed and work_id not in self.pending:
                     self.pending.append(work_id)
                     if self.court is not None and self.wait_final and cursor is self.cursors["pool"]:

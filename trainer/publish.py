@@ -25,7 +25,7 @@ from ledger_client.ipfs.checkpoints import (
 )
 from ledger_client.ipfs.content import put_object
 from ledger_client.ipfs.kubo import KuboClient
-from protocol.digest import digest_to_cid
+from protocol.digest import digest_to_cid, hex_text
 from protocol.manifest import PolicyVerification
 from protocol.pool import versions_to_keep
 
@@ -64,7 +64,7 @@ class IpfsPublisher:
         self.tokenizer_files = tokenizer_files(tokenizer, self.tokenizer_dir)
         self.retention = PinRetention(kubo, Path(state_dir) / "published-pins.json", keep=versions_to_keep(async_level))
         base = bytes(ledger.pool.checkpoint_at(pool_id, 0))
-        self.published: dict[int, str] = {0: "0x" + base.hex()}
+        self.published: dict[int, str] = {0: hex_text(base)}
         self.metrics_of = metrics_of
         self.policy_verification = policy_verification
         self.state_dir = Path(state_dir)
@@ -80,7 +80,7 @@ class IpfsPublisher:
                                        retention=self.retention, metrics=self._put_metrics(step),
                                        parent_state=self._tensors_of(parent),
                                        verification=self._verification(step))
-        self.published[step] = "0x" + published.digest.hex()
+        self.published[step] = hex_text(published.digest)
         if published.patch_ratio is not None:
             self.patch_ratios[step] = published.patch_ratio
         self._last = (published.manifest_cid, state_dict)

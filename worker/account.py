@@ -13,7 +13,7 @@ from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger, allocation_required
 from ledger_client.chain.errors import InsufficientTokens
 from ledger_client.chain.queries import claimable, claimed_total, get_work, pool_state, works_of
-from protocol.digest import digest_to_cid
+from protocol.digest import WorkId, digest_to_cid
 from protocol.pool import WorkStatus
 from protocol.verdicts import Reason
 
@@ -139,8 +139,8 @@ def challenges_of(ledger: Ledger, worker: str, pool_id: int | None = None, explo
             reason = Reason(code).name
         except ValueError:
             reason = f"UNKNOWN_{code}"
-        out.append({"work_id": "0x" + work_id.hex(), "pool_id": log["args"]["poolId"], "reason": reason,
+        out.append({"work_id": WorkId(work_id).text, "pool_id": log["args"]["poolId"], "reason": reason,
                     "slashed": log["args"]["slashed"], "block": log["blockNumber"],
                     "evidence": None if digest == bytes(32) else f"ipfs://{digest_to_cid(digest)}",
-                    "explain": f"{explorer.rstrip('/')}/work/0x{work_id.hex()}" if explorer else None})
+                    "explain": f"{explorer.rstrip('/')}/work/{WorkId(work_id).text}" if explorer else None})
     return out

@@ -34,6 +34,7 @@ from cli.options import configure_logging
 from cli.output import tokens
 from inference.device import Compute, ComputeChoiceError, choose_compute
 from inference.policy import PolicyLoader
+from ledger_client.chain import errors
 from ledger_client.chain.bindings import MemberView
 from ledger_client.chain.errors import ContractRevert, LedgerError
 from ledger_client.chain.events import wait_for_a_block
@@ -52,7 +53,7 @@ from ledger_client.ipfs.checkpoints import FetchedCheckpoint, PinRetention, fetc
 from ledger_client.ipfs.content import ContentError, fetch_run_spec, get_object, put_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.demand import DemandNote
-from protocol.digest import cid_to_digest
+from protocol.digest import WorkId, cid_to_digest, hex_text
 from protocol.pool import CaseState, WorkStatus, versions_to_keep
 from protocol.phases import phase
 from protocol.rollouts import decode_rollouts
@@ -324,7 +325,7 @@ class WorkerDaemon:
     def _challenged(self, work_id: bytes) -> None:
         """Say why our work was challenged, with a link to the evidence; stop when re-staking is capped."""
         found = challenges_of(self.ledger, self.ledger.address, self.opt.pool_id, self.opt.explorer, {work_id})
-        c = found[-1] if found else {"work_id": "0x" + work_id.hex(), "reason": "?", "slashed": 0, "evidence": None,
+        c = found[-1] if found else {"work_id": WorkId(work_id).text, "reason": "?", "slashed": 0, "evidence": None,
                                      "explain": None}
         self.stats.challenges.append(c)
         self.metrics.challenged(c)
@@ -357,9 +358,7 @@ class WorkerDaemon:
                 else:  # no court, a void case, or none (a reorg dropped the submission)
                     work = get_work(self.ledger, work_id)
                     status, submitted_at = work.status, work.submitted_at
-            except ContractRevert as exc:
-                if exc.error != "UnknownWork":
-                    raise
+            except errors.UnknownWork:
                 # A chain reorganisation dropped the submission: resubmit it with its nonce (recover() does that).
                 log.warning("submission 0x%s vanished from the chain (reorg); resubmitting", e["digest"])
                 self.journal.advance(e["nonce"], "uploaded")
@@ -439,22 +438,23 @@ class WorkerDaemon:
             try:
                 self.ledger.pool.submit_work(pid, step, nonce, digest, n_samples)
                 break
-            except ContractRevert as exc:
-                if exc.error == "InsufficientAllocation" and attempt < 2:  # slashed meanwhile: top up and retry
-                    stake_for_next_submission(self.ledger, pid, self.pool.min_stake, self.pool.slash_amount)
-                    continue
-                if exc.error in ("StaleStep", "StepNotPinned", "UnknownStep", "PoolNotActive", "InsufficientBudget"):
-                    log.warning("submission for step %d refused: %s", step, exc)
-                    self.journal.drop(nonce)
-                    return
-                raise
+            except errors.InsufficientAllocation:
+                if attempt == 2:
+                    raise
+                # slashed meanwhile: top up and retry
+                stake_for_next_submission(self.ledger, pid, self.pool.min_stake, self.pool.slash_amount)
+            except (errors.StaleStep, errors.StepNotPinned, errors.UnknownStep, errors.PoolNotActive,
+                    errors.InsufficientBudget) as exc:
+                log.warning("submission for step %d refused: %s", step, exc)
+                self.journal.drop(nonce)
+                return
         self.journal.advance(nonce, "submitted")
         self.pacer.submitted()
         self.stats.submitted += 1
         self.metrics.submissions.inc()
         self.metrics.samples.inc(n_samples)
         self.stats.last_event = f"submitted {n_samples} samples for step {step}"
-        log.info("submitted 0x%s: %d samples for step %d (nonce %d)", digest.hex(), n_samples, step, nonce)
+        log.info("submitted %s: %d samples for step %d (nonce %d)", hex_text(digest), n_samples, step, nonce)
 
     def maybe_claim(self, force: bool = False) -> int:
         """Claim what is due, every `claim_interval_s`: the journal's accepted submissions whose reward lock has

@@ -696,11 +696,12 @@ contract ComputePoolTest is BaseTest {
         bytes32 w1 = _submit(alice, poolId, 0, W1, n);
         vm.prank(validator);
         pools.attest(w1);
+        uint64 unlockAt = uint64(block.timestamp) + LOCK;
         vm.warp(block.timestamp + delay);
         bytes32[] memory ids = _ids(w1);
         vm.prank(alice);
         if (delay < LOCK) {
-            vm.expectRevert();
+            vm.expectRevert(abi.encodeWithSelector(IComputePool.RewardLocked.selector, w1, unlockAt));
             pools.claim(ids);
         } else {
             assertEq(pools.claim(ids), uint256(n) * REWARD_PER_SAMPLE);

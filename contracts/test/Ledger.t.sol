@@ -198,7 +198,9 @@ contract LedgerAttacksTest is BaseTest {
         bool canClaim = block.timestamp >= t0 + p.rewardLock;
         assertFalse(canChallenge && canClaim);
         vm.prank(bob);
-        if (!canClaim) vm.expectRevert();
+        if (!canClaim) {
+            vm.expectRevert(abi.encodeWithSelector(IComputePool.RewardLocked.selector, w, t0 + p.rewardLock));
+        }
         pools.claim(_ids(w));
     }
 
@@ -317,7 +319,10 @@ contract LedgerAttacksTest is BaseTest {
         }
         amount = bound(amount, 1, MIN_STAKE);
         vm.prank(alice);
-        if (MIN_STAKE - amount < uint256(open) * SLASH) vm.expectRevert();
+        if (MIN_STAKE - amount < uint256(open) * SLASH) {
+            vm.expectRevert(abi.encodeWithSelector(IComputePool.InsufficientAllocation.selector, MIN_STAKE,
+                                                   uint256(open) * SLASH + amount));
+        }
         pools.deallocate(poolId, amount);
         IComputePool.MemberView memory m = pools.getMember(poolId, alice);
         assertGe(m.allocation, m.required);

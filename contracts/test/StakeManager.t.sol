@@ -257,9 +257,10 @@ contract StakeManagerTest is BaseTest {
         vm.startPrank(alice);
         stake.bond(bondAmt);
         stake.unbond(unbondAmt);
+        (, uint64 readyAt) = stake.unbondingOf(alice);
         vm.warp(block.timestamp + waitFor);
         if (waitFor < UNBONDING_DELAY) {
-            vm.expectRevert();
+            vm.expectRevert(abi.encodeWithSelector(IStakeManager.UnbondingNotReady.selector, readyAt));
             stake.withdraw();
         } else {
             stake.withdraw();

@@ -4,6 +4,7 @@ pragma solidity ^0.8.24;
 import {BaseTest} from "./Base.t.sol";
 import {IComputePool} from "../src/IComputePool.sol";
 import {IJudgedPool, IValidatorCourt} from "../src/IValidatorCourt.sol";
+import {IStakeManager} from "../src/IStakeManager.sol";
 import {ValidatorCourt} from "../src/ValidatorCourt.sol";
 
 /// A pool judged by the ValidatorCourt, with seven bonded validators.
@@ -184,7 +185,7 @@ contract ValidatorCourtTest is CourtBase {
         vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.OwnerCannotValidate.selector, poolId));
         court.register(poolId);
         vm.prank(stranger); // no bonded stake
-        vm.expectRevert();
+        vm.expectRevert(abi.encodeWithSelector(IStakeManager.InsufficientBonded.selector, BOND, 0));
         court.register(poolId);
     }
 
@@ -261,7 +262,9 @@ contract ValidatorCourtTest is CourtBase {
         (bytes32 workId, address assigned) = _submitAndDraw();
         vm.prank(assigned);
         court.attest(workId);
-        vm.expectRevert();
+        uint64 finalFrom = uint64(block.timestamp) + DISPUTE + 1;
+        vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.OutsidePeriod.selector, workId, finalFrom,
+                                               type(uint64).max));
         court.finalize(workId);
         vm.warp(block.timestamp + DISPUTE + 1);
         court.finalize(workId);
@@ -305,9 +308,11 @@ contract ValidatorCourtTest is CourtBase {
 
     function test_noVerdictAfterTheVerdictWindow() public {
         (bytes32 workId, address assigned) = _submitAndDraw();
+        uint64 submittedAt = uint64(block.timestamp);
         vm.warp(block.timestamp + VERDICT + 1);
         vm.prank(assigned);
-        vm.expectRevert();
+        vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.OutsidePeriod.selector, workId, submittedAt,
+                                               submittedAt + VERDICT));
         court.attest(workId);
     }
 
@@ -319,7 +324,8 @@ contract ValidatorCourtTest is CourtBase {
         uint256 allocationBefore = pools.getMember(poolId, alice).allocation;
         address[] memory committee = _disputeAndVote(workId, disputer, [uint8(2), 2, 1]);
         assertEq(committee.length, 3);
-        vm.expectRevert();
+        vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.WrongCaseState.selector, workId,
+                                               IValidatorCourt.CaseState.Disputed));
         court.finalize(workId); // a disputed verdict is final only through resolve
         court.resolve(workId);
         assertEq(_locked(judge), BOND - WRONG_SLASH, "judge loses exactly wrongVerdictSlash");
@@ -492,6 +498,8 @@ contract ValidatorCourtTest is CourtBase {
         address disputer = _other(judge, address(0));
         vm.prank(disputer);
         court.dispute(workId, EVIDENCE);
+        uint64 revealFrom = uint64(block.timestamp) + COMMIT + 1;
+        uint64 revealUntil = uint64(block.timestamp) + COMMIT + REVEAL;
         vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.CommitteeNotDrawn.selector, workId));
         court.drawCommittee(workId); // the block after the dispute is not there yet
         vm.roll(block.number + 2);
@@ -509,7 +517,8 @@ contract ValidatorCourtTest is CourtBase {
         vm.prank(committee[0]);
         court.commitVote(workId, _commitment(workId, committee[0], true));
         vm.prank(committee[0]);
-        vm.expectRevert(); // reveal before the commit period ends
+        vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.OutsidePeriod.selector, workId, revealFrom,
+                                               revealUntil)); // reveal before the commit period ends
         court.revealVote(workId, true, keccak256(abi.encode(committee[0])));
         vm.warp(block.timestamp + COMMIT + 1);
         vm.prank(committee[0]);
@@ -517,7 +526,8 @@ contract ValidatorCourtTest is CourtBase {
         court.revealVote(workId, false, keccak256(abi.encode(committee[0])));
         vm.prank(committee[0]);
         court.revealVote(workId, true, keccak256(abi.encode(committee[0])));
-        vm.expectRevert(); // resolve before the reveal period ends
+        vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.OutsidePeriod.selector, workId, revealUntil + 1,
+                                               type(uint64).max)); // resolve before the reveal period ends
         court.resolve(workId);
     }
 
@@ -525,12 +535,14 @@ contract ValidatorCourtTest is CourtBase {
         (bytes32 workId, address judge) = _submitAndDraw();
         vm.prank(judge);
         court.attest(workId);
+        uint64 verdictAt = uint64(block.timestamp);
         vm.prank(judge);
         vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.NotEligible.selector, workId, judge));
         court.dispute(workId, EVIDENCE);
         vm.warp(block.timestamp + DISPUTE + 1);
         vm.prank(_other(judge, address(0)));
-        vm.expectRevert(); // the dispute window is over
+        vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.OutsidePeriod.selector, workId, verdictAt,
+                                               verdictAt + DISPUTE)); // the dispute window is over
         court.dispute(workId, EVIDENCE);
     }
 
@@ -596,6 +608,7 @@ contract ValidatorCourtTest is CourtBase {
         court.concur(workId); // no verdict yet
         vm.prank(judge);
         court.attest(workId);
+        uint64 verdictAt = uint64(block.timestamp);
         vm.prank(judge);
         vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.NotEligible.selector, workId, judge));
         court.concur(workId);
@@ -616,7 +629,8 @@ contract ValidatorCourtTest is CourtBase {
         court.concur(workId);
         vm.warp(block.timestamp + DISPUTE + 1);
         vm.prank(_other(judge, other));
-        vm.expectRevert();
+        vm.expectRevert(abi.encodeWithSelector(IValidatorCourt.OutsidePeriod.selector, workId, verdictAt,
+                                               verdictAt + DISPUTE));
         court.concur(workId); // the window is over: `finalize` as before
         court.finalize(workId);
         assertEq(uint8(_status(workId)), uint8(IComputePool.WorkStatus.Accepted));

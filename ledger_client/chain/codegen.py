@@ -4,11 +4,12 @@ Run by `make contracts` after `forge build`:
 
     python -m ledger_client.chain.codegen contracts/out
 
-It writes `ledger_client/chain/abi/<Name>.json` (abi + creation bytecode) and
+It writes `ledger_client/chain/abi/<Name>.json` (abi + creation bytecode),
 `ledger_client/chain/bindings.py` (one typed class per contract, one dataclass per event, one NamedTuple per
-struct a function takes or returns and per view returning several named values). Both are
-committed so the package works without forge; `tests/test_bindings.py` checks they match the
-compiled contracts.
+struct a function takes or returns and per view returning several named values) and
+`ledger_client/chain/contract_errors.py` (one `ContractRevert` subclass per custom error, ours and OpenZeppelin's,
+and the selector table `errors.decode_revert` reads). All are committed so the package works without forge;
+`tests/test_bindings.py` checks they match the compiled contracts.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import keyword
 import re
 import sys
 from pathlib import Path
+
+from eth_utils import keccak
 
 CONTRACTS = ("StakeManager", "ComputePool", "ValidatorCourt", "DevStakeToken")
 LIBRARIES = ("CourtRules", "ValidatorSet", "DisputeSettlement")
@@ -191,13 +194,69 @@ def render_bindings(abis: dict[str, list[dict]]) -> str:
     return "\n".join(lines)
 
 
+def canonical_type(item: dict) -> str:
+    """The ABI type of parameter `item` as a signature writes it: `(uint256,address)[]` for an array of structs."""
+    t = item["type"]
+    if t.startswith("tuple"):
+        return "(" + ",".join(canonical_type(c) for c in item["components"]) + ")" + t[len("tuple"):]
+    return t
+
+
+def error_selector(item: dict) -> bytes:
+    """The 4 bytes a revert with the custom error `item` (an ABI entry) starts with."""
+    return keccak(text=f"{item['name']}({','.join(canonical_type(i) for i in item['inputs'])})")[:4]
+
+
+def render_errors(abis: dict[str, list[dict]]) -> str:
+    """contract_errors.py: one `ContractRevert` subclass per custom error name of `abis` (contracts and libraries;
+    an error several of them declare is one class), and `SELECTORS`, each selector's class and arguments."""
+    declared: dict[str, list[str]] = {}  # error name -> the contracts that declare it
+    selectors: dict[bytes, tuple[str, list[tuple[str, str]]]] = {}
+    shown: dict[str, str] = {}  # error name -> its declaration, for the docstring
+    for cname, abi in abis.items():
+        for item in (x for x in abi if x["type"] == "error"):
+            declared.setdefault(item["name"], []).append(cname)
+            args = [(i["name"] or f"arg{n}", canonical_type(i)) for n, i in enumerate(item["inputs"])]
+            selectors.setdefault(error_selector(item), (item["name"], args))
+            shown.setdefault(item["name"], f"{item['name']}({', '.join(f'{t} {a}' for a, t in args)})")
+    names = sorted(declared)
+    lines = [
+        '"""One exception class per custom error of the proofswarm contracts (ours and OpenZeppelin\'s) — GENERATED',
+        "by ledger_client.chain.codegen, do not edit. Import them from ledger_client.chain.errors:",
+        "`except errors.StaleStep`.",
+        '"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "from typing import Final",
+        "",
+        "from ledger_client.chain.error_bases import ContractRevert",
+        "",
+        "__all__ = [",
+    ]
+    lines += [f'    "{n}",' for n in names]
+    lines += ["]"]
+    for n in names:
+        lines += ["", "", f"class {n}(ContractRevert):",
+                  f'    """`{shown[n]}` of {", ".join(sorted(set(declared[n])))}."""', "", f'    error = "{n}"']
+    lines += ["", "", "SELECTORS: Final[dict[bytes, tuple[type[ContractRevert], tuple[tuple[str, str], ...]]]] = {"]
+    for selector, (n, args) in sorted(selectors.items(), key=lambda kv: (kv[1][0], kv[0])):
+        pairs = ", ".join(f'("{a}", "{t}")' for a, t in args) + ("," if len(args) == 1 else "")
+        head = f'    bytes.fromhex("{selector.hex()}"): ('
+        line = f"{head}{n}, ({pairs})),"
+        lines += [line] if len(line) <= 120 else [f"{head}{n},", " " * len(head) + f"({pairs})),"]
+    lines += ["}", '"""Each custom error\'s 4-byte selector: its class and its arguments (name, ABI type)."""', ""]
+    return "\n".join(lines)
+
+
 def export(out_dir: Path, package_dir: Path = PACKAGE_DIR) -> None:
-    """Write abi/*.json and bindings.py from forge's `out/` folder."""
+    """Write abi/*.json, bindings.py and contract_errors.py from forge's `out/` folder."""
     abi_dir = package_dir / "abi"
     abi_dir.mkdir(exist_ok=True)
-    abis = {}
+    abis, every_abi = {}, {}
     for name in CONTRACTS + LIBRARIES:
         art = json.loads((out_dir / f"{name}.sol" / f"{name}.json").read_text())
+        every_abi[name] = art["abi"]
         if name in CONTRACTS:
             abis[name] = art["abi"]
         doc = {"contractName": name, "abi": art["abi"], "bytecode": art["bytecode"]["object"]}
@@ -207,6 +266,7 @@ def export(out_dir: Path, package_dir: Path = PACKAGE_DIR) -> None:
             doc["links"] = links
         _write_if_changed(abi_dir / f"{name}.json", json.dumps(doc, indent=1, sort_keys=True) + "\n")
     _write_if_changed(package_dir / "bindings.py", render_bindings(abis))
+    _write_if_changed(package_dir / "contract_errors.py", render_errors(every_abi))
 
 
 def _write_if_changed(path: Path, text: str) -> None:
