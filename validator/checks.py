@@ -45,7 +45,7 @@ from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
 from proofs.assignment import assign_prompts
 from proofs.sampling import derive_seed, sample_index
-from protocol.digest import Digest
+from protocol.digest import Digest, hex_text
 from protocol.phases import phase
 from protocol.pool import versions_to_keep
 from protocol.rollouts import RolloutBatch, RolloutFileError, RolloutLimits, decode_rollouts
@@ -277,7 +277,7 @@ def spot_check_of(sub: Submission, n: int, bps: int) -> dict:
     randomness = spot_check_randomness(sub.spot_block_hash, sub.work_id)
     return {"spot_check_bps": bps, "n": n, "m": spot_check_count(n, bps),
             "indices": spot_check_indices(randomness, n, bps), "submission_block": sub.spot_block,
-            "block_hash": "0x" + sub.spot_block_hash.hex(), "randomness": "0x" + randomness.hex()}
+            "block_hash": hex_text(sub.spot_block_hash), "randomness": hex_text(randomness)}
 
 
 def check_completions(spec: RunSpec, config: VerifyConfig, spot_check_bps: int, sub: Submission,

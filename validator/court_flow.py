@@ -19,12 +19,14 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from ledger_client.chain.bindings import CaseVoided, CommitteeDrawn, Disputed, DisputeReopened, VerdictFinal, VerdictGiven
+from ledger_client.chain import errors
 from ledger_client.chain.errors import ContractRevert, TransactionFailed
 from ledger_client.chain.events import EventCursor, Removed
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import ZERO_ADDRESS, chain_time, submitted_event
 from ledger_client.ipfs.content import put_object
 from ledger_client.ipfs.kubo import KuboClient
+from protocol.digest import hex_text
 from protocol.pool import CaseState
 from protocol.verdicts import Reason
 from validator.config import DaemonConfig
@@ -266,18 +268,19 @@ class CourtFlow:
                 return 0
             raise
         except ContractRevert as exc:
-            if exc.error in ("NotAssigned", "AssignmentNotDrawn"):
+            if isinstance(exc, (errors.NotAssigned, errors.AssignmentNotDrawn)):
                 self.retries.postpone(s, max(self.config.poll_interval_s, 1.0))
                 return 0
-            if exc.error == "InsufficientBond":  # every locked unit backs an open verdict: wait for one to be final
+            if isinstance(exc, errors.InsufficientBond):  # every locked unit backs an open verdict: wait for one
                 log.warning("work 0x%s: %s (lock more with a larger bond); trying again", s.work_id.hex(), exc)
                 self.retries.postpone(s, max(self.config.poll_interval_s, 2.0))
                 return 0
-            if exc.error in ("WrongCaseState", "OutsidePeriod", "SubmissionNotPending", "NotEligible"):
+            if isinstance(exc, (errors.WrongCaseState, errors.OutsidePeriod, errors.SubmissionNotPending,
+                                errors.NotEligible)):
                 log.info("work 0x%s: no verdict from us: %s", s.work_id.hex(), exc)
-                if exc.error == "WrongCaseState":  # judged by another validator meanwhile
+                if isinstance(exc, errors.WrongCaseState):  # judged by another validator meanwhile
                     self.keep_for_audit(s.work_id, checked)
-                if exc.error == "NotEligible":  # not in the case's set: if nobody judges, void the case then
+                if isinstance(exc, errors.NotEligible):  # not in the case's set: if nobody judges, void the case then
                     lapses = self.court.cases(s.work_id).submitted_at + self.rules.verdict_window + 1
                     self.duties.book.finalize.setdefault(s.work_id.hex(), lapses)
                 self.metrics.skipped.inc()
@@ -300,7 +303,7 @@ class CourtFlow:
             self._follow_up("concurred", s.work_id.hex(), self._concur, s.work_id)
             return
         digest = self._evidence(s, outcome) if not outcome.ok else put_object(
-            self.kubo, json.dumps({"work_id": "0x" + s.work_id.hex(), "validator": self.ledger.address,
+            self.kubo, json.dumps({"work_id": hex_text(s.work_id), "validator": self.ledger.address,
                                    "finding": "every check passed"}).encode())
         try:
             receipt = self.court.dispute(s.work_id, digest)
@@ -309,7 +312,8 @@ class CourtFlow:
                 return
             raise
         except ContractRevert as exc:
-            if exc.error in ("WrongCaseState", "OutsidePeriod", "NotEligible", "NotRegistered"):
+            if isinstance(exc, (errors.WrongCaseState, errors.OutsidePeriod, errors.NotEligible,
+                                errors.NotRegistered)):
                 return
             raise
         key = s.work_id.hex()
@@ -433,10 +437,11 @@ class CourtFlow:
             log.info("work 0x%s: %s lost a race; checking again next poll", key, what)
             return False
         except ContractRevert as exc:
-            if exc.error == "OutsidePeriod" and what != "drawn":
+            if isinstance(exc, errors.OutsidePeriod) and what != "drawn":
                 return what in ("committed", "revealed") and exc.args_dict.get("until", 0) < self.clock.now()
-            if exc.error in ("WrongCaseState", "OutsidePeriod", "NotCommitteeMember", "RevealMismatch",
-                             "AlreadyCommitted", "AlreadyConcurred", "NotEligible", "NotRegistered"):
+            if isinstance(exc, (errors.WrongCaseState, errors.OutsidePeriod, errors.NotCommitteeMember,
+                                errors.RevealMismatch, errors.AlreadyCommitted, errors.AlreadyConcurred,
+                                errors.NotEligible, errors.NotRegistered)):
                 return True
             log.error("work 0x%s: %s failed: %s", key, what, exc)
             return False

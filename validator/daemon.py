@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Callable
 
+from ledger_client.chain import errors
 from ledger_client.chain.errors import ContractRevert
 from ledger_client.chain.events import EventCursor, Removed, latest_block, wait_for_a_block
 from ledger_client.chain.ledger import Ledger
@@ -42,6 +43,7 @@ from ledger_client.chain.queries import chain_time, court_of, get_work, pool_sta
 from ledger_client.ipfs.content import ContentError, ContentUnavailable, get_object, put_object
 from ledger_client.ipfs.kubo import KuboClient
 from proofs.margins import MarginNull
+from protocol.digest import hex_text
 from protocol.pool import WorkStatus
 from protocol.spotcheck import MAX_BPS
 from protocol.verdicts import Reason
@@ -321,7 +323,7 @@ class ValidatorDaemon:
                                           put_object(self.kubo, evidence_document(s, outcome, self.ledger.address)))
                 verdict, reason = "challenged", outcome.reason.name
         except ContractRevert as exc:
-            if exc.error in ("AlreadyJudged", "ChallengeWindowClosed"):
+            if isinstance(exc, (errors.AlreadyJudged, errors.ChallengeWindowClosed)):
                 self.metrics.skipped.inc()
                 self.retries.drop(s.work_id.hex())
                 return 0
@@ -347,7 +349,7 @@ class ValidatorDaemon:
         if not outcome.ok or not outcome.margins:
             return outcome
         m = outcome.margins
-        evidence = self.worker_margins.judge(s.worker, "0x" + s.work_id.hex(), m["tokens"], m["score"],
+        evidence = self.worker_margins.judge(s.worker, hex_text(s.work_id), m["tokens"], m["score"],
                                              MarginNull(**m["null"]), m["worker_false_positive_rate"])
         if evidence is None:
             return outcome

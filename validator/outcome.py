@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ledger_client.ipfs.content import MAX_OBJECT_BYTES
+from protocol.digest import hex_text
 from protocol.verdicts import Evidence, Reason, SpotCheck, clip_text
 
 log = logging.getLogger("proofswarm.validator")
@@ -137,7 +138,7 @@ def evidence_document(s: Submission, outcome: CheckOutcome, validator: str) -> b
     """The evidence document of a failed check (protocol.verdicts.Evidence), shed of its statistics if even bounded
     they would not fit one IPFS object."""
     evidence = Evidence(
-        work_id="0x" + s.work_id.hex(), pool_id=s.pool_id, worker=s.worker, reason=outcome.reason.name,
+        work_id=hex_text(s.work_id), pool_id=s.pool_id, worker=s.worker, reason=outcome.reason.name,
         reason_code=int(outcome.reason), message=outcome.message, failing_samples=outcome.failing_samples,
         failing_chunks=outcome.failing_chunks, statistics=outcome.statistics,
         thresholds=outcome.thresholds, validator=validator,
@@ -158,6 +159,6 @@ class VerdictJournal:
 
     def write(self, s: Submission, verdict: str, reason: str, message: str) -> None:
         with open(self.path, "a") as journal:
-            journal.write(json.dumps({"work_id": "0x" + s.work_id.hex(), "worker": s.worker, "verdict": verdict,
+            journal.write(json.dumps({"work_id": hex_text(s.work_id), "worker": s.worker, "verdict": verdict,
                                       "reason": reason, "message": clip_text(message)}) + "\n")
         log.info("work 0x%s from %s: %s (%s)", s.work_id.hex(), s.worker, verdict, reason)
