@@ -54,7 +54,7 @@ def test_a_digest_has_one_text_form() -> None:
     assert parsed == digest and Digest.parse(digest) == digest and Digest.of(b"x") == digest
     assert str(parsed) == hex_text(digest) and parsed.cid == digest_to_cid(digest) == raw_cid_of(b"x")
     assert digest_to_cid(hex_text(digest)) == digest_to_cid(digest)
-    for other_form in (digest.hex(), "0x" + digest.hex().upper()[:-2] + "zz"):
+    for other_form in (digest.hex(), f"0x{digest.hex().upper()[:-2]}zz"):
         with pytest.raises(InvalidDigest):
             Digest.parse(other_form)
 
