@@ -42,8 +42,8 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.detection import wilson
-from examples.adversaries import files as hostile_files
-from examples.adversaries.workers import ATTACKS, _rescored
+from adversaries import files as hostile_files
+from adversaries.workers import ATTACKS, _rescored
 from inference.logprobs import token_logprobs
 from inference.policy import load_policy, stop_token_ids
 from inference.torch_backend import TorchBackend
@@ -306,7 +306,7 @@ def own_seeds(lab: Lab, profile: Profile, spec: RunSpec, nonce: int) -> RolloutB
 
 
 def adversary(name: str) -> Attack:
-    """An attack of examples.adversaries.workers on the worker's honest file."""
+    """An attack of adversaries.workers on the worker's honest file."""
     def attack(lab: Lab, profile: Profile, spec: RunSpec, nonce: int) -> RolloutBatch:
         policy = Policy(0, bytes(lab.digest), lab.fresh_model(), lab.tokenizer, lab.folder)
         return ATTACKS[name](policy, spec, lab.binding(nonce), lab.honest(spec, nonce, profile.worker_dtype))

@@ -6,10 +6,10 @@
 3. the pool owner creates and funds a pool whose taskRef / base checkpoint are those digests;
 4. separate processes: the pool is judged by the ValidatorCourt, with two honest bonded validators
    (`validator start`, re-checking every other validator's verdicts) and one dishonest one
-   (examples/adversaries/validators.py, `--adversarial-validator`, attest-all by default); the trainer
+   (adversaries/validators.py, `--adversarial-validator`, attest-all by default); the trainer
    (`trainer start` with examples/cpu_run.py's recipe, which consumes a submission only once its verdict is
    final: no dispute can overturn it any more), two honest workers (`worker start`) and one adversarial worker
-   (examples/adversaries/workers.py, cycling through attacks);
+   (adversaries/workers.py, cycling through attacks);
 5. a progress line at each trainer step (step, held-out accuracy, files consumed, verdicts given and final,
    disputes); the adversary stops at the first evaluation at `--target`, so that its last cases settle while
    the trainer goes on; once held-out accuracy reaches `--target` (the mean of the latest three evaluations), or after
@@ -47,7 +47,7 @@ from dashboard.service import free_port
 from deploy import devnet
 from deploy.anvil import stop_pid
 from deploy.pool_cli import CourtConfig, PoolConfig, create_pool
-from examples.adversaries.validators import CONDUCTS
+from adversaries.validators import CONDUCTS
 from examples.cpu_run import CpuRecipe, TargetTracker
 from ledger_client.chain.keys import KEY_ENV, load_account
 from ledger_client.chain.ledger import Ledger
@@ -234,7 +234,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
     try:
         for v in validators:
             module = ["validator.cli"] if v["conduct"] == "honest" else \
-                ["examples.adversaries.validators", "--conduct", v["conduct"]]
+                ["adversaries.validators", "--conduct", v["conduct"]]
             roles.start(v["name"], *module, "start", "--pool", str(pool_id), "--audit-rate", "1",
                         "--fetch-timeout", str(FETCH_TIMEOUT_S), "--fetch-attempts", str(FETCH_ATTEMPTS),
                         "--verdict-margin", str(VERDICT_MARGIN_S),
@@ -254,7 +254,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
             roles.start(f"worker{n}", "worker.cli", "start", "--pool", str(pool_id), "--devnet-worker", str(n),
                         "--work-dir", str(out / f"worker{n}"), "--quiet", *chain)
         await_validators(owner, pool_id, [v["address"] for v in validators], roles)
-        roles.start("adversary", "examples.adversaries.workers", "--pool", str(pool_id), "--devnet-worker", "2",
+        roles.start("adversary", "adversaries.workers", "--pool", str(pool_id), "--devnet-worker", "2",
                     "--work-dir", str(out / "adversary"), "--min-interval", str(ADVERSARY_INTERVAL_S),
                     *[a for name in ADVERSARY_ATTACKS for a in ("--attack", name)],
                     *chain)
@@ -547,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=1200)
     p.add_argument("--metrics-port", type=int, default=0, help="first validator's metrics port (default: a free one)")
     p.add_argument("--adversarial-validator", default="attest-all", choices=sorted(set(CONDUCTS) - {"honest"}),
-                   help="conduct of the third validator (examples/adversaries/validators.py)")
+                   help="conduct of the third validator (adversaries/validators.py)")
     p.add_argument("--settle-timeout", type=float, default=300,
                    help="after the last step, seconds the validators get to make every court case final "
                         "(disputes resolved), so the summary shows who lost stake (0: summarise at once)")

@@ -1,7 +1,7 @@
 """Adversarial workers, built on the same libraries as the honest one (not part of `worker`).
 
 Each attack is a rollout producer (and, for withholding, an upload function) that plugs into
-`worker.daemon.WorkerDaemon`; `python -m examples.adversaries --attack NAME --pool N ...` runs
+`worker.daemon.WorkerDaemon`; `python -m adversaries.workers --attack NAME --pool N ...` runs
 one as a daemon against a pool. The validator must challenge every one of them.
 """
 
