@@ -43,11 +43,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from adversaries import VALIDATOR_CONDUCTS
 from dashboard.service import free_port
 from deploy import devnet
 from deploy.anvil import stop_pid
 from deploy.pool_cli import CourtConfig, PoolConfig, create_pool
-from adversaries.validators import CONDUCTS
 from examples.cpu_run import CpuRecipe, TargetTracker
 from ledger_client.chain.keys import KEY_ENV, load_account
 from ledger_client.chain.ledger import Ledger
@@ -546,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="held-out problems per evaluation (default %(default)s, the CPU recipe's)")
     p.add_argument("--timeout", type=float, default=1200)
     p.add_argument("--metrics-port", type=int, default=0, help="first validator's metrics port (default: a free one)")
-    p.add_argument("--adversarial-validator", default="attest-all", choices=sorted(set(CONDUCTS) - {"honest"}),
+    p.add_argument("--adversarial-validator", default="attest-all", choices=sorted(VALIDATOR_CONDUCTS),
                    help="conduct of the third validator (adversaries/validators.py)")
     p.add_argument("--settle-timeout", type=float, default=300,
                    help="after the last step, seconds the validators get to make every court case final "
