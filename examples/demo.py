@@ -176,7 +176,9 @@ def stop_leftover_roles(pids_file: Path) -> list[str]:
     return stopped
 
 
-def _run_json(args: list[str], env: dict[str, str]) -> dict:
+def run_json(args: list[str], env: dict[str, str]) -> dict:
+    """`python -m *args` from the repository's root: its JSON output (the last line, when it prints more);
+    UsageError with its last error line when it fails."""
     proc = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise UsageError(f"{' '.join(args[:2])} failed: {proc.stderr.strip().splitlines()[-1:] or proc.returncode}")
@@ -202,7 +204,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
 
     t0 = time.monotonic()
     console.print("trainer init: building and warm-starting the policy, adding it and the run spec to IPFS…")
-    init = _run_json(["trainer.main", "init", "--json", "--run-spec", str(args.run_spec), "--warm-steps", str(args.warm_steps),
+    init = run_json(["trainer.main", "init", "--json", "--run-spec", str(args.run_spec), "--warm-steps", str(args.warm_steps),
                       "--devnet-dir", state_dir], env)
     owner = Ledger.open(info["rpc_url"], Path(info["deployments"]), load_account(info["roles"]["pool_owner"]["private_key"]))
     cfg = PoolConfig(trainer=info["roles"]["trainer"]["address"], validators=[], court=DEMO_COURT,
@@ -210,7 +212,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
                      challenge_window_s=600, reward_lock_s=900, async_level=2, task=init["task"],
                      base_checkpoint=init["base_checkpoint"], funding=10_000 * 10**18)
     validators = _validator_accounts(info, args.adversarial_validator)
-    _fund_validators(info, validators)
+    fund_validators(info, validators)
     with KuboClient(info["kubo_api"]) as kubo:
         spec = fetch_run_spec(kubo, Digest.parse(init["task"]))
     pool_id = create_pool(owner, cfg, spec)
@@ -301,7 +303,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
     owner.w3.provider.make_request("evm_mine", [])
     try:
         for n in (0, 1):
-            _run_json(["worker.cli", "claim", "--pool", str(pool_id), "--devnet-worker", str(n), "--json", *chain], env)
+            run_json(["worker.cli", "claim", "--pool", str(pool_id), "--devnet-worker", str(n), "--json", *chain], env)
         summary = _summary(owner, pool_id, start_block, run_dir, info, cfg, time.monotonic() - t0, out, validators)
         summary["explorer"] = f"http://127.0.0.1:{port}"
         if args.serve:
@@ -348,7 +350,7 @@ def _validator_accounts(info: dict, adversarial: str) -> list[dict]:
             for name, conduct, a in accounts]
 
 
-def _fund_validators(info: dict, validators: list[dict]) -> None:
+def fund_validators(info: dict, validators: list[dict]) -> None:
     """Mint the devnet stake token to validators that hold less than their bond needs (the deployer may mint)."""
     deployer = Ledger.open(info["rpc_url"], Path(info["deployments"]),
                            load_account(info["roles"]["deployer"]["private_key"]))
