@@ -9,8 +9,10 @@ The definitions live in this room, each once:
   toploc.py       the proof suite: attackers and honest variations, and the judge that runs the checks
   validators.py   dishonest validators of court pools (a daemon each)
 
-This module imports nothing: reading a name costs nothing, and tests/test_adversaries.py holds every table
-of the room to it.
+Below the roles but for two: workers.py and samplers.py build on the worker (its `Policy` and `make_batch`;
+the daemon), validators.py on the validator (`validator.court.Conduct`, its CLI) — an adversary is an honest role
+with one change. This module imports nothing: reading a name costs nothing, and tests/test_adversaries.py holds
+every table of the room to it.
 """
 
 WORKER_ATTACKS = {
