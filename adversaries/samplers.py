@@ -16,9 +16,8 @@ from pathlib import Path
 import torch
 from eth_utils import keccak
 
-from adversaries import models
+from adversaries import models, workers
 from adversaries.completions import chosen_seeds, with_proofs_of
-from adversaries.workers import ATTACKS as WORKER_ATTACKS
 from adversaries.workers import rescored, with_completions
 from inference.logprobs import token_logprobs
 from inference.policy import load_policy, stop_token_ids
@@ -172,7 +171,7 @@ def adversary(name: str) -> Attack:
     """An attack of adversaries.workers on the worker's honest file."""
     def attack(ckpt: Checkpoint, profile: Profile, spec: RunSpec, nonce: int) -> RolloutBatch:
         policy = Policy(0, bytes(ckpt.digest), ckpt.fresh_model(), ckpt.tokenizer, ckpt.folder)
-        return WORKER_ATTACKS[name](policy, spec, ckpt.binding(nonce), ckpt.honest(spec, nonce, profile.worker_dtype))
+        return workers.ATTACKS[name](policy, spec, ckpt.binding(nonce), ckpt.honest(spec, nonce, profile.worker_dtype))
     return attack
 
 
@@ -186,7 +185,7 @@ def changed_model(name: str, forge: bool = False) -> Attack:
 
 def attacks(top_p_spec: RunSpec | None) -> dict[str, Attack]:
     """Every file attack: name -> builder. `top_p_spec`: the pool at top_p 0.9 where the profile allows it."""
-    table: dict[str, Attack] = {name: adversary(name) for name in WORKER_ATTACKS if name != "withheld"}
+    table: dict[str, Attack] = {name: adversary(name) for name in workers.ATTACKS if name != "withheld"}
     table.update({
         "proofs copied from the next completion": copied_proofs,
         "seeds of its own choosing": own_seeds,
