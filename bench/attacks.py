@@ -6,6 +6,8 @@ a bf16-exact Hugging Face folder):
 - bf16: bf16 workers, float32 validator, [verification] from `validator calibrate --json` on that folder (its
   dtypes float32 and bfloat16, batch sizes 1 and 8): the tolerance, TOPLOC limits and margin null it writes.
 
+The attacks are adversaries.samplers.attacks (adversaries/workers.py's file attacks among them) and the hostile
+bytes of adversaries/files.py; this module runs and reports them.
 Each attack makes files of the pool's shape for fresh nonces and each file goes through the validator's own checks
 after the file's identity (validator.checks.check_contents: vocabulary, assignment, rewards, then every completion
 at q = 1: structure, termination, sampling replay, logprobs, TOPLOC, the margin test); hostile bytes go through
@@ -32,42 +34,29 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from eth_utils import keccak
 from rich.console import Console
 from rich.table import Table
 
+from adversaries.files import HOSTILE_FILES
+from adversaries.models import CHANGES
+from adversaries.samplers import DTYPES, WORKER, Checkpoint, Profile, attacks, steer
 from bench.detection import wilson
-from examples.adversaries import files as hostile_files
-from examples.adversaries.workers import ATTACKS, _rescored
-from inference.logprobs import token_logprobs
-from inference.policy import load_policy, stop_token_ids
-from inference.torch_backend import TorchBackend
-from proofs.sampling import GUMBEL_TOLERANCE, gumbel_noise
-from proofs.toploc import build_proofs_batch
-from protocol.digest import Digest
 from protocol.rollouts import RolloutBatch, RolloutFileError, RolloutLimits, decode_rollouts, encode_rollouts
 from protocol.runspec import RunSpec, VerificationSpec, load_run_spec
 from protocol.spotcheck import MAX_BPS
-from protocol.submission import SubmissionBinding
-from tasks.registry import build_task
 from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
 from validator.checks import PROOF_CHUNK, check_contents, verify_config_of
 from validator.outcome import CheckOutcome, Submission
 from validator.worker_margins import WorkerMargins
-from worker.policy import Policy
-from worker.produce import make_batch
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SPEC = ROOT / "examples/run-attacks.toml"
 Z95 = 1.959964
-WORKER = "0x" + "ab" * 20
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 SYSTEMATIC = ("int8 weights", "int8 weights, forged", "int4 weights (groups of 32), forged", "layer 0 x 1.01", "layer 0 x 1.01, forged", "T x 0.95, forged",
               "T x 1.05, forged", "logit bias 1.9 eps on answer tokens, forged", "other weights, forged",
               "out-of-nucleus tokens (top_p 0.9), forged")
@@ -79,52 +68,13 @@ STEERING_WARM_STEPS = 100
 has rewards to find (at 25 steps it almost never solves a sort and steering gained nothing)."""
 
 
-@dataclass
-class Profile:
-    """A pool's verification rules and the dtype its honest workers compute in."""
-
-    name: str
-    worker_dtype: str
-    verification: VerificationSpec
-    stated: dict = field(default_factory=dict)
-
-    def spec(self, base: RunSpec) -> RunSpec:
-        return base.model_copy(update={"verification": self.verification})
-
-
-class Lab:
+class Lab(Checkpoint):
     """One pool's checkpoint and the parties around it, without a chain: honest workers per dtype, attackers,
     and the validator's float32 reference backend."""
 
     def __init__(self, folder: Path, spec: RunSpec):
-        self.folder, self.spec, self.task = folder, spec, build_task(spec.task)
-        model, self.tokenizer = load_policy(folder)
-        self.stops = stop_token_ids(model, self.tokenizer)
-        self.validator = self._backend(model, torch.float32)
-        self.digest = Digest(keccak(b"bench.attacks checkpoint"))
-        self._workers: dict[str, tuple[Policy, TorchBackend]] = {}
-
-    def _backend(self, model, dtype: torch.dtype) -> TorchBackend:
-        return TorchBackend(model, compute_dtype=dtype, eos_token_id=self.stops, pad_token_id=self.tokenizer.pad_token_id)
-
-    def fresh_model(self):
-        return load_policy(self.folder)[0]
-
-    def worker(self, dtype: str) -> tuple[Policy, TorchBackend]:
-        """The honest worker of `dtype` and its backend (its model converted to that dtype once)."""
-        if dtype not in self._workers:
-            policy = Policy(0, bytes(self.digest), self.fresh_model(), self.tokenizer, self.folder)
-            self._workers[dtype] = (policy, self._backend(policy.model, DTYPES[dtype]))
-        return self._workers[dtype]
-
-    def binding(self, nonce: int) -> SubmissionBinding:
-        return SubmissionBinding(chain_id=31337, pool_contract="0x" + "cd" * 20, pool_id=1, worker=WORKER, step=0,
-                                 nonce=nonce, seed_block_hash=Digest(keccak(b"seed block" + nonce.to_bytes(8, "big"))))
-
-    def honest(self, spec: RunSpec, nonce: int, dtype: str, batch_size: int | None = None) -> RolloutBatch:
-        policy, backend = self.worker(dtype)
-        backend = backend if batch_size is None else Batched(backend, batch_size)
-        return make_batch(policy, spec, self.binding(nonce), backend=backend)
+        super().__init__(folder, spec)
+        self.validator = self.backend(self.model, torch.float32)
 
     def honest_contexts(self, files: int) -> list[tuple[list[int], list[int]]]:
         """(prompt, completion) of every completion of `files` honest float32 files of the pool (nonces 900,000 on)."""
@@ -146,22 +96,6 @@ class Lab:
         except RolloutFileError as exc:
             return CheckOutcome(False, message=str(exc)[:200], reason=None)
         return self.judge(spec, batch)
-
-
-class Batched:
-    """A backend that generates in batches of at most `size` rows (an honest worker's batch size)."""
-
-    def __init__(self, backend: TorchBackend, size: int):
-        self.backend, self.size = backend, size
-
-    def generate(self, prompts, params, seeds):
-        out = []
-        for begin in range(0, len(prompts), self.size):
-            out += self.backend.generate(prompts[begin : begin + self.size], params, seeds[begin : begin + self.size])
-        return out
-
-    def __getattr__(self, name):
-        return getattr(self.backend, name)
 
 
 # ---- building the pool ---------------------------------------------------------------------------------------
@@ -190,165 +124,6 @@ def calibrated_profile(folder: Path, spec_path: Path, prompts: int) -> Profile:
     return Profile("bf16", "bfloat16", VerificationSpec(**result["verification"]), result["stated"])
 
 
-# ---- attacks -------------------------------------------------------------------------------------------------
-
-Attack = Callable[[Lab, Profile, RunSpec, int], RolloutBatch]
-
-
-def _with_tokens(lab: Lab, spec: RunSpec, honest: RolloutBatch, completions) -> RolloutBatch:
-    """`honest` with each row's tokens, logprobs, proofs and finish reason from `completions`; rewards rescored."""
-    samples = [s.model_copy(update={"completion_ids": c.token_ids, "logprobs": c.logprobs,
-                                    "proofs": build_proofs_batch([c.hidden], chunk=PROOF_CHUNK)[0],
-                                    "finish_reason": c.finish_reason})
-               for s, c in zip(honest.samples, completions, strict=True)]
-    return RolloutBatch(header=honest.header, samples=_rescored(spec, lab.tokenizer, samples))
-
-
-def forged(lab: Lab, profile: Profile, spec: RunSpec, batch: RolloutBatch) -> RolloutBatch:
-    """`batch`'s tokens with proofs and logprobs recomputed by one prefill of the real checkpoint in the worker's
-    dtype: what any worker holding the checkpoint can attach to any tokens."""
-    backend = lab.worker(profile.worker_dtype)[1]
-    prefills = backend.prefill_batch([(s.prompt_ids, s.completion_ids) for s in batch.samples])
-    t = spec.sampling.temperature or 1.0
-    samples = [s.model_copy(update={
-        "proofs": build_proofs_batch([p.hidden], chunk=PROOF_CHUNK)[0],
-        "logprobs": token_logprobs(p.logits.float(), torch.tensor(s.completion_ids), t).tolist()})
-        for s, p in zip(batch.samples, prefills, strict=True)]
-    return RolloutBatch(header=batch.header, samples=samples)
-
-
-def sampled_with(lab: Lab, profile: Profile, spec: RunSpec, nonce: int, model, temperature_scale: float = 1.0,
-                 top_p: float | None = None) -> RolloutBatch:
-    """A file whose completions `model` sampled (in the worker's dtype, at T x `temperature_scale`, at `top_p`),
-    declaring the pool's sampling; proofs and logprobs are the sampler's own."""
-    honest = lab.honest(spec, nonce, profile.worker_dtype)
-    backend = lab._backend(model, DTYPES[profile.worker_dtype])
-    params = spec.sampling.model_copy(update={"temperature": spec.sampling.temperature * temperature_scale,
-                                              "top_p": spec.sampling.top_p if top_p is None else top_p})
-    completions = backend.generate([s.prompt_ids for s in honest.samples], params, [s.seed for s in honest.samples])
-    return _with_tokens(lab, spec, honest, completions)
-
-
-def quantised_weights(model, bits: int = 8, group: int | None = None):
-    """Symmetric quantisation of every matrix to `bits` bits (dequantised), one scale per output channel, or per
-    `group` consecutive inputs of it (the grouped 4-bit formats GPU inference uses)."""
-    levels = 2 ** (bits - 1) - 1
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 2:
-                rows = p.reshape(-1, group) if group else p
-                scale = rows.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / levels
-                p.copy_(((rows / scale).round().clamp(-levels, levels) * scale).reshape(p.shape))
-    return model
-
-
-def perturbed_layer(model, layer: int = 0):
-    """Every weight of decoder layer `layer` times (1 + 0.01·N(0, 1))."""
-    gen = torch.Generator().manual_seed(100 + layer)
-    with torch.no_grad():
-        for p in model.model.layers[layer].parameters():
-            p.mul_(1 + 0.01 * torch.randn(p.shape, generator=gen))
-    return model
-
-
-MODEL_CHANGES: dict[str, Callable] = {
-    "int8 weights": quantised_weights,
-    "int4 weights (groups of 32)": lambda model: quantised_weights(model, 4, 32),
-    "layer 0 x 1.01": perturbed_layer,
-}
-"""The attackers that sample from a changed copy of the checkpoint (attacks and `logit_errors` share them)."""
-
-
-def other_weights(lab: Lab):
-    with torch.random.fork_rng():
-        torch.manual_seed(12345)
-        model = lab.fresh_model()
-        return type(model)(model.config).float().eval()
-
-
-def logit_biased(lab: Lab, profile: Profile, spec: RunSpec, nonce: int) -> RolloutBatch:
-    """Samples with +1.9 eps on the logits of the tokens of each prompt's answer (the pool's real weights)."""
-    honest = lab.honest(spec, nonce, profile.worker_dtype)
-    model = lab.fresh_model()
-    head = model.get_output_embeddings()
-    head.bias = torch.nn.Parameter(torch.zeros(head.weight.shape[0]), requires_grad=False)
-    backend = lab._backend(model, DTYPES[profile.worker_dtype])
-    bias = 1.9 * profile.verification.logit_tolerance
-    completions = []
-    g = spec.sampling.group_size
-    for begin in range(0, len(honest.samples), g):
-        rows = honest.samples[begin : begin + g]
-        answer = lab.task.problem(rows[0].prompt_index).answer
-        with torch.no_grad():
-            head.bias.zero_()
-            head.bias[sorted(set(lab.tokenizer.encode(answer, add_special_tokens=False)))] = bias
-        completions += backend.generate([s.prompt_ids for s in rows], spec.sampling, [s.seed for s in rows])
-    return forged(lab, profile, spec, _with_tokens(lab, spec, honest, completions))
-
-
-def copied_proofs(lab: Lab, profile: Profile, spec: RunSpec, nonce: int) -> RolloutBatch:
-    """Each completion carries the proofs of the next one."""
-    honest = lab.honest(spec, nonce, profile.worker_dtype)
-    s = honest.samples
-    samples = [a.model_copy(update={"proofs": (b.proofs + a.proofs)[: len(a.proofs)]}) for a, b in zip(s, s[1:] + s[:1])]
-    return RolloutBatch(header=honest.header, samples=samples)
-
-
-def own_seeds(lab: Lab, profile: Profile, spec: RunSpec, nonce: int) -> RolloutBatch:
-    """Samples with seeds of its choosing (seed grinding inside a file)."""
-    honest = lab.honest(spec, nonce, profile.worker_dtype)
-    seeds = [7 + i for i in range(len(honest.samples))]
-    backend = lab.worker(profile.worker_dtype)[1]
-    completions = backend.generate([s.prompt_ids for s in honest.samples], spec.sampling, seeds)
-    batch = _with_tokens(lab, spec, honest, completions)
-    return RolloutBatch(header=batch.header, samples=[s.model_copy(update={"seed": seed})
-                                                      for s, seed in zip(batch.samples, seeds)])
-
-
-def adversary(name: str) -> Attack:
-    """An attack of examples.adversaries.workers on the worker's honest file."""
-    def attack(lab: Lab, profile: Profile, spec: RunSpec, nonce: int) -> RolloutBatch:
-        policy = Policy(0, bytes(lab.digest), lab.fresh_model(), lab.tokenizer, lab.folder)
-        return ATTACKS[name](policy, spec, lab.binding(nonce), lab.honest(spec, nonce, profile.worker_dtype))
-    return attack
-
-
-def changed_model(name: str, forge: bool = False) -> Attack:
-    """Files sampled from the checkpoint changed by MODEL_CHANGES[name], with its own proofs or `forge`d ones."""
-    def attack(lab: Lab, profile: Profile, spec: RunSpec, nonce: int) -> RolloutBatch:
-        batch = sampled_with(lab, profile, spec, nonce, MODEL_CHANGES[name](lab.fresh_model()))
-        return forged(lab, profile, spec, batch) if forge else batch
-    return attack
-
-
-def attacks(top_p_spec: RunSpec | None) -> dict[str, Attack]:
-    """Every file attack: name -> builder. `top_p_spec`: the pool at top_p 0.9 where the profile allows it."""
-    table: dict[str, Attack] = {name: adversary(name) for name in ATTACKS if name != "withheld"}
-    table.update({
-        "proofs copied from the next completion": copied_proofs,
-        "seeds of its own choosing": own_seeds,
-        "int8 weights": changed_model("int8 weights"),
-        "int8 weights, forged": changed_model("int8 weights", forge=True),
-        "int4 weights (groups of 32), forged": changed_model("int4 weights (groups of 32)", forge=True),
-        "layer 0 x 1.01": changed_model("layer 0 x 1.01"),
-        "layer 0 x 1.01, forged": changed_model("layer 0 x 1.01", forge=True),
-        "other weights, forged": lambda lab, pr, spec, n: forged(
-            lab, pr, spec, sampled_with(lab, pr, spec, n, other_weights(lab))),
-        "T x 0.95, forged": lambda lab, pr, spec, n: forged(
-            lab, pr, spec, sampled_with(lab, pr, spec, n, lab.fresh_model(), temperature_scale=0.95)),
-        "T x 1.05, forged": lambda lab, pr, spec, n: forged(
-            lab, pr, spec, sampled_with(lab, pr, spec, n, lab.fresh_model(), temperature_scale=1.05)),
-        "logit bias 1.9 eps on answer tokens, forged": logit_biased,
-    })
-    if top_p_spec is not None:
-        table["out-of-nucleus tokens (top_p 0.9), forged"] = lambda lab, pr, spec, n: forged(
-            lab, pr, top_p_spec, sampled_with(lab, pr, top_p_spec, n, lab.fresh_model(), top_p=1.0))
-    return table
-
-
-HOSTILE = ("huge_version_string", "deep_header", "long_integer", "negative_token", "token_bomb")
-
-
 # ---- how far a sampler's logits are from the checkpoint's ----------------------------------------------------
 
 
@@ -358,73 +133,13 @@ def logit_errors(lab: Lab, files: int = 4) -> dict[str, float]:
     contexts = lab.honest_contexts(files)
     reference = [p.logits.float() for p in lab.validator.prefill_batch(contexts)]
     models = {"honest bf16 worker": lab.fresh_model()}
-    models.update({name: change(lab.fresh_model()) for name, change in MODEL_CHANGES.items()})
+    models.update({name: change(lab.fresh_model()) for name, change in CHANGES.items()})
     out = {}
     for name, model in models.items():
-        logits = [p.logits.float() for p in lab._backend(model, torch.bfloat16).prefill_batch(contexts)]
+        logits = [p.logits.float() for p in lab.backend(model, torch.bfloat16).prefill_batch(contexts)]
         diff = torch.cat([(a - r).flatten() for a, r in zip(logits, reference, strict=True)])
         out[name] = round(float(diff.pow(2).mean().sqrt()), 6)
     return out
-
-
-# ---- steering among near-ties ----------------------------------------------------------------------------------
-
-
-def steer(lab: Lab, profile: Profile, spec: RunSpec, nonce: int, budget: int) -> tuple[RolloutBatch, float, float]:
-    """A worker that knows the validator's float32 logits and the public noise: per completion, a tree search over
-    the tokens the tolerance admits (score gap below the replay's bound) for the highest reward, `budget` rollouts
-    of the honest rule per completion. Returns the file (proofs and logprobs by a prefill of the real checkpoint),
-    its mean reward gain over the honest rule's completions and their mean reward."""
-    honest = lab.honest(spec, nonce, profile.worker_dtype)
-    model = lab.validator.model
-    s = spec.sampling
-    bound = 2 * profile.verification.logit_tolerance / s.temperature + 2 * GUMBEL_TOLERANCE
-    stops = set(lab.stops)
-
-    @torch.no_grad()
-    def options(prompt: list[int], prefix: list[int], seed: int) -> list[int]:
-        """The admissible tokens at the next position, best score first."""
-        logits = model(torch.tensor([prompt + prefix])).logits[0, -1].float()
-        scores = logits / s.temperature + gumbel_noise(torch.tensor([seed]), torch.tensor([len(prefix)]),
-                                                       logits.shape[0])[0]
-        best = scores.max()
-        order = scores.argsort(descending=True)
-        return [int(v) for v in order if best - scores[v] < 0.999 * bound]
-
-    def rollout(prompt, prefix, seed) -> list[int]:
-        tokens = list(prefix)
-        while len(tokens) < s.max_tokens and not (tokens and tokens[-1] in stops):
-            tokens.append(options(prompt, tokens, seed)[0])
-        return tokens
-
-    def reward(row, tokens) -> float:
-        text = lab.tokenizer.decode(tokens, skip_special_tokens=True)
-        return lab.task.reward(lab.task.problem(row.prompt_index), text, len(tokens))
-
-    steered, gains, bases = [], [], []
-    for row in honest.samples:
-        best = rollout(row.prompt_ids, [], row.seed)
-        base = best_reward = reward(row, best)
-        frontier, spent = [best], 0
-        while frontier and spent < budget and best_reward < 1.0:
-            path = frontier.pop(0)
-            for i in range(len(path)):
-                for alternative in options(row.prompt_ids, path[:i], row.seed)[1:]:
-                    if spent >= budget:
-                        break
-                    candidate = rollout(row.prompt_ids, path[:i] + [alternative], row.seed)
-                    spent += 1
-                    r = reward(row, candidate)
-                    if r > best_reward:
-                        best, best_reward = candidate, r
-                        frontier.append(candidate)
-        steered.append(row.model_copy(update={"completion_ids": best, "logprobs": [0.0] * len(best),
-                                              "finish_reason": "eos" if best[-1] in stops else "length",
-                                              "proofs": []}))
-        gains.append(best_reward - base)
-        bases.append(base)
-    batch = RolloutBatch(header=honest.header, samples=_rescored(spec, lab.tokenizer, steered))
-    return forged(lab, profile, spec, batch), sum(gains) / len(gains), sum(bases) / len(bases)
 
 
 # ---- running ---------------------------------------------------------------------------------------------------
@@ -474,8 +189,8 @@ def run_attacks(lab: Lab, profile: Profile, files: int, names: list[str] | None,
                          + (f", challenged after {worker_at} files" if worker_at else "")))
     if names is None:
         honest = encode_rollouts(lab.honest(spec, nonce_base, profile.worker_dtype))
-        for name in HOSTILE:
-            outcome = lab.judge_bytes(spec, getattr(hostile_files, name)(honest))
+        for name, hostile in HOSTILE_FILES.items():
+            outcome = lab.judge_bytes(spec, hostile(honest))
             rows.append({"attack": f"hostile bytes: {name}", **rate(int(not outcome.ok), 1),
                          "reasons": {outcome.reason.name if outcome.reason else "decoder": 1}})
     return rows

@@ -1,6 +1,6 @@
 """How often spot checks catch a cheater: `python -m bench.detection [--quick] [--spec TOML]`.
 
-Cheaters fabricate 1, 4 or all completions of each file (examples.adversaries.workers.fabricate_completions:
+Cheaters fabricate 1, 4 or all completions of each file (adversaries.workers.fabricate_completions:
 tokens the policy did not sample, everything else honest, rewards rescored — only the prefill checks can
 tell); honest files are checked alongside. Each trial checks one file, with the positions it fabricates
 drawn by the cheater at random, under randomness the cheater cannot know (a fresh block hash: trial i
@@ -28,7 +28,7 @@ from eth_utils import keccak
 from rich.console import Console
 from rich.table import Table
 
-from examples.adversaries.workers import fabricate_completions
+from adversaries.workers import fabricate_completions
 from inference.policy import stop_token_ids
 from inference.torch_backend import TorchBackend
 from protocol.digest import Digest

@@ -28,8 +28,8 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from bench.attacks import (ATTACK_WARM_STEPS, DEFAULT_SPEC, WORKER, Lab, Profile, attacks, build_checkpoint,
-                           calibrated_profile, rate)
+from adversaries.samplers import WORKER, Profile, attacks
+from bench.attacks import ATTACK_WARM_STEPS, DEFAULT_SPEC, Lab, build_checkpoint, calibrated_profile, rate
 from protocol.runspec import RunSpec, load_run_spec
 from validator.worker_margins import WorkerMargins
 

@@ -23,7 +23,8 @@ no EOS so every row makes `new_tokens`), tokens per second at 64 and 256 rows of
 workers' honest noise against the float32 CPU reference (validator.calibrate.measure), thresholds calibrated
 from the device noise, then fresh honest CUDA-bf16 completions judged by the CPU validator and by a GPU
 validator (`honest_false_positives`, target 0 of ≥ 1,000), and two attacks each validator must catch in
-every completion: another model's weights (`cheat`) and the same weights perturbed by 1 % (`perturbed`).
+every completion: another model's weights (`cheat`) and the same weights perturbed by 1 % (`perturbed`:
+adversaries.models.perturbed, as adversaries/workers.py's perturbed_weights).
 
 Last line: one JSON object with at least uniform_bits_equal, gen_tokens_per_s_256, gen_ratio_256,
 check_fraction, honest_false_positives, attacks_detected, attacks. `--device cpu --quick` runs the whole
@@ -40,6 +41,7 @@ from pathlib import Path
 
 import torch
 
+from adversaries.models import perturbed
 from examples.hf_models import llama_style, qwen2_style
 from inference.policy import load_policy, stop_token_ids
 from inference.torch_backend import NO_EOS, TorchBackend
@@ -74,10 +76,7 @@ def _rejected(validators: dict[str, TorchBackend], worker_folder: Path, stops, s
     1 + perturb·N(0, 1)) and verify them with every validator; rejections and failed checks per validator."""
     worker_model, tokenizer = load_policy(worker_folder)
     if perturb:
-        generator = torch.Generator().manual_seed(7)
-        with torch.no_grad():
-            for weight in worker_model.parameters():
-                weight.mul_(1 + perturb * torch.randn(weight.shape, generator=generator, dtype=weight.dtype))
+        perturbed(worker_model, perturb)
     worker = TorchBackend(worker_model, compute_dtype=torch.bfloat16, eos_token_id=stops, device=device)
     task = build_task(spec.task)
     prompts = [encode_prompt(tokenizer, task.problem(1000 + i).prompt) for i in range(n)]

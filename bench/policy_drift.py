@@ -34,18 +34,9 @@ from pathlib import Path
 import torch
 from rich.console import Console
 
-from bench.attacks import (
-    ATTACK_WARM_STEPS,
-    DEFAULT_SPEC,
-    STEERING_WARM_STEPS,
-    WORKER,
-    Lab,
-    Profile,
-    attacks,
-    build_checkpoint,
-    calibrated_profile,
-    rate,
-)
+from adversaries.samplers import WORKER, Profile, attacks
+from bench.attacks import (ATTACK_WARM_STEPS, DEFAULT_SPEC, STEERING_WARM_STEPS, Lab, build_checkpoint,
+                           calibrated_profile, rate)
 from protocol.manifest import PolicyVerification
 from protocol.runspec import load_run_spec
 from validator.worker_margins import NullUse, WorkerMargins

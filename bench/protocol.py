@@ -63,7 +63,7 @@ import psutil
 from deploy import devnet
 from deploy.pool_cli import PoolConfig, create_pool
 from examples.cpu_run import CpuRecipe, TargetTracker, percentile, run_async
-from examples.demo import DEMO_COURT, FETCH_TIMEOUT_S, VERDICT_MARGIN_S, Roles, _fund_validators, _run_json, await_validators
+from examples.demo import DEMO_COURT, FETCH_TIMEOUT_S, VERDICT_MARGIN_S, Roles, await_validators, fund_validators, run_json
 from ledger_client.chain.keys import KEY_ENV, load_account
 from ledger_client.chain.ledger import RPC_LOG_ENV, Ledger
 from ledger_client.ipfs.content import fetch_run_spec
@@ -257,7 +257,7 @@ def run_protocol(spec: CpuRecipe, root: Path, info: dict, state_dir: Path, q_bps
     if rpc_census:
         env[RPC_LOG_ENV] = str(out / "rpc.jsonl")
     chain = ["--devnet-dir", str(state_dir)]
-    init = _run_json(["trainer.main", "init", "--json", "--run-spec", str(run_toml), "--warm-steps",
+    init = run_json(["trainer.main", "init", "--json", "--run-spec", str(run_toml), "--warm-steps",
                       str(spec.warm_steps), "--warm-lr", str(spec.warm_lr), *chain], {**env, LOG_ENV: "", RPC_LOG_ENV: ""})
     owner = Ledger.open(info["rpc_url"], Path(info["deployments"]),
                         load_account(info["roles"]["pool_owner"]["private_key"]))
@@ -271,7 +271,7 @@ def run_protocol(spec: CpuRecipe, root: Path, info: dict, state_dir: Path, q_bps
     if len(accounts) < validators or workers > len(info["workers"]):
         raise SystemExit(f"the devnet has {len(info['workers'])} spare accounts: too few for {workers} workers and "
                          f"{validators} validators")
-    _fund_validators(info, [{"address": a["address"]} for a in accounts])
+    fund_validators(info, [{"address": a["address"]} for a in accounts])
     with KuboClient(info["kubo_api"]) as kubo:
         run_spec = fetch_run_spec(kubo, Digest.parse(init["task"]))
     pool_id = create_pool(owner, cfg, run_spec)

@@ -5,7 +5,7 @@
 Prints proof size, prover overhead (generation with vs without proofs, same run), verification
 speedup (generation wall time / verification wall time) and verification tokens/s for a model of
 a few million parameters and completions of >= 256 tokens; then the confusion matrix of the
-attack & honesty suite (examples/adversaries/toploc.py; tests/test_toploc_attacks.py runs the same
+attack & honesty suite (adversaries/toploc.py; tests/test_toploc_attacks.py runs the same
 suite). Last line: one JSON object.
 """
 
@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from examples.adversaries.toploc import POOL_SEED, STEP, WORKER, SuiteSetup, confusion, format_suite, run_suite
+from adversaries.toploc import POOL_SEED, STEP, WORKER, SuiteSetup, confusion, format_suite, run_suite
 from inference.torch_backend import NO_EOS, TorchBackend
 from inference.verify import FP32_THRESHOLDS, CompletionRecord, verify_completions
 from proofs.sampling import derive_seed

@@ -6,10 +6,10 @@
 3. the pool owner creates and funds a pool whose taskRef / base checkpoint are those digests;
 4. separate processes: the pool is judged by the ValidatorCourt, with two honest bonded validators
    (`validator start`, re-checking every other validator's verdicts) and one dishonest one
-   (examples/adversaries/validators.py, `--adversarial-validator`, attest-all by default); the trainer
+   (adversaries/validators.py, `--adversarial-validator`, attest-all by default); the trainer
    (`trainer start` with examples/cpu_run.py's recipe, which consumes a submission only once its verdict is
    final: no dispute can overturn it any more), two honest workers (`worker start`) and one adversarial worker
-   (examples/adversaries/workers.py, cycling through attacks);
+   (adversaries/workers.py, cycling through attacks);
 5. a progress line at each trainer step (step, held-out accuracy, files consumed, verdicts given and final,
    disputes); the adversary stops at the first evaluation at `--target`, so that its last cases settle while
    the trainer goes on; once held-out accuracy reaches `--target` (the mean of the latest three evaluations), or after
@@ -43,13 +43,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from adversaries import VALIDATOR_CONDUCTS
 from cli.devnet import DEVNET_DIR_HELP, default_devnet_dir
 from cli.errors import UsageError, one_line_errors
 from dashboard.service import free_port
 from deploy import devnet
 from deploy.anvil import stop_pid
 from deploy.pool_cli import CourtConfig, PoolConfig, create_pool
-from examples.adversaries.validators import CONDUCTS
 from examples.cpu_run import CpuRecipe, TargetTracker
 from ledger_client.chain.keys import KEY_ENV, load_account
 from ledger_client.chain.ledger import Ledger
@@ -176,7 +176,9 @@ def stop_leftover_roles(pids_file: Path) -> list[str]:
     return stopped
 
 
-def _run_json(args: list[str], env: dict[str, str]) -> dict:
+def run_json(args: list[str], env: dict[str, str]) -> dict:
+    """`python -m *args` from the repository's root: its JSON output (the last line, when it prints more);
+    UsageError with its last error line when it fails."""
     proc = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise UsageError(f"{' '.join(args[:2])} failed: {proc.stderr.strip().splitlines()[-1:] or proc.returncode}")
@@ -202,7 +204,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
 
     t0 = time.monotonic()
     console.print("trainer init: building and warm-starting the policy, adding it and the run spec to IPFS…")
-    init = _run_json(["trainer.main", "init", "--json", "--run-spec", str(args.run_spec), "--warm-steps", str(args.warm_steps),
+    init = run_json(["trainer.main", "init", "--json", "--run-spec", str(args.run_spec), "--warm-steps", str(args.warm_steps),
                       "--devnet-dir", state_dir], env)
     owner = Ledger.open(info["rpc_url"], Path(info["deployments"]), load_account(info["roles"]["pool_owner"]["private_key"]))
     cfg = PoolConfig(trainer=info["roles"]["trainer"]["address"], validators=[], court=DEMO_COURT,
@@ -210,7 +212,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
                      challenge_window_s=600, reward_lock_s=900, async_level=2, task=init["task"],
                      base_checkpoint=init["base_checkpoint"], funding=10_000 * 10**18)
     validators = _validator_accounts(info, args.adversarial_validator)
-    _fund_validators(info, validators)
+    fund_validators(info, validators)
     with KuboClient(info["kubo_api"]) as kubo:
         spec = fetch_run_spec(kubo, Digest.parse(init["task"]))
     pool_id = create_pool(owner, cfg, spec)
@@ -234,7 +236,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
     try:
         for v in validators:
             module = ["validator.cli"] if v["conduct"] == "honest" else \
-                ["examples.adversaries.validators", "--conduct", v["conduct"]]
+                ["adversaries.validators", "--conduct", v["conduct"]]
             roles.start(v["name"], *module, "start", "--pool", str(pool_id), "--audit-rate", "1",
                         "--fetch-timeout", str(FETCH_TIMEOUT_S), "--fetch-attempts", str(FETCH_ATTEMPTS),
                         "--verdict-margin", str(VERDICT_MARGIN_S),
@@ -254,7 +256,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
             roles.start(f"worker{n}", "worker.cli", "start", "--pool", str(pool_id), "--devnet-worker", str(n),
                         "--work-dir", str(out / f"worker{n}"), "--quiet", *chain)
         await_validators(owner, pool_id, [v["address"] for v in validators], roles)
-        roles.start("adversary", "examples.adversaries.workers", "--pool", str(pool_id), "--devnet-worker", "2",
+        roles.start("adversary", "adversaries.workers", "--pool", str(pool_id), "--devnet-worker", "2",
                     "--work-dir", str(out / "adversary"), "--min-interval", str(ADVERSARY_INTERVAL_S),
                     *[a for name in ADVERSARY_ATTACKS for a in ("--attack", name)],
                     *chain)
@@ -301,7 +303,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> dict:
     owner.w3.provider.make_request("evm_mine", [])
     try:
         for n in (0, 1):
-            _run_json(["worker.cli", "claim", "--pool", str(pool_id), "--devnet-worker", str(n), "--json", *chain], env)
+            run_json(["worker.cli", "claim", "--pool", str(pool_id), "--devnet-worker", str(n), "--json", *chain], env)
         summary = _summary(owner, pool_id, start_block, run_dir, info, cfg, time.monotonic() - t0, out, validators)
         summary["explorer"] = f"http://127.0.0.1:{port}"
         if args.serve:
@@ -348,7 +350,7 @@ def _validator_accounts(info: dict, adversarial: str) -> list[dict]:
             for name, conduct, a in accounts]
 
 
-def _fund_validators(info: dict, validators: list[dict]) -> None:
+def fund_validators(info: dict, validators: list[dict]) -> None:
     """Mint the devnet stake token to validators that hold less than their bond needs (the deployer may mint)."""
     deployer = Ledger.open(info["rpc_url"], Path(info["deployments"]),
                            load_account(info["roles"]["deployer"]["private_key"]))
@@ -546,8 +548,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="held-out problems per evaluation (default %(default)s, the CPU recipe's)")
     p.add_argument("--timeout", type=float, default=1200)
     p.add_argument("--metrics-port", type=int, default=0, help="first validator's metrics port (default: a free one)")
-    p.add_argument("--adversarial-validator", default="attest-all", choices=sorted(set(CONDUCTS) - {"honest"}),
-                   help="conduct of the third validator (examples/adversaries/validators.py)")
+    p.add_argument("--adversarial-validator", default="attest-all", choices=sorted(VALIDATOR_CONDUCTS),
+                   help="conduct of the third validator (adversaries/validators.py)")
     p.add_argument("--settle-timeout", type=float, default=300,
                    help="after the last step, seconds the validators get to make every court case final "
                         "(disputes resolved), so the summary shows who lost stake (0: summarise at once)")

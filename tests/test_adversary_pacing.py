@@ -1,10 +1,10 @@
-"""The demo's adversary paces its files (examples/adversaries/workers.py --min-interval): a minority of the work."""
+"""The demo's adversary paces its files (adversaries/workers.py --min-interval): a minority of the work."""
 
 from __future__ import annotations
 
 import threading
 
-from examples.adversaries import workers
+from adversaries import workers
 
 
 class Clock:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from bench.attacks import DEFAULT_SPEC, Lab, Profile, build_checkpoint, calibrated_profile, run_attacks, run_honest
+from adversaries.samplers import Profile
+from bench.attacks import DEFAULT_SPEC, Lab, build_checkpoint, calibrated_profile, run_attacks, run_honest
 from protocol.runspec import load_run_spec
 
 FP32_CAUGHT = ["int8 weights", "T x 0.95, forged", "other weights, forged", "out-of-nucleus tokens (top_p 0.9), forged"]

@@ -1,5 +1,5 @@
 """Bonded validators who answer for their verdicts, end to end on a real anvil (1 s blocks) + Kubo with a
-real (tiny) policy: three honest validator daemons and three dishonest ones (examples/adversaries/
+real (tiny) policy: three honest validator daemons and three dishonest ones (adversaries/
 validators.py: attest-all, challenge-all, silent) judge a worker's honest and fabricated files through the
 ValidatorCourt; then, in a second pool, three honest validators, attest-all and random-vote, whose coin
 says "valid" on the fabricated file it is drawn to judge as a committee member. Every dishonest validator loses stake, no honest party (validator or worker) loses any,
@@ -14,8 +14,8 @@ import time
 
 import pytest
 
+from adversaries.validators import AttestEverything, RandomVoter
 from cli.errors import EXIT_USAGE
-from examples.adversaries.validators import AttestEverything, RandomVoter
 from ledger_client.chain.queries import get_work
 from protocol.digest import WorkId, hex_text
 from protocol.pool import CaseState, WorkStatus

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from adversaries.workers import cycling, selective_upload
 from dashboard.service import ExplorerService, free_port
-from examples.adversaries.workers import cycling, selective_upload
 from tests.court_scenario import CourtRun
 from tests.test_protocol import SPEC, Protocol
 from tests.webdriver import CHROMEDRIVER, CHROMIUM, Browser

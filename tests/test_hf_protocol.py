@@ -3,7 +3,7 @@ real anvil + Kubo: `trainer init --checkpoint FOLDER` publishes the base checkpo
 generate and submit, the validator verifies and attests, `trainer start` trains on the accepted work and
 publishes step 1, and a worker fetches step 1 and submits work on it that the validator accepts. Then the
 thresholds `validator calibrate` measures on each folder, put in the pool's run spec, let honest float32 and
-bf16 workers through and still have every file attack of examples/adversaries/workers.py challenged."""
+bf16 workers through and still have every file attack of adversaries/workers.py challenged."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from examples.adversaries.workers import ATTACKS, cycling, selective_upload
+from adversaries.workers import ATTACKS, cycling, selective_upload
 from examples.hf_models import llama_style, qwen2_style
 from inference.policy import load_policy, stop_token_ids
 from ledger_client.chain.queries import get_work, pool_state

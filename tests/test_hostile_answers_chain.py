@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from examples.adversaries.workers import cycling
+from adversaries.workers import cycling
 from ledger_client.chain.queries import get_work
 from ledger_client.ipfs.content import publish_run_spec
 from protocol.pool import WorkStatus

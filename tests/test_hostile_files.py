@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from examples.adversaries.files import HOSTILE_FILES
+from adversaries.files import HOSTILE_FILES
 from ledger_client.chain.queries import get_work, pool_state
 from ledger_client.ipfs.content import get_object, put_object
 from protocol.pool import WorkStatus

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from examples.adversaries.workers import ATTACKS, cycling, selective_upload
+from adversaries.workers import ATTACKS, cycling, selective_upload
 from ledger_client.chain import errors
 from ledger_client.chain.queries import get_work, next_binding, pool_state
 from ledger_client.ipfs.content import publish_run_spec, put_object

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from examples.adversaries.files import HOSTILE_FILES, deep_header, long_integer, token_bomb
+from adversaries.files import HOSTILE_FILES, deep_header, long_integer, token_bomb
 from protocol.rollouts import (
     MAX_HEADER_BYTES,
     MAX_HEADER_DEPTH,

@@ -10,10 +10,10 @@ import json
 import pytest
 from eth_utils import keccak
 
+from adversaries.workers import fabricate_completions
 from deploy.anvil import dev_accounts, start_anvil
 from deploy.contracts import deploy_contracts
 from deploy.pool_cli import create_pool
-from examples.adversaries.workers import fabricate_completions
 from inference.torch_backend import TorchBackend
 from ledger_client.chain.ledger import Ledger, connect, save_deployment
 from ledger_client.chain.queries import get_work, next_binding, pool_state

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from examples.adversaries.toploc import SuiteSetup, confusion, format_suite, run_suite
+from adversaries.toploc import SuiteSetup, confusion, format_suite, run_suite
 from protocol.runspec import SamplingSpec
 
 

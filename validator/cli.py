@@ -80,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
 @one_line_errors
 def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
     """`validator start|calibrate`; `conduct` (court pools) decides how verdicts and votes follow the checks
-    (honest by default; examples/adversaries/validators.py passes dishonest ones)."""
+    (honest by default; adversaries/validators.py passes dishonest ones)."""
     args = _parser().parse_args(argv)
     if args.command == "calibrate":
         from validator.calibrate import run_calibrate

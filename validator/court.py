@@ -11,7 +11,7 @@ disagrees with, and re-checks the work of every dispute whose committee it sits 
 
 `CourtDuties` persists the follow-ups (and a vote's salt before the vote is committed) atomically in
 the state directory, so a validator killed between commit and reveal reveals after its restart.
-`Conduct` is how a validator decides: honest by default; examples/adversaries/validators.py has the
+`Conduct` is how a validator decides: honest by default; adversaries/validators.py has the
 dishonest ones the end-to-end tests and the demo run.
 """
 

@@ -11,7 +11,7 @@ validators and disputes"):
   random-vote     judges honestly but votes at random → the committee penalty whenever it votes with
                   the minority (half the time), for less than that in shares when it votes with the majority
 
-Run one as a daemon: `python -m examples.adversaries.validators --conduct attest-all start --pool N …`
+Run one as a daemon: `python -m adversaries.validators --conduct attest-all start --pool N …`
 (everything after the conduct is `validator start`'s command line).
 """
 
@@ -67,7 +67,7 @@ CONDUCTS = {c.name: c for c in (Conduct, AttestEverything, ChallengeEverything, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="examples.adversaries.validators",
+    p = argparse.ArgumentParser(prog="adversaries.validators",
                                 description="A dishonest validator daemon of a court pool (for demos and tests).")
     p.add_argument("--conduct", required=True, choices=sorted(n for n in CONDUCTS if n != Conduct.name))
     args, rest = p.parse_known_args(sys.argv[1:] if argv is None else argv)

@@ -1,7 +1,7 @@
 """Adversarial workers, built on the same libraries as the honest one (not part of `worker`).
 
 Each attack is a rollout producer (and, for withholding, an upload function) that plugs into
-`worker.daemon.WorkerDaemon`; `python -m examples.adversaries --attack NAME --pool N ...` runs
+`worker.daemon.WorkerDaemon`; `python -m adversaries.workers --attack NAME --pool N ...` runs
 one as a daemon against a pool. The validator must challenge every one of them.
 """
 
@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
-
+from adversaries import models
+from inference.backend import Completion
 from inference.policy import stop_token_ids
 from inference.torch_backend import TorchBackend
 from ledger_client.ipfs.content import put_object
@@ -39,7 +39,7 @@ def _with_samples(batch: RolloutBatch, samples: list[RolloutSample]) -> RolloutB
     return RolloutBatch(header=batch.header, samples=samples)
 
 
-def _rescored(spec: RunSpec, tokenizer, samples: list[RolloutSample]) -> list[RolloutSample]:
+def rescored(spec: RunSpec, tokenizer, samples: list[RolloutSample]) -> list[RolloutSample]:
     """Rewards recomputed honestly for (possibly altered) completions, so only the intended check trips."""
     task = build_task(spec.task)
     out = []
@@ -70,7 +70,17 @@ def tampered_completion(policy: Policy, spec: RunSpec, binding: SubmissionBindin
     ids = list(s.completion_ids)
     ids[0] = (ids[0] + 1) % len(policy.tokenizer) or 1
     samples[0] = s.model_copy(update={"completion_ids": ids})
-    return _with_samples(honest, _rescored(spec, policy.tokenizer, samples))
+    return _with_samples(honest, rescored(spec, policy.tokenizer, samples))
+
+
+def with_completions(spec: RunSpec, tokenizer, honest: RolloutBatch, completions: list[Completion]) -> RolloutBatch:
+    """`honest` with each row's tokens, logprobs, finish reason and proofs (the samplers' own) from `completions`,
+    rewards rescored: an honest-looking file of another sampler's completions."""
+    proofs = build_proofs_batch([c.hidden for c in completions], chunk=honest.header.proof_chunk)
+    samples = [s.model_copy(update={"completion_ids": c.token_ids, "logprobs": c.logprobs, "proofs": p,
+                                    "finish_reason": c.finish_reason})
+               for s, c, p in zip(honest.samples, completions, proofs, strict=True)]
+    return _with_samples(honest, rescored(spec, tokenizer, samples))
 
 
 def _generate_with(model, policy: Policy, spec: RunSpec, honest: RolloutBatch, temperature: float) -> RolloutBatch:
@@ -79,11 +89,7 @@ def _generate_with(model, policy: Policy, spec: RunSpec, honest: RolloutBatch, t
                            pad_token_id=policy.tokenizer.pad_token_id)
     params = spec.sampling.model_copy(update={"temperature": temperature})
     completions = backend.generate([s.prompt_ids for s in honest.samples], params, [s.seed for s in honest.samples])
-    proofs = build_proofs_batch([c.hidden for c in completions], chunk=honest.header.proof_chunk)
-    samples = [s.model_copy(update={"completion_ids": c.token_ids, "logprobs": c.logprobs, "proofs": p,
-                                    "finish_reason": c.finish_reason})
-               for s, c, p in zip(honest.samples, completions, proofs, strict=True)]
-    return _with_samples(honest, _rescored(spec, policy.tokenizer, samples))
+    return with_completions(spec, policy.tokenizer, honest, completions)
 
 
 def wrong_temperature(policy: Policy, spec: RunSpec, binding: SubmissionBinding, honest: RolloutBatch) -> RolloutBatch:
@@ -98,24 +104,13 @@ def greedy_decoding(policy: Policy, spec: RunSpec, binding: SubmissionBinding, h
 
 def other_weights(policy: Policy, spec: RunSpec, binding: SubmissionBinding, honest: RolloutBatch) -> RolloutBatch:
     """Generates with a cheaper model (other weights) than the pool's policy."""
-    return _generate_with(_fresh_like(policy.model, seed=12345), policy, spec, honest, spec.sampling.temperature)
+    return _generate_with(models.other_weights(policy.model), policy, spec, honest, spec.sampling.temperature)
 
 
 def perturbed_weights(policy: Policy, spec: RunSpec, binding: SubmissionBinding, honest: RolloutBatch) -> RolloutBatch:
     """Generates with the policy's weights perturbed by 1% (e.g. a stale or fine-tuned copy)."""
-    model = copy.deepcopy(policy.model)  # keeps the architecture and tied embeddings of any checkpoint family
-    with torch.no_grad():
-        gen = torch.Generator().manual_seed(7)
-        for p in model.parameters():
-            p.mul_(1 + 0.01 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
+    model = models.perturbed(copy.deepcopy(policy.model))  # a copy keeps the architecture and tied embeddings
     return _generate_with(model, policy, spec, honest, spec.sampling.temperature)
-
-
-def _fresh_like(model, seed: int):
-    """A randomly initialised model of `model`'s architecture and config (float32), deterministic in `seed`."""
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        return type(model)(model.config).float().eval()
 
 
 def corrupted_proofs(policy: Policy, spec: RunSpec, binding: SubmissionBinding, honest: RolloutBatch) -> RolloutBatch:
@@ -140,7 +135,7 @@ def truncated_completion(policy: Policy, spec: RunSpec, binding: SubmissionBindi
     samples[i] = s.model_copy(update={"completion_ids": s.completion_ids[:cut], "logprobs": s.logprobs[:cut],
                                       "proofs": s.proofs[: math.ceil(cut / honest.header.proof_chunk)],
                                       "finish_reason": "eos"})
-    return _with_samples(honest, _rescored(spec, policy.tokenizer, samples))
+    return _with_samples(honest, rescored(spec, policy.tokenizer, samples))
 
 
 def fabricate_completions(policy: Policy, spec: RunSpec, honest: RolloutBatch, indices) -> RolloutBatch:
@@ -168,7 +163,7 @@ def fabricate_completions(policy: Policy, spec: RunSpec, honest: RolloutBatch, i
         else:
             ids = [other(t) for t in ids[:body]] + ids[body:]
         samples[i] = s.model_copy(update={"completion_ids": ids, "logprobs": logprobs})
-    return _with_samples(honest, _rescored(spec, policy.tokenizer, samples))
+    return _with_samples(honest, rescored(spec, policy.tokenizer, samples))
 
 
 HOSTILE_ANSWERS = ("<answer>__builtins__.__setitem__('float',lambda *a:1.0)</answer>", "<answer>(f)(x)</answer>",
@@ -275,7 +270,9 @@ def cycling(names: list[str], min_interval_s: float = 0.0, stop: threading.Event
 
 def main(argv: list[str] | None = None) -> int:
     from inference.policy import PolicyLoader
-    from ledger_client.cli import UsageError, add_chain_args, load_devnet_info, one_line_errors
+    from cli.devnet import load_devnet_info
+    from cli.errors import UsageError, one_line_errors
+    from cli.options import add_chain_args
     from worker.account import open_ledger
     from worker.daemon import WorkerDaemon, WorkerOptions
 

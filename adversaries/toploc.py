@@ -14,6 +14,8 @@ from typing import Literal
 import torch
 from transformers import LlamaForCausalLM
 
+from adversaries import models
+from adversaries.completions import chosen_seeds, with_proofs_of
 from inference.backend import Completion
 from inference.tiny import BOS_ID, EOS_ID, build_char_tokenizer, build_tiny_llama
 from inference.torch_backend import TorchBackend
@@ -125,28 +127,6 @@ def run_worker(
 # ---- adversaries ----------------------------------------------------------------------------
 
 
-def _perturbed_layer(setup: SuiteSetup, layer: int) -> LlamaForCausalLM:
-    model = setup.policy()
-    gen = torch.Generator().manual_seed(100 + layer)
-    with torch.no_grad():
-        for p in model.model.layers[layer].parameters():
-            noise = 1 + 0.01 * torch.randn(p.shape, generator=gen)
-            p.copy_((p.float() * noise).to(p.dtype))
-    return model
-
-
-def _int8_weights(setup: SuiteSetup) -> LlamaForCausalLM:
-    """Per-output-channel symmetric int8 quantisation of every matrix (dequantised)."""
-    model = setup.policy()
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 2:
-                w = p.float()
-                scale = w.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / 127
-                p.copy_(((w / scale).round().clamp(-127, 127) * scale).to(p.dtype))
-    return model
-
-
 def _claim_assigned(setup: SuiteSetup, records: list[CompletionRecord]) -> list[CompletionRecord]:
     return [r.model_copy(update={"prompt_ids": p}) for r, p in zip(records, setup.assigned())]
 
@@ -186,12 +166,7 @@ def _truncate(setup: SuiteSetup, fake_eos: bool) -> list[CompletionRecord]:
 
 
 def _copy_proofs(setup: SuiteSetup) -> list[CompletionRecord]:
-    records = run_worker(setup)[1]
-    donors = run_worker(setup, prompts=setup.unassigned())[1]
-    return [
-        r.model_copy(update={"proofs": (d.proofs + r.proofs)[: len(r.proofs)]})
-        for r, d in zip(records, donors)
-    ]
+    return with_proofs_of(run_worker(setup)[1], run_worker(setup, prompts=setup.unassigned())[1])
 
 
 def _corrupt_proofs(setup: SuiteSetup) -> list[CompletionRecord]:
@@ -207,7 +182,7 @@ def _own_seeds(setup: SuiteSetup) -> list[CompletionRecord]:
     """Samples with seeds of its choosing (e.g. to fish for lucky completions)."""
     prompts = setup.assigned()
     backend = TorchBackend(setup.policy())
-    completions = backend.generate(prompts, setup.params, [7 + j for j in range(len(prompts))])
+    completions = backend.generate(prompts, setup.params, chosen_seeds(len(prompts)))
     return _records(prompts, completions)
 
 
@@ -219,12 +194,12 @@ def attacks(setup: SuiteSetup) -> dict[str, Callable[[], list[CompletionRecord]]
     }
     for layer in range(setup.layers):
         table[f"layer {layer} perturbed by 1%"] = (
-            lambda layer=layer: run_worker(setup, model=_perturbed_layer(setup, layer))[1]
+            lambda layer=layer: run_worker(setup, model=models.perturbed_layer(setup.policy(), layer))[1]
         )
     table.update({
         "lower precision: bf16 compute": lambda: run_worker(setup, compute_dtype=torch.bfloat16)[1],
         "lower precision: fp16 compute": lambda: run_worker(setup, compute_dtype=torch.float16)[1],
-        "lower precision: int8 weights": lambda: run_worker(setup, model=_int8_weights(setup))[1],
+        "lower precision: int8 weights": lambda: run_worker(setup, model=models.quantised(setup.policy()))[1],
         "one prompt token altered": lambda: _alter_prompt_token(setup),
         "one completion token altered": lambda: _alter_completion_token(setup),
         "completion truncated": lambda: _truncate(setup, fake_eos=False),

@@ -1,1 +1,0 @@
-"""Adversaries: dishonest workers for the protocol tests and the demo, and the TOPLOC attack builders."""
