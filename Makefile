@@ -52,10 +52,12 @@ demo: install
 # Test modules run in parallel, one per worker (most tests wait on blocks, daemons and subprocesses, not the CPU).
 TEST_WORKERS ?= 4
 
-# Slither fails the build on any high-severity finding in contracts/src (libraries and tests filtered out).
+# Slither fails the build on any high-severity finding in contracts/src (libraries and tests filtered out); ruff on
+# any Python bug its small rule set finds (pyproject.toml, [tool.ruff.lint]).
 test: install $(SLITHER)
 	cd contracts && ../$(FORGE) test
 	cd contracts && ../$(SLITHER) . --filter-paths "lib/|test/" --fail-high
+	$(PY) -m ruff check .
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 bench: install

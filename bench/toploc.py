@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from adversaries.toploc import POOL_SEED, STEP, WORKER, SuiteSetup, confusion, format_suite, run_suite
+from adversaries.toploc import POOL_SEED, WORKER, SuiteSetup, confusion, format_suite, run_suite
 from inference.torch_backend import NO_EOS, TorchBackend
 from inference.verify import FP32_THRESHOLDS, CompletionRecord, verify_completions
 from proofs.sampling import derive_seed

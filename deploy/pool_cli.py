@@ -30,7 +30,7 @@ from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import pool_state
 from ledger_client.ipfs.content import ContentError, fetch_run_spec
-from ledger_client.ipfs.kubo import KuboClient, KuboError, KuboNotFound, KuboTimeout
+from ledger_client.ipfs.kubo import KuboClient, KuboNotFound, KuboTimeout
 from protocol.digest import Digest, InvalidCid, cid_to_digest, hex_text
 from protocol.manifest import CheckpointError
 from protocol.pool import PoolStatus

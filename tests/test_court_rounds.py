@@ -12,7 +12,7 @@ from ledger_client.chain import errors
 from ledger_client.chain.queries import get_work
 from protocol.pool import CaseState, WorkStatus
 from protocol.verdicts import Reason
-from tests.court_pool import ADVERSARIES, COURT, HONEST, RANDOM_VOTER, court_pool, running
+from tests.court_pool import ADVERSARIES, COURT, HONEST, RANDOM_VOTER, court_pool, running  # noqa: F401 - court_pool: a fixture
 from validator.court import Conduct
 
 

@@ -20,7 +20,7 @@ from ledger_client.chain.queries import get_work
 from protocol.digest import WorkId, hex_text
 from protocol.pool import CaseState, WorkStatus
 from tests.court_pool import (ADVERSARIES, COURT, FOURTH_HONEST, HONEST, RANDOM_VOTER, RANDOM_VOTER_SEED, REVEALED_INVALID,
-                              REVEALED_VALID, court_pool, running)
+                              REVEALED_VALID, court_pool, running)  # noqa: F401 - court_pool: a fixture
 from trainer.ledger_source import LedgerSource
 from validator.cli import main as validator_main
 from validator.court import Conduct, validator_status

@@ -13,7 +13,7 @@ import torch
 
 import inference.policy as policy_module
 from examples.hf_models import llama_style, qwen2_style
-from inference.policy import PolicyLoader, load_policy
+from inference.policy import PolicyLoader
 from ledger_client.ipfs.checkpoints import fetch_checkpoint, load_model_folder, publish_checkpoint
 from ledger_client.ipfs.kubo import KuboClient
 
