@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
+import tomllib
 from decimal import Decimal, InvalidOperation, localcontext
 from pathlib import Path
 from typing import Any, TypeVar
@@ -109,6 +111,50 @@ def pop_option(args: list[str], name: str) -> str | None:
     value = args[at + 1]
     del args[at : at + 2]
     return value
+
+
+def add_config_arg(p: argparse.ArgumentParser) -> None:
+    """`--config FILE`: a TOML file of this command's options (`pool = 1`, `fetch-timeout = 20`, …); flags on the
+    command line win over it (`parse_with_config`)."""
+    p.add_argument("--config", type=Path, metavar="FILE",
+                   help="TOML file of this command's options, named as the flags without dashes (e.g. pool = 1, "
+                        "kubo-api = \"/ip4/127.0.0.1/tcp/5001\"); flags given on the command line win")
+
+
+def parse_with_config(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """`parser.parse_args(argv)`, with the options of a subcommand's `--config` file as its defaults. A key that is
+    no option of the command, a value of the wrong kind, or a file that is missing or no TOML is a UsageError."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    path = next((v.split("=", 1)[1] if "=" in v else (argv[i + 1] if i + 1 < len(argv) else None)
+                 for i, v in enumerate(argv) if v == "--config" or v.startswith("--config=")), None)
+    commands = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+    name = next((v for v in argv if v in commands), None)
+    if path is not None and name is not None and any(a.dest == "config" for a in commands[name]._actions):
+        _config_defaults(commands[name], Path(path))
+    return parser.parse_args(argv)
+
+
+def _config_defaults(command: argparse.ArgumentParser, path: Path) -> None:
+    try:
+        values = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"config file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"config file {path} is no TOML file: {exc}") from None
+    options = {a.dest: a for a in command._actions if a.option_strings and a.dest not in ("help", "config")}
+    defaults = {}
+    for key, value in values.items():
+        action = options.get(key.replace("-", "_"))
+        if action is None:
+            raise UsageError(f"config file {path}: {key!r} is no option of `{command.prog}` (its options: "
+                             f"{', '.join(sorted(k.replace('_', '-') for k in options))})")
+        takes_flag = action.nargs == 0  # store_true and the like: a boolean
+        if isinstance(value, (dict, list)) or isinstance(value, bool) != takes_flag:
+            raise UsageError(f"config file {path}: {key} = {value!r} is not a {'boolean' if takes_flag else 'value'} "
+                             f"for {action.option_strings[0]}")
+        defaults[action.dest] = value if takes_flag else str(value)  # argparse converts string defaults by `type`
+        action.required = False
+    command.set_defaults(**defaults)
 
 
 def add_chain_args(p: argparse.ArgumentParser) -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 from cli.console import stop_on_signals
 from cli.devnet import load_devnet_info
 from cli.errors import UsageError, one_line_errors
-from cli.options import add_chain_args, add_log_args, configure_logging, resolve_chain_args, use_devnet_role_key
+from cli.options import (add_chain_args, add_config_arg, add_log_args, configure_logging, parse_with_config,
+                         resolve_chain_args, use_devnet_role_key)
 from cli.output import print_result
 from inference.device import ComputeChoiceError, parse_device
 from ledger_client.chain.keys import load_account
@@ -60,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1:PORT")
     s.add_argument("--devnet-validator", action="store_true", help="use the devnet's validator key")
     add_chain_args(s)
+    add_config_arg(s)
     for name, text in (("status", "a court validator's bond, locked/reserved/free stake, verdicts, disputes, votes, "
                                   "penalties and earnings in a pool"),
                        ("deregister", "stop validating a court pool (the bond is withdrawable after the exit delay)"),
@@ -81,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
     """`validator start|calibrate`; `conduct` (court pools) decides how verdicts and votes follow the checks
     (honest by default; adversaries/validators.py passes dishonest ones)."""
-    args = _parser().parse_args(argv)
+    args = parse_with_config(_parser(), argv)
     if args.command == "calibrate":
         from validator.calibrate import run_calibrate
 

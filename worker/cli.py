@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from cli.errors import UsageError, one_line_errors
-from cli.options import add_log_args, amount_option, chain_options
+from cli.options import add_config_arg, add_log_args, amount_option, chain_options, parse_with_config
 from cli.output import print_result
 from ledger_client.chain.queries import pool_state
 from worker.account import DEFAULT_MAX_PENDING, claim_all, deallocate_free, open_ledger, status
@@ -59,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     common = chain_options(("--devnet-worker", {"type": int, "help": "use the devnet's dev worker key number N"}))
     start = sub.add_parser("start", parents=[common], help="stake, join and generate verified rollouts until stopped")
     _add_start_args(start)
+    add_config_arg(start)
     st = sub.add_parser("status", parents=[common], help="stake, submissions by verdict, rewards, challenges with "
                                                          "their reasons, current step")
     st.add_argument("--pool", type=int, help="restrict to one pool")
@@ -79,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
 
 @one_line_errors
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parse_with_config(_parser(), argv)
     if args.command == "start":
         from worker.daemon import run_from_args  # pulls in torch: only for `start`
 
