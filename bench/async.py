@@ -61,6 +61,7 @@ from pathlib import Path
 
 import torch
 
+from cli.errors import EXIT_USAGE
 from examples.cpu_run import CpuRecipe, RunResult, TargetTracker, run_async, run_sync, warm_policy
 from tasks.encoding import encode_prompt
 from trainer.evaluate import greedy_accuracy
@@ -262,11 +263,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.cores < 2:
         print("error: --cores must be at least 2 (an async run needs a trainer and a worker process)")
-        return 2
+        return EXIT_USAGE
     available = sorted(os.sched_getaffinity(0))
     if args.cores > len(available):
         print(f"error: --cores {args.cores} but this process may use only {len(available)} cores")
-        return 2
+        return EXIT_USAGE
     os.sched_setaffinity(0, available[: args.cores])  # the worker processes inherit it
     workers = args.workers or args.cores - 1
     sync_threads = args.sync_threads or args.cores

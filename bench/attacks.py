@@ -57,10 +57,6 @@ from validator.worker_margins import WorkerMargins
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SPEC = ROOT / "examples/run-attacks.toml"
 Z95 = 1.959964
-SYSTEMATIC = ("int8 weights", "int8 weights, forged", "int4 weights (groups of 32), forged", "layer 0 x 1.01", "layer 0 x 1.01, forged", "T x 0.95, forged",
-              "T x 1.05, forged", "logit bias 1.9 eps on answer tokens, forged", "other weights, forged",
-              "out-of-nucleus tokens (top_p 0.9), forged")
-"""The sampler attacks issue 26 asks to catch in >= 99 % of files at the bf16 profile."""
 ATTACK_WARM_STEPS = 25
 """The attacked policy: trainer init's default warm start (held-out accuracy ~0.07)."""
 STEERING_WARM_STEPS = 100

@@ -60,6 +60,7 @@ from pathlib import Path
 
 import psutil
 
+from cli.errors import EXIT_USAGE
 from deploy import devnet
 from deploy.pool_cli import PoolConfig, create_pool
 from examples.cpu_run import CpuRecipe, TargetTracker, percentile, run_async
@@ -478,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
     available = sorted(os.sched_getaffinity(0))
     if args.cores > len(available):
         print(f"error: --cores {args.cores} but this process may use only {len(available)} cores")
-        return 2
+        return EXIT_USAGE
     os.sched_setaffinity(0, available[: args.cores])
     spec = CpuRecipe()
     local_budget, budget = 400.0, 600.0
@@ -488,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.prompts_per_file is not None:
         if args.prompts_per_file < 1:
             print("error: --prompts-per-file must be ≥ 1")
-            return 2
+            return EXIT_USAGE
         spec = replace(spec, prompts_per_file=args.prompts_per_file)
     local_budget = args.local_budget_s or local_budget
     budget = args.budget_s or budget
@@ -501,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     if args.repeats < 1:
         print("error: --repeats must be ≥ 1")
-        return 2
+        return EXIT_USAGE
     runs = []
     for i in range(args.repeats):
         folder = root if args.repeats == 1 else root / f"run{i}"
