@@ -81,7 +81,9 @@ class ProtocolPool:
         state = self.tmp / name
         factory = functools.partial(checker, self.anvil.rpc_url, str(self.deployments), self.kubo_api,
                                     self.pool_id, state / "cache")
-        options = {"fetch_timeout_s": 3.0, "fetch_attempts": 1, **config}
+        # one fetch attempt (a withheld file is challenged in the poll that finds it), with time for a loaded
+        # machine's Kubo to serve a file that is there (3 s, 4 xdist workers on 2 cores: too little to count on)
+        options = {"fetch_timeout_s": 10.0, "fetch_attempts": 1, **config}
         return ValidatorDaemon(self.ledger(3), DaemonConfig(pool_id=self.pool_id, state_dir=state,
                                                             kubo_api=self.kubo_api, **options), factory)
 

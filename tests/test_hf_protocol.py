@@ -165,7 +165,8 @@ def test_calibrated_thresholds_in_a_run_spec_pass_honest_bf16_workers_and_catch_
     verdicts = {name: _reason(pool, entry) for entry, name in zip(_submitted(adversary), attacks.used, strict=True)}
     print("\ncalibrated", calibrated.model_dump(), "\nattack → verdict:", verdicts)
     assert set(attacks.used) == set(ATTACKS)  # no attack fell back to another on this model
-    assert all(reason in EXPECTED[name] for name, reason in verdicts.items()), verdicts
+    unexpected = {name: reason for name, reason in verdicts.items() if reason not in EXPECTED[name]}
+    assert not unexpected, f"attacks judged for another reason than expected: {unexpected}"
 
 
 def _assert_same_format(policy: Policy, folder: Path) -> None:
