@@ -143,6 +143,27 @@ def running(daemons: list[ValidatorDaemon]):
             d.close()
 
 
+@contextlib.contextmanager
+def chain_clock_held(w3):
+    """The chain's clock moves only when the test moves it: no blocks on a timer, a block per transaction, each one
+    second after the last (anvil's timestamp interval) — however slow the machine, a daemon driven poll by poll sees
+    the chain time the test set (`jump`). Restores 1 s interval mining after, for the module's next test."""
+    for method, params in (("evm_setIntervalMining", [0]), ("evm_setAutomine", [True]),
+                           ("anvil_setBlockTimestampInterval", [1])):
+        w3.provider.make_request(method, params)
+    try:
+        yield
+    finally:
+        for method, params in (("anvil_removeBlockTimestampInterval", []), ("evm_setAutomine", [False]),
+                               ("evm_setIntervalMining", [1])):
+            w3.provider.make_request(method, params)
+
+
+def jump(w3, seconds: int) -> None:
+    """Mine a block `seconds` after the latest one (under `chain_clock_held`, where evm_increaseTime does nothing)."""
+    w3.provider.make_request("evm_mine", [w3.eth.get_block("latest")["timestamp"] + seconds])
+
+
 @pytest.fixture(scope="module")
 def court_pool(tmp_path_factory, kubo_node):
     p = CourtPool(tmp_path_factory.mktemp("court"), kubo_node)

@@ -12,7 +12,7 @@ import pytest
 from ledger_client.chain.queries import get_work
 from protocol.digest import WorkId
 from protocol.pool import CaseState, WorkStatus
-from tests.court_pool import COURT, HONEST, WORKER, court_pool, running  # noqa: F401 - court_pool is a fixture
+from tests.court_pool import COURT, HONEST, WORKER, chain_clock_held, court_pool, jump, running  # noqa: F401 - court_pool is a fixture
 from trainer.ledger_source import LedgerSource
 from validator.court import Conduct, register_with_court
 from validator.court_flow import STAND_IN_SPREAD_S
@@ -63,11 +63,12 @@ def test_a_verdict_every_other_validator_concurs_with_is_final_before_its_window
 def test_a_validator_checks_a_court_file_once_as_precheck_stand_in_and_audit(court_pool):
     """A slow assignee (a loaded machine) made the other validators check its files twice — a precheck, then again
     as stand-ins, or again as auditors when the assignee's verdict beat theirs. Driven poll by poll with the chain's
-    clock moved past the assigned window (no race with a clock): a stand-in judges by its precheck, and a stand-in
-    whose verdict the assignee beats concurs by that same check — one check per file."""
+    clock held (a block per transaction) and then moved past the assigned window — no race with a clock: a stand-in
+    judges by its precheck, and a stand-in whose verdict the assignee beats concurs by that same check — one check
+    per file."""
     pool = court_pool
     x, y = HONEST[0], HONEST[1]
-    pool.open_pool((x, y))
+    pool.open_pool((x, y), COURT.model_copy(update={"assigned_window_s": 140, "verdict_window_s": 150}))
     court, x_address, y_address = pool.ledger(0).court, pool.accounts[x].address, pool.accounts[y].address
     files: list[bytes] = []
 
@@ -75,40 +76,42 @@ def test_a_validator_checks_a_court_file_once_as_precheck_stand_in_and_audit(cou
         """Submissions until one is assigned to x (the others, assigned to y, y simply judges)."""
         while True:
             files.append(pool.submit(True))
-            while pool.w3.eth.block_number <= court.cases(files[-1]).submitted_block + 1:
-                time.sleep(0.2)
+            while pool.w3.eth.block_number <= court.cases(files[-1]).submitted_block + 1:  # the draw's block
+                pool.w3.provider.make_request("evm_mine", [])
             if court.assigned_validator(files[-1]) == x_address:
                 return files[-1]
 
-    by_precheck, beaten = submitted_to_x(), submitted_to_x()
     y_daemon = pool.daemon(y, Conduct())
     y_daemon.checkers.start()
     try:
-        while not {by_precheck, beaten} <= y_daemon.court_flow.prechecked.keys():  # bounded by the test's timeout
-            for entry in y_daemon.retries.entries.values():  # a check a loaded machine failed: retried at once
-                entry.next_at = 0.0
-            y_daemon.run_once()
-        assert {by_precheck, beaten} <= y_daemon.court_flow.prechecked.keys() and _checks(y_daemon) == len(files)
-        # x stays silent past its window: y stands in (its retries fall due at once)
-        pool.w3.provider.make_request("evm_increaseTime", [COURT.assigned_window_s + STAND_IN_SPREAD_S + 2])
-        pool.w3.provider.make_request("evm_mine", [])
-        for entry in y_daemon.retries.entries.values():
-            entry.next_at = 0.0
-        y_daemon.chain_clock.forget()
-        send_verdict = y_daemon.court_flow.send_verdict
-
-        def beaten_by_x(s, outcome):  # x's late verdict is mined between y's check and y's verdict
-            if s.work_id == beaten:
-                pool.ledger(x).court.attest(beaten)
-            return send_verdict(s, outcome)
-
-        y_daemon.court_flow.send_verdict = beaten_by_x
-        concurred = lambda: [e for e in court.contract.events.Concurred.get_logs(from_block=0)  # noqa: E731
-                             if bytes(e["args"]["workId"]) == beaten and e["args"]["validator"] == y_address]
-        while not (court.cases(by_precheck).state == CaseState.VERDICT and concurred()):  # the test's timeout bounds it
+        # a block per transaction: however slow the machine, x's window (140 s) does not pass while y prechecks
+        with chain_clock_held(pool.w3):
+            by_precheck, beaten = submitted_to_x(), submitted_to_x()
+            while not {by_precheck, beaten} <= y_daemon.court_flow.prechecked.keys():  # bounded by the timeout
+                for entry in y_daemon.retries.entries.values():  # a check a loaded machine failed: retried at once
+                    entry.next_at = 0.0
+                y_daemon.run_once()
+            assert _checks(y_daemon) == len(files)
+            # x stays silent past its window: y stands in (its retries due at once), well inside the verdict window
+            past_x_window = court.cases(by_precheck).submitted_at + 140 + STAND_IN_SPREAD_S + 2
+            jump(pool.w3, past_x_window - pool.w3.eth.get_block("latest")["timestamp"])
             for entry in y_daemon.retries.entries.values():
                 entry.next_at = 0.0
-            y_daemon.run_once()
+            y_daemon.chain_clock.forget()
+            send_verdict = y_daemon.court_flow.send_verdict
+
+            def beaten_by_x(s, outcome):  # x's late verdict is mined between y's check and y's verdict
+                if s.work_id == beaten:
+                    pool.ledger(x).court.attest(beaten)
+                return send_verdict(s, outcome)
+
+            y_daemon.court_flow.send_verdict = beaten_by_x
+            concurred = lambda: [e for e in court.contract.events.Concurred.get_logs(from_block=0)  # noqa: E731
+                                 if bytes(e["args"]["workId"]) == beaten and e["args"]["validator"] == y_address]
+            while not (court.cases(by_precheck).state == CaseState.VERDICT and concurred()):  # bounded by the timeout
+                for entry in y_daemon.retries.entries.values():
+                    entry.next_at = 0.0
+                y_daemon.run_once()
     finally:
         y_daemon.close()
     y_index, x_index = (court.get_validator(pool.pool_id, a).index for a in (y_address, x_address))
