@@ -32,7 +32,7 @@ from protocol.verdicts import Reason
 from validator.config import DaemonConfig
 from validator.court import Conduct, CourtDuties, CourtRules, audits, vote_commitment
 from validator.metrics import Metrics
-from validator.outcome import CheckOutcome, Purpose, Submission, evidence_document
+from validator.outcome import CheckOutcome, Purpose, Submission, publish_evidence
 from validator.retries import AT_THE_NEXT_POLL, RetryBook
 
 log = logging.getLogger("proofswarm.validator")
@@ -258,7 +258,8 @@ class CourtFlow:
             else:
                 if outcome.ok:  # a dishonest conduct challenges work that passed: it makes up a reason
                     outcome = CheckOutcome(False, Reason.TOPLOC, f"{self.conduct.name}: challenged without cause")
-                self.court.challenge(s.work_id, int(outcome.reason), self._evidence(s, outcome))
+                evidence = publish_evidence(self.kubo, s, outcome, self.ledger.address)
+                self.court.challenge(s.work_id, int(outcome.reason), evidence)
                 verdict, reason = "challenged", outcome.reason.name
         except TransactionFailed:  # another validator's verdict was mined first (stand-ins race)
             if self.court.cases(s.work_id).state != CaseState.PENDING:
@@ -302,7 +303,7 @@ class CourtFlow:
         if outcome.ok == case.accepted:
             self._follow_up("concurred", s.work_id.hex(), self._concur, s.work_id)
             return
-        digest = self._evidence(s, outcome) if not outcome.ok else put_object(
+        digest = publish_evidence(self.kubo, s, outcome, self.ledger.address) if not outcome.ok else put_object(
             self.kubo, json.dumps({"work_id": hex_text(s.work_id), "validator": self.ledger.address,
                                    "finding": "every check passed"}).encode())
         try:
@@ -346,9 +347,6 @@ class CourtFlow:
         vote.committed = True
         self.duties.count("votes")
         self.duties.save()
-
-    def _evidence(self, s: Submission, outcome: CheckOutcome) -> bytes:
-        return put_object(self.kubo, evidence_document(s, outcome, self.ledger.address))
 
     # ------------------------------------------------------------------ the court's events and follow-ups
 
@@ -399,9 +397,6 @@ class CourtFlow:
             self.dispute_or_concur(*self._audits_ready.pop(0))
         self.run_duties()
         self.duties.save()
-
-    def commit_cursor(self) -> None:
-        self.cursor.commit()
 
     def run_duties(self) -> None:
         """Do every court follow-up that is due; one that fails stays for the next poll."""

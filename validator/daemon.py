@@ -40,7 +40,7 @@ from ledger_client.chain.errors import ContractRevert
 from ledger_client.chain.events import EventCursor, Removed, latest_block, wait_for_a_block
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import chain_time, court_of, get_work, pool_state, spot_check_block
-from ledger_client.ipfs.content import ContentError, ContentUnavailable, get_object, put_object
+from ledger_client.ipfs.content import ContentError, ContentUnavailable, get_object
 from ledger_client.ipfs.kubo import KuboClient
 from proofs.margins import MarginNull
 from protocol.digest import hex_text
@@ -52,7 +52,7 @@ from validator.config import DaemonConfig
 from validator.court import Conduct
 from validator.court_flow import ChainClock, CourtFlow
 from validator.metrics import Metrics
-from validator.outcome import Checker, CheckOutcome, Purpose, Submission, VerdictJournal, evidence_document
+from validator.outcome import Checker, CheckOutcome, Purpose, Submission, VerdictJournal, publish_evidence
 from validator.retries import AT_THE_NEXT_POLL, RetryBook
 from validator.worker_margins import NullUse, WorkerMargins
 
@@ -128,7 +128,7 @@ class ValidatorDaemon:
         self.metrics.retry_queue.set(len(self.retries.entries))
         self.cursor.commit()
         if flow is not None:
-            flow.commit_cursor()
+            flow.cursor.commit()
         return judged
 
     # ------------------------------------------------------------------ judging
@@ -320,7 +320,7 @@ class ValidatorDaemon:
                 verdict, reason = "accepted", "ok"
             else:
                 self.ledger.pool.challenge(s.work_id, int(outcome.reason),
-                                          put_object(self.kubo, evidence_document(s, outcome, self.ledger.address)))
+                                          publish_evidence(self.kubo, s, outcome, self.ledger.address))
                 verdict, reason = "challenged", outcome.reason.name
         except ContractRevert as exc:
             if isinstance(exc, (errors.AlreadyJudged, errors.ChallengeWindowClosed)):

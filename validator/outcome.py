@@ -14,7 +14,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
 
-from ledger_client.ipfs.content import MAX_OBJECT_BYTES
+from ledger_client.ipfs.content import MAX_OBJECT_BYTES, put_object
+from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import hex_text
 from protocol.verdicts import Evidence, Reason, SpotCheck, clip_text
 
@@ -149,6 +150,11 @@ def evidence_document(s: Submission, outcome: CheckOutcome, validator: str) -> b
         data = evidence.model_copy(update={"statistics": {"omitted": "too large"}, "failing_chunks": {},
                                            "failing_samples": evidence.failing_samples[:64]}).model_dump_json().encode()
     return data
+
+
+def publish_evidence(kubo: KuboClient, s: Submission, outcome: CheckOutcome, validator: str) -> bytes:
+    """Put the evidence of a failed check on IPFS; its digest goes with the challenge or the dispute."""
+    return put_object(kubo, evidence_document(s, outcome, validator))
 
 
 class VerdictJournal:
