@@ -62,9 +62,14 @@ def samples_per_submission(spec: RunSpec) -> int:
     return spec.prompts_per_submission * spec.sampling.group_size
 
 
+def vote_pay(non_voter_penalty: int) -> int:
+    """What a dispute's majority voter is paid, whichever side wins: half a seat's penalty (docs/protocol.md R9.13)."""
+    return non_voter_penalty // 2
+
+
 class CourtConfig(BaseModel):
     """The `[pool.court]` table: the pool is judged by the ValidatorCourt's bonded validators (anyone may
-    register) instead of a list the owner writes. Rules and numbers: docs/protocol.md, "Bonded validators"."""
+    register) instead of a list the owner writes. Bounds: docs/protocol.md §1.2; the court: §9."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -99,6 +104,10 @@ class CourtConfig(BaseModel):
                              "costs at most a quarter of a wrong verdict)")
         if max(self.dispute_bond, self.non_voter_penalty) > self.validator_bond:
             raise ValueError("validator_bond must cover dispute_bond and non_voter_penalty")
+        voters_pay = self.committee_size * vote_pay(self.non_voter_penalty)
+        if voters_pay > min(self.dispute_bond, self.wrong_verdict_slash):
+            raise ValueError(f"a whole committee's vote pay, committee_size × non_voter_penalty / 2 = {voters_pay}, must "
+                             "be at most dispute_bond and wrong_verdict_slash (the losing side's stake pays it)")
         return self
 
     def decided_within_s(self) -> int:
@@ -154,6 +163,9 @@ class PoolConfig(BaseModel):
             raise ValueError("reward_lock_s must be > challenge_window_s (no claim in the second a challenge can land)")
         if bool(self.validators) == (self.court is not None):
             raise ValueError("give either validators (a permissioned pool) or a [pool.court] table, not both")
+        if self.court is not None and self.court.activation_delay_s > self.challenge_window_s:
+            raise ValueError(f"the court's activation_delay_s ({self.court.activation_delay_s}) must be at most "
+                             f"challenge_window_s ({self.challenge_window_s}): it is also the validators' exit delay")
         if self.court is not None and self.court.decided_within_s() + self.court.settle_margin_s() > self.challenge_window_s:
             raise ValueError(f"the court's verdict, dispute, commit and reveal periods ({self.court.decided_within_s()} s) "
                              f"plus a margin of {self.court.settle_margin_s()} s must fit in challenge_window_s "

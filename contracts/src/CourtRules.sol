@@ -2,11 +2,12 @@
 pragma solidity ^0.8.24;
 
 import {IComputePool} from "./IComputePool.sol";
+import {DisputeSettlement} from "./DisputeSettlement.sol";
 import {IJudgedPool, IValidatorCourt} from "./IValidatorCourt.sol";
 
 /// @title CourtRules — the bounds on a pool's court rules (`IValidatorCourt.BadCourtParams`)
-/// @notice A linked library, so that the ValidatorCourt fits EIP-170. Why each bound: docs/protocol.md,
-/// "Bonded validators and disputes".
+/// @notice A linked library, so that the ValidatorCourt fits EIP-170. Why each bound: docs/protocol.md §1.2
+/// (rule n is R1.(6 + n)).
 library CourtRules {
     /// @notice Largest dispute committee.
     uint8 internal constant MAX_COMMITTEE = 15;
@@ -54,9 +55,11 @@ library CourtRules {
         if (p.assignedWindow < least || uint256(p.assignedWindow) + least > p.verdictWindow) {
             revert IValidatorCourt.BadCourtParams(2);
         }
-        if (p.disputeWindow < least || p.commitPeriod < 2 * least || p.revealPeriod < least || p.activationDelay < least) {
-            revert IValidatorCourt.BadCourtParams(3);
-        }
+        // a registration counts (and an exit waits) at most one challenge window longer than the cases themselves
+        if (
+            p.disputeWindow < least || p.commitPeriod < 2 * least || p.revealPeriod < least || p.activationDelay < least
+                || p.activationDelay > pool.challengeWindow
+        ) revert IValidatorCourt.BadCourtParams(3);
         uint256 periods = uint256(p.verdictWindow) + p.disputeWindow + p.commitPeriod + p.revealPeriod;
         uint256 margin = periods / 4 > least ? periods / 4 : least;
         if (periods + margin > pool.challengeWindow) revert IValidatorCourt.BadCourtParams(4);
@@ -75,5 +78,8 @@ library CourtRules {
         uint256 q = pool.spotCheckBps;
         uint256 gainIfMissed = (MAX_BPS - q) * uint256(pool.rewardPerSample) * pool.maxSamplesPerWork;
         if (q * loss * MAX_BPS < gainIfMissed * (MAX_BPS + SPOT_CHECK_MARGIN_BPS)) revert IValidatorCourt.BadCourtParams(9);
+        // every majority voter is paid from the losing side's stake, even when the whole committee is the majority
+        uint256 votersPay = uint256(p.committeeSize) * DisputeSettlement.votePay(p.nonVoterPenalty);
+        if (votersPay > p.disputeBond || votersPay > p.wrongVerdictSlash) revert IValidatorCourt.BadCourtParams(10);
     }
 }

@@ -32,11 +32,12 @@ library DisputeSettlement {
     }
 
     /// @notice Then (their reservations freed by `release`) take the losing side's stake (none when no vote was
-    /// revealed) and every non-voter's penalty (and, unless the votes tied, the minority's), and share it between the
-    /// winning party and the majority's voters; returns the winning party and what is left for the pool's fee
-    /// budget (the division's remainder, or all of it when there is no majority). `o.reopen` (no vote, and
-    /// another committee will be drawn): only the committee pays, its seats and votes are cleared, the
-    /// parties stay reserved, and everything taken goes to the fee budget.
+    /// revealed) and every non-voter's penalty (and, unless the votes tied, the minority's): each majority voter is
+    /// paid `votePay(nonVoterPenalty)` — the same whichever side wins, and below what a silent or minority seat
+    /// loses, so a vote cast without checking loses on average — and the winning party takes the rest; returns
+    /// the winning party and what is left for the pool's fee budget (all of it when the votes tied or no vote
+    /// was revealed). `o.reopen` (no vote, and another committee will be drawn): only the committee pays, its
+    /// seats and votes are cleared, the parties stay reserved, and everything taken goes to the fee budget.
     function settle(
         mapping(address => ValidatorSet.Validator) storage validators,
         address[] storage committee,
@@ -69,15 +70,21 @@ library DisputeSettlement {
             return (address(0), pot);
         }
         winner = o.overturned ? o.disputer : o.judge;
-        uint256 winners = tie ? 0 : 1 + (o.workValid ? o.votesValid : o.votesInvalid);
-        uint256 share = winners == 0 ? 0 : pot / winners;
-        if (share != 0) {
-            _credit(credits, winner, share);
-            for (uint256 i; i < committee.length; ++i) {
-                if (votes[committee[i]] == winning) _credit(credits, committee[i], share);
-            }
+        if (tie) return (winner, pot);
+        uint256 majority = o.workValid ? o.votesValid : o.votesInvalid;
+        // CourtRules bounds committeeSize × votePay by the losing side's stake, which its reservation holds
+        uint256 pay = votePay(o.nonVoterPenalty);
+        if (pay * majority > pot) pay = pot / majority;
+        for (uint256 i; i < committee.length; ++i) {
+            if (votes[committee[i]] == winning) _credit(credits, committee[i], pay);
         }
-        remainder = pot - share * winners;
+        uint256 rest = pot - pay * majority;
+        if (rest != 0) _credit(credits, winner, rest);
+    }
+
+    /// @notice What a majority voter is paid: half a seat's penalty, whichever side wins (docs/protocol.md R9.13).
+    function votePay(uint256 nonVoterPenalty) internal pure returns (uint256) {
+        return nonVoterPenalty / 2;
     }
 
     /// @notice First step of a resolved dispute: free the reservations of the committee and (unless the dispute

@@ -30,7 +30,7 @@ interface IValidatorCourt {
     }
 
     /// @notice A pool's court rules, set once by the pool owner (`configurePool`). Amounts are in
-    /// stake-token base units, periods in seconds. See docs/protocol.md, "Bonded validators".
+    /// stake-token base units, periods in seconds. Bounds: docs/protocol.md §1.2.
     /// @param validatorBond stake a validator locks to register (covers every amount below it can lose)
     /// @param verdictFee paid from the pool's fee budget to the validator whose verdict becomes final
     /// @param disputeBond stake a disputer locks; lost if the committee upholds the verdict
@@ -131,12 +131,13 @@ interface IValidatorCourt {
     error NotConfigured(uint256 poolId);
     /// @notice `configurePool` parameters break rule `rule`: 1 committeeSize odd, 3..MAX_COMMITTEE;
     /// 2 minPeriod ≤ assignedWindow ≤ verdictWindow − minPeriod; 3 dispute, commit and reveal periods and
-    /// activationDelay ≥ minPeriod; 4 the case periods plus a margin of max(minPeriod, their sum / 4) fit in
+    /// minPeriod ≤ activationDelay ≤ the pool's challengeWindow; 4 the case periods plus a margin of max(minPeriod, their sum / 4) fit in
     /// the pool's challengeWindow; 5 wrongVerdictSlash, disputeBond, nonVoterPenalty > 0;
     /// 6 silencePenalty ≤ wrongVerdictSlash ≤ validatorBond, disputeBond ≤ validatorBond, nonVoterPenalty
     /// ≤ validatorBond; 7 validatorBond < 2^96, verdictWindow ≤ MAX_PERIOD; 8 wrongVerdictSlash ≥ the
     /// bounty b·S + verdictFee a wrong challenge can earn; 9 the spot-check bound with the worker's
-    /// worst-case loss: q·(S − b·S − verdictFee) ≥ (1 − q)·R·(1 + SPOT_CHECK_MARGIN).
+    /// worst-case loss: q·(S − b·S − verdictFee) ≥ (1 − q)·R·(1 + SPOT_CHECK_MARGIN); 10 a whole committee's
+    /// vote pay, committeeSize × nonVoterPenalty / 2, ≤ disputeBond and ≤ wrongVerdictSlash.
     error BadCourtParams(uint8 rule);
     /// @notice The pool owner may not validate its own pool.
     error OwnerCannotValidate(uint256 poolId);

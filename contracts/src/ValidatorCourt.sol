@@ -29,7 +29,7 @@ import {DisputeSettlement} from "./DisputeSettlement.sol";
 /// the worker's reward and the challenger's bounty all wait for finality, and an honest worker wrongly
 /// challenged is never slashed. The ComputePool keeps a case's work open while the case is open here,
 /// so every case settles. Rules, numbers and why honest play is each party's best response:
-/// docs/protocol.md, "Bonded validators and disputes".
+/// docs/protocol.md §9 (the bounds on its rules: §1.2).
 /// @dev Stake rule: `reserved ≤ locked` for every validator — each open verdict reserves
 /// `wrongVerdictSlash`, each dispute its `disputeBond`, each committee seat `nonVoterPenalty`, so
 /// every penalty but silence's (taken from what is unreserved) is paid in full.

@@ -330,12 +330,12 @@ contract ValidatorCourtTest is CourtBase {
         court.resolve(workId);
         assertEq(_locked(judge), BOND - WRONG_SLASH, "judge loses exactly wrongVerdictSlash");
         assertEq(_locked(committee[2]), BOND - NO_VOTE, "a minority voter loses nonVoterPenalty");
-        // pot = WRONG_SLASH + the minority's penalty, shared by the disputer and the two majority voters
-        uint256 share = (uint256(WRONG_SLASH) + NO_VOTE) / 3;
+        // pot = WRONG_SLASH + the minority's penalty: each majority voter is paid NO_VOTE / 2, the disputer the rest
+        uint256 pay = NO_VOTE / 2;
         uint256 bounty = uint256(SLASH) * BOUNTY_BPS / 10_000;
-        assertEq(court.credits(disputer), share + FEE + bounty);
-        assertEq(court.credits(committee[0]), share);
-        assertEq(court.credits(committee[1]), share);
+        assertEq(court.credits(disputer), uint256(WRONG_SLASH) + NO_VOTE - 2 * pay + FEE + bounty);
+        assertEq(court.credits(committee[0]), pay);
+        assertEq(court.credits(committee[1]), pay);
         assertEq(court.credits(committee[2]), 0);
         assertEq(uint8(_status(workId)), uint8(IComputePool.WorkStatus.Rejected));
         assertEq(pools.getMember(poolId, alice).allocation, allocationBefore - SLASH, "worker slashed as today");
@@ -373,11 +373,12 @@ contract ValidatorCourtTest is CourtBase {
         assertEq(_locked(disputer), disputerLocked - DISPUTE_BOND, "the disputer loses exactly its dispute bond");
         assertEq(stake.lockedOf(address(court), disputer), disputerLocked - DISPUTE_BOND);
         assertEq(_locked(committee[2]), BOND - NO_VOTE, "a silent member loses exactly nonVoterPenalty");
-        uint256 pot = uint256(DISPUTE_BOND) + NO_VOTE;
-        uint256 share = pot / 3; // judge + two majority voters
-        assertEq(court.credits(judge), share + FEE);
-        assertEq(court.credits(committee[0]), share);
-        assertEq(court.feeBudget(poolId), 100 ether - FEE + (pot - 3 * share));
+        // pot = DISPUTE_BOND + the silent member's penalty: each majority voter is paid NO_VOTE / 2 (as when a
+        // verdict is overturned), the judge the rest
+        uint256 pay = NO_VOTE / 2;
+        assertEq(court.credits(judge), uint256(DISPUTE_BOND) + NO_VOTE - 2 * pay + FEE);
+        assertEq(court.credits(committee[0]), pay);
+        assertEq(court.feeBudget(poolId), 100 ether - FEE);
         assertEq(uint8(_status(workId)), uint8(IComputePool.WorkStatus.Accepted));
         _assertCourtSolvent();
     }
