@@ -246,7 +246,7 @@ def main() -> int:
                         help="worker processes of the sync and async variants (default --cores − 1)")
     parser.add_argument("--sync-threads", type=int, default=None,
                         help="torch threads of the one-process variants (sync_1proc, TRL); default --cores. On a machine "
-                             "other jobs load, 2 intra-op threads can stall each other (see docs/benchmarks.md)")
+                             "other jobs load, 2 intra-op threads can stall each other (see docs/notes/grpo.md)")
     parser.add_argument("--seeds", type=int, default=None,
                         help="runs per variant (pool seeds 0..N−1); default 3 with --quick, else 1")
     parser.add_argument("--updates-per-step", type=int, default=CpuRecipe.updates_per_step,

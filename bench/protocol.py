@@ -79,7 +79,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TOKENS = 10**18
 BENCH_MAX_PENDING = 8
 """One worker and one validator at q = 5 % keep pace with 8 files in flight (worker start's default of 2 halves the
-worker's file rate here: docs/benchmarks.md)."""
+worker's file rate here: docs/notes/protocol-price.md)."""
 BACKGROUND_FETCH = "prefetch weights (background)"
 """The worker's prefetch thread: it overlaps the role's other phases, so it is not subtracted from idle."""
 CATEGORIES = {

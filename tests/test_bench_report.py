@@ -14,8 +14,9 @@ import pytest
 from bench import report
 
 ROOT = Path(__file__).resolve().parent.parent
-NOT_BENCHES = {"async_steps"}
-"""bench.async_steps is bench.async's exploration helper (positional arguments, one JSON line per seed): no result."""
+NOT_BENCHES = {"async_steps", "doc"}
+"""bench.async_steps is bench.async's exploration helper (positional arguments, one JSON line per seed): no result;
+bench.doc writes docs/benchmarks.md's table from the results."""
 
 
 def _parser() -> argparse.ArgumentParser:
