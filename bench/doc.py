@@ -43,9 +43,9 @@ class Row:
 # ---- figures ----------------------------------------------------------------------------------------------------
 
 
-def _s(x: float) -> str:
-    """Seconds as the bench wrote them."""
-    return f"{x:g} s"
+def _s(x: float | None) -> str:
+    """Seconds as the bench wrote them (null: the target was missed)."""
+    return "missed" if x is None else f"{x:g} s"
 
 
 def _sci(x: float) -> str:
@@ -68,8 +68,13 @@ def _ratio_q5(doc: dict) -> str:
 
 def _per_step_q5(doc: dict) -> str:
     f = doc["figures"]
-    return (f"{f['ratio_per_step_q5']}× local ({f['protocol_q5_s_per_step']} s against {f['local_s_per_step']} s a "
-            "trainer step)")
+    if "ratio_per_step_q5" in f:  # medians over --repeats
+        local, protocol, ratio = f["local_s_per_step"], f["protocol_q5_s_per_step"], f["ratio_per_step_q5"]
+    else:  # one run: its time to the target over its steps
+        local = round(f["local_s"] / f["steps"]["local"], 3)
+        protocol = round(f["protocol_q5_s"] / f["steps"]["protocol_q5"], 3)
+        ratio = round(protocol / local, 2)
+    return f"{ratio}× local ({protocol} s against {local} s a trainer step)"
 
 
 def _ratio_q1(doc: dict) -> str:
@@ -156,7 +161,8 @@ def _steering(doc: dict) -> str:
 
 
 def _file_size(doc: dict) -> str:
-    r = max(doc["figures"]["rows"], key=lambda r: r["tokens_per_file"])
+    r = max((r for r in doc["figures"]["rows"] if r["profile"] == "bf16" and r["attack"] == BIAS),
+            key=lambda r: r["tokens_per_file"])
     return f"{_count(r['k'], r['n'])} files [{r['ci95'][0]}, {r['ci95'][1]:g}] at ~{r['tokens_per_file']:,} checked tokens a file"
 
 

@@ -132,3 +132,15 @@ def test_a_results_file_the_figure_cannot_read_is_named() -> None:
         assert "no bench/results/suite.json" in str(exc)
     else:
         raise AssertionError("a row without its results file made a table")
+
+
+def test_a_single_run_of_the_protocol_bench_feeds_its_rows() -> None:
+    """What `bench.protocol --q 0.05 --record` writes without --repeats (no medians, no per-step keys)."""
+    run = {"command": ".venv/bin/python -m bench.protocol --q 0.05", "figures": {
+        "local_s": 100.0, "protocol_q5_s": 150.0, "ratio_q5": 1.5, "steps": {"local": 200, "protocol_q5": 150}}}
+    rows = {row.question: row for row in doc.ROWS}
+    assert rows["Verified vs local RL: time to 0.8, ratio at q = 5 %"].figure(run).startswith("1.5 (protocol 150 s, local 100 s;")
+    assert rows["Verified vs local RL: per trainer step, q = 5 %"].figure(run) == "2.0× local (1.0 s against 0.5 s a trainer step)"
+    missed = {"figures": {**run["figures"], "protocol_q5_s": None, "ratio_q5": None, "ratio_q5_min": 4.0,
+                          "protocol_q5_min_s": 400.0}}
+    assert rows["Verified vs local RL: time to 0.8, ratio at q = 5 %"].figure(missed).startswith("≥ 4.0")
