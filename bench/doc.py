@@ -308,7 +308,7 @@ def render(results: dict[str, dict], rows: tuple[Row, ...] = ROWS) -> str:
             continue
         if len(figure) > FIGURE_MAX:
             errors.append(f"{row.question}: the figure is {len(figure)} characters (at most {FIGURE_MAX}): {figure}")
-        date = (doc.get("date") or "")[:10] or "undated"
+        date = (doc.get("date") or "")[:10] or "—"
         commit = (doc.get("commit") or "—") + ("*" if doc.get("dirty") else "")
         lines.append(f"| [{_cell_text(row.question)}]({row.notes}) | {_cell_text(figure)} | "
                      f"`{_cell_text(doc['command'])}` | {date} | {commit} |")
