@@ -50,7 +50,6 @@ Prints a table, then one JSON object as the last line.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import statistics
@@ -61,6 +60,7 @@ from pathlib import Path
 
 import torch
 
+from bench.report import add_record_option, emit
 from cli.errors import EXIT_USAGE
 from examples.cpu_run import CpuRecipe, RunResult, TargetTracker, run_async, run_sync, warm_policy
 from tasks.encoding import encode_prompt
@@ -246,7 +246,7 @@ def main() -> int:
                         help="worker processes of the sync and async variants (default --cores − 1)")
     parser.add_argument("--sync-threads", type=int, default=None,
                         help="torch threads of the one-process variants (sync_1proc, TRL); default --cores. On a machine "
-                             "other jobs load, 2 intra-op threads can stall each other (see docs/benchmarks.md)")
+                             "other jobs load, 2 intra-op threads can stall each other (see docs/notes/grpo.md)")
     parser.add_argument("--seeds", type=int, default=None,
                         help="runs per variant (pool seeds 0..N−1); default 3 with --quick, else 1")
     parser.add_argument("--updates-per-step", type=int, default=CpuRecipe.updates_per_step,
@@ -260,6 +260,7 @@ def main() -> int:
     parser.add_argument("--variants", default="async1,async2,sync_1proc",
                         help="comma-separated subset of async1,async2,sync_1proc (sync always runs: the others are "
                              "compared to it)")
+    add_record_option(parser)
     args = parser.parse_args()
     if args.cores < 2:
         print("error: --cores must be at least 2 (an async run needs a trainer and a worker process)")
@@ -323,7 +324,7 @@ def main() -> int:
         print(f"{name} phases (generate s, train s): " + ", ".join(f"{r.generate_s} / {r.train_s}" for r in results[name]))
     if trl_error:
         print(trl_error)
-    print(json.dumps(summarise(results, trl_runs, spec, args.cores, sync_threads, workers)))
+    emit(summarise(results, trl_runs, spec, args.cores, sync_threads, workers), args, "async")
     return 0
 
 

@@ -45,6 +45,7 @@ from adversaries.files import HOSTILE_FILES
 from adversaries.models import CHANGES
 from adversaries.samplers import DTYPES, WORKER, Checkpoint, Profile, attacks, steer
 from bench.detection import wilson
+from bench.report import add_record_option, emit
 from protocol.rollouts import RolloutBatch, RolloutFileError, RolloutLimits, decode_rollouts, encode_rollouts
 from protocol.runspec import RunSpec, VerificationSpec, load_run_spec
 from protocol.spotcheck import MAX_BPS
@@ -367,6 +368,7 @@ def main() -> None:
                    help="warm-start steps of the policy the steering worker attacks (default %(default)s: one that "
                         "solves part of the task; the attacks' policy of 25 steps leaves nothing to steer toward)")
     p.add_argument("--calibration-prompts", type=int, help="validator calibrate --prompts (default 512; --quick 128)")
+    add_record_option(p)
     args = p.parse_args()
     console = Console()
     try:
@@ -378,7 +380,7 @@ def main() -> None:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
     print_tables(result, console)
-    print(json.dumps(result))
+    emit(result, args, "attacks")
 
 
 if __name__ == "__main__":

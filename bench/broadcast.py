@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 
 from bench.netns import NetnsLab, netns_unavailable
-from bench.report import print_rows
+from bench.report import add_record_option, print_rows
 from deploy.kubo_node import KuboNode, find_ipfs_binary
 from ledger_client.ipfs.checkpoints import fetch_checkpoint, publish_checkpoint
 from ledger_client.ipfs.kubo import KuboClient
@@ -280,6 +280,7 @@ def main() -> None:
     parser.add_argument("--shard-mib", type=int, help="shard size in MiB (default: size / 8)")
     parser.add_argument("--netns", action="store_true", help="each node in its own network namespace, shaped uplinks")
     parser.add_argument("--uplink-mbit", type=float, default=100.0, help="with --netns: each node's uplink (default 100)")
+    add_record_option(parser)
     args = parser.parse_args()
     if args.nodes < 1 or (args.netns and args.nodes > 200) or args.uplink_mbit <= 0:
         parser.error("--nodes must be 1..200 and --uplink-mbit positive")
@@ -290,6 +291,8 @@ def main() -> None:
         if reason is not None:
             print(f"skipped: {reason}")
             print(json.dumps({"skipped": reason, "netns": True, "uplink_mbit": args.uplink_mbit}))
+            if args.record is not None:
+                print("not recorded: the run was skipped", file=sys.stderr)
             return
         result = run_netns(total_mib, shard_mib, args.nodes, args.uplink_mbit)
         print(f"broadcast of a {total_mib} MiB checkpoint in {result['shards']} shards of {shard_mib} MiB, "
@@ -309,7 +312,7 @@ def main() -> None:
                  ("one copy through one uplink", f"{result['uplink_floor_s']:.2f} s")]
     else:
         rows += [("sha256 verify, one thread", f"{result['verify_gbps']:.2f} GB/s")]
-    print_rows(rows, result)
+    print_rows(rows, result, args, "broadcast")
 
 
 if __name__ == "__main__":

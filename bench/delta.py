@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from bench.report import print_rows
+from bench.report import add_record_option, print_rows
 from examples.cpu_run import SYNC_WORKER, CpuRecipe, warm_policy
 from inference.torch_backend import TorchBackend
 from ledger_client.ipfs.checkpoints import (
@@ -150,6 +150,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.delta", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="5 steps per run instead of 20")
     parser.add_argument("--steps", type=int, help="training steps per run (overrides --quick)")
+    add_record_option(parser)
     args = parser.parse_args()
     steps = args.steps or (5 if args.quick else 20)
     torch.set_num_threads(2)
@@ -181,7 +182,7 @@ def main() -> None:
         ("  the same policies cast to bf16", f"{result['cpu_recipe_bf16_patch_ratio']:.4f}"),
         ("every shard rebuilt bit for bit", str(result["bit_exact"])),
     ]
-    print_rows(rows, result)
+    print_rows(rows, result, args, "delta")
 
 
 if __name__ == "__main__":

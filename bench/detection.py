@@ -16,7 +16,6 @@ over every (q, fabricated) cell). Last line: one JSON object with `rates`, `all_
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import statistics
@@ -29,6 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 from adversaries.workers import fabricate_completions
+from bench.report import add_record_option, emit
 from inference.policy import stop_token_ids
 from inference.torch_backend import TorchBackend
 from protocol.digest import Digest
@@ -129,6 +129,7 @@ def main() -> None:
     p.add_argument("--q", type=float, nargs="+", default=[0.05, 0.1, 0.25], help="spot-check fractions")
     p.add_argument("--files", type=int, default=4, help="distinct honest files the cheaters start from")
     p.add_argument("--max-tokens", type=int, default=16, help="completion length (detection does not depend on it)")
+    add_record_option(p)
     args = p.parse_args()
     if any(not 0 < q <= 1 for q in args.q):
         p.error("--q values must be in (0, 1]")
@@ -144,7 +145,7 @@ def main() -> None:
     console.print(table)
     console.print(f"all within CI: {result['all_within_ci']}; false positives: {result['false_positives']} of "
                   f"{result['honest_trials']} honest files")
-    print(json.dumps(result))
+    emit(result, args, "detection")
 
 
 if __name__ == "__main__":

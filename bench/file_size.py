@@ -17,7 +17,6 @@ Printed: one table; last line: one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -30,6 +29,7 @@ from rich.table import Table
 
 from adversaries.samplers import WORKER, Profile, attacks
 from bench.attacks import ATTACK_WARM_STEPS, DEFAULT_SPEC, Lab, build_checkpoint, calibrated_profile, rate
+from bench.report import add_record_option, emit
 from protocol.runspec import RunSpec, load_run_spec
 from validator.worker_margins import WorkerMargins
 
@@ -121,6 +121,7 @@ def main() -> None:
     p.add_argument("--calibration-prompts", type=int, help="validator calibrate --prompts (default 512; --quick 128)")
     p.add_argument("--only", help="run only the streams whose 'profile: worker' contains one of these comma-separated "
                                   "words (e.g. 'bf16: logit')")
+    add_record_option(p)
     args = p.parse_args()
     console = Console(width=160)
     try:
@@ -140,7 +141,7 @@ def main() -> None:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
     print_table(result, console)
-    print(json.dumps(result))
+    emit(result, args, "file_size")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.report import add_record_option, emit
 from protocol.manifest import CheckpointError, parse_manifest
 from protocol.rollouts import RolloutFileError, decode_rollouts, parse_header
 from tasks.datasets import exact_value, math_answer_correct
@@ -154,6 +155,7 @@ def properties(examples: int) -> dict[str, Callable[[], None]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, default=2000)
+    add_record_option(parser)
     args = parser.parse_args()
     result = {}
     for name, run in properties(args.examples).items():
@@ -165,7 +167,7 @@ def main() -> None:
         if died:
             result[name]["process_died"] = DIED[1]
         print(f"{name:<30} {examples:>6} examples in {result[name]['seconds']:7.1f} s: no undocumented error{died}")
-    print(json.dumps(result))
+    emit(result, args, "fuzz")
 
 
 if __name__ == "__main__":

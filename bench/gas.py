@@ -14,13 +14,14 @@ only updates it.
 
 from __future__ import annotations
 
-import json
+import argparse
 import tempfile
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from bench.report import add_record_option, emit
 from deploy.anvil import dev_accounts, start_anvil
 from deploy.contracts import deploy_contracts
 from ledger_client.chain.bindings import CourtParams, PoolParams
@@ -158,6 +159,9 @@ def _measure_court(w3, deployment, acc, params: PoolParams, record) -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.gas", description=__doc__.splitlines()[0])
+    add_record_option(parser)
+    args = parser.parse_args()
     figures = measure()
     table = Table(title="proofswarm gas (steady state, anvil)")
     for col in ("function", "execution gas", "total gasUsed", "budget", "ok"):
@@ -167,8 +171,8 @@ def main() -> None:
         ok = "" if budget is None else ("yes" if g["execution"] <= budget else "NO")
         table.add_row(name, f"{g['execution']:,}", f"{g['total']:,}", f"{budget:,}" if budget else "-", ok)
     Console().print(table)
-    print(json.dumps({name: g["execution"] for name, g in figures.items()}
-                     | {"total": {name: g["total"] for name, g in figures.items()}}))
+    emit({name: g["execution"] for name, g in figures.items()} | {"total": {name: g["total"] for name, g in figures.items()}},
+         args, "gas")
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from pathlib import Path
 import torch
 
 from adversaries.models import perturbed
+from bench.report import add_record_option, emit
 from examples.hf_models import llama_style, qwen2_style
 from inference.policy import load_policy, stop_token_ids
 from inference.torch_backend import NO_EOS, TorchBackend
@@ -277,6 +278,7 @@ def main() -> None:
     parser.add_argument("--skip-noise", action="store_true")
     parser.add_argument("--skip-timing", action="store_true")
     parser.add_argument("--families", default="qwen2,llama", help="fixture families of the noise part")
+    add_record_option(parser)
     args = parser.parse_args()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("bench.gpu: no CUDA device on this machine (--device cpu tries the script on the CPU)")
@@ -305,7 +307,7 @@ def main() -> None:
                                     for kind in ("cheat", "perturbed") for name in v[kind])
             result["attacks_detected"] = sum(v[kind][name]["rejected"] for v in noise.values()
                                              for kind in ("cheat", "perturbed") for name in v[kind])
-    print(json.dumps(result))
+    emit(result, args, "gpu")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.report import add_record_option, emit
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -88,6 +90,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--micro-batch-tokens", type=int, default=None,
                         help="trainer figure: positions per forward/backward (default TrainerConfig's; 0 = whole batch)")
+    add_record_option(parser)
     args = parser.parse_args()
     from trainer.config import TrainerConfig
 
@@ -104,8 +107,8 @@ def main() -> None:
                 results[f"{kind}_v{vocab}"] = r
                 print(f"V={vocab:>7}  {kind:<9}  {r['tokens']:>5} tokens  {r['tokens_per_s']:>9.1f} tok/s  "
                       f"{r['ms_per_token']:>8.3f} ms/token  peak RSS {r['peak_rss_mib']:>7.0f} MiB", flush=True)
-    print(json.dumps({"completions": completions, "tokens": tokens, "threads": args.threads,
-                      "micro_batch_tokens": micro_batch_tokens, **results}))
+    emit({"completions": completions, "tokens": tokens, "threads": args.threads,
+          "micro_batch_tokens": micro_batch_tokens, **results}, args, "hf")
 
 
 if __name__ == "__main__":

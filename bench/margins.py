@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 import inference.torch_backend as torch_backend
+from bench.report import add_record_option, emit
 from examples.hf_models import qwen2_style
 from inference.policy import load_policy
 from inference.torch_backend import NO_EOS, TorchBackend
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--contexts", type=int, default=384, help="honest calibration completions (32 tokens each)")
     parser.add_argument("--seeds", type=int, default=256, help="public seeds per calibration position")
     parser.add_argument("--files", type=int, default=20, help="files per sampler")
+    add_record_option(parser)
     args = parser.parse_args(argv)
     torch.manual_seed(0)
     started = time.perf_counter()
@@ -65,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     reference, theirs = validator.prefill_batch(pairs), own.prefill_batch(pairs)
     eps = 2 * max(float((a.logits - b.logits.float()).abs().max()) for a, b in zip(reference, theirs))
     levels = torch.tensor(MARGIN_LEVELS)
-    nulls = {}
+    nulls, lines = {}, []
     for seeds in (1, args.seeds):
         exceed, tokens = torch.zeros(len(levels), dtype=torch.int64), 0
         for (_, ids, seed), ref, mine in zip(contexts, reference, theirs):
@@ -101,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
                          "files": len(files), "worker_caught_after_files": crossed,
                          "worker_log_e": round(null.worker_log_e_value(total_s, total_n), 2)}
         print(json.dumps(out), flush=True)
-    print(json.dumps({"seconds": round(time.perf_counter() - started, 1)}))
+        lines.append(out)
+    seconds = round(time.perf_counter() - started, 1)
+    emit({"seconds": seconds}, args, "margins", argv, figures={"nulls": lines, "seconds": seconds})
     return 0
 
 

@@ -17,7 +17,6 @@ the last line is one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 import torch
 
 from bench.attacks import ATTACK_WARM_STEPS, STEERING_WARM_STEPS, Lab, build_checkpoint
+from bench.report import add_record_option, emit
 from proofs.sampling import gumbel_noise
 from protocol.runspec import load_run_spec
 
@@ -86,6 +86,7 @@ def main() -> int:
                    help="comma-separated warm starts, one policy each")
     p.add_argument("--seed", type=int, default=0, help="which positions fit the tolerance and which judge it")
     p.add_argument("--run-spec", type=Path, default=ROOT / "examples/run-attacks.toml")
+    add_record_option(p)
     args = p.parse_args()
     try:
         warm = [int(w) for w in args.warm_steps.split(",")]
@@ -106,7 +107,7 @@ def main() -> int:
             print(f"  {name:12s} tolerance {j['median_tolerance']:.4f} (median)  false positives {j['false_positives']}  "
                   f"second token admitted {j['second_token_admitted']:.4f}  corr(deviation, scale) {j['correlation']:+.2f}")
         results.append(r)
-    print(json.dumps({"policies": results}))
+    emit({"policies": results}, args, "noise_scale")
     return 0
 
 

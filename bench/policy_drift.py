@@ -24,7 +24,6 @@ Its last line is one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ from rich.console import Console
 from adversaries.samplers import WORKER, Profile, attacks
 from bench.attacks import (ATTACK_WARM_STEPS, DEFAULT_SPEC, STEERING_WARM_STEPS, Lab, build_checkpoint,
                            calibrated_profile, rate)
+from bench.report import add_record_option, emit
 from protocol.manifest import PolicyVerification
 from protocol.runspec import load_run_spec
 from validator.worker_margins import NullUse, WorkerMargins
@@ -137,6 +137,7 @@ def main() -> int:
     p.add_argument("--early", type=int, default=ATTACK_WARM_STEPS, help="warm steps of the pool's base policy")
     p.add_argument("--late", type=int, default=STEERING_WARM_STEPS, help="warm steps of the later policy")
     p.add_argument("--spec", type=Path, default=DEFAULT_SPEC, help="run spec TOML (default examples/run-attacks.toml)")
+    add_record_option(p)
     args = p.parse_args()
     files = args.files if args.files is not None else (40 if args.quick else 400)
     attack_files = args.attack_files if args.attack_files is not None else (5 if args.quick else 20)
@@ -148,7 +149,7 @@ def main() -> int:
     except (RuntimeError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps(result))
+    emit(result, args, "policy_drift")
     return 0
 
 

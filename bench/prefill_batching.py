@@ -12,11 +12,11 @@ Each figure is the best of `repeats` runs. Last line: one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import torch
 
+from bench.report import add_record_option, emit
 from inference.tiny import BOS_ID, build_char_tokenizer, build_tiny_llama
 from inference.torch_backend import NO_EOS, TorchBackend
 from inference.verify import FP32_THRESHOLDS, CompletionRecord, VerifyConfig, verify_completions
@@ -49,6 +49,7 @@ def main() -> None:
     parser.add_argument("--files", type=int)
     parser.add_argument("--per-file", type=int, default=7, help="spot-checked completions per file")
     parser.add_argument("--max-tokens", type=int, default=256)
+    add_record_option(parser)
     args = parser.parse_args()
     files, repeats = (args.files or 4, 2) if args.quick else (args.files or 8, 3)
     torch.set_num_threads(1)
@@ -68,7 +69,8 @@ def main() -> None:
                      "per_file_tokens_per_s": round(tokens / per_file), "across_files_tokens_per_s": round(tokens / across)})
         print(f"max_batch_tokens {budget:>7}: per file {per_file / files:.4f} s/file, across files "
               f"{across / files:.4f} s/file, speedup {per_file / across:.3f}", flush=True)
-    print(json.dumps({"files": files, "per_file": args.per_file, "max_tokens": args.max_tokens, "rows": rows}))
+    emit({"files": files, "per_file": args.per_file, "max_tokens": args.max_tokens, "rows": rows}, args,
+         "prefill_batching")
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ from pathlib import Path
 
 import psutil
 
+from bench.report import add_record_option, emit
 from cli.errors import EXIT_USAGE
 from deploy import devnet
 from deploy.pool_cli import PoolConfig, create_pool
@@ -78,7 +79,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TOKENS = 10**18
 BENCH_MAX_PENDING = 8
 """One worker and one validator at q = 5 % keep pace with 8 files in flight (worker start's default of 2 halves the
-worker's file rate here: docs/benchmarks.md)."""
+worker's file rate here: docs/notes/protocol-price.md)."""
 BACKGROUND_FETCH = "prefetch weights (background)"
 """The worker's prefetch thread: it overlaps the role's other phases, so it is not subtracted from idle."""
 CATEGORIES = {
@@ -475,6 +476,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="count each role's JSON-RPC requests per submitted file, by method")
     p.add_argument("--repeats", type=int, default=1,
                    help="run every variant this many times, in turn, and report medians (module docstring)")
+    add_record_option(p)
     args = p.parse_args(argv)
     available = sorted(os.sched_getaffinity(0))
     if args.cores > len(available):
@@ -522,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
                 protocols[r.name] = r
                 _print(r)
         runs.append((local, protocols))
-    print(json.dumps(summarise_runs(runs, spec, args)))
+    emit(summarise_runs(runs, spec, args), args, "protocol", argv)
     return 0
 
 

@@ -12,13 +12,13 @@ Best of `--repeats` runs each. Last line: one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
+from bench.report import add_record_option, emit
 from examples.hf_models import llama_style
 from inference.policy import load_policy
 from inference.tiny import BOS_ID, build_char_tokenizer, build_tiny_llama
@@ -52,6 +52,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
+    add_record_option(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     out: dict = {"threads": args.threads}
@@ -75,7 +76,7 @@ def main() -> None:
     tokens = sample_tokens(logits, seeds, positions, 1.0, 1.0).tolist()
     out["replay_ms_per_completion"] = round(1e3 * _best(args.repeats, lambda: replay(logits, tokens, 12345, 1.0, 1.0,
                                                                                         1e-3)), 3)
-    print(json.dumps(out))
+    emit(out, args, "sampling")
 
 
 if __name__ == "__main__":

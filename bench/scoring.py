@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.report import add_record_option, emit
 from tasks import TaskSpec, build_task
 
 try:
@@ -96,6 +97,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=4)
     parser.add_argument("--per-file", type=int, default=32)
+    add_record_option(parser)
     args = parser.parse_args()
     result = {}
     with tempfile.TemporaryDirectory() as workdir:
@@ -107,7 +109,7 @@ def main() -> None:
                   f"{figures['ms_fresh_process_per_file']:6.1f} ms per file")
     result["answer checks (ms, 16k characters)"] = checks = answer_checks()
     print("answer checks, 16k characters: " + ", ".join(f"{k} {v:.1f} ms" for k, v in checks.items()))
-    print(json.dumps(result))
+    emit(result, args, "scoring")
 
 
 if __name__ == "__main__":

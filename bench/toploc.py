@@ -12,12 +12,12 @@ suite). Last line: one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import torch
 
 from adversaries.toploc import POOL_SEED, WORKER, SuiteSetup, confusion, format_suite, run_suite
+from bench.report import add_record_option, emit
 from inference.torch_backend import NO_EOS, TorchBackend
 from inference.verify import FP32_THRESHOLDS, CompletionRecord, verify_completions
 from proofs.sampling import derive_seed
@@ -90,6 +90,7 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=1, help="torch CPU threads (1 is stable on a shared machine)"
     )
+    add_record_option(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.quick:
@@ -123,7 +124,7 @@ def main() -> None:
           f"{c['false_positive']} completions rejected, largest score gap "
           f"{max(o.max_replay_gap for o in honest):.2e} (allowed: 2*eps/T = "
           f"{2 * setup.logit_tolerance / setup.params.temperature:.0e})")
-    print(json.dumps({
+    emit({
         "proof_bytes_per_32_tokens": perf["proof_bytes_per_32_tokens"],
         "prover_overhead": round(perf["prover_overhead"], 5),
         "verify_speedup": round(perf["verify_speedup"], 2),
@@ -140,7 +141,7 @@ def main() -> None:
         "paper_thresholds_detected": sum(o.correct for o in suites["paper"] if not o.honest),
         "honest_tokens_replayed": sum(o.tokens for o in honest),
         "honest_max_replay_gap": max(o.max_replay_gap for o in honest),
-    }))
+    }, args, "toploc")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ import argparse
 import contextlib
 import functools
 import hashlib
-import json
 import statistics
 import tempfile
 import threading
@@ -40,6 +39,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from bench.report import add_record_option, emit
 from deploy.anvil import dev_accounts, start_anvil
 from deploy.contracts import deploy_contracts
 from deploy.kubo_node import KuboNode
@@ -332,6 +332,7 @@ def main() -> None:
     p.add_argument("--vocab", type=int, help="use a Llama-style HF checkpoint of this vocabulary (examples/hf_models)")
     p.add_argument("--max-tokens", type=int, help="completion token limit (default: the spec's)")
     p.add_argument("--threads", type=int, default=1, help="torch threads of the checker process (0: torch's default)")
+    add_record_option(p)
     args = p.parse_args()
     if args.q is not None and not 0 < args.q <= 1:
         p.error("--q must be in (0, 1]")
@@ -347,7 +348,7 @@ def main() -> None:
             table.add_row(k, str(v))
     table.add_row("backlog over time (s, files)", " ".join(f"{t}:{b}" for t, b in result["backlog"]))
     console.print(table)
-    print(json.dumps({k: v for k, v in result.items() if k != "backlog"}))
+    emit({k: v for k, v in result.items() if k != "backlog"}, args, "validator")
 
 
 if __name__ == "__main__":

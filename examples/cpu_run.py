@@ -56,7 +56,7 @@ class CpuRecipe:
     model: ModelSpec = field(default_factory=ModelSpec)
     warm_steps: int = 25
     warm_lr: float = 1e-3
-    lr: float = 2.5e-4  # 5e-4 moved the policy so far per step that async2 needed ~3× the steps (docs/benchmarks.md)
+    lr: float = 2.5e-4  # 5e-4 moved the policy so far per step that async2 needed ~3× the steps (docs/notes/grpo.md)
     entropy_coef: float = 0.0
     sampling: SamplingSpec = field(default_factory=lambda: SamplingSpec(group_size=16, max_tokens=8, temperature=1.0))
     prompts_per_file: int = 8
@@ -67,7 +67,7 @@ class CpuRecipe:
     target_window: int = 3  # the target is reached when the mean of this many latest evaluations reaches it
     budget_s: float = 600.0
     max_steps: int = 100_000
-    updates_per_step: int = 1  # optim.updates_per_step (2 was measured in bench.async and did not help: docs/benchmarks.md)
+    updates_per_step: int = 1  # optim.updates_per_step (2 was measured in bench.async and did not help: docs/notes/grpo.md)
     is_weight_cap: float = 2.0  # loss.is_weight_cap
     seed: int = 0  # the pool seed: which prompts are drawn and the sampling noise (the warm start is the same)
     warmup_steps: int = 10  # optim.warmup_steps
@@ -146,7 +146,7 @@ class TargetTracker:
     """Whether held-out accuracy has reached the target: the mean of the latest ``window``
     evaluations, not one evaluation — a policy's greedy accuracy swings by ±0.1–0.2 between
     two evaluations five steps apart, so a first touch of the target measures that noise more
-    than learning (docs/benchmarks.md). Every variant of bench.async uses the same rule."""
+    than learning (docs/notes/grpo.md). Every variant of bench.async uses the same rule."""
 
     def __init__(self, target: float, window: int) -> None:
         self.target, self.window = target, max(1, window)

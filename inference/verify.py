@@ -46,7 +46,7 @@ CheckName = Literal["tokens", "prompt", "seed", "termination", "sampling", "topl
 
 DEFAULT_LOGIT_TOLERANCE = 1e-3
 """eps of the replay rule, in logit units. Measured honest worker/validator logit differences
-on CPU float32 compute are ~1e-5 (docs/benchmarks.md); pools with bf16 or
+on CPU float32 compute are ~1e-5 (docs/notes/toploc.md); pools with bf16 or
 cross-hardware workers must raise it to their measured noise."""
 
 FP32_THRESHOLDS = Thresholds(min_exp_matches=125, max_mant_err_mean=0.03, max_mant_err_median=0.0,
@@ -61,7 +61,7 @@ P(>= 4) ~ 3e-8), besides the one random point a top-k near-tie can put in a chun
 mean: `mean_excludes_max`; a demo run met it once in ~29k honest chunks, mean 0.094 with it). fp16
 compute in place of float32 shows 5–15 flips per chunk. The paper's
 thresholds, sized for bf16 GPU kernels on large models, let small tampering through on a tiny
-model. Measurements: docs/benchmarks.md."""
+model. Measurements: docs/notes/toploc.md."""
 
 DEFAULT_MAX_BATCH_TOKENS = 1024
 """Padded positions (prompt + completion) prefilled at once: the float32 logits held at any moment are

@@ -153,7 +153,7 @@ def chunk_count_test(counted: Sequence[tuple[bool, float, str]],
     passes its own limits at a per-chunk rate that keeps the file's honest rate at `false_positive_rate`, so a
     worker whose hidden states are a little off everywhere — int8 weights, a perturbed layer, shipping its own
     model's proofs — passes them chunk by chunk; but its chunks exceed the honest 90 % level of their length far
-    more often than honest ones (~0.86 against ~0.08 at a bf16 profile, docs/benchmarks.md). With q_c ≥ P(honest
+    more often than honest ones (~0.86 against ~0.08 at a bf16 profile, docs/notes/attacks.md). With q_c ≥ P(honest
     chunk c exceeds), the count K of n independent chunks has P(K ≥ k) ≤ exp(min_λ Σ_c log(1 − q_c + q_c·e^λ) −
     λk); the file fails below the rate. None when no chunk's length has a calibrated level (the fp32 profile: its
     limits are already tight)."""

@@ -66,7 +66,7 @@ PROOF_CHUNK = 32
 DEFAULT_CHECKER_THREADS = 1
 """Torch threads of one checker process. On the 2-core VM next to anvil, Kubo and workers, a check with
 torch's default threads (one per core) ran 14.7× slower than on one (bench.validator --q 1,
-docs/benchmarks.md): more cores are used by more checker processes (`validator start --processes`)."""
+docs/notes/validator.md): more cores are used by more checker processes (`validator start --processes`)."""
 
 
 class RolloutChecker:

@@ -65,7 +65,7 @@ def status(ledger: Ledger, pool_id: int | None, explorer: str | None = None) -> 
 ALLOCATE_AHEAD = 16
 """Submissions one top-up of the pool allocation covers. Every open submission needs `slashAmount` allocated
 (until claimed or slashed), and topping up for one at a time cost three transactions (approve, bond, allocate)
-before every `submitWork` (bench.protocol, docs/benchmarks.md)."""
+before every `submitWork` (bench.protocol, docs/notes/protocol-price.md)."""
 DEFAULT_MAX_PENDING = 2
 """Submissions in flight before a first verdict. A worker makes at most max_pending files per verdict latency
 (~1 s on the devnet, where 2 in flight halved bench.protocol's file rate against 8) and a broken one is slashed

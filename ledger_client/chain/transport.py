@@ -2,7 +2,7 @@
 
 web3's HTTPProvider posts through `requests`: ~0.5 ms of client CPU a request on an idle machine, where
 `http.client` on a kept-alive connection takes ~0.07 ms. A worker and a validator send ~13 requests a file each, so
-on the 2 cores every role shares, that overhead was a large part of the protocol's price (docs/benchmarks.md,
+on the 2 cores every role shares, that overhead was a large part of the protocol's price (docs/notes/protocol-price.md,
 "Files that arrive fresh, and cheaper requests"). Errors keep `requests`' classes, so every caller sees what it saw before.
 """
 

@@ -2,7 +2,7 @@
 
 Built on ipfshttpclient 0.7.0, constructed directly (its ``connect()`` refuses Kubo >= 0.8).
 The few calls it cannot serve against current Kubo go over plain HTTP POSTs to the same API;
-docs/benchmarks.md ("ipfshttpclient") lists them and why.
+docs/notes/ipfs.md ("ipfshttpclient") lists them and why.
 
 Every call maps transport failures to :class:`KuboUnreachable` and daemon-side failures to
 :class:`KuboError`, each with a one-line message.
@@ -232,7 +232,7 @@ class KuboClient:
         hasher = hashlib.sha256()
         fd, tmp_name = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".part")
         # Plain requests here: ipfshttpclient streams in whatever pieces arrive (~4 KiB), which
-        # costs a third more CPU than reading 1 MiB at a time (see docs/benchmarks.md).
+        # costs a third more CPU than reading 1 MiB at a time (see docs/notes/ipfs.md).
         # No Kubo deadline either: a big file on a slow link may take long; what must not last
         # is silence, so `timeout` is the longest wait for the next bytes.
         idle = timeout or self.timeout
