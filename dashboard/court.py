@@ -12,7 +12,7 @@ Penalty reasons (`ValidatorPenalized.why`) and void reasons (`CaseVoided.why`) a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from eth_utils import keccak
 from web3 import Web3
@@ -62,6 +62,7 @@ from dashboard.models import (
     Withdrawal,
     WorkerSlash,
 )
+from dashboard.store import Row
 
 PENALTY_WHY = {1: "wrong verdict", 2: "lost dispute", 3: "no vote revealed", 4: "silence (assigned, no verdict)",
                5: "voted with the minority"}
@@ -73,7 +74,7 @@ HORIZON = 256
 N = TypeVar("N", int, float)
 
 
-def _at(r: dict[str, Any]) -> AtFields:
+def _at(r: Row) -> AtFields:
     return {"block": r["block_number"], "time": r["block_time"], "tx_hash": r["tx_hash"]}
 
 
@@ -86,7 +87,7 @@ def percentile(values: list[N], q: float) -> N | None:
     return ordered[int(rank) - 1]
 
 
-def credit_kind(credit: dict[str, Any], tx_rows: list[dict[str, Any]]) -> CreditKind:
+def credit_kind(credit: Row, tx_rows: list[Row]) -> CreditKind:
     """What a `Credited` was for, from the court events of its transaction (DisputeSettlement credits the
     dispute pot's shares before `DisputeResolved`; `_finalize` credits the verdict fee before `VerdictFinal` and a
     challenge's bounty after it; a stand-in's verdict credits the silent assignee's penalty)."""
@@ -132,11 +133,11 @@ class CourtViews:
             raise NotFound(f"pool {pool_id} is not judged by the ValidatorCourt")
         return params
 
-    def _tx_rows(self, tx_hashes: set[str]) -> dict[str, list[dict[str, Any]]]:
+    def _tx_rows(self, tx_hashes: set[str]) -> dict[str, list[Row]]:
         if not tx_hashes:
             return {}
         marks = ",".join("?" * len(tx_hashes))
-        out: dict[str, list[dict[str, Any]]] = {}
+        out: dict[str, list[Row]] = {}
         for r in self.store.select(f"SELECT * FROM events WHERE tx_hash IN ({marks}) ORDER BY log_index",
                                    tuple(tx_hashes)):
             out.setdefault(r["tx_hash"], []).append(r)
@@ -193,7 +194,7 @@ class CourtViews:
         total, rows = self.store.newest_first(f"FROM court_cases {where}", tuple(params), offset, limit)
         return page(CaseSummary, [self._case_summary(r) for r in rows], total, offset, limit)
 
-    def _case_summary(self, r: dict[str, Any]) -> CaseSummary:
+    def _case_summary(self, r: Row) -> CaseSummary:
         events = {e["name"]: e for e in self.store.select(
             "SELECT * FROM events WHERE work_id = ? AND name IN ('VerdictGiven', 'Disputed', 'DisputeResolved', "
             "'VerdictFinal', 'CaseVoided') ORDER BY block_number, log_index", (r["work_id"],))}
@@ -211,7 +212,7 @@ class CourtViews:
             void=VOID_WHY.get(events["CaseVoided"]["data"]["why"]) if "CaseVoided" in events else None)
 
     @staticmethod
-    def _reason(verdict_row: dict[str, Any]) -> str:
+    def _reason(verdict_row: Row) -> str:
         return reason_name(verdict_row["data"]["reason_code"])
 
     # -------------------------------------------------------------- one case
@@ -309,7 +310,7 @@ class CourtViews:
                                    challenger=r["data"]["challenger"], **_at(r))
         return None
 
-    def _dispute(self, wid: str, sub: dict[str, Any], dsp: dict[str, Any], rows: list[dict[str, Any]],
+    def _dispute(self, wid: str, sub: Row, dsp: Row, rows: list[Row],
                  params: CourtParams) -> Dispute:
         after = [r for r in rows if (r["block_number"], r["log_index"]) > (dsp["block_number"], dsp["log_index"])]
         committees = []
@@ -472,7 +473,7 @@ class CourtViews:
                                       "(SELECT 1 FROM events r WHERE r.work_id = ? AND r.name = 'DisputeResolved')",
                                       (work_id, work_id)))
 
-    def _locked_from_events(self, pool_id: int, v: str, rows: list[dict[str, Any]]) -> dict[str, int]:
+    def _locked_from_events(self, pool_id: int, v: str, rows: list[Row]) -> dict[str, int]:
         """The validator's stake locked in this pool as its events add up: the registration's bond, bonds added,
         what a dispute locked (the StakeManager's lock in the dispute's transaction), less penalties and the
         bond withdrawn."""

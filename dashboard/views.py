@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
 from web3 import Web3
 
@@ -50,7 +50,7 @@ from dashboard.models import (
     WorkerStake,
     given_fields,
 )
-from dashboard.store import Store
+from dashboard.store import Row, Store
 from protocol.digest import hex_text
 
 __all__ = ["BadId", "Explorer", "LiveChain", "NotFound", "STATUSES", "address_of", "page", "reason_name", "work_id_of"]
@@ -191,7 +191,7 @@ class Explorer(CourtViews):
 
     # -------------------------------------------------------------- pools
 
-    def _pool_row(self, pool_id: int) -> dict[str, Any]:
+    def _pool_row(self, pool_id: int) -> Row:
         rows = self.store.select("SELECT * FROM events WHERE name = 'PoolCreated' AND pool_id = ?", (pool_id,))
         if not rows:
             raise NotFound(f"unknown pool {pool_id}")
@@ -203,7 +203,7 @@ class Explorer(CourtViews):
                                  (limit, offset))
         return page(PoolSummary, [self._pool_summary(r) for r in rows], total, offset, limit)
 
-    def _pool_summary(self, row: dict[str, Any]) -> PoolSummary:
+    def _pool_summary(self, row: Row) -> PoolSummary:
         pool_id = row["pool_id"]
         latest = self.store.scalar("SELECT MAX(json_extract(data, '$.step')) FROM events "
                                    "WHERE name = 'CheckpointPublished' AND pool_id = ?", (pool_id,))
@@ -218,7 +218,7 @@ class Explorer(CourtViews):
     def pool(self, pool_id: int) -> Pool:
         summary = self._pool_summary(self._pool_row(pool_id))
         spec = self.store.object(summary.task_ref)
-        return Pool(**given_fields(summary), run_spec=spec["body"] if spec else None,
+        return Pool(**given_fields(summary), run_spec=spec.body if spec else None,
                     slashed_total=str(sum(int(r["data"]["amount"]) for r in self._slash_rows(pool_id))),
                     validators=[v.validator for v in self._validators(pool_id) if v.allowed],
                     court=self._court_params(pool_id) is not None)
@@ -311,11 +311,11 @@ class Explorer(CourtViews):
         items = []
         for r in rows:
             manifest = self.store.object(r["data"]["manifest_digest"])
-            body = manifest["body"] if manifest else None  # what the fetcher kept of a manifest it validated
+            body = manifest.body if manifest else None  # what the fetcher kept of a manifest it validated
             items.append(Checkpoint(step=r["data"]["step"], manifest_digest=r["data"]["manifest_digest"],
                                     block=r["block_number"], tx_hash=r["tx_hash"],
                                     manifest=None if body is None else Manifest.model_validate(body),
-                                    manifest_error=manifest["error"] if manifest else None))
+                                    manifest_error=manifest.error if manifest else None))
         return page(Checkpoint, items, total, offset, limit)
 
     def curve(self, pool_id: int, offset: int, limit: int) -> Page[CurvePoint]:
@@ -326,7 +326,7 @@ class Explorer(CourtViews):
             if not metrics_cid:
                 continue
             obj = self.store.object(hex_text(cid_to_digest(metrics_cid)))
-            m = obj["body"] if obj else None  # the trainer's JSON: only its numbers are shown
+            m = obj.body if obj else None  # the trainer's JSON: only its numbers are shown
             if not isinstance(m, dict):
                 continue
             named = {k: _number(m.get(k)) for k in CURVE_FIELDS}
@@ -348,7 +348,7 @@ class Explorer(CourtViews):
     def workers(self, pool_id: int, offset: int, limit: int) -> Page[PoolWorker]:
         self._pool_row(pool_id)
         members = sorted(self._members(pool_id).items(), key=lambda kv: kv[1].joined_block)
-        rows: dict[str, list[dict[str, Any]]] = {}
+        rows: dict[str, list[Row]] = {}
         for r in self.store.select("SELECT worker, status, COUNT(*) AS n FROM work_status WHERE pool_id = ? "
                                    "GROUP BY worker, status", (pool_id,)):
             rows.setdefault(r["worker"], []).append(r)
@@ -380,7 +380,7 @@ class Explorer(CourtViews):
 
     # -------------------------------------------------------------- submissions and verdicts
 
-    def _submission(self, r: dict[str, Any]) -> Submission:
+    def _submission(self, r: Row) -> Submission:
         verdict = self.store.select("SELECT * FROM events WHERE work_id = ? AND name IN ('WorkAccepted', "
                                     "'WorkChallenged') ORDER BY block_number DESC LIMIT 1", (r["work_id"],))
         out = Submission(work_id=r["work_id"], pool_id=r["pool_id"], worker=r["data"]["worker"],
@@ -438,7 +438,7 @@ class Explorer(CourtViews):
                                      slashed=d.get("slashed")))
         return page(PoolVerdict, items, total, offset, limit)
 
-    def _slash_rows(self, pool_id: int) -> list[dict[str, Any]]:
+    def _slash_rows(self, pool_id: int) -> list[Row]:
         # Slashed comes from the StakeManager, which knows no pools: the challenge in the same transaction names
         # the pool and the worker (a court resolution slashes the overturned judge in the same transaction: the
         # ComputePool's slash of the worker is the one whose slasher is the pool).
@@ -450,7 +450,7 @@ class Explorer(CourtViews):
             "ORDER BY s.block_number DESC, s.log_index DESC", (pool_id,))
         return [r for r in rows if r["data"]["slasher"].lower() == pool]
 
-    def _slash_item(self, r: dict[str, Any]) -> Slash:
+    def _slash_item(self, r: Row) -> Slash:
         sub = self._submission(self.store.select("SELECT * FROM work_status WHERE work_id = ?",
                                                  (r["challenged_work"],))[0])
         return Slash(worker=r["data"]["worker"], challenger=r["data"]["challenger"], amount=r["data"]["amount"],
@@ -538,7 +538,7 @@ class Explorer(CourtViews):
             case = self.case(wid)
             for d in case.disputes:
                 ev = self.store.object(d.evidence_digest)
-                d.evidence = None if ev is None or ev["body"] is None else explain(ev["body"], wid)
+                d.evidence = None if ev is None or ev.body is None else explain(ev.body, wid)
             out.case = case
         return out
 
@@ -568,11 +568,11 @@ class Explorer(CourtViews):
         indexer), and what it says, explained."""
         d = work_id_of(digest)  # same shape: 0x + 32 bytes
         obj = self.store.object(d)
-        if obj is None or obj["kind"] != "evidence":
+        if obj is None or obj.kind != "evidence":
             raise NotFound(f"no challenge names evidence {digest}")
-        body = obj["body"]  # anyone's JSON: served as it is, explained by what evidence.explain recognises in it
+        body = obj.body  # anyone's JSON: served as it is, explained by what evidence.explain recognises in it
         work = body.get("work_id") if isinstance(body, dict) else None
-        return EvidenceAnswer(digest=d, document=body, available=body is not None, error=obj["error"],
+        return EvidenceAnswer(digest=d, document=body, available=body is not None, error=obj.error,
                               explanation=None if body is None else explain(body, work if isinstance(work, str)
                                                                             else None))
 
@@ -590,7 +590,7 @@ def _tokens(amount: str | int) -> str:
     return f"{value // 10**18}.{value % 10**18 * 10**4 // 10**18:04d}"
 
 
-def describe(r: dict[str, Any], txs: dict[str, list[dict[str, Any]]]) -> str:
+def describe(r: Row, txs: dict[str, list[Row]]) -> str:
     """One line for a timeline entry."""
     d, name = r["data"], r["name"]
     if name == "WorkSubmitted":

@@ -15,8 +15,8 @@ from pathlib import Path
 import requests
 import torch
 
-from dashboard.evidence import _toploc_rows, explain
 from dashboard.app import create_app
+from dashboard.evidence import _toploc_rows, explain
 from dashboard.indexer import ChainIndexer, ObjectFetcher
 from dashboard.models import EvidenceExplanation
 from dashboard.service import ExplorerService, free_port
@@ -374,9 +374,9 @@ def test_an_index_of_an_older_schema_is_rebuilt_and_its_ipfs_cache_kept(tmp_path
     assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert store.get_meta("tip") is None and store.all_events() == []
     assert {r[1] for r in store.db.execute("PRAGMA table_info(events)")} >= {"block_time", "party"}
-    assert store.object("0x01")["body"] == {"a": 1}
+    assert store.object("0x01").body == {"a": 1}
     Store(path)  # opening the current schema again changes nothing
-    assert store.object("0x01")["body"] == {"a": 1}
+    assert store.object("0x01").body == {"a": 1}
 
 
 def test_a_calibrated_pools_toploc_failure_shows_the_limits_of_the_chunks_length():
@@ -410,3 +410,18 @@ def test_a_chunk_count_challenge_shows_the_count_against_an_honest_files():
     rows = explained.measurements
     assert [(r.measured, r.threshold) for r in rows] == [(60, 16.9), (math.exp(-40.0), 1e-6)]
     assert rows[1].passes is False
+
+
+def test_a_hostile_evidence_document_is_explained_with_only_what_fits():
+    """An evidence document is anyone's JSON: the explanation takes from it only values of its fields' kinds, a
+    document whose measurements cannot be read explains without them, and a q = 1 draw claiming 10¹² completions is
+    judged without building their list."""
+    doc = {"reason_code": 12, "validator": 7, "message": ["x"], "failing_samples": [1, True, "x", 2],
+           "failing_chunks": [1], "statistics": [1], "thresholds": {"a": 1},
+           "spot_check": {"spot_check_bps": 10_000, "n": 10**12, "indices": [0, "1"]}}
+    x = explain(doc, "0x" + "ab" * 32)
+    assert isinstance(x, EvidenceExplanation) and (x.reason, x.check) == ("TOPLOC", "TOPLOC")
+    assert (x.validator, x.summary, x.measurements) == (None, x.meaning, [])
+    assert [(c.completion, c.chunks) for c in x.failing_completions] == [(1, []), (2, [])]
+    assert x.spot_check is not None and (x.spot_check.indices, x.spot_check.verified) == (None, False)
+    assert explain([1, 2]).kind == "unreadable" and explain({"finding": "ok", "validator": 7}).validator is None
