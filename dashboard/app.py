@@ -24,6 +24,7 @@ from pydantic import JsonValue
 from dashboard.court import PENALTY_WHY
 from dashboard.indexer import ChainIndexer, ObjectFetcher
 from dashboard.models import (
+    CaseStateName,
     CaseSummary,
     Checkpoint,
     Claim,
@@ -33,7 +34,6 @@ from dashboard.models import (
     CurvePoint,
     ErrorAnswer,
     EvidenceAnswer,
-    CaseStateName,
     Page,
     Pool,
     PoolStats,
@@ -202,17 +202,17 @@ def create_app(explorer: Callable[[], Explorer], indexer: ChainIndexer | None = 
         return explorer().claims(pool_id, offset, limit)
 
     @get("/pools/{pool_id}/stats", summary="The pool owner's view: budget, fee budget, reserved, throughput, "
-             "verdict and finality latency p50/p99, backlog, adversary rate, disputes")
+         "verdict and finality latency p50/p99, backlog, adversary rate, disputes")
     def pool_stats(pool_id: int) -> PoolStats:
         return explorer().pool_stats(pool_id)
 
     @get("/pools/{pool_id}/trainer", summary="The trainer's view: learning curve (reward, held-out accuracy, "
-             "staleness, importance-sampling statistics), files consumed against work accepted")
+         "staleness, importance-sampling statistics), files consumed against work accepted")
     def trainer(pool_id: int) -> Trainer:
         return explorer().trainer(pool_id)
 
     @get("/pools/{pool_id}/court", summary="A court pool: rules, fee budget, cases by state, disputes, "
-             "fees paid, validator penalties (404 if the ValidatorCourt does not judge the pool)")
+         "fees paid, validator penalties (404 if the ValidatorCourt does not judge the pool)")
     def court(pool_id: int) -> Court:
         return explorer().court(pool_id)
 
@@ -221,17 +221,17 @@ def create_app(explorer: Callable[[], Explorer], indexer: ChainIndexer | None = 
         return explorer().cases(pool_id, state, offset, limit)
 
     @get("/pools/{pool_id}/court/validators", summary="The pool's bonded validators: bond, locked, reserved, "
-             "verdicts, overturned, disputes, committee seats and votes, penalties, earnings")
+         "verdicts, overturned, disputes, committee seats and votes, penalties, earnings")
     def court_validators(pool_id: int, offset: int = Offset, limit: int = Limit) -> Page[CourtValidator]:
         return explorer().court_validators(pool_id, offset, limit)
 
     @get("/cases/{work_id}", summary="A court case: deadlines, assignment, first verdict, disputes with "
-             "their committees (and seed inputs) and votes, outcome, payments and penalties")
+         "their committees (and seed inputs) and votes, outcome, payments and penalties")
     def case(work_id: str) -> CourtCase:
         return explorer().case(work_id)
 
     @get("/validators/{address}", summary="A court validator: per pool its bond, locked/reserved/free stake, "
-             "verdicts, overturned, disputes, seats, votes, penalties, fees; its credits and withdrawals")
+         "verdicts, overturned, disputes, seats, votes, penalties, fees; its credits and withdrawals")
     def validator(address: str) -> Validator:
         return explorer().validator(address)
 
@@ -240,12 +240,12 @@ def create_app(explorer: Callable[[], Explorer], indexer: ChainIndexer | None = 
         return explorer().validator_verdicts(address, offset, limit)
 
     @get("/validators/{address}/earnings", summary="A validator's credits and penalties over time, with "
-             "running totals")
+         "running totals")
     def validator_earnings(address: str) -> ValidatorEarnings:
         return explorer().validator_earnings(address)
 
     @get("/workers/{address}", summary="A worker: stake, allocation, open works, submissions by verdict, "
-             "rewards owed, claimable and claimed, slashes with their reasons")
+         "rewards owed, claimable and claimed, slashes with their reasons")
     def worker(address: str) -> Worker:
         return explorer().worker(address)
 
@@ -255,7 +255,7 @@ def create_app(explorer: Callable[[], Explorer], indexer: ChainIndexer | None = 
         return explorer().worker_submissions(address, status, offset, limit)
 
     @get("/works/{work_id}", summary="A submission with its verdict, the reason explained (evidence, or "
-             "the checks an accepted work passed), its court case and its timeline")
+         "the checks an accepted work passed), its court case and its timeline")
     def work(work_id: str) -> Work:
         return explorer().work(work_id)
 

@@ -728,7 +728,7 @@ class LiveValidator(Model):
 
 
 class ReservedCase(Model):
-    model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
+    model_config = ConfigDict(populate_by_name=True)  # "as" is a keyword: built as as_, served as "as"
 
     work_id: Hex32
     as_: Literal["judge", "disputer", "committee member"] = Field(alias="as")

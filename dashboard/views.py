@@ -182,6 +182,14 @@ class _Membership:
     ejected: bool = False
 
 
+@dataclass(frozen=True)
+class _Allowed:
+    """The latest `ValidatorSet` of a validator in a pool."""
+
+    validator: str
+    allowed: bool
+
+
 class Explorer(CourtViews):
     """The explorer's read model over one index and one chain (the court's views: dashboard/court.py)."""
 
@@ -575,14 +583,6 @@ class Explorer(CourtViews):
         return EvidenceAnswer(digest=d, document=body, available=body is not None, error=obj.error,
                               explanation=None if body is None else explain(body, work if isinstance(work, str)
                                                                             else None))
-
-
-@dataclass(frozen=True)
-class _Allowed:
-    """The latest `ValidatorSet` of a validator in a pool."""
-
-    validator: str
-    allowed: bool
 
 
 def _tokens(amount: str | int) -> str:
