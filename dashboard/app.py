@@ -1,7 +1,9 @@
 """The explorer's HTTP face: JSON API (OpenAPI at /docs), Prometheus /metrics and the web page.
 
-Every list is paginated (`offset`, `limit`; answers carry `total`). Unknown pools, workers,
-works and evidence answer 404 with `{"error": "..."}`; malformed ids 400, bad query values 422.
+Every JSON route answers one model of dashboard/models.py (its `response_model`, from the route's return type),
+so /openapi.json documents each answer. Every list is paginated (`offset`, `limit`; answers carry `total`).
+Unknown pools, workers, works and evidence answer 404 with `{"error": "..."}`; malformed ids 400, bad query
+values 422.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Callable
 
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -17,16 +19,50 @@ from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from pydantic import JsonValue
 
 from dashboard.court import PENALTY_WHY
 from dashboard.indexer import ChainIndexer, ObjectFetcher
+from dashboard.models import (
+    CaseStateName,
+    CaseSummary,
+    Checkpoint,
+    Claim,
+    Court,
+    CourtCase,
+    CourtValidator,
+    CurvePoint,
+    ErrorAnswer,
+    EvidenceAnswer,
+    Page,
+    Pool,
+    PoolStats,
+    PoolSummary,
+    PoolValidator,
+    PoolVerdict,
+    PoolWorker,
+    Slash,
+    Status,
+    StatusAnswer,
+    Submission,
+    TimelineEntry,
+    Trainer,
+    Validator,
+    ValidatorEarnings,
+    ValidatorVerdict,
+    Work,
+    Worker,
+)
 from dashboard.views import BadId, Explorer, NotFound
 
 STATIC = Path(__file__).resolve().parent / "static"
-Status = Literal["pending", "accepted", "rejected", "paid", "expired"]
-CaseState = Literal["pending", "verdict", "disputed", "final", "void"]
 Offset = Query(0, ge=0, description="items to skip")
 Limit = Query(50, ge=1, le=500, description="items per page (at most 500)")
+ERRORS: dict[int | str, dict[str, object]] = {
+    400: {"model": ErrorAnswer, "description": "a malformed id"},
+    404: {"model": ErrorAnswer, "description": "an unknown pool, worker, validator, work, case or evidence"},
+    422: {"model": ErrorAnswer, "description": "a bad query value"},
+}
 
 
 class IndexMetrics:
@@ -107,127 +143,133 @@ def create_app(explorer: Callable[[], Explorer], indexer: ChainIndexer | None = 
         return JSONResponse({"error": f"{where}: {first['msg']}"}, status_code=422)
 
     # ---------------------------------------------------------------- API
+    # Each route's return type is its response model; a field a view leaves unset (a default of the model) is
+    # left out of the answer, as the model's description says (response_model_exclude_unset).
 
-    @app.get("/api/status", summary="Index position, chain head and the last indexing error")
-    def status() -> dict[str, Any]:
+    def get(path: str, summary: str) -> Callable[[Callable[..., object]], Callable[..., object]]:
+        return app.get("/api" + path, summary=summary, response_model_exclude_unset=True, responses=ERRORS)
+
+    @get("/status", summary="Index position, chain head and the last indexing error")
+    def status() -> StatusAnswer:
         e = explorer()
         head = e.live.head()
-        out: dict[str, Any] = {"chain_head": head, "events": sum(e.store.count_events().values())}
+        out = StatusAnswer(chain_head=head, events=sum(e.store.count_events().values()))
         if indexer is not None:
-            out |= {"indexed_block": indexer.indexed_block, "last_error": indexer.last_error,
-                    "lag_blocks": None if head is None or indexer.indexed_block is None
-                    else max(0, head - indexer.indexed_block)}
+            out.indexed_block, out.last_error = indexer.indexed_block, indexer.last_error
+            out.lag_blocks = None if head is None or indexer.indexed_block is None \
+                else max(0, head - indexer.indexed_block)
         return out
 
-    @app.get("/api/pools", summary="Every pool")
-    def pools(offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+    @get("/pools", summary="Every pool")
+    def pools(offset: int = Offset, limit: int = Limit) -> Page[PoolSummary]:
         return explorer().pools(offset, limit)
 
-    @app.get("/api/pools/{pool_id}", summary="A pool: parameters, budget, reserved, counts, run spec")
-    def pool(pool_id: int) -> dict[str, Any]:
+    @get("/pools/{pool_id}", summary="A pool: parameters, budget, reserved, counts, run spec")
+    def pool(pool_id: int) -> Pool:
         return explorer().pool(pool_id)
 
-    @app.get("/api/pools/{pool_id}/checkpoints", summary="Checkpoints by step, with their manifests")
-    def checkpoints(pool_id: int, offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+    @get("/pools/{pool_id}/checkpoints", summary="Checkpoints by step, with their manifests")
+    def checkpoints(pool_id: int, offset: int = Offset, limit: int = Limit) -> Page[Checkpoint]:
         return explorer().checkpoints(pool_id, offset, limit)
 
-    @app.get("/api/pools/{pool_id}/curve", summary="Learning curve: per-step trainer metrics from IPFS")
-    def curve(pool_id: int, offset: int = Offset, limit: int = Query(1000, ge=1, le=10_000)) -> dict[str, Any]:
+    @get("/pools/{pool_id}/curve", summary="Learning curve: per-step trainer metrics from IPFS")
+    def curve(pool_id: int, offset: int = Offset, limit: int = Query(1000, ge=1, le=10_000)) -> Page[CurvePoint]:
         return explorer().curve(pool_id, offset, limit)
 
-    @app.get("/api/pools/{pool_id}/workers", summary="Workers of the pool with submissions by status")
-    def workers(pool_id: int, offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+    @get("/pools/{pool_id}/workers", summary="Workers of the pool with submissions by status")
+    def workers(pool_id: int, offset: int = Offset, limit: int = Limit) -> Page[PoolWorker]:
         return explorer().workers(pool_id, offset, limit)
 
-    @app.get("/api/pools/{pool_id}/validators", summary="Validators with their verdict counts")
-    def validators(pool_id: int, offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+    @get("/pools/{pool_id}/validators", summary="Validators with their verdict counts")
+    def validators(pool_id: int, offset: int = Offset, limit: int = Limit) -> Page[PoolValidator]:
         return explorer().validators(pool_id, offset, limit)
 
-    @app.get("/api/pools/{pool_id}/submissions", summary="Submissions, newest first, optionally by status")
+    @get("/pools/{pool_id}/submissions", summary="Submissions, newest first, optionally by status")
     def submissions(pool_id: int, status: Status | None = None, offset: int = Offset,
-                    limit: int = Limit) -> dict[str, Any]:
+                    limit: int = Limit) -> Page[Submission]:
         return explorer().submissions(pool_id, status, offset, limit)
 
-    @app.get("/api/pools/{pool_id}/verdicts", summary="Attestations and challenges (reason, evidence digest)")
-    def verdicts(pool_id: int, offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+    @get("/pools/{pool_id}/verdicts", summary="Attestations and challenges (reason, evidence digest)")
+    def verdicts(pool_id: int, offset: int = Offset, limit: int = Limit) -> Page[PoolVerdict]:
         return explorer().verdicts(pool_id, offset, limit)
 
-    @app.get("/api/pools/{pool_id}/slashes", summary="Slashes of the pool's workers")
-    def slashes(pool_id: int, offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+    @get("/pools/{pool_id}/slashes", summary="Slashes of the pool's workers")
+    def slashes(pool_id: int, offset: int = Offset, limit: int = Limit) -> Page[Slash]:
         return explorer().slashes(pool_id, offset, limit)
 
-    @app.get("/api/pools/{pool_id}/claims", summary="Reward claims that paid work of the pool")
-    def claims(pool_id: int, offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+    @get("/pools/{pool_id}/claims", summary="Reward claims that paid work of the pool")
+    def claims(pool_id: int, offset: int = Offset, limit: int = Limit) -> Page[Claim]:
         return explorer().claims(pool_id, offset, limit)
 
-    @app.get("/api/pools/{pool_id}/stats", summary="The pool owner's view: budget, fee budget, reserved, throughput, "
-             "verdict and finality latency p50/p99, backlog, adversary rate, disputes")
-    def pool_stats(pool_id: int) -> dict[str, Any]:
+    @get("/pools/{pool_id}/stats", summary="The pool owner's view: budget, fee budget, reserved, throughput, "
+         "verdict and finality latency p50/p99, backlog, adversary rate, disputes")
+    def pool_stats(pool_id: int) -> PoolStats:
         return explorer().pool_stats(pool_id)
 
-    @app.get("/api/pools/{pool_id}/trainer", summary="The trainer's view: learning curve (reward, held-out accuracy, "
-             "staleness, importance-sampling statistics), files consumed against work accepted")
-    def trainer(pool_id: int) -> dict[str, Any]:
+    @get("/pools/{pool_id}/trainer", summary="The trainer's view: learning curve (reward, held-out accuracy, "
+         "staleness, importance-sampling statistics), files consumed against work accepted")
+    def trainer(pool_id: int) -> Trainer:
         return explorer().trainer(pool_id)
 
-    @app.get("/api/pools/{pool_id}/court", summary="A court pool: rules, fee budget, cases by state, disputes, "
-             "fees paid, validator penalties (404 if the ValidatorCourt does not judge the pool)")
-    def court(pool_id: int) -> dict[str, Any]:
+    @get("/pools/{pool_id}/court", summary="A court pool: rules, fee budget, cases by state, disputes, "
+         "fees paid, validator penalties (404 if the ValidatorCourt does not judge the pool)")
+    def court(pool_id: int) -> Court:
         return explorer().court(pool_id)
 
-    @app.get("/api/pools/{pool_id}/cases", summary="The court's cases of the pool, newest first, optionally by state")
-    def cases(pool_id: int, state: CaseState | None = None, offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+    @get("/pools/{pool_id}/cases", summary="The court's cases of the pool, newest first, optionally by state")
+    def cases(pool_id: int, state: CaseStateName | None = None, offset: int = Offset, limit: int = Limit) -> Page[CaseSummary]:
         return explorer().cases(pool_id, state, offset, limit)
 
-    @app.get("/api/pools/{pool_id}/court/validators", summary="The pool's bonded validators: bond, locked, reserved, "
-             "verdicts, overturned, disputes, committee seats and votes, penalties, earnings")
-    def court_validators(pool_id: int, offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+    @get("/pools/{pool_id}/court/validators", summary="The pool's bonded validators: bond, locked, reserved, "
+         "verdicts, overturned, disputes, committee seats and votes, penalties, earnings")
+    def court_validators(pool_id: int, offset: int = Offset, limit: int = Limit) -> Page[CourtValidator]:
         return explorer().court_validators(pool_id, offset, limit)
 
-    @app.get("/api/cases/{work_id}", summary="A court case: deadlines, assignment, first verdict, disputes with "
-             "their committees (and seed inputs) and votes, outcome, payments and penalties")
-    def case(work_id: str) -> dict[str, Any]:
+    @get("/cases/{work_id}", summary="A court case: deadlines, assignment, first verdict, disputes with "
+         "their committees (and seed inputs) and votes, outcome, payments and penalties")
+    def case(work_id: str) -> CourtCase:
         return explorer().case(work_id)
 
-    @app.get("/api/validators/{address}", summary="A court validator: per pool its bond, locked/reserved/free stake, "
-             "verdicts, overturned, disputes, seats, votes, penalties, fees; its credits and withdrawals")
-    def validator(address: str) -> dict[str, Any]:
+    @get("/validators/{address}", summary="A court validator: per pool its bond, locked/reserved/free stake, "
+         "verdicts, overturned, disputes, seats, votes, penalties, fees; its credits and withdrawals")
+    def validator(address: str) -> Validator:
         return explorer().validator(address)
 
-    @app.get("/api/validators/{address}/verdicts", summary="A validator's first verdicts with how each case ended")
-    def validator_verdicts(address: str, offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+    @get("/validators/{address}/verdicts", summary="A validator's first verdicts with how each case ended")
+    def validator_verdicts(address: str, offset: int = Offset, limit: int = Limit) -> Page[ValidatorVerdict]:
         return explorer().validator_verdicts(address, offset, limit)
 
-    @app.get("/api/validators/{address}/earnings", summary="A validator's credits and penalties over time, with "
-             "running totals")
-    def validator_earnings(address: str) -> dict[str, Any]:
+    @get("/validators/{address}/earnings", summary="A validator's credits and penalties over time, with "
+         "running totals")
+    def validator_earnings(address: str) -> ValidatorEarnings:
         return explorer().validator_earnings(address)
 
-    @app.get("/api/workers/{address}", summary="A worker: stake, allocation, open works, submissions by verdict, "
-             "rewards owed, claimable and claimed, slashes with their reasons")
-    def worker(address: str) -> dict[str, Any]:
+    @get("/workers/{address}", summary="A worker: stake, allocation, open works, submissions by verdict, "
+         "rewards owed, claimable and claimed, slashes with their reasons")
+    def worker(address: str) -> Worker:
         return explorer().worker(address)
 
-    @app.get("/api/workers/{address}/submissions", summary="A worker's submissions, newest first")
+    @get("/workers/{address}/submissions", summary="A worker's submissions, newest first")
     def worker_submissions(address: str, status: Status | None = None, offset: int = Offset,
-                           limit: int = Limit) -> dict[str, Any]:
+                           limit: int = Limit) -> Page[Submission]:
         return explorer().worker_submissions(address, status, offset, limit)
 
-    @app.get("/api/works/{work_id}", summary="A submission with its verdict, the reason explained (evidence, or "
-             "the checks an accepted work passed), its court case and its timeline")
-    def work(work_id: str) -> dict[str, Any]:
+    @get("/works/{work_id}", summary="A submission with its verdict, the reason explained (evidence, or "
+         "the checks an accepted work passed), its court case and its timeline")
+    def work(work_id: str) -> Work:
         return explorer().work(work_id)
 
-    @app.get("/api/works/{work_id}/timeline", summary="A work's events from submission to payment or slash")
-    def timeline(work_id: str) -> list[dict[str, Any]]:
+    @get("/works/{work_id}/timeline", summary="A work's events from submission to payment or slash")
+    def timeline(work_id: str) -> list[TimelineEntry]:
         return explorer().timeline(work_id)
 
-    @app.get("/api/evidence/{digest}", summary="A challenge's evidence document, as put on IPFS")
-    def evidence(digest: str) -> dict[str, Any]:
+    @get("/evidence/{digest}", summary="A challenge's evidence document, as put on IPFS")
+    def evidence(digest: str) -> EvidenceAnswer:
         return explorer().evidence(digest)
 
-    @app.get("/api/summary", summary="The demo's summary (runs/demo/summary.json), when there is one")
-    def summary() -> Any:
+    @get("/summary", summary="The demo's summary (runs/demo/summary.json), when there is one: the demo's own "
+         "JSON, passed through as it is")
+    def summary() -> JsonValue:
         if summary_path is None or not summary_path.is_file():
             raise HTTPException(404, f"no summary at {summary_path}" if summary_path else "no summary configured")
         try:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TypeVar
 
 from dashboard.chain_source import Reason
+from dashboard.models import Page, SubmissionCounts
+from dashboard.store import Row
 
 STATUSES = ("pending", "accepted", "rejected", "paid", "expired")
 _WORK_ID = re.compile(r"^0x[0-9a-fA-F]{64}$")
@@ -20,8 +22,16 @@ class BadId(ValueError):
     """A malformed id in the request (HTTP 400)."""
 
 
-def page(items: list, total: int, offset: int, limit: int) -> dict[str, Any]:
-    return {"items": items, "total": total, "offset": offset, "limit": limit}
+T = TypeVar("T")
+
+
+def page(item: type[T], items: list[T], total: int, offset: int, limit: int) -> Page[T]:
+    return Page[item](items=items, total=total, offset=offset, limit=limit)  # type: ignore[valid-type]
+
+
+def status_counts(rows: list[Row]) -> SubmissionCounts:
+    """Submissions by status from `SELECT status, COUNT(*) AS n … GROUP BY status` (a status without any: 0)."""
+    return SubmissionCounts(**({s: 0 for s in STATUSES} | {r["status"]: r["n"] for r in rows}))
 
 
 def reason_name(code: int) -> str:

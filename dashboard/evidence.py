@@ -7,14 +7,29 @@ draw (q, n, m, indices, the block hash they come from), re-derived here from the
 that a reader can see the validator did not pick them. An attestation carries no document: `checks_passed`
 says what a protocol validator checks before attesting and re-derives which completions got the expensive
 checks from the same public inputs. Pure functions of their arguments (no chain, no IPFS).
+
+An evidence document is anyone's JSON (whoever put it on IPFS and named it on-chain): nothing here assumes its shape.
+What the explanation shows of it is taken only where it has the kind its field names (`_int`, `_str`, `_ints`,
+`_dict`), and a document whose measurements cannot be read explains without them.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+
+from pydantic import JsonValue
 
 from dashboard.chain_source import Reason
+from dashboard.models import (
+    ChecksPassed,
+    EvidenceExplanation,
+    Explanation,
+    FailingCompletion,
+    FindingExplanation,
+    Measurement,
+    SpotCheckDraw,
+    UnreadableExplanation,
+)
 from protocol.digest import hex_text
 from protocol.spotcheck import MAX_BPS, spot_check_count, spot_check_indices, spot_check_randomness
 
@@ -47,6 +62,25 @@ SPOT_CHECKS = ["termination (EOS probability)", "sampling replay", "TOPLOC proof
 """Checks the spot-checked completions get (one prefill of the declared checkpoint each)."""
 
 
+def _int(value: JsonValue) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: JsonValue) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _ints(value: JsonValue) -> list[int] | None:
+    """A list of integers, or None for anything else."""
+    if not isinstance(value, list) or not all(_int(v) is not None for v in value):
+        return None
+    return [v for v in value if isinstance(v, int)]
+
+
+def _dict(value: JsonValue) -> dict[str, JsonValue]:
+    return value if isinstance(value, dict) else {}
+
+
 def _reason(code: int | None, name: str | None) -> Reason | None:
     try:
         return Reason(code) if code is not None else Reason[name] if name else None
@@ -54,13 +88,13 @@ def _reason(code: int | None, name: str | None) -> Reason | None:
         return None
 
 
-def _row(what: str, measured: Any, threshold: Any, ok: bool | None, completion: int | None = None,
-         chunk: int | None = None, rule: str = "") -> dict[str, Any]:
-    return {"what": what, "completion": completion, "chunk": chunk, "measured": measured, "threshold": threshold,
-            "rule": rule, "passes": ok}
+def _row(what: str, measured: JsonValue, threshold: JsonValue, ok: bool | None, completion: int | None = None,
+         chunk: int | None = None, rule: str = "") -> Measurement:
+    return Measurement(what=what, completion=completion, chunk=chunk, measured=measured, threshold=threshold,
+                       rule=rule, passes=ok)
 
 
-def _toploc_rows(details: dict, thresholds: dict, completion: int | None) -> list[dict[str, Any]]:
+def _toploc_rows(details: dict, thresholds: dict, completion: int | None) -> list[Measurement]:
     """One row per measured quantity of each failing chunk (a chunk passes when enough exponents match and the
     mantissa errors' mean and median are within bounds: proofs/toploc.py)."""
     t = details.get("thresholds") or thresholds or {}
@@ -96,7 +130,7 @@ def _calibrated_limits(thresholds: dict, tokens: int) -> dict | None:
 
 
 def _chunk_limit_rows(limits: dict, chunk: int, completion: int | None, mism: list, means: list,
-                      medians: list) -> list[dict[str, Any]]:
+                      medians: list) -> list[Measurement]:
     rule = f"limits of chunks of ≤ {limits['tokens']} tokens"
     rows = []
     for what, values, key in (("exponent mismatches", mism, "max_exp_mismatches"),
@@ -108,7 +142,7 @@ def _chunk_limit_rows(limits: dict, chunk: int, completion: int | None, mism: li
     return rows
 
 
-def _margin_rows(t: dict) -> list[dict[str, Any]]:
+def _margin_rows(t: dict) -> list[Measurement]:
     """The sampler's margin test (proofs/margins.py): the file's and its most deviant completion's bounds against
     half the false-positive rate, and the margin sum against the score that would be challenged."""
     half = t.get("false_positive_rate", 0) / 2
@@ -123,7 +157,7 @@ def _margin_rows(t: dict) -> list[dict[str, Any]]:
     return rows
 
 
-def _count_rows(t: dict) -> list[dict[str, Any]]:
+def _count_rows(t: dict) -> list[Measurement]:
     """TOPLOC's chunk-count test (proofs.toploc.chunk_count_test): the file's chunks above their length's honest
     90 % level against what an honest file averages, and the bound on that count against the false-positive rate."""
     bound, rate = math.exp(t.get("log_p_value", 0.0)), t.get("false_positive_rate", 0)
@@ -132,14 +166,23 @@ def _count_rows(t: dict) -> list[dict[str, Any]]:
             _row("bound on that count", bound, rate, bound > rate, rule=">")]
 
 
-def _measurements(reason: Reason | None, doc: dict, completion: int | None) -> list[dict[str, Any]]:
-    stats = doc.get("statistics") or {}
-    details = stats.get("first_failure") if isinstance(stats.get("first_failure"), dict) else {}
-    rows: list[dict[str, Any]] = []
+def _measurements(reason: Reason | None, doc: dict[str, JsonValue], completion: int | None) -> list[Measurement]:
+    """The measured values the document states against their thresholds (none when it states them in a shape
+    these rows do not read: a hostile or garbled document still explains)."""
+    try:
+        return _measured(reason, doc, completion)
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError):
+        return []
+
+
+def _measured(reason: Reason | None, doc: dict[str, JsonValue], completion: int | None) -> list[Measurement]:
+    stats = _dict(doc.get("statistics"))
+    details = _dict(stats.get("first_failure"))
+    rows: list[Measurement] = []
     if reason == Reason.TOPLOC and isinstance(stats.get("chunk_count_test"), dict):
         rows = _count_rows(stats["chunk_count_test"])
     elif reason == Reason.TOPLOC:
-        rows = _toploc_rows(details, doc.get("thresholds") or {}, completion)
+        rows = _toploc_rows(details, _dict(doc.get("thresholds")), completion)
     elif reason == Reason.SAMPLING and isinstance(stats.get("margin_test"), dict):
         rows = _margin_rows(stats["margin_test"])
     elif reason == Reason.SAMPLING and "max_score_gap" in details:
@@ -160,72 +203,76 @@ def _measurements(reason: Reason | None, doc: dict, completion: int | None) -> l
     return rows
 
 
-def verify_draw(spot: dict, work_id: str) -> dict[str, Any]:
+def verify_draw(spot: dict[str, JsonValue], work_id: str) -> SpotCheckDraw:
     """The spot check of an evidence document, re-derived: q, n, m and whether the indices and randomness are
     the ones the block hash and work id give (`verified`; None when q = 1, nothing drawn)."""
-    bps, n = spot.get("spot_check_bps"), spot.get("n")
-    out = {"q": None if bps is None else bps / MAX_BPS, "spot_check_bps": bps, "n": n, "m": spot.get("m"),
-           "indices": spot.get("indices"), "submission_block": spot.get("submission_block"),
-           "seed_block": None if spot.get("submission_block") is None else spot["submission_block"] + 1,
-           "block_hash": spot.get("block_hash"), "randomness": spot.get("randomness"), "verified": None}
+    bps, n, indices, block = _int(spot.get("spot_check_bps")), _int(spot.get("n")), spot.get("indices"), \
+        _int(spot.get("submission_block"))
+    block_hash, randomness = _str(spot.get("block_hash")), _str(spot.get("randomness"))
+    out = SpotCheckDraw(q=None if bps is None else bps / MAX_BPS, spot_check_bps=bps, n=n, m=_int(spot.get("m")),
+                        indices=_ints(indices), submission_block=block, seed_block=None if block is None else block + 1,
+                        block_hash=block_hash, randomness=randomness, verified=None)
     try:
         if bps is None or n is None:
             return out
         if spot.get("block_hash") is None:  # q = 1: every completion, no draw
-            out["verified"] = spot.get("indices") == list(range(n)) if spot_check_count(n, bps) >= n else False
+            out.verified = (spot_check_count(n, bps) >= n and isinstance(indices, list) and len(indices) == n
+                            and indices == list(range(n)))
             return out
-        randomness = spot_check_randomness(bytes.fromhex(spot["block_hash"][2:]), bytes.fromhex(work_id[2:]))
-        out["verified"] = (hex_text(randomness) == spot.get("randomness")
-                           and spot_check_indices(randomness, n, bps) == spot.get("indices"))
-    except (ValueError, TypeError):
-        out["verified"] = False
+        if block_hash is None:  # a hash that is no string
+            out.verified = False
+            return out
+        drawn = spot_check_randomness(bytes.fromhex(block_hash[2:]), bytes.fromhex(work_id[2:]))
+        out.verified = hex_text(drawn) == randomness and spot_check_indices(drawn, n, bps) == indices
+    except (ValueError, TypeError, OverflowError):
+        out.verified = False
     return out
 
 
-def explain(doc: Any, work_id: str | None = None) -> dict[str, Any]:
+def explain(doc: JsonValue, work_id: str | None = None) -> Explanation:
     """A challenge's evidence document (or a dispute's) as: the check that failed and what it means, the
     failing completions with their positions and proof chunks, measured values against thresholds, and the
     re-derived spot-check draw. Documents that are not evidence (a dispute's "every check passed") come back
     with their finding."""
     if not isinstance(doc, dict):
-        return {"kind": "unreadable", "summary": "the document is not a JSON object"}
+        return UnreadableExplanation(kind="unreadable", summary="the document is not a JSON object")
     if "reason_code" not in doc and "reason" not in doc:
-        return {"kind": "finding", "summary": str(doc.get("finding") or "no finding stated"),
-                "validator": doc.get("validator")}
-    reason = _reason(doc.get("reason_code"), doc.get("reason"))
+        return FindingExplanation(kind="finding", summary=str(doc.get("finding") or "no finding stated"),
+                                  validator=_str(doc.get("validator")))
+    code, name = _int(doc.get("reason_code")), _str(doc.get("reason"))
+    reason = _reason(code, name)
     check, meaning = CHECKS.get(reason, ("unknown", f"reason code {doc.get('reason_code')}"))
-    failing = [i for i in doc.get("failing_samples") or [] if isinstance(i, int)]
-    stats = doc.get("statistics") or {}
-    details = stats.get("first_failure") if isinstance(stats.get("first_failure"), dict) else {}
-    chunks = {str(k): v for k, v in (doc.get("failing_chunks") or {}).items()}
+    samples = doc.get("failing_samples")
+    failing = [i for i in samples if isinstance(i, int) and not isinstance(i, bool)] if isinstance(samples, list) \
+        else []
+    details = _dict(_dict(doc.get("statistics")).get("first_failure"))
+    chunks = {str(k): _ints(v) or [] for k, v in _dict(doc.get("failing_chunks")).items()}
     first = failing[0] if failing else None
-    completions = [{"completion": i, "chunks": chunks.get(str(i), []),
-                    "positions": (details.get("failed_positions") or []) if i == first else []} for i in failing]
-    out = {
-        "kind": "evidence", "reason": reason.name if reason else doc.get("reason"),
-        "reason_code": doc.get("reason_code"), "check": check, "meaning": meaning,
-        "summary": doc.get("message") or meaning, "validator": doc.get("validator"),
-        "failing_completions": completions, "measurements": _measurements(reason, doc, first),
-        "thresholds": doc.get("thresholds") or {}, "spot_check": None,
-    }
-    if isinstance(doc.get("spot_check"), dict):
-        out["spot_check"] = verify_draw(doc["spot_check"], work_id or doc.get("work_id") or "")
-    return out
+    completions = [FailingCompletion(completion=i, chunks=chunks.get(str(i), []),
+                                     positions=(_ints(details.get("failed_positions")) or []) if i == first else [])
+                   for i in failing]
+    spot = doc.get("spot_check")
+    return EvidenceExplanation(
+        kind="evidence", reason=reason.name if reason else name, reason_code=code, check=check, meaning=meaning,
+        summary=_str(doc.get("message")) or meaning, validator=_str(doc.get("validator")),
+        failing_completions=completions, measurements=_measurements(reason, doc, first),
+        thresholds=doc.get("thresholds") or {},
+        spot_check=verify_draw(spot, work_id or _str(doc.get("work_id")) or "") if isinstance(spot, dict) else None)
 
 
 def checks_passed(n: int, spot_check_bps: int, work_id: str, block_hash: str | None,
-                  submission_block: int) -> dict[str, Any]:
+                  submission_block: int) -> ChecksPassed:
     """What a protocol validator checked before attesting a file of `n` completions: the cheap checks on all,
     the expensive ones on the m = ceil(q·n) completions drawn from the hash of block B + 1 and the work id
     (None while that block does not exist)."""
     m = spot_check_count(n, spot_check_bps)
-    out = {"all_completions": CHEAP_CHECKS, "spot_checks": SPOT_CHECKS, "n": n, "m": m,
-           "q": spot_check_bps / MAX_BPS, "spot_check_bps": spot_check_bps, "submission_block": submission_block,
-           "seed_block": submission_block + 1, "block_hash": block_hash, "randomness": None, "indices": None}
+    out = ChecksPassed(all_completions=CHEAP_CHECKS, spot_checks=SPOT_CHECKS, n=n, m=m, q=spot_check_bps / MAX_BPS,
+                       spot_check_bps=spot_check_bps, submission_block=submission_block,
+                       seed_block=submission_block + 1, block_hash=block_hash, randomness=None, indices=None)
     if m >= n:
-        out["indices"] = list(range(n))
+        out.indices = list(range(n))
     elif block_hash is not None:
         randomness = spot_check_randomness(bytes.fromhex(block_hash[2:]), bytes.fromhex(work_id[2:]))
-        out["randomness"] = hex_text(randomness)
-        out["indices"] = spot_check_indices(randomness, n, spot_check_bps)
+        out.randomness = hex_text(randomness)
+        out.indices = spot_check_indices(randomness, n, spot_check_bps)
     return out

@@ -23,6 +23,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import JsonValue
 from web3 import Web3
 from web3.exceptions import TransactionNotFound
 
@@ -257,7 +258,8 @@ class ObjectFetcher:
             try:
                 body = self._body(kind, get_object(self.kubo, bytes.fromhex(digest[2:]), timeout=self.timeout_s))
             except Exception as exc:  # unavailable, mismatched, not JSON: try again later
-                attempts = (self.store.object(digest) or {}).get("attempts", 0)
+                known = self.store.object(digest)
+                attempts = known.attempts if known else 0
                 with self.store.transaction():
                     self.store.object_failed(digest, f"{exc.__class__.__name__}: {exc}"[:300],
                                              min(60.0, 2.0 ** attempts))
@@ -265,14 +267,14 @@ class ObjectFetcher:
                 continue
             with self.store.transaction():
                 self.store.put_object_body(digest, body)
-                if kind == "manifest" and body.get("metrics"):
+                if kind == "manifest" and isinstance(body, dict) and isinstance(body.get("metrics"), str):
                     self.store.want_object(hex_text(cid_to_digest(body["metrics"])), "metrics")
             self.fetched += 1
             arrived += 1
         return arrived
 
     @staticmethod
-    def _body(kind: str, data: bytes) -> Any:
+    def _body(kind: str, data: bytes) -> JsonValue:
         if kind == "manifest":
             m = parse_manifest(data)
             return {"step": m.step, "parent": m.parent, "dtype": m.dtype, "shards": len(m.shards),

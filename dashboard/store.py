@@ -23,7 +23,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import JsonValue
 
 SCHEMA_VERSION = 2
 """`PRAGMA user_version` of the index. An index of another version is rebuilt from the chain on open (its
@@ -93,6 +95,23 @@ COURT_WORK_EVENTS = ("AssignmentDrawn", "CommitteeDrawn", "VoteCommitted", "Vote
 """Court events that name a work but not its pool."""
 
 
+Row = dict[str, Any]
+"""A row of a read query (`Store.select`): column → value, the `data` column decoded: the event's fields as the
+indexer wrote them (amounts decimal strings, bytes 0x-hex), a shape of its own per event name."""
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """An IPFS object in the cache. `body`: its JSON, None until fetched: anyone's document (a run spec, a metrics
+    object, an evidence document), but for a manifest what the fetcher kept of it after validating it."""
+
+    digest: str
+    kind: Literal["runspec", "manifest", "metrics", "evidence"]
+    error: str | None
+    attempts: int
+    body: JsonValue
+
+
 @dataclass(frozen=True)
 class EventRow:
     """One chain event as stored."""
@@ -109,7 +128,7 @@ class EventRow:
     work_id: str | None
     worker: str | None
     party: str | None
-    data: dict[str, Any]
+    data: dict[str, JsonValue]
 
 
 class Store:
@@ -235,7 +254,7 @@ class Store:
                         r["block_hash"], r["block_time"], r["pool_id"], r["work_id"], r["worker"], r["party"],
                         json.loads(r["data"]))
 
-    def select(self, sql: str, params: tuple = ()) -> list[dict[str, Any]]:
+    def select(self, sql: str, params: tuple = ()) -> list[Row]:
         """Rows of a read query as dicts, with the `data` column decoded."""
         out = []
         for r in self.db.execute(sql, params):
@@ -249,7 +268,7 @@ class Store:
         row = self.db.execute(sql, params).fetchone()
         return None if row is None else row[0]
 
-    def newest_first(self, source: str, params: tuple, offset: int, limit: int) -> tuple[int, list[dict[str, Any]]]:
+    def newest_first(self, source: str, params: tuple, offset: int, limit: int) -> tuple[int, list[Row]]:
         """(how many rows `source` — "FROM … WHERE …" — has, and the page of them at `offset`, newest first)."""
         total = self.scalar(f"SELECT COUNT(*) {source}", params)
         rows = self.select(f"SELECT * {source} ORDER BY block_number DESC, log_index DESC LIMIT ? OFFSET ?",
@@ -263,20 +282,20 @@ class Store:
         self.db.execute("INSERT INTO objects (digest, kind) VALUES (?, ?) ON CONFLICT(digest) DO NOTHING",
                         (digest, kind))
 
-    def object(self, digest: str) -> dict[str, Any] | None:
+    def object(self, digest: str) -> StoredObject | None:
         """The cached object's row: kind, body (decoded, or None until fetched), error."""
         r = self.db.execute("SELECT * FROM objects WHERE digest = ?", (digest,)).fetchone()
         if r is None:
             return None
-        return {"digest": r["digest"], "kind": r["kind"], "error": r["error"], "attempts": r["attempts"],
-                "body": None if r["body"] is None else json.loads(r["body"])}
+        return StoredObject(digest=r["digest"], kind=r["kind"], error=r["error"], attempts=r["attempts"],
+                            body=None if r["body"] is None else json.loads(r["body"]))
 
     def objects_due(self, limit: int = 20) -> list[tuple[str, str]]:
         rows = self.db.execute("SELECT digest, kind FROM objects WHERE body IS NULL AND retry_after <= ? "
                                "ORDER BY attempts, rowid LIMIT ?", (time.time(), limit))
         return [(r["digest"], r["kind"]) for r in rows]
 
-    def put_object_body(self, digest: str, body: Any) -> None:
+    def put_object_body(self, digest: str, body: JsonValue) -> None:
         self.db.execute("UPDATE objects SET body = ?, error = NULL WHERE digest = ?", (json.dumps(body), digest))
 
     def object_failed(self, digest: str, error: str, backoff_s: float) -> None:

@@ -1,4 +1,4 @@
-"""What the explorer shows, as plain dicts: index queries plus a few live reads of the chain.
+"""What the explorer shows, as the models of dashboard/models.py: index queries plus a few live reads of the chain.
 
 History (submissions, verdicts, checkpoints, slashes, claims) comes from the index; the values
 the contracts compute (budget, reserved, a worker's bonded stake) are read live from the chain,
@@ -9,19 +9,54 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import fields
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar, cast
 
 from web3 import Web3
 
 from dashboard.chain_source import ComputePool, Deployment, StakeManager, ValidatorCourt, cid_to_digest, decode_pool
-from dashboard.common import STATUSES, BadId, NotFound, address_of, page, reason_name, work_id_of
+from dashboard.common import STATUSES, BadId, NotFound, address_of, page, reason_name, status_counts, work_id_of
 from dashboard.court import PENALTY_WHY, VOID_WHY, CourtViews, credit_kind, percentile
 from dashboard.evidence import checks_passed, explain
-from dashboard.store import Store
+from dashboard.models import (
+    Backlog,
+    Checkpoint,
+    Claim,
+    CourtAccount,
+    CurvePoint,
+    EvidenceAnswer,
+    Latency,
+    LivePool,
+    LiveValidator,
+    Manifest,
+    Member,
+    Page,
+    Pool,
+    PoolStats,
+    PoolSummary,
+    PoolValidator,
+    PoolVerdict,
+    PoolWorker,
+    Slash,
+    Submission,
+    SubmissionCounts,
+    Throughput,
+    TimelineEntry,
+    Trainer,
+    TrainerPoint,
+    Work,
+    Worker,
+    WorkerStake,
+    given_fields,
+)
+from dashboard.store import Row, Store
 from protocol.digest import hex_text
 
 __all__ = ["BadId", "Explorer", "LiveChain", "NotFound", "STATUSES", "address_of", "page", "reason_name", "work_id_of"]
+
+T = TypeVar("T")
+
 
 class LiveChain:
     """Cached live reads (one second): pool state and stake, None while the RPC is unreachable."""
@@ -32,14 +67,14 @@ class LiveChain:
         self.court = ValidatorCourt(w3, deployment.validator_court) if deployment.validator_court else None
         self.w3 = w3
         self.ttl_s = ttl_s
-        self._cache: dict[tuple, tuple[float, Any]] = {}
+        self._cache: dict[tuple[object, ...], tuple[float, object]] = {}
         self._lock = threading.Lock()
 
-    def _cached(self, key: tuple, read) -> Any:
+    def _cached(self, key: tuple[object, ...], read: Callable[[], T]) -> T | None:
         with self._lock:
             hit = self._cache.get(key)
             if hit and time.monotonic() - hit[0] < self.ttl_s:
-                return hit[1]
+                return cast(T, hit[1])
         try:
             value = read()
         except Exception:  # outage: the page still shows the index
@@ -51,14 +86,16 @@ class LiveChain:
     def head(self) -> int | None:
         return self._cached(("head",), lambda: self.w3.eth.block_number)
 
-    def pool_state(self, pool_id: int) -> dict[str, Any] | None:
-        def read() -> dict[str, Any]:
-            state = decode_pool(pool_id, self.pool.get_pool(pool_id))
-            amounts = ("budget", "reserved", "min_stake", "reward_per_sample", "slash_amount")
-            view = {f.name: getattr(state, f.name) for f in fields(state) if f.name != "pool_id"}
-            view |= {name: str(view[name]) for name in amounts} | {"active": state.active}
-            view["status"] = state.status.name.lower()
-            return {k: str(v) if isinstance(v, bytes) else v for k, v in view.items()}
+    def pool_state(self, pool_id: int) -> LivePool | None:
+        def read() -> LivePool:
+            s = decode_pool(pool_id, self.pool.get_pool(pool_id))
+            return LivePool(owner=s.owner, trainer=s.trainer, status=s.status.name.lower(), latest_step=s.latest_step,
+                            budget=str(s.budget), reserved=str(s.reserved), min_stake=str(s.min_stake),
+                            reward_per_sample=str(s.reward_per_sample), slash_amount=str(s.slash_amount),
+                            bounty_bps=s.bounty_bps, challenge_window_s=s.challenge_window_s,
+                            reward_lock_s=s.reward_lock_s, async_level=s.async_level, task_ref=str(s.task_ref),
+                            base_checkpoint=str(s.base_checkpoint), max_samples_per_work=s.max_samples_per_work,
+                            spot_check_bps=s.spot_check_bps, active=s.active)
         return self._cached(("pool", pool_id), read)
 
     def now(self) -> int | None:
@@ -73,59 +110,84 @@ class LiveChain:
             return self.w3.eth.get_block(number)["hash"].to_0x_hex()
         return self._cached(("block", number), read)
 
-    def member(self, pool_id: int, worker: str) -> dict[str, Any] | None:
-        def read() -> dict[str, Any]:
+    def member(self, pool_id: int, worker: str) -> Member | None:
+        def read() -> Member:
             m = self.pool.get_member(pool_id, Web3.to_checksum_address(worker))
-            return {"member": m.member, "next_nonce": m.next_nonce, "open_works": m.open_works,
-                    "allocation": str(m.allocation), "required": str(m.required)}
+            return Member(member=m.member, next_nonce=m.next_nonce, open_works=m.open_works,
+                          allocation=str(m.allocation), required=str(m.required))
         return self._cached(("member", pool_id, worker), read)
 
-    def court_validator(self, pool_id: int, validator: str) -> dict[str, Any] | None:
+    def court_validator(self, pool_id: int, validator: str) -> LiveValidator | None:
         """`ValidatorCourt.getValidator`: locked and reserved stake (free = locked − reserved)."""
-        if self.court is None:
+        court = self.court
+        if court is None:
             return None
-        def read() -> dict[str, Any]:
-            v = self.court.get_validator(pool_id, Web3.to_checksum_address(validator))
-            return {"index": v.index, "registered_at": v.registered_at, "deregistered_at": v.deregistered_at,
-                    "locked": str(v.locked), "reserved": str(v.reserved), "free": str(v.locked - v.reserved)}
+        def read() -> LiveValidator:
+            v = court.get_validator(pool_id, Web3.to_checksum_address(validator))
+            return LiveValidator(index=v.index, registered_at=v.registered_at, deregistered_at=v.deregistered_at,
+                                 locked=str(v.locked), reserved=str(v.reserved), free=str(v.locked - v.reserved))
         return self._cached(("court_validator", pool_id, validator), read)
 
-    def court_account(self, validator: str) -> dict[str, Any] | None:
+    def court_account(self, validator: str) -> CourtAccount | None:
         """A validator's court-wide figures: credits not yet withdrawn, stake the court holds locked, free stake."""
-        if self.court is None:
+        court = self.court
+        if court is None:
             return None
-        def read() -> dict[str, Any]:
+        def read() -> CourtAccount:
             address = Web3.to_checksum_address(validator)
-            return {"credits": str(self.court.credits(address)),
-                    "court_locked": str(self.stake.locked_of(self.court.address, address)),
-                    "bonded": str(self.stake.bonded_of(address))}
+            return CourtAccount(credits=str(court.credits(address)),
+                                court_locked=str(self.stake.locked_of(court.address, address)),
+                                bonded=str(self.stake.bonded_of(address)))
         return self._cached(("court_account", validator), read)
 
     def fee_budget(self, pool_id: int) -> str | None:
-        if self.court is None:
+        court = self.court
+        if court is None:
             return None
-        return self._cached(("fee_budget", pool_id), lambda: str(self.court.fee_budget(pool_id)))
+        return self._cached(("fee_budget", pool_id), lambda: str(court.fee_budget(pool_id)))
 
     def assigned(self, work_id: str) -> str | None:
         """`ValidatorCourt.assignedValidator` (zero: not drawn yet, none in the case's set, or past the horizon)."""
-        if self.court is None:
+        court = self.court
+        if court is None:
             return None
-        return self._cached(("assigned", work_id), lambda: self.court.assigned_validator(bytes.fromhex(work_id[2:])))
+        return self._cached(("assigned", work_id), lambda: court.assigned_validator(bytes.fromhex(work_id[2:])))
 
-    def stake_of(self, worker: str) -> dict[str, Any] | None:
-        def read() -> dict[str, Any]:
+    def stake_of(self, worker: str) -> WorkerStake | None:
+        def read() -> WorkerStake:
             address = Web3.to_checksum_address(worker)
             unbonding = self.stake.unbonding_of(address)
-            return {"bonded": str(self.stake.bonded_of(address)),  # free bonded stake
-                    "allocated": str(self.stake.locked_of(self.pool.address, address)),  # locked for the pools
-                    "unbonding": str(unbonding.amount), "unbonding_ready_at": unbonding.ready_at}
+            return WorkerStake(bonded=str(self.stake.bonded_of(address)),  # free bonded stake
+                               allocated=str(self.stake.locked_of(self.pool.address, address)),  # locked for pools
+                               unbonding=str(unbonding.amount), unbonding_ready_at=unbonding.ready_at)
         return self._cached(("stake", worker), read)
 
 
-CURVE_FIELDS = ("reward", "batch_reward", "accuracy", "clipped_fraction", "staleness_mean", "staleness_max", "loss",
-                "is_weight_mean", "is_weight_max", "is_weight_min", "is_truncated_fraction", "mean_ratio",
-                "files_consumed", "rejected_files", "kl", "entropy")
+CURVE_FIELDS = tuple(name for name in CurvePoint.model_fields if name not in ("step", "metrics_cid"))
 """The metrics every curve point carries (None when the trainer did not publish them); other numbers pass."""
+
+
+def _number(value: object) -> int | float | None:
+    """A metric as the curve shows it: a JSON number, else None (a metrics object is the trainer's, not ours)."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+@dataclass
+class _Membership:
+    """A worker that joined the pool; `member`: whether it still is."""
+
+    worker: str
+    joined_block: int
+    member: bool = True
+    ejected: bool = False
+
+
+@dataclass(frozen=True)
+class _Allowed:
+    """The latest `ValidatorSet` of a validator in a pool."""
+
+    validator: str
+    allowed: bool
 
 
 class Explorer(CourtViews):
@@ -137,44 +199,44 @@ class Explorer(CourtViews):
 
     # -------------------------------------------------------------- pools
 
-    def _pool_row(self, pool_id: int) -> dict[str, Any]:
+    def _pool_row(self, pool_id: int) -> Row:
         rows = self.store.select("SELECT * FROM events WHERE name = 'PoolCreated' AND pool_id = ?", (pool_id,))
         if not rows:
             raise NotFound(f"unknown pool {pool_id}")
         return rows[0]
 
-    def pools(self, offset: int, limit: int) -> dict[str, Any]:
+    def pools(self, offset: int, limit: int) -> Page[PoolSummary]:
         total = self.store.scalar("SELECT COUNT(*) FROM events WHERE name = 'PoolCreated'")
         rows = self.store.select("SELECT * FROM events WHERE name = 'PoolCreated' ORDER BY pool_id LIMIT ? OFFSET ?",
                                  (limit, offset))
-        return page([self._pool_summary(r) for r in rows], total, offset, limit)
+        return page(PoolSummary, [self._pool_summary(r) for r in rows], total, offset, limit)
 
-    def _pool_summary(self, row: dict[str, Any]) -> dict[str, Any]:
+    def _pool_summary(self, row: Row) -> PoolSummary:
         pool_id = row["pool_id"]
-        counts = {s: 0 for s in STATUSES} | {r["status"]: r["n"] for r in self.store.select(
-            "SELECT status, COUNT(*) AS n FROM work_status WHERE pool_id = ? GROUP BY status", (pool_id,))}
         latest = self.store.scalar("SELECT MAX(json_extract(data, '$.step')) FROM events "
                                    "WHERE name = 'CheckpointPublished' AND pool_id = ?", (pool_id,))
-        return {"pool_id": pool_id, "owner": row["data"]["owner"], "trainer": row["data"]["trainer"],
-                "task_ref": row["data"]["task_ref"], "created_block": row["block_number"],
-                "latest_checkpoint_step": latest, "submissions": counts,
-                "workers": sum(m["member"] for m in self._members(pool_id).values()), "state": self.live.pool_state(pool_id)}
+        return PoolSummary(pool_id=pool_id, owner=row["data"]["owner"], trainer=row["data"]["trainer"],
+                           task_ref=row["data"]["task_ref"], created_block=row["block_number"],
+                           latest_checkpoint_step=latest, submissions=status_counts(self.store.select(
+                               "SELECT status, COUNT(*) AS n FROM work_status WHERE pool_id = ? GROUP BY status",
+                               (pool_id,))),
+                           workers=sum(m.member for m in self._members(pool_id).values()),
+                           state=self.live.pool_state(pool_id))
 
-    def pool(self, pool_id: int) -> dict[str, Any]:
+    def pool(self, pool_id: int) -> Pool:
         summary = self._pool_summary(self._pool_row(pool_id))
-        spec = self.store.object(summary["task_ref"])
-        summary["run_spec"] = spec["body"] if spec else None
-        summary["slashed_total"] = str(sum(int(r["data"]["amount"]) for r in self._slash_rows(pool_id)))
-        summary["validators"] = [v["validator"] for v in self._validators(pool_id) if v["allowed"]]
-        summary["court"] = self._court_params(pool_id) is not None
-        return summary
+        spec = self.store.object(summary.task_ref)
+        return Pool(**given_fields(summary), run_spec=spec.body if spec else None,
+                    slashed_total=str(sum(int(r["data"]["amount"]) for r in self._slash_rows(pool_id))),
+                    validators=[v.validator for v in self._validators(pool_id) if v.allowed],
+                    court=self._court_params(pool_id) is not None)
 
-    def pool_stats(self, pool_id: int) -> dict[str, Any]:
+    def pool_stats(self, pool_id: int) -> PoolStats:
         """What a pool owner watches: budget, fee budget and reserved rewards (live), throughput, verdict and
         finality latency (p50/p99 from block times), backlog, the share of judged work that was rejected,
         disputes and money out (rewards claimed, fees paid, slashes)."""
         self._pool_row(pool_id)
-        court = self._court_params(pool_id) is not None
+        court = self.court(pool_id) if self._court_params(pool_id) is not None else None
         subs = self.store.select("SELECT work_id, block_time, status, json_extract(data, '$.n_samples') AS n "
                                  "FROM work_status WHERE pool_id = ? ORDER BY block_time", (pool_id,))
         submitted_at = {r["work_id"]: r["block_time"] for r in subs}
@@ -186,14 +248,13 @@ class Explorer(CourtViews):
             first[(r["work_id"], r["name"])] = r["t"]
         verdict_names = ("VerdictGiven",) if court else ("WorkAccepted", "WorkChallenged")
         final_names = ("WorkAccepted", "WorkChallenged")
-        def latencies(names: tuple[str, ...]) -> list[int]:
+        def latency(names: tuple[str, ...]) -> Latency:
             out = []
             for w, t0 in submitted_at.items():
                 times = [first[(w, n)] for n in names if (w, n) in first]
                 if times:
                     out.append(min(times) - t0)
-            return out
-        verdict, final = latencies(verdict_names), latencies(final_names)
+            return Latency(n=len(out), p50=percentile(out, 50), p99=percentile(out, 99))
         counts = {s: 0 for s in STATUSES}
         for r in subs:
             counts[r["status"]] += 1
@@ -202,54 +263,54 @@ class Explorer(CourtViews):
         per_min = lambda x: None if span <= 0 else round(60.0 * x / span, 3)  # noqa: E731
         samples = sum(r["n"] or 0 for r in subs)
         accepted_samples = sum(r["n"] or 0 for r in subs if r["status"] in ("accepted", "paid"))
-        state = self.live.pool_state(pool_id) or {}
+        state = self.live.pool_state(pool_id)
         paid_samples = sum(r["n"] or 0 for r in subs if r["status"] == "paid")
-        out = {
-            "pool_id": pool_id, "budget": state.get("budget"), "reserved": state.get("reserved"),
-            "fee_budget": self.live.fee_budget(pool_id) if court else None,
-            "submissions": len(subs), "samples": samples, "accepted_samples": accepted_samples, "span_s": span,
-            "throughput": {"submissions_per_min": per_min(len(subs)), "samples_per_min": per_min(samples),
-                           "accepted_samples_per_min": per_min(accepted_samples)},
-            "verdict_latency_s": {"n": len(verdict), "p50": percentile(verdict, 50), "p99": percentile(verdict, 99)},
-            "finality_latency_s": {"n": len(final), "p50": percentile(final, 50), "p99": percentile(final, 99)},
-            "backlog": {"awaiting_verdict": sum(1 for r in subs if r["status"] == "pending" and not any(
-                            (r["work_id"], n) in first for n in verdict_names)),
-                        "awaiting_finality": counts["pending"]},
-            "status": counts, "adversary_rate": None if judged == 0 else round(counts["rejected"] / judged, 4),
-            "rewards_paid": None if "reward_per_sample" not in state else str(paid_samples
-                                                                              * int(state["reward_per_sample"])),
-            "slashed_total": str(sum(int(r["data"]["amount"]) for r in self._slash_rows(pool_id))),
-        }
+        backlog = Backlog(awaiting_verdict=sum(1 for r in subs if r["status"] == "pending" and not any(
+                              (r["work_id"], n) in first for n in verdict_names)),
+                          awaiting_finality=counts["pending"])
         if court:
-            c = self.court(pool_id)
-            out |= {"cases": c["cases"], "disputes": c["disputes"], "fees_paid": c["fees_paid"],
-                    "validator_penalties": c["penalties_total"],
-                    "backlog": {"awaiting_verdict": c["cases"]["pending"],
-                                "awaiting_finality": c["cases"]["verdict"] + c["cases"]["disputed"]}}
+            backlog = Backlog(awaiting_verdict=court.cases.pending,
+                              awaiting_finality=court.cases.verdict + court.cases.disputed)
+        out = PoolStats(
+            pool_id=pool_id, budget=state.budget if state else None, reserved=state.reserved if state else None,
+            fee_budget=self.live.fee_budget(pool_id) if court else None,
+            submissions=len(subs), samples=samples, accepted_samples=accepted_samples, span_s=span,
+            throughput=Throughput(submissions_per_min=per_min(len(subs)), samples_per_min=per_min(samples),
+                                  accepted_samples_per_min=per_min(accepted_samples)),
+            verdict_latency_s=latency(verdict_names), finality_latency_s=latency(final_names), backlog=backlog,
+            status=SubmissionCounts(**counts),
+            adversary_rate=None if judged == 0 else round(counts["rejected"] / judged, 4),
+            rewards_paid=None if state is None else str(paid_samples * int(state.reward_per_sample)),
+            slashed_total=str(sum(int(r["data"]["amount"]) for r in self._slash_rows(pool_id))),
+        )
+        if court:  # a court pool's figures (absent from another pool's answer)
+            out.cases, out.disputes = court.cases, court.disputes
+            out.fees_paid, out.validator_penalties = court.fees_paid, court.penalties_total
         return out
 
-    def trainer(self, pool_id: int) -> dict[str, Any]:
+    def trainer(self, pool_id: int) -> Trainer:
         """The trainer's view: the learning curve (reward, held-out accuracy, staleness, importance-sampling
         statistics) with what it consumed next to what the pool accepted by each checkpoint."""
         row = self._pool_row(pool_id)
-        points = self.curve(pool_id, 0, 1_000_000)["items"]
-        blocks = {c["step"]: c["block"] for c in self.checkpoints(pool_id, 0, 1_000_000)["items"]}
+        blocks = {c.step: c.block for c in self.checkpoints(pool_id, 0, 1_000_000).items}
         verdicts = self.store.select("SELECT block_number, name FROM events WHERE pool_id = ? AND name IN "
                                      "('WorkAccepted', 'WorkChallenged')", (pool_id,))
-        consumed = 0
-        for p in points:
-            consumed += p.get("files_consumed") or 0
-            block = blocks.get(p["step"], 0)
-            p["consumed_total"] = consumed
-            p["accepted_by_then"] = sum(1 for v in verdicts if v["name"] == "WorkAccepted" and v["block_number"] <= block)
-            p["rejected_by_then"] = sum(1 for v in verdicts if v["name"] == "WorkChallenged"
-                                        and v["block_number"] <= block)
-        return {"pool_id": pool_id, "trainer": row["data"]["trainer"], "points": points,
-                "latest_step": max(blocks, default=None), "consumed_total": consumed,
-                "accepted_total": sum(1 for v in verdicts if v["name"] == "WorkAccepted"),
-                "rejected_total": sum(1 for v in verdicts if v["name"] == "WorkChallenged")}
+        consumed: int | float = 0
+        points = []
+        for p in self.curve(pool_id, 0, 1_000_000).items:
+            consumed += p.files_consumed or 0
+            block = blocks.get(p.step, 0)
+            points.append(TrainerPoint(
+                **given_fields(p), consumed_total=consumed,
+                accepted_by_then=sum(1 for v in verdicts if v["name"] == "WorkAccepted" and v["block_number"] <= block),
+                rejected_by_then=sum(1 for v in verdicts if v["name"] == "WorkChallenged"
+                                     and v["block_number"] <= block)))
+        return Trainer(pool_id=pool_id, trainer=row["data"]["trainer"], points=points,
+                       latest_step=max(blocks, default=None), consumed_total=consumed,
+                       accepted_total=sum(1 for v in verdicts if v["name"] == "WorkAccepted"),
+                       rejected_total=sum(1 for v in verdicts if v["name"] == "WorkChallenged"))
 
-    def checkpoints(self, pool_id: int, offset: int, limit: int) -> dict[str, Any]:
+    def checkpoints(self, pool_id: int, offset: int, limit: int) -> Page[Checkpoint]:
         self._pool_row(pool_id)
         where = "FROM events WHERE name = 'CheckpointPublished' AND pool_id = ?"
         total = self.store.scalar(f"SELECT COUNT(*) {where}", (pool_id,))
@@ -258,118 +319,119 @@ class Explorer(CourtViews):
         items = []
         for r in rows:
             manifest = self.store.object(r["data"]["manifest_digest"])
-            items.append({"step": r["data"]["step"], "manifest_digest": r["data"]["manifest_digest"],
-                          "block": r["block_number"], "tx_hash": r["tx_hash"],
-                          "manifest": manifest["body"] if manifest else None,
-                          "manifest_error": manifest["error"] if manifest else None})
-        return page(items, total, offset, limit)
+            body = manifest.body if manifest else None  # what the fetcher kept of a manifest it validated
+            items.append(Checkpoint(step=r["data"]["step"], manifest_digest=r["data"]["manifest_digest"],
+                                    block=r["block_number"], tx_hash=r["tx_hash"],
+                                    manifest=None if body is None else Manifest.model_validate(body),
+                                    manifest_error=manifest.error if manifest else None))
+        return page(Checkpoint, items, total, offset, limit)
 
-    def curve(self, pool_id: int, offset: int, limit: int) -> dict[str, Any]:
+    def curve(self, pool_id: int, offset: int, limit: int) -> Page[CurvePoint]:
         """Per-step metrics the trainer put on IPFS, one point per checkpoint whose manifest names them."""
-        checkpoints = self.checkpoints(pool_id, 0, 1_000_000)["items"]
         points = []
-        for c in checkpoints:
-            metrics_cid = (c["manifest"] or {}).get("metrics")
+        for c in self.checkpoints(pool_id, 0, 1_000_000).items:
+            metrics_cid = c.manifest.metrics if c.manifest else None
             if not metrics_cid:
                 continue
             obj = self.store.object(hex_text(cid_to_digest(metrics_cid)))
-            if obj is None or obj["body"] is None:
+            m = obj.body if obj else None  # the trainer's JSON: only its numbers are shown
+            if not isinstance(m, dict):
                 continue
-            m = obj["body"]
-            point = {k: m.get(k) for k in CURVE_FIELDS}
-            point |= {k: v for k, v in m.items() if k not in point and isinstance(v, (int, float))
-                      and not isinstance(v, bool)}
-            points.append(point | {"step": c["step"], "metrics_cid": metrics_cid})
-        return page(points[offset:offset + limit], len(points), offset, limit)
+            named = {k: _number(m.get(k)) for k in CURVE_FIELDS}
+            others = {k: v for k, v in m.items() if k not in named and k not in ("step", "metrics_cid")
+                      and _number(v) is not None}
+            points.append(CurvePoint(**named, **others, step=c.step, metrics_cid=metrics_cid))
+        return page(CurvePoint, points[offset:offset + limit], len(points), offset, limit)
 
-    def _members(self, pool_id: int) -> dict[str, dict[str, Any]]:
+    def _members(self, pool_id: int) -> dict[str, _Membership]:
         """Every worker that ever joined the pool; `member` says whether it still is."""
-        members: dict[str, dict[str, Any]] = {}
+        members: dict[str, _Membership] = {}
         for r in self.store.select("SELECT * FROM events WHERE pool_id = ? AND name IN ('WorkerJoined', 'WorkerLeft', "
                                    "'WorkerEjected') ORDER BY block_number, log_index", (pool_id,)):
-            entry = members.setdefault(r["worker"], {"worker": r["data"]["worker"], "joined_block": r["block_number"]})
-            entry["member"] = r["name"] == "WorkerJoined"
-            entry["ejected"] = r["name"] == "WorkerEjected"
+            entry = members.setdefault(r["worker"], _Membership(r["data"]["worker"], r["block_number"]))
+            entry.member = r["name"] == "WorkerJoined"
+            entry.ejected = r["name"] == "WorkerEjected"
         return members
 
-    def workers(self, pool_id: int, offset: int, limit: int) -> dict[str, Any]:
+    def workers(self, pool_id: int, offset: int, limit: int) -> Page[PoolWorker]:
         self._pool_row(pool_id)
-        members = sorted(self._members(pool_id).items(), key=lambda kv: kv[1]["joined_block"])
-        counts: dict[str, dict[str, int]] = {}
+        members = sorted(self._members(pool_id).items(), key=lambda kv: kv[1].joined_block)
+        rows: dict[str, list[Row]] = {}
         for r in self.store.select("SELECT worker, status, COUNT(*) AS n FROM work_status WHERE pool_id = ? "
                                    "GROUP BY worker, status", (pool_id,)):
-            counts.setdefault(r["worker"], {s: 0 for s in STATUSES})[r["status"]] = r["n"]
+            rows.setdefault(r["worker"], []).append(r)
         slashed: dict[str, int] = {}
         for r in self._slash_rows(pool_id):
             slashed[r["worker"]] = slashed.get(r["worker"], 0) + int(r["data"]["amount"])
-        items = [{**m, "submissions": counts.get(w, {s: 0 for s in STATUSES}), "slashed": str(slashed.get(w, 0))}
+        items = [PoolWorker(worker=m.worker, joined_block=m.joined_block, member=m.member, ejected=m.ejected,
+                            submissions=status_counts(rows.get(w, [])), slashed=str(slashed.get(w, 0)))
                  for w, m in members[offset:offset + limit]]
-        return page(items, len(members), offset, limit)
+        return page(PoolWorker, items, len(members), offset, limit)
 
-    def _validators(self, pool_id: int) -> list[dict[str, Any]]:
-        latest: dict[str, dict[str, Any]] = {}
+    def _validators(self, pool_id: int) -> list[_Allowed]:
+        latest: dict[str, _Allowed] = {}
         for r in self.store.select("SELECT * FROM events WHERE pool_id = ? AND name = 'ValidatorSet' "
                                    "ORDER BY block_number, log_index", (pool_id,)):
-            latest[r["data"]["validator"].lower()] = {"validator": r["data"]["validator"],
-                                                      "allowed": r["data"]["allowed"]}
+            latest[r["data"]["validator"].lower()] = _Allowed(r["data"]["validator"], r["data"]["allowed"])
         return list(latest.values())
 
-    def validators(self, pool_id: int, offset: int, limit: int) -> dict[str, Any]:
+    def validators(self, pool_id: int, offset: int, limit: int) -> Page[PoolValidator]:
         self._pool_row(pool_id)
         verdicts = {(r["v"], r["name"]): r["n"] for r in self.store.select(
             "SELECT lower(json_extract(data, '$.validator')) AS v, name, COUNT(*) AS n FROM events WHERE pool_id = ? "
             "AND name IN ('WorkAccepted', 'WorkChallenged') GROUP BY v, name", (pool_id,))}
-        items = [{**v, "attested": verdicts.get((v["validator"].lower(), "WorkAccepted"), 0),
-                  "challenged": verdicts.get((v["validator"].lower(), "WorkChallenged"), 0)}
+        items = [PoolValidator(validator=v.validator, allowed=v.allowed,
+                               attested=verdicts.get((v.validator.lower(), "WorkAccepted"), 0),
+                               challenged=verdicts.get((v.validator.lower(), "WorkChallenged"), 0))
                  for v in self._validators(pool_id)]
-        return page(items[offset:offset + limit], len(items), offset, limit)
+        return page(PoolValidator, items[offset:offset + limit], len(items), offset, limit)
 
     # -------------------------------------------------------------- submissions and verdicts
 
-    def _submission(self, r: dict[str, Any]) -> dict[str, Any]:
+    def _submission(self, r: Row) -> Submission:
         verdict = self.store.select("SELECT * FROM events WHERE work_id = ? AND name IN ('WorkAccepted', "
                                     "'WorkChallenged') ORDER BY block_number DESC LIMIT 1", (r["work_id"],))
-        out = {"work_id": r["work_id"], "pool_id": r["pool_id"], "worker": r["data"]["worker"],
-               "step": r["data"]["step"], "n_samples": r["data"]["n_samples"], "status": r["status"],
-               "block": r["block_number"], "time": r.get("block_time"), "tx_hash": r["tx_hash"], "reason": None,
-               "evidence_digest": None, "validator": None, "case_state": None, "judge": None}
+        out = Submission(work_id=r["work_id"], pool_id=r["pool_id"], worker=r["data"]["worker"],
+                         step=r["data"]["step"], n_samples=r["data"]["n_samples"], status=r["status"],
+                         block=r["block_number"], time=r.get("block_time"), tx_hash=r["tx_hash"], reason=None,
+                         evidence_digest=None, validator=None, case_state=None, judge=None)
         if verdict:
             v = verdict[0]["data"]
-            out["validator"] = v["validator"]
+            out.validator = v["validator"]
             if verdict[0]["name"] == "WorkChallenged":
-                out["reason"] = reason_name(v["reason_code"])
-                out["evidence_digest"] = v["evidence_digest"]
-                out["slashed"] = v["slashed"]
+                out.reason = reason_name(v["reason_code"])
+                out.evidence_digest = v["evidence_digest"]
+                out.slashed = v["slashed"]  # only a rejected work's answer has it
         case = self.store.select("SELECT state FROM court_cases WHERE work_id = ?", (r["work_id"],))
         if case:  # a court pool: the validator that judged (the pool only sees the court), and the case's state
-            out["case_state"] = case[0]["state"]
+            out.case_state = case[0]["state"]
             given = self.store.select("SELECT data FROM events WHERE work_id = ? AND name IN ('VerdictGiven', "
                                       "'VerdictFinal') ORDER BY block_number DESC, log_index DESC LIMIT 1",
                                       (r["work_id"],))
             if given:
-                out["judge"] = given[0]["data"]["judge"]
-            if out["reason"] == "DISPUTE":  # the challenge a committee decided: its evidence is the dispute's
+                out.judge = given[0]["data"]["judge"]
+            if out.reason == "DISPUTE":  # the challenge a committee decided: its evidence is the dispute's
                 disputed = self.store.select("SELECT data FROM events WHERE work_id = ? AND name = 'Disputed' "
                                              "ORDER BY block_number DESC LIMIT 1", (r["work_id"],))
                 if disputed:
-                    out["evidence_digest"] = disputed[0]["data"]["evidence_digest"]
-            elif out["evidence_digest"] is None and out["status"] == "pending":
+                    out.evidence_digest = disputed[0]["data"]["evidence_digest"]
+            elif out.evidence_digest is None and out.status == "pending":
                 first = self.store.select("SELECT data FROM events WHERE work_id = ? AND name = 'VerdictGiven'",
                                           (r["work_id"],))
                 if first and not first[0]["data"]["accepted"]:  # challenged, not final yet
-                    out["reason"] = reason_name(first[0]["data"]["reason_code"])
-                    out["evidence_digest"] = first[0]["data"]["evidence_digest"]
+                    out.reason = reason_name(first[0]["data"]["reason_code"])
+                    out.evidence_digest = first[0]["data"]["evidence_digest"]
         return out
 
-    def submissions(self, pool_id: int, status: str | None, offset: int, limit: int) -> dict[str, Any]:
+    def submissions(self, pool_id: int, status: str | None, offset: int, limit: int) -> Page[Submission]:
         self._pool_row(pool_id)
         where, params = "WHERE pool_id = ?", [pool_id]
         if status:
             where, params = where + " AND status = ?", params + [status]
         total, rows = self.store.newest_first(f"FROM work_status {where}", tuple(params), offset, limit)
-        return page([self._submission(r) for r in rows], total, offset, limit)
+        return page(Submission, [self._submission(r) for r in rows], total, offset, limit)
 
-    def verdicts(self, pool_id: int, offset: int, limit: int) -> dict[str, Any]:
+    def verdicts(self, pool_id: int, offset: int, limit: int) -> Page[PoolVerdict]:
         self._pool_row(pool_id)
         where = "FROM events WHERE pool_id = ? AND name IN ('WorkAccepted', 'WorkChallenged')"
         total, rows = self.store.newest_first(where, (pool_id,), offset, limit)
@@ -377,14 +439,14 @@ class Explorer(CourtViews):
         for r in rows:
             d = r["data"]
             challenged = r["name"] == "WorkChallenged"
-            items.append({"work_id": r["work_id"], "verdict": "challenged" if challenged else "accepted",
-                          "validator": d["validator"], "block": r["block_number"], "tx_hash": r["tx_hash"],
-                          "reason": reason_name(d["reason_code"]) if challenged else None,
-                          "reason_code": d.get("reason_code"), "evidence_digest": d.get("evidence_digest"),
-                          "slashed": d.get("slashed")})
-        return page(items, total, offset, limit)
+            items.append(PoolVerdict(work_id=r["work_id"], verdict="challenged" if challenged else "accepted",
+                                     validator=d["validator"], block=r["block_number"], tx_hash=r["tx_hash"],
+                                     reason=reason_name(d["reason_code"]) if challenged else None,
+                                     reason_code=d.get("reason_code"), evidence_digest=d.get("evidence_digest"),
+                                     slashed=d.get("slashed")))
+        return page(PoolVerdict, items, total, offset, limit)
 
-    def _slash_rows(self, pool_id: int) -> list[dict[str, Any]]:
+    def _slash_rows(self, pool_id: int) -> list[Row]:
         # Slashed comes from the StakeManager, which knows no pools: the challenge in the same transaction names
         # the pool and the worker (a court resolution slashes the overturned judge in the same transaction: the
         # ComputePool's slash of the worker is the one whose slasher is the pool).
@@ -396,51 +458,51 @@ class Explorer(CourtViews):
             "ORDER BY s.block_number DESC, s.log_index DESC", (pool_id,))
         return [r for r in rows if r["data"]["slasher"].lower() == pool]
 
-    def _slash_item(self, r: dict[str, Any]) -> dict[str, Any]:
+    def _slash_item(self, r: Row) -> Slash:
         sub = self._submission(self.store.select("SELECT * FROM work_status WHERE work_id = ?",
                                                  (r["challenged_work"],))[0])
-        return {"worker": r["data"]["worker"], "challenger": r["data"]["challenger"], "amount": r["data"]["amount"],
-                "bounty": r["data"]["bounty"], "block": r["block_number"], "time": r["block_time"],
-                "tx_hash": r["tx_hash"], "work_id": r["challenged_work"], "pool_id": sub["pool_id"],
-                "reason": sub["reason"], "evidence_digest": sub["evidence_digest"], "judge": sub["judge"]}
+        return Slash(worker=r["data"]["worker"], challenger=r["data"]["challenger"], amount=r["data"]["amount"],
+                     bounty=r["data"]["bounty"], block=r["block_number"], time=r["block_time"],
+                     tx_hash=r["tx_hash"], work_id=r["challenged_work"], pool_id=sub.pool_id,
+                     reason=sub.reason, evidence_digest=sub.evidence_digest, judge=sub.judge)
 
-    def slashes(self, pool_id: int, offset: int, limit: int) -> dict[str, Any]:
+    def slashes(self, pool_id: int, offset: int, limit: int) -> Page[Slash]:
         self._pool_row(pool_id)
         rows = self._slash_rows(pool_id)
-        return page([self._slash_item(r) for r in rows[offset:offset + limit]], len(rows), offset, limit)
+        return page(Slash, [self._slash_item(r) for r in rows[offset:offset + limit]], len(rows), offset, limit)
 
-    def claims(self, pool_id: int, offset: int, limit: int) -> dict[str, Any]:
+    def claims(self, pool_id: int, offset: int, limit: int) -> Page[Claim]:
         self._pool_row(pool_id)
         rows = self.store.select(
             "SELECT * FROM events WHERE name = 'RewardsClaimed' AND tx_hash IN (SELECT c.tx_hash FROM claimed_works c "
             "JOIN events s ON s.work_id = c.work_id AND s.name = 'WorkSubmitted' WHERE s.pool_id = ?) "
             "ORDER BY block_number DESC, log_index DESC", (pool_id,))
-        items = [{"worker": r["data"]["worker"], "amount": r["data"]["amount"], "works": len(r["data"]["work_ids"]),
-                  "work_ids": r["data"]["work_ids"], "block": r["block_number"], "time": r["block_time"],
-                  "tx_hash": r["tx_hash"]}
+        items = [Claim(worker=r["data"]["worker"], amount=r["data"]["amount"], works=len(r["data"]["work_ids"]),
+                       work_ids=r["data"]["work_ids"], block=r["block_number"], time=r["block_time"],
+                       tx_hash=r["tx_hash"])
                  for r in rows[offset:offset + limit]]
-        return page(items, len(rows), offset, limit)
+        return page(Claim, items, len(rows), offset, limit)
 
     # -------------------------------------------------------------- workers and works
 
-    def worker(self, address: str) -> dict[str, Any]:
+    def worker(self, address: str) -> Worker:
         """A worker: stake (free, per pool allocation, unbonding: live), submissions by verdict, open works,
         rewards owed (accepted, unpaid), claimable (their reward lock has passed) and claimed, and every slash
         with the reason and evidence of the challenge that took it."""
         worker = address_of(address)
         if not self.store.scalar("SELECT 1 FROM events WHERE worker = ? LIMIT 1", (worker,)):
             raise NotFound(f"unknown worker {address}")
-        by_status = {s: 0 for s in STATUSES} | {r["status"]: r["n"] for r in self.store.select(
-            "SELECT status, COUNT(*) AS n FROM work_status WHERE worker = ? GROUP BY status", (worker,))}
+        by_status = status_counts(self.store.select(
+            "SELECT status, COUNT(*) AS n FROM work_status WHERE worker = ? GROUP BY status", (worker,)))
         owed = claimable = 0
         now = self.live.now()
         for r in self.store.select("SELECT pool_id, block_time, json_extract(data, '$.n_samples') AS samples "
                                    "FROM work_status WHERE worker = ? AND status = 'accepted'", (worker,)):
             state = self.live.pool_state(r["pool_id"])
             if state is not None:
-                reward = int(r["samples"]) * int(state["reward_per_sample"])
+                reward = int(r["samples"]) * int(state.reward_per_sample)
                 owed += reward
-                if now is not None and now >= r["block_time"] + state["reward_lock_s"]:
+                if now is not None and now >= r["block_time"] + state.reward_lock_s:
                     claimable += reward
         claimed = sum(int(r["data"]["amount"]) for r in self.store.select(
             "SELECT data FROM events WHERE name = 'RewardsClaimed' AND worker = ?", (worker,)))
@@ -450,44 +512,45 @@ class Explorer(CourtViews):
         open_works = [self._submission(r) for r in self.store.select(
             "SELECT * FROM work_status WHERE worker = ? AND status IN ('pending', 'accepted') "
             "ORDER BY block_number DESC, log_index DESC LIMIT 100", (worker,))]
-        return {"worker": Web3.to_checksum_address(worker), "pools": pools, "stake": self.live.stake_of(worker),
-                "members": {str(p): self.live.member(p, worker) for p in pools},
-                "submissions": by_status, "owed": str(owed), "claimable": str(claimable), "claimed": str(claimed),
-                "slashed": str(sum(int(x["amount"]) for x in slashes)), "slashes": slashes, "open_works": open_works}
+        return Worker(worker=Web3.to_checksum_address(worker), pools=pools, stake=self.live.stake_of(worker),
+                      members={str(p): self.live.member(p, worker) for p in pools},
+                      submissions=by_status, owed=str(owed), claimable=str(claimable), claimed=str(claimed),
+                      slashed=str(sum(int(x.amount) for x in slashes)), slashes=slashes, open_works=open_works)
 
-    def worker_submissions(self, address: str, status: str | None, offset: int, limit: int) -> dict[str, Any]:
+    def worker_submissions(self, address: str, status: str | None, offset: int, limit: int) -> Page[Submission]:
         self.worker(address)
         where, params = "WHERE worker = ?", [address_of(address)]
         if status:
             where, params = where + " AND status = ?", params + [status]
         total, rows = self.store.newest_first(f"FROM work_status {where}", tuple(params), offset, limit)
-        return page([self._submission(r) for r in rows], total, offset, limit)
+        return page(Submission, [self._submission(r) for r in rows], total, offset, limit)
 
-    def work(self, work_id: str) -> dict[str, Any]:
+    def work(self, work_id: str) -> Work:
         """A submission with its verdict, the reason readable (the evidence document explained, or for an
         accepted work the checks it passed and the completions they ran on), its court case and its timeline."""
         wid = work_id_of(work_id)
         rows = self.store.select("SELECT * FROM work_status WHERE work_id = ?", (wid,))
         if not rows:
             raise NotFound(f"unknown work {work_id}")
-        out = self._submission(rows[0])
-        out["evidence"] = self.evidence(out["evidence_digest"]) if out["evidence_digest"] else None
-        out["explanation"] = explain(out["evidence"]["document"], wid) if out["evidence"] and \
-            out["evidence"]["document"] is not None else None
-        state = self.live.pool_state(out["pool_id"])
-        out["checks"] = None
-        if out["status"] in ("accepted", "paid") and state is not None:
-            out["checks"] = checks_passed(out["n_samples"], state["spot_check_bps"], wid,
-                                          self.live.block_hash(out["block"] + 1), out["block"])
-        if out["case_state"] is not None:
-            out["case"] = self.case(wid)
-            for d in out["case"]["disputes"]:  # a dispute's own evidence, explained
-                ev = self.store.object(d["evidence_digest"])
-                d["evidence"] = None if ev is None or ev["body"] is None else explain(ev["body"], wid)
-        out["timeline"] = self.timeline(wid)
+        sub = self._submission(rows[0])
+        evidence = self.evidence(sub.evidence_digest) if sub.evidence_digest else None
+        state = self.live.pool_state(sub.pool_id)
+        checks = None
+        if sub.status in ("accepted", "paid") and state is not None:
+            checks = checks_passed(sub.n_samples, state.spot_check_bps, wid, self.live.block_hash(sub.block + 1),
+                                   sub.block)
+        out = Work(**given_fields(sub), evidence=evidence,
+                   explanation=explain(evidence.document, wid) if evidence and evidence.document is not None else None,
+                   checks=checks, timeline=self.timeline(wid))
+        if sub.case_state is not None:  # a court pool's work: its case, each dispute's own evidence explained
+            case = self.case(wid)
+            for d in case.disputes:
+                ev = self.store.object(d.evidence_digest)
+                d.evidence = None if ev is None or ev.body is None else explain(ev.body, wid)
+            out.case = case
         return out
 
-    def timeline(self, work_id: str) -> list[dict[str, Any]]:
+    def timeline(self, work_id: str) -> list[TimelineEntry]:
         """Every event of a work from its submission to its payment, slash or expiry, in chain order, each
         with who acted and what it means."""
         wid = work_id_of(work_id)
@@ -503,24 +566,23 @@ class Explorer(CourtViews):
         extra += self.store.select("SELECT e.* FROM claimed_works c JOIN events e ON e.tx_hash = c.tx_hash AND "
                                    "e.name = 'RewardsClaimed' WHERE c.work_id = ?", (wid,))
         txs = self._tx_rows({r["tx_hash"] for r in rows if r["name"] == "Credited"})
-        out = []
-        for r in sorted(rows + extra, key=lambda r: (r["block_number"], r["log_index"])):
-            out.append({"event": r["name"], "block": r["block_number"], "time": r["block_time"],
-                        "after_s": r["block_time"] - sub["block_time"], "tx_hash": r["tx_hash"],
-                        "who": r["party"] or r["worker"], "text": describe(r, txs)})
-        return out
+        return [TimelineEntry(event=r["name"], block=r["block_number"], time=r["block_time"],
+                              after_s=r["block_time"] - sub["block_time"], tx_hash=r["tx_hash"],
+                              who=r["party"] or r["worker"], text=describe(r, txs))
+                for r in sorted(rows + extra, key=lambda r: (r["block_number"], r["log_index"]))]
 
-    def evidence(self, digest: str) -> dict[str, Any]:
+    def evidence(self, digest: str) -> EvidenceAnswer:
         """A challenge's (or a dispute's) evidence document as the validator put it on IPFS (fetched by the
         indexer), and what it says, explained."""
         d = work_id_of(digest)  # same shape: 0x + 32 bytes
         obj = self.store.object(d)
-        if obj is None or obj["kind"] != "evidence":
+        if obj is None or obj.kind != "evidence":
             raise NotFound(f"no challenge names evidence {digest}")
-        body = obj["body"]
-        return {"digest": d, "document": body, "available": body is not None, "error": obj["error"],
-                "explanation": None if body is None else explain(body, body.get("work_id") if isinstance(body, dict)
-                                                                  else None)}
+        body = obj.body  # anyone's JSON: served as it is, explained by what evidence.explain recognises in it
+        work = body.get("work_id") if isinstance(body, dict) else None
+        return EvidenceAnswer(digest=d, document=body, available=body is not None, error=obj.error,
+                              explanation=None if body is None else explain(body, work if isinstance(work, str)
+                                                                            else None))
 
 
 def _tokens(amount: str | int) -> str:
@@ -528,7 +590,7 @@ def _tokens(amount: str | int) -> str:
     return f"{value // 10**18}.{value % 10**18 * 10**4 // 10**18:04d}"
 
 
-def describe(r: dict[str, Any], txs: dict[str, list[dict[str, Any]]]) -> str:
+def describe(r: Row, txs: dict[str, list[Row]]) -> str:
     """One line for a timeline entry."""
     d, name = r["data"], r["name"]
     if name == "WorkSubmitted":

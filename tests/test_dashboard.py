@@ -15,8 +15,10 @@ from pathlib import Path
 import requests
 import torch
 
+from dashboard.app import create_app
 from dashboard.evidence import _toploc_rows, explain
 from dashboard.indexer import ChainIndexer, ObjectFetcher
+from dashboard.models import EvidenceExplanation
 from dashboard.service import ExplorerService, free_port
 from dashboard.store import Store
 from ledger_client.ipfs.checkpoints import publish_checkpoint
@@ -27,6 +29,7 @@ from proofs.toploc_thresholds import ChunkLimits, Thresholds
 from protocol.digest import WorkId, digest_to_cid, hex_text
 from protocol.runspec import SamplingSpec
 from protocol.verdicts import Evidence, Reason
+from tests.explorer_answers import check_answers, json_routes
 from trainer.publish import metrics_bytes
 
 
@@ -122,8 +125,53 @@ def test_api_shows_pools_submissions_verdicts_evidence_and_the_curve(chain, kubo
         assert get("/docs").status_code == 200 and "/api/pools/{pool_id}" in get("/openapi.json").json()["paths"]
         status = get("/api/status").json()
         assert status["lag_blocks"] <= 1 and status["last_error"] is None
+
+        # every answer is its route's model, field for field (a pool the court does not judge has no court answers)
+        works = [WorkId(w).text for w in (accepted, challenged)]
+        check_answers(service.app, url, {"pool_id": str(chain.pool_id), "digest": hex_text(evidence)}, paths={
+            "/api/works/{work_id}": [f"/api/works/{w}" for w in works],
+            "/api/works/{work_id}/timeline": [f"/api/works/{w}/timeline" for w in works],
+            "/api/workers/{address}": [f"/api/workers/{chain.accounts[n].address}" for n in (4, 5)],
+            "/api/workers/{address}/submissions": [f"/api/workers/{chain.accounts[4].address}/submissions"],
+            "/api/cases/{work_id}": [f"/api/cases/{works[0]}"],
+            "/api/validators/{address}": [f"/api/validators/{chain.validator.address}"],
+            "/api/validators/{address}/verdicts": [f"/api/validators/{chain.validator.address}/verdicts"],
+            "/api/validators/{address}/earnings": [f"/api/validators/{chain.validator.address}/earnings"],
+        }, absent=frozenset({"/api/summary", "/api/pools/{pool_id}/court", "/api/pools/{pool_id}/cases",
+                             "/api/pools/{pool_id}/court/validators", "/api/cases/{work_id}", "/api/validators/{address}",
+                             "/api/validators/{address}/verdicts", "/api/validators/{address}/earnings"}))
     finally:
         service.stop()
+
+
+OPEN_JSON = {("Pool", "run_spec"), ("EvidenceAnswer", "document"), ("EvidenceExplanation", "thresholds"),
+             ("Measurement", "measured"), ("Measurement", "threshold")}
+"""The answers' fields that hold anyone's JSON as it is (read from IPFS: a run spec, an evidence document and what
+it states); /api/summary, the demo's own JSON, is one as a whole."""
+
+
+def test_every_json_route_declares_its_answer():
+    """Every /api route has a response model, a pydantic model (or a list of one), and /openapi.json describes each
+    answer by it: no field is left untyped, and only the fields of OPEN_JSON (and the demo summary) are any JSON."""
+    app = create_app(lambda: None)  # the routes and the schema need no index
+    routes = json_routes(app)
+    assert len(routes) == 26
+    schema = app.openapi()
+    components = schema["components"]["schemas"]
+    for route in routes:
+        assert route.response_model is not None, route.path
+        answer = schema["paths"][route.path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+        ref = answer["items"]["$ref"] if answer.get("type") == "array" else answer["$ref"]
+        assert (ref == "#/components/schemas/JsonValue") == (route.path == "/api/summary"), route.path
+        assert {"400", "404", "422"} <= set(schema["paths"][route.path]["get"]["responses"]), route.path
+    open_fields = set()
+    for name, component in components.items():
+        for field, spec in component.get("properties", {}).items():
+            assert {k: v for k, v in spec.items() if k not in ("title", "description")}, (name, field, "untyped")
+            if spec.get("$ref") == "#/components/schemas/JsonValue":
+                open_fields.add((name, field))
+    assert open_fields == OPEN_JSON
+    assert set(schema["paths"]) == {r.path for r in routes}, "the page, /metrics and deep links stay out of the schema"
 
 
 def test_index_after_a_reorg_equals_a_fresh_index(chain, tmp_path):
@@ -326,9 +374,9 @@ def test_an_index_of_an_older_schema_is_rebuilt_and_its_ipfs_cache_kept(tmp_path
     assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert store.get_meta("tip") is None and store.all_events() == []
     assert {r[1] for r in store.db.execute("PRAGMA table_info(events)")} >= {"block_time", "party"}
-    assert store.object("0x01")["body"] == {"a": 1}
+    assert store.object("0x01").body == {"a": 1}
     Store(path)  # opening the current schema again changes nothing
-    assert store.object("0x01")["body"] == {"a": 1}
+    assert store.object("0x01").body == {"a": 1}
 
 
 def test_a_calibrated_pools_toploc_failure_shows_the_limits_of_the_chunks_length():
@@ -344,10 +392,10 @@ def test_a_calibrated_pools_toploc_failure_shows_the_limits_of_the_chunks_length
     config = VerifyConfig(sampling=SamplingSpec(), thresholds=Thresholds(by_tokens=limits))
     check = _toploc_check(verify_proofs(tampered, proofs, 32, 128), config)
     assert not check.passed and check.details["failing_chunks"] == [1]
-    rows = {r["what"]: r for r in _toploc_rows(check.details, {}, completion=3)}
-    assert rows["exponent mismatches"]["threshold"] == 60 and "≤ 1 tokens" in rows["exponent mismatches"]["rule"]
-    assert rows["mantissa error, mean"]["threshold"] == 3.0 and rows["mantissa error, median"]["threshold"] == 2.0
-    assert not all(r["passes"] for r in rows.values()) and {r["chunk"] for r in rows.values()} == {1}
+    rows = {r.what: r for r in _toploc_rows(check.details, {}, completion=3)}
+    assert rows["exponent mismatches"].threshold == 60 and "≤ 1 tokens" in rows["exponent mismatches"].rule
+    assert rows["mantissa error, mean"].threshold == 3.0 and rows["mantissa error, median"].threshold == 2.0
+    assert not all(r.passes for r in rows.values()) and {r.chunk for r in rows.values()} == {1}
 
 
 def test_a_chunk_count_challenge_shows_the_count_against_an_honest_files():
@@ -357,6 +405,23 @@ def test_a_chunk_count_challenge_shows_the_count_against_an_honest_files():
                           false_positive_rate=1e-6)
     doc = {"reason_code": int(Reason.TOPLOC), "reason": "TOPLOC", "message": "60 of 64 checked chunks exceed …",
            "statistics": {"chunk_count_test": dataclasses.asdict(test)}}
-    rows = explain(doc)["measurements"]
-    assert [(r["measured"], r["threshold"]) for r in rows] == [(60, 16.9), (math.exp(-40.0), 1e-6)]
-    assert rows[1]["passes"] is False
+    explained = explain(doc)
+    assert isinstance(explained, EvidenceExplanation)
+    rows = explained.measurements
+    assert [(r.measured, r.threshold) for r in rows] == [(60, 16.9), (math.exp(-40.0), 1e-6)]
+    assert rows[1].passes is False
+
+
+def test_a_hostile_evidence_document_is_explained_with_only_what_fits():
+    """An evidence document is anyone's JSON: the explanation takes from it only values of its fields' kinds, a
+    document whose measurements cannot be read explains without them, and a q = 1 draw claiming 10¹² completions is
+    judged without building their list."""
+    doc = {"reason_code": 12, "validator": 7, "message": ["x"], "failing_samples": [1, True, "x", 2],
+           "failing_chunks": [1], "statistics": [1], "thresholds": {"a": 1},
+           "spot_check": {"spot_check_bps": 10_000, "n": 10**12, "indices": [0, "1"]}}
+    x = explain(doc, "0x" + "ab" * 32)
+    assert isinstance(x, EvidenceExplanation) and (x.reason, x.check) == ("TOPLOC", "TOPLOC")
+    assert (x.validator, x.summary, x.measurements) == (None, x.meaning, [])
+    assert [(c.completion, c.chunks) for c in x.failing_completions] == [(1, []), (2, [])]
+    assert x.spot_check is not None and (x.spot_check.indices, x.spot_check.verified) == (None, False)
+    assert explain([1, 2]).kind == "unreadable" and explain({"finding": "ok", "validator": 7}).validator is None

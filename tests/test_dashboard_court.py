@@ -24,6 +24,7 @@ from protocol.digest import WorkId, digest_to_cid, hex_text
 from protocol.pool import CaseState, WorkStatus
 from protocol.spotcheck import spot_check_indices, spot_check_randomness
 from tests.court_scenario import COURT, N, WORKER, CourtRun
+from tests.explorer_answers import check_answers
 from validator.cli import main as validator_main
 from worker.cli import main as worker_main
 from worker.daemon import RestakeCapReached, WorkerDaemon, WorkerOptions, status_table
@@ -56,6 +57,7 @@ def api(run, tmp_path_factory):
         assert time.monotonic() < deadline, "the explorer did not catch up with the court run"
         time.sleep(0.2)
     get.url = url
+    get.app = service.app
     yield get
     service.stop()
 
@@ -246,6 +248,26 @@ def test_the_pool_owner_and_trainer_views(run, api):
     assert s["slashed_total"] == str(sum(e["slashed"] for e in _logs(run, "pool", "WorkChallenged")))
     t = api(f"/api/pools/{run.pool_id}/trainer")
     assert (t["accepted_total"], t["rejected_total"]) == (2, 2)
+
+
+def test_every_answer_is_its_model(run, api):
+    """Every JSON route's answer over the court run, for every case, validator and evidence document, is the model
+    the route declares (and its OpenAPI schema describes), field for field."""
+    works = [WorkId(w).text for w in run.works.values()]
+    validators = [f"/api/validators/{v}" for v in run.validators]
+    checked = check_answers(api.app, api.url, {"pool_id": str(run.pool_id)}, paths={
+        "/api/cases/{work_id}": [f"/api/cases/{w}" for w in works],
+        "/api/works/{work_id}": [f"/api/works/{w}" for w in works],
+        "/api/works/{work_id}/timeline": [f"/api/works/{w}/timeline" for w in works],
+        "/api/evidence/{digest}": [f"/api/evidence/{hex_text(d)}" for d in run.evidence.values()],
+        "/api/validators/{address}": validators,
+        "/api/validators/{address}/verdicts": [f"{v}/verdicts" for v in validators],
+        "/api/validators/{address}/earnings": [f"{v}/earnings" for v in validators],
+        "/api/workers/{address}": [f"/api/workers/{run.worker}"],
+        "/api/workers/{address}/submissions": [f"/api/workers/{run.worker}/submissions"],
+        "/api/pools/{pool_id}/cases": [f"/api/pools/{run.pool_id}/cases", f"/api/pools/{run.pool_id}/cases?state=void"],
+    }, absent=frozenset({"/api/summary"}))
+    assert checked >= 50  # 25 routes, several of them at every case, validator and evidence document
 
 
 def test_deep_links_and_the_api_description(run, api):
