@@ -18,6 +18,7 @@ dishonest ones the end-to-end tests and the demo run.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import secrets
@@ -72,12 +73,20 @@ class Conduct:
         return ok
 
 
-def audits(validator: str, work_id: bytes, rate: float) -> bool:
-    """Whether `validator` re-checks the verdict on `work_id`: a fixed function of both, so a restart
-    audits the same verdicts, and the judge cannot know which (it does not know the rate or the key)."""
+def audit_key(ledger: Ledger) -> bytes:
+    """The secret behind this validator's audit draws, derived from its private key: nobody else can compute
+    which verdicts it audits (issue 43, item 1: a draw from the public address let a judge falsely challenge
+    exactly the verdicts nobody would audit), and a restart draws the same."""
+    if ledger.account is None:
+        raise ValueError("an audit draw needs the validator's key")
+    return hmac.new(bytes(ledger.account.key), b"proofswarm audit draw v1", hashlib.sha256).digest()
+
+
+def audits(key: bytes, work_id: bytes, rate: float) -> bool:
+    """Whether the validator holding `key` (`audit_key`) re-checks the verdict on `work_id`, at `rate`."""
     if rate >= 1.0:
         return True
-    draw = int.from_bytes(hashlib.sha256(validator.lower().encode() + work_id).digest()[:8], "big") / 2**64
+    draw = int.from_bytes(hmac.new(key, work_id, hashlib.sha256).digest()[:8], "big") / 2**64
     return draw < rate
 
 

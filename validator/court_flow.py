@@ -30,7 +30,7 @@ from protocol.digest import hex_text
 from protocol.pool import CaseState
 from protocol.verdicts import Reason
 from validator.config import DaemonConfig
-from validator.court import Conduct, CourtDuties, CourtRules, audits, vote_commitment
+from validator.court import Conduct, CourtDuties, CourtRules, audit_key, audits, vote_commitment
 from validator.metrics import Metrics
 from validator.outcome import CheckOutcome, Purpose, Submission, publish_evidence
 from validator.retries import AT_THE_NEXT_POLL, RetryBook
@@ -102,6 +102,7 @@ class CourtFlow:
         self.metrics, self.retries, self.clock, self.kubo, self.verdict_sent = metrics, retries, clock, kubo, verdict_sent
         self.rules = CourtRules.of(court.get_params(config.pool_id))
         self.duties = CourtDuties(config.state_dir / "court.json")
+        self.audit_key = audit_key(ledger)
         self.prechecked: dict[bytes, CheckOutcome] = {}
         """This validator's outcomes of files whose verdict it has not seen yet — prechecks, and judge checks
         another validator's verdict beat (`keep_for_audit`) — for the verdict's audit or a stand-in's verdict
@@ -121,7 +122,7 @@ class CourtFlow:
         if not (self.conduct.judges and self.conduct.checks):
             return []
         return [replace(s, purpose=Purpose.PRECHECK) for s in subs if s.purpose is Purpose.JUDGE
-                and audits(self.ledger.address, s.work_id, self.config.audit_rate)]
+                and audits(self.audit_key, s.work_id, self.config.audit_rate)]
 
     def without_audited_prechecks(self, subs: list[Submission]) -> list[Submission]:
         """A verdict seen with its precheck still to run: its audit checks the file, the precheck goes."""
@@ -362,7 +363,7 @@ class CourtFlow:
                 # the judge is paid to finalize: the others follow up only if it does not
                 grace = 0 if e.judge == me else FOLLOW_UP_GRACE_S + stagger(me, bytes(e.work_id), FOLLOW_UP_GRACE_S)
                 self.duties.book.finalize.setdefault(key, self.clock.now() + rules.dispute_window + 1 + grace)
-                if e.judge != me and self.conduct.judges and audits(me, bytes(e.work_id), self.config.audit_rate):
+                if e.judge != me and self.conduct.judges and audits(self.audit_key, bytes(e.work_id), self.config.audit_rate):
                     prechecked = self.prechecked.pop(bytes(e.work_id), None)
                     if not self.conduct.checks:  # a rubber stamp concurs unchecked
                         prechecked = CheckOutcome(e.accepted, message="not checked")
