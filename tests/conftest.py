@@ -1,6 +1,6 @@
 import pytest
 
-pytest_plugins = ["tests.conftest_kubo", "tests.conftest_chain"]
+pytest_plugins = ["tests.support.conftest_kubo", "tests.support.conftest_chain"]
 
 LONGEST_FIRST = (
     "test_demo_repeatable.py", "test_hf_protocol.py", "test_court_validators.py", "test_guides.py", "test_court_rounds.py",
