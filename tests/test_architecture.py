@@ -6,7 +6,7 @@ by room; the table is the docs' room table as data, and the two must agree. Ever
 is a room of the table, so a new room is declared before it is used. No module imports itself through others:
 the graph of module-to-module imports has no cycle. The unit tier (tests/unit/) starts no service: none of its
 modules imports, itself or through the test modules it imports, what starts anvil or Kubo, nor asks for their
-fixtures.
+fixtures; and every test module lives in a tier (unit/<room>/, integration/, e2e/), every helper in support/.
 """
 
 from __future__ import annotations
@@ -315,3 +315,24 @@ def test_the_unit_tier_starts_no_service() -> None:
                         for name in sorted((asked & SERVICE_FIXTURES) - fixtures)]
     assert not bad, ("the unit tier starts no anvil or Kubo: move these modules to tests/integration/ or "
                      "tests/e2e/\n  " + "\n  ".join(bad))
+
+
+def test_every_test_module_lives_in_a_tier() -> None:
+    """tests/ mirrors the rooms (docs/architecture.md): a test module lives in tests/unit/<room>/ (a room of the
+    table), tests/integration/ or tests/e2e/; helpers in tests/support/; at the top only tests/conftest.py and this
+    module."""
+    top = {"tests/__init__.py", "tests/conftest.py", "tests/test_architecture.py"}
+    misplaced = []
+    for file in project_files():
+        if file.parts[0] != "tests" or str(file) in top:
+            continue
+        tier, rest = file.parts[1], file.parts[2:]
+        if tier == "unit" and (len(rest) == 1 and rest[0] == "__init__.py" or len(rest) == 2 and rest[0] in ROOMS):
+            continue
+        if tier in ("integration", "e2e") and len(rest) == 1:
+            continue
+        if tier == "support" and len(rest) == 1 and not rest[0].startswith("test_"):
+            continue
+        misplaced.append(str(file))
+    assert not misplaced, ("test modules go to tests/unit/<room>/ (no anvil, no Kubo, part of make test-unit's "
+                           "minute), tests/integration/ or tests/e2e/, helpers to tests/support/: " + ", ".join(misplaced))
