@@ -14,7 +14,7 @@ KUBO := .tools/bin/ipfs-$(KUBO_VERSION)
 export PATH := $(CURDIR)/node_modules/.bin:$(CURDIR)/.tools/bin:$(PATH)
 export PROOFSWARM_IPFS_BIN := $(CURDIR)/$(KUBO)
 
-.PHONY: demo test install contracts test-forge test-py bench clean chromium
+.PHONY: demo test test-unit install contracts test-forge test-py bench clean chromium
 
 install: $(VENV_STAMP) $(NODE_STAMP) $(KUBO) contracts chromium
 
@@ -59,6 +59,12 @@ test: install $(SLITHER)
 	cd contracts && ../$(SLITHER) . --filter-paths "lib/|test/" --fail-high
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
+# The unit tier alone: tests/unit/ (one folder per room; no anvil, no Kubo: tests/test_architecture.py holds it to
+# that) and the room table, in one process (two xdist workers import torch twice: slower on 2 cores); the Python
+# venv is all it installs.
+test-unit: $(VENV_STAMP)
+	$(PY) -m pytest -q tests/unit tests/test_architecture.py
 
 bench: install
 	$(PY) -m bench.gas

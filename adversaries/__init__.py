@@ -11,7 +11,7 @@ The definitions live in this room, each once:
 
 Below the roles but for two: workers.py and samplers.py build on the worker (its `Policy` and `make_batch`;
 the daemon), validators.py on the validator (`validator.court.Conduct`, its CLI) — an adversary is an honest role
-with one change. This module imports nothing: reading a name costs nothing, and tests/test_adversaries.py holds
+with one change. This module imports nothing: reading a name costs nothing, and tests/unit/adversaries/test_adversaries.py holds
 every table of the room to it.
 """
 
@@ -80,7 +80,7 @@ TOPLOC_ATTACKS = {
     "prompt not the assigned one": "answers unassigned prompts",
     "seed not the derived one": "samples with seeds it picked",
 }
-"""adversaries.toploc.attacks: the proof suite's dishonest submissions (bench.toploc, tests/test_toploc_attacks.py)."""
+"""adversaries.toploc.attacks: the proof suite's dishonest submissions (bench.toploc, tests/integration/test_toploc_attacks.py)."""
 
 VALIDATOR_CONDUCTS = {
     "attest-all": "attests every submission without checking it; votes valid",

@@ -1,7 +1,7 @@
 """The TOPLOC attack & honesty suite: adversarial workers that each build submissions with the real
 libraries and one dishonest change (other weights, other compute precision, altered tokens, truncation,
 copied or corrupted proofs, own seeds, unassigned prompts), honest runs under every benign variation, and
-the judge that runs the validator's checks on both. Used by tests/test_toploc_attacks.py and bench.toploc.
+the judge that runs the validator's checks on both. Used by tests/integration/test_toploc_attacks.py and bench.toploc.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ number and its unit, at most FIGURE_MAX characters), the command that measures i
 measurement, all read from one results file, `bench/results/<bench>[-<profile>].json` (bench/report.py: a bench
 run with `--record [PROFILE]` writes it). The rows are declared here, in ROWS, and nowhere else. The table goes
 between BEGIN and END in docs/benchmarks.md; the prose around it is the file's own. `--check` rewrites nothing
-and exits 1 when the committed table is not what the results give (tests/test_benchmarks_doc.py holds it).
+and exits 1 when the committed table is not what the results give (tests/unit/bench/test_benchmarks_doc.py holds it).
 """
 
 from __future__ import annotations

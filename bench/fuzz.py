@@ -5,7 +5,7 @@
 Each property feeds one parser inputs a worker controls — rollout files (a valid file mutated: bytes flipped,
 inserted, cut), rollout headers (arbitrary JSON), answers (arbitrary text, and text built from the characters
 answers are made of) against references, checkpoint manifests — and allows only the parser's documented refusal.
-tests/test_hostile_answers.py runs the same properties with a few dozen examples each (`make test`); this runs
+tests/integration/test_hostile_answers.py runs the same properties with a few dozen examples each (`make test`); this runs
 them long and prints, per property, the examples tried and the slowest one's time. The last line is one JSON
 object.
 """
@@ -40,7 +40,7 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st
 
 def _valid_rollout_file() -> bytes:
     from protocol.rollouts import encode_rollouts
-    from tests.test_rollout_file import _batch  # a small valid file, built the way the codec's tests build one
+    from tests.unit.protocol.test_rollout_file import _batch  # a small valid file, built the way the codec's tests build one
 
     return encode_rollouts(_batch())
 
@@ -72,7 +72,7 @@ def _decode_in_a_child(data: bytes) -> str:
     """decode_rollouts in a forked child: "decoded", "refused" (RolloutFileError), "died" (a signal: pyarrow's C++
     aborts on some malformed footers, e.g. "Repetition level histogram size mismatch"), or the undocumented
     exception's name. The validator daemon runs its checks in checker processes and challenges a file that kills
-    one three times (tests/test_validator_daemon.py), so "died" is a handled outcome, counted apart."""
+    one three times (tests/integration/test_validator_daemon.py), so "died" is a handled outcome, counted apart."""
     pid = os.fork()
     if pid == 0:
         code = 0

@@ -5,7 +5,7 @@
 Prints proof size, prover overhead (generation with vs without proofs, same run), verification
 speedup (generation wall time / verification wall time) and verification tokens/s for a model of
 a few million parameters and completions of >= 256 tokens; then the confusion matrix of the
-attack & honesty suite (adversaries/toploc.py; tests/test_toploc_attacks.py runs the same
+attack & honesty suite (adversaries/toploc.py; tests/integration/test_toploc_attacks.py runs the same
 suite). Last line: one JSON object.
 """
 

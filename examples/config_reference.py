@@ -1,6 +1,6 @@
 """`python -m examples.config_reference`: writes docs/config-reference.md, every key of every TOML file the
 commands read, from the pydantic models that parse them (so the reference cannot drift from the code:
-tests/test_config_reference.py compares the committed file with a fresh one)."""
+tests/unit/docs/test_config_reference.py compares the committed file with a fresh one)."""
 
 from __future__ import annotations
 

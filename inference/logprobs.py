@@ -7,7 +7,7 @@ step, and autograd keeps it (and the tempered copy it came from) for backward. H
 positions is upcast, reduced and dropped in turn; backward recomputes the chunk's softmax from the
 saved logits and two floats per position, so the only [positions, V] tensors are the logits and
 their gradient, both in the logits' own dtype. Values and gradients equal those of the plain
-`log_softmax(logits.float() / T)` to float rounding (tests/test_logprobs.py).
+`log_softmax(logits.float() / T)` to float rounding (tests/unit/inference/test_logprobs.py).
 
 Shared by every room that scores tokens: the trainer's loss and logp passes use it; a verifier's
 recomputed logprobs could too.

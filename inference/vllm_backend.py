@@ -1,7 +1,7 @@
 """vLLM backend (optional extra `pip install .[vllm]`, pinned to vllm==0.32.0), behind the same interface as
 the torch backend. Written against vLLM 0.32.0's legacy V1 model runner (VLLM_USE_V2_MODEL_RUNNER=0) and its
 per-batch logits-processor interface (`vllm.v1.sample.logits_processor.LogitsProcessor`; the Model Runner V2
-default since 0.25 has another one); never run on this project's CPU machines: tests/test_inference_vllm.py runs
+default since 0.25 has another one); never run on this project's CPU machines: tests/integration/test_inference_vllm.py runs
 it when a GPU and vLLM are present.
 
 How it maps the interface onto vLLM:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Debian's headless Chromium + chromedriver for the explorer's browser test (tests/test_dashboard_browser.py).
+# Debian's headless Chromium + chromedriver for the explorer's browser test (tests/e2e/test_dashboard_browser.py).
 # Idempotent: does nothing when both are installed; skips (test then skips) where apt or root is missing.
 set -euo pipefail
 if [[ -x /usr/bin/chromium && -x /usr/bin/chromedriver ]]; then

@@ -7,7 +7,7 @@ puzzle24, polynomial_multiplication, simple_/intermediate_integration), or `exec
 filter in front of an evaluator holds (`(f)(x)`, `__import__`, strings built without quotes all went through
 one). So a dataset is admitted only when nothing its `score_answer` can reach evaluates text: its modules
 contain no `eval`, `exec`, `compile`, `literal_eval`, sympy or another parser that evaluates, checked by
-tests/test_hostile_answers.py statically (the source of every admitted dataset's modules and of every function
+tests/integration/test_hostile_answers.py statically (the source of every admitted dataset's modules and of every function
 its scorer calls) and dynamically (scoring answers with every evaluator watched). Any other dataset is refused
 when a task is built, with one line that names it (`trainer init`, `pool create`, every role).
 

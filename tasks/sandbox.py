@@ -12,7 +12,7 @@ exceeds its budget, runs out of memory, raises, does what the sandbox refuses, o
 
 Why parties agree: the budget is the second line of defence. Every answer is first bounded by tasks.verify
 (length, characters, digit runs, exponents, LaTeX commands) before it reaches a parser, and the bounds are
-chosen so that admitted answers score in milliseconds (tests/test_reward_hacking.py); an input refused by the
+chosen so that admitted answers score in milliseconds (tests/integration/test_reward_hacking.py); an input refused by the
 bounds is refused identically everywhere because the bounds are pure functions of the text. The budget is CPU
 time, not wall time, so a busy machine does not hit it sooner. The only way two parties could disagree is an
 admitted answer that is *correct* and costs about the budget to recognise: a wrong answer scores 0 whether or

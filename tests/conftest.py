@@ -1,6 +1,8 @@
 import pytest
 
-pytest_plugins = ["tests.conftest_kubo", "tests.conftest_chain"]
+pytest_plugins = ["tests.support.conftest_kubo", "tests.support.conftest_chain"]
+"""The fixtures of a real Kubo and a real anvil chain, for every tier (tests/unit/ asks for none of them:
+tests/test_architecture.py)."""
 
 LONGEST_FIRST = (
     "test_demo_repeatable.py", "test_hf_protocol.py", "test_court_validators.py", "test_guides.py", "test_court_rounds.py",
@@ -13,7 +15,8 @@ LONGEST_FIRST = (
 """Modules by wall time, longest first (`--durations` of a full run). `make test` runs the modules in parallel
 (pytest-xdist `--dist loadfile --no-loadscope-reorder`: one module per worker at a time, in collection order;
 xdist's own order puts the modules with the most tests first, which left the one-test demo module for last):
-starting the longest first keeps one of them from being the run's tail."""
+starting the longest first keeps one of them from being the run's tail. Named by file name, wherever under tests/
+the module lives (unit/<room>/, integration/, e2e/): the names are unique."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

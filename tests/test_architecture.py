@@ -4,7 +4,9 @@ Every import of every .py file of the project's rooms — absolute and relative,
 and under `if TYPE_CHECKING:` alike — is parsed with `ast` (nothing is imported) and held to the table below, room
 by room; the table is the docs' room table as data, and the two must agree. Every top-level folder of the project
 is a room of the table, so a new room is declared before it is used. No module imports itself through others:
-the graph of module-to-module imports has no cycle.
+the graph of module-to-module imports has no cycle. The unit tier (tests/unit/) starts no service: none of its
+modules imports, itself or through the test modules it imports, what starts anvil or Kubo, nor asks for their
+fixtures; and every test module lives in a tier (unit/<room>/, integration/, e2e/), every helper in support/.
 """
 
 from __future__ import annotations
@@ -260,3 +262,77 @@ def test_no_module_imports_itself_through_others() -> None:
         arrows = [where[(importer, module)] for module, importer in zip(cycle, cycle[1:])]
         raise AssertionError("import cycle: " + " ↔ ".join(cycle[:-1]) + "".join(
             f"\n  {imp.file}:{imp.line}: {imp.source} → {imp.target} ({imp.text})" for imp in arrows)) from None
+
+
+SERVICE_MODULES = frozenset({
+    "tests.support.conftest_chain", "tests.support.conftest_kubo", "tests.support.court_pool",
+    "tests.support.court_scenario", "tests.support.protocol_pool",
+    "deploy.anvil", "deploy.kubo_node", "deploy.devnet", "deploy.contracts",
+})
+"""What starts anvil or Kubo (or deploys onto a chain): no module of tests/unit/ may import them."""
+SERVICE_FIXTURES = frozenset({"anvil", "chain", "kubo_node", "kubo", "kubo_swarm", "court_pool"})
+"""The fixtures of tests/support/conftest_chain.py, conftest_kubo.py and court_pool.py: a real chain or Kubo."""
+UNIT = Path("tests/unit")
+
+
+def _reached(module: str, by_source: dict[str, list[Import]]) -> dict[str, Import]:
+    """Every module a module imports, followed through the test modules (tests.*) it imports: target → the import
+    that first reached it."""
+    reached: dict[str, Import] = {}
+    todo = [module]
+    while todo:
+        for imp in by_source.get(todo.pop(), ()):
+            if imp.target in reached:
+                continue
+            reached[imp.target] = imp
+            if imp.target.startswith("tests.") and imp.target in by_source:
+                todo.append(imp.target)
+    return reached
+
+
+def test_the_unit_tier_starts_no_service() -> None:
+    """tests/unit/ (`make test-unit`) runs without anvil or Kubo: its modules import none of what starts them, also
+    not through the test modules they import, and none of its tests or fixtures asks for a chain or Kubo fixture
+    (a module may define a fixture of that name for itself)."""
+    by_source: dict[str, list[Import]] = defaultdict(list)
+    for imp in imports():
+        by_source[imp.source].append(imp)
+    unit_files = [file for file in project_files() if file.is_relative_to(UNIT)]
+    assert sum(file.name.startswith("test_") for file in unit_files) > 20, "tests/unit/ is where the unit tier lives"
+    bad = []
+    for file in unit_files:
+        module = _module_name(file)[0]
+        for target, imp in _reached(module, by_source).items():
+            if any(target == s or target.startswith(s + ".") for s in SERVICE_MODULES):
+                bad.append(f"{file}: imports {target} ({imp})")
+        tree = ast.parse((ROOT / file).read_text(), str(file))
+        functions = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        fixtures = {f.name for f in functions if any("fixture" in ast.unparse(d) for d in f.decorator_list)}
+        for f in functions:
+            if f.name.startswith("test") or f.name in fixtures:
+                asked = {a.arg for a in [*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs]}
+                bad += [f"{file}:{f.lineno}: {f.name} asks for the fixture {name}"
+                        for name in sorted((asked & SERVICE_FIXTURES) - fixtures)]
+    assert not bad, ("the unit tier starts no anvil or Kubo: move these modules to tests/integration/ or "
+                     "tests/e2e/\n  " + "\n  ".join(bad))
+
+
+def test_every_test_module_lives_in_a_tier() -> None:
+    """tests/ mirrors the rooms (docs/architecture.md): a test module lives in tests/unit/<room>/ (a room of the
+    table), tests/integration/ or tests/e2e/; helpers in tests/support/; at the top only tests/conftest.py and this
+    module."""
+    top = {"tests/__init__.py", "tests/conftest.py", "tests/test_architecture.py"}
+    misplaced = []
+    for file in project_files():
+        if file.parts[0] != "tests" or str(file) in top:
+            continue
+        tier, rest = file.parts[1], file.parts[2:]
+        if tier == "unit" and (len(rest) == 1 and rest[0] == "__init__.py" or len(rest) == 2 and rest[0] in ROOMS):
+            continue
+        if tier in ("integration", "e2e") and len(rest) == 1:
+            continue
+        if tier == "support" and len(rest) == 1 and not rest[0].startswith("test_"):
+            continue
+        misplaced.append(str(file))
+    assert not misplaced, ("test modules go to tests/unit/<room>/ (no anvil, no Kubo, part of make test-unit's "
+                           "minute), tests/integration/ or tests/e2e/, helpers to tests/support/: " + ", ".join(misplaced))

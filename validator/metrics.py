@@ -1,4 +1,4 @@
-"""The validator's Prometheus metrics (names held by tests/test_metrics_names.py)."""
+"""The validator's Prometheus metrics (names held by tests/unit/cli/test_metrics_names.py)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ It writes `ledger_client/chain/abi/<Name>.json` (abi + creation bytecode),
 struct a function takes or returns and per view returning several named values) and
 `ledger_client/chain/contract_errors.py` (one `ContractRevert` subclass per custom error, ours and OpenZeppelin's,
 and the selector table `errors.decode_revert` reads). All are committed so the package works without forge;
-`tests/test_bindings.py` checks they match the compiled contracts.
+`tests/unit/ledger_client/test_bindings.py` checks they match the compiled contracts.
 """
 
 from __future__ import annotations

@@ -1,0 +1,70 @@
+"""The trainer's ledger source in a court pool, final mode: the pool's `WorkAccepted` is the court's final verdict,
+so the work is consumed without reading its status again — unless a reorg was seen since its event. The chain and
+Kubo are fakes here; tests/e2e/test_court_finality.py and tests/e2e/test_court_validators.py run the same source against
+anvil, Kubo and validator daemons."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import trainer.ledger_source as ledger_source
+from ledger_client.chain.bindings import WorkAccepted, WorkSubmitted
+from ledger_client.chain.contract import EventMeta
+from ledger_client.chain.events import Removed
+from protocol.pool import CaseState, WorkStatus
+from protocol.rollouts import RolloutBatch
+
+POOL = 1
+META = EventMeta(block_number=1, block_hash=b"\0" * 32, tx_hash=b"\0" * 32, log_index=0, address="0x0")
+
+
+class _Cursor:
+    """Hands out the events queued in `batches`, one batch per poll."""
+
+    batches: list[list[object]] = []
+
+    def __init__(self, *_args: object, **_kwargs: object) -> None:
+        pass
+
+    def poll(self, _latest: object) -> list[object]:
+        return _Cursor.batches.pop(0) if _Cursor.batches else []
+
+
+def _source(monkeypatch, status: WorkStatus) -> tuple[ledger_source.LedgerSource, list[bytes]]:
+    reads: list[bytes] = []
+    monkeypatch.setattr(ledger_source, "EventCursor", _Cursor)
+    court = SimpleNamespace(cases=lambda _work_id: SimpleNamespace(state=CaseState.VERDICT, accepted=True))
+    monkeypatch.setattr(ledger_source, "court_of", lambda *_: court)
+    monkeypatch.setattr(ledger_source, "pool_state", lambda *_: SimpleNamespace(challenge_window_s=60))
+    monkeypatch.setattr(ledger_source, "latest_block", lambda _w3: None)
+    monkeypatch.setattr(ledger_source, "get_work",
+                        lambda _ledger, work_id: reads.append(work_id) or SimpleNamespace(status=status))
+    monkeypatch.setattr(ledger_source, "get_object", lambda _kubo, digest, timeout: digest)
+    monkeypatch.setattr(ledger_source, "decode_rollouts", lambda _data: RolloutBatch.model_construct())
+    ledger = SimpleNamespace(deployment=SimpleNamespace(block=0), pool=None, w3=None)
+    return ledger_source.LedgerSource(ledger, kubo=None, pool_id=POOL), reads
+
+
+def _submitted_and_accepted(work_id: bytes) -> list[object]:
+    return [WorkSubmitted(POOL, work_id, "0xw", b"\xaa" * 32, 0, 0, 128, 1, META),
+            WorkAccepted(POOL, work_id, "0xv", META)]
+
+
+def test_a_final_acceptance_is_consumed_without_a_status_read(monkeypatch):
+    source, reads = _source(monkeypatch, WorkStatus.ACCEPTED)
+    _Cursor.batches = [_submitted_and_accepted(b"\x01" * 32)]
+    assert [item.id for item in source.poll()] == ["0x" + "01" * 32]
+    assert reads == []
+
+
+def test_after_a_reorg_an_acceptance_is_read_again_before_it_is_consumed(monkeypatch):
+    source, reads = _source(monkeypatch, WorkStatus.PENDING)  # the reorg undid the final verdict
+    unfetched = b"\x02" * 32
+    monkeypatch.setattr(ledger_source, "get_object", lambda *_args, **_kwargs: (_ for _ in ()).throw(
+        ledger_source.ContentError("not served yet")))
+    _Cursor.batches = [_submitted_and_accepted(unfetched), [Removed("0xtx:1", 1)]]
+    assert source.poll() == [] and source.pending == ["0x" + "02" * 32]  # accepted, its file not served yet
+    assert reads == []
+    source._unfetched.clear()  # its retry is due
+    assert source.poll() == [] and source.pending == ["0x" + "02" * 32]  # read again: pending, so it waits
+    assert reads == [unfetched]
