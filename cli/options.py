@@ -1,5 +1,6 @@
-"""Command-line options every proofswarm command shares: chain options with devnet defaults, log options,
-amounts as cast reads them, settings from TOML + command line."""
+"""Command-line options every proofswarm command shares: the parser (its usage errors one `error:` line, exit 2),
+value types checked before any effect (counts, seconds, ports, URLs, addresses), chain options with devnet
+defaults, log options, amounts as cast reads them, settings from TOML + command line."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import sys
 import tomllib
 from decimal import Decimal, InvalidOperation, localcontext
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, TypeVar
+from urllib.parse import urlparse
 
 from pydantic_settings import (
     BaseSettings,
@@ -25,6 +28,77 @@ from cli.errors import UsageError
 
 UNIT_DECIMALS = {"ether": 18, "eth": 18, "tokens": 18, "token": 18, "gwei": 9, "wei": 0}
 """Amount suffixes, as cast reads them (the stake token has 18 decimals, as ether)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one `error:` line naming the command and exit 2 (a UsageError the
+    entry point's `one_line_errors` prints), not argparse's usage block. Its subcommands are Parsers too."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+
+
+def whole(least: int = 0, most: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number in [least, most]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < least or (most is not None and value > most):
+            bound = f"≥ {least}" if most is None else f"from {least} to {most}"
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range: a whole number {bound}")
+        return value
+
+    parse.__name__ = "whole number"
+    return parse
+
+
+def real(least: float = 0.0, *, above: bool = False, most: float | None = None) -> Callable[[str], float]:
+    """An argparse type: a finite number ≥ least (> least with `above`) and ≤ most."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        low = value > least if above else value >= least
+        if not (low and value == value and abs(value) != float("inf") and (most is None or value <= most)):
+            bound = (f"> {least}" if above else f"≥ {least}") + ("" if most is None else f" and ≤ {most}")
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range: a number {bound}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+COUNT = whole(0)
+"""How many of something, 0 allowed."""
+POSITIVE = whole(1)
+"""How many of something, at least one."""
+SECONDS = real(0.0, above=True)
+"""A duration in seconds, above zero."""
+PORT = whole(1, 65535)
+"""A TCP port."""
+POOL_ID = whole(1)
+"""A pool id (pools are numbered from 1)."""
+
+
+def http_url(text: str) -> str:
+    """An argparse type: an http(s) URL with a host."""
+    url = urlparse(text)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http(s) URL with a host (e.g. http://127.0.0.1:8900)")
+    return text
+
+
+def address(text: str) -> str:
+    """An argparse type: a 20-byte hex address, 0x-prefixed."""
+    body = text[2:] if text.startswith(("0x", "0X")) else None
+    if body is None or len(body) != 40 or any(c not in "0123456789abcdefABCDEF" for c in body):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an address (0x and 40 hex digits)")
+    return text
 
 
 def parse_amount(v: object) -> int:
@@ -161,7 +235,7 @@ def add_chain_args(p: argparse.ArgumentParser) -> None:
     """--rpc-url / --deployments / key options; all default to the local devnet when it is up."""
     p.add_argument("--rpc-url", help="Ethereum JSON-RPC URL (default: the local devnet)")
     p.add_argument("--deployments", type=Path, help="deployments file keyed by chain id (default: the devnet's)")
-    p.add_argument("--chain-id", type=int, help="refuse to act unless the RPC serves this chain id")
+    p.add_argument("--chain-id", type=POSITIVE, help="refuse to act unless the RPC serves this chain id")
     p.add_argument("--key", help="hex private key (prefer --keystore or $PROOFSWARM_PRIVATE_KEY)")
     p.add_argument("--keystore", type=Path, help="encrypted JSON keystore file")
     p.add_argument("--password-file", type=Path, help="file holding the keystore password")

@@ -7,6 +7,7 @@ import signal
 import threading
 from pathlib import Path
 
+from cli.options import PORT, POSITIVE, SECONDS, Parser
 from dashboard.chain_source import (
     DEVNET_DIR_HELP,
     UsageError,
@@ -21,22 +22,22 @@ from dashboard.chain_source import (
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="explorer", description="The proofswarm pool explorer.",
+    p = Parser(prog="explorer", description="The proofswarm pool explorer.",
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog="""examples:
   explorer start --port 8000      # then open http://127.0.0.1:8000/pool/1 (JSON API under /api, OpenAPI at /docs)""")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("start", help="index the chain and serve the explorer until stopped")
     s.add_argument("--rpc-url", help="Ethereum JSON-RPC URL (default: the local devnet)")
     s.add_argument("--deployments", type=Path, help="deployments file keyed by chain id (default: the devnet's)")
-    s.add_argument("--chain-id", type=int, help="refuse to start unless the RPC serves this chain id")
+    s.add_argument("--chain-id", type=POSITIVE, help="refuse to start unless the RPC serves this chain id")
     s.add_argument("--devnet-dir", type=Path, default=default_devnet_dir(), help=DEVNET_DIR_HELP)
     s.add_argument("--kubo-api", help="Kubo RPC API for run specs, manifests, metrics, evidence (default: the devnet's)")
     s.add_argument("--db", type=Path, help="SQLite index file (default .explorer/index-<chain id>.sqlite)")
     s.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
-    s.add_argument("--port", type=int, default=8900, help="port to serve on (default 8900)")
+    s.add_argument("--port", type=PORT, default=8900, help="port to serve on (default 8900)")
     s.add_argument("--summary", type=Path, default=Path("runs/demo/summary.json"),
                    help="a demo summary to serve at /summary (default runs/demo/summary.json)")
-    s.add_argument("--poll", type=float, default=0.5, help="seconds between chain polls (default 0.5)")
+    s.add_argument("--poll", type=SECONDS, default=0.5, help="seconds between chain polls (default 0.5)")
     return p
 
 

@@ -32,6 +32,7 @@ from rich.progress import (
 
 from cli.devnet import load_devnet_info
 from cli.errors import one_line_errors
+from cli.options import COUNT, Parser
 from ledger_client.ipfs.checkpoints import (
     DEFAULT_SHARD_BYTES,
     InvalidCheckpointSource,
@@ -185,7 +186,7 @@ def _kubo_api(args: argparse.Namespace) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The `checkpoint` argument parser."""
-    parser = argparse.ArgumentParser(prog="checkpoint", description=__doc__.split("\n\n")[0],
+    parser = Parser(prog="checkpoint", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="examples:\n" + __doc__.split("\n\n")[1])
     common = argparse.ArgumentParser(add_help=False)
@@ -203,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     publish = verbs.add_parser("publish", parents=[common], help="shard a model and add it to Kubo")
     publish.add_argument("source", type=Path, help="Hugging Face model folder, .safetensors or .pt state dict")
-    publish.add_argument("--step", type=int, required=True, help="training step of this policy")
+    publish.add_argument("--step", type=COUNT, required=True, help="training step of this policy")
     publish.add_argument("--parent", help="manifest CID of the previous checkpoint")
     publish.add_argument("--shard-mib", type=_positive(float), default=DEFAULT_SHARD_BYTES / 2**20,
                          help="shard size in MiB (default %(default)s)")
@@ -213,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("ref", help="on-chain manifest digest (0x…) or manifest CID")
     fetch.add_argument("--store", type=Path, default=Path("checkpoints"), help="local folder (default %(default)s)")
     fetch.add_argument("--parallel", type=_positive(int), default=4, help="shards fetched at once")
-    fetch.add_argument("--retries", type=int, default=2, help="extra attempts per bad or missing shard")
+    fetch.add_argument("--retries", type=COUNT, default=2, help="extra attempts per bad or missing shard")
     fetch.set_defaults(run=_fetch)
     return parser
 

@@ -11,6 +11,7 @@ from rich.table import Table
 from cli.devnet import DEVNET_DIR_HELP, default_devnet_dir
 from cli.errors import UsageError, one_line_errors
 from cli.output import print_json
+from cli.options import COUNT, POSITIVE, address, Parser
 from deploy import devnet
 from deploy.contracts import MAX_UNBONDING_DELAY_S, MIN_UNBONDING_DELAY_S, deploy_contracts
 from ledger_client.chain.keys import load_account
@@ -18,7 +19,7 @@ from ledger_client.chain.ledger import connect, save_deployment
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="devnet", description="Local proofswarm devnet (anvil + Kubo + contracts).",
+    p = Parser(prog="devnet", description="Local proofswarm devnet (anvil + Kubo + contracts).",
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog="""examples:
   devnet up                      # anvil + Kubo + contracts in ./.devnet; the other commands find it
   devnet status
@@ -33,19 +34,19 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--state-dir", type=Path, default=default_devnet_dir(), help=DEVNET_DIR_HELP)
         s.add_argument("--json", action="store_true", help="machine-readable output")
     a = sub.add_parser("advance", help="move the devnet chain's clock forward (a lock or delay passes at once)")
-    a.add_argument("seconds", type=int, help="seconds to add to the chain's time")
+    a.add_argument("seconds", type=COUNT, help="seconds to add to the chain's time")
     a.add_argument("--state-dir", type=Path, default=default_devnet_dir(), help=DEVNET_DIR_HELP)
     a.add_argument("--json", action="store_true", help="machine-readable output")
     d = sub.add_parser("deploy", help="deploy the contracts to any EVM chain from an RPC URL and a key")
     d.add_argument("--rpc-url", required=True, help="Ethereum JSON-RPC URL of the chain to deploy to")
-    d.add_argument("--chain-id", type=int, help="refuse unless the RPC serves this chain id")
+    d.add_argument("--chain-id", type=POSITIVE, help="refuse unless the RPC serves this chain id")
     d.add_argument("--key", help="hex private key (prefer --keystore or $PROOFSWARM_PRIVATE_KEY)")
     d.add_argument("--keystore", type=Path, help="encrypted JSON keystore of the deployer")
     d.add_argument("--password-file", type=Path, help="file holding the keystore password")
-    d.add_argument("--token", help="existing ERC-20 to use as stake token (default: deploy a mintable dev token)")
+    d.add_argument("--token", type=address, help="existing ERC-20 to use as stake token (default: deploy a mintable dev token)")
     d.add_argument("--treasury", help="receives the non-bounty part of slashes (default: the deployer)")
-    d.add_argument("--unbonding-delay", type=int, default=7 * 24 * 3600, help="seconds (default 7 days)")
-    d.add_argument("--court-min-period", type=int, default=36,
+    d.add_argument("--unbonding-delay", type=COUNT, default=7 * 24 * 3600, help="seconds (default 7 days)")
+    d.add_argument("--court-min-period", type=POSITIVE, default=36,
                    help="shortest court window or period a pool may set, in seconds: a few of the chain's block "
                         "times (default 36: three 12-second blocks)")
     d.add_argument("--deployments", type=Path, default=Path("deployments.json"), help="file to record addresses in")

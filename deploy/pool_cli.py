@@ -23,7 +23,7 @@ from web3.logs import DISCARD
 
 from cli.devnet import load_devnet_info, load_trainer_init
 from cli.errors import UsageError, describe_error, one_line_errors
-from cli.options import amount_option, chain_options, parse_amount, resolve_chain_args
+from cli.options import POOL_ID, SECONDS, amount_option, chain_options, parse_amount, Parser, resolve_chain_args
 from cli.output import print_result
 from ledger_client.chain.bindings import CourtParams, PoolParams
 from ledger_client.chain.keys import load_account
@@ -397,7 +397,7 @@ def check_pool_content(cfg: PoolConfig, kubo_api: str | None, timeout: float = I
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="pool", description="Create, fund, inspect and close proofswarm compute pools.",
+    p = Parser(prog="pool", description="Create, fund, inspect and close proofswarm compute pools.",
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog="""examples:
   pool create --config examples/pool-court.toml --json   # checks the config and balances before any transaction
   pool fund 1 1000ether
@@ -411,15 +411,15 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--kubo-api", help="Kubo RPC API to read the run spec and base checkpoint from (default: the "
                                       "devnet's); the run spec sets max_samples_per_work and spot_check_bps unless "
                                       "the config does")
-    c.add_argument("--ipfs-timeout", type=float, default=IPFS_CHECK_TIMEOUT_S,
+    c.add_argument("--ipfs-timeout", type=SECONDS, default=IPFS_CHECK_TIMEOUT_S,
                    help="seconds to wait for the run spec and the base checkpoint's manifest (default %(default)s)")
     f = sub.add_parser("fund", parents=[common], help="add budget to a pool (owner only)")
-    f.add_argument("pool_id", type=int, help="pool id")
+    f.add_argument("pool_id", type=POOL_ID, help="pool id")
     f.add_argument("amount", help="base units or with a unit: 1000e18, 1000ether, 1000tokens (18 decimals)")
     s = sub.add_parser("status", parents=[common], help="show a pool's parameters and state")
-    s.add_argument("pool_id", type=int, help="pool id")
+    s.add_argument("pool_id", type=POOL_ID, help="pool id")
     cl = sub.add_parser("close", parents=[common], help="close a pool and refund its unreserved budget (owner only)")
-    cl.add_argument("pool_id", type=int, help="pool id")
+    cl.add_argument("pool_id", type=POOL_ID, help="pool id")
     return p
 
 

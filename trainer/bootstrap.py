@@ -21,6 +21,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from cli.devnet import DEVNET_DIR_HELP, default_devnet_dir, load_devnet_info, record_trainer_init
 from cli.errors import UsageError
+from cli.options import COUNT, POSITIVE, real
 from inference.backend import InferenceError
 from inference.policy import load_policy
 from inference.tiny import build_char_tokenizer, build_tiny_llama
@@ -63,17 +64,17 @@ def add_init_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--devnet-dir", type=Path, default=default_devnet_dir(), help=DEVNET_DIR_HELP)
     p.add_argument("--checkpoint", type=Path, help="start from this Hugging Face model folder (default: the tiny "
                    "in-code model built from --hidden/--layers/--heads)")
-    p.add_argument("--hidden", type=int, default=ModelSpec().hidden, help="tiny model: hidden size (default %(default)s)")
-    p.add_argument("--layers", type=int, default=ModelSpec().layers, help="tiny model: layers (default %(default)s)")
-    p.add_argument("--heads", type=int, default=ModelSpec().heads, help="tiny model: attention heads (default %(default)s)")
-    p.add_argument("--warm-steps", type=int, default=25, help="supervised warm-up steps on the task's answer format "
+    p.add_argument("--hidden", type=POSITIVE, default=ModelSpec().hidden, help="tiny model: hidden size (default %(default)s)")
+    p.add_argument("--layers", type=POSITIVE, default=ModelSpec().layers, help="tiny model: layers (default %(default)s)")
+    p.add_argument("--heads", type=POSITIVE, default=ModelSpec().heads, help="tiny model: attention heads (default %(default)s)")
+    p.add_argument("--warm-steps", type=COUNT, default=25, help="supervised warm-up steps on the task's answer format "
                    "(default %(default)s); a policy that gets no prompt partly right gives the trainer nothing to learn from")
-    p.add_argument("--warm-lr", type=float, default=1e-3, help="warm-up learning rate (default %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="warm-up and sampling seed: the same seed, the same digests")
-    p.add_argument("--difficulty-candidates", type=int, default=0,
+    p.add_argument("--warm-lr", type=real(0.0, above=True), default=1e-3, help="warm-up learning rate (default %(default)s)")
+    p.add_argument("--seed", type=COUNT, default=0, help="warm-up and sampling seed: the same seed, the same digests")
+    p.add_argument("--difficulty-candidates", type=COUNT, default=0,
                    help="offline difficulty filter over this many train problems (0: no filter)")
-    p.add_argument("--difficulty-attempts", type=int, default=8, help="samples per problem for its pass rate")
-    p.add_argument("--difficulty-band", type=float, nargs=2, default=(0.1, 0.8), metavar=("LOW", "HIGH"),
+    p.add_argument("--difficulty-attempts", type=POSITIVE, default=8, help="samples per problem for its pass rate")
+    p.add_argument("--difficulty-band", type=real(0.0, most=1.0), nargs=2, default=(0.1, 0.8), metavar=("LOW", "HIGH"),
                    help="keep problems whose pass rate lies in [LOW, HIGH]")
     p.add_argument("--json", action="store_true", help="print the digests as one JSON line instead of a [pool] section")
 

@@ -13,10 +13,10 @@ examples:
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from cli.errors import EXIT_USAGE, UsageError, one_line_errors
+from cli.options import Parser
 
 
 @one_line_errors  # Ctrl-C while torch imports: one line, exit 130
@@ -28,7 +28,7 @@ def _start(argv: list[str]) -> int:
 
     @one_line_errors(failures=(TrainerStarved, TrainerStateError))
     def start() -> int:
-        p = argparse.ArgumentParser(prog="trainer start", description=__doc__.splitlines()[0])
+        p = Parser(prog="trainer start", description=__doc__.splitlines()[0])
         add_start_args(p)
         args = p.parse_args(argv)
         if args.nproc is not None and args.nproc < 1:
@@ -74,7 +74,7 @@ def _without_nproc(argv: list[str]) -> list[str]:
 def _init(argv: list[str]) -> int:
     from trainer.bootstrap import add_init_args, run_init
 
-    p = argparse.ArgumentParser(prog="trainer init", description="Initial policy and run spec of a new pool.")
+    p = Parser(prog="trainer init", description="Initial policy and run spec of a new pool.")
     add_init_args(p)
     return run_init(p.parse_args(argv))
 

@@ -13,6 +13,7 @@ from cli.errors import UsageError, one_line_errors
 from cli.options import (add_chain_args, add_config_arg, add_log_args, configure_logging, parse_with_config,
                          resolve_chain_args, use_devnet_role_key)
 from cli.output import print_result
+from cli.options import COUNT, POSITIVE, SECONDS, PORT, POOL_ID, real, Parser
 from inference.device import ComputeChoiceError, parse_device
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
@@ -22,7 +23,7 @@ from validator.court import Conduct
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="validator", description="Check every submission of a pool; attest or challenge.",
+    p = Parser(prog="validator", description="Check every submission of a pool; attest or challenge.",
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog="""examples:
   validator start --pool 1 --key $KEY --metrics-port 9100   # registers with the pool's court, judges until Ctrl-C
   validator status --pool 1 --key $KEY                       # bond, locked/reserved, verdicts, disputes, earnings
@@ -30,35 +31,35 @@ def _parser() -> argparse.ArgumentParser:
   validator calibrate --checkpoint runs/ckpt --run-spec examples/run.toml --dtypes bfloat16""")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("start", help="run the challenge daemon until stopped")
-    s.add_argument("--pool", type=int, required=True, help="pool id")
+    s.add_argument("--pool", type=POOL_ID, required=True, help="pool id")
     add_log_args(s)
     s.add_argument("--kubo-api", help="Kubo RPC API (default: the devnet's)")
     s.add_argument("--state-dir", type=Path, help="cursor, verdict journal, checkpoint cache (default .validator/<address>)")
-    s.add_argument("--processes", type=int, default=1, help="verification worker processes")
-    s.add_argument("--threads", type=int,
+    s.add_argument("--processes", type=POSITIVE, default=1, help="verification worker processes")
+    s.add_argument("--threads", type=COUNT,
                    help="torch threads per verification process (default 1, measured fastest next to other work: "
                         "use more cores with --processes; 0 = torch's default, one per core)")
-    s.add_argument("--max-batch-tokens", type=int,
+    s.add_argument("--max-batch-tokens", type=POSITIVE,
                    help="padded positions prefilled at once (default 1,024); bounds the float32 logits held to "
                         "this × vocabulary × 4 bytes")
     s.add_argument("--device", default="cpu",
                    help="where the checkers' float32 reference prefill runs: cpu (default), cuda or cuda:N")
-    s.add_argument("--max-in-flight", type=int, default=8, help="bound on files being checked at once")
-    s.add_argument("--fetch-timeout", type=float, default=20.0, help="seconds one fetch attempt of a file may take")
-    s.add_argument("--verdict-margin", type=float, default=30.0,
+    s.add_argument("--max-in-flight", type=POSITIVE, default=8, help="bound on files being checked at once")
+    s.add_argument("--fetch-timeout", type=SECONDS, default=20.0, help="seconds one fetch attempt of a file may take")
+    s.add_argument("--verdict-margin", type=SECONDS, default=30.0,
                    help="seconds kept, before a window closes, to send the verdict or dispute (default 30; on a chain "
                         "that includes a transaction within a block or two, a few block times suffice); a fetch retry "
                         "that would end later is not waited for")
-    s.add_argument("--fetch-attempts", type=int, default=3, help="fetch attempts, spread over time, before UNAVAILABLE")
-    s.add_argument("--check-timeout", type=float, default=300.0, help="seconds one file's check may take")
-    s.add_argument("--max-checker-failures", type=int, default=3,
+    s.add_argument("--fetch-attempts", type=POSITIVE, default=3, help="fetch attempts, spread over time, before UNAVAILABLE")
+    s.add_argument("--check-timeout", type=SECONDS, default=300.0, help="seconds one file's check may take")
+    s.add_argument("--max-checker-failures", type=POSITIVE, default=3,
                    help="checker crashes/timeouts on one file before it is challenged UNCHECKABLE")
-    s.add_argument("--confirmations", type=int, default=0,
+    s.add_argument("--confirmations", type=COUNT, default=0,
                    help="blocks a submission must be buried under before it is checked (default 0)")
-    s.add_argument("--audit-rate", type=float, default=0.1,
+    s.add_argument("--audit-rate", type=real(0.0, most=1.0), default=0.1,
                    help="court pools: fraction of other validators' verdicts to re-check (checked when submitted; a wrong "
                         "verdict is disputed, a right one concurred with: at 1 the pool's verdicts can be final early)")
-    s.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1:PORT")
+    s.add_argument("--metrics-port", type=PORT, help="serve Prometheus /metrics on 127.0.0.1:PORT")
     s.add_argument("--devnet-validator", action="store_true", help="use the devnet's validator key")
     add_chain_args(s)
     add_config_arg(s)
@@ -68,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
                        ("withdraw", "withdraw the bond of a pool left (after the exit delay) and every fee, bounty "
                                     "and share the court credited")):
         c = sub.add_parser(name, help=text)
-        c.add_argument("--pool", type=int, required=True, help="pool id")
+        c.add_argument("--pool", type=POOL_ID, required=True, help="pool id")
         c.add_argument("--devnet-validator", action="store_true", help="use the devnet's validator key")
         c.add_argument("--json", action="store_true", help="print the result as JSON")
         add_chain_args(c)
@@ -105,16 +106,9 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
     devnet = load_devnet_info(args.devnet_dir)
     if args.devnet_validator:
         use_devnet_role_key(args, "validator", "--devnet-validator")
-    if min(args.processes, args.max_in_flight, args.fetch_attempts, args.max_checker_failures,
-           args.max_batch_tokens or 1) < 1 or (args.threads or 0) < 0 \
-            or min(args.fetch_timeout, args.check_timeout, args.verdict_margin) <= 0:
-        raise UsageError("--processes, --max-in-flight, --fetch-attempts, --max-checker-failures and --max-batch-tokens "
-                         "must be ≥ 1; --threads ≥ 0; --fetch-timeout, --check-timeout and --verdict-margin > 0")
     ledger = Ledger.open(rpc_url, deployments, load_account(args.key, args.keystore, args.password_file),
                          args.chain_id)
     pool_state(ledger, args.pool)  # UnknownPool here, before any process starts
-    if not 0.0 <= args.audit_rate <= 1.0:
-        raise UsageError("--audit-rate must be in [0, 1]")
     kubo_api = args.kubo_api or (devnet or {}).get("kubo_api")
     if not kubo_api:
         raise UsageError("no --kubo-api given and no devnet is up")

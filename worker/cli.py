@@ -7,7 +7,20 @@ import os
 from pathlib import Path
 
 from cli.errors import UsageError, one_line_errors
-from cli.options import add_config_arg, add_log_args, amount_option, chain_options, parse_with_config
+from cli.options import (
+    COUNT,
+    POOL_ID,
+    PORT,
+    POSITIVE,
+    SECONDS,
+    add_config_arg,
+    add_log_args,
+    amount_option,
+    chain_options,
+    http_url,
+    parse_with_config,
+    Parser,
+)
 from cli.output import print_result
 from ledger_client.chain.queries import pool_state
 from worker.account import DEFAULT_MAX_PENDING, claim_all, deallocate_free, open_ledger, status
@@ -16,28 +29,28 @@ EXPLORER_ENV = "PROOFSWARM_EXPLORER_URL"
 
 
 def _add_start_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pool", type=int, required=True, help="pool id")
+    p.add_argument("--pool", type=POOL_ID, required=True, help="pool id")
     p.add_argument("--kubo-api", help="Kubo RPC API multiaddr or URL (default: the devnet's)")
     p.add_argument("--work-dir", type=Path, help="journal, checkpoints and rollout files (default .worker/<address>)")
-    p.add_argument("--submissions-per-step", type=int, default=1000,
+    p.add_argument("--submissions-per-step", type=POSITIVE, default=1000,
                    help="at most this many files per policy step (default: no practical limit)")
-    p.add_argument("--max-pending", type=int, default=DEFAULT_MAX_PENDING,
+    p.add_argument("--max-pending", type=POSITIVE, default=DEFAULT_MAX_PENDING,
                    help=f"wait while this many submissions await a verdict (default {DEFAULT_MAX_PENDING}): a worker makes "
                         "at most this many files per verdict latency, and a broken one loses at most this many slashes "
                         "before it sees the first")
-    p.add_argument("--max-submissions", type=int, help="stop after this many submissions")
+    p.add_argument("--max-submissions", type=POSITIVE, help="stop after this many submissions")
     p.add_argument("--no-pace", action="store_true",
                    help="generate as fast as possible instead of pacing on the trainer's demand note (worker/pacing.py): "
                         "files the trainer drops as too stale are then made and checked for nothing")
-    p.add_argument("--poll-interval", type=float, default=0.5, help="seconds between looks at the chain (default 0.5)")
+    p.add_argument("--poll-interval", type=SECONDS, default=0.5, help="seconds between looks at the chain (default 0.5)")
     p.add_argument("--quiet", action="store_true", help="no live status screen (logs only)")
-    p.add_argument("--max-restakes", type=int, default=3, metavar="N",
+    p.add_argument("--max-restakes", type=COUNT, default=3, metavar="N",
                    help="top the allocation up again after at most N slashes; the next slash stops the worker with "
                         "its reason (default 3; -1: no cap)")
-    p.add_argument("--explorer", default=os.environ.get(EXPLORER_ENV), metavar="URL",
+    p.add_argument("--explorer", default=os.environ.get(EXPLORER_ENV), metavar="URL", type=http_url,
                    help=f"the pool explorer's URL: each challenge on the live screen links to its page there "
                         f"(default ${EXPLORER_ENV})")
-    p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on 127.0.0.1:PORT")
+    p.add_argument("--metrics-port", type=PORT, help="serve Prometheus /metrics on 127.0.0.1:PORT")
     add_log_args(p)
     p.add_argument("--device", help="where generation runs: cpu (default), cuda or cuda:N (torch backend); "
                                     "vLLM picks its own GPU (cuda or leave it out)")
@@ -48,7 +61,7 @@ def _add_start_args(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="worker", description="Contribute compute to a proofswarm pool.",
+    p = Parser(prog="worker", description="Contribute compute to a proofswarm pool.",
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog="""examples:
   worker start --pool 1 --devnet-worker 0            # stake, join, generate, submit until Ctrl-C
   worker start --pool 1 --keystore key.json --password-file pw --device cuda --dtype bfloat16
@@ -62,18 +75,18 @@ def _parser() -> argparse.ArgumentParser:
     add_config_arg(start)
     st = sub.add_parser("status", parents=[common], help="stake, submissions by verdict, rewards, challenges with "
                                                          "their reasons, current step")
-    st.add_argument("--pool", type=int, help="restrict to one pool")
-    st.add_argument("--explorer", default=os.environ.get(EXPLORER_ENV), metavar="URL",
+    st.add_argument("--pool", type=POOL_ID, help="restrict to one pool")
+    st.add_argument("--explorer", default=os.environ.get(EXPLORER_ENV), metavar="URL", type=http_url,
                     help=f"the pool explorer's URL: each challenge links to its page there (default ${EXPLORER_ENV})")
     cl = sub.add_parser("claim", parents=[common], help="claim every unlocked accepted reward")
-    cl.add_argument("--pool", type=int, help="only this pool's rewards (default: every pool's)")
+    cl.add_argument("--pool", type=POOL_ID, help="only this pool's rewards (default: every pool's)")
     un = sub.add_parser("unstake", parents=[common], help="start unbonding stake (withdrawable after the unbonding delay)")
     un.add_argument("amount", nargs="?", help="base units or with a unit, e.g. 50e18 or 50ether (default: all free bonded stake)")
-    un.add_argument("--leave", type=int, metavar="POOL",
+    un.add_argument("--leave", type=POOL_ID, metavar="POOL",
                     help="first leave this pool and deallocate what its open work does not require")
     de = sub.add_parser("deallocate", parents=[common],
                         help="return a pool allocation to free bonded stake (all its open work does not require)")
-    de.add_argument("--pool", type=int, required=True, help="pool id")
+    de.add_argument("--pool", type=POOL_ID, required=True, help="pool id")
     sub.add_parser("withdraw", parents=[common], help="withdraw unbonded stake whose delay has passed")
     return p
 

@@ -129,6 +129,20 @@ CASE_IDS = (
     'run spec typo',
     'unknown task',
     'trainer init checkpoint not a folder',
+    'worker start --max-submissions -1',
+    'worker start --pool 0',
+    'worker start --explorer notaurl',
+    'worker start --metrics-port 99999',
+    'validator start --audit-rate 2',
+    'validator start --fetch-timeout 0',
+    'trainer init --warm-steps -5',
+    'devnet deploy --token 0x12',
+    'devnet advance -3',
+    'pool status of a pool id not a number',
+    'checkpoint fetch --retries -1',
+    'an unknown subcommand',
+    'a missing required option',
+    'a config file value out of range',
 )
 """Bad input and failures every command must answer with one line and its code, in _cases' order."""
 
@@ -175,6 +189,21 @@ def _cases(tmp_path: Path) -> dict[str, tuple[str, list[str], int]]:
          EXIT_USAGE),
         ("trainer", ["init", "--run-spec", str(ROOT / "examples/run.toml"), "--checkpoint", "/nonexistent",
                      "--kubo-api", "/ip4/127.0.0.1/tcp/1"], EXIT_USAGE),
+        # numbers and URLs refused as the command line is read, before any effect (issue 47, finding 6)
+        ("worker", ["start", "--pool", "1", "--max-submissions", "-1", *chain], EXIT_USAGE),
+        ("worker", ["start", "--pool", "0", *chain], EXIT_USAGE),
+        ("worker", ["start", "--pool", "1", "--explorer", "notaurl", *chain], EXIT_USAGE),
+        ("worker", ["start", "--pool", "1", "--metrics-port", "99999", *chain], EXIT_USAGE),
+        ("validator", ["start", "--pool", "1", "--audit-rate", "2", *chain], EXIT_USAGE),
+        ("validator", ["start", "--pool", "1", "--fetch-timeout", "0", *chain], EXIT_USAGE),
+        ("trainer", ["init", "--run-spec", str(ROOT / "examples/run.toml"), "--warm-steps", "-5"], EXIT_USAGE),
+        ("devnet", ["deploy", "--token", "0x12", *without_key], EXIT_USAGE),
+        ("devnet", ["advance", "-3"], EXIT_USAGE),
+        ("pool", ["status", "one", *chain], EXIT_USAGE),
+        ("checkpoint", ["fetch", "0x" + "ab" * 32, "--retries", "-1"], EXIT_USAGE),
+        ("worker", ["stat", *chain], EXIT_USAGE),
+        ("validator", ["start", *chain], EXIT_USAGE),
+        ("worker", ["start", "--pool", "1", "--config", str(typos["worker-start.toml"]), *chain], EXIT_USAGE),
     ]
     assert len(cases) == len(CASE_IDS)
     return dict(zip(CASE_IDS, cases))
@@ -186,7 +215,8 @@ def _typos(tmp_path: Path) -> dict[str, Path]:
     texts = {"pool.toml": (ROOT / "examples/pool.toml").read_text().replace("funding =", "fundng ="),
              "trainer.toml": "max_step = 3\n", "worker.toml": "run_dir = 'x'\nmax_submisions = 3\n",
              "run.toml": run_spec.replace("temperature", "temprature"),
-             "unknown-task.toml": run_spec.replace('name = "sort"', 'name = "nosuch"')}
+             "unknown-task.toml": run_spec.replace('name = "sort"', 'name = "nosuch"'),
+             "worker-start.toml": "max-pending = -2\n"}
     for name, text in texts.items():
         (tmp_path / name).write_text(text)
     return {name: tmp_path / name for name in texts}
