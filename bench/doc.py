@@ -233,6 +233,23 @@ def _suite(doc: dict) -> str:
             f".ci/run {f['ci_run_wall']}")
 
 
+def _economics(doc: dict) -> str:
+    f = doc["figures"]
+    be, fee = f["break_even"], f["parameters"]["court"]["fee"]
+    return (f"{'yes' if f['honest_check_best_response'] else 'no'}: lazy gains {be['per_assigned_file']:.1f} an "
+            f"assigned file at r → 0; a check must earn {be['per_check']:.2f} (fee {fee:g})")
+
+
+def _cheating(doc: dict) -> str:
+    f = doc["figures"]
+    cheats = [row for row in f["payoff_table"] if row["strategy"].startswith("worker cheating") and row["r"] > 0]
+    top = max(row["r"] for row in cheats)
+    losses = [-row["gain_vs_honest"] for row in cheats if row["r"] == top]
+    return (f"{'yes' if f['cheating_unprofitable'] else 'no'}: at r = {top:g} a cheater earns {min(losses):.1f}–"
+            f"{max(losses):.1f} less a file (f ≤ 1/3)")
+
+
+_ECONOMICS = "notes/economics.md#at-the-shipped-parameters-2026-12-06"
 _PRICE = "notes/protocol-price.md#files-that-arrive-fresh-and-cheaper-requests-2026-12-06-02400430-utc-ninth-session"
 _NULL = "notes/attacks.md#the-null-of-the-noisiest-population-2026-12-06-tenth-session"
 
@@ -275,6 +292,8 @@ ROWS: tuple[Row, ...] = (
         "notes/scoring.md#scoring-cost-per-completion-before-and-after"),
     Row("Fuzzing the parsers of worker bytes", "fuzz.json", _fuzz,
         "notes/scoring.md#fuzzing-the-parsers-of-worker-bytes"),
+    Row("Court pool: is honest checking a validator's best response?", "economics.json", _economics, _ECONOMICS),
+    Row("Court pool: is cheating unprofitable for a worker?", "economics.json", _cheating, _ECONOMICS),
     Row("Test suite time (`make test`, as CI runs it)", "suite.json", _suite, "notes/figures-2026-12-06.md"),
 )
 
