@@ -10,7 +10,6 @@ from pathlib import Path
 from cli.options import PORT, POSITIVE, SECONDS, Parser
 from dashboard.chain_source import (
     DEVNET_DIR_HELP,
-    UsageError,
     connect,
     default_devnet_dir,
     load_deployment,
@@ -46,10 +45,6 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from dashboard.service import ExplorerService  # FastAPI/uvicorn: only when starting
 
-    if not 0 < args.port < 65536:
-        raise UsageError(f"--port {args.port} is not a TCP port")
-    if args.poll <= 0:
-        raise UsageError("--poll must be > 0")
     rpc_url, deployments = resolve_chain_args(args)
     w3 = connect(rpc_url, args.chain_id)
     deployment = load_deployment(deployments, w3.eth.chain_id)

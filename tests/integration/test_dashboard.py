@@ -304,7 +304,9 @@ def test_explorer_cli_refuses_bad_input_with_one_line(tmp_path):
                               cwd=ROOT, timeout=60)
 
     bad_port = run("--port", "70000", "--rpc-url", "http://127.0.0.1:1", "--deployments", str(tmp_path / "d.json"))
-    assert bad_port.returncode == 2 and bad_port.stderr.strip() == "error: --port 70000 is not a TCP port"
+    assert bad_port.returncode == 2 and bad_port.stderr.strip() == (
+        "error: explorer start: argument --port: '70000' is out of range: a whole number from 1 to 65535 "
+        "(see `explorer start --help`)")
     unreachable = run("--rpc-url", f"http://127.0.0.1:{free_port()}", "--deployments", str(tmp_path / "d.json"))
     assert unreachable.returncode == 1
     assert unreachable.stderr.strip().startswith("error: cannot reach the Ethereum RPC")
