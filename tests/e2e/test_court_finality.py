@@ -36,10 +36,11 @@ def test_a_verdict_every_other_validator_concurs_with_is_final_before_its_window
     pool.open_pool(HONEST, COURT.model_copy(update={"dispute_window_s": window}))
     court = pool.ledger(0).court
     final = LedgerSource(pool.ledger(0), pool.kubo, pool.pool_id)
-    works = {pool.submit(honest): honest for honest in (True, False, True)}
-    deadline = time.monotonic() + 3 * COURT.decided_within_s()  # only a broken court waits this long
     daemons = [pool.daemon(i, Conduct()) for i in HONEST]
-    with running(daemons):
+    with running(daemons):  # the files come once the daemons and their checkers are up: a slow start-up on a
+        # loaded machine let the 60 s verdict windows close before the first check (OutsidePeriod)
+        works = {pool.submit(honest): honest for honest in (True, False, True)}
+        deadline = time.monotonic() + 3 * COURT.decided_within_s()  # only a broken court waits this long
         while time.monotonic() < deadline and any(court.cases(w).state != CaseState.FINAL for w in works):
             time.sleep(0.5)
     # each validator checked each file once: as its judge, or before the verdict (a precheck the audit then used),

@@ -123,9 +123,9 @@ def test_a_random_voter_in_the_minority_loses_the_committee_penalty(court_pool):
     # bounds that only a broken court reaches (a passing run leaves each loop as soon as it can): six disputed
     # cases one after another to seat the voter (each seats it with probability 3/4), then one whole case after
     # its commit; the test's timeout covers both
-    deadline = time.monotonic() + 6 * case_s
     with running([pool.daemon(i, Conduct()) for i in honest] + [pool.daemon(attest_all, AttestEverything())]):
         with running([random_voter()]):
+            deadline = time.monotonic() + 6 * case_s  # from when every daemon is up, not before their start-up
             # every file is fabricated; the worker cannot choose its judge, so it submits until attest-all judges
             # one whose dispute committee (three of the four validators left) seats the random voter, which commits
             while time.monotonic() < deadline and not any(committed(w) for w in judged_by_attest_all):

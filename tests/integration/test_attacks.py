@@ -13,6 +13,9 @@ from adversaries.samplers import Profile
 from bench.attacks import DEFAULT_SPEC, Lab, build_checkpoint, calibrated_profile, run_attacks, run_honest
 from protocol.runspec import load_run_spec
 
+# CPU-bound: 116 s alone, over 600 s beside three other heavy modules on two cores (a bound, not a race)
+pytestmark = pytest.mark.timeout(1800)
+
 FP32_CAUGHT = ["int8 weights", "T x 0.95, forged", "other weights, forged", "out-of-nucleus tokens (top_p 0.9), forged"]
 """At tolerance 1e-3: TOPLOC sees int8 weights' own proofs; a colder sampler, another model's tokens and tokens out of
 the nucleus change tokens the replay pins down, whatever proofs they carry (a 1 % perturbation of one layer, forged,
