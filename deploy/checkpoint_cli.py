@@ -32,7 +32,7 @@ from rich.progress import (
 
 from cli.devnet import load_devnet_info
 from cli.errors import one_line_errors
-from cli.options import COUNT, Parser
+from cli.options import COUNT, POSITIVE, SECONDS, Parser
 from ledger_client.ipfs.checkpoints import (
     DEFAULT_SHARD_BYTES,
     InvalidCheckpointSource,
@@ -168,16 +168,6 @@ def _report(args: argparse.Namespace, summary: dict[str, Any], quiet_value: str)
             print(f"{key:<{width}}  {value}")
 
 
-def _positive(kind: type) -> Any:
-    def parse(text: str) -> Any:
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-        return value
-
-    return parse
-
-
 def _kubo_api(args: argparse.Namespace) -> str:
     """--kubo-api, else $PROOFSWARM_KUBO_API, else the running devnet's daemon, else Kubo's default port."""
     return (args.kubo_api or os.environ.get("PROOFSWARM_KUBO_API") or (load_devnet_info() or {}).get("kubo_api")
@@ -192,10 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--kubo-api", help="Kubo RPC API multiaddr or http:// URL (default: $PROOFSWARM_KUBO_API, else "
                                            f"the devnet's, else {DEFAULT_API})")
-    common.add_argument("--timeout", type=_positive(float), default=120.0,
+    common.add_argument("--timeout", type=SECONDS, default=120.0,
                         help="seconds to wait for content before giving up (default %(default)s)")
     common.add_argument("--pins", type=Path, help="retention ledger file; with it, only --keep versions stay pinned")
-    common.add_argument("--keep", type=_positive(int), default=versions_to_keep(DEFAULT_ASYNC_LEVEL),
+    common.add_argument("--keep", type=POSITIVE, default=versions_to_keep(DEFAULT_ASYNC_LEVEL),
                         help="versions to keep pinned: async_level + 1 (default %(default)s)")
     output = common.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print one JSON object, no progress bars")
@@ -206,14 +196,14 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("source", type=Path, help="Hugging Face model folder, .safetensors or .pt state dict")
     publish.add_argument("--step", type=COUNT, required=True, help="training step of this policy")
     publish.add_argument("--parent", help="manifest CID of the previous checkpoint")
-    publish.add_argument("--shard-mib", type=_positive(float), default=DEFAULT_SHARD_BYTES / 2**20,
+    publish.add_argument("--shard-mib", type=SECONDS, default=DEFAULT_SHARD_BYTES / 2**20,
                          help="shard size in MiB (default %(default)s)")
     publish.set_defaults(run=_publish)
 
     fetch = verbs.add_parser("fetch", parents=[common], help="fetch and verify a checkpoint")
     fetch.add_argument("ref", help="on-chain manifest digest (0x…) or manifest CID")
     fetch.add_argument("--store", type=Path, default=Path("checkpoints"), help="local folder (default %(default)s)")
-    fetch.add_argument("--parallel", type=_positive(int), default=4, help="shards fetched at once")
+    fetch.add_argument("--parallel", type=POSITIVE, default=4, help="shards fetched at once")
     fetch.add_argument("--retries", type=COUNT, default=2, help="extra attempts per bad or missing shard")
     fetch.set_defaults(run=_fetch)
     return parser

@@ -89,8 +89,6 @@ def run_init(args: argparse.Namespace) -> int:
     kubo_api = args.kubo_api or devnet_kubo
     if not kubo_api:
         raise UsageError("no --kubo-api given and no devnet is up")
-    if args.difficulty_candidates < 0:
-        raise UsageError("--difficulty-candidates must be >= 0")
     torch.set_num_threads(min(2, torch.get_num_threads()))
     model, tokenizer = init_policy(spec, ModelSpec(hidden=args.hidden, layers=args.layers, heads=args.heads),
                                    args.warm_steps, args.warm_lr, args.seed, checkpoint=args.checkpoint)

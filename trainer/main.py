@@ -31,8 +31,6 @@ def _start(argv: list[str]) -> int:
         p = Parser(prog="trainer start", description=__doc__.splitlines()[0])
         add_start_args(p)
         args = p.parse_args(argv)
-        if args.nproc is not None and args.nproc < 1:
-            raise UsageError(f"--nproc must be a positive integer, got {args.nproc}")
         args.device = _checked_device(args.device, args.nproc or 1)
         if args.nproc is not None and args.nproc > 1:
             return launch(args.nproc, ["trainer.main", "start", *_without_nproc(argv)])

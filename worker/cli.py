@@ -8,7 +8,6 @@ from pathlib import Path
 
 from cli.errors import UsageError, one_line_errors
 from cli.options import (
-    COUNT,
     POOL_ID,
     PORT,
     POSITIVE,
@@ -19,6 +18,7 @@ from cli.options import (
     chain_options,
     http_url,
     parse_with_config,
+    whole,
     Parser,
 )
 from cli.output import print_result
@@ -44,7 +44,7 @@ def _add_start_args(p: argparse.ArgumentParser) -> None:
                         "files the trainer drops as too stale are then made and checked for nothing")
     p.add_argument("--poll-interval", type=SECONDS, default=0.5, help="seconds between looks at the chain (default 0.5)")
     p.add_argument("--quiet", action="store_true", help="no live status screen (logs only)")
-    p.add_argument("--max-restakes", type=COUNT, default=3, metavar="N",
+    p.add_argument("--max-restakes", type=whole(-1), default=3, metavar="N",
                    help="top the allocation up again after at most N slashes; the next slash stops the worker with "
                         "its reason (default 3; -1: no cap)")
     p.add_argument("--explorer", default=os.environ.get(EXPLORER_ENV), metavar="URL", type=http_url,

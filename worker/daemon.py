@@ -519,8 +519,6 @@ def run_from_args(args: argparse.Namespace) -> int:
     kubo_api = args.kubo_api or (devnet or {}).get("kubo_api")
     if not kubo_api:
         raise UsageError("no --kubo-api given and no devnet is up")
-    if args.submissions_per_step < 1 or args.max_pending < 1:
-        raise UsageError("--submissions-per-step and --max-pending must be ≥ 1")
     work_dir = args.work_dir or Path(".worker") / ledger.address
     options = WorkerOptions(pool_id=args.pool, kubo_api=kubo_api, work_dir=work_dir,
                             submissions_per_step=args.submissions_per_step, poll_interval_s=args.poll_interval,
