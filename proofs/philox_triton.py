@@ -12,6 +12,8 @@ import os
 
 import torch
 
+from proofs.sampling import check_positions
+
 _BLOCK = 1024
 
 try:
@@ -87,6 +89,7 @@ if triton is not None:
 
 
 def _launch(gumbel: bool, seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    check_positions(positions)  # the kernel reads a position as one uint32 counter word
     rows = seeds.shape[0]
     out = torch.empty((rows, vocab_size), dtype=torch.float32, device=seeds.device)
     if rows:

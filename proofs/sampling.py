@@ -154,11 +154,24 @@ def _seed_key(seeds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return seeds & _WORD, seeds >> 32
 
 
+MAX_POSITION = 2**32 - 1
+"""The counter's position word holds 0 ≤ i < 2^32: a position outside is refused, never truncated (the Triton
+kernel's uint32 word would wrap it where torch's int64 would not)."""
+
+
+def check_positions(positions: torch.Tensor) -> torch.Tensor:
+    """`positions`, or ValueError when one lies outside [0, 2^32) (docs/protocol.md R5.1)."""
+    if positions.numel() and bool(((positions < 0) | (positions > MAX_POSITION)).any()):
+        raise ValueError(f"sampling positions must lie in [0, 2^32), got {positions.min().item()}.."
+                         f"{positions.max().item()}")
+    return positions
+
+
 def noise_words(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """x(s, i, v) for every v < vocab_size: int64 [rows, V], row r at seed seeds[r] and position
     positions[r] (1-D int64 tensors of one length, or broadcastable)."""
     seeds, positions = torch.broadcast_tensors(torch.as_tensor(seeds, dtype=torch.int64),
-                                               torch.as_tensor(positions, dtype=torch.int64))
+                                               check_positions(torch.as_tensor(positions, dtype=torch.int64)))
     rows = seeds.shape[0]
     blocks = (vocab_size + 3) // 4
     k0, k1 = _seed_key(seeds[:, None])
@@ -181,7 +194,8 @@ def gumbel_noise(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) 
     """g(s, i, v) for every v: float32 [rows, V] on the device of `seeds` (a fused Triton kernel on CUDA
     when Triton is present, torch integer ops otherwise: the same uniforms bit for bit)."""
     seeds = torch.as_tensor(seeds, dtype=torch.int64)
-    seeds, positions = torch.broadcast_tensors(seeds, torch.as_tensor(positions, dtype=torch.int64, device=seeds.device))
+    seeds, positions = torch.broadcast_tensors(
+        seeds, check_positions(torch.as_tensor(positions, dtype=torch.int64, device=seeds.device)))
     if seeds.is_cuda:
         from proofs import philox_triton
 
@@ -203,7 +217,7 @@ def gumbel_noise(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) 
 def gumbel_at(seeds: torch.Tensor, positions: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """g(s, i, v) at given (seed, position, token) triples (1-D, broadcast together): float32."""
     seeds, positions, tokens = torch.broadcast_tensors(
-        torch.as_tensor(seeds, dtype=torch.int64), torch.as_tensor(positions, dtype=torch.int64),
+        torch.as_tensor(seeds, dtype=torch.int64), check_positions(torch.as_tensor(positions, dtype=torch.int64)),
         torch.as_tensor(tokens, dtype=torch.int64))
     k0, k1 = _seed_key(seeds)
     words = torch.stack(philox4x32_10((tokens >> 2, positions, 0, 0), (k0, k1)), dim=-1)

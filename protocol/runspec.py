@@ -31,7 +31,8 @@ class SamplingSpec(BaseModel):
     group_size: int = Field(16, ge=1, description="completions per prompt (G)")
     temperature: float = Field(1.0, ge=0, description="softmax temperature; 0 = greedy (evaluation only)")
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling mass")
-    max_tokens: int = Field(16, ge=1, description="completion token limit")
+    max_tokens: int = Field(16, ge=1, le=2**32, description="completion token limit (positions below 2^32: the "
+                            "sampling rule's counter word)")
 
 
 DEFAULT_MARGIN_TAIL = (1.66e-5,) * 6

@@ -35,6 +35,7 @@ from proofs.sampling import (
     uniforms_from_words,
 )
 from protocol.digest import hex_text
+from protocol.runspec import SamplingSpec
 from tests.support import sampling_reference as reference
 from tests.support.paths import ROOT
 
@@ -163,6 +164,29 @@ def test_triton_kernel_gives_the_torch_uniforms_bit_for_bit() -> None:
         " float((g - gumbel_noise(seeds, positions, 2051)).abs().max()))\n")
     equal, gap = out.split()
     assert equal == "True" and float(gap) <= GUMBEL_TOLERANCE
+
+
+def test_every_implementation_refuses_a_position_outside_one_counter_word() -> None:
+    """R5.1: 0 ≤ i < 2^32. The Triton kernel reads the position as a uint32 word, torch as int64: a position past
+    2^32 − 1 would truncate in one and not the other, so each refuses it (the kernel's launcher before any launch)."""
+    seeds = torch.tensor([5, 6])
+    for bad in (2**32, -1):
+        positions = torch.tensor([0, bad])
+        for call in (lambda: noise_words(seeds, positions, 16), lambda: gumbel_noise(seeds, positions, 16),
+                     lambda: gumbel_at(seeds, positions, torch.tensor([3, 3]))):
+            with pytest.raises(ValueError, match="2\\^32"):
+                call()
+        with pytest.raises(ValueError, match="2\\^32"):
+            reference.word(5, bad, 3)
+        with pytest.raises(ValueError, match="2\\^32"):
+            reference.words_np(np.array([5], dtype=np.uint64), np.array([bad], dtype=np.int64), np.array([3]))
+    assert noise_words(seeds, torch.tensor([0, 2**32 - 1]), 16).shape == (2, 16)
+    from proofs import philox_triton
+
+    with pytest.raises(ValueError, match="2\\^32"):
+        philox_triton.uniforms(seeds, torch.tensor([0, 2**32]), 16)
+    with pytest.raises(ValueError, match="less than or equal to 4294967296"):
+        SamplingSpec(max_tokens=2**32 + 1)
 
 
 def test_triton_kernel_compiles_for_a_cuda_gpu_without_one() -> None:

@@ -34,11 +34,15 @@ def philox4x32_10(counter: tuple[int, int, int, int], key: tuple[int, int]) -> t
 
 def word(seed: int, position: int, token: int) -> int:
     """x(s, i, v) in pure Python."""
+    if not 0 <= position < 2**32:
+        raise ValueError("a position is one counter word: 0 <= i < 2^32")
     return philox4x32_10((token // 4, position, 0, 0), (seed & _MASK, seed >> 32))[token % 4]
 
 
 def words_np(seeds: np.ndarray, positions: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     """x(s, i, v) for arrays of triples (uint64 arithmetic: products exact, no wrapping)."""
+    if positions.size and (positions.min() < 0 or positions.max() >= 2**32):
+        raise ValueError("a position is one counter word: 0 <= i < 2^32")
     mask = np.uint64(_MASK)
     shift = np.uint64(32)
     c0 = tokens.astype(np.uint64) >> np.uint64(2)
