@@ -12,7 +12,7 @@ import os
 
 import torch
 
-from proofs.sampling import check_positions
+from proofs.counter import check_positions
 
 _BLOCK = 1024
 

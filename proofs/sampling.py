@@ -58,6 +58,8 @@ import struct
 from collections.abc import Sequence
 
 import torch
+
+from proofs.counter import check_positions
 from pydantic import BaseModel, ConfigDict, Field
 
 _SEED_DOMAIN = b"proofswarm/sampling-seed/v2"
@@ -152,19 +154,6 @@ def philox4x32_10(
 def _seed_key(seeds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Philox's key words (s mod 2^32, floor(s / 2^32)) of 63-bit seeds."""
     return seeds & _WORD, seeds >> 32
-
-
-MAX_POSITION = 2**32 - 1
-"""The counter's position word holds 0 ≤ i < 2^32: a position outside is refused, never truncated (the Triton
-kernel's uint32 word would wrap it where torch's int64 would not)."""
-
-
-def check_positions(positions: torch.Tensor) -> torch.Tensor:
-    """`positions`, or ValueError when one lies outside [0, 2^32) (docs/protocol.md R5.1)."""
-    if positions.numel() and bool(((positions < 0) | (positions > MAX_POSITION)).any()):
-        raise ValueError(f"sampling positions must lie in [0, 2^32), got {positions.min().item()}.."
-                         f"{positions.max().item()}")
-    return positions
 
 
 def noise_words(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) -> torch.Tensor:
