@@ -10,9 +10,12 @@ ENVIRONMENTS := environments/digit_sort
 VENV_STAMP := .venv/.installed-$(shell cat pyproject.toml $(addsuffix /pyproject.toml,$(ENVIRONMENTS)) | sha256sum | cut -c1-12)
 NODE_STAMP := node_modules/.installed-$(shell sha256sum package-lock.json | cut -c1-12)
 KUBO := .tools/bin/ipfs-$(KUBO_VERSION)
+GETH_VERSION := v1.17.10
+GETH := .tools/bin/geth-$(GETH_VERSION)
 
 export PATH := $(CURDIR)/node_modules/.bin:$(CURDIR)/.tools/bin:$(PATH)
 export PROOFSWARM_IPFS_BIN := $(CURDIR)/$(KUBO)
+export PROOFSWARM_GETH_BIN := $(CURDIR)/$(GETH)
 
 .PHONY: demo test test-unit install contracts test-forge test-py bench clean chromium
 
@@ -37,6 +40,11 @@ $(SLITHER):
 $(KUBO):
 	scripts/install_kubo.sh $(KUBO_VERSION) $@
 
+# geth, the production client tests/e2e/test_geth.py runs the protocol on (only `make test` needs it). A machine that
+# cannot build it still tests everything else: that one test skips, saying why.
+$(GETH):
+	scripts/install_geth.sh $(GETH_VERSION) $@ || echo "geth $(GETH_VERSION) not built: tests/e2e/test_geth.py will skip"
+
 # Headless Chromium + chromedriver for the explorer's browser test (skips when already installed).
 chromium:
 	@scripts/install_chromium.sh
@@ -55,7 +63,7 @@ TEST_WORKERS ?= 4
 
 # Slither fails the build on any high-severity finding in contracts/src (libraries and tests filtered out); ruff on
 # any Python bug its small rule set finds (pyproject.toml, [tool.ruff.lint]).
-test: install $(SLITHER)
+test: install $(SLITHER) $(GETH)
 	cd contracts && ../$(FORGE) test
 	cd contracts && ../$(SLITHER) . --filter-paths "lib/|test/" --fail-high
 	$(PY) -m ruff check .

@@ -1,0 +1,96 @@
+"""The protocol on a production Ethereum client (issue 47): the project's own commands — `devnet deploy`, `trainer init`,
+`pool create`, `validator start`, `worker start`, `trainer start`, `worker claim` — run unchanged against `geth --dev`
+(1 s blocks, no anvil RPCs: the chain's clock moves only by waiting, so every wait here is on the chain's time through
+the commands' own status output). The pinned geth is built by scripts/install_geth.sh (`make test` runs it); the test
+skips, saying so, only where none could be built."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from deploy.anvil import dev_accounts
+from ledger_client.chain.keys import load_account
+from ledger_client.chain.ledger import Ledger
+from ledger_client.chain.queries import claimed_total, pool_state
+from tests.support.geth import GETH_CHAIN_ID, find_geth, start_geth
+from tests.support.paths import ROOT
+
+TOKENS = 10**18
+ROLES = ("deployer", "owner", "trainer", "validator", "worker")
+
+
+@pytest.fixture(scope="module")
+def geth(tmp_path_factory):
+    binary = find_geth()
+    if binary is None:
+        pytest.skip("no geth: `make test` builds the pinned one with scripts/install_geth.sh (needs Go)")
+    home = tmp_path_factory.mktemp("geth")
+    node = start_geth(binary, home / "data", home / "geth.log")
+    yield node
+    node.stop()
+
+
+def _shell(script: str, cwd: Path, env: dict[str, str], timeout: float) -> str:
+    """Run `script` in bash (errexit, job control, every background job stopped at exit); its stdout, or the
+    failure with the logs of the folder."""
+    shell = subprocess.Popen(["bash", "-c", "set -em\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + script],
+                             cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    try:
+        out, err = shell.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(shell.pid, 15)
+        out, err = shell.communicate(timeout=60)
+    logs = "".join(f"\n--- {log.name}\n{log.read_text()[-3000:]}" for log in cwd.glob("*.log"))
+    assert shell.returncode == 0, out[-4000:] + err[-4000:] + logs
+    assert "Traceback" not in err + logs, err + logs
+    return out
+
+
+@pytest.mark.timeout(1800)
+def test_a_permissioned_pool_goes_from_deploy_to_a_training_step_and_a_paid_worker_on_geth(geth, kubo_node, tmp_path):
+    keys = dict(zip(ROLES, dev_accounts(len(ROLES)), strict=True))
+    geth.fund([a.address for a in keys.values()], 1_000 * TOKENS)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "PYTHONPATH": str(ROOT), "RPC": geth.rpc_url, "KUBO": kubo_node.api_multiaddr,
+           "CHAIN": f"--rpc-url {geth.rpc_url} --deployments deployments.json --chain-id {GETH_CHAIN_ID}",
+           **{f"KEY_{role.upper()}": "0x" + account.key.hex() for role, account in keys.items()}}
+    env.pop("PROOFSWARM_DEVNET_DIR", None)
+    timeout = 1500  # 3–4 minutes alone: the windows pass in real time on geth
+
+    _shell("devnet deploy --rpc-url $RPC --chain-id 1337 --key $KEY_DEPLOYER --unbonding-delay 3600 "
+           "--court-min-period 3 --deployments deployments.json\n", tmp_path, env, timeout)
+    deployer = Ledger.open(geth.rpc_url, tmp_path / "deployments.json", load_account("0x" + keys["deployer"].key.hex()))
+    for role in ("owner", "worker"):
+        deployer.token.mint(keys[role].address, 100_000 * TOKENS)
+
+    init = json.loads(_shell(f"trainer init --run-spec {ROOT / 'examples' / 'run.toml'} --kubo-api $KUBO "
+                             "--warm-steps 50 --json\n", tmp_path, env, timeout).strip().splitlines()[-1])
+    pool = tomllib.loads((ROOT / "examples" / "pool.toml").read_text())["pool"] | {
+        "trainer": keys["trainer"].address, "validators": [keys["validator"].address], "task": init["task"],
+        "base_checkpoint": init["base_checkpoint"]}
+    (tmp_path / "pool.toml").write_text("[pool]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in pool.items()))
+
+    _shell("""
+pool create --config pool.toml $CHAIN --key $KEY_OWNER --kubo-api $KUBO
+validator start --pool 1 $CHAIN --key $KEY_VALIDATOR --kubo-api $KUBO --state-dir validator > validator.log 2>&1 &
+trainer start --pool 1 $CHAIN --key $KEY_TRAINER --kubo-api $KUBO --set batch_samples=16 --set max_steps=1 \
+  > trainer.log 2>&1 &
+worker start --pool 1 $CHAIN --key $KEY_WORKER --kubo-api $KUBO --work-dir worker --max-submissions 1 --quiet
+until pool status 1 $CHAIN --key $KEY_OWNER --json | grep -q '"latest_step": 1'; do sleep 2; done
+until worker status --pool 1 $CHAIN --key $KEY_WORKER --json | grep -q '"rewards_claimable": [1-9]'; do sleep 2; done
+worker claim --pool 1 $CHAIN --key $KEY_WORKER
+""", tmp_path, env, timeout)
+
+    ledger = Ledger.open(geth.rpc_url, tmp_path / "deployments.json", load_account("0x" + keys["owner"].key.hex()))
+    assert ledger.w3.eth.chain_id == GETH_CHAIN_ID and "Geth" in ledger.w3.client_version
+    state = pool_state(ledger, 1)
+    assert state.latest_step == 1  # the trainer stepped on the worker's final, accepted file
+    assert claimed_total(ledger, keys["worker"].address) == state.max_samples_per_work * state.reward_per_sample
