@@ -27,6 +27,7 @@ from types import SimpleNamespace
 from unittest import mock
 
 import trainer.ledger_source as ledger_source
+from bench.cleanup import exit_on_signals
 from bench.report import add_record_option, print_rows
 from ledger_client.chain.bindings import WorkAccepted, WorkSubmitted
 from ledger_client.chain.contract import EventMeta
@@ -134,4 +135,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    exit_on_signals()
     raise SystemExit(main())
