@@ -150,3 +150,18 @@ def read_consumed(path: Path) -> list[str]:
     """The work ids a consumed log holds, in the order they were consumed (for audits; a torn last line dropped)."""
     data = path.read_bytes()
     return data[: len(data) - len(data) % LINE].decode().split()
+
+
+class FollowerLog(ConsumedLog):
+    """A follower rank's stand-in (torchrun): the main rank polls, consumes and keeps the log; a follower restores
+    the same checkpoint, whose count names ids it does not hold, and never consumes."""
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self._ids, self._ready = set(), True
+
+    def add(self, work_ids: Iterable[str]) -> None:
+        if list(work_ids):
+            raise RuntimeError("only the main rank consumes work")
+
+    def state(self) -> dict[str, Any]:
+        return {"consumed_log": {"entries": 0}}

@@ -58,7 +58,7 @@ class LedgerSource:
 
     def __init__(self, ledger: Ledger, kubo: KuboClient, pool_id: int, fetch_timeout_s: float = 30.0,
                  confirmations: int = 0, wait_final: bool = True, min_poll_interval_s: float = 0.0,
-                 consumed_log: Path | None = None):
+                 consumed_log: Path | ConsumedLog | None = None):
         self.ledger = ledger
         self.min_poll_interval_s = min_poll_interval_s
         self._polled_at = float("-inf")
@@ -81,8 +81,9 @@ class LedgerSource:
         self._final_by_event: set[str] = set()
         """Pending work whose acceptance event, in a court pool in final mode, is its final verdict: consumed
         without reading its status again, unless a reorg has been seen since (then it is read)."""
-        self.consumed = ConsumedLog(consumed_log)
-        """Work ids handed out (`in` is a set's); in `consumed_log` if given (one process only: the main rank's)."""
+        self.consumed = consumed_log if isinstance(consumed_log, ConsumedLog) else ConsumedLog(consumed_log)
+        """Work ids handed out (`in` is a set's); in the file `consumed_log` if given (the main rank's: a follower
+        passes a `FollowerLog`), else in memory."""
         self.skipped: list[str] = []  # accepted, then rejected before we took it
         self.unreadable: list[str] = []
         self.unsettled: list[str] = []  # fast mode: consumed before its verdict was final

@@ -48,6 +48,7 @@ from trainer.checkpoint import TrainerStateError
 from trainer.config import TrainerConfig
 from trainer.distributed import Distributed, launched_by_torchrun, quiet_followers, rank_device
 from trainer.evaluate import greedy_accuracy
+from trainer.consumed_log import FollowerLog
 from trainer.ledger_source import MIN_POLL_INTERVAL_S, LedgerSource
 from trainer.loop import Trainer, TrainerStarved
 from trainer.metrics import TrainerMetrics
@@ -142,7 +143,7 @@ def run_start(args: argparse.Namespace) -> int:
         log.warning("--no-wait-final: consuming work at its first accepting verdict, before a dispute can overturn it")
     consumed_path = Path(config.run_dir) / "consumed.json"
     source = LedgerSource(ledger, kubo, args.pool, wait_final=args.wait_final, min_poll_interval_s=MIN_POLL_INTERVAL_S,
-                          consumed_log=consumed_path.with_suffix(".log") if parallel.is_main else None)
+                          consumed_log=consumed_path.with_suffix(".log") if parallel.is_main else FollowerLog())
     publisher = IpfsPublisher(ledger, kubo, args.pool, model.config, tokenizer, pool.async_level,
                               Path(config.run_dir), metrics_of=lambda step: trainer.metrics_at(step),
                               policy_verification=policy_verification) \

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from trainer.consumed_log import LINE, ConsumedLog, ConsumedLogError, read_consumed
+from trainer.consumed_log import LINE, ConsumedLog, ConsumedLogError, FollowerLog, read_consumed
 
 
 def wid(i: int) -> str:
@@ -89,3 +89,13 @@ def test_in_memory_the_state_carries_the_ids(tmp_path):
     restarted.restore(state)
     assert sorted(restarted) == [wid(1), wid(2)]
     assert not os.listdir(tmp_path)
+
+
+def test_a_follower_rank_restores_the_main_ranks_checkpoint_holding_no_ids(tmp_path):
+    main = ConsumedLog(tmp_path / "consumed.log")
+    main.add([wid(1), wid(2)])
+    follower = FollowerLog()  # torchrun's other ranks: the checkpoint's count names ids only the main rank holds
+    follower.restore(main.state())
+    assert len(follower) == 0 and wid(1) not in follower
+    with pytest.raises(RuntimeError, match="only the main rank"):
+        follower.add([wid(3)])
