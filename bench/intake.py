@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import tempfile
@@ -57,6 +58,8 @@ def write_history(path: Path, n: int) -> None:
     with path.open("wb") as handle:
         for start in range(0, n, CHUNK):
             handle.write(b"".join(b"0x%064x\n" % i for i in range(start, min(n, start + CHUNK))))
+        handle.flush()
+        os.fsync(handle.fileno())  # on disk, as a long run's log is: the measured appends wait for no writeback
 
 
 def _events(first: int, files: int) -> list[object]:
