@@ -8,7 +8,8 @@ over a synthetic history of N consumed ids (default 10 M) in a real `consumed.lo
 only the chain and IPFS are fakes (an event cursor handing out F `WorkSubmitted` + `WorkAccepted` pairs a step, an
 accepted status, a fetch that returns an empty file without decoding it — decoding is not what this measures).
 
-Figures: `trainer_ms_per_event` (one poll's wall time over the F files it consumed, median over the steps),
+Figures: `trainer_ms_per_event` (one poll's wall time over the F files it consumed, median over the steps, after one
+untimed poll that builds the validators),
 `trainer_state_mb_per_step` (bytes a step adds to consumed.log plus the source's part of the checkpoint, which
 `trainer start` writes once a step, plus consumed.json's record), `load_s` (a resume reading the log of N ids), the
 log's size, and the process's peak RSS. Prints a table, then one JSON line.
@@ -88,6 +89,9 @@ def measure(consumed: int, files_per_step: int, steps: int, folder: Path) -> dic
         started = time.perf_counter()
         source.restore({"cursors": {"pool": {"block": 0}}, "consumed_log": {"entries": consumed}})
         load_s = time.perf_counter() - started
+        _Cursor.queued = [_events(consumed, 1)]  # one file untimed: the first poll builds the WorkItem validator
+        assert len(source.poll()) == 1
+        consumed += 1
         ms_per_event, bytes_per_step = [], []
         for step in range(steps):
             _Cursor.queued = [_events(consumed + step * files_per_step, files_per_step)]
@@ -106,7 +110,7 @@ def measure(consumed: int, files_per_step: int, steps: int, folder: Path) -> dic
         assert len(source.consumed) == consumed + steps * files_per_step
         log_mb = log.stat().st_size / 1e6
     return {
-        "consumed": consumed, "files_per_step": files_per_step, "steps": steps,
+        "consumed": consumed - 1, "files_per_step": files_per_step, "steps": steps,
         "trainer_ms_per_event": round(statistics.median(ms_per_event), 4),
         "trainer_ms_per_event_max": round(max(ms_per_event), 4),
         "trainer_state_mb_per_step": round(max(bytes_per_step) / 1e6, 4),
