@@ -10,7 +10,8 @@ accepted status, a fetch that returns an empty file without decoding it — deco
 
 Figures: `trainer_ms_per_event` (one poll's wall time over the F files it consumed, median over the steps, after one
 untimed poll that builds the validators),
-`trainer_state_mb_per_step` (bytes a step adds to consumed.log plus the source's part of the checkpoint, which
+`trainer_ms_per_event_max` the worst step's (wall time: on a shared machine it includes waiting for a core, which
+`trainer_cpu_ms_per_event_max`, the process's CPU time, does not), `trainer_state_mb_per_step` (bytes a step adds to consumed.log plus the source's part of the checkpoint, which
 `trainer start` writes once a step, plus consumed.json's record), `load_s` (a resume reading the log of N ids), the
 log's size, and the process's peak RSS. Prints a table, then one JSON line.
 """
@@ -92,13 +93,13 @@ def measure(consumed: int, files_per_step: int, steps: int, folder: Path) -> dic
         _Cursor.queued = [_events(consumed, 1)]  # one file untimed: the first poll builds the WorkItem validator
         assert len(source.poll()) == 1
         consumed += 1
-        ms_per_event, bytes_per_step = [], []
+        ms_per_event, cpu_ms_per_event, bytes_per_step = [], [], []
         for step in range(steps):
             _Cursor.queued = [_events(consumed + step * files_per_step, files_per_step)]
             size_before = log.stat().st_size
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             items = source.poll()
-            elapsed = time.perf_counter() - started
+            elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
             assert len(items) == files_per_step, f"consumed {len(items)} of {files_per_step}"
             checkpoint = json.dumps(source.state())  # the source's part of trainer.json, written once a step
             record = json.dumps({"step": step, "consumed": len(source.consumed), "consumed_log": log.name,
@@ -106,6 +107,7 @@ def measure(consumed: int, files_per_step: int, steps: int, folder: Path) -> dic
                                  "unreadable": source.unreadable, "unsettled": source.unsettled,
                                  "overturned": source.overturned})  # consumed.json
             ms_per_event.append(1e3 * elapsed / files_per_step)
+            cpu_ms_per_event.append(1e3 * cpu / files_per_step)
             bytes_per_step.append(log.stat().st_size - size_before + len(checkpoint) + len(record))
         assert len(source.consumed) == consumed + steps * files_per_step
         log_mb = log.stat().st_size / 1e6
@@ -113,6 +115,7 @@ def measure(consumed: int, files_per_step: int, steps: int, folder: Path) -> dic
         "consumed": consumed - 1, "files_per_step": files_per_step, "steps": steps,
         "trainer_ms_per_event": round(statistics.median(ms_per_event), 4),
         "trainer_ms_per_event_max": round(max(ms_per_event), 4),
+        "trainer_cpu_ms_per_event_max": round(max(cpu_ms_per_event), 4),
         "trainer_state_mb_per_step": round(max(bytes_per_step) / 1e6, 4),
         "load_s": round(load_s, 2), "log_mb": round(log_mb, 1), "log_bytes_per_file": LINE,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
@@ -132,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         ("ms per new event (median)", f"{result['trainer_ms_per_event']:.4f}"),
         ("ms per new event (worst step)", f"{result['trainer_ms_per_event_max']:.4f}"),
+        ("  CPU ms (worst step)", f"{result['trainer_cpu_ms_per_event_max']:.4f}"),
         ("MB written per step", f"{result['trainer_state_mb_per_step']:.4f}"),
         ("resume: log read in s", f"{result['load_s']:.2f}"),
         ("consumed.log MB", f"{result['log_mb']:.1f}"),
