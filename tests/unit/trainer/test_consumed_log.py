@@ -5,6 +5,7 @@ error, never guessed around. The ledger source's own path through it: tests/unit
 
 from __future__ import annotations
 
+import gc
 import os
 
 import pytest
@@ -24,6 +25,7 @@ def test_consumed_ids_are_appended_and_a_checkpoint_keeps_only_their_count(tmp_p
     assert log.state() == {"consumed_log": {"entries": 3}}
     assert (tmp_path / "consumed.log").stat().st_size == 3 * LINE
     assert read_consumed(tmp_path / "consumed.log") == [wid(1), wid(2), wid(3)]
+    assert not gc.is_tracked(log._ids)  # a full garbage collection never walks millions of ids
 
 
 def test_a_resume_after_kill_drops_what_came_after_the_checkpoint_and_a_torn_line(tmp_path):
