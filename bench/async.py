@@ -60,6 +60,7 @@ from pathlib import Path
 
 import torch
 
+from bench.cleanup import exit_on_signals
 from bench.report import add_record_option, emit
 from cli.errors import EXIT_USAGE
 from examples.cpu_run import CpuRecipe, RunResult, TargetTracker, run_async, run_sync, warm_policy
@@ -329,4 +330,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    exit_on_signals()
     raise SystemExit(main())

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from examples.cpu_run import CpuRecipe, run_async, run_sync
+from bench.cleanup import exit_on_signals
 
 
 def main() -> int:
@@ -38,4 +39,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    exit_on_signals()
     raise SystemExit(main())

@@ -44,6 +44,7 @@ from rich.table import Table
 from adversaries.files import HOSTILE_FILES
 from adversaries.models import CHANGES
 from adversaries.samplers import DTYPES, WORKER, Checkpoint, Profile, attacks, steer
+from bench.cleanup import exit_on_signals
 from bench.detection import wilson
 from bench.report import add_record_option, emit
 from protocol.rollouts import RolloutBatch, RolloutFileError, RolloutLimits, decode_rollouts, encode_rollouts
@@ -384,4 +385,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    exit_on_signals()
     main()

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import torch
 
+from bench.cleanup import exit_on_signals
 from bench.netns import NetnsLab, netns_unavailable
 from bench.report import add_record_option, print_rows
 from deploy.kubo_node import KuboNode, find_ipfs_binary
@@ -316,4 +317,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    exit_on_signals()
     main()

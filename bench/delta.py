@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
+from bench.cleanup import exit_on_signals
 from bench.report import add_record_option, print_rows
 from examples.cpu_run import SYNC_WORKER, CpuRecipe, warm_policy
 from inference.torch_backend import TorchBackend
@@ -186,4 +187,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    exit_on_signals()
     main()

@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 from adversaries.workers import fabricate_completions
+from bench.cleanup import exit_on_signals
 from bench.report import add_record_option, emit
 from inference.policy import stop_token_ids
 from inference.torch_backend import TorchBackend
@@ -149,4 +150,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    exit_on_signals()
     main()

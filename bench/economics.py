@@ -68,6 +68,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import ValidationError
 
+from bench.cleanup import exit_on_signals
 from bench.report import add_record_option, emit
 from cli.errors import EXIT_USAGE, describe_error
 from deploy.pool_cli import PoolConfig, vote_pay
@@ -733,4 +734,5 @@ def _shown(path: Path) -> str:
 
 
 if __name__ == "__main__":
+    exit_on_signals()
     sys.exit(main())

@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 from adversaries.samplers import WORKER, Profile, attacks
+from bench.cleanup import exit_on_signals
 from bench.attacks import ATTACK_WARM_STEPS, DEFAULT_SPEC, Lab, build_checkpoint, calibrated_profile, rate
 from bench.report import add_record_option, emit
 from protocol.runspec import RunSpec, load_run_spec
@@ -145,4 +146,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    exit_on_signals()
     main()

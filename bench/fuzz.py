@@ -21,6 +21,7 @@ from collections.abc import Callable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.cleanup import exit_on_signals
 from bench.report import add_record_option, emit
 from protocol.manifest import CheckpointError, parse_manifest
 from protocol.rollouts import RolloutFileError, decode_rollouts, parse_header
@@ -171,4 +172,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    exit_on_signals()
     main()

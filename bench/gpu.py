@@ -42,6 +42,7 @@ from pathlib import Path
 import torch
 
 from adversaries.models import perturbed
+from bench.cleanup import exit_on_signals
 from bench.report import add_record_option, emit
 from examples.hf_models import llama_style, qwen2_style
 from inference.policy import load_policy, stop_token_ids
@@ -311,4 +312,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    exit_on_signals()
     main()

@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.cleanup import exit_on_signals
 from bench.report import add_record_option, emit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,4 +113,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    exit_on_signals()
     main()

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 import inference.torch_backend as torch_backend
+from bench.cleanup import exit_on_signals
 from bench.report import add_record_option, emit
 from examples.hf_models import qwen2_style
 from inference.policy import load_policy
@@ -110,4 +111,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    exit_on_signals()
     raise SystemExit(main())

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from bench.cleanup import exit_on_signals
 from bench.attacks import ATTACK_WARM_STEPS, STEERING_WARM_STEPS, Lab, build_checkpoint
 from bench.report import add_record_option, emit
 from proofs.sampling import gumbel_noise
@@ -112,4 +113,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    exit_on_signals()
     sys.exit(main())

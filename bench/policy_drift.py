@@ -34,6 +34,7 @@ import torch
 from rich.console import Console
 
 from adversaries.samplers import WORKER, Profile, attacks
+from bench.cleanup import exit_on_signals
 from bench.attacks import (ATTACK_WARM_STEPS, DEFAULT_SPEC, STEERING_WARM_STEPS, Lab, build_checkpoint,
                            calibrated_profile, rate)
 from bench.report import add_record_option, emit
@@ -154,4 +155,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    exit_on_signals()
     sys.exit(main())

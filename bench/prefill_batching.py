@@ -16,6 +16,7 @@ import time
 
 import torch
 
+from bench.cleanup import exit_on_signals
 from bench.report import add_record_option, emit
 from inference.tiny import BOS_ID, build_char_tokenizer, build_tiny_llama
 from inference.torch_backend import NO_EOS, TorchBackend
@@ -74,4 +75,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    exit_on_signals()
     main()

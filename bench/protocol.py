@@ -60,6 +60,7 @@ from pathlib import Path
 
 import psutil
 
+from bench.cleanup import exit_on_signals
 from bench.report import add_record_option, emit
 from cli.errors import EXIT_USAGE
 from deploy import devnet
@@ -529,4 +530,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    exit_on_signals()
     sys.exit(main())

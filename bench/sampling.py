@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from bench.cleanup import exit_on_signals
 from bench.report import add_record_option, emit
 from examples.hf_models import llama_style
 from inference.policy import load_policy
@@ -80,4 +81,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    exit_on_signals()
     main()

@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.cleanup import exit_on_signals
 from bench.report import add_record_option, emit
 from tasks import TaskSpec, build_task
 
@@ -113,4 +114,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    exit_on_signals()
     main()

@@ -17,6 +17,7 @@ import time
 import torch
 
 from adversaries.toploc import POOL_SEED, WORKER, SuiteSetup, confusion, format_suite, run_suite
+from bench.cleanup import exit_on_signals
 from bench.report import add_record_option, emit
 from inference.torch_backend import NO_EOS, TorchBackend
 from inference.verify import FP32_THRESHOLDS, CompletionRecord, verify_completions
@@ -145,4 +146,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    exit_on_signals()
     main()

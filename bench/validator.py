@@ -39,6 +39,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from bench.cleanup import exit_on_signals
 from bench.report import add_record_option, emit
 from deploy.anvil import dev_accounts, start_anvil
 from deploy.contracts import deploy_contracts
@@ -352,4 +353,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    exit_on_signals()
     main()

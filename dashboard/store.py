@@ -27,8 +27,8 @@ from typing import Any, Literal
 
 from pydantic import JsonValue
 
-SCHEMA_VERSION = 2
-"""`PRAGMA user_version` of the index. An index of another version is rebuilt from the chain on open (its
+SCHEMA_VERSION = 3
+"""`PRAGMA user_version` of the index (3: `claimed_works` a table the store keeps, no longer a view). An index of another version is rebuilt from the chain on open (its
 event rows and cursors are dropped; the IPFS cache, which never changes, is kept)."""
 
 SCHEMA = """
@@ -64,9 +64,14 @@ CREATE TABLE IF NOT EXISTS objects (
     attempts    INTEGER NOT NULL DEFAULT 0,
     retry_after REAL NOT NULL DEFAULT 0
 );
-CREATE VIEW IF NOT EXISTS claimed_works AS
-    SELECT j.value AS work_id, c.tx_hash AS tx_hash
-    FROM events c, json_each(c.data, '$.work_ids') j WHERE c.name = 'RewardsClaimed';
+-- the works each RewardsClaimed paid (its work_ids), written with the claim's row (Store.upsert_event, remove_event):
+-- a view over json_each of every claim made "paid" a scan of all claims for each work, quadratic in the history
+CREATE TABLE IF NOT EXISTS claimed_works (
+    work_id TEXT NOT NULL,
+    tx_hash TEXT NOT NULL,
+    PRIMARY KEY (work_id, tx_hash)
+);
+CREATE INDEX IF NOT EXISTS claimed_works_by_tx ON claimed_works (tx_hash);
 CREATE VIEW IF NOT EXISTS work_status AS
     SELECT s.work_id, s.pool_id, s.worker, s.block_number, s.block_time, s.tx_hash, s.log_index, s.data,
       CASE
@@ -151,8 +156,10 @@ class Store:
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
             if version == SCHEMA_VERSION:
                 return
-            for view in ("claimed_works", "work_status", "court_cases"):
-                self.db.execute(f"DROP VIEW IF EXISTS {view}")
+            kinds = dict(self.db.execute("SELECT name, type FROM sqlite_master WHERE name IN "
+                                         "('claimed_works', 'work_status', 'court_cases')").fetchall())
+            for name, kind in kinds.items():
+                self.db.execute(f"DROP {'VIEW' if kind == 'view' else 'TABLE'} IF EXISTS {name}")
             self.db.execute("DROP TABLE IF EXISTS events")
             self.db.execute("DROP TABLE IF EXISTS meta")
             self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -200,6 +207,10 @@ class Store:
             (row.tx_hash, row.log_index, row.contract, row.ordinal, row.name, row.block_number, row.block_hash,
              row.block_time, row.pool_id, row.work_id, row.worker, row.party, json.dumps(row.data)),
         )
+        if row.name == "RewardsClaimed":  # the works it paid, one indexed row each
+            self.db.execute("DELETE FROM claimed_works WHERE tx_hash = ?", (row.tx_hash,))
+            self.db.executemany("INSERT OR IGNORE INTO claimed_works (work_id, tx_hash) VALUES (?, ?)",
+                                [(w, row.tx_hash) for w in row.data.get("work_ids") or []])
 
     def link_court_rows(self) -> None:
         """Fill what court events leave out, from rows of the same index: the pool of an event that names only a
@@ -222,8 +233,11 @@ class Store:
 
     def remove_event(self, contract: str, tx_hash: str, ordinal: int) -> int:
         """Delete the event with this cursor key (its block left the chain); returns rows deleted."""
-        return self.db.execute("DELETE FROM events WHERE contract = ? AND tx_hash = ? AND ordinal = ?",
-                               (contract, tx_hash, ordinal)).rowcount
+        removed = self.db.execute("DELETE FROM events WHERE contract = ? AND tx_hash = ? AND ordinal = ?",
+                                  (contract, tx_hash, ordinal)).rowcount
+        self.db.execute("DELETE FROM claimed_works WHERE tx_hash = ? AND NOT EXISTS (SELECT 1 FROM events "
+                        "WHERE tx_hash = ? AND name = 'RewardsClaimed')", (tx_hash, tx_hash))
+        return removed
 
     def move_event(self, contract: str, tx_hash: str, ordinal: int, block_number: int, block_hash: str,
                    log_index: int, block_time: int) -> None:

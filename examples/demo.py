@@ -59,6 +59,7 @@ from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import Digest
 from protocol.pool import CaseState, WorkStatus
 from protocol.verdicts import Reason
+from trainer.consumed_log import read_consumed
 from worker.cli import EXPLORER_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -399,7 +400,7 @@ def _progress(ledger: Ledger, pool_id: int, start_block: int, run_dir: Path, ste
     final = mine(pool.WorkAccepted) + mine(pool.WorkChallenged)
     accuracy = _latest_accuracy(run_dir)
     return (f"step {step}/{steps}  accuracy {'-' if accuracy is None else f'{accuracy:.2f}'}  "
-            f"consumed {len(_trainer_record(run_dir).get('consumed', []))}  verdicts {mine(court.VerdictGiven)} "
+            f"consumed {_trainer_record(run_dir).get('consumed', 0)}  verdicts {mine(court.VerdictGiven)} "
             f"(final {final})  disputes {mine(court.Disputed)}")
 
 
@@ -443,7 +444,7 @@ def _summary(ledger: Ledger, pool_id: int, start_block: int, run_dir: Path, info
     adversary_judged = sum(adversary_status.values()) - adversary_status[WorkStatus.PENDING]
     honest_challenged = sum(1 for e in challenged if by_worker[bytes(e["args"]["workId"])] in honest)
     trainer_record = json.loads((run_dir / "consumed.json").read_text())
-    consumed = trainer_record["consumed"]
+    consumed = read_consumed(run_dir / trainer_record["consumed_log"])
     court = _validator_summary(ledger, pool_id, start_block, validators)
     honest_validators = [v for v in court if v["conduct"] == "honest"]
     dishonest = [v for v in court if v["conduct"] != "honest"]

@@ -12,14 +12,18 @@ the same (docs/protocol.md, "Pacing").
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any
 
 INFORMATIVE_EMA = 0.1
 """Weight of each taken file in the running mean of its informative groups (~ the last 20 files)."""
 RECENT_FILES = 64
-"""Files whose workers count as the pool's recent workers."""
+"""The fewest recent files whose workers count as the pool's recent workers ..."""
+WINDOW_PER_WORKER = 3
+"""... and the window of recent files is this many times the workers counted in it: paced workers send files at equal
+expected rates, so among 3·W files each of W active workers is seen with probability ≥ 1 − e⁻³ ≈ 95% (the count
+sits within ~6% of the pool, at 10 workers or 10,000; docs/protocol.md, "Pacing")."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,8 @@ class DemandEstimate:
     def __init__(self, groups_per_batch: int) -> None:
         self.groups_per_batch = groups_per_batch
         self.informative_per_file: float | None = None
-        self._workers: deque[str] = deque(maxlen=RECENT_FILES)
+        self._workers: deque[str] = deque()  # the window of recent files' workers, oldest first
+        self._files_of: Counter[str] = Counter()  # files of each worker in the window
 
     def file_taken(self, informative_groups: int, worker: str) -> None:
         """A file fresh enough to use, with its number of informative groups."""
@@ -60,13 +65,24 @@ class DemandEstimate:
         self.informative_per_file = informative_groups if mean is None else \
             mean + INFORMATIVE_EMA * (informative_groups - mean)
         self._workers.append(worker)
+        self._files_of[worker] += 1
+        while len(self._workers) > max(RECENT_FILES, WINDOW_PER_WORKER * len(self._files_of)):
+            old = self._workers.popleft()
+            self._files_of[old] -= 1
+            if not self._files_of[old]:
+                del self._files_of[old]
+
+    @property
+    def recent_workers(self) -> int:
+        """Distinct workers among the recent files (the window above; O(1) a file whatever the pool's size)."""
+        return len(self._files_of)
 
     def note(self, buffered_groups: int) -> dict[str, Any]:
         """The metrics fields of the demand note; needed and buffered are None while no file had an informative
         group (every file is needed then)."""
         per_file = self.informative_per_file
         if not per_file:
-            return {"files_per_step_needed": None, "buffered_files": None, "recent_workers": len(set(self._workers))}
+            return {"files_per_step_needed": None, "buffered_files": None, "recent_workers": self.recent_workers}
         return {"files_per_step_needed": round(self.groups_per_batch / per_file, 3),
                 "buffered_files": round(buffered_groups / per_file, 3),
-                "recent_workers": max(1, len(set(self._workers)))}
+                "recent_workers": max(1, self.recent_workers)}

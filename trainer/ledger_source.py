@@ -12,7 +12,9 @@ Two modes (`wait_final`):
   counted in `overturned` (`consumed_overturned` in the trainer's reports): the price of not waiting.
 
 The event cursors live in memory; their state is saved inside the trainer's checkpoint (via
-`state()`), so after a restart every accepted submission is handed out exactly once. Right before a
+`state()`), so after a restart every accepted submission is handed out exactly once. The consumed work ids are a
+`ConsumedLog` (trainer/consumed_log.py): a set in memory, appended to `consumed.log` in the run directory when one is
+given, the checkpoint keeping only their count — O(1) a new event and O(new) written a step, whatever the history. Right before a
 submission is handed out its on-chain status is read again; work rejected by then is skipped (in a court pool in
 final mode only after a reorg: there the acceptance event itself is the final verdict). Items
 are named by work id; the file is fetched by the rollout digest of the work's `WorkSubmitted` event.
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 from ledger_client.chain.bindings import WorkSubmitted
@@ -34,6 +37,7 @@ from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import WorkId
 from protocol.pool import CaseState, WorkStatus
 from protocol.rollouts import RolloutFileError, decode_rollouts
+from trainer.consumed_log import ConsumedLog
 from trainer.work_source import WorkItem
 
 log = logging.getLogger("proofswarm.trainer")
@@ -53,7 +57,8 @@ class LedgerSource:
     """WorkSource over the accepted submissions of `pool_id` (final ones only when `wait_final`)."""
 
     def __init__(self, ledger: Ledger, kubo: KuboClient, pool_id: int, fetch_timeout_s: float = 30.0,
-                 confirmations: int = 0, wait_final: bool = True, min_poll_interval_s: float = 0.0):
+                 confirmations: int = 0, wait_final: bool = True, min_poll_interval_s: float = 0.0,
+                 consumed_log: Path | ConsumedLog | None = None):
         self.ledger = ledger
         self.min_poll_interval_s = min_poll_interval_s
         self._polled_at = float("-inf")
@@ -76,7 +81,9 @@ class LedgerSource:
         self._final_by_event: set[str] = set()
         """Pending work whose acceptance event, in a court pool in final mode, is its final verdict: consumed
         without reading its status again, unless a reorg has been seen since (then it is read)."""
-        self.consumed: list[str] = []
+        self.consumed = consumed_log if isinstance(consumed_log, ConsumedLog) else ConsumedLog(consumed_log)
+        """Work ids handed out (`in` is a set's); in the file `consumed_log` if given (the main rank's: a follower
+        passes a `FollowerLog`), else in memory."""
         self.skipped: list[str] = []  # accepted, then rejected before we took it
         self.unreadable: list[str] = []
         self.unsettled: list[str] = []  # fast mode: consumed before its verdict was final
@@ -111,7 +118,7 @@ class LedgerSource:
                     if self.court is not None and self.wait_final and cursor is self.cursors["pool"]:
                         self._final_by_event.add(work_id)
         self._settle()
-        items, still_pending = [], []
+        items, still_pending, taken = [], [], []
         for work_id in self.pending:
             if self._unfetched.get(work_id, (0.0, 0.0))[0] > now:  # a file nobody served lately: not every poll
                 still_pending.append(work_id)
@@ -144,10 +151,11 @@ class LedgerSource:
                 continue
             self._unfetched.pop(work_id, None)
             self._digests.pop(work_id, None)
-            self.consumed.append(work_id)
+            taken.append(work_id)
             if state == "consume":
                 self.unsettled.append(work_id)
             items.append(WorkItem(id=work_id, batch=batch))
+        self.consumed.add(taken)  # one append a poll
         self.pending = still_pending
         self._final_by_event &= set(still_pending)
         return items
@@ -195,8 +203,9 @@ class LedgerSource:
         self.unsettled = still
 
     def state(self) -> dict[str, Any]:
+        """The cursors, the small lists, and the consumed log's count (its ids themselves when it is in memory)."""
         return {"cursors": {name: c.state for name, c in self.cursors.items()}, "pending": list(self.pending),
-                "consumed": list(self.consumed), "skipped": list(self.skipped), "unreadable": list(self.unreadable),
+                **self.consumed.state(), "skipped": list(self.skipped), "unreadable": list(self.unreadable),
                 "unsettled": list(self.unsettled), "overturned": list(self.overturned)}
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -205,7 +214,7 @@ class LedgerSource:
             if name in self.cursors:
                 self.cursors[name].state = cursor_state
         self.pending = list(state.get("pending", []))
-        self.consumed = list(state.get("consumed", []))
+        self.consumed.restore(state)
         self.skipped = list(state.get("skipped", []))
         self.unreadable = list(state.get("unreadable", []))
         self.unsettled = list(state.get("unsettled", []))

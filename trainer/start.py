@@ -48,6 +48,7 @@ from trainer.checkpoint import TrainerStateError
 from trainer.config import TrainerConfig
 from trainer.distributed import Distributed, launched_by_torchrun, quiet_followers, rank_device
 from trainer.evaluate import greedy_accuracy
+from trainer.consumed_log import FollowerLog
 from trainer.ledger_source import MIN_POLL_INTERVAL_S, LedgerSource
 from trainer.loop import Trainer, TrainerStarved
 from trainer.metrics import TrainerMetrics
@@ -140,7 +141,9 @@ def run_start(args: argparse.Namespace) -> int:
         if args.eval_every else None
     if not args.wait_final:
         log.warning("--no-wait-final: consuming work at its first accepting verdict, before a dispute can overturn it")
-    source = LedgerSource(ledger, kubo, args.pool, wait_final=args.wait_final, min_poll_interval_s=MIN_POLL_INTERVAL_S)
+    consumed_path = Path(config.run_dir) / "consumed.json"
+    source = LedgerSource(ledger, kubo, args.pool, wait_final=args.wait_final, min_poll_interval_s=MIN_POLL_INTERVAL_S,
+                          consumed_log=consumed_path.with_suffix(".log") if parallel.is_main else FollowerLog())
     publisher = IpfsPublisher(ledger, kubo, args.pool, model.config, tokenizer, pool.async_level,
                               Path(config.run_dir), metrics_of=lambda step: trainer.metrics_at(step),
                               policy_verification=policy_verification) \
@@ -149,7 +152,6 @@ def run_start(args: argparse.Namespace) -> int:
                       eval_every=args.eval_every, parallel=parallel)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
 
-    consumed_path = Path(config.run_dir) / "consumed.json"
     metrics = TrainerMetrics() if parallel.is_main else None
     if metrics is not None and args.metrics_port:
         metrics.serve(args.metrics_port)
@@ -162,8 +164,12 @@ def run_start(args: argparse.Namespace) -> int:
         line = {"step": m.step, "reward": reward, "consumed": len(source.consumed),
                 "consumed_overturned": len(source.overturned),
                 "checkpoint": publisher.published.get(m.step), "patch_ratio": _rounded(publisher.patch_ratios.get(m.step))}
-        tmp = consumed_path.with_suffix(".tmp")  # which work ids the trainer learned from, for audits
-        tmp.write_text(json.dumps({"step": m.step, **source.state()} | {"cursors": None}))
+        # for audits: how many it learned from (their ids in consumed.log, in order) and the few it refused
+        record = {"step": m.step, "consumed": len(source.consumed), "consumed_log": consumed_path.with_suffix(".log").name,
+                  "pending": source.pending, "skipped": source.skipped, "unreadable": source.unreadable,
+                  "unsettled": source.unsettled, "overturned": source.overturned}
+        tmp = consumed_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(record))
         tmp.replace(consumed_path)
         print(json.dumps(line) if args.json else "  ".join(f"{k} {v}" for k, v in line.items()), flush=True)
 

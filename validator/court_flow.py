@@ -31,6 +31,8 @@ from protocol.pool import CaseState
 from protocol.verdicts import Reason
 from validator.config import DaemonConfig
 from validator.court import Conduct, CourtDuties, CourtRules, audit_key, audits, vote_commitment
+from validator.cursor_journal import CursorJournal
+from validator.cursor_journal import prepare as prepare_cursor
 from validator.metrics import Metrics
 from validator.outcome import CheckOutcome, Purpose, Submission, publish_evidence
 from validator.retries import AT_THE_NEXT_POLL, RetryBook
@@ -111,9 +113,12 @@ class CourtFlow:
         # a case final or void needs no finalize: knowing it from the events saves a reverted estimate a file
         # (with early finality most verdicts are final at their last concurrence, or at once)
         ends = ["VerdictFinal", "CaseVoided"]
+        cursor_path = config.state_dir / "court_cursor.json"
+        prepare_cursor(cursor_path)
         self.cursor = EventCursor(court, ["VerdictGiven", "Disputed", "DisputeReopened", "CommitteeDrawn", *ends],
-                                  config.state_dir / "court_cursor.json", confirmations=config.confirmations,
+                                  cursor_path, confirmations=config.confirmations,
                                   start_block=ledger.deployment.block, added_events=ends)
+        self.cursor_journal = CursorJournal(cursor_path, self.cursor.state)
 
     # ------------------------------------------------------------------ which checks
 

@@ -51,6 +51,8 @@ from validator.checker_pool import CheckerPool, CheckFailure
 from validator.config import DaemonConfig
 from validator.court import Conduct
 from validator.court_flow import ChainClock, CourtFlow
+from validator.cursor_journal import CursorJournal
+from validator.cursor_journal import prepare as prepare_cursor
 from validator.metrics import Metrics
 from validator.outcome import Checker, CheckOutcome, Purpose, Submission, VerdictJournal, publish_evidence
 from validator.retries import AT_THE_NEXT_POLL, RetryBook
@@ -70,8 +72,11 @@ class ValidatorDaemon:
         self.metrics = metrics or Metrics()
         self.kubo = KuboClient(config.kubo_api)
         config.state_dir.mkdir(parents=True, exist_ok=True)
-        self.cursor = EventCursor(ledger.pool, ["WorkSubmitted"], config.state_dir / "cursor.json",
+        cursor_path = config.state_dir / "cursor.json"
+        prepare_cursor(cursor_path)  # its changes since the last snapshot folded in
+        self.cursor = EventCursor(ledger.pool, ["WorkSubmitted"], cursor_path,
                                   confirmations=config.confirmations, start_block=ledger.deployment.block)
+        self.cursor_journal = CursorJournal(cursor_path, self.cursor.state)
         self.journal = VerdictJournal(config.state_dir / "verdicts.jsonl")
         self.retries = RetryBook(config.state_dir / "retries.json")
         self.pool = pool_state(ledger, config.pool_id)
@@ -89,6 +94,9 @@ class ValidatorDaemon:
         """None for a permissioned pool (validators listed by the pool; verdicts to the pool)."""
 
     def close(self) -> None:
+        self.cursor_journal.close()
+        if self.court_flow is not None:
+            self.court_flow.cursor_journal.close()
         self.checkers.close()
         self._fetchers.shutdown(cancel_futures=True)
         self.kubo.close()
@@ -126,9 +134,9 @@ class ValidatorDaemon:
             flow.finish_poll()
         self.retries.save()
         self.metrics.retry_queue.set(len(self.retries.entries))
-        self.cursor.commit()
+        self.cursor_journal.commit(self.cursor.state)  # what changed, appended (validator/cursor_journal.py)
         if flow is not None:
-            flow.cursor.commit()
+            flow.cursor_journal.commit(flow.cursor.state)
         return judged
 
     # ------------------------------------------------------------------ judging

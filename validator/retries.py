@@ -52,6 +52,8 @@ class RetryBook:
         if self.path.exists():
             raw = json.loads(self.path.read_text())
             self.entries = {k: Attempts.from_record(v) for k, v in raw.items()}
+        self._written: str | None = None
+        """What the file holds, as this book last wrote it: a poll that changed nothing writes nothing."""
 
     def get(self, key: str) -> Attempts | None:
         return self.entries.get(key)
@@ -78,8 +80,14 @@ class RetryBook:
         now = time.time() if now is None else now
         return [e.submission for e in self.entries.values() if e.next_at <= now]
 
-    def save(self) -> None:
+    def save(self) -> bool:
+        """Write the book atomically if it changed since it was last written; True if it was written."""
+        data = json.dumps({k: v.to_record() for k, v in self.entries.items()})
+        if data == self._written:
+            return False
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".retries.", suffix=".tmp")
         with os.fdopen(fd, "w") as handle:
-            json.dump({k: v.to_record() for k, v in self.entries.items()}, handle)
+            handle.write(data)
         os.replace(tmp, self.path)
+        self._written = data
+        return True

@@ -7,11 +7,17 @@ took fewer informative groups than its note foresaw waits for files and publishe
 intervals without one the worker makes another share of a step, and so on, so a wrong note slows a step, never
 stops the pool. Without a note (a trainer that publishes no metrics, or none yet) a worker generates as fast as it
 can.
+
+A share is a fraction of a file when the pool has more workers than a step needs files: it is rounded at random,
+`⌊share + u⌋` with one uniform `u` drawn at each new step, so each worker's expected files equal its share exactly and
+the pool's equal what the trainer asks, at 10 workers or 10,000 (rounding every share up to a file made a pool of
+N workers send N files a step whatever the trainer asked).
 """
 
 from __future__ import annotations
 
 import math
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -30,9 +36,13 @@ INTERVAL_EMA = 0.2
 class Pacer:
     """Whether this worker should generate another file now (`may_generate`); thread-safe."""
 
-    def __init__(self, async_level: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, async_level: int, clock: Callable[[], float] = time.monotonic,
+                 rng: random.Random | None = None) -> None:
         self.async_level = max(1, async_level)
         self.clock = clock
+        self.rng = rng or random.Random()
+        self.rounding = self.rng.random()
+        """This step's `u` (module docstring): drawn again at each new step, fixed within it."""
         self.note: tuple[int, DemandNote] | None = None
         self.step = -1
         self.step_seen_at: float | None = None
@@ -56,6 +66,7 @@ class Pacer:
                 took = (now - self.step_seen_at) / (step - self.step)
                 self.interval_s = took if self.interval_s is None else self.interval_s + INTERVAL_EMA * (took - self.interval_s)
             self.step, self.step_seen_at, self.submitted_since_step = step, now, 0
+            self.rounding = self.rng.random()
 
     def submitted(self) -> None:
         with self._lock:
@@ -69,7 +80,7 @@ class Pacer:
             note = self.note[1]
             share = max(0.0, self.async_level * note.files_per_step - note.buffered_files) / note.workers
             stalled = (self.clock() - self.step_seen_at) / (STALL_INTERVALS * (self.interval_s or FIRST_INTERVAL_S))
-            return math.ceil(share) + math.floor(stalled) * math.ceil(note.files_per_step / note.workers)
+            return math.floor(share + math.floor(stalled) * note.files_per_step / note.workers + self.rounding)
 
     def may_generate(self) -> bool:
         quota = self.quota()

@@ -26,6 +26,7 @@ from protocol.verdicts import Reason
 from tasks.encoding import encode_prompt
 from tests.support.protocol_pool import ProtocolPool
 from tests.e2e.test_protocol import EXPECTED
+from trainer.consumed_log import read_consumed
 from trainer.main import main as trainer_main
 from validator.cli import main as validator_main
 from worker.daemon import WorkerDaemon
@@ -109,7 +110,8 @@ def test_a_pool_runs_end_to_end_on_a_hugging_face_folder(family, pool, tmp_path)
                              "--no-wait-final"]) == 0  # W is an hour; finality: test_trainer_finality.py
         consumed = json.loads((run_dir / "consumed.json").read_text())
         accepted = {"0x" + e["work_id"] for w in workers for e in _submitted(w)}
-        assert consumed["step"] == 1 and consumed["consumed"] and set(consumed["consumed"]) <= accepted
+        consumed_ids = read_consumed(run_dir / consumed["consumed_log"])
+        assert consumed["step"] == 1 and consumed["consumed"] == len(consumed_ids) > 0 and set(consumed_ids) <= accepted
         assert pool_state(pool.ledger(0), pool.pool_id).latest_step == 1
 
         base_weights = {k: v.clone() for k, v in workers[0].policy.model.state_dict().items()}

@@ -13,6 +13,7 @@ from ledger_client.chain.contract import EventMeta
 from ledger_client.chain.events import Removed
 from protocol.pool import CaseState, WorkStatus
 from protocol.rollouts import RolloutBatch
+from trainer.consumed_log import read_consumed
 
 POOL = 1
 META = EventMeta(block_number=1, block_hash=b"\0" * 32, tx_hash=b"\0" * 32, log_index=0, address="0x0")
@@ -24,13 +25,13 @@ class _Cursor:
     batches: list[list[object]] = []
 
     def __init__(self, *_args: object, **_kwargs: object) -> None:
-        pass
+        self.state: dict = {}
 
     def poll(self, _latest: object) -> list[object]:
         return _Cursor.batches.pop(0) if _Cursor.batches else []
 
 
-def _source(monkeypatch, status: WorkStatus) -> tuple[ledger_source.LedgerSource, list[bytes]]:
+def _source(monkeypatch, status: WorkStatus, consumed_log=None) -> tuple[ledger_source.LedgerSource, list[bytes]]:
     reads: list[bytes] = []
     monkeypatch.setattr(ledger_source, "EventCursor", _Cursor)
     court = SimpleNamespace(cases=lambda _work_id: SimpleNamespace(state=CaseState.VERDICT, accepted=True))
@@ -42,7 +43,7 @@ def _source(monkeypatch, status: WorkStatus) -> tuple[ledger_source.LedgerSource
     monkeypatch.setattr(ledger_source, "get_object", lambda _kubo, digest, timeout: digest)
     monkeypatch.setattr(ledger_source, "decode_rollouts", lambda _data: RolloutBatch.model_construct())
     ledger = SimpleNamespace(deployment=SimpleNamespace(block=0), pool=None, w3=None)
-    return ledger_source.LedgerSource(ledger, kubo=None, pool_id=POOL), reads
+    return ledger_source.LedgerSource(ledger, kubo=None, pool_id=POOL, consumed_log=consumed_log), reads
 
 
 def _submitted_and_accepted(work_id: bytes) -> list[object]:
@@ -68,3 +69,22 @@ def test_after_a_reorg_an_acceptance_is_read_again_before_it_is_consumed(monkeyp
     source._unfetched.clear()  # its retry is due
     assert source.poll() == [] and source.pending == ["0x" + "02" * 32]  # read again: pending, so it waits
     assert reads == [unfetched]
+
+
+def test_consumed_work_is_logged_and_a_resume_hands_out_only_what_the_checkpoint_had_not(monkeypatch, tmp_path):
+    log = tmp_path / "consumed.log"
+    source, _ = _source(monkeypatch, WorkStatus.ACCEPTED, consumed_log=log)
+    first, second = b"\x01" * 32, b"\x02" * 32
+    _Cursor.batches = [_submitted_and_accepted(first), _submitted_and_accepted(second)]
+    assert [item.id for item in source.poll()] == ["0x" + "01" * 32]
+    checkpoint = source.state()  # the trainer's checkpoint: the log's count, not its ids
+    assert checkpoint["consumed_log"] == {"entries": 1} and "consumed" not in checkpoint
+    assert [item.id for item in source.poll()] == ["0x" + "02" * 32]  # then killed before the next checkpoint
+
+    resumed, _ = _source(monkeypatch, WorkStatus.ACCEPTED, consumed_log=log)
+    resumed.restore(checkpoint)
+    assert "0x" + "02" * 32 not in resumed.consumed and len(resumed.consumed) == 1
+    _Cursor.batches = [_submitted_and_accepted(first), _submitted_and_accepted(second)]  # the cursor re-reads both
+    assert [item.id for item in resumed.poll()] == []  # the first was consumed before the checkpoint
+    assert [item.id for item in resumed.poll()] == ["0x" + "02" * 32]
+    assert read_consumed(log) == ["0x" + "01" * 32, "0x" + "02" * 32]

@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 import math
+import random
+
+import pytest
 
 from protocol.demand import DemandEstimate, DemandNote
 from worker.pacing import FIRST_INTERVAL_S, STALL_INTERVALS, Pacer
+
+
+class _Draws(random.Random):
+    """A worker's random rounding, fixed: every `u` is `value`."""
+
+    def __init__(self, value: float) -> None:
+        super().__init__()
+        self.value = value
+
+    def random(self) -> float:
+        return self.value
 
 
 class _Clock:
@@ -45,10 +59,10 @@ def test_a_missing_or_malformed_note_leaves_a_worker_unpaced():
 
 def test_a_worker_makes_its_share_of_async_level_steps_less_what_the_trainer_holds():
     clock = _Clock()
-    pacer = Pacer(async_level=2, clock=clock)
+    pacer = Pacer(async_level=2, clock=clock, rng=_Draws(0.9))
     pacer.latest_step(10)
     pacer.observe(10, DemandNote(files_per_step=3.0, buffered_files=1.5, workers=2))
-    assert pacer.quota() == math.ceil((2 * 3.0 - 1.5) / 2) == 3
+    assert pacer.quota() == math.floor((2 * 3.0 - 1.5) / 2 + 0.9) == 3
     for _ in range(3):
         assert pacer.may_generate()
         pacer.submitted()
@@ -64,7 +78,7 @@ def test_a_worker_makes_its_share_of_async_level_steps_less_what_the_trainer_hol
 
 def test_a_trainer_that_publishes_no_step_gets_another_share_each_stall_so_the_pool_never_stops():
     clock = _Clock()
-    pacer = Pacer(async_level=2, clock=clock)
+    pacer = Pacer(async_level=2, clock=clock, rng=_Draws(0.9))
     pacer.latest_step(1)
     pacer.observe(1, DemandNote(files_per_step=2.0, buffered_files=4.0, workers=1))
     assert pacer.quota() == 0
@@ -76,3 +90,93 @@ def test_a_trainer_that_publishes_no_step_gets_another_share_each_stall_so_the_p
     assert pacer.quota() == 0
     clock.now += STALL_INTERVALS * pacer.interval_s * 2
     assert pacer.quota() == 4
+
+
+
+def test_a_share_below_a_file_is_a_chance_of_one_file_drawn_each_step():
+    pacer = Pacer(async_level=2, clock=_Clock(), rng=random.Random(7))
+    pacer.latest_step(1)
+    pacer.observe(1, DemandNote(files_per_step=32.0, buffered_files=0.0, workers=256))  # a share of 0.25 a step
+    quotas = []
+    for step in range(2, 4002):
+        quotas.append(pacer.quota())
+        assert pacer.quota() == quotas[-1]  # one draw a step: asking again does not reroll
+        pacer.latest_step(step)
+    assert set(quotas) == {0, 1} and abs(sum(quotas) / len(quotas) - 0.25) < 0.02
+
+
+def simulate_pool(workers: int, steps: int, churn: float = 0.0, seed: int = 0, files_needed: int = 32,
+                  async_level: int = 2, warmup: int = 10) -> tuple[float, float]:
+    """A pool of `workers` fast workers, each pacing with the real `Pacer` on the real `DemandEstimate`'s note, and a
+    trainer that takes every file into its buffer, drops groups older than the async level and trains a step on
+    `files_needed` files (one informative group a file) once it holds them, waiting 1.5 intervals at a time while it
+    does not. Each step `churn` of the workers leave and as many new ones join. Returns, after `warmup` steps, the
+    files made over what the notes asked (Σ made / Σ (async_level · files_per_step − buffered_files)) and over the
+    files the trainer trained on."""
+    rng = random.Random(seed)
+    clock, interval = _Clock(), 30.0
+    capacity = max(2, 4 * async_level * files_needed // workers)  # files a worker can make a step: faster than asked
+    pacers: dict[int, Pacer] = {}
+    joined = 0
+
+    def join() -> None:
+        nonlocal joined
+        pacers[joined] = Pacer(async_level, clock=clock, rng=random.Random(rng.random()))
+        joined += 1
+
+    for _ in range(workers):
+        join()
+    estimate = DemandEstimate(groups_per_batch=files_needed)
+    buffer: list[int] = []  # the policy step of each buffered group
+    step, note = 0, None
+    made = asked = trained = 0
+    for step in range(1, steps + 1):
+        for _ in range(max(1, round(churn * workers)) if churn else 0):
+            del pacers[rng.choice(list(pacers))]
+            join()
+        made_now = 0
+        for pacer in pacers.values():
+            pacer.latest_step(step)
+            pacer.observe(step, note)
+        while True:  # the workers generate; the trainer trains when it holds a batch, else waits 1.5 intervals
+            for worker, pacer in pacers.items():
+                for _ in range(capacity):
+                    if not pacer.may_generate():
+                        break
+                    pacer.submitted()
+                    made_now += 1
+                    buffer.append(step)
+                    estimate.file_taken(1, f"0x{worker:x}")
+            buffer = [s for s in buffer if s >= step + 1 - async_level]  # stale groups dropped
+            if len(buffer) >= files_needed:
+                break
+            clock.now += STALL_INTERVALS * interval
+        clock.now += interval
+        del buffer[:files_needed]
+        metrics = estimate.note(buffered_groups=len(buffer))
+        if step > warmup:
+            made += made_now
+            trained += files_needed
+            asked += max(0.0, async_level * note.files_per_step - note.buffered_files)
+        note = DemandNote.from_metrics(metrics)
+    return made / asked, made / trained
+
+
+@pytest.mark.parametrize("workers", [10, 1_000, 10_000])
+@pytest.mark.parametrize("churn", [0.0, 0.02])
+def test_the_pool_makes_about_what_the_trainer_asks_at_any_population(workers, churn):
+    """Issue 46: the note counted at most 64 workers and every share rounded up to a file, so 1,000 workers made 15.6×
+    what a 32-file step asked. Now the count is uncapped and a fraction of a file is a chance of one."""
+    over_asked, over_trained = simulate_pool(workers, steps=40, churn=churn, seed=workers)
+    assert over_asked <= 1.5 and over_trained <= 1.5, (over_asked, over_trained)
+
+
+def test_the_count_of_recent_workers_is_not_capped_and_forgets_workers_that_left():
+    estimate = DemandEstimate(groups_per_batch=32)
+    for _ in range(3):
+        for worker in range(1_000):
+            estimate.file_taken(1, f"0x{worker:x}")
+    assert estimate.note(0)["recent_workers"] == 1_000  # was at most 64
+    for i in range(3_000):  # 900 of them left: once the window of 3,000 files holds only the others' files
+        estimate.file_taken(1, f"0x{i % 100:x}")
+    assert estimate.note(0)["recent_workers"] == 100
