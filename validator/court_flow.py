@@ -113,7 +113,8 @@ class CourtFlow:
         ends = ["VerdictFinal", "CaseVoided"]
         self.cursor = EventCursor(court, ["VerdictGiven", "Disputed", "DisputeReopened", "CommitteeDrawn", *ends],
                                   config.state_dir / "court_cursor.json", confirmations=config.confirmations,
-                                  start_block=ledger.deployment.block, added_events=ends)
+                                  start_block=ledger.deployment.block, added_events=ends,
+                                  batch_blocks=ledger.logs.page_blocks)
 
     # ------------------------------------------------------------------ which checks
 

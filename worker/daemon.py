@@ -311,8 +311,8 @@ class WorkerDaemon:
         assert court is not None
         if court.active_count(pool_id) > 0:
             delay, now = court.get_params(pool_id).activation_delay, chain_time(self.ledger)
-            registered = court.contract.events.ValidatorRegistered.get_logs(
-                argument_filters={"poolId": pool_id}, from_block=self.ledger.deployment.block)
+            registered = self.ledger.logs.scan(court.contract.events.ValidatorRegistered, {"poolId": pool_id},
+                                               self.ledger.deployment.block)
             if any(eligible_judge(court.get_validator(pool_id, e["args"]["validator"]), delay, now)
                    for e in registered):
                 return True
