@@ -72,7 +72,7 @@ class ValidatorDaemon:
         config.state_dir.mkdir(parents=True, exist_ok=True)
         self.cursor = EventCursor(ledger.pool, ["WorkSubmitted"], config.state_dir / "cursor.json",
                                   confirmations=config.confirmations, start_block=ledger.deployment.block,
-                                  batch_blocks=ledger.logs.page_blocks)
+                                  batch_blocks=ledger.logs.page_blocks, pool_id=config.pool_id)
         self.journal = VerdictJournal(config.state_dir / "verdicts.jsonl")
         self.retries = RetryBook(config.state_dir / "retries.json")
         self.pool = pool_state(ledger, config.pool_id)
