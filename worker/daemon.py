@@ -37,7 +37,6 @@ from inference.policy import PolicyLoader
 from ledger_client.chain import errors
 from ledger_client.chain.bindings import MemberView
 from ledger_client.chain.errors import ContractRevert, LedgerError
-from ledger_client.chain.watch import ChainWatch
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import (
     chain_time,
@@ -49,6 +48,7 @@ from ledger_client.chain.queries import (
     pool_state,
     rollout_digest_of,
 )
+from ledger_client.chain.watch import ChainWatch
 from ledger_client.ipfs.checkpoints import FetchedCheckpoint, PinRetention, fetch_checkpoint
 from ledger_client.ipfs.content import ContentError, fetch_run_spec, get_object, put_object
 from ledger_client.ipfs.kubo import KuboClient
@@ -149,8 +149,6 @@ class WorkerDaemon:
         self._quiet_step: int | None = None
         """The latest step when this step's submissions were all made: until the pool's latest step moves on,
         `step_once` has nothing to do and reads nothing more than the pool's state."""
-        """(monotonic clock, the pool's latest step) as the main loop last read it: the prefetch thread uses it
-        while fresh instead of asking the chain again."""
         self._prefetch_stop = threading.Event()
         self._fetch_lock = threading.Lock()
         self._court = court_of(ledger, options.pool_id)
@@ -229,7 +227,7 @@ class WorkerDaemon:
             while not stop.is_set():
                 if self.opt.max_submissions is not None and self.stats.submitted >= self.opt.max_submissions:
                     break
-                did_work = self.step_once(stop)
+                did_work = self.step_once(stop, IDLE_LOOK_S if self._quiet_step is not None else self.opt.poll_interval_s)
                 self.maybe_claim()
                 if did_work:
                     continue
@@ -260,9 +258,10 @@ class WorkerDaemon:
                 log.debug("prefetching the newest policy failed: %s: %s", exc.__class__.__name__, exc)
             self._prefetch_stop.wait(PREFETCH_POLL_S)
 
-    def step_once(self, stop: threading.Event) -> bool:
-        """Sync to the newest checkpoint and make one submission if this step still wants one."""
-        pool = self.watch.pool(IDLE_LOOK_S if self._quiet_step is not None else None)
+    def step_once(self, stop: threading.Event, look_every: float = 0.0) -> bool:
+        """Sync to the newest checkpoint and make one submission if this step still wants one. `look_every`: the pool's
+        state may be as old as that (the run loop's; 0: read now)."""
+        pool = self.watch.pool(look_every)
         if pool.active and pool.latest_step == self._quiet_step:
             return False  # our files for this step are all made; nothing changes until a new step
         self._quiet_step = None
