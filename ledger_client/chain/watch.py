@@ -46,13 +46,10 @@ class ChainWatch:
         """The pool's state as last read, read again when older than `max_age` seconds (default `every`):
         concurrent callers share one request."""
         max_age = self.every if max_age is None else max_age
-        with self._lock:
-            if self._pool is not None and time.monotonic() - self._pool[0] < max_age:
-                return self._pool[1]
-        state = self.read_pool()
-        with self._lock:
-            self._pool = (time.monotonic(), state)
-        return state
+        with self._lock:  # held while reading: threads that ask meanwhile take this read's answer
+            if self._pool is None or time.monotonic() - self._pool[0] >= max_age:
+                self._pool = (time.monotonic(), self.read_pool())
+            return self._pool[1]
 
     def refresh(self) -> None:
         """Forget the last look: the next question reads the chain (after this process sent a transaction)."""
