@@ -233,6 +233,11 @@ def _suite(doc: dict) -> str:
             f".ci/run {f['ci_run_wall']}")
 
 
+def _worker_rpc(doc: dict) -> str:
+    f = doc["figures"]
+    return f"{f['rpc_per_worker_s']:.2f} requests/s ({f['requests']} in {f['seconds']:g} s of {f['block_s']} s blocks)"
+
+
 def _economics(doc: dict) -> str:
     f = doc["figures"]
     be, fee = f["break_even"], f["parameters"]["court"]["fee"]
@@ -295,6 +300,8 @@ ROWS: tuple[Row, ...] = (
     Row("Court pool: is honest checking a validator's best response?", "economics.json", _economics, _ECONOMICS),
     Row("Court pool: is cheating unprofitable for a worker?", "economics.json", _cheating, _ECONOMICS),
     Row("Test suite time (`make test`, as CI runs it)", "suite.json", _suite, "notes/figures-2026-12-06.md"),
+    Row("Chain requests of an idle worker (anvil, 2 s blocks; goal ≤ 1/s)", "worker_rpc.json", _worker_rpc,
+        "scaling.md"),
 )
 
 

@@ -25,6 +25,7 @@ from pydantic_settings import (
 
 from cli.devnet import DEVNET_DIR_HELP, default_devnet_dir, load_devnet_info
 from cli.errors import UsageError
+from ledger_client.chain.logs import DEFAULT_PAGE_BLOCKS
 
 UNIT_DECIMALS = {"ether": 18, "eth": 18, "tokens": 18, "token": 18, "gwei": 9, "wei": 0}
 """Amount suffixes, as cast reads them (the stake token has 18 decimals, as ether)."""
@@ -232,7 +233,8 @@ def _config_defaults(command: argparse.ArgumentParser, path: Path) -> None:
 
 
 def add_chain_args(p: argparse.ArgumentParser) -> None:
-    """--rpc-url / --deployments / key options; all default to the local devnet when it is up."""
+    """--rpc-url / --deployments / key options; all default to the local devnet when it is up; --logs-page-blocks
+    (pass it to `Ledger.open`)."""
     p.add_argument("--rpc-url", help="Ethereum JSON-RPC URL (default: the local devnet)")
     p.add_argument("--deployments", type=Path, help="deployments file keyed by chain id (default: the devnet's)")
     p.add_argument("--chain-id", type=POSITIVE, help="refuse to act unless the RPC serves this chain id")
@@ -240,6 +242,9 @@ def add_chain_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keystore", type=Path, help="encrypted JSON keystore file")
     p.add_argument("--password-file", type=Path, help="file holding the keystore password")
     p.add_argument("--devnet-dir", type=Path, default=default_devnet_dir(), help=DEVNET_DIR_HELP)
+    p.add_argument("--logs-page-blocks", type=POSITIVE, default=DEFAULT_PAGE_BLOCKS, metavar="BLOCKS",
+                   help="the most blocks one eth_getLogs asks for: longer histories are read in pages (providers "
+                        "commonly refuse more than 10,000; default %(default)s)")
 
 
 def chain_options(*extra: tuple[str, dict[str, Any]]) -> argparse.ArgumentParser:

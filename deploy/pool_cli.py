@@ -452,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         account = load_account(args.key, args.keystore, args.password_file)
     if args.command == "create":
         cfg = load_pool_config(args.config, devnet, load_trainer_init(args.devnet_dir))  # before the chain
-    ledger = Ledger.open(rpc_url, deployments, account, args.chain_id)
+    ledger = Ledger.open(rpc_url, deployments, account, args.chain_id, args.logs_page_blocks)
     if args.command == "create":
         spec = check_pool_content(cfg, args.kubo_api or (devnet or {}).get("kubo_api"), args.ipfs_timeout)
         terms = check_spot_check_bound(cfg, spec)

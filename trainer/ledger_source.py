@@ -70,13 +70,15 @@ class LedgerSource:
         self.challenge_window_s = pool_state(ledger, pool_id).challenge_window_s
         start = ledger.deployment.block
         self.cursors = {"pool": EventCursor(ledger.pool, ["WorkSubmitted", "WorkAccepted"], None,
-                                            confirmations=confirmations, start_block=start)}
+                                            confirmations=confirmations, start_block=start,
+                                            batch_blocks=ledger.logs.page_blocks, pool_id=pool_id)}
         self._digests: dict[str, bytes] = {}
         """Rollout digests from the submissions' own events, read with the acceptances: looking each one up
         took two requests per file. Any reorg empties it (the lookup follows the canonical chain)."""
         if self.court is not None and not wait_final:
             self.cursors["court"] = EventCursor(self.court, ["VerdictGiven"], None, confirmations=confirmations,
-                                                start_block=start)
+                                                start_block=start, batch_blocks=ledger.logs.page_blocks,
+                                                pool_id=pool_id)
         self.pending: list[str] = []  # accepted work ids not handed out yet
         self._final_by_event: set[str] = set()
         """Pending work whose acceptance event, in a court pool in final mode, is its final verdict: consumed

@@ -111,7 +111,7 @@ def run_start(args: argparse.Namespace) -> int:
     if args.devnet_trainer:
         use_devnet_role_key(args, "trainer", "--devnet-trainer")
     ledger = Ledger.open(rpc_url, deployments, load_account(args.key, args.keystore, args.password_file),
-                         args.chain_id)
+                         args.chain_id, args.logs_page_blocks)
     pool = pool_state(ledger, args.pool)
     if pool.trainer.lower() != ledger.address.lower():
         raise UsageError(f"{ledger.address} is not the trainer of pool {args.pool} ({pool.trainer})")

@@ -454,7 +454,7 @@ def _calibrate_pool(args: argparse.Namespace) -> int:
     kubo_api = args.kubo_api or (load_devnet_info(args.devnet_dir) or {}).get("kubo_api")
     if not kubo_api:
         raise UsageError("no --kubo-api given and no devnet is up")
-    ledger = Ledger.open(rpc_url, deployments)
+    ledger = Ledger.open(rpc_url, deployments, logs_page_blocks=args.logs_page_blocks)
     with KuboClient(kubo_api) as kubo:
         spec = fetch_run_spec(kubo, pool_state(ledger, args.pool).task_ref)
         done: int | None = None

@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
     if args.devnet_validator:
         use_devnet_role_key(args, "validator", "--devnet-validator")
     ledger = Ledger.open(rpc_url, deployments, load_account(args.key, args.keystore, args.password_file),
-                         args.chain_id)
+                         args.chain_id, args.logs_page_blocks)
     pool_state(ledger, args.pool)  # UnknownPool here, before any process starts
     kubo_api = args.kubo_api or (devnet or {}).get("kubo_api")
     if not kubo_api:
@@ -164,7 +164,7 @@ def _court_command(args) -> int:
     if args.devnet_validator:
         use_devnet_role_key(args, "validator", "--devnet-validator")
     ledger = Ledger.open(rpc_url, deployments, load_account(args.key, args.keystore, args.password_file),
-                         args.chain_id)
+                         args.chain_id, args.logs_page_blocks)
     pool_state(ledger, args.pool)  # UnknownPool: one line
     court = court_of(ledger, args.pool)
     if court is None:

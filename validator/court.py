@@ -191,20 +191,25 @@ def validator_status(ledger: Ledger, pool_id: int) -> dict:
     params = court.get_params(pool_id)
     v = court.get_validator(pool_id, me)
     mine = {"poolId": pool_id}
-    verdicts = events.VerdictGiven.get_logs(argument_filters=mine | {"judge": me}, from_block=start)
-    disputes = events.Disputed.get_logs(argument_filters=mine | {"disputer": me}, from_block=start)
+    head = ledger.w3.eth.block_number
+
+    def logs(event, filters: dict | None = None) -> list:  # in pages (ledger_client.chain.logs), to one head
+        return ledger.logs.read(event, filters, start, head)
+
+    verdicts = logs(events.VerdictGiven, mine | {"judge": me})
+    disputes = logs(events.Disputed, mine | {"disputer": me})
     judged = {bytes(e["args"]["workId"]) for e in verdicts}
     raised = {bytes(e["args"]["workId"]) for e in disputes}
-    seats = [e for e in events.CommitteeDrawn.get_logs(from_block=start) if me in e["args"]["committee"]
+    seats = [e for e in logs(events.CommitteeDrawn) if me in e["args"]["committee"]
              and court.cases(bytes(e["args"]["workId"])).pool_id == pool_id]
-    resolved = {bytes(e["args"]["workId"]): e["args"] for e in events.DisputeResolved.get_logs(from_block=start)
+    resolved = {bytes(e["args"]["workId"]): e["args"] for e in logs(events.DisputeResolved)
                 if bytes(e["args"]["workId"]) in judged | raised | {bytes(s["args"]["workId"]) for s in seats}}
-    revealed = events.VoteRevealed.get_logs(argument_filters={"voter": me}, from_block=start)
+    revealed = logs(events.VoteRevealed, {"voter": me})
     penalties: dict[str, int] = {}
-    for e in events.ValidatorPenalized.get_logs(argument_filters=mine | {"party": me}, from_block=start):
+    for e in logs(events.ValidatorPenalized, mine | {"party": me}):
         why = PENALTY_WHY.get(e["args"]["why"], str(e["args"]["why"]))
         penalties[why] = penalties.get(why, 0) + e["args"]["amount"]
-    final = {bytes(e["args"]["workId"]) for e in events.VerdictFinal.get_logs(argument_filters=mine, from_block=start)}
+    final = {bytes(e["args"]["workId"]) for e in logs(events.VerdictFinal, mine)}
     void = lambda a: a["votesValid"] + a["votesInvalid"] == 0  # noqa: E731
     registered = v.index != 0 and v.deregistered_at == 0
     exit_at = v.deregistered_at + court.exit_delay(pool_id) if v.deregistered_at else None
@@ -222,10 +227,8 @@ def validator_status(ledger: Ledger, pool_id: int) -> dict:
         "disputes_open": sum(w not in resolved for w in raised),
         "committee_seats": len(seats), "votes_revealed": len(revealed),
         "penalties": penalties, "penalties_total": sum(penalties.values()),
-        "earned_total": sum(e["args"]["amount"] for e in events.Credited.get_logs(argument_filters={"to": me},
-                                                                                    from_block=start)),
-        "withdrawn_total": sum(e["args"]["amount"] for e in events.Withdrawn.get_logs(argument_filters={"to": me},
-                                                                                      from_block=start)),
+        "earned_total": sum(e["args"]["amount"] for e in logs(events.Credited, {"to": me})),
+        "withdrawn_total": sum(e["args"]["amount"] for e in logs(events.Withdrawn, {"to": me})),
         "credits": court.credits(me),
     }
 

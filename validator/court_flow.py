@@ -117,7 +117,8 @@ class CourtFlow:
         prepare_cursor(cursor_path)
         self.cursor = EventCursor(court, ["VerdictGiven", "Disputed", "DisputeReopened", "CommitteeDrawn", *ends],
                                   cursor_path, confirmations=config.confirmations,
-                                  start_block=ledger.deployment.block, added_events=ends)
+                                  start_block=ledger.deployment.block, added_events=ends,
+                                  batch_blocks=ledger.logs.page_blocks)
         self.cursor_journal = CursorJournal(cursor_path, self.cursor.state)
 
     # ------------------------------------------------------------------ which checks

@@ -75,7 +75,8 @@ class ValidatorDaemon:
         cursor_path = config.state_dir / "cursor.json"
         prepare_cursor(cursor_path)  # its changes since the last snapshot folded in
         self.cursor = EventCursor(ledger.pool, ["WorkSubmitted"], cursor_path,
-                                  confirmations=config.confirmations, start_block=ledger.deployment.block)
+                                  confirmations=config.confirmations, start_block=ledger.deployment.block,
+                                  batch_blocks=ledger.logs.page_blocks, pool_id=config.pool_id)
         self.cursor_journal = CursorJournal(cursor_path, self.cursor.state)
         self.journal = VerdictJournal(config.state_dir / "verdicts.jsonl")
         self.retries = RetryBook(config.state_dir / "retries.json")

@@ -29,7 +29,7 @@ def open_ledger(args: argparse.Namespace) -> Ledger:
             raise UsageError(f"--devnet-worker must be 0..{len(devnet['workers']) - 1}")
         args.key = devnet["workers"][args.devnet_worker]["private_key"]
     account = load_account(args.key, args.keystore, args.password_file)
-    return Ledger.open(rpc_url, deployments, account, args.chain_id)
+    return Ledger.open(rpc_url, deployments, account, args.chain_id, args.logs_page_blocks)
 
 
 def status(ledger: Ledger, pool_id: int | None, explorer: str | None = None) -> dict:
@@ -117,6 +117,10 @@ def _claim(ledger: Ledger, ready: list) -> int:
     return ledger.token.balance_of(ledger.address) - before
 
 
+FEW_WORKS = 16
+"""Up to this many works, `challenges_of` asks the node for their challenges by work id (else for the pool's)."""
+
+
 def challenges_of(ledger: Ledger, worker: str, pool_id: int | None = None, explorer: str | None = None,
                   work_ids: set[bytes] | None = None) -> list[dict]:
     """Every challenge of `worker`'s submissions (or of `work_ids` among them), oldest first: the reason, what it
@@ -127,8 +131,11 @@ def challenges_of(ledger: Ledger, worker: str, pool_id: int | None = None, explo
     if not mine:
         return []
     filters = {"poolId": pool_id} if pool_id is not None else {}
-    logs = ledger.pool.contract.events.WorkChallenged.get_logs(argument_filters=filters,
-                                                               from_block=ledger.deployment.block)
+    event, start = ledger.pool.contract.events.WorkChallenged, ledger.deployment.block
+    if work_ids is not None and len(work_ids) <= FEW_WORKS:  # workId is an indexed topic: the node returns theirs
+        logs = ledger.logs.read(event, filters | {"workId": sorted(work_ids)}, start)
+    else:
+        logs = ledger.logs.scan(event, filters, start)
     out = []
     for log in logs:
         work_id = bytes(log["args"]["workId"])

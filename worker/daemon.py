@@ -37,7 +37,6 @@ from inference.policy import PolicyLoader
 from ledger_client.chain import errors
 from ledger_client.chain.bindings import MemberView
 from ledger_client.chain.errors import ContractRevert, LedgerError
-from ledger_client.chain.events import wait_for_a_block
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import (
     chain_time,
@@ -49,6 +48,7 @@ from ledger_client.chain.queries import (
     pool_state,
     rollout_digest_of,
 )
+from ledger_client.chain.watch import ChainWatch
 from ledger_client.ipfs.checkpoints import FetchedCheckpoint, PinRetention, fetch_checkpoint
 from ledger_client.ipfs.content import ContentError, fetch_run_spec, get_object, put_object
 from ledger_client.ipfs.kubo import KuboClient
@@ -71,7 +71,14 @@ log = logging.getLogger("proofswarm.worker")
 
 LoadPolicy = Callable[[Path], tuple[object, object]]
 PREFETCH_POLL_S = 0.25
-"""How often the prefetch thread looks for a new checkpoint."""
+"""How often the prefetch thread looks at the process's `ChainWatch` for a new checkpoint (the watch reads the chain at
+most once per `IDLE_LOOK_S` for it)."""
+VERDICT_WAIT_S = 10.0
+"""The longest a worker at `--max-pending` waits for a new block before it looks at its verdicts again anyway."""
+IDLE_LOOK_S = 2.0
+"""How often a worker with nothing to send reads the pool's state for a new checkpoint: one request per 2 s block
+(`getPool` every 0.25 s from the prefetch thread, and the main loop's every poll interval, made an idle worker send
+~6 requests a second: 6,000 for a pool of 1,000; issue 46)."""
 
 
 @dataclass
@@ -137,9 +144,11 @@ class WorkerDaemon:
         self.pacer = Pacer(async_level=1)  # prepare() sets the pool's async level
         self._prefetched: tuple[int, bytes, FetchedCheckpoint] | None = None
         """(step, digest, local copy) of the newest checkpoint, fetched ahead by `run`'s prefetch thread."""
-        self._latest_step: tuple[float, int] = (-1e9, -1)
-        """(monotonic clock, the pool's latest step) as the main loop last read it: the prefetch thread uses it
-        while fresh instead of asking the chain again."""
+        self.watch = ChainWatch(ledger.w3, lambda: pool_state(ledger, options.pool_id), options.poll_interval_s)
+        """The pool's state and the head, read once for the main loop and the prefetch thread together."""
+        self._quiet_step: int | None = None
+        """The latest step when this step's submissions were all made: until the pool's latest step moves on,
+        `step_once` has nothing to do and reads nothing more than the pool's state."""
         self._prefetch_stop = threading.Event()
         self._fetch_lock = threading.Lock()
         self._court = court_of(ledger, options.pool_id)
@@ -218,14 +227,14 @@ class WorkerDaemon:
             while not stop.is_set():
                 if self.opt.max_submissions is not None and self.stats.submitted >= self.opt.max_submissions:
                     break
-                did_work = self.step_once(stop)
+                did_work = self.step_once(stop, IDLE_LOOK_S if self._quiet_step is not None else self.opt.poll_interval_s)
                 self.maybe_claim()
                 if did_work:
                     continue
                 if self._awaiting_demand:
                     stop.wait(PACE_POLL_S)
-                elif self._awaiting_verdicts:
-                    self._wait_for_a_block(stop, self.opt.poll_interval_s)
+                elif self._awaiting_verdicts:  # verdicts come only with a block: one look at them a block
+                    self._wait_for_a_block(stop, VERDICT_WAIT_S)
                 else:
                     stop.wait(self.opt.poll_interval_s)
         finally:
@@ -239,9 +248,7 @@ class WorkerDaemon:
         error the main loop fetches the step itself."""
         while not (stop.is_set() or self._prefetch_stop.is_set()):
             try:
-                read_at, latest = self._latest_step
-                if time.monotonic() - read_at > PREFETCH_POLL_S:
-                    latest = pool_state(self.ledger, self.opt.pool_id).latest_step
+                latest = self.watch.pool(IDLE_LOOK_S).latest_step
                 ahead = self._prefetched
                 have = max(self.policy.step if self.policy else -1, ahead[0] if ahead else -1)
                 if latest > have:
@@ -251,10 +258,13 @@ class WorkerDaemon:
                 log.debug("prefetching the newest policy failed: %s: %s", exc.__class__.__name__, exc)
             self._prefetch_stop.wait(PREFETCH_POLL_S)
 
-    def step_once(self, stop: threading.Event) -> bool:
-        """Sync to the newest checkpoint and make one submission if this step still wants one."""
-        pool = pool_state(self.ledger, self.opt.pool_id)
-        self._latest_step = (time.monotonic(), pool.latest_step)
+    def step_once(self, stop: threading.Event, look_every: float = 0.0) -> bool:
+        """Sync to the newest checkpoint and make one submission if this step still wants one. `look_every`: the pool's
+        state may be as old as that (the run loop's; 0: read now)."""
+        pool = self.watch.pool(look_every)
+        if pool.active and pool.latest_step == self._quiet_step:
+            return False  # our files for this step are all made; nothing changes until a new step
+        self._quiet_step = None
         if not pool.active:
             stop.set()
             return False
@@ -272,6 +282,7 @@ class WorkerDaemon:
             member = self.member()
         if member.pinned_step == pool.latest_step and \
                 self.journal.submitted_count(pool.latest_step) >= self.opt.submissions_per_step:
+            self._quiet_step = pool.latest_step
             return False
         # the chain is asked about our open submissions when they could reach the limit, else once a poll interval
         # (for the verdicts' metrics and the re-stake cap): asking before every file took a tenth of a worker's time
@@ -301,7 +312,7 @@ class WorkerDaemon:
         """Wait until the chain has a new block (a verdict can only come with one), for at most `timeout`: a worker at
         --max-pending waited a whole poll interval for a verdict that a devnet mines within milliseconds, and asking
         for its open submissions' verdicts costs a call each, the block number one."""
-        wait_for_a_block(self.ledger.w3, None, stop, timeout)
+        self.watch.wait_for_a_block(None, stop, timeout)
 
     def court_has_judge(self) -> bool:
         """Whether a validator of the pool's court has been registered for the court's activation delay and has not
@@ -311,8 +322,8 @@ class WorkerDaemon:
         assert court is not None
         if court.active_count(pool_id) > 0:
             delay, now = court.get_params(pool_id).activation_delay, chain_time(self.ledger)
-            registered = court.contract.events.ValidatorRegistered.get_logs(
-                argument_filters={"poolId": pool_id}, from_block=self.ledger.deployment.block)
+            registered = self.ledger.logs.scan(court.contract.events.ValidatorRegistered, {"poolId": pool_id},
+                                               self.ledger.deployment.block)
             if any(eligible_judge(court.get_validator(pool_id, e["args"]["validator"]), delay, now)
                    for e in registered):
                 return True
@@ -466,9 +477,11 @@ class WorkerDaemon:
         if force:
             amount = claim_all(self.ledger, self.opt.pool_id)
         else:
-            now = chain_time(self.ledger)
-            due = [e for e in self.journal.entries("submitted")
-                   if e.get("final") == "accepted" and e.get("submitted_at", 0) + self.pool.reward_lock_s <= now]
+            accepted = [e for e in self.journal.entries("submitted") if e.get("final") == "accepted"]
+            if not accepted:
+                return 0  # nothing to claim: the chain's clock is not asked
+            now = self.watch.chain_time()
+            due = [e for e in accepted if e.get("submitted_at", 0) + self.pool.reward_lock_s <= now]
             if not due:
                 return 0
             amount = claim_works(self.ledger, [bytes.fromhex(e["work_id"]) for e in due])

@@ -33,6 +33,7 @@ from ledger_client.chain.bindings import CONTRACT_EVENT_TYPES
 from ledger_client.chain.codegen import snake
 from ledger_client.chain.contract import BoundContract, EventMeta
 from ledger_client.chain.errors import LedgerError
+from ledger_client.chain.logs import DEFAULT_PAGE_BLOCKS, pages
 from ledger_client.chain.tx import with_retries
 
 
@@ -83,12 +84,19 @@ class EventCursor:
         state_path: str | Path | None,
         confirmations: int = 0,
         start_block: int = 0,
-        batch_blocks: int = 2_000,
+        batch_blocks: int = DEFAULT_PAGE_BLOCKS,
         history_blocks: int = 256,
         added_events: Iterable[str] = (),
+        pool_id: int | None = None,
     ):
-        """`added_events`: names a state file written before they were followed may lack; such a file is taken
-        up, and those events are followed from its position on (earlier ones are never delivered)."""
+        """`batch_blocks`: the most blocks one `eth_getLogs` asks for (a role passes its ledger's
+        `logs.page_blocks`); the cursor walks from its position to the head in such pages, recording each page's
+        end, so a role restarted after a day catches up in pages.
+        `added_events`: names a state file written before they were followed may lack; such a file is taken
+        up, and those events are followed from its position on (earlier ones are never delivered).
+        `pool_id`: follow only that pool's events — the node matches the pool id as the events' first indexed
+        topic, so a client reads its own pool's logs, not every pool's (each followed event must have `poolId` as
+        its first indexed argument)."""
         self.added_events = set(added_events)
         self.w3: Web3 = contract.w3
         self.contract = contract
@@ -104,6 +112,15 @@ class EventCursor:
         missing = set(self.names) - {n for n, _ in self._events.values()}
         if missing:
             raise LedgerError(f"{contract.NAME} has no events named {sorted(missing)}")
+        self._topics: list[Any] = [list(self._events)]
+        if pool_id is not None:
+            unkeyed = sorted(item["name"] for item in contract.contract.abi if item["type"] == "event"
+                             and item["name"] in self.names
+                             and [i["name"] for i in item["inputs"] if i["indexed"]][:1] != ["poolId"])
+            if unkeyed:
+                raise LedgerError(f"{contract.NAME} events {unkeyed} have no indexed poolId first: they cannot be "
+                                  "followed for one pool")
+            self._topics.append("0x" + pool_id.to_bytes(32, "big").hex())
         self.chain_id = self.w3.eth.chain_id
         self.state = self._load(start_block)
         self._removed_keys: dict[str, Any] = {}
@@ -153,20 +170,16 @@ class EventCursor:
         out: list[Any] = []
         candidates = self._rewind_if_reorged(latest)
         safe = head - self.confirmations
-        start = self.state["next_block"]
-        while start <= safe:
-            end = min(safe, start + self.batch_blocks - 1)
+        for start, end in pages(self.state["next_block"], safe, self.batch_blocks):
             logs = with_retries(lambda: self.w3.eth.get_logs({
                 "address": self.contract.address, "fromBlock": start, "toBlock": end,
-                "topics": [list(self._events)],
+                "topics": self._topics,
             }), what="eth_getLogs")
             out.extend(self._deliver(logs, candidates))
-            if end >= start:
-                block = latest if end == head else \
-                    with_retries(lambda: self.w3.eth.get_block(end), what="eth_getBlockByNumber")
-                self.state["recorded"][str(end)] = block["hash"].to_0x_hex()
+            block = latest if end == head else \
+                with_retries(lambda: self.w3.eth.get_block(end), what="eth_getBlockByNumber")
+            self.state["recorded"][str(end)] = block["hash"].to_0x_hex()
             self.state["next_block"] = end + 1
-            start = end + 1
         for key, number in candidates.items():  # delivered before, gone from the canonical chain
             self.state["delivered"].pop(key, None)
             out.append(Removed(key, number))

@@ -14,6 +14,7 @@ from web3.types import RPCEndpoint
 
 from ledger_client.chain.bindings import ComputePool, DevStakeToken, StakeManager, ValidatorCourt
 from ledger_client.chain.errors import BadRpcUrl, InsufficientTokens, LedgerError, NotDeployed, RpcUnreachable, WrongChain
+from ledger_client.chain.logs import DEFAULT_PAGE_BLOCKS, LogReader
 from ledger_client.chain.transport import KeepAliveHTTPProvider
 from ledger_client.chain.tx import TxSender
 from protocol.phases import ROLE_ENV
@@ -122,10 +123,13 @@ def allocation_required(open_works: int, min_stake: int, slash_amount: int) -> i
 
 
 class Ledger:
-    """The proofswarm contracts on one chain, optionally with a key to send transactions."""
+    """The proofswarm contracts on one chain, optionally with a key to send transactions. Its `logs` reads every
+    event log in pages of at most `logs_page_blocks` blocks (ledger_client.chain.logs)."""
 
-    def __init__(self, w3: Web3, deployment: Deployment, account: LocalAccount | None = None):
+    def __init__(self, w3: Web3, deployment: Deployment, account: LocalAccount | None = None,
+                 logs_page_blocks: int = DEFAULT_PAGE_BLOCKS):
         self.w3 = w3
+        self.logs = LogReader(w3, logs_page_blocks)
         self.deployment = deployment
         self.account = account
         self.sender = TxSender(w3, account) if account is not None else None
@@ -140,10 +144,10 @@ class Ledger:
 
     @classmethod
     def open(cls, rpc_url: str, deployments: str | Path, account: LocalAccount | None = None,
-             expected_chain_id: int | None = None) -> "Ledger":
+             expected_chain_id: int | None = None, logs_page_blocks: int = DEFAULT_PAGE_BLOCKS) -> "Ledger":
         """Connect to `rpc_url` and bind the deployment recorded for its chain id."""
         w3 = connect(rpc_url, expected_chain_id)
-        return cls(w3, load_deployment(deployments, w3.eth.chain_id), account)
+        return cls(w3, load_deployment(deployments, w3.eth.chain_id), account, logs_page_blocks)
 
     @property
     def address(self) -> str:

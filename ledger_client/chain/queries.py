@@ -50,11 +50,10 @@ def decode_pool(pool_id: int, view: PoolView) -> PoolState:
 def pool_created_in(ledger: Ledger, pool_id: int) -> bytes:
     """Hash of the block whose `PoolCreated` made the pool: names this pool instance apart from a pool with
     the same id on another run of a devnet (raises LedgerError if there is none)."""
-    logs = ledger.pool.contract.events.PoolCreated.get_logs(argument_filters={"poolId": pool_id},
-                                                            from_block=ledger.deployment.block)
-    if not logs:
+    created = ledger.logs.first(ledger.pool.contract.events.PoolCreated, {"poolId": pool_id}, ledger.deployment.block)
+    if created is None:
         raise LedgerError(f"pool {pool_id} was never created on this deployment")
-    return bytes(logs[0]["blockHash"])
+    return bytes(created["blockHash"])
 
 
 def court_of(ledger: Ledger, pool_id: int) -> ValidatorCourt | None:
@@ -76,28 +75,29 @@ def works_of(ledger: Ledger, worker: str, pool_id: int | None = None) -> list[Wo
     """Every submission of `worker` (optionally in one pool), from its `WorkSubmitted` events, with its
     current status."""
     filters = {"worker": worker} | ({"poolId": pool_id} if pool_id is not None else {})
-    logs = ledger.pool.contract.events.WorkSubmitted.get_logs(argument_filters=filters,
-                                                              from_block=ledger.deployment.block)
+    logs = ledger.logs.scan(ledger.pool.contract.events.WorkSubmitted, filters, ledger.deployment.block)
     return [get_work(ledger, bytes(log["args"]["workId"])) for log in logs]
 
 
 RECENT_BLOCK_SPANS = (256, 4096)
-"""A submission's event is looked for in the latest 256 blocks, then 4,096, then back to the deployment: lookups
-are nearly always of recent work, and a node's log search costs in proportion to the blocks it scans (on a devnet
-of 11,000 blocks 10.7 ms against 1.0 ms for the latest 256; validators and the trainer look up every file)."""
+"""A submission's event is looked for in the latest 256 blocks, then 4,096, then back to the deployment (in pages
+from the newest, ledger_client.chain.logs): lookups are nearly always of recent work, and a node's log search costs
+in proportion to the blocks it scans (on a devnet of 11,000 blocks 10.7 ms against 1.0 ms for the latest 256;
+validators and the trainer look up every file)."""
 
 
 def submitted_event(ledger: Ledger, work_id: bytes):
     """The latest `WorkSubmitted` event of `work_id` (None if no such submission is on-chain), looked up again
     each time so that a reorg that moved it is followed."""
     first, latest = ledger.deployment.block, ledger.w3.eth.block_number
-    starts = sorted({max(first, latest - span) for span in RECENT_BLOCK_SPANS} | {first}, reverse=True)
-    for start in starts:
-        logs = ledger.pool.contract.events.WorkSubmitted.get_logs(argument_filters={"workId": bytes(work_id)},
-                                                                  from_block=start)
-        if logs:
+    event, filters = ledger.pool.contract.events.WorkSubmitted, {"workId": bytes(work_id)}
+    for span in RECENT_BLOCK_SPANS:
+        start = max(first, latest - span)
+        if logs := ledger.logs.read(event, filters, start, latest):
             return logs[-1]
-    return None
+        if start == first:
+            return None
+    return ledger.logs.newest(event, filters, first)
 
 
 def rollout_digest_of(ledger: Ledger, work_id: bytes) -> Digest | None:
@@ -122,11 +122,10 @@ def spot_check_block(ledger: Ledger, work_id: bytes, confirmations: int = 0, nea
         if bytes(child["parentHash"]) == bytes(near_hash):
             return near_block, bytes(child["hash"])
     start = max(ledger.deployment.block, near_block - 64)
-    logs = ledger.pool.contract.events.WorkSubmitted.get_logs(argument_filters={"workId": bytes(work_id)},
-                                                              from_block=start)
-    if not logs:
+    event = ledger.logs.newest(ledger.pool.contract.events.WorkSubmitted, {"workId": bytes(work_id)}, start)
+    if event is None:
         return None
-    block = logs[-1]["blockNumber"]
+    block = event["blockNumber"]
     if ledger.w3.eth.block_number < block + 1 + confirmations:
         return None
     return block, bytes(ledger.w3.eth.get_block(block + 1)["hash"])
@@ -143,8 +142,7 @@ def claimed_works(ledger: Ledger, worker: str) -> set[bytes]:
 
 
 def _claims(ledger: Ledger, worker: str) -> list[tuple[int, list[bytes]]]:
-    logs = ledger.pool.contract.events.RewardsClaimed.get_logs(argument_filters={"worker": worker},
-                                                               from_block=ledger.deployment.block)
+    logs = ledger.logs.scan(ledger.pool.contract.events.RewardsClaimed, {"worker": worker}, ledger.deployment.block)
     return [(log["args"]["amount"], list(log["args"]["workIds"])) for log in logs]
 
 

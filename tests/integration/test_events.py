@@ -167,3 +167,21 @@ def test_waiting_for_a_block_returns_at_the_next_block_or_at_the_timeout(chain):
     assert w3.eth.block_number == head + 1
     stop.set()
     wait_for_a_block(w3, head + 1, stop, timeout=120)  # a stop ends the wait at once
+
+
+def test_a_cursor_for_one_pool_reads_only_its_pools_events(chain, tmp_path):
+    """With `pool_id` the node matches the pool id as the first indexed topic: the cursor gets its pool's events
+    only, and refuses to follow an event that has no indexed poolId first."""
+    from deploy.pool_cli import create_pool
+    from tests.support.conftest_chain import pool_config
+
+    other = create_pool(chain.owner, pool_config(chain.accounts))
+    for s in (1, 2):
+        _publish(chain.trainer, other, s)
+    _publish(chain.trainer, chain.pool_id, 1)
+    mine = _cursor(chain, tmp_path / "mine.json", pool_id=chain.pool_id)
+    theirs = _cursor(chain, tmp_path / "theirs.json", pool_id=other)
+    assert [(e.pool_id, e.step) for e in mine.poll()] == [(chain.pool_id, 0), (chain.pool_id, 1)]
+    assert [(e.pool_id, e.step) for e in theirs.poll()] == [(other, 0), (other, 1), (other, 2)]
+    with pytest.raises(LedgerError, match="RewardsClaimed"):
+        EventCursor(chain.owner.pool, ["RewardsClaimed"], None, pool_id=chain.pool_id)

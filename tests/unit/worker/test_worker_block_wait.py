@@ -1,11 +1,13 @@
 """A worker stopped at --max-pending waits for the next block (a verdict comes only with one), not a whole poll
-interval: `WorkerDaemon._wait_for_a_block` on a stand-in chain whose block number moves when the test says."""
+interval: `WorkerDaemon._wait_for_a_block` (through the process's ChainWatch) on a stand-in chain whose block number
+moves when the test says."""
 
 from __future__ import annotations
 
 import threading
 from types import SimpleNamespace
 
+from ledger_client.chain.watch import ChainWatch
 from worker.daemon import WorkerDaemon
 
 
@@ -24,8 +26,8 @@ class _Chain:
 
 
 def _worker(chain: _Chain) -> WorkerDaemon:
-    worker = WorkerDaemon.__new__(WorkerDaemon)  # only the ledger is used by the wait
-    worker.ledger = SimpleNamespace(w3=SimpleNamespace(eth=chain))
+    worker = WorkerDaemon.__new__(WorkerDaemon)  # only the chain watch is used by the wait
+    worker.watch = ChainWatch(SimpleNamespace(eth=chain), read_pool=lambda: None, every=0.01)
     return worker
 
 
@@ -52,6 +54,5 @@ def test_a_chain_that_cannot_be_asked_is_waited_out_quietly() -> None:
         def block_number(self) -> int:
             raise ConnectionError("node down")
 
-    worker = WorkerDaemon.__new__(WorkerDaemon)
-    worker.ledger = SimpleNamespace(w3=SimpleNamespace(eth=Down()))
+    worker = _worker(Down())
     worker._wait_for_a_block(threading.Event(), timeout=0.05)  # no exception: the main loop reports the chain
