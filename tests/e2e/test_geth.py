@@ -85,7 +85,7 @@ trainer start --pool 1 $CHAIN --key $KEY_TRAINER --kubo-api $KUBO --set batch_sa
   > trainer.log 2>&1 &
 worker start --pool 1 $CHAIN --key $KEY_WORKER --kubo-api $KUBO --work-dir worker --max-submissions 1 --quiet
 until pool status 1 $CHAIN --key $KEY_OWNER --json | grep -q '"latest_step": 1'; do sleep 2; done
-until worker status --pool 1 $CHAIN --key $KEY_WORKER --json | grep -q '"rewards_claimable": [1-9]'; do sleep 2; done
+until worker status --pool 1 $CHAIN --key $KEY_WORKER --json | grep -q '"rewards_claimable": "[1-9]'; do sleep 2; done
 worker claim --pool 1 $CHAIN --key $KEY_WORKER
 """, tmp_path, env, timeout)
 
