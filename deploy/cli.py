@@ -16,6 +16,7 @@ from cli.output import print_json, tokens
 from cli.options import COUNT, POSITIVE, address, Parser, parse_amount
 from deploy import devnet
 from deploy.contracts import MAX_UNBONDING_DELAY_S, MIN_UNBONDING_DELAY_S, deploy_contracts
+from deploy.pool_cli import DEPLOY_COURT_MIN_PERIOD_S
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger, connect, load_deployment, save_deployment
 
@@ -50,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--token", type=address, help="existing ERC-20 to use as stake token (default: deploy a mintable dev token)")
     d.add_argument("--treasury", help="receives the non-bounty part of slashes (default: the deployer)")
     d.add_argument("--unbonding-delay", type=COUNT, default=7 * 24 * 3600, help="seconds (default 7 days)")
-    d.add_argument("--court-min-period", type=POSITIVE, default=36,
+    d.add_argument("--court-min-period", type=POSITIVE, default=DEPLOY_COURT_MIN_PERIOD_S,
                    help="shortest court window or period a pool may set, in seconds: a few of the chain's block "
                         "times (default 36: three 12-second blocks)")
     d.add_argument("--deployments", type=Path, default=Path("deployments.json"), help="file to record addresses in")

@@ -19,6 +19,7 @@ from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import court_of, pool_state
 from ledger_client.chain.errors import LedgerError
+from protocol.pool import VALIDATOR_FETCH_TIMEOUT_S, VALIDATOR_VERDICT_MARGIN_S
 from validator.court import Conduct
 
 
@@ -45,9 +46,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--device", default="cpu",
                    help="where the checkers' float32 reference prefill runs: cpu (default), cuda or cuda:N")
     s.add_argument("--max-in-flight", type=POSITIVE, default=8, help="bound on files being checked at once")
-    s.add_argument("--fetch-timeout", type=SECONDS, default=20.0, help="seconds one fetch attempt of a file may take")
-    s.add_argument("--verdict-margin", type=SECONDS, default=30.0,
-                   help="seconds kept, before a window closes, to send the verdict or dispute (default 30; on a chain "
+    s.add_argument("--fetch-timeout", type=SECONDS, default=VALIDATOR_FETCH_TIMEOUT_S,
+                   help="seconds one fetch attempt of a file may take (default %(default)g)")
+    s.add_argument("--verdict-margin", type=SECONDS, default=VALIDATOR_VERDICT_MARGIN_S,
+                   help="seconds kept, before a window closes, to send the verdict or dispute (default %(default)g; on a chain "
                         "that includes a transaction within a block or two, a few block times suffice); a fetch retry "
                         "that would end later is not waited for")
     s.add_argument("--fetch-attempts", type=POSITIVE, default=3, help="fetch attempts, spread over time, before UNAVAILABLE")
