@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable
 from typing import Any
 
 JSON_SAFE_INTEGER = 2**53 - 1
@@ -22,6 +24,17 @@ def json_safe(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [json_safe(value) for value in obj]
     return obj
+
+
+def progress_lines(command: str, quiet: bool = False) -> Callable[[str], None]:
+    """Progress for people through a slow start: `say("…")` prints `<command>: …` on stderr at once (stdout keeps
+    the result, so `--json` output stays parseable); nothing when `quiet` (--quiet, --json)."""
+
+    def say(line: str) -> None:
+        if not quiet:
+            print(f"{command}: {line}", file=sys.stderr, flush=True)
+
+    return say
 
 
 def print_json(obj: Any) -> None:

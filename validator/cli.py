@@ -140,12 +140,15 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
     if court is not None:
         # ready to check before the court may draw it: the checker processes took ~30 s to start on a loaded
         # machine, and a verdict the validator should have disputed went final in its 30 s window meanwhile
+        log = logging.getLogger("proofswarm.validator")
         try:
+            log.info("starting %d checker process%s (each loads the policy)", args.processes,
+                     "" if args.processes == 1 else "es")
             try:
                 daemon.checkers.start()
             except CheckerUnavailable as exc:  # the first check starts them again (a checker failure, retried)
-                logging.getLogger("proofswarm.validator").warning("checker processes did not start: %s", exc)
-            register_with_court(ledger, args.pool)
+                log.warning("checker processes did not start: %s", exc)
+            log.info("%s", register_with_court(ledger, args.pool))
         except BaseException:
             daemon.close()
             raise
