@@ -12,7 +12,7 @@ from web3 import Web3
 
 from cli.devnet import DEVNET_DIR_HELP, default_devnet_dir, load_devnet_info
 from cli.errors import UsageError, one_line_errors
-from cli.output import print_json, tokens
+from cli.output import date, print_json, print_result, tokens
 from cli.options import COUNT, POSITIVE, address, Parser, parse_amount
 from deploy import devnet
 from deploy.contracts import MAX_UNBONDING_DELAY_S, MIN_UNBONDING_DELAY_S, deploy_contracts
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         for n, w in enumerate(info["workers"]):  # numbered as --devnet-worker takes them
             table.add_row(f"worker {n} (--devnet-worker {n})", w["address"])
         console.print(table)
-        console.print(f"contracts: {info['contracts']}\ndeployments: {info['deployments']}")
+        print_result({**info["contracts"], "deployments": info["deployments"]}, as_json=False)
     elif args.command == "down":
         stopped = devnet.down(args.state_dir)
         if args.json:
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print_json({"timestamp": timestamp})
         else:
-            console.print(f"devnet clock advanced {args.seconds} s: the latest block's time is {timestamp}")
+            print(f"devnet clock advanced {args.seconds} s: the latest block's time is {date(timestamp)}")
     elif args.command == "mint":
         minted = mint(args)
         if args.json:
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print_json(deployment.model_dump())
         else:
-            console.print(f"deployed on chain {deployment.chain_id}: {deployment.model_dump()}\nrecorded in {args.deployments}")
+            print_result({**deployment.model_dump(), "recorded_in": str(args.deployments)}, as_json=False)
     return 0
 
 

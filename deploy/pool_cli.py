@@ -24,7 +24,7 @@ from web3.logs import DISCARD
 from cli.devnet import load_devnet_info, load_trainer_init
 from cli.errors import UsageError, describe_error, one_line_errors
 from cli.options import POOL_ID, SECONDS, amount_option, chain_options, parse_amount, Parser, resolve_chain_args
-from cli.output import print_result
+from cli.output import print_result, tokens
 from ledger_client.chain.bindings import CourtParams, PoolParams
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
@@ -323,8 +323,8 @@ def create_pool(ledger: Ledger, cfg: PoolConfig, spec: RunSpec | None = None) ->
     if cfg.funding + fee_funding:  # refused before the first transaction: no pool is left unfunded
         balance = ledger.token.balance_of(ledger.address)
         if balance < cfg.funding + fee_funding:
-            raise UsageError(f"{ledger.address} holds {balance} base units, the pool needs {cfg.funding + fee_funding} "
-                             f"(funding {cfg.funding} + court fee funding {fee_funding}); nothing was created")
+            raise UsageError(f"{ledger.address} holds {tokens(balance)}, the pool needs {tokens(cfg.funding + fee_funding)} "
+                             f"(funding {tokens(cfg.funding)} + court fee funding {tokens(fee_funding)}); nothing was created")
     court = ledger.court if cfg.court is not None else None
     if cfg.court is not None and court is None:
         raise UsageError("the pool has a [pool.court] table but this deployment has no ValidatorCourt")
@@ -363,7 +363,7 @@ def create_pool(ledger: Ledger, cfg: PoolConfig, spec: RunSpec | None = None) ->
 def _approve(ledger: Ledger, spender: str, amount: int) -> None:
     balance = ledger.token.balance_of(ledger.address)
     if balance < amount:
-        raise UsageError(f"{ledger.address} holds {balance} base units, cannot fund {amount}")
+        raise UsageError(f"{ledger.address} holds {tokens(balance)}, cannot fund {tokens(amount)}")
     if ledger.token.allowance(ledger.address, spender) < amount:
         ledger.token.approve(spender, amount)
 

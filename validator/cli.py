@@ -12,12 +12,12 @@ from cli.devnet import load_devnet_info
 from cli.errors import UsageError, one_line_errors
 from cli.options import (add_chain_args, add_config_arg, add_log_args, configure_logging, parse_with_config,
                          resolve_chain_args, use_devnet_role_key)
-from cli.output import print_result
+from cli.output import date, print_result, tokens
 from cli.options import COUNT, POSITIVE, SECONDS, PORT, POOL_ID, real, Parser
 from inference.device import ComputeChoiceError, parse_device
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import court_of, pool_state
+from ledger_client.chain.queries import chain_time, court_of, pool_state
 from ledger_client.chain.errors import LedgerError
 from protocol.pool import VALIDATOR_FETCH_TIMEOUT_S, VALIDATOR_VERDICT_MARGIN_S
 from validator.court import Conduct
@@ -188,10 +188,11 @@ def _court_command(args) -> int:
         result = withdraw_from_court(ledger, args.pool)
         if not result["bond_withdrawn"] and not result["fees_withdrawn"]:
             why = result.get("bond_locked") or (
-                f"the bond is locked until {result['bond_locked_until']} (chain time) with {result['bond_reserved']} "
-                "reserved by open cases" if "bond_locked_until" in result else "nothing is locked or credited")
+                f"the bond is locked until {date(result['bond_locked_until'], chain_time(ledger))} (chain time) with "
+                f"{tokens(result['bond_reserved'])} reserved by open cases" if "bond_locked_until" in result
+                else "nothing is locked or credited")
             raise LedgerError(f"nothing to withdraw in pool {args.pool}: {why}")
-    print_result(result, args.json)
+    print_result(result, args.json, now=None if args.json else chain_time(ledger))
     return 0
 
 

@@ -314,7 +314,7 @@ def test_results_for_people_show_amounts_in_tokens_and_whole_digests(capsys: pyt
                   "latest_checkpoint": digest, "member": True}, as_json=False)
     assert capsys.readouterr().out.splitlines() == [
         "pool_id            3", "budget             10005 tokens", "reward_per_sample  0.01 tokens",
-        "slash_amount       0.000000000000000001 tokens", f"latest_checkpoint  {digest}", "member             True"]
+        "slash_amount       0.000000000000000001 tokens", f"latest_checkpoint  {digest}", "member             yes"]
 
 
 def _options_without_help(parser, command: str) -> list[str]:
