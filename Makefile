@@ -49,7 +49,8 @@ contracts: $(NODE_STAMP) $(VENV_STAMP)
 demo: install
 	$(PY) -m examples.demo
 
-# Test modules run in parallel, one per worker (most tests wait on blocks, daemons and subprocesses, not the CPU).
+# Test modules run in parallel, one per worker (most tests wait on blocks, daemons and subprocesses, not the CPU);
+# --durations lists the slowest tests at the end of every run, so a slower suite shows where its time went.
 TEST_WORKERS ?= 4
 
 # Slither fails the build on any high-severity finding in contracts/src (libraries and tests filtered out); ruff on
@@ -58,7 +59,7 @@ test: install $(SLITHER)
 	cd contracts && ../$(FORGE) test
 	cd contracts && ../$(SLITHER) . --filter-paths "lib/|test/" --fail-high
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=40
 
 # The unit tier alone: tests/unit/ (one folder per room; no anvil, no Kubo: tests/test_architecture.py holds it to
 # that) and the room table, in one process (two xdist workers import torch twice: slower on 2 cores); the Python

@@ -211,7 +211,8 @@ def verify_draw(spot: dict[str, JsonValue], work_id: str) -> SpotCheckDraw:
     block_hash, randomness = _str(spot.get("block_hash")), _str(spot.get("randomness"))
     out = SpotCheckDraw(q=None if bps is None else bps / MAX_BPS, spot_check_bps=bps, n=n, m=_int(spot.get("m")),
                         indices=_ints(indices), submission_block=block, seed_block=None if block is None else block + 1,
-                        block_hash=block_hash, randomness=randomness, verified=None)
+                        block_hash=block_hash, randomness=randomness,
+                        min_checked_tokens=_int(spot.get("min_checked_tokens")), verified=None)
     try:
         if bps is None or n is None:
             return out
@@ -223,7 +224,8 @@ def verify_draw(spot: dict[str, JsonValue], work_id: str) -> SpotCheckDraw:
             out.verified = False
             return out
         drawn = spot_check_randomness(bytes.fromhex(block_hash[2:]), bytes.fromhex(work_id[2:]))
-        out.verified = hex_text(drawn) == randomness and spot_check_indices(drawn, n, bps) == indices
+        floor, lengths = _int(spot.get("min_checked_tokens")) or 0, _ints(spot.get("completion_tokens"))
+        out.verified = hex_text(drawn) == randomness and spot_check_indices(drawn, n, bps, lengths, floor) == indices
     except (ValueError, TypeError, OverflowError):
         out.verified = False
     return out
@@ -261,18 +263,21 @@ def explain(doc: JsonValue, work_id: str | None = None) -> Explanation:
 
 
 def checks_passed(n: int, spot_check_bps: int, work_id: str, block_hash: str | None,
-                  submission_block: int) -> ChecksPassed:
+                  submission_block: int, min_checked_tokens: int = 0) -> ChecksPassed:
     """What a protocol validator checked before attesting a file of `n` completions: the cheap checks on all,
     the expensive ones on the m = ceil(q·n) completions drawn from the hash of block B + 1 and the work id
-    (None while that block does not exist)."""
+    (None while that block does not exist), and on more of the same draw where the run spec's floor of checked
+    tokens needed them (the indices then None: they depend on the file's completion lengths)."""
     m = spot_check_count(n, spot_check_bps)
     out = ChecksPassed(all_completions=CHEAP_CHECKS, spot_checks=SPOT_CHECKS, n=n, m=m, q=spot_check_bps / MAX_BPS,
                        spot_check_bps=spot_check_bps, submission_block=submission_block,
-                       seed_block=submission_block + 1, block_hash=block_hash, randomness=None, indices=None)
+                       seed_block=submission_block + 1, block_hash=block_hash, randomness=None, indices=None,
+                       min_checked_tokens=min_checked_tokens)
     if m >= n:
         out.indices = list(range(n))
     elif block_hash is not None:
         randomness = spot_check_randomness(bytes.fromhex(block_hash[2:]), bytes.fromhex(work_id[2:]))
         out.randomness = hex_text(randomness)
-        out.indices = spot_check_indices(randomness, n, spot_check_bps)
+        if not min_checked_tokens:
+            out.indices = spot_check_indices(randomness, n, spot_check_bps)
     return out

@@ -565,6 +565,7 @@ class SpotCheckDraw(Model):
     seed_block: int | None
     block_hash: str | None
     randomness: str | None
+    min_checked_tokens: int | None = None
     verified: bool | None
 
 
@@ -609,6 +610,9 @@ class ChecksPassed(Model):
     block_hash: Hex32 | None
     randomness: Hex32 | None
     indices: list[int] | None
+    min_checked_tokens: int = 0
+    """The run spec's floor of checked tokens: past ⌈q·n⌉ the draw depends on the file's completion lengths, which
+    the explorer does not read, so `indices` is None when the floor may have drawn more."""
 
 
 class Dispute(Model):

@@ -231,6 +231,15 @@ class Explorer(CourtViews):
                     validators=[v.validator for v in self._validators(pool_id) if v.allowed],
                     court=self._court_params(pool_id) is not None)
 
+    def _min_checked_tokens(self, pool_id: int) -> int:
+        """The floor of checked tokens a file that the pool's run spec states (0 where it states none, or the spec
+        is not a readable run spec)."""
+        spec = self.store.object(self._pool_summary(self._pool_row(pool_id)).task_ref)
+        body = spec.body if spec else None
+        verification = body.get("verification") if isinstance(body, dict) else None
+        floor = verification.get("min_checked_tokens") if isinstance(verification, dict) else None
+        return floor if isinstance(floor, int) and not isinstance(floor, bool) and floor > 0 else 0
+
     def pool_stats(self, pool_id: int) -> PoolStats:
         """What a pool owner watches: budget, fee budget and reserved rewards (live), throughput, verdict and
         finality latency (p50/p99 from block times), backlog, the share of judged work that was rejected,
@@ -538,7 +547,7 @@ class Explorer(CourtViews):
         checks = None
         if sub.status in ("accepted", "paid") and state is not None:
             checks = checks_passed(sub.n_samples, state.spot_check_bps, wid, self.live.block_hash(sub.block + 1),
-                                   sub.block)
+                                   sub.block, self._min_checked_tokens(sub.pool_id))
         out = Work(**given_fields(sub), evidence=evidence,
                    explanation=explain(evidence.document, wid) if evidence and evidence.document is not None else None,
                    checks=checks, timeline=self.timeline(wid))

@@ -246,10 +246,25 @@ def spot_check_terms(cfg: PoolConfig, spec: RunSpec | None = None) -> dict:
     them; the file's reward and the least slash `createPool` accepts (docs/protocol.md)."""
     n, bps = cfg.samples_per_work(spec), cfg.spot_check(spec)
     m = spot_check_count(n, bps)
+    floor = {"min_checked_tokens": spec.verification.min_checked_tokens} \
+        if spec is not None and spec.verification.min_checked_tokens else {}
     return {"spot_check_bps": bps, "checked_per_file": f"{m} of {n}",
             "detection_probability_1_fabricated": round(detection_probability(n, m, 1), 6),
             "file_reward": cfg.reward_per_sample * n,
-            "break_even_slash": min_slash(bps, cfg.reward_per_sample, n)}
+            "break_even_slash": min_slash(bps, cfg.reward_per_sample, n)} | floor
+
+
+def check_checked_token_floor(cfg: PoolConfig, spec: RunSpec | None) -> None:
+    """UsageError when the run spec's floor of checked tokens is more than a file of the pool can hold
+    (maxSamplesPerWork completions of max_tokens each): every file would be checked whole and still fall short of
+    the power the floor was set for (docs/protocol.md R8.6)."""
+    if spec is None or not (floor := spec.verification.min_checked_tokens):
+        return
+    n = cfg.samples_per_work(spec)
+    most = n * spec.sampling.max_tokens
+    if floor > most:
+        raise UsageError(f"the run spec's verification.min_checked_tokens {floor} is more than a file can hold: "
+                         f"max_samples_per_work {n} × sampling.max_tokens {spec.sampling.max_tokens} = {most}")
 
 
 def check_spot_check_bound(cfg: PoolConfig, spec: RunSpec | None = None) -> dict:
@@ -315,6 +330,7 @@ def create_pool(ledger: Ledger, cfg: PoolConfig, spec: RunSpec | None = None) ->
     """Create (and fund, if cfg.funding > 0) a pool; returns its id. `spec` is the task's run spec, whose
     submission size and spot-check fraction are the defaults of `maxSamplesPerWork` and `spotCheckBps`."""
     check_spot_check_bound(cfg, spec)
+    check_checked_token_floor(cfg, spec)
     if spec is not None and cfg.max_samples_per_work is not None \
             and cfg.max_samples_per_work < (one_submission := samples_per_submission(spec)):
         raise UsageError(f"max_samples_per_work ({cfg.max_samples_per_work}) is below one submission of the run spec "

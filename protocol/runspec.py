@@ -69,6 +69,10 @@ class VerificationSpec(BaseModel):
         "q in basis points: the fraction of each file's completions given the expensive checks "
         "(protocol.spotcheck); `pool create` makes it the pool's on-chain spotCheckBps, which is what "
         "validators apply"))
+    min_checked_tokens: int = Field(0, ge=0, lt=2**32, description=(
+        "a floor of checked tokens a file: the spot check draws further completions, in its own order, until the "
+        "drawn ones hold this many tokens (protocol.spotcheck); 0 = no floor. The margin test's power against a "
+        "small logit bias grows with the tokens it sees (docs/protocol.md R8.6)"))
 
     false_positive_rate: float = Field(1e-6, gt=0, lt=1, description=(
         "the statistical tests' per-file false-positive rate: an honest file of the calibrated population is "

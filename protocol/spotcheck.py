@@ -12,10 +12,14 @@ when the worker submits. Anyone holding the block hash and the work id re-derive
 
 Draw: a partial Fisher–Yates shuffle of 0…n−1, position i swapped with i + u_i, where u_i is
 uniform in [0, n − i) by rejection from the 256-bit words keccak256(randomness ‖ uint64 counter).
+A pool whose run spec sets a floor of checked tokens (`verification.min_checked_tokens`) takes the
+shuffle further, one completion at a time in the same order, until the drawn completions hold at
+least the floor's tokens (or all n are drawn): the first m are the same with or without a floor.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import comb
 
 from eth_utils import keccak
@@ -51,20 +55,30 @@ def _uniform_below(randomness: bytes, counter: int, bound: int) -> tuple[int, in
             return word % bound, counter
 
 
-def spot_check_indices(randomness: bytes | None, n: int, bps: int) -> list[int]:
-    """The sorted indices of the m = spot_check_count(n, bps) completions to check, drawn without
-    replacement from `randomness` (which may be None only when every completion is checked)."""
+def spot_check_indices(randomness: bytes | None, n: int, bps: int, completion_tokens: Sequence[int] | None = None,
+                       min_checked_tokens: int = 0) -> list[int]:
+    """The sorted indices of the completions to check, drawn without replacement from `randomness` (which may be
+    None only when every completion is checked): the first m = spot_check_count(n, bps) of the shuffle, then, while
+    the drawn completions hold fewer than `min_checked_tokens` of `completion_tokens` (each completion's token
+    count), the shuffle's next ones. A file holding no more than the floor is checked whole."""
     m = spot_check_count(n, bps)
-    if m >= n:
+    if min_checked_tokens < 0:
+        raise ValueError(f"min_checked_tokens must be >= 0, got {min_checked_tokens}")
+    if min_checked_tokens and (completion_tokens is None or len(completion_tokens) != n):
+        raise ValueError("a floor of checked tokens needs every completion's token count")
+    if m >= n or (min_checked_tokens and sum(completion_tokens) <= min_checked_tokens):
         return list(range(n))
     if randomness is None or len(randomness) != 32:
         raise ValueError("a spot check of fewer than all completions needs 32 bytes of randomness")
     order = list(range(n))
-    counter = 0
-    for i in range(m):
-        j, counter = _uniform_below(bytes(randomness), counter, n - i)
-        order[i], order[i + j] = order[i + j], order[i]
-    return sorted(order[:m])
+    counter = checked = drawn = 0
+    while drawn < m or checked < min_checked_tokens:
+        j, counter = _uniform_below(bytes(randomness), counter, n - drawn)
+        order[drawn], order[drawn + j] = order[drawn + j], order[drawn]
+        if min_checked_tokens:
+            checked += completion_tokens[order[drawn]]
+        drawn += 1
+    return sorted(order[:drawn])
 
 
 def detection_probability(n: int, m: int, fabricated: int) -> float:

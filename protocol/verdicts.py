@@ -42,13 +42,17 @@ class Reason(IntEnum):
 
 class SpotCheck(BaseModel):
     """Which completions got the expensive checks, and the randomness they were drawn from: anyone
-    re-derives `indices` as protocol.spotcheck.spot_check_indices(randomness, n, spot_check_bps) and
-    `randomness` as spot_check_randomness(block_hash, work id)."""
+    re-derives `indices` as protocol.spotcheck.spot_check_indices(randomness, n, spot_check_bps,
+    completion_tokens, min_checked_tokens) and `randomness` as spot_check_randomness(block_hash, work id)."""
 
     spot_check_bps: int = Field(gt=0, le=10_000)
     n: int = Field(ge=0, description="completions in the file")
-    m: int = Field(ge=0, description="completions given the expensive checks: ceil(n · bps / 10000)")
+    m: int = Field(ge=0, description="completions given the expensive checks: ceil(n · bps / 10000), or more "
+                   "when the floor of checked tokens needs them")
     indices: list[int] = Field(description="the m chosen completions, sorted")
+    min_checked_tokens: int = Field(0, ge=0, description="the run spec's floor of checked tokens (0: none)")
+    completion_tokens: list[int] | None = Field(None, description="every completion's token count, which the "
+                                                "draw past ceil(q·n) depends on (given when there is a floor)")
     submission_block: int | None = Field(None, description="block B of the WorkSubmitted event (None when q = 1)")
     block_hash: str | None = Field(None, pattern=r"^0x[0-9a-f]{64}$", description="hash of block B + 1")
     randomness: str | None = Field(None, pattern=r"^0x[0-9a-f]{64}$", description="keccak256(block_hash ‖ work id)")

@@ -50,7 +50,7 @@ from protocol.phases import phase
 from protocol.pool import versions_to_keep
 from protocol.rollouts import RolloutBatch, RolloutFileError, RolloutLimits, decode_rollouts
 from protocol.runspec import RunSpec, usable_task
-from protocol.spotcheck import MAX_BPS, spot_check_count, spot_check_indices, spot_check_randomness
+from protocol.spotcheck import MAX_BPS, spot_check_indices, spot_check_randomness
 from protocol.verdicts import Reason, clip_text
 from tasks.base import Task, assignment_space
 from tasks.encoding import encode_prompt
@@ -266,18 +266,22 @@ def verify_config_of(spec: RunSpec, max_batch_tokens: int = DEFAULT_MAX_BATCH_TO
                         margin_null=v.margin_null(), false_positive_rate=v.false_positive_rate)
 
 
-def spot_check_of(sub: Submission, n: int, bps: int) -> dict:
-    """The completions of an n-completion file that get the expensive checks at q = bps / 10000, with the
-    randomness they come from (protocol.verdicts.SpotCheck fields). Below q = 1 the daemon must have set
-    the hash of block B + 1 on the submission."""
+def spot_check_of(sub: Submission, n: int, bps: int, completion_tokens: list[int] | None = None,
+                  min_checked_tokens: int = 0) -> dict:
+    """The completions of an n-completion file that get the expensive checks at q = bps / 10000 and the run spec's
+    floor of checked tokens (each completion's token count in `completion_tokens`), with the randomness they come
+    from (protocol.verdicts.SpotCheck fields). Below q = 1 the daemon must have set the hash of block B + 1 on the
+    submission."""
     if bps >= MAX_BPS:
         return {"spot_check_bps": bps, "n": n, "m": n, "indices": list(range(n))}
     if sub.spot_block_hash is None:
         raise RuntimeError("spot check below q = 1 without the seeding block hash")
     randomness = spot_check_randomness(sub.spot_block_hash, sub.work_id)
-    return {"spot_check_bps": bps, "n": n, "m": spot_check_count(n, bps),
-            "indices": spot_check_indices(randomness, n, bps), "submission_block": sub.spot_block,
-            "block_hash": hex_text(sub.spot_block_hash), "randomness": hex_text(randomness)}
+    indices = spot_check_indices(randomness, n, bps, completion_tokens, min_checked_tokens)
+    floor = {"min_checked_tokens": min_checked_tokens, "completion_tokens": completion_tokens} \
+        if min_checked_tokens else {}
+    return {"spot_check_bps": bps, "n": n, "m": len(indices), "indices": indices, "submission_block": sub.spot_block,
+            "block_hash": hex_text(sub.spot_block_hash), "randomness": hex_text(randomness)} | floor
 
 
 def check_completions(spec: RunSpec, config: VerifyConfig, spot_check_bps: int, sub: Submission,
@@ -291,7 +295,8 @@ def check_completions(spec: RunSpec, config: VerifyConfig, spot_check_bps: int, 
     n = len(records)
     seeds = [derive_seed(spec.pool_seed_bytes, h.worker, h.seed_block_hash, sample_index(h.nonce, i, n))
              for i in range(n)]
-    spot = spot_check_of(sub, n, spot_check_bps)
+    spot = spot_check_of(sub, n, spot_check_bps, [len(r.completion_ids) for r in records],
+                         spec.verification.min_checked_tokens)
     verdicts = verify_completions(backend, records, config, expected_prompts=[r.prompt_ids for r in records],
                                   expected_seeds=seeds, spot_check=spot["indices"])
     tokens = sum(len(r.completion_ids) for r in records)

@@ -11,6 +11,7 @@ import pytest
 from eth_utils import keccak
 
 from adversaries.workers import fabricate_completions
+from dashboard.evidence import verify_draw
 from deploy.anvil import dev_accounts, start_anvil
 from deploy.contracts import deploy_contracts
 from deploy.pool_cli import create_pool
@@ -196,3 +197,37 @@ def test_daemon_waits_for_the_next_block_and_the_evidence_carries_the_draw(pool)
                                                                          hex_text(randomness))
     assert (spot.n, spot.m, spot.spot_check_bps) == (N, M, 2_500)
     assert spot.indices == spot_check_indices(randomness, N, 2_500) == evidence.failing_samples
+
+
+def test_a_floor_of_checked_tokens_prefills_past_q_n_and_the_evidence_re_derives_the_draw(pool):
+    """docs/protocol.md R8.6 on the real checker: a pool whose run spec sets a floor of 20 checked tokens (files of
+    8 completions of ≤ 8 tokens, q = 1/4) prefills the draw's prefix that holds the floor, and a caught file's
+    evidence carries the floor and the lengths the explorer re-derives the draw from."""
+    floor = 20
+    spec = SPEC.model_copy(update={"verification": SPEC.verification.model_copy(
+        update={"min_checked_tokens": floor})})
+    config = pool.config.model_copy(update={"task": hex_text(publish_run_spec(pool.kubo, spec))})
+    pool_id = create_pool(pool.ledger(1), config, spec)
+    worker = pool.ledger(4)
+    worker.ensure_allocation(pool_id, config.min_stake)
+    worker.pool.join_pool(pool_id)
+    binding = next_binding(worker, pool_id)
+    honest = make_batch(pool.policy, spec, binding)
+    cheat = fabricate_completions(pool.policy, spec, honest, range(N))
+    checker = RolloutChecker(pool.anvil.rpc_url, str(pool.deployments), pool.kubo_api, pool_id,
+                             pool.tmp / "floor" / "cache")
+    block_hash = keccak(b"block B + 1 of the floor's file")
+    sub = Submission(binding.work_id, pool_id, binding.worker, 0, N, 0, b"\x00" * 32, spot_block=7,
+                     spot_block_hash=block_hash,
+                     seed_block=worker.pool.get_member(pool_id, binding.worker).pinned_block)
+    randomness = spot_check_randomness(block_hash, binding.work_id)
+    for batch, accepted in ((honest, True), (cheat, False)):
+        lengths = [len(s.completion_ids) for s in batch.samples]
+        outcome = checker.check(sub, encode_rollouts(batch))
+        assert outcome.ok is accepted
+        indices = spot_check_indices(randomness, N, 2_500, lengths, floor)
+        assert outcome.spot_check["indices"] == indices and len(indices) >= M
+        assert outcome.checked_tokens == sum(lengths[i] for i in indices) >= min(floor, sum(lengths))
+        assert outcome.spot_check["completion_tokens"] == lengths
+        draw = verify_draw(outcome.spot_check, hex_text(binding.work_id))
+        assert draw.verified is True and draw.min_checked_tokens == floor
