@@ -21,7 +21,7 @@ import pytest
 from eth_account import Account
 from pydantic import BaseModel, ValidationError
 
-from cli.console import EXIT_INTERRUPTED, stop_on_signals
+from cli.console import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, stop_on_signals
 from cli.devnet import DevnetCorrupt
 from cli.errors import EXIT_CODES, EXIT_FAILURE, EXIT_USAGE, UsageError, exit_code_of
 from cli.options import amount_option
@@ -74,6 +74,7 @@ def _validation_error() -> ValidationError:
     (RolloutSchemaError("bad header"), EXIT_FAILURE),
     (FileNotFoundError(2, "No such file or directory", "x.toml"), EXIT_FAILURE),
     (KeyboardInterrupt(), EXIT_INTERRUPTED),
+    (Terminated(), EXIT_TERMINATED),
     (UnknownPool({"poolId": 999}), EXIT_USAGE),
 ])
 def test_the_table_gives_each_kind_its_code(error: BaseException, code: int) -> None:
@@ -82,7 +83,7 @@ def test_the_table_gives_each_kind_its_code(error: BaseException, code: int) -> 
 
 def test_the_readme_table_lists_every_kind_under_its_code() -> None:
     rows = {line.split("|")[1].strip(): line for line in (ROOT / "README.md").read_text().splitlines()
-            if line.startswith("| ") and line.split("|")[1].strip() in ("1", "2", "130")}
+            if line.startswith("| ") and line.split("|")[1].strip() in ("1", "2", "130", "143")}
     for cls, code in EXIT_CODES:
         assert f"`{cls.__name__}`" in rows[str(code)], (cls.__name__, code)
 
@@ -397,11 +398,15 @@ def test_a_ctrl_c_python_had_to_ignore_still_stops_the_command(tmp_path: Path) -
     assert (done.returncode, done.stdout, done.stderr) == (EXIT_INTERRUPTED, "", "error: interrupted\n")
 
 
+@pytest.mark.parametrize(("signum", "code", "line"), [(signal.SIGINT, EXIT_INTERRUPTED, "error: interrupted"),
+                                                     (signal.SIGTERM, EXIT_TERMINATED, "error: terminated")])
 @pytest.mark.parametrize("delay_s", [0.05, 2.0])
-def test_ctrl_c_stops_every_long_running_command_in_its_start_up(delay_s: float, silent_rpc: str, tmp_path: Path):
+def test_ctrl_c_stops_every_long_running_command_in_its_start_up(delay_s: float, signum: int, code: int, line: str,
+                                                                silent_rpc: str, tmp_path: Path):
     """Ctrl-C while the command's modules import (50 ms into them) or while it starts (2 s: torch importing, or
     waiting on the chain): one `error: interrupted` line and exit 130 (or death by SIGINT, which a shell also shows
-    as 130), never a traceback. Each command runs as pip's console script runs it, saying when it calls the entry
+    as 130), never a traceback; SIGTERM the same with `error: terminated` and 143 (a daemon that has not started
+    has not done its job). Each command runs as pip's console script runs it, saying when it calls the entry
     point; before that — the interpreter's own start and the script's first lines, some tens of milliseconds — a
     Ctrl-C is Python's, with its traceback."""
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
@@ -421,12 +426,12 @@ def test_ctrl_c_stops_every_long_running_command_in_its_start_up(delay_s: float,
         assert proc.stdout.read(2) == "up"
     time.sleep(delay_s)  # any moment of the start-up: each has the same expected outcome
     for proc in procs.values():
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
     for name, proc in procs.items():
         _, err = proc.communicate(timeout=60)
         assert "Traceback" not in err, (name, err)
-        assert proc.returncode == -signal.SIGINT and not err or \
-            (proc.returncode == EXIT_INTERRUPTED and err.strip() == "error: interrupted"), (name, proc.returncode, err)
+        assert proc.returncode == -signum and not err or \
+            (proc.returncode == code and err.strip() == line), (name, proc.returncode, err)
 
 
 def test_commands_on_a_chain_follow_the_table(chain, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
