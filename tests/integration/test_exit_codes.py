@@ -91,7 +91,7 @@ def test_the_readme_table_lists_every_kind_under_its_code() -> None:
 def test_an_unknown_error_is_a_bug_not_an_exit_code() -> None:
     assert exit_code_of(ZeroDivisionError()) is None
     assert exit_code_of(ZeroDivisionError(), failures=(ArithmeticError,)) == EXIT_FAILURE
-    assert all(code in (EXIT_USAGE, EXIT_FAILURE, EXIT_INTERRUPTED) for _, code in EXIT_CODES)
+    assert all(code in (EXIT_USAGE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_TERMINATED) for _, code in EXIT_CODES)
 
 
 def _dead_rpc() -> str:
