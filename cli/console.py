@@ -1,5 +1,6 @@
-"""The console scripts' first frame: Ctrl-C while a command's modules import is one line and exit 130; a
-daemon's Ctrl-C and SIGTERM (`stop_on_signals`).
+"""The console scripts' first frame: Ctrl-C while a command's modules import is one line and exit 130; SIGTERM
+anywhere a Ctrl-C would stop the command stops it the same way (`Terminated`, one line and exit 143); a daemon's
+Ctrl-C and SIGTERM once it has started (`stop_on_signals`: it finishes what it is doing, then 130 or 0).
 
 pip's console script imports the command's module before it calls anything, so a Ctrl-C in the first
 seconds (web3, pydantic, torch importing) printed a KeyboardInterrupt traceback. Each role package's `main`
@@ -26,21 +27,37 @@ from typing import Any
 EXIT_INTERRUPTED = 130
 """Ctrl-C: during the imports, the start-up or a daemon's run (cli.errors.EXIT_CODES maps KeyboardInterrupt to it).
 Defined here, not in cli.errors: this module must import nothing heavy."""
+EXIT_TERMINATED = 143
+"""SIGTERM (128 + 15, as a shell reports a command the signal ended) for a command that had not done its job: any
+one-shot command, a daemon's start-up. A daemon that has started stops on SIGTERM with 0 (`stop_on_signals`)."""
 
 
-def _report_interrupt() -> None:
-    print("error: interrupted", file=sys.stderr, flush=True)
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt: every clean-up that runs on Ctrl-C runs on it too
+    (`try/finally`, `except KeyboardInterrupt`), and nothing is sent or written after it."""
+
+
+def raise_terminated(*_: Any) -> None:
+    """A SIGTERM handler: the command stops as on Ctrl-C, with `Terminated`."""
+    raise Terminated()
+
+
+def _report(interrupt: BaseException | None) -> int:
+    """One line for a signal that stopped the command; its exit code."""
+    terminated = isinstance(interrupt, Terminated)
+    print(f"error: {'terminated' if terminated else 'interrupted'}", file=sys.stderr, flush=True)
+    return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
 
 
 def _exit_on_swallowed_interrupt(previous: Callable[[Any], object]) -> Callable[[Any], None]:
-    """An unraisable-exception hook: a KeyboardInterrupt Python had to ignore ends the process with 130;
-    anything else goes to `previous` (Python's own report)."""
+    """An unraisable-exception hook: a KeyboardInterrupt (or Terminated) Python had to ignore ends the process
+    with 130 (143); anything else goes to `previous` (Python's own report)."""
 
     def hook(unraisable: Any) -> None:
         if isinstance(unraisable.exc_value, KeyboardInterrupt):
-            _report_interrupt()
+            code = _report(unraisable.exc_value)
             sys.stdout.flush()
-            os._exit(EXIT_INTERRUPTED)
+            os._exit(code)
         previous(unraisable)
 
     return hook
@@ -52,22 +69,24 @@ def console_script(module: str) -> Callable[[], int]:
     def main() -> int:
         sys.unraisablehook = _exit_on_swallowed_interrupt(sys.unraisablehook)
         interrupted: list[int] = []
-        # While the modules import, Ctrl-C is noted, not raised: raised inside a native extension's initialisation
-        # it became a Rust panic (PyCapsule_Import of datetime failing in a pyo3 module) with its own message and
-        # traceback. The command stops as soon as the imports are done.
-        previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
+        # While the modules import, Ctrl-C and SIGTERM are noted, not raised: raised inside a native extension's
+        # initialisation Ctrl-C became a Rust panic (PyCapsule_Import of datetime failing in a pyo3 module) with its
+        # own message and traceback. The command stops as soon as the imports are done.
+        previous = {s: signal.signal(s, lambda signum, frame: interrupted.append(signum))
+                    for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             command = importlib.import_module(module).main
         except KeyboardInterrupt:  # raised by the imported code itself
             interrupted.append(signal.SIGINT)
         finally:
-            signal.signal(signal.SIGINT, previous)
+            signal.signal(signal.SIGINT, previous[signal.SIGINT])
+            signal.signal(signal.SIGTERM, raise_terminated)
         if interrupted:
-            _report_interrupt()
-            return EXIT_INTERRUPTED
+            return _report(Terminated() if interrupted[0] == signal.SIGTERM else KeyboardInterrupt())
         return command()
 
-    main.__doc__ = f"`{module}.main()`, with Ctrl-C during its imports exiting {EXIT_INTERRUPTED} in one line."
+    main.__doc__ = (f"`{module}.main()`, with Ctrl-C during its imports exiting {EXIT_INTERRUPTED} in one line, and "
+                    f"SIGTERM stopping it as Ctrl-C does ({EXIT_TERMINATED}).")
     return main
 
 
@@ -77,10 +96,14 @@ def stop_on_signals(stop: threading.Event) -> Callable[[], int]:
     function is the exit code: EXIT_INTERRUPTED after Ctrl-C, 0 after SIGTERM or none."""
     interrupted = threading.Event()
 
-    def on_interrupt(*_: Any) -> None:
-        interrupted.set()
+    def on_signal(signum: int, _frame: Any) -> None:
+        if not stop.is_set():  # one line, written unbuffered: the handler may run inside a print of the main thread
+            name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+            os.write(2, f"{name}: stopping after what is in hand\n".encode())
+        if signum == signal.SIGINT:
+            interrupted.set()
         stop.set()
 
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, on_interrupt)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     return lambda: EXIT_INTERRUPTED if interrupted.is_set() else 0

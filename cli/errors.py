@@ -10,7 +10,7 @@ from typing import Any, Callable, TypeVar
 
 from pydantic import ValidationError
 
-from cli.console import EXIT_INTERRUPTED
+from cli.console import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from cli.devnet import DevnetCorrupt
 from ledger_client.chain.errors import BadRpcUrl, KeyLoadError, LedgerError, UnknownPool, WrongChain
 from ledger_client.ipfs.kubo import KuboError
@@ -48,6 +48,7 @@ EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (CheckpointError, EXIT_FAILURE),
     (RolloutFileError, EXIT_FAILURE),
     (OSError, EXIT_FAILURE),
+    (Terminated, EXIT_TERMINATED),  # SIGTERM: raised where Ctrl-C would be (cli.console)
     (KeyboardInterrupt, EXIT_INTERRUPTED),
 )
 """The one table of exit codes: the first row whose class the error is an instance of decides. A command
@@ -72,7 +73,7 @@ def describe_error(exc: BaseException) -> str:
             return f"unknown configuration key {where!r} (a typo?)"
         return f"invalid configuration: {where}: {first['msg']}"
     if isinstance(exc, KeyboardInterrupt):
-        return "interrupted"
+        return "terminated" if isinstance(exc, Terminated) else "interrupted"
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror + (f": {exc.filename}" if exc.filename else "")
     text = str(exc)

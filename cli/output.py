@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import json
+import sys
+from datetime import datetime, timezone
+from collections.abc import Callable
 from typing import Any
 
 JSON_SAFE_INTEGER = 2**53 - 1
@@ -24,6 +27,17 @@ def json_safe(obj: Any) -> Any:
     return obj
 
 
+def progress_lines(command: str, quiet: bool = False) -> Callable[[str], None]:
+    """Progress for people through a slow start: `say("…")` prints `<command>: …` on stderr at once (stdout keeps
+    the result, so `--json` output stays parseable); nothing when `quiet` (--quiet, --json)."""
+
+    def say(line: str) -> None:
+        if not quiet:
+            print(f"{command}: {line}", file=sys.stderr, flush=True)
+
+    return say
+
+
 def print_json(obj: Any) -> None:
     """JSON for scripts: integers past 2^53 (amounts in base units) as decimal strings, so no reader rounds them."""
     print(json.dumps(json_safe(obj), indent=2, default=str))
@@ -34,6 +48,9 @@ AMOUNT_KEYS = frozenset({
     "funded", "file_reward", "break_even_slash", "budget", "reserved", "min_stake", "reward_per_sample", "slash_amount",
     "refunded", "bonded", "unbonding", "token_balance", "rewards_owed", "rewards_claimable", "rewards_claimed",
     "allocation", "allocation_required", "claimed", "deallocated", "withdrawn",
+    # a court validator's (validator status, withdraw) and a challenge's
+    "validator_bond", "locked", "free", "free_bonded", "penalties", "penalties_total", "earned_total", "withdrawn_total",
+    "credits", "bond_withdrawn", "fees_withdrawn", "bond_reserved", "slashed", "minted", "balance",
 })
 """Result keys that are amounts of the stake token in base units: in tokens for people, base units in --json."""
 
@@ -45,13 +62,54 @@ def tokens(base_units: int) -> str:
     return f"{'-' if base_units < 0 else ''}{whole}{'.' + digits if digits else ''} tokens"
 
 
-def print_result(result: dict, as_json: bool) -> None:
-    """A command's result: JSON for scripts, or `key  value` lines for people (amounts in tokens, digests whole,
-    so that they can be copied)."""
+def duration(seconds: int) -> str:
+    """A span for people: `45 s`, `12 min`, `5 h`, `7 days` (rounded down past two minutes)."""
+    seconds = abs(int(seconds))
+    for unit, size, least in (("days", 86_400, 2 * 86_400), ("h", 3_600, 2 * 3_600), ("min", 60, 120)):
+        if seconds >= least:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def date(unix_s: int, now: int | None = None) -> str:
+    """A Unix time for people, in UTC, and how far it is from `now` (the chain's time, where given):
+    `2026-12-07 00:21:23 UTC (in 45 s)`, `… (3 min ago)`."""
+    text = datetime.fromtimestamp(unix_s, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    if now is None:
+        return text
+    if unix_s == now:
+        return f"{text} (now)"
+    return f"{text} ({'in ' + duration(unix_s - now) if unix_s > now else duration(now - unix_s) + ' ago'})"
+
+
+def is_time_key(key: str) -> bool:
+    """Result keys that are Unix times (chain time): `…_at`, `…_until`."""
+    return key.endswith(("_at", "_until"))
+
+
+def for_people(key: str, value: Any, now: int | None = None) -> str:
+    """One result value for people: an amount in tokens, a time as a date, a table of counts or amounts as
+    `name value, …`, a list comma-separated, nothing as `none`."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int) and key in AMOUNT_KEYS:
+        return tokens(value)
+    if is_time_key(key) and (value is None or isinstance(value, int)):
+        return date(value, now) if value else "none"
+    if isinstance(value, dict):
+        return ", ".join(f"{name} {for_people(key, v, now)}" for name, v in value.items()) or "none"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value) or "none"
+    return "none" if value is None else str(value)
+
+
+def print_result(result: dict, as_json: bool, now: int | None = None) -> None:
+    """A command's result: JSON for scripts (base units, Unix times), or `key  value` lines for people (amounts in
+    tokens, times as dates and, given the chain's time `now`, how far off; digests whole, so that they can be
+    copied)."""
     if as_json:
         print_json(result)
         return
     width = max(map(len, result), default=0)
     for key, value in result.items():
-        is_amount = key in AMOUNT_KEYS and isinstance(value, int) and not isinstance(value, bool)
-        print(f"{key:<{width}}  {tokens(value) if is_amount else value}")
+        print(f"{key:<{width}}  {for_people(key, value, now)}")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import threading
 from pathlib import Path
 
+from cli.console import stop_on_signals
 from cli.options import PORT, POSITIVE, SECONDS, Parser
 from dashboard.chain_source import (
     DEVNET_DIR_HELP,
@@ -53,15 +53,15 @@ def main(argv: list[str] | None = None) -> int:
     service = ExplorerService(db, rpc_url, deployment, kubo_api, host=args.host, port=args.port,
                               summary_path=args.summary, poll_s=args.poll)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    exit_code = stop_on_signals(stop)  # Ctrl-C: 130, SIGTERM (a service manager's stop): 0, as the other daemons
     print(f"explorer: {service.start()}  (index {db}{'' if kubo_api else ', no Kubo: IPFS objects not shown'})",
           flush=True)
     try:
-        stop.wait()
+        while not stop.wait(1.0):  # a wait with a timeout: a signal's handler runs within a second of it
+            pass
     finally:
         service.stop()
-    return 0
+    return exit_code()
 
 
 if __name__ == "__main__":

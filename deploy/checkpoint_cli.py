@@ -3,8 +3,8 @@
     checkpoint publish ./model --step 3             # HF folder (or .safetensors / .pt state dict)
     checkpoint fetch 0x<digest> --store ckpts       # on-chain digest or manifest CID
 
-Progress bars go to stderr; `--json` prints one JSON object on stdout; `--quiet` prints only
-the digest (publish) or the folder (fetch). Errors are one `error: …` line, exit code 1
+Progress lines and bars go to stderr (fetch: which Kubo node is asked for which manifest, and for how long);
+`--json` prints one JSON object on stdout; `--quiet` prints only the digest (publish) or the folder (fetch). Errors are one `error: …` line, exit code 1
 (2 for bad usage).
 """
 
@@ -33,24 +33,28 @@ from rich.progress import (
 from cli.devnet import load_devnet_info
 from cli.errors import one_line_errors
 from cli.options import COUNT, POSITIVE, SECONDS, Parser
+from cli.output import progress_lines
 from ledger_client.ipfs.checkpoints import (
     DEFAULT_SHARD_BYTES,
     InvalidCheckpointSource,
+    ManifestNotFound,
     PinRetention,
     TransferProgress,
     fetch_checkpoint,
+    manifest_cid_of,
     publish_checkpoint,
 )
-from ledger_client.ipfs.kubo import DEFAULT_API, KuboClient
+from ledger_client.ipfs.kubo import DEFAULT_API, KuboClient, KuboError, KuboNotFound, KuboTimeout, KuboUnreachable
 from protocol.digest import hex_text
 from protocol.pool import DEFAULT_ASYNC_LEVEL, versions_to_keep
 
 
 class RichTransferProgress:
-    """A rich progress bar with bytes, bytes/s and files done/total."""
+    """A rich progress bar with bytes, bytes/s and files done/total, shown from `start` (a fetch that fails before
+    its manifest is read leaves no empty bar behind) until `close`."""
 
-    def __init__(self, progress: Progress, label: str) -> None:
-        self._progress = progress
+    def __init__(self, label: str) -> None:
+        self._progress: Progress | None = None
         self._label = label
         self._task: TaskID | None = None
         self._files_done = 0
@@ -58,16 +62,25 @@ class RichTransferProgress:
 
     def start(self, total_bytes: int, total_files: int) -> None:
         self._files_total = total_files
+        self._progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), DownloadColumn(binary_units=True), TransferSpeedColumn(),
+            TextColumn("files {task.fields[files]}"), TimeRemainingColumn(),
+            console=Console(stderr=True), transient=False)
+        self._progress.start()
         self._task = self._progress.add_task(self._label, total=total_bytes, files=f"0/{total_files}")
 
     def advance(self, n_bytes: int) -> None:
-        if self._task is not None:
+        if self._progress is not None and self._task is not None:
             self._progress.advance(self._task, n_bytes)
 
     def file_done(self, name: str) -> None:
         self._files_done += 1
-        if self._task is not None:
+        if self._progress is not None and self._task is not None:
             self._progress.update(self._task, files=f"{self._files_done}/{self._files_total}")
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
 
 
 @contextmanager
@@ -75,16 +88,11 @@ def _progress_for(args: argparse.Namespace, label: str) -> Iterator[TransferProg
     if args.quiet or args.json:
         yield None
         return
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        DownloadColumn(binary_units=True),
-        TransferSpeedColumn(),
-        TextColumn("files {task.fields[files]}"),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
-        yield RichTransferProgress(progress, label)
+    bar = RichTransferProgress(label)
+    try:
+        yield bar
+    finally:
+        bar.close()
 
 
 def _load_source(path: Path) -> Any:
@@ -136,12 +144,53 @@ def _publish(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Started:
+    """A TransferProgress that notes whether the fetch got past its manifest (then `start` is called)."""
+
+    def __init__(self, inner: TransferProgress | None) -> None:
+        self.inner = inner
+        self.started = False
+
+    def start(self, total_bytes: int, total_files: int) -> None:
+        self.started = True
+        if self.inner is not None:
+            self.inner.start(total_bytes, total_files)
+
+    def advance(self, n_bytes: int) -> None:
+        if self.inner is not None:
+            self.inner.advance(n_bytes)
+
+    def file_done(self, name: str) -> None:
+        if self.inner is not None:
+            self.inner.file_done(name)
+
+
 def _fetch(args: argparse.Namespace) -> int:
-    with KuboClient(_kubo_api(args), timeout=args.timeout) as kubo, _progress_for(args, "fetch") as progress:
-        result = fetch_checkpoint(
-            kubo, args.ref, args.store, parallel=args.parallel, retries=args.retries, timeout=args.timeout,
-            retention=_retention(kubo, args), progress=progress,
-        )
+    say = progress_lines("checkpoint fetch", quiet=args.quiet or args.json)
+    manifest_cid = manifest_cid_of(args.ref)  # a malformed reference: refused before Kubo is asked anything
+    api = _kubo_api(args)
+    with KuboClient(api, timeout=args.timeout) as kubo:
+        asked = f"the Kubo node at {api}"
+        try:
+            peers = len(kubo.swarm_peers())
+            asked += f" and its {peers} connected peer{'' if peers == 1 else 's'}"
+        except KuboUnreachable:
+            raise
+        except KuboError:  # an offline node has no swarm: it answers from its own store only
+            asked += " (offline: its own store only)"
+        say(f"asking {asked} for manifest {manifest_cid} (up to {args.timeout:g} s)")
+        with _progress_for(args, "fetch") as progress:
+            stage = _Started(progress)
+            try:
+                result = fetch_checkpoint(
+                    kubo, args.ref, args.store, parallel=args.parallel, retries=args.retries, timeout=args.timeout,
+                    retention=_retention(kubo, args), progress=stage,
+                )
+            except (ManifestNotFound, KuboNotFound, KuboTimeout):
+                if stage.started:
+                    raise
+                raise ManifestNotFound(f"no manifest {manifest_cid} within {args.timeout:g} s: {asked} did not serve "
+                                       "it; is the publisher's Kubo node up and connected?") from None
     summary = {
         "step": result.manifest.step,
         "manifest_cid": result.manifest_cid,

@@ -24,7 +24,7 @@ from web3.logs import DISCARD
 from cli.devnet import load_devnet_info, load_trainer_init
 from cli.errors import UsageError, describe_error, one_line_errors
 from cli.options import POOL_ID, SECONDS, amount_option, chain_options, parse_amount, Parser, resolve_chain_args
-from cli.output import print_result
+from cli.output import print_result, tokens
 from ledger_client.chain.bindings import CourtParams, PoolParams
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
@@ -33,7 +33,7 @@ from ledger_client.ipfs.content import ContentError, fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient, KuboNotFound, KuboTimeout
 from protocol.digest import Digest, InvalidCid, cid_to_digest, hex_text
 from protocol.manifest import CheckpointError
-from protocol.pool import PoolStatus
+from protocol.pool import VALIDATOR_FETCH_TIMEOUT_S, VALIDATOR_VERDICT_MARGIN_S, PoolStatus
 from protocol.runspec import RunSpec
 from protocol.spotcheck import MAX_BPS, detection_probability, min_slash, spot_check_count
 
@@ -47,6 +47,9 @@ MAX_COURT_PERIOD_S = 30 * 24 * 3600
 MIN_COMMITTEE = 3
 MAX_COMMITTEE = 15
 COURT_SPOT_CHECK_MARGIN_BPS = 2_000
+DEPLOY_COURT_MIN_PERIOD_S = 36
+"""`devnet deploy --court-min-period`'s default (the court's `minPeriod`): three 12-second blocks, Ethereum's slot
+time. The shipped pool configs (examples/pool*.toml) are valid on it (the devnet's court takes 5 s)."""
 FROM_TRAINER_INIT = "@init"
 """`task` / `base_checkpoint` value: the digest the last `trainer init` on the devnet recorded."""
 IPFS_CHECK_TIMEOUT_S = 10.0
@@ -310,6 +313,19 @@ def check_court_bounds(cfg: PoolConfig, spec: RunSpec | None, min_period_s: int)
                          f"{q} needs q*loss >= 1.2*(1-q)*file reward")
 
 
+def check_validator_windows(court: CourtConfig) -> None:
+    """The court windows in which a validator fetches a file and answers (verdict window: judge; dispute window:
+    audit; commit period: vote) are long enough for a validator with `validator start`'s defaults (one fetch
+    timeout plus the verdict margin, docs/protocol.md R9.21): a UsageError naming the first that is not."""
+    least = VALIDATOR_FETCH_TIMEOUT_S + VALIDATOR_VERDICT_MARGIN_S
+    for name in ("verdict_window_s", "dispute_window_s", "commit_period_s"):
+        if getattr(court, name) < least:
+            raise UsageError(f"court {name} is {getattr(court, name)} s, below {least:g} s: a validator with `validator "
+                             f"start`'s defaults (--fetch-timeout {VALIDATOR_FETCH_TIMEOUT_S:g} s + --verdict-margin "
+                             f"{VALIDATOR_VERDICT_MARGIN_S:g} s) could not fetch a file and answer in it; nothing was "
+                             "created")
+
+
 def create_pool(ledger: Ledger, cfg: PoolConfig, spec: RunSpec | None = None) -> int:
     """Create (and fund, if cfg.funding > 0) a pool; returns its id. `spec` is the task's run spec, whose
     submission size and spot-check fraction are the defaults of `maxSamplesPerWork` and `spotCheckBps`."""
@@ -323,8 +339,8 @@ def create_pool(ledger: Ledger, cfg: PoolConfig, spec: RunSpec | None = None) ->
     if cfg.funding + fee_funding:  # refused before the first transaction: no pool is left unfunded
         balance = ledger.token.balance_of(ledger.address)
         if balance < cfg.funding + fee_funding:
-            raise UsageError(f"{ledger.address} holds {balance} base units, the pool needs {cfg.funding + fee_funding} "
-                             f"(funding {cfg.funding} + court fee funding {fee_funding}); nothing was created")
+            raise UsageError(f"{ledger.address} holds {tokens(balance)}, the pool needs {tokens(cfg.funding + fee_funding)} "
+                             f"(funding {tokens(cfg.funding)} + court fee funding {tokens(fee_funding)}); nothing was created")
     court = ledger.court if cfg.court is not None else None
     if cfg.court is not None and court is None:
         raise UsageError("the pool has a [pool.court] table but this deployment has no ValidatorCourt")
@@ -363,7 +379,7 @@ def create_pool(ledger: Ledger, cfg: PoolConfig, spec: RunSpec | None = None) ->
 def _approve(ledger: Ledger, spender: str, amount: int) -> None:
     balance = ledger.token.balance_of(ledger.address)
     if balance < amount:
-        raise UsageError(f"{ledger.address} holds {balance} base units, cannot fund {amount}")
+        raise UsageError(f"{ledger.address} holds {tokens(balance)}, cannot fund {tokens(amount)}")
     if ledger.token.allowance(ledger.address, spender) < amount:
         ledger.token.approve(spender, amount)
 
@@ -452,6 +468,8 @@ def main(argv: list[str] | None = None) -> int:
         account = load_account(args.key, args.keystore, args.password_file)
     if args.command == "create":
         cfg = load_pool_config(args.config, devnet, load_trainer_init(args.devnet_dir))  # before the chain
+        if cfg.court is not None:
+            check_validator_windows(cfg.court)
     ledger = Ledger.open(rpc_url, deployments, account, args.chain_id, args.logs_page_blocks)
     if args.command == "create":
         spec = check_pool_content(cfg, args.kubo_api or (devnet or {}).get("kubo_api"), args.ipfs_timeout)

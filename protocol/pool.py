@@ -9,6 +9,15 @@ from enum import IntEnum
 from protocol.digest import Digest
 
 
+VALIDATOR_FETCH_TIMEOUT_S = 20.0
+"""`validator start --fetch-timeout`'s default: seconds one fetch attempt of a rollout file may take."""
+VALIDATOR_VERDICT_MARGIN_S = 30.0
+"""`validator start --verdict-margin`'s default: seconds kept before a window closes to send the verdict or dispute.
+A court window in which a validator fetches a file and then answers (the verdict window, the dispute window, the
+commit period) must be at least these two added up for a validator with the defaults to serve it (docs/protocol.md
+R9.21): `pool create` refuses shorter ones."""
+
+
 class PoolStatus(IntEnum):
     """Mirror of `IComputePool.PoolStatus`."""
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -22,6 +23,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from cli.devnet import DEVNET_DIR_HELP, default_devnet_dir, load_devnet_info, record_trainer_init
 from cli.errors import UsageError
 from cli.options import COUNT, POSITIVE, real
+from cli.output import progress_lines
 from inference.backend import InferenceError
 from inference.policy import load_policy
 from inference.tiny import build_char_tokenizer, build_tiny_llama
@@ -38,23 +40,38 @@ from trainer.publish import base_checkpoint_digest
 from trainer.warmstart import supervised_warm_start
 
 
+WARM_STEP_LINES = 10
+"""`trainer init` reports the warm start's loss about this many times (and after its last step)."""
+
+
 def init_policy(spec: RunSpec, model: ModelSpec, warm_steps: int, warm_lr: float,
-                seed: int = 0, checkpoint: Path | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+                seed: int = 0, checkpoint: Path | None = None,
+                say: Callable[[str], None] = lambda line: None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The pool's starting policy after the supervised warm start on the spec's task: a Hugging Face
-    checkpoint folder (loaded in float32, the trainer's master precision), or the in-code tiny model."""
+    checkpoint folder (loaded in float32, the trainer's master precision), or the in-code tiny model. `say` gets
+    a line per phase and every tenth of the warm start (step, loss)."""
     torch.manual_seed(seed)
     if checkpoint is not None:
+        say(f"loading the policy from {checkpoint}")
         try:
             policy, tokenizer = load_policy(checkpoint)
         except InferenceError as exc:  # a folder that holds no model: bad input, one line
             raise UsageError(f"--checkpoint: {exc}") from None
     else:
+        say(f"building the tiny char-level Llama (hidden {model.hidden}, {model.layers} layers, {model.heads} heads)")
         tokenizer = build_char_tokenizer()
         policy = build_tiny_llama(len(tokenizer), seed=model.init_seed, hidden=model.hidden, layers=model.layers,
                                   heads=model.heads)
     task = build_task(spec.task)
     if warm_steps:
-        supervised_warm_start(policy, tokenizer, task, warm_steps, lr=warm_lr, seed=seed)
+        every = max(1, warm_steps // WARM_STEP_LINES)
+        say(f"warm start on {spec.task.name}'s answer format: {warm_steps} steps")
+
+        def report(step: int, loss: float) -> None:
+            if step % every == 0 or step == warm_steps:
+                say(f"warm start step {step}/{warm_steps}, loss {loss:.3f}")
+
+        supervised_warm_start(policy, tokenizer, task, warm_steps, lr=warm_lr, seed=seed, on_step=report)
     return policy.eval(), tokenizer
 
 
@@ -76,7 +93,9 @@ def add_init_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--difficulty-attempts", type=POSITIVE, default=8, help="samples per problem for its pass rate")
     p.add_argument("--difficulty-band", type=real(0.0, most=1.0), nargs=2, default=(0.1, 0.8), metavar=("LOW", "HIGH"),
                    help="keep problems whose pass rate lies in [LOW, HIGH]")
-    p.add_argument("--json", action="store_true", help="print the digests as one JSON line instead of a [pool] section")
+    p.add_argument("--json", action="store_true", help="print the digests as one JSON line instead of a [pool] section "
+                   "(and no progress lines)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr (building, warm start, publishing)")
 
 
 def run_init(args: argparse.Namespace) -> int:
@@ -89,13 +108,17 @@ def run_init(args: argparse.Namespace) -> int:
     kubo_api = args.kubo_api or devnet_kubo
     if not kubo_api:
         raise UsageError("no --kubo-api given and no devnet is up")
+    say = progress_lines("trainer init", quiet=args.json or args.quiet)
     torch.set_num_threads(min(2, torch.get_num_threads()))
     model, tokenizer = init_policy(spec, ModelSpec(hidden=args.hidden, layers=args.layers, heads=args.heads),
-                                   args.warm_steps, args.warm_lr, args.seed, checkpoint=args.checkpoint)
+                                   args.warm_steps, args.warm_lr, args.seed, checkpoint=args.checkpoint, say=say)
     with KuboClient(kubo_api) as kubo:
+        say(f"publishing the step-0 checkpoint to the Kubo node at {kubo_api}")
         base = base_checkpoint_digest(kubo, model.state_dict(), model.config, tokenizer)
         subset_line = {}
         if args.difficulty_candidates:
+            say(f"difficulty filter: {args.difficulty_attempts} samples of each of {args.difficulty_candidates} "
+                "train problems")
             sample = policy_sampler(model, tokenizer, spec.sampling.temperature, spec.sampling.max_tokens, args.seed)
             try:
                 task_spec = spec.task
@@ -107,6 +130,7 @@ def run_init(args: argparse.Namespace) -> int:
             digest = str(Digest(put_object(kubo, subset.to_bytes())))  # one raw object: its digest is subset.digest
             spec = spec.model_copy(update={"task": spec.task.model_copy(update={"subset": digest})})
             subset_line = {"subset": digest, "subset_size": len(subset.kept)}
+        say("publishing the run spec")
         task_ref = publish_run_spec(kubo, spec)
     digests = {"base_checkpoint": hex_text(base), "task": hex_text(task_ref)}
     on_devnet = kubo_api == devnet_kubo

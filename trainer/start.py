@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from cli.console import raise_terminated
 from cli.devnet import load_devnet_info
 from cli.errors import UsageError
 from cli.options import (
@@ -150,7 +151,7 @@ def run_start(args: argparse.Namespace) -> int:
         if parallel.is_main else None
     trainer = Trainer(config, model, source, publishers=[publisher] if publisher else [], evaluate=evaluate,
                       eval_every=args.eval_every, parallel=parallel)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, raise_terminated)  # as Ctrl-C, exit 143 (a step in hand is not finished)
 
     metrics = TrainerMetrics() if parallel.is_main else None
     if metrics is not None and args.metrics_port:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -21,9 +22,11 @@ def supervised_warm_start(
     batch_size: int = 32,
     lr: float = 3e-3,
     seed: int = 0,
+    on_step: Callable[[int, float], None] | None = None,
 ) -> list[float]:
     """Cross-entropy on prompt → answer + EOS for `steps` steps on train problems drawn
-    by `seed`; returns the loss per step. Leaves the model in eval mode."""
+    by `seed`; returns the loss per step (each also to `on_step(step, loss)`, steps counted from 1). Leaves the
+    model in eval mode."""
     rng = random.Random(seed)
     n_problems = task.size() or 1_000_000
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
@@ -41,5 +44,7 @@ def supervised_warm_start(
         loss.backward()
         optimizer.step()
         losses.append(float(loss.detach()))
+        if on_step is not None:
+            on_step(len(losses), losses[-1])
     model.eval()
     return losses

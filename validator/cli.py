@@ -12,13 +12,14 @@ from cli.devnet import load_devnet_info
 from cli.errors import UsageError, one_line_errors
 from cli.options import (add_chain_args, add_config_arg, add_log_args, configure_logging, parse_with_config,
                          resolve_chain_args, use_devnet_role_key)
-from cli.output import print_result
+from cli.output import date, print_result, tokens
 from cli.options import COUNT, POSITIVE, SECONDS, PORT, POOL_ID, real, Parser
 from inference.device import ComputeChoiceError, parse_device
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import court_of, pool_state
+from ledger_client.chain.queries import chain_time, court_of, pool_state
 from ledger_client.chain.errors import LedgerError
+from protocol.pool import VALIDATOR_FETCH_TIMEOUT_S, VALIDATOR_VERDICT_MARGIN_S
 from validator.court import Conduct
 
 
@@ -45,9 +46,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--device", default="cpu",
                    help="where the checkers' float32 reference prefill runs: cpu (default), cuda or cuda:N")
     s.add_argument("--max-in-flight", type=POSITIVE, default=8, help="bound on files being checked at once")
-    s.add_argument("--fetch-timeout", type=SECONDS, default=20.0, help="seconds one fetch attempt of a file may take")
-    s.add_argument("--verdict-margin", type=SECONDS, default=30.0,
-                   help="seconds kept, before a window closes, to send the verdict or dispute (default 30; on a chain "
+    s.add_argument("--fetch-timeout", type=SECONDS, default=VALIDATOR_FETCH_TIMEOUT_S,
+                   help="seconds one fetch attempt of a file may take (default %(default)g)")
+    s.add_argument("--verdict-margin", type=SECONDS, default=VALIDATOR_VERDICT_MARGIN_S,
+                   help="seconds kept, before a window closes, to send the verdict or dispute (default %(default)g; on a chain "
                         "that includes a transaction within a block or two, a few block times suffice); a fetch retry "
                         "that would end later is not waited for")
     s.add_argument("--fetch-attempts", type=POSITIVE, default=3, help="fetch attempts, spread over time, before UNAVAILABLE")
@@ -138,12 +140,15 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
     if court is not None:
         # ready to check before the court may draw it: the checker processes took ~30 s to start on a loaded
         # machine, and a verdict the validator should have disputed went final in its 30 s window meanwhile
+        log = logging.getLogger("proofswarm.validator")
         try:
+            log.info("starting %d checker process%s (each loads the policy)", args.processes,
+                     "" if args.processes == 1 else "es")
             try:
                 daemon.checkers.start()
             except CheckerUnavailable as exc:  # the first check starts them again (a checker failure, retried)
-                logging.getLogger("proofswarm.validator").warning("checker processes did not start: %s", exc)
-            register_with_court(ledger, args.pool)
+                log.warning("checker processes did not start: %s", exc)
+            log.info("%s", register_with_court(ledger, args.pool))
         except BaseException:
             daemon.close()
             raise
@@ -183,10 +188,11 @@ def _court_command(args) -> int:
         result = withdraw_from_court(ledger, args.pool)
         if not result["bond_withdrawn"] and not result["fees_withdrawn"]:
             why = result.get("bond_locked") or (
-                f"the bond is locked until {result['bond_locked_until']} (chain time) with {result['bond_reserved']} "
-                "reserved by open cases" if "bond_locked_until" in result else "nothing is locked or credited")
+                f"the bond is locked until {date(result['bond_locked_until'], chain_time(ledger))} (chain time) with "
+                f"{tokens(result['bond_reserved'])} reserved by open cases" if "bond_locked_until" in result
+                else "nothing is locked or credited")
             raise LedgerError(f"nothing to withdraw in pool {args.pool}: {why}")
-    print_result(result, args.json)
+    print_result(result, args.json, now=None if args.json else chain_time(ledger))
     return 0
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from protocol.pool import VALIDATOR_FETCH_TIMEOUT_S, VALIDATOR_VERDICT_MARGIN_S
+
 
 @dataclass
 class DaemonConfig:
@@ -13,7 +15,7 @@ class DaemonConfig:
     pool_id: int
     state_dir: Path
     kubo_api: str
-    fetch_timeout_s: float = 20.0
+    fetch_timeout_s: float = VALIDATOR_FETCH_TIMEOUT_S
     fetch_attempts: int = 3
     """Fetches of a file before it is challenged UNAVAILABLE (fewer if the window is closing)."""
     retry_backoff_s: float = 10.0
@@ -21,7 +23,7 @@ class DaemonConfig:
     check_timeout_s: float = 300.0
     max_checker_failures: int = 3
     """Crashes or timeouts of the checker on one file before it is challenged UNCHECKABLE."""
-    verdict_margin_s: float = 30.0
+    verdict_margin_s: float = VALIDATOR_VERDICT_MARGIN_S
     """A fetch retry that would end later than this before the window closes is not waited for."""
     processes: int = 1
     max_in_flight: int = 8

@@ -29,6 +29,7 @@ from pathlib import Path
 from eth_abi import encode
 from eth_utils import keccak
 
+from cli.output import tokens
 from ledger_client.chain.ledger import Ledger
 
 
@@ -158,23 +159,29 @@ OPEN_VERDICTS = 8
 `wrongVerdictSlash` of its locked stake until final)."""
 
 
-def register_with_court(ledger: Ledger, pool_id: int, open_verdicts: int = OPEN_VERDICTS) -> None:
+def register_with_court(ledger: Ledger, pool_id: int, open_verdicts: int = OPEN_VERDICTS) -> str:
     """Register as a validator of the pool (unless registered) with enough stake locked for `open_verdicts`
-    verdicts at once (at least the validator bond), bonding what is missing plus `DISPUTES_BONDED` dispute bonds."""
+    verdicts at once (at least the validator bond), bonding what is missing plus `DISPUTES_BONDED` dispute bonds.
+    Returns one line for people: what was done, what is locked and why."""
     court, me = ledger.court, ledger.address
     params = court.get_params(pool_id)
     record = court.get_validator(pool_id, me)
     target = max(params.validator_bond, open_verdicts * params.wrong_verdict_slash)
     missing = max(0, target - record.locked)
     registered = record.index != 0 and record.deregistered_at == 0
+    why = (f"{open_verdicts} open verdicts × wrong_verdict_slash {tokens(params.wrong_verdict_slash)}, at least the "
+           f"pool's validator_bond {tokens(params.validator_bond)}")
     if registered and missing == 0:
-        return
+        return f"registered with pool {pool_id}'s court already: {tokens(record.locked)} locked ({why})"
     ledger.ensure_stake(missing + DISPUTES_BONDED * params.dispute_bond)
     if not registered:
         court.register(pool_id)
         missing = max(0, target - court.get_validator(pool_id, me).locked)
     if missing:
         court.add_bond(pool_id, missing)
+    done = "registered with" if not registered else "added bond in"
+    return (f"{done} pool {pool_id}'s court: {tokens(court.get_validator(pool_id, me).locked)} locked ({why}); "
+            f"it is drawn for work submitted {params.activation_delay} s from now on (the activation delay)")
 
 
 PENALTY_WHY = {1: "wrong verdict", 2: "lost dispute", 3: "no vote revealed", 4: "silence", 5: "voted with the minority"}

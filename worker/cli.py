@@ -21,8 +21,8 @@ from cli.options import (
     whole,
     Parser,
 )
-from cli.output import print_result
-from ledger_client.chain.queries import pool_state
+from cli.output import print_result, tokens
+from ledger_client.chain.queries import chain_time, pool_state
 from worker.account import DEFAULT_MAX_PENDING, claim_all, deallocate_free, open_ledger, status
 
 EXPLORER_ENV = "PROOFSWARM_EXPLORER_URL"
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         bonded = ledger.stake.bonded_of(ledger.address)  # free bonded only: allocated stake is locked
         amount = bonded if asked is None else asked
         if amount <= 0 or amount > bonded:
-            raise UsageError(f"cannot unstake {amount}: free bonded stake is {bonded} (allocated stake must be "
+            raise UsageError(f"cannot unstake {tokens(amount)}: free bonded stake is {tokens(bonded)} (allocated stake must be "
                              f"deallocated first: `worker deallocate --pool N`)")
         ledger.stake.unbond(amount)
         unbonding, ready_at = ledger.stake.unbonding_of(ledger.address)
@@ -128,9 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         ledger.stake.withdraw()
         result = {"withdrawn": ledger.token.balance_of(ledger.address) - before}
     challenges = result.pop("challenges", None) if args.command == "status" and not args.json else None
-    print_result(result, args.json)
+    print_result(result, args.json, now=None if args.json else chain_time(ledger))
     for c in challenges or []:  # one line each: what it was, what it cost, where to read why
-        print(f"challenged {c['reason']}: work {c['work_id']} (pool {c['pool_id']}), slashed {c['slashed']}"
+        print(f"challenged {c['reason']}: work {c['work_id']} (pool {c['pool_id']}), slashed {tokens(c['slashed'])}"
               f"{', evidence ' + c['evidence'] if c['evidence'] else ''}{', why: ' + c['explain'] if c['explain'] else ''}")
     return 0
 

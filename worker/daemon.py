@@ -410,8 +410,11 @@ class WorkerDaemon:
             digest = bytes(self.ledger.pool.checkpoint_at(self.opt.pool_id, step))
             retention = PinRetention(self.kubo, self.opt.work_dir / "pins.json",
                                      keep=versions_to_keep(self.pool.async_level))
+            log.info("%s: the policy of step %d (%s) from IPFS", what, step, hex_text(digest))
             fetched = fetch_checkpoint(self.kubo, digest, self.opt.work_dir / "checkpoints",
                                        timeout=self.opt.fetch_timeout_s, retention=retention)
+            log.info("%s: the policy of step %d, %.1f MB, %d files downloaded (the rest held already), in %.1f s",
+                     what, step, fetched.manifest.total_bytes / 1e6, len(fetched.downloaded), fetched.seconds)
         if self.opt.pace:
             self.pacer.observe(step, self._demand_note(fetched))
         return digest, fetched

@@ -138,7 +138,9 @@ def test_pool_create_refuses_bad_configs_before_any_transaction(checkout: Path, 
                           f"base_checkpoint {init['task']}: no readable checkpoint manifest")):
         refused(pool_toml.replace(*edit), needle)
     for edit, needle in ((("committee_size = 3", "committee_size = 1"), "committee_size"),
-                         (("assigned_window_s = 10", "assigned_window_s = 1"), "court assigned_window_s is 1 s, below"),
+                         (("assigned_window_s = 36", "assigned_window_s = 1"), "court assigned_window_s is 1 s, below"),
+                         # a window `validator start` with its defaults would refuse (issue 47, finding 3)
+                         (("dispute_window_s = 60", "dispute_window_s = 10"), "court dispute_window_s is 10 s, below 50 s"),
                          (("challenge_window_s = 300", "challenge_window_s = 200"), "must fit in challenge_window_s (200)"),
                          (('wrong_verdict_slash = "60e18"', 'wrong_verdict_slash = "1e18"'), "wrong_verdict_slash")):
         refused(court_toml.replace(*edit), needle)  # the court's bounds

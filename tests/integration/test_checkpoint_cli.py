@@ -67,3 +67,16 @@ def test_bad_input_is_one_line_and_a_nonzero_exit(
     assert main(argv) == code
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and message in err and "\n" not in err
+
+
+def test_a_fetch_says_whom_it_asks_and_a_manifest_nobody_serves_is_one_line_naming_them(
+    kubo_node: KuboNode, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 47, finding 7: `checkpoint fetch` of a digest nobody serves printed nothing for 60 s and more."""
+    api = kubo_node.api_multiaddr
+    assert main(["fetch", "0x" + "ab" * 32, "--kubo-api", api, "--timeout", "2", "--store", str(tmp_path)]) == 1
+    said, error = capsys.readouterr().err.strip().splitlines()
+    assert said.startswith(f"checkpoint fetch: asking the Kubo node at {api} ") and said.endswith(" (up to 2 s)")
+    assert error.startswith("error: no manifest ") and f"within 2 s: the Kubo node at {api} " in error
+    assert main(["fetch", "0x" + "ab" * 32, "--kubo-api", api, "--timeout", "2", "--store", str(tmp_path), "--json"]) == 1
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1  # --json: the error line alone

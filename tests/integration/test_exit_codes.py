@@ -21,7 +21,7 @@ import pytest
 from eth_account import Account
 from pydantic import BaseModel, ValidationError
 
-from cli.console import EXIT_INTERRUPTED, stop_on_signals
+from cli.console import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, stop_on_signals
 from cli.devnet import DevnetCorrupt
 from cli.errors import EXIT_CODES, EXIT_FAILURE, EXIT_USAGE, UsageError, exit_code_of
 from cli.options import amount_option
@@ -74,6 +74,7 @@ def _validation_error() -> ValidationError:
     (RolloutSchemaError("bad header"), EXIT_FAILURE),
     (FileNotFoundError(2, "No such file or directory", "x.toml"), EXIT_FAILURE),
     (KeyboardInterrupt(), EXIT_INTERRUPTED),
+    (Terminated(), EXIT_TERMINATED),
     (UnknownPool({"poolId": 999}), EXIT_USAGE),
 ])
 def test_the_table_gives_each_kind_its_code(error: BaseException, code: int) -> None:
@@ -82,7 +83,7 @@ def test_the_table_gives_each_kind_its_code(error: BaseException, code: int) -> 
 
 def test_the_readme_table_lists_every_kind_under_its_code() -> None:
     rows = {line.split("|")[1].strip(): line for line in (ROOT / "README.md").read_text().splitlines()
-            if line.startswith("| ") and line.split("|")[1].strip() in ("1", "2", "130")}
+            if line.startswith("| ") and line.split("|")[1].strip() in ("1", "2", "130", "143")}
     for cls, code in EXIT_CODES:
         assert f"`{cls.__name__}`" in rows[str(code)], (cls.__name__, code)
 
@@ -90,7 +91,7 @@ def test_the_readme_table_lists_every_kind_under_its_code() -> None:
 def test_an_unknown_error_is_a_bug_not_an_exit_code() -> None:
     assert exit_code_of(ZeroDivisionError()) is None
     assert exit_code_of(ZeroDivisionError(), failures=(ArithmeticError,)) == EXIT_FAILURE
-    assert all(code in (EXIT_USAGE, EXIT_FAILURE, EXIT_INTERRUPTED) for _, code in EXIT_CODES)
+    assert all(code in (EXIT_USAGE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_TERMINATED) for _, code in EXIT_CODES)
 
 
 def _dead_rpc() -> str:
@@ -138,6 +139,9 @@ CASE_IDS = (
     'trainer init --warm-steps -5',
     'devnet deploy --token 0x12',
     'devnet advance -3',
+    'devnet mint to a bad address',
+    'devnet mint without a devnet',
+    'devnet mint without an amount',
     'pool status of a pool id not a number',
     'checkpoint fetch --retries -1',
     'an unknown subcommand',
@@ -199,6 +203,9 @@ def _cases(tmp_path: Path) -> dict[str, tuple[str, list[str], int]]:
         ("trainer", ["init", "--run-spec", str(ROOT / "examples/run.toml"), "--warm-steps", "-5"], EXIT_USAGE),
         ("devnet", ["deploy", "--token", "0x12", *without_key], EXIT_USAGE),
         ("devnet", ["advance", "-3"], EXIT_USAGE),
+        ("devnet", ["mint", "0x12=1tokens", "--state-dir", str(tmp_path / "no-devnet")], EXIT_USAGE),
+        ("devnet", ["mint", "0x" + "12" * 20 + "=1tokens", "--state-dir", str(tmp_path / "no-devnet")], EXIT_USAGE),
+        ("devnet", ["mint", "0x" + "12" * 20, "--state-dir", str(tmp_path / "no-devnet")], EXIT_USAGE),
         ("pool", ["status", "one", *chain], EXIT_USAGE),
         ("checkpoint", ["fetch", "0x" + "ab" * 32, "--retries", "-1"], EXIT_USAGE),
         ("worker", ["stat", *chain], EXIT_USAGE),
@@ -308,7 +315,7 @@ def test_results_for_people_show_amounts_in_tokens_and_whole_digests(capsys: pyt
                   "latest_checkpoint": digest, "member": True}, as_json=False)
     assert capsys.readouterr().out.splitlines() == [
         "pool_id            3", "budget             10005 tokens", "reward_per_sample  0.01 tokens",
-        "slash_amount       0.000000000000000001 tokens", f"latest_checkpoint  {digest}", "member             True"]
+        "slash_amount       0.000000000000000001 tokens", f"latest_checkpoint  {digest}", "member             yes"]
 
 
 def _options_without_help(parser, command: str) -> list[str]:
@@ -391,11 +398,15 @@ def test_a_ctrl_c_python_had_to_ignore_still_stops_the_command(tmp_path: Path) -
     assert (done.returncode, done.stdout, done.stderr) == (EXIT_INTERRUPTED, "", "error: interrupted\n")
 
 
+@pytest.mark.parametrize(("signum", "code", "line"), [(signal.SIGINT, EXIT_INTERRUPTED, "error: interrupted"),
+                                                     (signal.SIGTERM, EXIT_TERMINATED, "error: terminated")])
 @pytest.mark.parametrize("delay_s", [0.05, 2.0])
-def test_ctrl_c_stops_every_long_running_command_in_its_start_up(delay_s: float, silent_rpc: str, tmp_path: Path):
+def test_ctrl_c_stops_every_long_running_command_in_its_start_up(delay_s: float, signum: int, code: int, line: str,
+                                                                silent_rpc: str, tmp_path: Path):
     """Ctrl-C while the command's modules import (50 ms into them) or while it starts (2 s: torch importing, or
     waiting on the chain): one `error: interrupted` line and exit 130 (or death by SIGINT, which a shell also shows
-    as 130), never a traceback. Each command runs as pip's console script runs it, saying when it calls the entry
+    as 130), never a traceback; SIGTERM the same with `error: terminated` and 143 (a daemon that has not started
+    has not done its job). Each command runs as pip's console script runs it, saying when it calls the entry
     point; before that — the interpreter's own start and the script's first lines, some tens of milliseconds — a
     Ctrl-C is Python's, with its traceback."""
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
@@ -415,12 +426,12 @@ def test_ctrl_c_stops_every_long_running_command_in_its_start_up(delay_s: float,
         assert proc.stdout.read(2) == "up"
     time.sleep(delay_s)  # any moment of the start-up: each has the same expected outcome
     for proc in procs.values():
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
     for name, proc in procs.items():
         _, err = proc.communicate(timeout=60)
         assert "Traceback" not in err, (name, err)
-        assert proc.returncode == -signal.SIGINT and not err or \
-            (proc.returncode == EXIT_INTERRUPTED and err.strip() == "error: interrupted"), (name, proc.returncode, err)
+        assert proc.returncode == -signum and not err or \
+            (proc.returncode == code and err.strip() == line), (name, proc.returncode, err)
 
 
 def test_commands_on_a_chain_follow_the_table(chain, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
