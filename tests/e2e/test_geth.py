@@ -65,11 +65,10 @@ def test_a_permissioned_pool_goes_from_deploy_to_a_training_step_and_a_paid_work
     env.pop("PROOFSWARM_DEVNET_DIR", None)
     timeout = 1500  # 3–4 minutes alone: the windows pass in real time on geth
 
-    _shell("devnet deploy --rpc-url $RPC --chain-id 1337 --key $KEY_DEPLOYER --unbonding-delay 3600 "
-           "--court-min-period 3 --deployments deployments.json\n", tmp_path, env, timeout)
-    deployer = Ledger.open(geth.rpc_url, tmp_path / "deployments.json", load_account("0x" + keys["deployer"].key.hex()))
-    for role in ("owner", "worker"):
-        deployer.token.mint(keys[role].address, 100_000 * TOKENS)
+    _shell(f"""
+devnet deploy $CHAIN --key $KEY_DEPLOYER --unbonding-delay 3600
+devnet mint $CHAIN --key $KEY_DEPLOYER {keys['owner'].address}=100000tokens {keys['worker'].address}=1000tokens
+""", tmp_path, env, timeout)
 
     init = json.loads(_shell(f"trainer init --run-spec {ROOT / 'examples' / 'run.toml'} --kubo-api $KUBO "
                              "--warm-steps 50 --json\n", tmp_path, env, timeout).strip().splitlines()[-1])

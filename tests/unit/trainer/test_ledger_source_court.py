@@ -42,7 +42,8 @@ def _source(monkeypatch, status: WorkStatus, consumed_log=None) -> tuple[ledger_
                         lambda _ledger, work_id: reads.append(work_id) or SimpleNamespace(status=status))
     monkeypatch.setattr(ledger_source, "get_object", lambda _kubo, digest, timeout: digest)
     monkeypatch.setattr(ledger_source, "decode_rollouts", lambda _data: RolloutBatch.model_construct())
-    ledger = SimpleNamespace(deployment=SimpleNamespace(block=0), pool=None, w3=None)
+    ledger = SimpleNamespace(deployment=SimpleNamespace(block=0), pool=None, w3=None,
+                             logs=SimpleNamespace(page_blocks=10_000))
     return ledger_source.LedgerSource(ledger, kubo=None, pool_id=POOL, consumed_log=consumed_log), reads
 
 
