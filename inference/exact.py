@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 import torch
 
@@ -166,10 +166,22 @@ class IntMatrix:
 
 
 def _int8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a [m, k] · b[n, k]^T in int32 (exact: |sum| < 2^30 by MAX_INNER)."""
-    if a.is_cuda and a.shape[0] > 16:
+    """a [m, k] · b[n, k]^T in int32 (exact: |sum| < 2^30 by MAX_INNER). CUDA: torch._int_mm where its shapes
+    allow (m > 16, k and n multiples of 8), else a float64 GEMM, exact because every partial sum is an integer
+    below 2^53 (untested without a GPU)."""
+    if not a.is_cuda:
+        return a.int() @ b.int().t()
+    if a.shape[0] > 16 and a.shape[1] % 8 == 0 and b.shape[0] % 8 == 0:
         return torch._int_mm(a, b.t().contiguous())
-    return a.int() @ b.int().t()
+    return (a.double() @ b.double().t()).int()
+
+
+def _int64_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a [..., m, k] · b [..., k, n] in int64 (exact within the stated bounds; CUDA has no int64 GEMM, so there
+    a broadcast product and sum)."""
+    if not a.is_cuda:
+        return a @ b
+    return (a[..., :, :, None] * b[..., None, :, :]).sum(dim=-2)
 
 
 def quantise_matrix(weight: torch.Tensor, bias: torch.Tensor | None = None) -> IntMatrix:
@@ -246,6 +258,18 @@ class ExactPolicy:
                 out.update(_matrix_tensors(f"layers.{index}.{name}", getattr(layer, name)))
         return out
 
+    def to(self, device: str | torch.device) -> ExactPolicy:
+        """The same integers on `device`."""
+        def move(item: object) -> object:
+            if isinstance(item, torch.Tensor):
+                return item.to(device)
+            if isinstance(item, (IntMatrix, ExactLayer)):
+                return replace(item, **{f.name: move(getattr(item, f.name)) for f in fields(item)})
+            return item
+
+        return replace(self, embed=move(self.embed), norm=move(self.norm), lm_head=move(self.lm_head),
+                       rope_frequency=move(self.rope_frequency), layers=tuple(move(layer) for layer in self.layers))
+
     def digest(self) -> str:
         """sha256 over the tensors in name order: name, NUL, dtype, shape, little-endian data."""
         return tensors_digest(self.tensors())
@@ -288,14 +312,14 @@ class ExactPolicy:
         group = self.heads // self.kv_heads
         keys = k.repeat_interleave(group, dim=2).permute(0, 2, 3, 1)       # [B, H, hd, S]
         values = v.repeat_interleave(group, dim=2).permute(0, 2, 1, 3)     # [B, H, S, hd]
-        scores = rdiv(q.permute(0, 2, 1, 3) @ keys, 1 << FRAC)             # [B, H, T, S]
+        scores = rdiv(_int64_matmul(q.permute(0, 2, 1, 3), keys), 1 << FRAC)             # [B, H, T, S]
         total = keys.shape[-1]
-        query_at = torch.arange(total - new, total)[:, None]
-        allowed = (torch.arange(total)[None, :] <= query_at)[None, None] & mask[:, None, None, :].bool()
+        query_at = torch.arange(total - new, total, device=x.device)[:, None]
+        allowed = (torch.arange(total, device=x.device)[None, :] <= query_at)[None, None] & mask[:, None, None, :].bool()
         peak = scores.masked_fill(~allowed, torch.iinfo(torch.int64).min).amax(dim=-1, keepdim=True)
         weights = iexp(torch.where(allowed, scores - peak, EXP_INPUT_FLOOR)) * allowed
         probs = rdiv(weights << PROB_FRAC, torch.clamp(weights.sum(dim=-1, keepdim=True), min=1))
-        out = rdiv(probs @ values, 1 << PROB_FRAC)                          # [B, H, T, hd]
+        out = rdiv(_int64_matmul(probs, values), 1 << PROB_FRAC)                          # [B, H, T, hd]
         return layer.o(out.permute(0, 2, 1, 3).reshape(batch, new, self.heads * self.head_dim))
 
 
@@ -349,6 +373,7 @@ def rope_tables(frequency: torch.Tensor, positions: torch.Tensor) -> tuple[torch
     fraction = turns & ((1 << (32 - ROPE_TABLE_BITS)) - 1)
 
     def interpolate(table: torch.Tensor) -> torch.Tensor:
+        table = table.to(frequency.device)
         low, high = table[index], table[index + 1]
         return low + rdiv((high - low) * fraction, 1 << (32 - ROPE_TABLE_BITS))
 
@@ -409,7 +434,7 @@ def sample_fixed(logits: torch.Tensor, seeds: torch.Tensor, position: int | torc
     scale = round(temperature * (1 << FRAC))
     if scale < 1:
         raise InferenceError("temperature below 2^-17 is not representable in exact mode")
-    positions = torch.as_tensor(position, dtype=torch.int64).expand(seeds.shape[0])
+    positions = torch.as_tensor(position, dtype=torch.int64, device=seeds.device).expand(seeds.shape[0])
     noise = fixed_gumbel(noise_words(seeds, positions, logits.shape[-1]))
     return (rdiv(logits * (1 << FRAC), scale) + noise).argmax(dim=-1)
 
@@ -428,21 +453,23 @@ def generate(policy: ExactPolicy, prompts: Sequence[Sequence[int]], seeds: Seque
              max_tokens: int, eos_ids: Sequence[int], pad_id: int = 0) -> list[ExactCompletion]:
     """One completion per prompt, left-padded in one batch: a prefill, then one decode step a token with the
     KV cache. Each row's integers are those of the row alone (every operation is per row and exact)."""
+    device = policy.embed.device
     batch, width = len(prompts), max(len(p) for p in prompts)
     ids = torch.full((batch, width), pad_id, dtype=torch.int64)
     mask = torch.zeros((batch, width), dtype=torch.int64)
     for row, prompt in enumerate(prompts):
         ids[row, width - len(prompt):] = torch.tensor(list(prompt))
         mask[row, width - len(prompt):] = 1
+    ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp_min(0)
-    seed_tensor = torch.tensor([int(s) for s in seeds], dtype=torch.int64)
+    seed_tensor = torch.tensor([int(s) for s in seeds], dtype=torch.int64, device=device)
     cache = KVCache()
     hidden, logits = policy.forward(ids, positions, mask, cache)
     hidden, logits = hidden[:, -1], logits[:, -1]
     next_position = positions[:, -1] + 1
-    eos = torch.tensor(list(eos_ids))
+    eos = torch.tensor(list(eos_ids), device=device)
     tokens, all_logits, all_hidden = [], [], []
-    ended = torch.zeros(batch, dtype=torch.bool)
+    ended = torch.zeros(batch, dtype=torch.bool, device=device)
     for step in range(max_tokens):
         chosen = sample_fixed(logits, seed_tensor, step, temperature)
         tokens.append(chosen.masked_fill(ended, pad_id))
@@ -451,12 +478,12 @@ def generate(policy: ExactPolicy, prompts: Sequence[Sequence[int]], seeds: Seque
         ended |= torch.isin(chosen, eos)
         if step + 1 == max_tokens or bool(ended.all()):
             break
-        mask = torch.cat([mask, torch.ones((batch, 1), dtype=torch.int64)], dim=1)
+        mask = torch.cat([mask, torch.ones((batch, 1), dtype=torch.int64, device=device)], dim=1)
         hidden, logits = policy.forward(tokens[-1][:, None], next_position[:, None], mask, cache)
         hidden, logits = hidden[:, -1], logits[:, -1]
         next_position = next_position + 1
     token_rows = torch.stack(tokens, dim=1).tolist()
-    logit_rows, hidden_rows = torch.stack(all_logits, dim=1), torch.stack(all_hidden, dim=1)
+    logit_rows, hidden_rows = torch.stack(all_logits, dim=1).cpu(), torch.stack(all_hidden, dim=1).cpu()
     completions = []
     eos_set = set(int(e) for e in eos_ids)
     for row in range(batch):
@@ -470,7 +497,18 @@ def generate(policy: ExactPolicy, prompts: Sequence[Sequence[int]], seeds: Seque
 def prefill_logits(policy: ExactPolicy, prompt: Sequence[int], completion: Sequence[int]) -> torch.Tensor:
     """Q16 logits [len(completion), V] each completion token was drawn from, in one pass (the validator's)."""
     sequence = list(prompt) + list(completion)[:-1]
-    ids = torch.tensor([sequence])
-    mask = torch.ones_like(ids)
-    _, logits = policy.forward(ids, torch.arange(len(sequence))[None], mask, KVCache())
-    return logits[0, len(prompt) - 1:]
+    ids = torch.tensor([sequence], device=policy.embed.device)
+    _, logits = policy.forward(ids, torch.arange(len(sequence), device=ids.device)[None], torch.ones_like(ids),
+                               KVCache())
+    return logits[0, len(prompt) - 1:].cpu()
+
+
+def first_deviation(policy: ExactPolicy, prompt: Sequence[int], completion: Sequence[int], seed: int,
+                    temperature: float) -> int | None:
+    """The validator's replay with tolerance zero: the first position whose token is not the rule's draw from
+    the recomputed logits (None: every token is)."""
+    logits = prefill_logits(policy, prompt, completion)
+    seeds = torch.full((len(completion),), int(seed), dtype=torch.int64)
+    drawn = sample_fixed(logits, seeds, torch.arange(len(completion)), temperature)
+    differs = (drawn != torch.tensor(list(completion))).nonzero()
+    return int(differs[0]) if differs.numel() else None
