@@ -314,6 +314,8 @@ class ExactPolicy:
         values = v.repeat_interleave(group, dim=2).permute(0, 2, 1, 3)     # [B, H, S, hd]
         scores = rdiv(_int64_matmul(q.permute(0, 2, 1, 3), keys), 1 << FRAC)             # [B, H, T, S]
         total = keys.shape[-1]
+        if total >= POSITION_LIMIT:
+            raise ExactOverflowError("attention over 2^32 positions or more")
         query_at = torch.arange(total - new, total, device=x.device)[:, None]
         allowed = (torch.arange(total, device=x.device)[None, :] <= query_at)[None, None] & mask[:, None, None, :].bool()
         peak = scores.masked_fill(~allowed, torch.iinfo(torch.int64).min).amax(dim=-1, keepdim=True)
@@ -416,8 +418,13 @@ def quantise_policy(model: torch.nn.Module) -> ExactPolicy:
     frequency = torch.round(base ** -exponents / (2 * math.pi) * 2.0**32).long()
     embed = _q16(decoder.embed_tokens.weight)
     _check(embed, MAX_RESIDUAL, "embedding")
+    for layer in layers:
+        for tensor in (layer.input_norm, layer.post_norm, *(getattr(layer, name).bias for name in _MATRICES)):
+            _check(tensor, MAX_QUANTISED, "norm weight or bias")
+    norm = _q16(decoder.norm.weight)
+    _check(norm, MAX_QUANTISED, "norm weight or bias")
     return ExactPolicy(
-        embed=embed, layers=tuple(layers), norm=_q16(decoder.norm.weight),
+        embed=embed, layers=tuple(layers), norm=norm,
         lm_head=quantise_matrix(model.get_output_embeddings().weight), rope_frequency=frequency,
         rms_eps=max(1, round(config.rms_norm_eps * 2.0**32)), inv_sqrt_head_dim=round(2.0**FRAC / math.sqrt(head_dim)),
         heads=heads, kv_heads=kv_heads, head_dim=head_dim)

@@ -4,6 +4,7 @@ a changed weight is caught at the first token it changes."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 
@@ -209,3 +210,10 @@ def test_a_policy_one_percent_off_in_one_layer_is_caught_at_its_first_differing_
         assert exact.first_deviation(honest, prompt, completion.token_ids, row, 1.0) == first_difference
         caught += first_difference is not None
     assert caught >= 1
+
+
+def test_rope_tables_are_the_published_ones() -> None:
+    tables = torch.stack([exact.COS_TABLE, exact.SIN_TABLE]).numpy().astype("<i8").tobytes()
+    assert hashlib.sha256(tables).hexdigest() == "b929542bbc3e36f075bf19c9157e20362ac28013c1a04679bf54a491a28dba5f"
+    assert [reference.cos_sin(turns) for turns in (0, 2**30, 2**31, 3 * 2**30)] == [
+        (2**30, 0), (0, 2**30), (-(2**30), 0), (0, -(2**30))]
