@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 
 import torch
@@ -455,11 +455,20 @@ class ExactCompletion:
     """int64 Q16 [n_tokens, d]: the final hidden state each token's logits came from."""
 
 
+Draw = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
+"""(Q16 logits [B, V], seeds [B], position) -> token ids [B]: how a generation picks its tokens."""
+
+
 @torch.inference_mode()
 def generate(policy: ExactPolicy, prompts: Sequence[Sequence[int]], seeds: Sequence[int], temperature: float,
-             max_tokens: int, eos_ids: Sequence[int], pad_id: int = 0) -> list[ExactCompletion]:
+             max_tokens: int, eos_ids: Sequence[int], pad_id: int = 0, draw: Draw | None = None) -> list[ExactCompletion]:
     """One completion per prompt, left-padded in one batch: a prefill, then one decode step a token with the
-    KV cache. Each row's integers are those of the row alone (every operation is per row and exact)."""
+    KV cache. Each row's integers are those of the row alone (every operation is per row and exact). `draw`
+    replaces the sampling rule (benchmarks' dishonest samplers)."""
+    if draw is None:
+        def draw(logits: torch.Tensor, seeds: torch.Tensor, position: int) -> torch.Tensor:
+            return sample_fixed(logits, seeds, position, temperature)
+
     device = policy.embed.device
     batch, width = len(prompts), max(len(p) for p in prompts)
     ids = torch.full((batch, width), pad_id, dtype=torch.int64)
@@ -474,11 +483,11 @@ def generate(policy: ExactPolicy, prompts: Sequence[Sequence[int]], seeds: Seque
     hidden, logits = policy.forward(ids, positions, mask, cache)
     hidden, logits = hidden[:, -1], logits[:, -1]
     next_position = positions[:, -1] + 1
-    eos = torch.tensor(list(eos_ids), device=device)
+    eos = torch.tensor(list(eos_ids), dtype=torch.int64, device=device)
     tokens, all_logits, all_hidden = [], [], []
     ended = torch.zeros(batch, dtype=torch.bool, device=device)
     for step in range(max_tokens):
-        chosen = sample_fixed(logits, seed_tensor, step, temperature)
+        chosen = draw(logits, seed_tensor, step)
         tokens.append(chosen.masked_fill(ended, pad_id))
         all_logits.append(logits)
         all_hidden.append(hidden)
