@@ -28,6 +28,7 @@ from bench.report import add_record_option, emit
 from inference import exact
 from inference.tiny import BOS_ID, EOS_ID, build_char_tokenizer, build_tiny_llama
 from inference.torch_backend import NO_EOS, TorchBackend
+from proofs.sampling import noise_words
 from protocol.runspec import SamplingSpec
 
 EPSILON = 0.03
@@ -98,7 +99,7 @@ def _biased(bias: float) -> Callable[[torch.Tensor, torch.Tensor, int], torch.Te
 
 def _steering(logits: torch.Tensor, seeds: torch.Tensor, position: int) -> torch.Tensor:
     """Among the tokens whose score is within float mode's bound 2ε/T of the best, a digit if there is one."""
-    noise = exact.fixed_gumbel(exact.noise_words(seeds, torch.full_like(seeds, position), logits.shape[-1]))
+    noise = exact.fixed_gumbel(noise_words(seeds, torch.full_like(seeds, position), logits.shape[-1]))
     scores = logits + noise
     admitted = scores >= scores.amax(dim=-1, keepdim=True) - round(2 * EPSILON * 2**exact.FRAC)
     preferred = torch.zeros_like(admitted)

@@ -2,8 +2,9 @@
 
 `quantise_policy` turns a float Hugging Face model into an `ExactPolicy` (int8 weight rows with a 15-bit
 multiplier and a shift each, Q16 embeddings and norm weights, integer RoPE frequencies); `ExactPolicy.forward`
-runs it with integer tensor ops only (int8 GEMMs accumulated in int32, everything else in int64), so every
-machine computes the same Q16 logits bit for bit; `generate` samples from them with the fixed-point
+runs it on integers only (int8 GEMMs whose sums stay below 2^30, computed exactly as float64 GEMMs on the CPU and
+with torch._int_mm on CUDA; everything else in int64 tensor ops), so every machine computes the same Q16 logits bit
+for bit; `generate` samples from them with the fixed-point
 Gumbel-max rule. Every bound the spec states is checked where it matters and raises `ExactOverflowError`.
 tests/support/exact_reference.py re-implements the spec in numpy; the two agree bit for bit.
 """
@@ -14,6 +15,7 @@ import hashlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 
 import torch
 
@@ -66,7 +68,9 @@ def _check(tensor: torch.Tensor, limit: int, what: str) -> None:
 # ---- integer primitives ------------------------------------------------------------------------------
 
 def rdiv(numerator: torch.Tensor, divisor: torch.Tensor | int) -> torch.Tensor:
-    """round(a / b), halves up: floor((a + floor(b / 2)) / b), for b > 0."""
+    """round(a / b), halves up: floor((a + floor(b / 2)) / b), for b > 0 (a shift when b is a power of two)."""
+    if isinstance(divisor, int) and divisor & (divisor - 1) == 0:
+        return (numerator + (divisor >> 1)) >> (divisor.bit_length() - 1)
     return torch.div(numerator + divisor // 2, divisor, rounding_mode="floor")
 
 
@@ -87,7 +91,8 @@ def iexp(d: torch.Tensor) -> torch.Tensor:
     acc = torch.full_like(y, EXP2_COEFFICIENTS[-1])
     for coefficient in reversed(EXP2_COEFFICIENTS[:-1]):
         acc = coefficient + ((acc * fraction) >> FRAC)
-    return rdiv(acc, torch.ones_like(acc) << torch.clamp(-whole, max=62))
+    shift = torch.clamp(-whole, max=62)
+    return (acc + ((torch.ones_like(acc) << shift) >> 1)) >> shift
 
 
 def silu(x: torch.Tensor) -> torch.Tensor:
@@ -122,9 +127,9 @@ def fixed_gumbel(words: torch.Tensor) -> torch.Tensor:
     h = torch.full_like(n, (1 << 30) // SERIES_TERMS)
     for k in range(SERIES_TERMS - 1, 0, -1):
         h = (1 << 30) // k + ((h * n) >> 33)
-    log_small = log2_fixed(torch.where(small, n * h, 1)) - (63 << LOG_FRAC)
-    tail = torch.where(small, 1, (1 << 33) - n)
-    d = (33 << LOG_FRAC) - log2_fixed(tail)
+    first = log2_fixed(torch.where(small, n * h, (1 << 33) - n))
+    log_small = first - (63 << LOG_FRAC)
+    d = (33 << LOG_FRAC) - first
     log_large = log2_fixed(torch.where(small, 1, d)) - (LOG_FRAC << LOG_FRAC) + LOG2_LN2_Q24
     log2_e = torch.where(small, log_small, log_large)
     return rdiv(-log2_e * LN2_Q30, 1 << (LOG_FRAC + 30 - FRAC))
@@ -160,17 +165,26 @@ class IntMatrix:
         if x.shape[-1] > MAX_INNER:
             raise ExactOverflowError(f"GEMM inner dimension {x.shape[-1]} > {MAX_INNER}")
         q, a, e = quantise_rows(x)
-        acc = _int8_matmul(q.reshape(-1, q.shape[-1]), self.weight).reshape(*q.shape[:-1], -1)
-        product = acc.long() * a * self.multiplier
-        return rdiv(product, 127 << (self.shift - e)) + self.bias
+        rows = q.reshape(-1, q.shape[-1])
+        acc = (rows.double() @ self.wide_weight.t()).long() if not rows.is_cuda else _cuda_int8_matmul(rows, self.weight)
+        product = acc.reshape(*q.shape[:-1], -1).long() * a * self.multiplier
+        shift = self.shift - e
+        # rdiv(product, 127 · 2^shift) as a shift then a division by 127: ⌊⌊y / 2^k⌋ / 127⌋ = ⌊y / (127 · 2^k)⌋
+        halved = (product + ((127 << shift) >> 1)) >> shift
+        return torch.div(halved, 127, rounding_mode="floor") + self.bias
+
+    @cached_property
+    def wide_weight(self) -> torch.Tensor:
+        """The weight as float64, the CPU GEMM's operand (made once): the GEMM of int8 values in float64 is exact,
+        as every product (≤ 2^14) and partial sum (< 2^30) is an integer below 2^53, whatever the order of the sum,
+        and it runs on the CPU's BLAS, which integer GEMMs do not."""
+        return self.weight.double()
 
 
-def _int8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a [m, k] · b[n, k]^T in int32 (exact: |sum| < 2^30 by MAX_INNER). CUDA: torch._int_mm where its shapes
+def _cuda_int8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a [m, k] · b[n, k]^T in int32 on CUDA (exact: |sum| < 2^30 by MAX_INNER): torch._int_mm where its shapes
     allow (m > 16, k and n multiples of 8), else a float64 GEMM, exact because every partial sum is an integer
     below 2^53 (untested without a GPU)."""
-    if not a.is_cuda:
-        return a.int() @ b.int().t()
     if a.shape[0] > 16 and a.shape[1] % 8 == 0 and b.shape[0] % 8 == 0:
         return torch._int_mm(a, b.t().contiguous())
     return (a.double() @ b.double().t()).int()
@@ -275,9 +289,9 @@ class ExactPolicy:
         return tensors_digest(self.tensors())
 
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
-                cache: KVCache) -> tuple[torch.Tensor, torch.Tensor]:
-        """Q16 final hidden states and logits of new tokens `ids` [B, T] at `positions`; `mask` [B, cached + T]
-        marks real (1) and padding (0) positions; `cache` grows by T."""
+                cache: KVCache) -> torch.Tensor:
+        """Q16 final hidden states (the LM head's input) of new tokens `ids` [B, T] at `positions`; `mask`
+        [B, cached + T] marks real (1) and padding (0) positions; `cache` grows by T."""
         if int(positions.max()) >= POSITION_LIMIT or int(positions.min()) < 0:
             raise ExactOverflowError("positions must lie in [0, 2^32)")
         h = self.embed[ids]
@@ -288,10 +302,13 @@ class ExactPolicy:
             x = rms_norm(h, layer.post_norm, self.rms_eps)
             h = h + layer.down(rdiv(silu(layer.gate(x)) * _bounded(layer.up(x), "up projection"), 1 << FRAC))
             _check(h, MAX_RESIDUAL, "residual")
-        hidden = rms_norm(h, self.norm, self.rms_eps)
+        return rms_norm(h, self.norm, self.rms_eps)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Q16 logits of Q16 final hidden states."""
         logits = self.lm_head(hidden)
         _check(logits, MAX_QUANTISED, "logits")
-        return hidden, logits
+        return logits
 
     def _attention(self, layer: ExactLayer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                    mask: torch.Tensor, cache: KVCache, index: int) -> torch.Tensor:
@@ -432,18 +449,42 @@ def quantise_policy(model: torch.nn.Module) -> ExactPolicy:
 
 # ---- sampling and generation -------------------------------------------------------------------------
 
+NOISE_MAX = 23 << FRAC
+"""An upper bound of every fixed_gumbel value: L ≥ −33 · 2^24 below 2^31 (n · h ≥ 2^30), L > log2 ln 2 above, so
+g ≤ 33 ln 2 < 23."""
+NOISE_BUCKET_BITS = 12
+NOISE_SLACK = 64
+"""Q16 units (10^-3) added to a bucket's first noise value to bound the bucket: the real g falls as x grows and
+the integer g is within 10^-5 (0.7 units) of it."""
+NOISE_CEILINGS = torch.clamp(fixed_gumbel(torch.arange(1 << NOISE_BUCKET_BITS, dtype=torch.int64)
+                                          << (32 - NOISE_BUCKET_BITS)) + NOISE_SLACK, max=NOISE_MAX)
+"""A bound of g over the words of each bucket (the words' top 12 bits)."""
+BAR_TOKENS = 32
+
+
 def sample_fixed(logits: torch.Tensor, seeds: torch.Tensor, position: int | torch.Tensor,
                  temperature: float) -> torch.Tensor:
     """Exact-mode sampling rule over Q16 logits [B, V]: T = 0 the argmax; T > 0 the argmax of
-    round(l · 2^16 / round(T · 2^16)) + g(s, i, v) in Q16; ties to the lowest token id."""
+    z = round(l · 2^16 / round(T · 2^16)) plus g(s, i, v) in Q16; ties to the lowest token id.
+
+    The integer noise is computed only where it can matter: the exact scores of the BAR_TOKENS tokens with the
+    highest bound (z + the ceiling of their word's bucket) set a bar, and a token whose bound is below it can
+    neither win nor tie. The result is the full rule's."""
     if temperature == 0:
         return logits.argmax(dim=-1)
     scale = round(temperature * (1 << FRAC))
     if scale < 1:
         raise InferenceError("temperature below 2^-17 is not representable in exact mode")
     positions = torch.as_tensor(position, dtype=torch.int64, device=seeds.device).expand(seeds.shape[0])
-    noise = fixed_gumbel(noise_words(seeds, positions, logits.shape[-1]))
-    return (rdiv(logits * (1 << FRAC), scale) + noise).argmax(dim=-1)
+    z = rdiv(logits * (1 << FRAC), scale)
+    words = noise_words(seeds, positions, z.shape[-1])
+    bound = z + NOISE_CEILINGS.to(z.device)[words >> (32 - NOISE_BUCKET_BITS)]
+    top = bound.topk(min(BAR_TOKENS, z.shape[-1]), dim=-1).indices
+    bar = (z.gather(-1, top) + fixed_gumbel(words.gather(-1, top))).amax(dim=-1, keepdim=True)
+    row, token = (bound >= bar).nonzero(as_tuple=True)
+    scores = torch.full_like(z, torch.iinfo(torch.int64).min)
+    scores[row, token] = z[row, token] + fixed_gumbel(words[row, token])
+    return scores.argmax(dim=-1)
 
 
 @dataclass(frozen=True)
@@ -480,8 +521,8 @@ def generate(policy: ExactPolicy, prompts: Sequence[Sequence[int]], seeds: Seque
     positions = (mask.cumsum(-1) - 1).clamp_min(0)
     seed_tensor = torch.tensor([int(s) for s in seeds], dtype=torch.int64, device=device)
     cache = KVCache()
-    hidden, logits = policy.forward(ids, positions, mask, cache)
-    hidden, logits = hidden[:, -1], logits[:, -1]
+    hidden = policy.forward(ids, positions, mask, cache)[:, -1]
+    logits = policy.logits(hidden)
     next_position = positions[:, -1] + 1
     eos = torch.tensor(list(eos_ids), dtype=torch.int64, device=device)
     tokens, all_logits, all_hidden = [], [], []
@@ -495,8 +536,8 @@ def generate(policy: ExactPolicy, prompts: Sequence[Sequence[int]], seeds: Seque
         if step + 1 == max_tokens or bool(ended.all()):
             break
         mask = torch.cat([mask, torch.ones((batch, 1), dtype=torch.int64, device=device)], dim=1)
-        hidden, logits = policy.forward(tokens[-1][:, None], next_position[:, None], mask, cache)
-        hidden, logits = hidden[:, -1], logits[:, -1]
+        hidden = policy.forward(tokens[-1][:, None], next_position[:, None], mask, cache)[:, -1]
+        logits = policy.logits(hidden)
         next_position = next_position + 1
     token_rows = torch.stack(tokens, dim=1).tolist()
     logit_rows, hidden_rows = torch.stack(all_logits, dim=1).cpu(), torch.stack(all_hidden, dim=1).cpu()
@@ -514,9 +555,8 @@ def prefill_logits(policy: ExactPolicy, prompt: Sequence[int], completion: Seque
     """Q16 logits [len(completion), V] each completion token was drawn from, in one pass (the validator's)."""
     sequence = list(prompt) + list(completion)[:-1]
     ids = torch.tensor([sequence], device=policy.embed.device)
-    _, logits = policy.forward(ids, torch.arange(len(sequence), device=ids.device)[None], torch.ones_like(ids),
-                               KVCache())
-    return logits[0, len(prompt) - 1:].cpu()
+    hidden = policy.forward(ids, torch.arange(len(sequence), device=ids.device)[None], torch.ones_like(ids), KVCache())
+    return policy.logits(hidden[0, len(prompt) - 1:]).cpu()
 
 
 def first_deviation(policy: ExactPolicy, prompt: Sequence[int], completion: Sequence[int], seed: int,

@@ -15,6 +15,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from inference import exact
 from inference.tiny import BOS_ID, EOS_ID, build_tiny_llama
+from proofs.sampling import noise_words
 from tests.support import exact_reference as reference
 
 VOCAB = 100
@@ -51,6 +52,13 @@ def tiny() -> exact.ExactPolicy:
     return exact.quantise_policy(MODELS["tiny-llama"]())
 
 
+def _prefill(policy: exact.ExactPolicy, prompt: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q16 final hidden states and logits of every position of one prompt."""
+    hidden = policy.forward(torch.tensor([prompt]), torch.arange(len(prompt))[None],
+                            torch.ones(1, len(prompt), dtype=torch.int64), exact.KVCache())[0]
+    return hidden, policy.logits(hidden)
+
+
 def _prompts(count: int, seed: int) -> list[list[int]]:
     rng = random.Random(seed)
     return [[BOS_ID] + [rng.randrange(4, VOCAB) for _ in range(rng.randrange(1, 9))] for _ in range(count)]
@@ -62,11 +70,10 @@ def test_the_reference_written_from_the_spec_computes_the_same_integers(models) 
     checkpoint = reference.quantise(state, model.config.to_dict())
     assert reference.digest(checkpoint) == policy.digest()
     prompt = [BOS_ID, 10, 11, 12, 13, 14, 15]
-    hidden, logits = policy.forward(torch.tensor([prompt]), torch.arange(len(prompt))[None],
-                                    torch.ones(1, len(prompt), dtype=torch.int64), exact.KVCache())
+    hidden, logits = _prefill(policy, prompt)
     reference_hidden, reference_logits = reference.forward(checkpoint, prompt)
-    assert np.array_equal(hidden[0].numpy(), reference_hidden)
-    assert np.array_equal(logits[0].numpy(), reference_logits)
+    assert np.array_equal(hidden.numpy(), reference_hidden)
+    assert np.array_equal(logits.numpy(), reference_logits)
     for temperature in (1.0, 0.7, 0.0):
         completion = exact.generate(policy, [prompt[:3]], [11], temperature, 12, [EOS_ID])[0]
         tokens, reference_rows = reference.generate(checkpoint, prompt[:3], 11, temperature, 12, {EOS_ID})
@@ -79,9 +86,8 @@ def test_integer_logits_stay_near_the_float_models(models) -> None:
     prompt = [BOS_ID, 20, 21, 22, 23]
     with torch.no_grad():
         float_logits = model(torch.tensor([prompt])).logits[0].double()
-    _, logits = policy.forward(torch.tensor([prompt]), torch.arange(len(prompt))[None],
-                               torch.ones(1, len(prompt), dtype=torch.int64), exact.KVCache())
-    error = (logits[0].double() / 2**exact.FRAC - float_logits).abs().max()
+    _, logits = _prefill(policy, prompt)
+    error = (logits.double() / 2**exact.FRAC - float_logits).abs().max()
     assert error < 0.05 * float_logits.abs().max()
 
 
@@ -92,6 +98,19 @@ def test_fixed_point_noise_is_the_references_and_a_gumbel_to_1e5() -> None:
     uniforms = [(2 * w + 1) / 2**33 for w in words]
     exact_gumbel = [-math.log(-math.log1p(-u)) for u in uniforms]
     assert max(abs(g / 2**16 - e) for g, e in zip(noise, exact_gumbel)) < 1e-5
+    assert max(noise) <= exact.NOISE_MAX
+
+
+def test_drawing_computes_the_noise_only_where_it_can_win_and_draws_what_the_full_rule_draws() -> None:
+    generator = torch.Generator().manual_seed(8)
+    logits = torch.randint(-2**20, 2**20, (16, 5000), generator=generator)
+    logits[:4] = 7  # all tied before the noise
+    logits[4:8, 123] = 2**30  # one token far ahead
+    seeds = torch.arange(16) * 1_000_003
+    for temperature in (1.0, 0.3):
+        z = exact.rdiv(logits * 2**16, round(temperature * 2**16))
+        full = (z + exact.fixed_gumbel(noise_words(seeds, torch.full_like(seeds, 9), 5000))).argmax(dim=-1)
+        assert torch.equal(exact.sample_fixed(logits, seeds, 9, temperature), full)
 
 
 def test_integer_sqrt_exp_and_silu_are_exact_integers_near_the_reals() -> None:
@@ -182,16 +201,14 @@ def _with_weight(policy: exact.ExactPolicy, layer: int, name: str, row: int, col
 def test_a_weight_moved_by_half_its_int8_range_changes_the_logits(tiny: exact.ExactPolicy) -> None:
     """(A change that the rounding downstream absorbs leaves every logit, so every drawn token, as it was.)"""
     prompt = [BOS_ID, 30, 31, 32, 33, 34, 35, 36]
-    _, honest = tiny.forward(torch.tensor([prompt]), torch.arange(8)[None], torch.ones(1, 8, dtype=torch.int64),
-                             exact.KVCache())
+    _, honest = _prefill(tiny, prompt)
     rng = random.Random(6)
     for layer in range(len(tiny.layers)):
         for name in ("q", "k", "v", "o", "gate", "up", "down"):
             rows, columns = getattr(tiny.layers[layer], name).weight.shape
             changed = _with_weight(tiny, layer, name, rng.randrange(rows), rng.randrange(columns))
             assert changed.digest() != tiny.digest()
-            _, logits = changed.forward(torch.tensor([prompt]), torch.arange(8)[None],
-                                        torch.ones(1, 8, dtype=torch.int64), exact.KVCache())
+            _, logits = _prefill(changed, prompt)
             assert not torch.equal(logits, honest), f"layer {layer} {name}"
 
 
@@ -217,3 +234,15 @@ def test_rope_tables_are_the_published_ones() -> None:
     assert hashlib.sha256(tables).hexdigest() == "b929542bbc3e36f075bf19c9157e20362ac28013c1a04679bf54a491a28dba5f"
     assert [reference.cos_sin(turns) for turns in (0, 2**30, 2**31, 3 * 2**30)] == [
         (2**30, 0), (0, 2**30), (-(2**30), 0), (0, -(2**30))]
+
+
+def test_the_cpu_gemm_is_exact_at_the_largest_sums_the_bounds_allow() -> None:
+    inner = exact.MAX_INNER
+    signs = torch.randint(0, 2, (4, inner), generator=torch.Generator().manual_seed(9)) * 2 - 1
+    weight = (127 * signs).to(torch.int8)
+    x = torch.stack([torch.full((inner,), 1000), 1000 * signs[1], -1000 * signs[2]])
+    matrix = exact.IntMatrix(weight, torch.full((4,), 1 << 14), torch.full((4,), 40), torch.zeros(4, dtype=torch.int64))
+    q, a, e = exact.quantise_rows(x)
+    sums = q.long() @ weight.long().t()
+    assert int(sums.abs().max()) == 127 * 127 * inner
+    assert torch.equal(matrix(x), exact.rdiv(sums * a * matrix.multiplier, 127 << (matrix.shift - e)))
