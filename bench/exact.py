@@ -5,6 +5,8 @@
   a generation on two threads, and by a generation in a batch of 1, 3 or 17 rows (each completion one of those);
 - `cpu_tokens_per_s_ratio`: exact-mode generation over float32 `TorchBackend` generation, the same model, prompts
   and token count (64 rows × `--tokens`, no EOS, one thread), best of `--repeats` each, in the same run;
+  `large.cpu_tokens_per_s_ratio` the same for a larger in-code Llama (hidden 256, 4 layers, V 32,000; 64 rows ×
+  `--large-tokens`);
 - `attacks`, `attacks_caught_first_file`, `tokens_to_detect` (per attack) and `tokens_to_detect_median`: each
   attack makes one file (`--file-rows` completions of up to `--tokens` tokens); the validator replays every token
   with the honest integer policy and tolerance zero (`inference.exact.first_deviation`); tokens to detect counts
@@ -72,6 +74,7 @@ def _in_batches(policy: exact.ExactPolicy, prompts: list[list[int]], seeds: list
 
 
 def tokens_per_s_ratio(model: torch.nn.Module, policy: exact.ExactPolicy, tokens: int, repeats: int) -> dict:
+    """Exact over float32 generation speed, one thread, best of `repeats` each, interleaved."""
     torch.set_num_threads(1)
     prompts = _prompts(64, 2)
     backend = TorchBackend(model, eos_token_id=NO_EOS)
@@ -170,12 +173,15 @@ def main() -> None:
     parser.add_argument("--completions", type=int, default=256, help="honest completions for bitwise_equal_fraction")
     parser.add_argument("--tokens", type=int, default=32, help="tokens per completion")
     parser.add_argument("--file-rows", type=int, default=16, help="completions in each attack's file")
+    parser.add_argument("--large-tokens", type=int, default=8, help="tokens per completion on the larger model")
     parser.add_argument("--repeats", type=int, default=3)
     add_record_option(parser)
     args = parser.parse_args()
     model = _model(0)
     honest = exact.quantise_policy(model)
     speed = tokens_per_s_ratio(model, honest, args.tokens, args.repeats)
+    large = build_tiny_llama(32000, 0, hidden=256, layers=4, lm_head_std=0.1)
+    large_speed = tokens_per_s_ratio(large, exact.quantise_policy(large), args.large_tokens, args.repeats)
     found = attack_files(honest, args.file_rows, args.tokens)
     control = found.pop("honest (control)")
     detected = [tokens for tokens in found.values() if tokens is not None]
@@ -183,7 +189,7 @@ def main() -> None:
         "model": "tiny Llama (hidden 64, 2 layers, V 100)", "policy_digest": honest.digest(),
         "completions": args.completions, "tokens": args.tokens,
         "bitwise_equal_fraction": round(bitwise_equal_fraction(honest, args.completions, args.tokens), 6),
-        **speed,
+        **speed, "large": {"model": "Llama hidden 256, 4 layers, V 32,000", **large_speed},
         "attacks": len(found), "attacks_caught_first_file": len(detected), "honest_file_flagged": control is not None,
         "tokens_to_detect": found, "tokens_to_detect_median": statistics.median(detected) if detected else None,
         "gpu_tokens_per_s_ratio": None, "steps_ratio": None,

@@ -103,13 +103,13 @@ def test_fixed_point_noise_is_the_references_and_a_gumbel_to_1e5() -> None:
 
 def test_drawing_computes_the_noise_only_where_it_can_win_and_draws_what_the_full_rule_draws() -> None:
     generator = torch.Generator().manual_seed(8)
-    logits = torch.randint(-2**20, 2**20, (16, 5000), generator=generator)
+    logits = torch.randint(-2**20, 2**20, (12, 2000), generator=generator)
     logits[:4] = 7  # all tied before the noise
     logits[4:8, 123] = 2**30  # one token far ahead
-    seeds = torch.arange(16) * 1_000_003
+    seeds = torch.arange(12) * 1_000_003
     for temperature in (1.0, 0.3):
         z = exact.rdiv(logits * 2**16, round(temperature * 2**16))
-        full = (z + exact.fixed_gumbel(noise_words(seeds, torch.full_like(seeds, 9), 5000))).argmax(dim=-1)
+        full = (z + exact.fixed_gumbel(noise_words(seeds, torch.full_like(seeds, 9), 2000))).argmax(dim=-1)
         assert torch.equal(exact.sample_fixed(logits, seeds, 9, temperature), full)
 
 
