@@ -1,0 +1,570 @@
+"""Exact mode: a Llama/Qwen2-style policy computed in integers end to end (docs/protocol.md, "Exact mode").
+
+`quantise_policy` turns a float Hugging Face model into an `ExactPolicy` (int8 weight rows with a 15-bit
+multiplier and a shift each, Q16 embeddings and norm weights, integer RoPE frequencies); `ExactPolicy.forward`
+runs it on integers only (int8 GEMMs whose sums stay below 2^30, computed exactly as float64 GEMMs on the CPU and
+with torch._int_mm on CUDA; everything else in int64 tensor ops), so every machine computes the same Q16 logits bit
+for bit; `generate` samples from them with the fixed-point
+Gumbel-max rule. Every bound the spec states is checked where it matters and raises `ExactOverflowError`.
+tests/support/exact_reference.py re-implements the spec in numpy; the two agree bit for bit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
+
+import torch
+
+from inference.backend import InferenceError
+from proofs.sampling import noise_words
+
+FRAC = 16
+"""Fractional bits of every activation, norm weight, bias and logit (Q16)."""
+MAX_INNER = 1 << 16
+"""Largest inner dimension of an int8 GEMM: 127² · 2^16 < 2^30, so int32 accumulation cannot overflow."""
+MAX_QUANTISED = 1 << 31
+"""|x| bound of a Q16 value quantised to int8 (and of SiLU's inputs and the logits)."""
+MAX_RESIDUAL = 1 << 24
+"""|x| bound of the residual stream and of q, k, v: sums of d ≤ 2^14 squares or products stay below 2^62."""
+MAX_WIDTH = 1 << 14
+"""Largest hidden size and head dimension."""
+MAX_WEIGHT = 32.0
+"""Largest |w| of a weight matrix: its scale max|w| / 127 < 2^-1, so a row's shift is at least 16."""
+ZERO_ROW = 2.0**-32
+"""A weight row whose largest |w| is below this is stored as zeros."""
+POSITION_LIMIT = 1 << 32
+ROPE_TABLE_BITS = 12
+ROPE_FRAC = 30
+EXP_FRAC = 30
+EXP_INPUT_FLOOR = -(64 << FRAC)
+"""iexp clamps its argument here: e^-64 is 0 in Q30."""
+PROB_FRAC = 15
+LOG_FRAC = 24
+
+EXP2_COEFFICIENTS = (1073741824, 744261118, 257941248, 59597083, 10327387, 1431680, 165394, 16377)
+"""round(ln(2)^j / j! · 2^30), j = 0..7: 2^t = Σ c_j t^j on [0, 1)."""
+LOG2E_Q30 = 1549082005
+LN2_Q30 = 744261118
+LOG2_LN2_Q24 = -8871228
+SERIES_TERMS = 24
+"""Terms of h(u) = Σ u^k / (k + 1) in the noise of u < 1/2 (remainder < 2^-27)."""
+
+_MATRICES = ("q", "k", "v", "o", "gate", "up", "down")
+
+
+class ExactOverflowError(InferenceError):
+    """A value broke one of exact mode's stated bounds (the computation would not be exact)."""
+
+
+def _check(tensor: torch.Tensor, limit: int, what: str) -> None:
+    if tensor.numel() and int(tensor.abs().max()) >= limit:
+        raise ExactOverflowError(f"{what}: |value| reaches {int(tensor.abs().max())} ≥ {limit}")
+
+
+# ---- integer primitives ------------------------------------------------------------------------------
+
+def rdiv(numerator: torch.Tensor, divisor: torch.Tensor | int) -> torch.Tensor:
+    """round(a / b), halves up: floor((a + floor(b / 2)) / b), for b > 0 (a shift when b is a power of two)."""
+    if isinstance(divisor, int) and divisor & (divisor - 1) == 0:
+        return (numerator + (divisor >> 1)) >> (divisor.bit_length() - 1)
+    return torch.div(numerator + divisor // 2, divisor, rounding_mode="floor")
+
+
+def isqrt(n: torch.Tensor) -> torch.Tensor:
+    """floor(sqrt(n)) exactly for 0 ≤ n < 2^62 (a float guess corrected in integers)."""
+    root = n.double().sqrt().floor().long()
+    for _ in range(2):
+        root = torch.where(root * root > n, root - 1, root)
+        root = torch.where((root + 1) * (root + 1) <= n, root + 1, root)
+    return root
+
+
+def iexp(d: torch.Tensor) -> torch.Tensor:
+    """e^(d / 2^16) in Q30 for Q16 d ≤ 0: base 2, a degree-7 polynomial for the fraction, a shift for the rest."""
+    y = rdiv(torch.clamp(d, min=EXP_INPUT_FLOOR) * LOG2E_Q30, 1 << EXP_FRAC)
+    whole = y >> FRAC
+    fraction = y - whole * (1 << FRAC)
+    acc = torch.full_like(y, EXP2_COEFFICIENTS[-1])
+    for coefficient in reversed(EXP2_COEFFICIENTS[:-1]):
+        acc = coefficient + ((acc * fraction) >> FRAC)
+    shift = torch.clamp(-whole, max=62)
+    return (acc + ((torch.ones_like(acc) << shift) >> 1)) >> shift
+
+
+def silu(x: torch.Tensor) -> torch.Tensor:
+    """x · σ(x) in Q16, σ in Q30 from iexp(-|x|)."""
+    _check(x, MAX_QUANTISED, "SiLU input")
+    e = iexp(-x.abs())
+    one = 1 << EXP_FRAC
+    sigmoid = torch.where(x >= 0, rdiv(torch.full_like(e, 1 << 2 * EXP_FRAC), one + e), rdiv(e << EXP_FRAC, one + e))
+    return rdiv(x * sigmoid, one)
+
+
+def log2_fixed(n: torch.Tensor) -> torch.Tensor:
+    """log2(n) in Q24 for 1 ≤ n < 2^63: the bit length, then 24 fraction bits by repeated squaring of a
+    31-bit mantissa."""
+    exponent = torch.zeros_like(n)
+    for step in (32, 16, 8, 4, 2, 1):
+        exponent = torch.where((n >> (exponent + step)) > 0, exponent + step, exponent)
+    mantissa = torch.where(exponent >= 30, n >> torch.clamp(exponent - 30, min=0), n << torch.clamp(30 - exponent, min=0))
+    fraction = torch.zeros_like(n)
+    for _ in range(LOG_FRAC):
+        mantissa = (mantissa * mantissa) >> 30
+        bit = (mantissa >> 31) & 1
+        mantissa = mantissa >> bit
+        fraction = (fraction << 1) | bit
+    return (exponent << LOG_FRAC) + fraction
+
+
+def fixed_gumbel(words: torch.Tensor) -> torch.Tensor:
+    """The Gumbel noise of 32-bit words x in Q16: g = -ln(-ln(1 - u)), u = (2x + 1) / 2^33, in integers."""
+    n = 2 * words + 1
+    small = words < (1 << 31)
+    h = torch.full_like(n, (1 << 30) // SERIES_TERMS)
+    for k in range(SERIES_TERMS - 1, 0, -1):
+        h = (1 << 30) // k + ((h * n) >> 33)
+    first = log2_fixed(torch.where(small, n * h, (1 << 33) - n))
+    log_small = first - (63 << LOG_FRAC)
+    d = (33 << LOG_FRAC) - first
+    log_large = log2_fixed(torch.where(small, 1, d)) - (LOG_FRAC << LOG_FRAC) + LOG2_LN2_Q24
+    log2_e = torch.where(small, log_small, log_large)
+    return rdiv(-log2_e * LN2_Q30, 1 << (LOG_FRAC + 30 - FRAC))
+
+
+def quantise_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-token int8 quantisation of Q16 rows: (q, a, e) with |x| ≤ a · 2^e, a ≤ 2^15, q = round(127 x / (a 2^e))."""
+    _check(x, MAX_QUANTISED, "quantised activation")
+    amax = x.abs().amax(dim=-1, keepdim=True)
+    bits = torch.zeros_like(amax)
+    for step in (16, 8, 4, 2, 1):
+        bits = torch.where((amax >> (bits + step)) > 0, bits + step, bits)
+    bits = torch.where(amax > 0, bits + 1, bits)
+    e = torch.clamp(bits - 15, min=0)
+    a = (amax + (torch.ones_like(e) << e) - 1) >> e
+    q = rdiv(127 * x, torch.clamp(a << e, min=1))
+    return q.to(torch.int8), a, e
+
+
+# ---- the integer checkpoint --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class IntMatrix:
+    """An int8 weight matrix [out, in] with its per-row scale M · 2^-S and a Q16 bias."""
+
+    weight: torch.Tensor
+    multiplier: torch.Tensor
+    shift: torch.Tensor
+    bias: torch.Tensor
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """Q16 x [..., in] -> Q16 [..., out]: int8 × int8 summed in int32, rescaled in int64."""
+        if x.shape[-1] > MAX_INNER:
+            raise ExactOverflowError(f"GEMM inner dimension {x.shape[-1]} > {MAX_INNER}")
+        q, a, e = quantise_rows(x)
+        rows = q.reshape(-1, q.shape[-1])
+        acc = (rows.double() @ self.wide_weight.t()).long() if not rows.is_cuda else _cuda_int8_matmul(rows, self.weight)
+        product = acc.reshape(*q.shape[:-1], -1).long() * a * self.multiplier
+        shift = self.shift - e
+        # rdiv(product, 127 · 2^shift) as a shift then a division by 127: ⌊⌊y / 2^k⌋ / 127⌋ = ⌊y / (127 · 2^k)⌋
+        halved = (product + ((127 << shift) >> 1)) >> shift
+        return torch.div(halved, 127, rounding_mode="floor") + self.bias
+
+    @cached_property
+    def wide_weight(self) -> torch.Tensor:
+        """The weight as float64, the CPU GEMM's operand (made once): the GEMM of int8 values in float64 is exact,
+        as every product (≤ 2^14) and partial sum (< 2^30) is an integer below 2^53, whatever the order of the sum,
+        and it runs on the CPU's BLAS, which integer GEMMs do not."""
+        return self.weight.double()
+
+
+def _cuda_int8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a [m, k] · b[n, k]^T in int32 on CUDA (exact: |sum| < 2^30 by MAX_INNER): torch._int_mm where its shapes
+    allow (m > 16, k and n multiples of 8), else a float64 GEMM, exact because every partial sum is an integer
+    below 2^53 (untested without a GPU)."""
+    if a.shape[0] > 16 and a.shape[1] % 8 == 0 and b.shape[0] % 8 == 0:
+        return torch._int_mm(a, b.t().contiguous())
+    return (a.double() @ b.double().t()).int()
+
+
+def _int64_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a [..., m, k] · b [..., k, n] in int64 (exact within the stated bounds; CUDA has no int64 GEMM, so there
+    a broadcast product and sum)."""
+    if not a.is_cuda:
+        return a @ b
+    return (a[..., :, :, None] * b[..., None, :, :]).sum(dim=-2)
+
+
+def quantise_matrix(weight: torch.Tensor, bias: torch.Tensor | None = None) -> IntMatrix:
+    """Per-output-row int8 weights: s = max|w| / 127 and q = round_half_even(w · 127 / max|w|) in float64,
+    s = M · 2^-S with M = round_half_even(f · 2^15) for s = f · 2^k, f in [1/2, 1), S = 15 - k."""
+    w = weight.detach().double().cpu()
+    peak = w.abs().amax(dim=1)
+    if float(peak.max()) >= MAX_WEIGHT:
+        raise ExactOverflowError(f"a weight of magnitude {float(peak.max())} ≥ {MAX_WEIGHT}")
+    live = peak >= ZERO_ROW
+    safe_peak = torch.where(live, peak, 1.0)
+    q = torch.round(w * 127 / safe_peak[:, None]) * live[:, None]
+    mantissa, exponent = torch.frexp(safe_peak / 127)
+    multiplier = torch.round(mantissa * 2**15).long() * live
+    shift = torch.where(live, 15 - exponent.long(), 15)
+    int_bias = _q16(bias) if bias is not None else torch.zeros(w.shape[0], dtype=torch.int64)
+    return IntMatrix(q.to(torch.int8), multiplier, shift, int_bias)
+
+
+def _q16(values: torch.Tensor) -> torch.Tensor:
+    return torch.round(values.detach().double().cpu() * (1 << FRAC)).long()
+
+
+@dataclass(frozen=True)
+class ExactLayer:
+    input_norm: torch.Tensor
+    post_norm: torch.Tensor
+    q: IntMatrix
+    k: IntMatrix
+    v: IntMatrix
+    o: IntMatrix
+    gate: IntMatrix
+    up: IntMatrix
+    down: IntMatrix
+
+
+@dataclass
+class KVCache:
+    """Per layer the rotated keys and the values of every position so far: int64 Q16 [B, T, kv_heads, hd]."""
+
+    keys: list[torch.Tensor] = field(default_factory=list)
+    values: list[torch.Tensor] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ExactPolicy:
+    """A policy in integers (docs/protocol.md, "Exact mode"); `digest` names it."""
+
+    embed: torch.Tensor
+    layers: tuple[ExactLayer, ...]
+    norm: torch.Tensor
+    lm_head: IntMatrix
+    rope_frequency: torch.Tensor
+    rms_eps: int
+    inv_sqrt_head_dim: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.lm_head.weight.shape[0])
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """Every integer of the checkpoint by name (the digest's input)."""
+        out = {"embed": self.embed, "norm": self.norm, "rope.frequency": self.rope_frequency,
+               "scalars": torch.tensor([self.rms_eps, self.inv_sqrt_head_dim, self.heads, self.kv_heads,
+                                        self.head_dim, len(self.layers)])}
+        out.update(_matrix_tensors("lm_head", self.lm_head))
+        for index, layer in enumerate(self.layers):
+            out[f"layers.{index}.input_norm"] = layer.input_norm
+            out[f"layers.{index}.post_norm"] = layer.post_norm
+            for name in _MATRICES:
+                out.update(_matrix_tensors(f"layers.{index}.{name}", getattr(layer, name)))
+        return out
+
+    def to(self, device: str | torch.device) -> ExactPolicy:
+        """The same integers on `device`."""
+        def move(item: object) -> object:
+            if isinstance(item, torch.Tensor):
+                return item.to(device)
+            if isinstance(item, (IntMatrix, ExactLayer)):
+                return replace(item, **{f.name: move(getattr(item, f.name)) for f in fields(item)})
+            return item
+
+        return replace(self, embed=move(self.embed), norm=move(self.norm), lm_head=move(self.lm_head),
+                       rope_frequency=move(self.rope_frequency), layers=tuple(move(layer) for layer in self.layers))
+
+    def digest(self) -> str:
+        """sha256 over the tensors in name order: name, NUL, dtype, shape, little-endian data."""
+        return tensors_digest(self.tensors())
+
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
+                cache: KVCache) -> torch.Tensor:
+        """Q16 final hidden states (the LM head's input) of new tokens `ids` [B, T] at `positions`; `mask`
+        [B, cached + T] marks real (1) and padding (0) positions; `cache` grows by T."""
+        if int(positions.max()) >= POSITION_LIMIT or int(positions.min()) < 0:
+            raise ExactOverflowError("positions must lie in [0, 2^32)")
+        h = self.embed[ids]
+        cos, sin = rope_tables(self.rope_frequency, positions)
+        for index, layer in enumerate(self.layers):
+            h = h + self._attention(layer, rms_norm(h, layer.input_norm, self.rms_eps), cos, sin, mask, cache, index)
+            _check(h, MAX_RESIDUAL, "residual")
+            x = rms_norm(h, layer.post_norm, self.rms_eps)
+            h = h + layer.down(rdiv(silu(layer.gate(x)) * _bounded(layer.up(x), "up projection"), 1 << FRAC))
+            _check(h, MAX_RESIDUAL, "residual")
+        return rms_norm(h, self.norm, self.rms_eps)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Q16 logits of Q16 final hidden states."""
+        logits = self.lm_head(hidden)
+        _check(logits, MAX_QUANTISED, "logits")
+        return logits
+
+    def _attention(self, layer: ExactLayer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                   mask: torch.Tensor, cache: KVCache, index: int) -> torch.Tensor:
+        batch, new = x.shape[:2]
+        q = layer.q(x).view(batch, new, self.heads, self.head_dim)
+        k = layer.k(x).view(batch, new, self.kv_heads, self.head_dim)
+        v = layer.v(x).view(batch, new, self.kv_heads, self.head_dim)
+        for tensor, what in ((q, "q"), (k, "k"), (v, "v")):
+            _check(tensor, MAX_RESIDUAL, what)
+        q = rdiv(rotate(q, cos, sin) * self.inv_sqrt_head_dim, 1 << FRAC)
+        k = rotate(k, cos, sin)
+        if index < len(cache.keys):
+            k = cache.keys[index] = torch.cat([cache.keys[index], k], dim=1)
+            v = cache.values[index] = torch.cat([cache.values[index], v], dim=1)
+        else:
+            cache.keys.append(k)
+            cache.values.append(v)
+        group = self.heads // self.kv_heads
+        keys = k.repeat_interleave(group, dim=2).permute(0, 2, 3, 1)       # [B, H, hd, S]
+        values = v.repeat_interleave(group, dim=2).permute(0, 2, 1, 3)     # [B, H, S, hd]
+        scores = rdiv(_int64_matmul(q.permute(0, 2, 1, 3), keys), 1 << FRAC)             # [B, H, T, S]
+        total = keys.shape[-1]
+        if total >= POSITION_LIMIT:
+            raise ExactOverflowError("attention over 2^32 positions or more")
+        query_at = torch.arange(total - new, total, device=x.device)[:, None]
+        allowed = (torch.arange(total, device=x.device)[None, :] <= query_at)[None, None] & mask[:, None, None, :].bool()
+        peak = scores.masked_fill(~allowed, torch.iinfo(torch.int64).min).amax(dim=-1, keepdim=True)
+        weights = iexp(torch.where(allowed, scores - peak, EXP_INPUT_FLOOR)) * allowed
+        probs = rdiv(weights << PROB_FRAC, torch.clamp(weights.sum(dim=-1, keepdim=True), min=1))
+        out = rdiv(_int64_matmul(probs, values), 1 << PROB_FRAC)                          # [B, H, T, hd]
+        return layer.o(out.permute(0, 2, 1, 3).reshape(batch, new, self.heads * self.head_dim))
+
+
+def _bounded(x: torch.Tensor, what: str) -> torch.Tensor:
+    _check(x, MAX_QUANTISED, what)
+    return x
+
+
+def _matrix_tensors(prefix: str, matrix: IntMatrix) -> dict[str, torch.Tensor]:
+    return {f"{prefix}.weight": matrix.weight, f"{prefix}.multiplier": matrix.multiplier,
+            f"{prefix}.shift": matrix.shift, f"{prefix}.bias": matrix.bias}
+
+
+def tensors_digest(tensors: dict[str, torch.Tensor]) -> str:
+    """sha256 of name ‖ NUL ‖ dtype ‖ NUL ‖ shape (u32 LE each) ‖ data (LE), over the names in sorted order."""
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        tensor = tensors[name].contiguous().cpu()
+        digest.update(name.encode() + b"\0" + str(tensor.dtype).removeprefix("torch.").encode() + b"\0")
+        digest.update(b"".join(int(size).to_bytes(4, "little") for size in tensor.shape))
+        array = tensor.numpy()
+        digest.update(array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes())
+    return digest.hexdigest()
+
+
+def rms_norm(h: torch.Tensor, weight: torch.Tensor, eps_q32: int) -> torch.Tensor:
+    """Q16 RMSNorm: r = isqrt(floor(Σh² / d) + eps·2^32) (Q16), y = round(round(h · 2^16 / r) · γ / 2^16)."""
+    _check(h, MAX_RESIDUAL, "RMSNorm input")
+    width = h.shape[-1]
+    if width > MAX_WIDTH:
+        raise ExactOverflowError(f"width {width} > {MAX_WIDTH}")
+    root = isqrt((h * h).sum(dim=-1, keepdim=True) // width + eps_q32)
+    return rdiv(rdiv(h * (1 << FRAC), root) * weight, 1 << FRAC)
+
+
+def _rope_table() -> tuple[torch.Tensor, torch.Tensor]:
+    angles = torch.arange((1 << ROPE_TABLE_BITS) + 1, dtype=torch.float64) * (2 * math.pi / (1 << ROPE_TABLE_BITS))
+    return (torch.round(torch.cos(angles) * (1 << ROPE_FRAC)).long(),
+            torch.round(torch.sin(angles) * (1 << ROPE_FRAC)).long())
+
+
+COS_TABLE, SIN_TABLE = _rope_table()
+"""round_half_even(cos and sin(2πk / 4096) · 2^30), k = 0..4096 (docs/protocol.md gives their digest)."""
+
+
+def rope_tables(frequency: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q30 cos and sin of (position · F_i mod 2^32) turns / 2^32: the table entry and linear interpolation over
+    the low 20 bits. [B, T, hd/2]."""
+    turns = (positions[..., None] * frequency) & 0xFFFFFFFF
+    index = turns >> (32 - ROPE_TABLE_BITS)
+    fraction = turns & ((1 << (32 - ROPE_TABLE_BITS)) - 1)
+
+    def interpolate(table: torch.Tensor) -> torch.Tensor:
+        table = table.to(frequency.device)
+        low, high = table[index], table[index + 1]
+        return low + rdiv((high - low) * fraction, 1 << (32 - ROPE_TABLE_BITS))
+
+    return interpolate(COS_TABLE), interpolate(SIN_TABLE)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """RoPE in the half-split layout on Q16 x [B, T, heads, hd] with Q30 cos, sin [B, T, hd/2]."""
+    half = x.shape[-1] // 2
+    first, second = x[..., :half], x[..., half:]
+    cos, sin = cos[:, :, None], sin[:, :, None]
+    one = 1 << ROPE_FRAC
+    return torch.cat([rdiv(first * cos - second * sin, one), rdiv(second * cos + first * sin, one)], dim=-1)
+
+
+# ---- from a float model ------------------------------------------------------------------------------
+
+def quantise_policy(model: torch.nn.Module) -> ExactPolicy:
+    """The integer form of a Llama- or Qwen2-style Hugging Face model (float weights, any dtype)."""
+    config = model.config
+    if config.model_type not in ("llama", "qwen2"):
+        raise InferenceError(f"exact mode supports llama and qwen2 models, not {config.model_type}")
+    rope = getattr(config, "rope_scaling", None) or {}
+    if rope.get("rope_type", "default") != "default" or getattr(config, "hidden_act", "silu") != "silu":
+        raise InferenceError("exact mode supports default RoPE and SiLU only")
+    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    base = float(getattr(config, "rope_theta", None) or config.rope_parameters["rope_theta"])
+    decoder = model.get_decoder()
+    layers = []
+    for block in decoder.layers:
+        attention, mlp = block.self_attn, block.mlp
+        layers.append(ExactLayer(
+            input_norm=_q16(block.input_layernorm.weight), post_norm=_q16(block.post_attention_layernorm.weight),
+            **{name: quantise_matrix(proj.weight, proj.bias)
+               for name, proj in (("q", attention.q_proj), ("k", attention.k_proj), ("v", attention.v_proj),
+                                  ("o", attention.o_proj), ("gate", mlp.gate_proj), ("up", mlp.up_proj),
+                                  ("down", mlp.down_proj))}))
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim
+    frequency = torch.round(base ** -exponents / (2 * math.pi) * 2.0**32).long()
+    embed = _q16(decoder.embed_tokens.weight)
+    _check(embed, MAX_RESIDUAL, "embedding")
+    for layer in layers:
+        for tensor in (layer.input_norm, layer.post_norm, *(getattr(layer, name).bias for name in _MATRICES)):
+            _check(tensor, MAX_QUANTISED, "norm weight or bias")
+    norm = _q16(decoder.norm.weight)
+    _check(norm, MAX_QUANTISED, "norm weight or bias")
+    return ExactPolicy(
+        embed=embed, layers=tuple(layers), norm=norm,
+        lm_head=quantise_matrix(model.get_output_embeddings().weight), rope_frequency=frequency,
+        rms_eps=max(1, round(config.rms_norm_eps * 2.0**32)), inv_sqrt_head_dim=round(2.0**FRAC / math.sqrt(head_dim)),
+        heads=heads, kv_heads=kv_heads, head_dim=head_dim)
+
+
+# ---- sampling and generation -------------------------------------------------------------------------
+
+NOISE_MAX = 23 << FRAC
+"""An upper bound of every fixed_gumbel value: L ≥ −33 · 2^24 below 2^31 (n · h ≥ 2^30), L > log2 ln 2 above, so
+g ≤ 33 ln 2 < 23."""
+NOISE_BUCKET_BITS = 12
+NOISE_SLACK = 64
+"""Q16 units (10^-3) added to a bucket's first noise value to bound the bucket: the real g falls as x grows and
+the integer g is within 10^-5 (0.7 units) of it."""
+NOISE_CEILINGS = torch.clamp(fixed_gumbel(torch.arange(1 << NOISE_BUCKET_BITS, dtype=torch.int64)
+                                          << (32 - NOISE_BUCKET_BITS)) + NOISE_SLACK, max=NOISE_MAX)
+"""A bound of g over the words of each bucket (the words' top 12 bits)."""
+BAR_TOKENS = 32
+
+
+def sample_fixed(logits: torch.Tensor, seeds: torch.Tensor, position: int | torch.Tensor,
+                 temperature: float) -> torch.Tensor:
+    """Exact-mode sampling rule over Q16 logits [B, V]: T = 0 the argmax; T > 0 the argmax of
+    z = round(l · 2^16 / round(T · 2^16)) plus g(s, i, v) in Q16; ties to the lowest token id.
+
+    The integer noise is computed only where it can matter: the exact scores of the BAR_TOKENS tokens with the
+    highest bound (z + the ceiling of their word's bucket) set a bar, and a token whose bound is below it can
+    neither win nor tie. The result is the full rule's."""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    scale = round(temperature * (1 << FRAC))
+    if scale < 1:
+        raise InferenceError("temperature below 2^-17 is not representable in exact mode")
+    positions = torch.as_tensor(position, dtype=torch.int64, device=seeds.device).expand(seeds.shape[0])
+    z = rdiv(logits * (1 << FRAC), scale)
+    words = noise_words(seeds, positions, z.shape[-1])
+    bound = z + NOISE_CEILINGS.to(z.device)[words >> (32 - NOISE_BUCKET_BITS)]
+    top = bound.topk(min(BAR_TOKENS, z.shape[-1]), dim=-1).indices
+    bar = (z.gather(-1, top) + fixed_gumbel(words.gather(-1, top))).amax(dim=-1, keepdim=True)
+    row, token = (bound >= bar).nonzero(as_tuple=True)
+    scores = torch.full_like(z, torch.iinfo(torch.int64).min)
+    scores[row, token] = z[row, token] + fixed_gumbel(words[row, token])
+    return scores.argmax(dim=-1)
+
+
+@dataclass(frozen=True)
+class ExactCompletion:
+    token_ids: list[int]
+    logits: torch.Tensor
+    """int64 Q16 [n_tokens, V]: the logits each token was drawn from."""
+    hidden: torch.Tensor
+    """int64 Q16 [n_tokens, d]: the final hidden state each token's logits came from."""
+
+
+Draw = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
+"""(Q16 logits [B, V], seeds [B], position) -> token ids [B]: how a generation picks its tokens."""
+
+
+@torch.inference_mode()
+def generate(policy: ExactPolicy, prompts: Sequence[Sequence[int]], seeds: Sequence[int], temperature: float,
+             max_tokens: int, eos_ids: Sequence[int], pad_id: int = 0, draw: Draw | None = None) -> list[ExactCompletion]:
+    """One completion per prompt, left-padded in one batch: a prefill, then one decode step a token with the
+    KV cache. Each row's integers are those of the row alone (every operation is per row and exact). `draw`
+    replaces the sampling rule (benchmarks' dishonest samplers)."""
+    if draw is None:
+        def draw(logits: torch.Tensor, seeds: torch.Tensor, position: int) -> torch.Tensor:
+            return sample_fixed(logits, seeds, position, temperature)
+
+    device = policy.embed.device
+    batch, width = len(prompts), max(len(p) for p in prompts)
+    ids = torch.full((batch, width), pad_id, dtype=torch.int64)
+    mask = torch.zeros((batch, width), dtype=torch.int64)
+    for row, prompt in enumerate(prompts):
+        ids[row, width - len(prompt):] = torch.tensor(list(prompt))
+        mask[row, width - len(prompt):] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    positions = (mask.cumsum(-1) - 1).clamp_min(0)
+    seed_tensor = torch.tensor([int(s) for s in seeds], dtype=torch.int64, device=device)
+    cache = KVCache()
+    hidden = policy.forward(ids, positions, mask, cache)[:, -1]
+    logits = policy.logits(hidden)
+    next_position = positions[:, -1] + 1
+    eos = torch.tensor(list(eos_ids), dtype=torch.int64, device=device)
+    tokens, all_logits, all_hidden = [], [], []
+    ended = torch.zeros(batch, dtype=torch.bool, device=device)
+    for step in range(max_tokens):
+        chosen = draw(logits, seed_tensor, step)
+        tokens.append(chosen.masked_fill(ended, pad_id))
+        all_logits.append(logits)
+        all_hidden.append(hidden)
+        ended |= torch.isin(chosen, eos)
+        if step + 1 == max_tokens or bool(ended.all()):
+            break
+        mask = torch.cat([mask, torch.ones((batch, 1), dtype=torch.int64, device=device)], dim=1)
+        hidden = policy.forward(tokens[-1][:, None], next_position[:, None], mask, cache)[:, -1]
+        logits = policy.logits(hidden)
+        next_position = next_position + 1
+    token_rows = torch.stack(tokens, dim=1).tolist()
+    logit_rows, hidden_rows = torch.stack(all_logits, dim=1).cpu(), torch.stack(all_hidden, dim=1).cpu()
+    completions = []
+    eos_set = set(int(e) for e in eos_ids)
+    for row in range(batch):
+        length = next((k + 1 for k, t in enumerate(token_rows[row]) if t in eos_set), len(token_rows[row]))
+        completions.append(ExactCompletion(token_rows[row][:length], logit_rows[row, :length].clone(),
+                                           hidden_rows[row, :length].clone()))
+    return completions
+
+
+@torch.inference_mode()
+def prefill_logits(policy: ExactPolicy, prompt: Sequence[int], completion: Sequence[int]) -> torch.Tensor:
+    """Q16 logits [len(completion), V] each completion token was drawn from, in one pass (the validator's)."""
+    sequence = list(prompt) + list(completion)[:-1]
+    ids = torch.tensor([sequence], device=policy.embed.device)
+    hidden = policy.forward(ids, torch.arange(len(sequence), device=ids.device)[None], torch.ones_like(ids), KVCache())
+    return policy.logits(hidden[0, len(prompt) - 1:]).cpu()
+
+
+def first_deviation(policy: ExactPolicy, prompt: Sequence[int], completion: Sequence[int], seed: int,
+                    temperature: float) -> int | None:
+    """The validator's replay with tolerance zero: the first position whose token is not the rule's draw from
+    the recomputed logits (None: every token is)."""
+    logits = prefill_logits(policy, prompt, completion)
+    seeds = torch.full((len(completion),), int(seed), dtype=torch.int64)
+    drawn = sample_fixed(logits, seeds, torch.arange(len(completion)), temperature)
+    differs = (drawn != torch.tensor(list(completion))).nonzero()
+    return int(differs[0]) if differs.numel() else None

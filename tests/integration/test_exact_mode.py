@@ -1,0 +1,248 @@
+"""Exact mode (docs/protocol.md, "Exact mode"): the torch path and the numpy reference written from the spec
+compute the same integers; batch size, the KV cache and thread counts change no bit; the stated bounds raise;
+a changed weight is caught at the first token it changes."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+
+import numpy as np
+import pytest
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from inference import exact
+from inference.tiny import BOS_ID, EOS_ID, build_tiny_llama
+from proofs.sampling import noise_words
+from tests.support import exact_reference as reference
+
+VOCAB = 100
+
+
+def _qwen2(seed: int) -> Qwen2ForCausalLM:
+    """A Qwen2-style model: q/k/v biases, grouped-query attention, tied embeddings."""
+    config = Qwen2Config(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+                         rms_norm_eps=1e-6, eos_token_id=EOS_ID)
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config).eval()
+    with torch.no_grad():
+        for layer in model.model.layers:
+            for projection in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                projection.bias.normal_(std=0.05)
+    return model
+
+
+MODELS = {
+    "tiny-llama": lambda: build_tiny_llama(VOCAB, 3, lm_head_std=0.25),
+    "qwen2-style": lambda: _qwen2(5),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def models(request: pytest.FixtureRequest) -> tuple[torch.nn.Module, exact.ExactPolicy]:
+    model = MODELS[request.param]()
+    return model, exact.quantise_policy(model)
+
+
+@pytest.fixture(scope="module")
+def tiny() -> exact.ExactPolicy:
+    return exact.quantise_policy(MODELS["tiny-llama"]())
+
+
+def _prefill(policy: exact.ExactPolicy, prompt: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q16 final hidden states and logits of every position of one prompt."""
+    hidden = policy.forward(torch.tensor([prompt]), torch.arange(len(prompt))[None],
+                            torch.ones(1, len(prompt), dtype=torch.int64), exact.KVCache())[0]
+    return hidden, policy.logits(hidden)
+
+
+def _prompts(count: int, seed: int) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[BOS_ID] + [rng.randrange(4, VOCAB) for _ in range(rng.randrange(1, 9))] for _ in range(count)]
+
+
+def test_the_reference_written_from_the_spec_computes_the_same_integers(models) -> None:
+    model, policy = models
+    state = {name: value.detach().numpy() for name, value in model.state_dict().items()}
+    checkpoint = reference.quantise(state, model.config.to_dict())
+    assert reference.digest(checkpoint) == policy.digest()
+    prompt = [BOS_ID, 10, 11, 12, 13, 14, 15]
+    hidden, logits = _prefill(policy, prompt)
+    reference_hidden, reference_logits = reference.forward(checkpoint, prompt)
+    assert np.array_equal(hidden.numpy(), reference_hidden)
+    assert np.array_equal(logits.numpy(), reference_logits)
+    for temperature in (1.0, 0.7, 0.0):
+        completion = exact.generate(policy, [prompt[:3]], [11], temperature, 12, [EOS_ID])[0]
+        tokens, reference_rows = reference.generate(checkpoint, prompt[:3], 11, temperature, 12, {EOS_ID})
+        assert completion.token_ids == tokens
+        assert np.array_equal(completion.logits.numpy(), reference_rows)
+
+
+def test_integer_logits_stay_near_the_float_models(models) -> None:
+    model, policy = models
+    prompt = [BOS_ID, 20, 21, 22, 23]
+    with torch.no_grad():
+        float_logits = model(torch.tensor([prompt])).logits[0].double()
+    _, logits = _prefill(policy, prompt)
+    error = (logits.double() / 2**exact.FRAC - float_logits).abs().max()
+    assert error < 0.05 * float_logits.abs().max()
+
+
+def test_fixed_point_noise_is_the_references_and_a_gumbel_to_1e5() -> None:
+    words = [0, 1, 2**12, 2**31 - 1, 2**31, 2**32 - 2, 2**32 - 1] + random.Random(0).sample(range(2**32), 2000)
+    noise = exact.fixed_gumbel(torch.tensor(words, dtype=torch.int64)).tolist()
+    assert noise == [reference.gumbel_q16(w) for w in words]
+    uniforms = [(2 * w + 1) / 2**33 for w in words]
+    exact_gumbel = [-math.log(-math.log1p(-u)) for u in uniforms]
+    assert max(abs(g / 2**16 - e) for g, e in zip(noise, exact_gumbel)) < 1e-5
+    assert max(noise) <= exact.NOISE_MAX
+
+
+def test_drawing_computes_the_noise_only_where_it_can_win_and_draws_what_the_full_rule_draws() -> None:
+    generator = torch.Generator().manual_seed(8)
+    logits = torch.randint(-2**20, 2**20, (12, 2000), generator=generator)
+    logits[:4] = 7  # all tied before the noise
+    logits[4:8, 123] = 2**30  # one token far ahead
+    seeds = torch.arange(12) * 1_000_003
+    for temperature in (1.0, 0.3):
+        z = exact.rdiv(logits * 2**16, round(temperature * 2**16))
+        full = (z + exact.fixed_gumbel(noise_words(seeds, torch.full_like(seeds, 9), 2000))).argmax(dim=-1)
+        assert torch.equal(exact.sample_fixed(logits, seeds, 9, temperature), full)
+
+
+def test_integer_sqrt_exp_and_silu_are_exact_integers_near_the_reals() -> None:
+    rng = random.Random(1)
+    values = [0, 1, 2, 3, 4, 2**62 - 1] + [rng.randrange(2**62) for _ in range(1000)] + [k * k - 1 for k in range(1, 200)]
+    assert exact.isqrt(torch.tensor(values)).tolist() == [math.isqrt(v) for v in values]
+    d = torch.arange(-30 * 2**16, 1, 997)
+    assert (exact.iexp(d).double() / 2**30 - torch.exp(d.double() / 2**16)).abs().max() < 1e-5
+    assert np.array_equal(exact.iexp(d).numpy(), reference.exp_q30(d.numpy()))
+    x = torch.arange(-30 * 2**16, 30 * 2**16, 997)
+    assert (exact.silu(x).double() / 2**16 - torch.nn.functional.silu(x.double() / 2**16)).abs().max() < 1e-4
+    assert np.array_equal(exact.silu(x).numpy(), reference.silu_q16(x.numpy()))
+
+
+def test_each_row_is_the_same_integers_in_any_batch(tiny: exact.ExactPolicy) -> None:
+    prompts = _prompts(64, seed=2)
+    seeds = list(range(100, 164))
+    full = exact.generate(tiny, prompts, seeds, 1.0, 10, [EOS_ID])
+    for begin, size in ((0, 1), (5, 3), (47, 17)):
+        part = exact.generate(tiny, prompts[begin:begin + size], seeds[begin:begin + size], 1.0, 10, [EOS_ID])
+        for row, completion in enumerate(part):
+            assert completion.token_ids == full[begin + row].token_ids
+            assert torch.equal(completion.logits, full[begin + row].logits)
+            assert torch.equal(completion.hidden, full[begin + row].hidden)
+
+
+def test_decoding_with_the_kv_cache_equals_one_full_prefill(models) -> None:
+    _, policy = models
+    prompts = _prompts(4, seed=3)
+    for prompt, completion in zip(prompts, exact.generate(policy, prompts, [1, 2, 3, 4], 1.0, 16, [EOS_ID])):
+        assert torch.equal(exact.prefill_logits(policy, prompt, completion.token_ids), completion.logits)
+        assert exact.first_deviation(policy, prompt, completion.token_ids, prompts.index(prompt) + 1, 1.0) is None
+
+
+def test_thread_counts_change_no_bit(tiny: exact.ExactPolicy) -> None:
+    prompts = _prompts(8, seed=4)
+    threads = torch.get_num_threads()
+    try:
+        results = []
+        for count in (1, 2):
+            torch.set_num_threads(count)
+            results.append(exact.generate(tiny, prompts, list(range(8)), 1.0, 12, [EOS_ID]))
+    finally:
+        torch.set_num_threads(threads)
+    for one, two in zip(*results):
+        assert one.token_ids == two.token_ids and torch.equal(one.logits, two.logits)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here: the CUDA path runs where one is lent")
+def test_cuda_computes_the_cpus_integers(tiny: exact.ExactPolicy) -> None:
+    prompts = _prompts(24, seed=5)
+    on_cpu = exact.generate(tiny, prompts, list(range(24)), 1.0, 12, [EOS_ID])
+    on_cuda = exact.generate(tiny.to("cuda"), prompts, list(range(24)), 1.0, 12, [EOS_ID])
+    for cpu, cuda in zip(on_cpu, on_cuda):
+        assert cpu.token_ids == cuda.token_ids and torch.equal(cpu.logits, cuda.logits)
+
+
+def test_every_stated_bound_raises_before_it_is_broken(tiny: exact.ExactPolicy) -> None:
+    with pytest.raises(exact.ExactOverflowError, match="weight"):
+        exact.quantise_matrix(torch.full((2, 4), 40.0))
+    with pytest.raises(exact.ExactOverflowError, match="quantised activation"):
+        exact.quantise_rows(torch.tensor([[2**31, 0]]))
+    with pytest.raises(exact.ExactOverflowError, match="inner dimension"):
+        exact.quantise_matrix(torch.ones(1, exact.MAX_INNER + 1))(torch.ones(1, exact.MAX_INNER + 1, dtype=torch.int64))
+    with pytest.raises(exact.ExactOverflowError, match="RMSNorm input"):
+        exact.rms_norm(torch.tensor([[exact.MAX_RESIDUAL, 0]]), torch.ones(2, dtype=torch.int64), 1)
+    with pytest.raises(exact.ExactOverflowError, match="SiLU"):
+        exact.silu(torch.tensor([-exact.MAX_QUANTISED]))
+    with pytest.raises(exact.ExactOverflowError, match="positions"):
+        tiny.forward(torch.tensor([[BOS_ID]]), torch.tensor([[2**32]]), torch.ones(1, 1, dtype=torch.int64),
+                     exact.KVCache())
+    blown_up = exact.ExactPolicy(**{**tiny.__dict__, "embed": tiny.embed * 20000})
+    with pytest.raises(exact.ExactOverflowError, match="residual|RMSNorm"):
+        blown_up.forward(torch.tensor([[BOS_ID, 10]]), torch.arange(2)[None], torch.ones(1, 2, dtype=torch.int64),
+                         exact.KVCache())
+
+
+def _with_weight(policy: exact.ExactPolicy, layer: int, name: str, row: int, column: int) -> exact.ExactPolicy:
+    matrix = getattr(policy.layers[layer], name)
+    weight = matrix.weight.clone()
+    weight[row, column] = weight[row, column] + (64 if weight[row, column] < 0 else -64)
+    changed = exact.ExactLayer(**{**policy.layers[layer].__dict__, name: exact.IntMatrix(
+        weight, matrix.multiplier, matrix.shift, matrix.bias)})
+    layers = policy.layers[:layer] + (changed,) + policy.layers[layer + 1:]
+    return exact.ExactPolicy(**{**policy.__dict__, "layers": layers})
+
+
+def test_a_weight_moved_by_half_its_int8_range_changes_the_logits(tiny: exact.ExactPolicy) -> None:
+    """(A change that the rounding downstream absorbs leaves every logit, so every drawn token, as it was.)"""
+    prompt = [BOS_ID, 30, 31, 32, 33, 34, 35, 36]
+    _, honest = _prefill(tiny, prompt)
+    rng = random.Random(6)
+    for layer in range(len(tiny.layers)):
+        for name in ("q", "k", "v", "o", "gate", "up", "down"):
+            rows, columns = getattr(tiny.layers[layer], name).weight.shape
+            changed = _with_weight(tiny, layer, name, rng.randrange(rows), rng.randrange(columns))
+            assert changed.digest() != tiny.digest()
+            _, logits = _prefill(changed, prompt)
+            assert not torch.equal(logits, honest), f"layer {layer} {name}"
+
+
+def test_a_policy_one_percent_off_in_one_layer_is_caught_at_its_first_differing_token() -> None:
+    model = MODELS["tiny-llama"]()
+    honest = exact.quantise_policy(model)
+    with torch.no_grad():
+        model.model.layers[1].mlp.down_proj.weight.mul_(1.01)
+    cheat = exact.quantise_policy(model)
+    prompts = _prompts(8, seed=7)
+    caught = 0
+    for row, (prompt, completion) in enumerate(zip(prompts, exact.generate(cheat, prompts, range(8), 1.0, 24,
+                                                                           [EOS_ID]))):
+        truth = exact.generate(honest, [prompt], [row], 1.0, 24, [EOS_ID])[0].token_ids
+        first_difference = next((i for i, (a, b) in enumerate(zip(completion.token_ids, truth)) if a != b), None)
+        assert exact.first_deviation(honest, prompt, completion.token_ids, row, 1.0) == first_difference
+        caught += first_difference is not None
+    assert caught >= 1
+
+
+def test_rope_tables_are_the_published_ones() -> None:
+    tables = torch.stack([exact.COS_TABLE, exact.SIN_TABLE]).numpy().astype("<i8").tobytes()
+    assert hashlib.sha256(tables).hexdigest() == "b929542bbc3e36f075bf19c9157e20362ac28013c1a04679bf54a491a28dba5f"
+    assert [reference.cos_sin(turns) for turns in (0, 2**30, 2**31, 3 * 2**30)] == [
+        (2**30, 0), (0, 2**30), (-(2**30), 0), (0, -(2**30))]
+
+
+def test_the_cpu_gemm_is_exact_at_the_largest_sums_the_bounds_allow() -> None:
+    inner = exact.MAX_INNER
+    signs = torch.randint(0, 2, (4, inner), generator=torch.Generator().manual_seed(9)) * 2 - 1
+    weight = (127 * signs).to(torch.int8)
+    x = torch.stack([torch.full((inner,), 1000), 1000 * signs[1], -1000 * signs[2]])
+    matrix = exact.IntMatrix(weight, torch.full((4,), 1 << 14), torch.full((4,), 40), torch.zeros(4, dtype=torch.int64))
+    q, a, e = exact.quantise_rows(x)
+    sums = q.long() @ weight.long().t()
+    assert int(sums.abs().max()) == 127 * 127 * inner
+    assert torch.equal(matrix(x), exact.rdiv(sums * a * matrix.multiplier, 127 << (matrix.shift - e)))
