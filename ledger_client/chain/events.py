@@ -33,7 +33,7 @@ from ledger_client.chain.bindings import CONTRACT_EVENT_TYPES
 from ledger_client.chain.codegen import snake
 from ledger_client.chain.contract import BoundContract, EventMeta
 from ledger_client.chain.errors import LedgerError
-from ledger_client.chain.logs import DEFAULT_PAGE_BLOCKS, pages
+from ledger_client.chain.logs import DEFAULT_PAGE_BLOCKS, logs_page, pages
 from ledger_client.chain.tx import with_retries
 
 
@@ -171,10 +171,10 @@ class EventCursor:
         candidates = self._rewind_if_reorged(latest)
         safe = head - self.confirmations
         for start, end in pages(self.state["next_block"], safe, self.batch_blocks):
-            logs = with_retries(lambda: self.w3.eth.get_logs({
+            logs = logs_page(lambda: self.w3.eth.get_logs({
                 "address": self.contract.address, "fromBlock": start, "toBlock": end,
                 "topics": self._topics,
-            }), what="eth_getLogs")
+            }), f"eth_getLogs in blocks {start}..{end}")
             out.extend(self._deliver(logs, candidates))
             block = latest if end == head else \
                 with_retries(lambda: self.w3.eth.get_block(end), what="eth_getBlockByNumber")

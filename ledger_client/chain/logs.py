@@ -14,16 +14,25 @@ day's blocks once, in pages; a client restarted after a day reads them again onc
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from web3 import Web3
+from web3.exceptions import Web3RPCError
+
+from ledger_client.chain.error_bases import LedgerError
+from ledger_client.chain.tx import with_retries
 
 DEFAULT_PAGE_BLOCKS = 10_000
 """The largest block range of one `eth_getLogs` unless configured: what providers commonly allow."""
 
 REORG_BLOCKS = 64
 """How many of the newest blocks a repeated `scan` reads again: a reorganisation that deep is followed."""
+
+PAGE_ATTEMPTS = 4
+PAGE_RETRY_S = 0.25
+"""A refused page is asked again after 0.25, 0.5, 0.75 s (`logs_page`)."""
 
 
 def pages(first: int, last: int, page_blocks: int) -> Iterator[tuple[int, int]]:
@@ -34,6 +43,21 @@ def pages(first: int, last: int, page_blocks: int) -> Iterator[tuple[int, int]]:
         end = min(last, first + page_blocks - 1)
         yield first, end
         first = end + 1
+
+
+def logs_page(fetch: Callable[[], Iterable], what: str) -> list:
+    """One `eth_getLogs` (`fetch`), connection errors retried (`with_retries`). A node may also refuse a range
+    ending at a block it has not indexed yet (geth 1.17 just after sealing it: "failed to retrieve log value pointer
+    … not found") and answer a moment later: a refusal is asked again after 0.25, 0.5 and 0.75 s, then LedgerError
+    naming `what`."""
+    for attempt in range(PAGE_ATTEMPTS):
+        try:
+            return list(with_retries(fetch, what=what))
+        except Web3RPCError as exc:
+            if attempt == PAGE_ATTEMPTS - 1:
+                raise LedgerError(f"{what} refused: {getattr(exc, 'message', None) or exc}") from exc
+            time.sleep(PAGE_RETRY_S * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def _frozen(value: Any) -> Any:
@@ -56,7 +80,8 @@ class LogReader:
         self._lock = threading.Lock()
 
     def _page(self, event: Any, filters: dict | None, first: int, last: int) -> list:
-        return list(event.get_logs(argument_filters=filters, from_block=first, to_block=last))
+        return logs_page(lambda: event.get_logs(argument_filters=filters, from_block=first, to_block=last),
+                         f"eth_getLogs of {event.event_name} in blocks {first}..{last}")
 
     def read(self, event: Any, filters: dict | None = None, from_block: int = 0, to_block: int | None = None) -> list:
         """Every log of `event` (a web3 contract event, e.g. `pool.contract.events.WorkSubmitted`) matching the
