@@ -11,7 +11,6 @@ the same (docs/protocol.md, "Pacing").
 
 from __future__ import annotations
 
-import math
 from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,11 @@ WINDOW_PER_WORKER = 3
 """... and the window of recent files is this many times the workers counted in it: paced workers send files at equal
 expected rates, so among 3·W files each of W active workers is seen with probability ≥ 1 − e⁻³ ≈ 95% (the count
 sits within ~6% of the pool, at 10 workers or 10,000; docs/protocol.md, "Pacing")."""
+
+
+MAX_NOTE_VALUE = 2**32
+"""The largest files a step, files held or workers a note may state (and 1 / it the fewest files a step); a note past
+these (or not finite) is malformed and nobody paces on it."""
 
 
 @dataclass(frozen=True)
@@ -42,9 +46,10 @@ class DemandNote:
         try:
             needed, buffered = float(metrics["files_per_step_needed"]), float(metrics["buffered_files"])
             workers = int(metrics["recent_workers"])
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             return None
-        if not (math.isfinite(needed) and needed > 0 and math.isfinite(buffered) and buffered >= 0 and workers >= 1):
+        if not (1 / MAX_NOTE_VALUE <= needed <= MAX_NOTE_VALUE and 0 <= buffered <= MAX_NOTE_VALUE
+                and 1 <= workers <= MAX_NOTE_VALUE):
             return None
         return cls(needed, buffered, workers)
 

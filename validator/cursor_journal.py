@@ -110,6 +110,10 @@ class CursorJournal:
         self._has_snapshot, self._log_bytes, self._saved = True, 0, _copy(state)
         return written
 
+    def saved(self) -> dict[str, Any]:
+        """A copy of the state as last committed: what a cursor goes back to when a poll fails before its commit."""
+        return _copy(self._saved)
+
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)

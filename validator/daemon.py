@@ -109,10 +109,20 @@ class ValidatorDaemon:
             except Exception as exc:  # noqa: BLE001 - chain or IPFS down: log, wait, poll again
                 log.error("poll failed: %s: %s", exc.__class__.__name__, exc)
                 self.metrics.loop_errors.inc()
+                self.forget_failed_poll()
                 judged = 0
                 stop.wait(max(self.config.poll_interval_s, 2.0))
             if judged == 0:  # the next poll at the next block (new work comes with one), or after the interval
                 wait_for_a_block(self.ledger.w3, self.chain_clock.head(), stop, self.config.poll_interval_s)
+
+    def forget_failed_poll(self) -> None:
+        """Put the cursors back where they were last committed: a poll that failed part-way had moved them past
+        events it never judged (a later page refused, a block or a file that could not be read), which the next
+        poll would otherwise skip for good. The events come again, as after a kill -9, and the work already judged
+        on-chain is skipped."""
+        self.cursor.state = self.cursor_journal.saved()
+        if self.court_flow is not None:
+            self.court_flow.cursor.state = self.court_flow.cursor_journal.saved()
 
     def run_once(self) -> int:
         """One poll: judge every new submission and every retry that is due, save what is left for

@@ -4,8 +4,8 @@ The rule (the local worker's, worker/local_cli.py): generate while what waits fo
 `async_level` steps' worth of files — here the files the trainer said it holds after the newest step, plus the files
 this worker submitted since it saw that step, against its share of `async_level × files_per_step`. A trainer that
 took fewer informative groups than its note foresaw waits for files and publishes no new step: after 1.5 step
-intervals without one the worker makes another share of a step, and so on, so a wrong note slows a step, never
-stops the pool. Without a note (a trainer that publishes no metrics, or none yet) a worker generates as fast as it
+intervals without one the worker makes another share of a step, and so on (from the seventeenth such stall on, twice
+what the stalls added before), so a wrong note slows a step, never stops the pool. Without a note (a trainer that publishes no metrics, or none yet) a worker generates as fast as it
 can.
 
 A share is a fraction of a file when the pool has more workers than a step needs files: it is rounded at random,
@@ -28,6 +28,11 @@ PACE_POLL_S = 0.2
 """How often a paced worker looks at the chain for a new step."""
 STALL_INTERVALS = 1.5
 """Step intervals without a new step after which a paced worker makes another share of a step."""
+LINEAR_STALLS = 16
+"""Stalls that each add one share of a step; every later one doubles what the stalls add, so a note that counts far
+more workers than there are (a hostile or broken trainer's: shares of 2^-64 files) is overcome within 76 stalls: it
+slows a step, never stops the pool. Honest pools stall fewer times a step (10,000 workers with 2 % churn in the
+pacing simulation, tests/unit/worker/test_pacing.py): doubling sooner made them overproduce there."""
 FIRST_INTERVAL_S = 2.0
 """The step interval assumed before two steps were seen."""
 INTERVAL_EMA = 0.2
@@ -79,8 +84,9 @@ class Pacer:
                 return None
             note = self.note[1]
             share = max(0.0, self.async_level * note.files_per_step - note.buffered_files) / note.workers
-            stalled = (self.clock() - self.step_seen_at) / (STALL_INTERVALS * (self.interval_s or FIRST_INTERVAL_S))
-            return math.floor(share + math.floor(stalled) * note.files_per_step / note.workers + self.rounding)
+            stalls = math.floor((self.clock() - self.step_seen_at) / (STALL_INTERVALS * (self.interval_s or FIRST_INTERVAL_S)))
+            growth = stalls if stalls <= LINEAR_STALLS else LINEAR_STALLS * 2 ** min(stalls - LINEAR_STALLS, 200)
+            return math.floor(share + growth * note.files_per_step / note.workers + self.rounding)
 
     def may_generate(self) -> bool:
         quota = self.quota()

@@ -176,6 +176,26 @@ def test_uncommitted_batch_is_redelivered_but_not_judged_twice(chain, kubo, daem
     assert again.metrics.skipped._value.get() == 1
 
 
+def test_a_poll_that_fails_after_its_cursor_moved_loses_no_submission(chain, kubo, daemon_factory, monkeypatch):
+    """The cursor read the submission, then judging failed (a chain or Kubo error mid-poll): `run` forgets the poll,
+    and the next one judges the submission instead of skipping it for good."""
+    work = chain.submit(0, put_object(kubo, b"good after a failed poll"), 1)
+    daemon = daemon_factory("v")
+    judge_all = daemon._judge_all
+
+    def fail_once(subs):
+        monkeypatch.setattr(daemon, "_judge_all", judge_all)
+        raise ConnectionError("RPC gone mid-poll")
+
+    monkeypatch.setattr(daemon, "_judge_all", fail_once)
+    with pytest.raises(ConnectionError):
+        daemon.run_once()
+    assert daemon.cursor.state["next_block"] > daemon.cursor_journal.saved()["next_block"]  # moved, not committed
+    daemon.forget_failed_poll()  # what `run` does after a failed poll
+    assert daemon.run_once() == 1
+    assert get_work(chain.owner, work).status == WorkStatus.ACCEPTED
+
+
 def test_metrics_count_verdicts_by_reason(chain, kubo, daemon_factory):
     chain.submit(0, put_object(kubo, b"bad one"), 1)
     chain.submit(1, put_object(kubo, b"fine"), 1)

@@ -49,7 +49,12 @@ def test_a_missing_or_malformed_note_leaves_a_worker_unpaced():
                     {"files_per_step_needed": "x", "buffered_files": 1, "recent_workers": 1},
                     {"files_per_step_needed": -1, "buffered_files": 1, "recent_workers": 1},
                     {"files_per_step_needed": float("inf"), "buffered_files": 1, "recent_workers": 1},
-                    {"files_per_step_needed": 3, "buffered_files": 1, "recent_workers": 0}):
+                    {"files_per_step_needed": 3, "buffered_files": 1, "recent_workers": 0},
+                    {"files_per_step_needed": 3, "buffered_files": 1, "recent_workers": 10**400},
+                    {"files_per_step_needed": 3, "buffered_files": 1, "recent_workers": float("inf")},
+                    {"files_per_step_needed": 1e308, "buffered_files": 1, "recent_workers": 1},
+                    {"files_per_step_needed": 3, "buffered_files": float("nan"), "recent_workers": 1},
+                    {"files_per_step_needed": 3, "buffered_files": 1, "recent_workers": 2**32 + 1}):
         assert DemandNote.from_metrics(metrics) is None, metrics
     pacer = Pacer(async_level=2)
     pacer.latest_step(5)
@@ -91,6 +96,22 @@ def test_a_trainer_that_publishes_no_step_gets_another_share_each_stall_so_the_p
     clock.now += STALL_INTERVALS * pacer.interval_s * 2
     assert pacer.quota() == 4
 
+
+
+def test_a_note_counting_far_more_workers_than_there_are_slows_the_pool_but_never_stops_it():
+    """A hostile or broken trainer's note (2^32 workers and 2^-32 files a step: shares of 2^-64 files) still lets a
+    worker make a file after finitely many stall intervals without a step: from the seventeenth, each doubles the
+    shares the stalls add."""
+    clock = _Clock()
+    pacer = Pacer(async_level=2, clock=clock, rng=_Draws(0.0))
+    pacer.latest_step(1)
+    pacer.observe(1, DemandNote.from_metrics({"files_per_step_needed": 2**-32, "buffered_files": 0,
+                                              "recent_workers": 2**32}))
+    stalls = 0
+    while pacer.quota() == 0:
+        clock.now += STALL_INTERVALS * FIRST_INTERVAL_S
+        stalls += 1
+    assert pacer.quota() >= 1 and pacer.may_generate() and stalls == 76  # 16 · 2^(s − 16) · 2^-64 ≥ 1
 
 
 def test_a_share_below_a_file_is_a_chance_of_one_file_drawn_each_step():
