@@ -223,6 +223,9 @@ def verify_draw(spot: dict[str, JsonValue], work_id: str) -> SpotCheckDraw:
         if block_hash is None:  # a hash that is no string
             out.verified = False
             return out
+        if not (isinstance(indices, list) and spot_check_count(n, bps) <= len(indices) <= n):
+            out.verified = False  # drawing a hostile n (10^12 completions) would cost what the document does not
+            return out
         drawn = spot_check_randomness(bytes.fromhex(block_hash[2:]), bytes.fromhex(work_id[2:]))
         floor, lengths = _int(spot.get("min_checked_tokens")) or 0, _ints(spot.get("completion_tokens"))
         out.verified = hex_text(drawn) == randomness and spot_check_indices(drawn, n, bps, lengths, floor) == indices

@@ -70,15 +70,18 @@ def spot_check_indices(randomness: bytes | None, n: int, bps: int, completion_to
         return list(range(n))
     if randomness is None or len(randomness) != 32:
         raise ValueError("a spot check of fewer than all completions needs 32 bytes of randomness")
-    order = list(range(n))
-    counter = checked = drawn = 0
-    while drawn < m or checked < min_checked_tokens:
-        j, counter = _uniform_below(bytes(randomness), counter, n - drawn)
-        order[drawn], order[drawn + j] = order[drawn + j], order[drawn]
+    moved: dict[int, int] = {}  # the shuffle's positions that hold another index than their own (work ∝ draws, not n)
+    chosen: list[int] = []
+    counter = checked = 0
+    while len(chosen) < m or checked < min_checked_tokens:
+        i = len(chosen)
+        j, counter = _uniform_below(bytes(randomness), counter, n - i)
+        pick = moved.get(i + j, i + j)
+        moved[i + j] = moved.get(i, i)
+        chosen.append(pick)
         if min_checked_tokens:
-            checked += completion_tokens[order[drawn]]
-        drawn += 1
-    return sorted(order[:drawn])
+            checked += completion_tokens[pick]
+    return sorted(chosen)
 
 
 def detection_probability(n: int, m: int, fabricated: int) -> float:

@@ -129,3 +129,13 @@ def test_pool_create_refuses_a_floor_no_file_can_hold():
         update={"min_checked_tokens": most + 1})})
     with pytest.raises(UsageError, match=f"min_checked_tokens {most + 1} is more than a file can hold"):
         check_checked_token_floor(cfg, over)
+
+
+def test_a_hostile_draw_in_evidence_costs_the_explorer_no_more_than_the_document():
+    """An evidence document claiming 10^12 completions (and the right randomness) is not verified: drawing it would
+    take memory and keccaks the document did not pay for."""
+    spot = spot_check_of(_submission(), 64, 500)
+    for n, bps in ((10**12, 500), (10**12, 1), (10**8, 9_999)):
+        draw = verify_draw(spot | {"n": n, "spot_check_bps": bps}, "0x" + WORK_ID.hex())
+        assert draw.verified is False and draw.n == n
+    assert verify_draw(spot, "0x" + WORK_ID.hex()).verified is True
