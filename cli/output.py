@@ -74,7 +74,10 @@ def duration(seconds: int) -> str:
 def date(unix_s: int, now: int | None = None) -> str:
     """A Unix time for people, in UTC, and how far it is from `now` (the chain's time, where given):
     `2026-12-07 00:21:23 UTC (in 45 s)`, `… (3 min ago)`."""
-    text = datetime.fromtimestamp(unix_s, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    try:
+        text = datetime.fromtimestamp(unix_s, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (ValueError, OverflowError, OSError):  # past year 9999 (a chain value no calendar holds): the number
+        return f"{unix_s} (Unix time)"
     if now is None:
         return text
     if unix_s == now:

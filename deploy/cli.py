@@ -4,6 +4,7 @@ stake token's minting (on the devnet or on a chain `devnet deploy` deployed it t
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -110,7 +111,13 @@ def mint(args: argparse.Namespace) -> list[dict]:
         raise UsageError(f"the dev token's owner is {owner}, not {account.address}: pass the deployer's key")
     minted = []
     for who, amount in args.grants:
-        ledger.token.mint(who, amount)
+        try:
+            ledger.token.mint(who, amount)
+        except Exception:
+            if minted:  # what was given before the failure, so that the command is not run again for them
+                print("minted before the failure: " + ", ".join(f"{m['address']}={m['minted']}" for m in minted),
+                      file=sys.stderr)
+            raise
         minted.append({"address": Web3.to_checksum_address(who), "minted": amount,
                        "balance": ledger.token.balance_of(who)})
     return minted

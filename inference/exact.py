@@ -202,6 +202,8 @@ def quantise_matrix(weight: torch.Tensor, bias: torch.Tensor | None = None) -> I
     """Per-output-row int8 weights: s = max|w| / 127 and q = round_half_even(w · 127 / max|w|) in float64,
     s = M · 2^-S with M = round_half_even(f · 2^15) for s = f · 2^k, f in [1/2, 1), S = 15 - k."""
     w = weight.detach().double().cpu()
+    if not bool(torch.isfinite(w).all()):
+        raise ExactOverflowError("a weight is not finite (NaN or infinite)")
     peak = w.abs().amax(dim=1)
     if float(peak.max()) >= MAX_WEIGHT:
         raise ExactOverflowError(f"a weight of magnitude {float(peak.max())} ≥ {MAX_WEIGHT}")
@@ -216,7 +218,12 @@ def quantise_matrix(weight: torch.Tensor, bias: torch.Tensor | None = None) -> I
 
 
 def _q16(values: torch.Tensor) -> torch.Tensor:
-    return torch.round(values.detach().double().cpu() * (1 << FRAC)).long()
+    """Q16 fixed point of float values (norm weights, biases): ExactOverflowError unless finite and below 2^46, so
+    their products stay exact in int64."""
+    v = values.detach().double().cpu()
+    if not bool(torch.isfinite(v).all()) or (v.numel() and float(v.abs().max()) >= 2.0**46):
+        raise ExactOverflowError("a norm weight or bias is not finite or is 2^46 or more")
+    return torch.round(v * (1 << FRAC)).long()
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,8 @@ class ConsumedLog:
                 raise ValueError(f"not a work id: {work_id!r}")
             if work_id in self._ids:
                 raise ValueError(f"{work_id} is consumed already")
+        if len(set(new)) != len(new):  # two lines, one count: a resume would truncate inside trained history
+            raise ValueError("the same work id twice in one batch of consumed work")
         if not new:
             return
         if self._fd is not None:

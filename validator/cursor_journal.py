@@ -24,6 +24,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ledger_client.chain.errors import LedgerError
+
 COMPACT_RATIO = 4
 COMPACT_MIN_BYTES = 1 << 20
 SEQ = "journal_seq"
@@ -69,7 +71,12 @@ def prepare(snapshot: Path) -> None:
     data = log.read_bytes()
     if snapshot.exists() and data.strip():
         complete = data[: data.rfind(b"\n") + 1].splitlines()
-        _write_snapshot(snapshot, _replay(json.loads(snapshot.read_text()), complete))
+        try:
+            saved = json.loads(snapshot.read_text())
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise LedgerError(f"event cursor {snapshot} is damaged ({exc}); move it and {log.name} away to rescan "
+                              "from the deployment block") from exc
+        _write_snapshot(snapshot, _replay(saved, complete))
     log.unlink()
 
 

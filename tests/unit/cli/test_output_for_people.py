@@ -49,3 +49,8 @@ def test_a_validators_status_for_people_has_no_base_units_unix_times_or_reprs(ca
 
 def test_a_count_that_is_not_an_amount_stays_a_number() -> None:
     assert for_people("verdicts", 3) == "3" and for_people("challenge_window_s", 300) == "300"
+
+
+def test_a_time_no_calendar_holds_stays_a_number() -> None:
+    """A chain value past year 9999 (a bond locked until 2^40 s) is printed as the number, not a traceback."""
+    assert date(2**40) == f"{2**40} (Unix time)" and date(2**64, now=0) == f"{2**64} (Unix time)"

@@ -55,6 +55,9 @@ def test_an_id_is_never_logged_twice(tmp_path):
     with pytest.raises(ValueError, match="consumed already"):
         log.add([wid(1)])
     assert len(log) == 1 and read_consumed(tmp_path / "consumed.log") == [wid(1)]
+    with pytest.raises(ValueError, match="twice in one batch"):  # two lines, one count: a resume would cut short
+        log.add([wid(2), wid(2)])
+    assert len(log) == 1 and read_consumed(tmp_path / "consumed.log") == [wid(1)]
 
 
 def test_a_source_never_restored_starts_a_fresh_run(tmp_path):

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from ledger_client.chain.errors import LedgerError
 from validator import cursor_journal
 from validator.cursor_journal import CursorJournal, log_path, prepare
 
@@ -104,3 +107,11 @@ def test_a_cursor_file_written_before_the_log_is_read_as_it_was(tmp_path):
     assert 0 < journal.commit(old) < 1_000
     journal.close()
     assert loaded(snapshot) == old
+
+
+def test_a_damaged_snapshot_with_a_log_is_one_error_naming_the_file(tmp_path):
+    snapshot = tmp_path / "cursor.json"
+    snapshot.write_text("{not json")
+    log_path(snapshot).write_text('{"seq": 1, "set": {}, "put": {}, "del": {}}\n')
+    with pytest.raises(LedgerError, match="cursor.json is damaged"):
+        prepare(snapshot)
