@@ -28,7 +28,7 @@ from cli.output import print_result, tokens
 from ledger_client.chain.bindings import CourtParams, PoolParams
 from ledger_client.chain.keys import load_account
 from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import pool_state
+from ledger_client.chain.queries import court_of, court_validators, pool_state
 from ledger_client.ipfs.content import ContentError, fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient, KuboNotFound, KuboTimeout
 from protocol.digest import Digest, InvalidCid, cid_to_digest, hex_text
@@ -391,12 +391,30 @@ def fund_pool(ledger: Ledger, pool_id: int, amount: int) -> None:
 
 
 def pool_status(ledger: Ledger, pool_id: int) -> dict:
-    """The pool's parameters and state, for people and scripts."""
+    """The pool's parameters and state, for people and scripts; a court pool's court too (`court_terms`)."""
     state = pool_state(ledger, pool_id)
     status = {f.name: getattr(state, f.name) for f in fields(state)}
     status["status"] = state.status.name.lower()
     status["latest_checkpoint"] = Digest(ledger.pool.checkpoint_at(pool_id, state.latest_step))
-    return {key: str(value) if isinstance(value, Digest) else value for key, value in status.items()}
+    return {key: str(value) if isinstance(value, Digest) else value for key, value in status.items()} | \
+        court_terms(ledger, pool_id)
+
+
+COURT_WINDOWS = ("assigned_window", "verdict_window", "dispute_window", "commit_period", "reveal_period",
+                 "activation_delay")
+
+
+def court_terms(ledger: Ledger, pool_id: int) -> dict:
+    """Who judges the pool: {} for its own validators; for the ValidatorCourt, its address, its rules for the pool
+    (amounts, and windows in seconds), the fee budget left and the validators registered now."""
+    court = court_of(ledger, pool_id)
+    if court is None:
+        return {}
+    params = court.get_params(pool_id)._asdict()
+    rules = {f"court_{name}{'_s' if name in COURT_WINDOWS else ''}": value for name, value in params.items()}
+    return {"judged_by": f"ValidatorCourt {court.address}", **rules, "court_fee_budget": court.fee_budget(pool_id),
+            "court_active_validators": court.active_count(pool_id),
+            "court_validators": court_validators(ledger, court, pool_id)}
 
 
 def check_pool_content(cfg: PoolConfig, kubo_api: str | None, timeout: float = IPFS_CHECK_TIMEOUT_S) -> RunSpec:
@@ -475,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = check_pool_content(cfg, args.kubo_api or (devnet or {}).get("kubo_api"), args.ipfs_timeout)
         terms = check_spot_check_bound(cfg, spec)
         pool_id = create_pool(ledger, cfg, spec)
-        result = {"pool_id": pool_id, "funded": cfg.funding, **terms}
+        result = {"pool_id": pool_id, "funded": cfg.funding, **terms, **court_terms(ledger, pool_id)}
     elif args.command == "fund":
         amount = amount_option(args.amount)
         if amount <= 0:

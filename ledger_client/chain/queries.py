@@ -64,6 +64,19 @@ def court_of(ledger: Ledger, pool_id: int) -> ValidatorCourt | None:
     return None
 
 
+def court_validators(ledger: Ledger, court: ValidatorCourt, pool_id: int) -> list[str]:
+    """The validators registered in the court for the pool and not deregistered (from its `ValidatorRegistered`
+    events, read in pages, and each one's `getValidator` now), in registration order."""
+    seen = dict.fromkeys(log["args"]["validator"] for log in ledger.logs.read(
+        court.contract.events.ValidatorRegistered, {"poolId": pool_id}, ledger.deployment.block))
+    out = []
+    for validator in seen:
+        view = court.get_validator(pool_id, validator)
+        if view.registered_at and not view.deregistered_at:
+            out.append(validator)
+    return out
+
+
 def get_work(ledger: Ledger, work_id: bytes) -> Work:
     """One submission (raises UnknownWork)."""
     v = ledger.pool.get_work(work_id)
