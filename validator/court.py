@@ -189,7 +189,8 @@ PENALTY_WHY = {1: "wrong verdict", 2: "lost dispute", 3: "no vote revealed", 4: 
 
 
 def validator_status(ledger: Ledger, pool_id: int) -> dict:
-    """A court validator's standing in a pool, from the court's getters and its own events: registration, bond,
+    """A court validator's standing in a pool, from the court's getters and its own events: registration (and from when
+    it is drawn: `active_at`, the registration plus the activation delay; `active` once the chain is past it), bond,
     locked / reserved / free stake, verdicts and how they ended, disputes filed and their outcome, committee
     seats and votes, penalties by reason, credits earned and withdrawn (court-wide: credits name no pool)."""
     court, me = ledger.court, ledger.address
@@ -220,9 +221,12 @@ def validator_status(ledger: Ledger, pool_id: int) -> dict:
     void = lambda a: a["votesValid"] + a["votesInvalid"] == 0  # noqa: E731
     registered = v.index != 0 and v.deregistered_at == 0
     exit_at = v.deregistered_at + court.exit_delay(pool_id) if v.deregistered_at else None
+    active_at = v.registered_at + params.activation_delay if registered else None
     return {
         "validator": me, "pool_id": pool_id, "registered": registered, "index": v.index or None,
-        "registered_at": v.registered_at or None, "deregistered_at": v.deregistered_at or None,
+        "registered_at": v.registered_at or None,
+        "active_at": active_at, "active": active_at is not None and ledger.w3.eth.get_block(head)["timestamp"] > active_at,
+        "deregistered_at": v.deregistered_at or None,
         "bond_withdrawable_at": exit_at, "validator_bond": params.validator_bond,
         "locked": v.locked, "reserved": v.reserved, "free": v.locked - v.reserved,
         "free_bonded": ledger.stake.bonded_of(me),
