@@ -238,6 +238,18 @@ def _worker_rpc(doc: dict) -> str:
     return f"{f['rpc_per_worker_s']:.2f} requests/s ({f['requests']} in {f['seconds']:g} s of {f['block_s']} s blocks)"
 
 
+def _exact(doc: dict) -> str:
+    f = doc["figures"]
+    return (f"{f['bitwise_equal_fraction']:g} of {f['completions']} bitwise; {f['attacks_caught_first_file']}/"
+            f"{f['attacks']} attacks in 1st file; {f['cpu_tokens_per_s_ratio']:.2f}× float32 speed")
+
+
+def _intake(doc: dict) -> str:
+    f = doc["figures"]
+    return (f"{f['trainer_ms_per_event']:.3f} ms an event, {f['trainer_state_mb_per_step'] * 1000:.1f} kB a step at "
+            f"{f['consumed'] / 1e6:g} M consumed")
+
+
 def _economics(doc: dict) -> str:
     f = doc["figures"]
     be, fee = f["break_even"], f["parameters"]["court"]["fee"]
@@ -301,6 +313,10 @@ ROWS: tuple[Row, ...] = (
     Row("Court pool: is cheating unprofitable for a worker?", "economics.json", _cheating, _ECONOMICS),
     Row("Test suite time (`make test`, as CI runs it)", "suite.json", _suite, "notes/figures-2026-12-06.md"),
     Row("Chain requests of an idle worker (anvil, 2 s blocks; goal ≤ 1/s)", "worker_rpc.json", _worker_rpc,
+        "scaling.md"),
+    Row("Exact mode: honest completions replayed bit for bit, attacks caught, CPU speed", "exact.json", _exact,
+        "protocol.md"),
+    Row("Trainer intake at 10 M consumed files (goal ≤ 1 ms an event, ≤ 10 MB a step)", "intake.json", _intake,
         "scaling.md"),
 )
 
