@@ -30,6 +30,7 @@ from dashboard.models import (
     SpotCheckDraw,
     UnreadableExplanation,
 )
+from proofs.toploc_thresholds import MISSING_STAT
 from protocol.digest import hex_text
 from protocol.spotcheck import MAX_BPS, spot_check_count, spot_check_indices, spot_check_randomness
 
@@ -94,6 +95,16 @@ def _row(what: str, measured: JsonValue, threshold: JsonValue, ok: bool | None, 
                        rule=rule, passes=ok)
 
 
+NO_EXPONENT_MATCHED = "none: no exponent matched"
+"""What a chunk's mantissa error reads as when the proof's sentinel (2^64) stands for it."""
+
+
+def _mantissa(values: list, chunk: int) -> JsonValue:
+    """A chunk's mantissa statistic as measured, or `NO_EXPONENT_MATCHED` for the sentinel."""
+    value = values[chunk]
+    return NO_EXPONENT_MATCHED if isinstance(value, (int, float)) and value >= MISSING_STAT else value
+
+
 def _toploc_rows(details: dict, thresholds: dict, completion: int | None) -> list[Measurement]:
     """One row per measured quantity of each failing chunk (a chunk passes when enough exponents match and the
     mantissa errors' mean and median are within bounds: proofs/toploc.py)."""
@@ -116,10 +127,10 @@ def _toploc_rows(details: dict, thresholds: dict, completion: int | None) -> lis
             rows.append(_row("exponent matches", matches, t["min_exp_matches"], matches >= t["min_exp_matches"],
                              completion, chunk, "≥"))
         if chunk < len(means) and "max_mant_err_mean" in t:
-            rows.append(_row("mantissa error, mean", means[chunk], t["max_mant_err_mean"],
+            rows.append(_row("mantissa error, mean", _mantissa(means, chunk), t["max_mant_err_mean"],
                              means[chunk] <= t["max_mant_err_mean"], completion, chunk, "≤"))
         if chunk < len(medians) and "max_mant_err_median" in t:
-            rows.append(_row("mantissa error, median", medians[chunk], t["max_mant_err_median"],
+            rows.append(_row("mantissa error, median", _mantissa(medians, chunk), t["max_mant_err_median"],
                              medians[chunk] <= t["max_mant_err_median"], completion, chunk, "≤"))
     return rows
 
@@ -137,8 +148,8 @@ def _chunk_limit_rows(limits: dict, chunk: int, completion: int | None, mism: li
                               ("mantissa error, mean", means, "max_mant_err_mean"),
                               ("mantissa error, median", medians, "max_mant_err_median")):
         if chunk < len(values):
-            rows.append(_row(what, values[chunk], limits[key], values[chunk] <= limits[key], completion, chunk,
-                             f"≤ ({rule})"))
+            rows.append(_row(what, _mantissa(values, chunk), limits[key], values[chunk] <= limits[key], completion,
+                             chunk, f"≤ ({rule})"))
     return rows
 
 

@@ -29,13 +29,11 @@ from functools import lru_cache
 
 import numpy as np
 import torch
-from proofs.toploc_thresholds import DEFAULT_TOPK, PAPER_THRESHOLDS, Thresholds
+from proofs.toploc_thresholds import DEFAULT_TOPK, MISSING_STAT, PAPER_THRESHOLDS, Thresholds
 
 GF_PRIME = 65497
 """The prime field of the interpolation (the largest prime below 2**16 - 38, as in the paper)."""
 DEFAULT_CHUNK = 32
-MISSING_STAT = float(2**64)
-"""Mantissa statistic reported when no exponent matches (as in the reference)."""
 
 _BF16_EXP_MASK = 0x7F80
 _BF16_EXP_SHIFT = 7

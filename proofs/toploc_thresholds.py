@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+MISSING_STAT = float(2**64)
+"""Mantissa statistic reported when no exponent matches (as in the reference): a sentinel, never a measurement."""
+
 DEFAULT_TOPK = 128
 """Points per chunk: the top-k entries of largest magnitude (the paper's and the reference's k)."""
 

@@ -21,7 +21,10 @@ function tokens(wei) {  // 18-decimal amounts, exact (BigInt), to 4 places
   return `${neg ? "−" : ""}${v / unit}.${frac.toString().padStart(4, "0")}`;
 }
 function num(x, digits = 3) { return x == null ? "–" : Number(x).toFixed(digits); }
-function sci(x) { return x == null ? "–" : (Math.abs(x) < 1e-3 && x !== 0 ? Number(x).toExponential(2) : num(x, 4)); }
+function sci(x) {  // a measured number; a string (an identity check's value, "none: no exponent matched") as it is
+  if (typeof x !== "number") return x == null ? "–" : esc(typeof x === "string" ? x : JSON.stringify(x));
+  return Math.abs(x) < 1e-3 && x !== 0 ? x.toExponential(2) : num(x, 4);
+}
 function when(t) { return t == null ? "–" : esc(new Date(t * 1000).toISOString().replace("T", " ").replace(".000Z", " UTC")); }
 function secs(s) { return s == null ? "–" : `${esc(s)} s`; }
 function status(s) { return `<span class="status-${esc(s)}">${esc(s)}</span>`; }

@@ -15,7 +15,7 @@ import requests
 import torch
 
 from dashboard.app import create_app
-from dashboard.evidence import _toploc_rows, explain
+from dashboard.evidence import NO_EXPONENT_MATCHED, _toploc_rows, explain
 from dashboard.indexer import ChainIndexer, ObjectFetcher
 from dashboard.models import EvidenceExplanation
 from dashboard.service import ExplorerService, free_port
@@ -24,7 +24,7 @@ from ledger_client.ipfs.checkpoints import publish_checkpoint
 from inference.verify import VerifyConfig, _toploc_check
 from ledger_client.ipfs.content import put_object
 from proofs.toploc import ChunkCountTest, build_proofs, verify_proofs
-from proofs.toploc_thresholds import ChunkLimits, Thresholds
+from proofs.toploc_thresholds import MISSING_STAT, ChunkLimits, Thresholds
 from protocol.digest import WorkId, digest_to_cid, hex_text
 from protocol.runspec import SamplingSpec
 from protocol.verdicts import Evidence, Reason
@@ -398,6 +398,19 @@ def test_a_calibrated_pools_toploc_failure_shows_the_limits_of_the_chunks_length
     assert rows["exponent mismatches"].threshold == 60 and "≤ 1 tokens" in rows["exponent mismatches"].rule
     assert rows["mantissa error, mean"].threshold == 3.0 and rows["mantissa error, median"].threshold == 2.0
     assert not all(r.passes for r in rows.values()) and {r.chunk for r in rows.values()} == {1}
+
+
+def test_a_chunk_with_no_matching_exponent_reads_as_such_not_as_two_to_the_64():
+    """Issue 47, finding 12: the proof's sentinel for "no exponent matched" (2^64) was shown as a measured mantissa
+    error of 18446744073709551616."""
+    torch.manual_seed(1)
+    hidden = torch.randn(32, 64)
+    proofs = build_proofs(hidden, 32, 128)
+    check = _toploc_check(verify_proofs(hidden * 1e6, proofs, 32, 128), VerifyConfig(sampling=SamplingSpec()))
+    assert not check.passed and MISSING_STAT in check.details["mant_err_mean"]
+    rows = {r.what: r for r in _toploc_rows(check.details, {}, completion=0)}
+    for what in ("mantissa error, mean", "mantissa error, median"):
+        assert rows[what].measured == NO_EXPONENT_MATCHED and rows[what].passes is False
 
 
 def test_a_chunk_count_challenge_shows_the_count_against_an_honest_files():
