@@ -414,9 +414,11 @@ class Explorer(CourtViews):
         case = self.store.select("SELECT state FROM court_cases WHERE work_id = ?", (r["work_id"],))
         if case:  # a court pool: the validator that judged (the pool only sees the court), and the case's state
             out.case_state = case[0]["state"]
-            given = self.store.select("SELECT data FROM events WHERE work_id = ? AND name IN ('VerdictGiven', "
-                                      "'VerdictFinal') ORDER BY block_number DESC, log_index DESC LIMIT 1",
-                                      (r["work_id"],))
+            # the first verdict's judge: a VerdictFinal names whose verdict stood, the disputer's when overturned
+            given = self.store.select("SELECT data FROM events WHERE work_id = ? AND name = 'VerdictGiven' "
+                                      "ORDER BY block_number, log_index LIMIT 1", (r["work_id"],)) or \
+                self.store.select("SELECT data FROM events WHERE work_id = ? AND name = 'VerdictFinal' "
+                                  "ORDER BY block_number, log_index LIMIT 1", (r["work_id"],))
             if given:
                 out.judge = given[0]["data"]["judge"]
             if out.reason == "DISPUTE":  # the challenge a committee decided: its evidence is the dispute's

@@ -338,7 +338,9 @@ async function workView(id) {
   if (w.case && w.case.disputes.length) {
     html += `<h2>Disputes</h2>` + w.case.disputes.map(d => `<p>${validatorLink(d.disputer)} disputed: ` +
       (d.resolved ? `the committee voted ${esc(d.resolved.votes_valid)} valid – ${esc(d.resolved.votes_invalid)} invalid; the verdict was ${d.resolved.overturned ? "<b>overturned</b>" : "upheld"}` : "open") +
-      ` — ${caseLink(w.work_id, "the votes")}</p>` + explanationHtml(d.evidence, "dispute-evidence")).join("");
+      ` — ${caseLink(w.work_id, "the votes")}</p>` +
+      // a dispute that decided the work is its evidence above already: once is enough
+      (w.evidence && d.evidence_digest === w.evidence.digest ? "" : explanationHtml(d.evidence, "dispute-evidence"))).join("");
   }
   html += `<h2>Timeline</h2>` + timelineTable(w.timeline);
   return html;
