@@ -22,6 +22,7 @@ from protocol.digest import Digest  # noqa: E402
 from protocol.pool import WorkStatus  # noqa: E402
 from protocol.runspec import TaskUnavailable  # noqa: E402
 from tests.support.protocol_pool import ProtocolPool  # noqa: E402
+from trainer.consumed_log import read_consumed  # noqa: E402
 from trainer.main import main as trainer_main  # noqa: E402
 from validator.cli import main as validator_main  # noqa: E402
 
@@ -93,7 +94,9 @@ def test_a_pool_trains_on_a_verifiers_environment_end_to_end(pool, tmp_path, cap
                              "--set", "batch_samples=4", "--set", "wait_timeout_s=20", "--json",
                              "--no-wait-final"]) == 0  # W is an hour; finality: test_trainer_finality.py
         consumed = json.loads((run_dir / "consumed.json").read_text())
-        assert consumed["step"] == 1 and set(consumed["consumed"]) <= {"0x" + e["work_id"] for e in submitted}
+        ids = read_consumed(run_dir / consumed["consumed_log"])
+        assert consumed["step"] == 1 and 0 < consumed["consumed"] == len(ids)
+        assert set(ids) <= {"0x" + e["work_id"] for e in submitted}
         assert pool_state(pool.ledger(0), pool.pool_id).latest_step == 1
         metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
         assert any(row.get("reward") is not None for row in metrics)

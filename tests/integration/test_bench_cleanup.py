@@ -13,6 +13,7 @@ import pytest
 
 from deploy.anvil import pid_is, stop_pid
 from tests.support.paths import ROOT
+from tests.support.processes import ctrl_c_as_in_a_terminal
 
 BENCH = """
 import signal, sys, tempfile
@@ -33,7 +34,8 @@ with tempfile.TemporaryDirectory() as tmp:
 
 
 def _bench_with_anvil_up(mode: str) -> tuple[subprocess.Popen, int]:
-    bench = subprocess.Popen([sys.executable, "-c", BENCH, mode], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    bench = subprocess.Popen([sys.executable, "-c", BENCH, mode], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                             preexec_fn=ctrl_c_as_in_a_terminal)
     line = bench.stdout.readline()  # anvil is up
     assert line.strip().isdigit(), f"the bench did not start its anvil (exit {bench.wait()})"
     pid = int(line)

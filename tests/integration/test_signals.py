@@ -17,6 +17,7 @@ import pytest
 from cli.console import EXIT_INTERRUPTED, EXIT_TERMINATED
 from ledger_client.ipfs.kubo import KuboClient
 from tests.support.paths import ROOT
+from tests.support.processes import ctrl_c_as_in_a_terminal
 
 SIGNALS = [(signal.SIGINT, EXIT_INTERRUPTED, "error: interrupted"), (signal.SIGTERM, EXIT_TERMINATED, "error: terminated")]
 
@@ -26,7 +27,8 @@ def _console_script(name: str, argv: list[str], cwd: Path) -> subprocess.Popen:
     module, attr = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"][name].split(":")
     script = f"import sys; from {module} import {attr}; sys.exit({attr}())"
     return subprocess.Popen([sys.executable, "-c", script, *argv], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            preexec_fn=ctrl_c_as_in_a_terminal)
 
 
 def _signalled_when(proc: subprocess.Popen, said: str, signum: int) -> tuple[list[str], list[str]]:
