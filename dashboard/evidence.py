@@ -30,9 +30,9 @@ from dashboard.models import (
     SpotCheckDraw,
     UnreadableExplanation,
 )
-from proofs.toploc_thresholds import MISSING_STAT
 from protocol.digest import hex_text
 from protocol.spotcheck import MAX_BPS, spot_check_count, spot_check_indices, spot_check_randomness
+from protocol.verdicts import TOPLOC_MISSING_STAT
 
 # Which check each reason reports, in the order the validator runs them (validator/checks.py).
 CHECKS = {
@@ -102,7 +102,7 @@ NO_EXPONENT_MATCHED = "none: no exponent matched"
 def _mantissa(values: list, chunk: int) -> JsonValue:
     """A chunk's mantissa statistic as measured, or `NO_EXPONENT_MATCHED` for the sentinel."""
     value = values[chunk]
-    return NO_EXPONENT_MATCHED if isinstance(value, (int, float)) and value >= MISSING_STAT else value
+    return NO_EXPONENT_MATCHED if isinstance(value, (int, float)) and value >= TOPLOC_MISSING_STAT else value
 
 
 def _toploc_rows(details: dict, thresholds: dict, completion: int | None) -> list[Measurement]:

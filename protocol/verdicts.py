@@ -11,10 +11,16 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from proofs.toploc_thresholds import MISSING_STAT
+
 MAX_TEXT = 200
 """Longest string an evidence document carries: messages and statistics may quote worker bytes."""
 MAX_ITEMS = 256
 """Longest list (and largest dict) an evidence document carries."""
+
+TOPLOC_MISSING_STAT = MISSING_STAT
+"""What a TOPLOC chunk's mantissa statistics read in evidence when no exponent matched (2^64): a sentinel, never a
+measurement."""
 
 
 class Reason(IntEnum):
