@@ -5,7 +5,7 @@ pytest_plugins = ["tests.support.conftest_kubo", "tests.support.conftest_chain"]
 tests/test_architecture.py)."""
 
 LONGEST_FIRST = (
-    "test_demo_repeatable.py", "test_geth.py", "test_hf_protocol.py", "test_court_validators.py", "test_guides.py", "test_court_rounds.py",
+    "test_demo_repeatable.py", "test_geth.py", "test_geth_court.py", "test_hf_protocol.py", "test_court_validators.py", "test_guides.py", "test_court_rounds.py",
     "test_distributed_trainer.py",
     "test_hostile_files.py", "test_faults.py", "test_toploc_attacks.py", "test_cli.py", "test_validator_daemon.py",
     "test_protocol.py", "test_distributed_reduce.py", "test_learning.py", "test_validator_memory.py",

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import claimed_total, claimed_works, pool_state
 from protocol.digest import hex_text
 from tests.e2e.test_cli import ROOT, run
+from tests.support.shell import run_script
 from worker.cli import main as worker_main
 
 GUIDES = {name: ROOT / "docs" / f"guide-{name}.md" for name in ("pool-owner", "contributor", "validator")}
@@ -57,22 +56,13 @@ def test_every_block_of_the_guides_runs_in_the_test():
 @pytest.mark.timeout(1800)
 def test_the_guides_take_a_pool_from_nothing_to_a_training_step_and_a_paid_worker(checkout: Path):
     blocks = guide_blocks()
-    script = "set -em\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + "".join(
-        f"echo \"### {name} $SECONDS s\"\n{blocks[name]}" for name in ORDER) + 'echo "### end $SECONDS s"\n'
+    script = "".join(f"echo \"### {name} $SECONDS s\"\n{blocks[name]}" for name in ORDER) + 'echo "### end $SECONDS s"\n'
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "PYTHONPATH": str(ROOT)}
     env.pop("PROOFSWARM_DEVNET_DIR", None)
-    shell = subprocess.Popen(["bash", "-c", script], cwd=checkout, env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = shell.communicate(timeout=1500)  # 150 s alone; 8× that beside the heaviest modules on 2 cores
-    except subprocess.TimeoutExpired:  # a wait that never ends: bash's EXIT trap stops the daemons it started
-        os.killpg(shell.pid, signal.SIGTERM)
-        out, err = shell.communicate(timeout=60)
-    logs = "".join(f"\n--- {log.name}\n{log.read_text()[-3000:]}" for log in checkout.glob("*.log"))
-    print(*re.findall(r"^### .*$", out, re.M), sep="\n")  # when each block started (pytest -s shows it)
-    assert shell.returncode == 0, out[-4000:] + err[-4000:] + logs
-    assert "Traceback" not in err + logs, err + logs
+    run = run_script(script, checkout, env, timeout=1500)  # 150 s alone; 8× that beside the heaviest modules on 2 cores
+    print(*re.findall(r"^### .*$", run.out, re.M), sep="\n")  # when each block started (pytest -s shows it)
+    out = run.check()
     assert "validator exited with code 130" in out, out  # Ctrl-C: a clean stop
 
     info = load_devnet_info(checkout / ".devnet")
