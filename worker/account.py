@@ -14,7 +14,7 @@ from ledger_client.chain.ledger import Ledger, allocation_required
 from ledger_client.chain.errors import InsufficientTokens
 from ledger_client.chain.queries import claimable, claimed_total, get_work, pool_state, works_of
 from protocol.digest import WorkId, digest_to_cid
-from protocol.pool import WorkStatus
+from protocol.pool import Work, WorkStatus
 from protocol.verdicts import Reason
 
 
@@ -38,6 +38,7 @@ def status(ledger: Ledger, pool_id: int | None, explorer: str | None = None) -> 
     me = ledger.address
     unbonding, ready_at = ledger.stake.unbonding_of(me)
     works = works_of(ledger, me, pool_id)
+    ready = claimable(ledger, works)
     by_status = {s.name.lower(): 0 for s in WorkStatus if s != WorkStatus.NONE}
     for w in works:
         by_status[w.status.name.lower()] += 1
@@ -49,7 +50,8 @@ def status(ledger: Ledger, pool_id: int | None, explorer: str | None = None) -> 
         "token_balance": ledger.token.balance_of(me),
         "submissions": by_status,
         "rewards_owed": sum(w.reward for w in works if w.status == WorkStatus.ACCEPTED),
-        "rewards_claimable": sum(w.reward for w in claimable(ledger, works)),
+        "rewards_claimable": sum(w.reward for w in ready),
+        "rewards_claimable_at": rewards_unlock_at(ledger, works, ready),
         "rewards_claimed": claimed_total(ledger, me),
     }
     out["challenges"] = challenges_of(ledger, me, pool_id, explorer)
@@ -60,6 +62,15 @@ def status(ledger: Ledger, pool_id: int | None, explorer: str | None = None) -> 
                 "min_stake": pool.min_stake, "allocation": member.allocation, "allocation_required": member.required,
                 "open_works": member.open_works, "next_nonce": member.next_nonce}
     return out
+
+
+def rewards_unlock_at(ledger: Ledger, works: list[Work], ready: list[Work]) -> int | None:
+    """When the next accepted reward still under its pool's reward lock can be claimed (chain time), or None when
+    none is waiting: what a worker on a real chain waits for before `worker claim`."""
+    ready_ids = {w.work_id for w in ready}
+    waiting = [w for w in works if w.status == WorkStatus.ACCEPTED and w.work_id not in ready_ids]
+    locks = {pool: pool_state(ledger, pool).reward_lock_s for pool in {w.pool_id for w in waiting}}
+    return min((w.submitted_at + locks[w.pool_id] for w in waiting), default=None)
 
 
 ALLOCATE_AHEAD = 16

@@ -15,7 +15,7 @@ from ledger_client.chain.queries import claimed_works, rollout_digest_of
 import ledger_client.chain.tx as tx_module
 from ledger_client.chain.tx import TxSender, with_retries
 from protocol.submission import work_id_of
-from worker.account import deallocate_free
+from worker.account import deallocate_free, status
 
 
 def test_lifecycle_submit_attest_claim(chain):
@@ -23,8 +23,15 @@ def test_lifecycle_submit_attest_claim(chain):
     work_id = chain.submit(0, b"\xaa" * 32, 8)
     assert work_id == work_id_of(31337, chain.deployment.compute_pool, chain.pool_id, worker.address, 0)
     validator.pool.attest(work_id)
+    locked = status(worker, chain.pool_id)  # what `worker status` tells a worker waiting out the reward lock
+    submitted_at = worker.pool.get_work(work_id).submitted_at
+    assert locked["rewards_owed"] == 8 * chain.config.reward_per_sample and locked["rewards_claimable"] == 0
+    assert locked["rewards_claimable_at"] == submitted_at + chain.config.reward_lock_s
     chain.rpc("evm_increaseTime", [chain.config.reward_lock_s])
     chain.rpc("evm_mine", [])
+    unlocked = status(worker, chain.pool_id)
+    assert unlocked["rewards_claimable"] == 8 * chain.config.reward_per_sample
+    assert unlocked["rewards_claimable_at"] is None  # nothing left waiting
     before = worker.token.balance_of(worker.address)
     worker.pool.claim([work_id])
     assert worker.token.balance_of(worker.address) - before == 8 * chain.config.reward_per_sample
