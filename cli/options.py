@@ -53,6 +53,7 @@ def whole(least: int = 0, most: int | None = None) -> Callable[[str], int]:
         return value
 
     parse.__name__ = "whole number"
+    parse.least, parse.most = least, most  # type: ignore[attr-defined]  (for the tests' bad-input sample)
     return parse
 
 
@@ -71,6 +72,7 @@ def real(least: float = 0.0, *, above: bool = False, most: float | None = None) 
         return value
 
     parse.__name__ = "number"
+    parse.least, parse.above, parse.most = least, above, most  # type: ignore[attr-defined]  (as whole's)
     return parse
 
 
