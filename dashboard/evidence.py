@@ -21,10 +21,13 @@ from pydantic import JsonValue
 
 from dashboard.chain_source import Reason
 from dashboard.models import (
+    WORST_COMPLETIONS,
+    CheckCount,
     ChecksPassed,
     EvidenceExplanation,
     Explanation,
     FailingCompletion,
+    FailingSummary,
     FindingExplanation,
     Measurement,
     SpotCheckDraw,
@@ -245,6 +248,22 @@ def verify_draw(spot: dict[str, JsonValue], work_id: str) -> SpotCheckDraw:
     return out
 
 
+def summarize(completions: list[FailingCompletion], measurements: list[Measurement],
+              spot: SpotCheckDraw | None) -> FailingSummary:
+    """The failing completions counted (of the file's n, of the m checked), their failing proof chunks, how many
+    measured values fail each quantity, and the worst few: the most failing chunks, then positions, then the
+    lowest index."""
+    by_check: dict[str, int] = {}
+    for m in measurements:
+        if m.passes is False:
+            by_check[m.what] = by_check.get(m.what, 0) + 1
+    worst = sorted(completions, key=lambda c: (-len(c.chunks), -len(c.positions), c.completion))
+    return FailingSummary(completions=len(completions), of=spot.n if spot else None, checked=spot.m if spot else None,
+                          chunks=sum(len(c.chunks) for c in completions),
+                          by_check=[CheckCount(what=w, failing=n) for w, n in by_check.items()],
+                          worst=[c.completion for c in worst[:WORST_COMPLETIONS]])
+
+
 def explain(doc: JsonValue, work_id: str | None = None) -> Explanation:
     """A challenge's evidence document (or a dispute's) as: the check that failed and what it means, the
     failing completions with their positions and proof chunks, measured values against thresholds, and the
@@ -268,12 +287,13 @@ def explain(doc: JsonValue, work_id: str | None = None) -> Explanation:
                                      positions=(_ints(details.get("failed_positions")) or []) if i == first else [])
                    for i in failing]
     spot = doc.get("spot_check")
+    draw = verify_draw(spot, work_id or _str(doc.get("work_id")) or "") if isinstance(spot, dict) else None
+    measurements = _measurements(reason, doc, first)
     return EvidenceExplanation(
         kind="evidence", reason=reason.name if reason else name, reason_code=code, check=check, meaning=meaning,
         summary=_str(doc.get("message")) or meaning, validator=_str(doc.get("validator")),
-        failing_completions=completions, measurements=_measurements(reason, doc, first),
-        thresholds=doc.get("thresholds") or {},
-        spot_check=verify_draw(spot, work_id or _str(doc.get("work_id")) or "") if isinstance(spot, dict) else None)
+        failing_completions=completions, failing_summary=summarize(completions, measurements, draw),
+        measurements=measurements, thresholds=doc.get("thresholds") or {}, spot_check=draw)
 
 
 def checks_passed(n: int, spot_check_bps: int, work_id: str, block_hash: str | None,

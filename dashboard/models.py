@@ -46,6 +46,9 @@ def given_fields(model: BaseModel) -> dict[str, object]:
 
 T = TypeVar("T")
 
+WORST_COMPLETIONS = 3
+"""Failing completions an evidence page shows in full; the others are a click away."""
+
 
 class Page(Model, Generic[T]):
     """One page of a list: `items` from `offset`, at most `limit` of `total`."""
@@ -193,6 +196,9 @@ class TrainerPoint(CurvePoint):
     consumed_total: Number = Field(description="files consumed up to this step")
     accepted_by_then: int = Field(description="works accepted by the checkpoint's block")
     rejected_by_then: int
+    batch_groups: int | None = Field(description="the groups the step trained on (its staleness histogram's sum)")
+    no_reward: str | None = Field(description="why a step has no reward (the mean over the rollouts taken in since "
+                                              "the previous step); None when it has one")
 
 
 class Trainer(Model):
@@ -542,6 +548,23 @@ class FailingCompletion(Model):
     positions: list[int] = Field(description="its failing token positions (the first failing completion's)")
 
 
+class CheckCount(Model):
+    what: str = Field(description="a measured quantity (a TOPLOC chunk's exponent matches, mantissa error, …)")
+    failing: int = Field(description="how many of the measured values fail it")
+
+
+class FailingSummary(Model):
+    """The failing completions at a glance: how many of how many, the proof chunks, the measured quantities that
+    fail, and the worst few (the most failing chunks, then token positions); the rest behind them."""
+
+    completions: int = Field(description="failing completions")
+    of: int | None = Field(description="the file's completions (the spot check's n; None when the document omits it)")
+    checked: int | None = Field(description="the completions the expensive checks ran on (the spot check's m)")
+    chunks: int = Field(description="failing proof chunks over every failing completion")
+    by_check: list[CheckCount] = Field(description="measured quantities that fail, with how many values fail each")
+    worst: list[int] = Field(description=f"the {WORST_COMPLETIONS} completions with the most failing chunks or positions")
+
+
 class Measurement(Model):
     what: str
     completion: int | None
@@ -578,6 +601,7 @@ class EvidenceExplanation(Model):
     summary: str = Field(description="the validator's words, or the meaning")
     validator: str | None
     failing_completions: list[FailingCompletion]
+    failing_summary: FailingSummary
     measurements: list[Measurement]
     thresholds: JsonValue = Field(description="the thresholds as the document states them")
     spot_check: SpotCheckDraw | None

@@ -172,6 +172,30 @@ def _number(value: object) -> int | float | None:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def _histogram_sum(histogram: object) -> int | None:
+    """The groups a step trained on, from its staleness histogram ({staleness: groups}); None if not one."""
+    if not isinstance(histogram, dict):
+        return None
+    counts = [v for v in histogram.values() if isinstance(v, int) and not isinstance(v, bool)]
+    return sum(counts) if len(counts) == len(histogram) else None
+
+
+def _no_reward(p: CurvePoint, groups: int | None) -> str | None:
+    """Why a step has no reward. The trainer's reward is the mean over the rollouts of the files taken in since the
+    previous step (trainer/loop.py), counted even when all their groups are dropped (stale, zero-advantage); a step
+    without one took in no file, or only files it refused, and trained on groups buffered from earlier files."""
+    if p.reward is not None:
+        return None
+    batch = f"{groups} groups" if groups is not None else "groups"
+    reward = f" (their mean reward {p.batch_reward:.3f})" if p.batch_reward is not None else ""
+    earlier = f"it trained on {batch} buffered from earlier files{reward}, so their staleness grows with each such step"
+    if p.files_consumed == 0:
+        return f"no file taken in since the previous step: {earlier}"
+    if p.files_consumed and p.rejected_files == p.files_consumed:
+        return f"every file taken in was refused (sampling settings not the pool's): {earlier}"
+    return "the trainer published no reward for this step"
+
+
 @dataclass
 class _Membership:
     """A worker that joined the pool; `member`: whether it still is."""
@@ -309,8 +333,10 @@ class Explorer(CourtViews):
         for p in self.curve(pool_id, 0, 1_000_000).items:
             consumed += p.files_consumed or 0
             block = blocks.get(p.step, 0)
+            obj = self.store.object(hex_text(cid_to_digest(p.metrics_cid)))
+            groups = _histogram_sum(obj.body.get("staleness_histogram") if obj and isinstance(obj.body, dict) else None)
             points.append(TrainerPoint(
-                **given_fields(p), consumed_total=consumed,
+                **given_fields(p), consumed_total=consumed, batch_groups=groups, no_reward=_no_reward(p, groups),
                 accepted_by_then=sum(1 for v in verdicts if v["name"] == "WorkAccepted" and v["block_number"] <= block),
                 rejected_by_then=sum(1 for v in verdicts if v["name"] == "WorkChallenged"
                                      and v["block_number"] <= block)))

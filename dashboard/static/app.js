@@ -220,10 +220,11 @@ async function trainerView(id) {
       {key: "consumed_total", label: "files consumed by the trainer", color: "#1a73e8"},
       {key: "accepted_by_then", label: "works accepted in the pool by the checkpoint", color: "#137333"},
       {key: "rejected_by_then", label: "works rejected by then", color: "#b3261e"}]) : `<p class="muted">no metrics yet</p>`) +
-    `<h2>Steps</h2>` + table("steps", ["step", "reward", "accuracy", "staleness mean / max", "IS weight mean / min / max", "IS truncated", "clipped", "files", "rejected files"],
-      pts.map(p => [esc(p.step), num(p.reward), num(p.accuracy), `${num(p.staleness_mean, 2)} / ${esc(p.staleness_max ?? "–")}`,
+    `<h2>Steps</h2>` + table("steps", ["step", "reward", "accuracy", "staleness mean / max", "IS weight mean / min / max", "IS truncated", "clipped", "files taken in", "groups trained on", "rejected files"],
+      pts.map(p => [esc(p.step), p.reward != null ? num(p.reward) : `<span class="muted no-reward">none: ${esc(p.no_reward)}</span>`,
+        num(p.accuracy), `${num(p.staleness_mean, 2)} / ${esc(p.staleness_max ?? "–")}`,
         `${num(p.is_weight_mean)} / ${num(p.is_weight_min)} / ${num(p.is_weight_max)}`, num(p.is_truncated_fraction),
-        num(p.clipped_fraction), esc(p.files_consumed ?? "–"), esc(p.rejected_files ?? "–")]));
+        num(p.clipped_fraction), esc(p.files_consumed ?? "–"), esc(p.batch_groups ?? "–"), esc(p.rejected_files ?? "–")]));
 }
 
 // ------------------------------------------------------------------ people
@@ -295,14 +296,30 @@ function explanationHtml(x, id = "explanation") {
   if (x.kind !== "evidence") return `<p id="${id}">${esc(x.summary)}${x.validator ? ` — ${validatorLink(x.validator)}` : ""}</p>`;
   let html = `<div id="${id}">` + kv([
     ["failed check", `<b class="check">${esc(x.check)}</b> — ${esc(x.meaning)}`], ["reason", `${reason(x.reason)} (code ${esc(x.reason_code)})`],
-    ["the validator's words", esc(x.summary)], ["by", validatorLink(x.validator)],
-    ["failing completions", x.failing_completions.map(c => `#${esc(c.completion)}${c.chunks.length ? ` (proof chunks ${esc(c.chunks.join(", "))})` : ""}${c.positions.length ? ` (token positions ${esc(c.positions.slice(0, 16).join(", "))}${c.positions.length > 16 ? "…" : ""})` : ""}`).join("; ") || "–"]]);
+    ["the validator's words", esc(x.summary)], ["by", validatorLink(x.validator)]]);
+  html += failingHtml(x.failing_completions, x.failing_summary);
   html += table("measurements", ["measured", "completion", "chunk", "value", "rule", "threshold", "passes"],
     x.measurements.map(m => [esc(m.what), esc(m.completion ?? "–"), esc(m.chunk ?? "–"), sci(m.measured), esc(m.rule),
       typeof m.threshold === "object" && m.threshold !== null ? esc(JSON.stringify(m.threshold)) : sci(m.threshold),
       m.passes == null ? "–" : m.passes ? "yes" : `<span class="reason">no</span>`]), "no measured values in the document");
   if (x.spot_check) html += spotCheckHtml(x.spot_check, "spot-check");
   return html + `</div>`;
+}
+function failingHtml(completions, s) {  // counts, the worst few in a table, the rest one click away
+  if (!completions.length) return `<p class="muted" id="failing-summary">no failing completion named</p>`;
+  const chunks = c => esc(c.chunks.join(", ") || "–");
+  const positions = c => c.positions.length ? esc(c.positions.slice(0, 16).join(", ")) + (c.positions.length > 16 ? "…" : "") : "–";
+  const byIndex = new Map(completions.map(c => [c.completion, c]));
+  const worst = s.worst.map(i => byIndex.get(i)).filter(c => c), rest = completions.filter(c => !s.worst.includes(c.completion));
+  const row = c => [`#${esc(c.completion)}`, esc(c.chunks.length), chunks(c), positions(c)];
+  const heads = ["completion", "failing chunks", "which", "token positions"];
+  return `<h3>Failing completions</h3>` + kv([
+      ["failing", `<b>${esc(s.completions)}</b> completion${s.completions === 1 ? "" : "s"}${s.of != null ? ` of ${esc(s.of)}` : ""}${s.checked != null ? ` (${esc(s.checked)} checked in full)` : ""}`],
+      ["failing proof chunks", esc(s.chunks)],
+      ["measured values that fail", s.by_check.map(b => `${esc(b.what)}: ${esc(b.failing)}`).join(" · ") || "–"]], "failing-summary") +
+    table("failing-worst", heads, worst.map(row)) +
+    (rest.length ? `<details id="failing-rest"><summary>the other ${rest.length} failing completion${rest.length === 1 ? "" : "s"}</summary>` +
+      table("failing-rest-table", heads, rest.map(row)) + `</details>` : "");
 }
 function spotCheckHtml(s, id) {
   return `<h3>Spot check</h3>` + kv([["q", s.q == null ? "–" : `${num(100 * s.q, 1)} %`], ["completions", `n = ${esc(s.n)}, m = ${esc(s.m)} checked in full`],
@@ -318,7 +335,7 @@ async function workView(id) {
     ["work id", `<span class="mono">${esc(w.work_id)}</span>`], ["pool", poolLink(w.pool_id)],
     ["worker", workerLink(w.worker)], ["step", esc(w.step)], ["samples", esc(w.n_samples)], ["status", status(w.status)],
     ["court case", w.case_state ? caseLink(w.work_id, `${esc(w.case_state)} — committee, votes, payments`) : "–"],
-    ["judged by", w.judge ? validatorLink(w.judge) : w.validator ? `<span class="mono">${esc(w.validator)}</span>` : "–"],
+    ["judged by", `<span id="judged-by">${w.judge ? validatorLink(w.judge) : w.validator ? `<span class="mono">${esc(w.validator)}</span>` : "–"}</span>`],
     ["reason", w.reason ? `<span class="reason" id="reason">${esc(w.reason)}</span>` : "–"],
     ["slashed", w.slashed ? tokens(w.slashed) : "–"]]);
   if (w.evidence) {
@@ -350,6 +367,13 @@ function timelineTable(items) {
     esc(t.block), esc(t.event), esc(t.text)]));
 }
 
+function deadlinesHtml(deadlines, outcome, now) {  // a final (or void) case counts down to nothing
+  const note = t => outcome ? (t <= outcome.time ? "passed" : `not needed: the case was ${outcome.final === "void" ? "void" : "final"} first`)
+    : now == null ? "" : now > t ? "passed" : `in ${t - now} s`;
+  return (outcome ? `<p id="case-closed"><b>${outcome.final === "void" ? "void" : "final"}</b> since ${when(outcome.time)} (block ${esc(outcome.block)}): no deadline runs any more</p>` : "") +
+    kv(Object.entries(deadlines).map(([k, t]) => [k.replaceAll("_", " "), `${when(t)}${note(t) ? ` <span class="muted">(${esc(note(t))})</span>` : ""}`]), "deadlines");
+}
+
 async function caseView(id) {
   const [c, timeline] = await Promise.all([api(`/api/cases/${id}`), api(`/api/works/${id}/timeline`)]);
   const d = c.deadlines, v = c.first_verdict;
@@ -362,7 +386,7 @@ async function caseView(id) {
     ["in the pool", c.pool_verdict ? `${esc(c.pool_verdict.event)} ${reason(c.pool_verdict.reason)}` : "not yet"],
     ["worker slashed", c.worker_slashed ? `${tokens(c.worker_slashed.amount)} (bounty ${tokens(c.worker_slashed.bounty)})` : "–"],
     ["paid to the worker", c.paid ? `claimed in block ${esc(c.paid.block)}` : "–"]], "case") +
-    `<h2>Deadlines</h2>` + kv(Object.entries(d).map(([k, t]) => [k.replaceAll("_", " "), `${when(t)}${c.now != null ? (c.now > t ? ` <span class="muted">(passed)</span>` : ` <span class="muted">(in ${t - c.now} s)</span>`) : ""}`]), "deadlines");
+    `<h2>Deadlines</h2>` + deadlinesHtml(d, c.outcome, c.now);
   for (const dsp of c.disputes) {
     html += `<h2>Dispute by ${validatorLink(dsp.disputer)}</h2>` + kv([
       ["disputed", `${when(dsp.time)}, block ${esc(dsp.block)}`], ["evidence", `<a href="/api/evidence/${esc(dsp.evidence_digest)}">${short(dsp.evidence_digest)}</a>`],

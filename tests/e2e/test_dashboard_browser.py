@@ -46,11 +46,17 @@ def test_a_person_sees_the_pool_the_challenge_with_its_evidence_and_the_curve(tm
             validator.close()
         # The trainer's own publisher puts each policy and its metrics line on IPFS and on-chain.
         model, tokenizer = init_policy(SPEC, ModelSpec(hidden=32, layers=1, heads=2), warm_steps=1, warm_lr=1e-3)
-        lines = {1: {"step": 1, "reward": 0.25, "accuracy": 0.1, "clipped_fraction": 0.02, "staleness_mean": 0.0},
-                 2: {"step": 2, "reward": 0.5, "accuracy": 0.3, "clipped_fraction": 0.05, "staleness_mean": 1.0}}
+        lines = {1: {"step": 1, "reward": 0.25, "accuracy": 0.1, "clipped_fraction": 0.02, "staleness_mean": 0.0,
+                     "staleness_histogram": {"0": 4}, "files_consumed": 2, "rejected_files": 0},
+                 2: {"step": 2, "reward": 0.5, "accuracy": 0.3, "clipped_fraction": 0.05, "staleness_mean": 1.0,
+                     "staleness_histogram": {"1": 4}, "files_consumed": 1, "rejected_files": 0},
+                 # no file taken in since step 2: the step trains on groups buffered from earlier files, as the
+                 # trainer writes it (reward None, "reward None" in its log), and their staleness grows
+                 3: {"step": 3, "reward": None, "batch_reward": 0.375, "accuracy": 0.3, "clipped_fraction": 0.05,
+                     "staleness_mean": 2.0, "staleness_histogram": {"2": 4}, "files_consumed": 0, "rejected_files": 0}}
         publisher = IpfsPublisher(run.ledger(2), run.kubo, run.pool_id, model.config, tokenizer, 2, tmp_path / "trainer",
                                   metrics_of=lines.get)
-        for step in (1, 2):
+        for step in (1, 2, 3):
             publisher(step, model.state_dict())
 
         service = ExplorerService(tmp_path / "index.sqlite", run.anvil.rpc_url, run.deployment, run.kubo_api,
@@ -82,9 +88,21 @@ def test_a_person_sees_the_pool_the_challenge_with_its_evidence_and_the_curve(tm
 
         browser.get(f"{url}/#/pool/{run.pool_id}/trainer")
         staleness = browser.wait_for(lambda: browser.script(
-            "return [...document.querySelectorAll('#curve circle.point[data-series=staleness_mean]')]"
-            ".map(c => Number(c.dataset.value))"), what="the trainer's curve")
-        assert staleness == [0.0, 1.0] and len(browser.texts("#steps tbody tr")) == 2
+            "const v = [...document.querySelectorAll('#curve circle.point[data-series=staleness_mean]')]"
+            ".map(c => Number(c.dataset.value)); return v.length === 3 && v"), what="the trainer's three steps")
+        assert staleness == [0.0, 1.0, 2.0]
+        steps = browser.wait_for(lambda: browser.script(
+            "return [...document.querySelectorAll('#steps tbody tr')].map(r => [...r.cells].map(c => c.innerText.trim()))"),
+            what="the steps")
+        heads = browser.texts("#steps th")
+        cell = lambda row, head: row[heads.index(head)]  # noqa: E731
+        assert [cell(r, "step") for r in steps] == ["1", "2", "3"]
+        assert [cell(r, "reward") for r in steps[:2]] == ["0.250", "0.500"]
+        # a step with no reward says why (no file since the previous step), what it trained on and its mean reward
+        assert cell(steps[2], "reward").startswith("none: no file taken in since the previous step")
+        assert "4 groups buffered from earlier files" in cell(steps[2], "reward") and "0.375" in cell(steps[2], "reward")
+        assert [(cell(r, "files taken in"), cell(r, "groups trained on")) for r in steps] == [
+            ("2", "4"), ("1", "4"), ("0", "4")]
         browser.screenshot(SHOTS / "trainer.png")
     finally:
         if browser is not None:
@@ -151,6 +169,20 @@ def test_a_person_follows_an_adversary_s_file_to_its_evidence_and_a_verdict_to_i
     assert "exponent matches" in text("#measurements") and "mantissa error" in text("#measurements")
     assert "the validator did not pick them" in text("#spot-check")
     assert "TOPLOC" in text("#explanation .check")
+    # a chunk that matched no exponent reads as such, not as the proof's sentinel 2^64
+    assert "none: no exponent matched" in text("#measurements") and "18446744073709551616" not in text("#measurements")
+    # the failing completions at a glance: counts, the worst few, the rest one click away
+    summary = " ".join(text("#failing-summary").split())
+    assert "4 completions of 8 (4 checked in full)" in summary and "failing proof chunks 6" in summary
+    assert "exponent matches: 1" in summary and "mantissa error, mean: 1" in summary
+    worst = browser.texts("#failing-worst tbody tr")
+    assert len(worst) == 3 and all("0, 1" in r for r in worst[:2])
+    assert text("#failing-rest summary") == "the other 1 failing completion"
+    rest_open = "return document.querySelector('#failing-rest').open"
+    assert browser.script(rest_open) is False
+    _click(browser, "#failing-rest summary")
+    browser.wait_for(lambda: browser.script(rest_open), what="the other failing completions", timeout=LOADED)
+    assert len(browser.texts("#failing-rest-table tbody tr")) == 1
     browser.screenshot(SHOTS / "evidence.png")
 
     # attest-all: its overturned verdict, to the dispute's votes and the stake it lost
@@ -167,7 +199,19 @@ def test_a_person_follows_an_adversary_s_file_to_its_evidence_and_a_verdict_to_i
     assert "wrong verdict" in text("#penalties") and "60.0000" in text("#penalties")
     assert "dispute share" in text("#payments") and "bounty" in text("#payments")
     assert "keccak256" in text("#committee")
+    # a final case says so; none of its deadlines counts down
+    closed = browser.wait_for(lambda: text("#case-closed"), what="the case's finality", timeout=LOADED)
+    assert closed.startswith("final since") and "no deadline runs" in closed
+    assert "(in " not in text("#deadlines")
     browser.screenshot(SHOTS / "case.png")
+
+    # the overturned work: judged by the first verdict's judge (not the disputer that won); its evidence once
+    browser.get(f"{url}/#/work/0x{run.works['overturn'].hex()}")
+    browser.wait_for(lambda: browser.texts("#evidence"), what="the overturned work's evidence", timeout=LOADED)
+    judged_by = browser.script("return document.querySelector('#judged-by a').getAttribute('href')")
+    assert judged_by.lower() == f"#/validator/{run.judges['overturn']}".lower() != f"#/validator/{run.disputer}".lower()
+    assert browser.texts("#dispute-evidence") == [] and text("#main").count("failed check") == 1
+    assert "REWARD" in text("#evidence")
 
     browser.get(f"{url}/#/work/0x{run.works['accepted'].hex()}")
     browser.wait_for(lambda: browser.texts("#checks"), what="the checks an accepted work passed", timeout=LOADED)

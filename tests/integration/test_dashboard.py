@@ -440,3 +440,27 @@ def test_a_hostile_evidence_document_is_explained_with_only_what_fits():
     assert [(c.completion, c.chunks) for c in x.failing_completions] == [(1, []), (2, [])]
     assert x.spot_check is not None and (x.spot_check.indices, x.spot_check.verified) == (None, False)
     assert explain([1, 2]).kind == "unreadable" and explain({"finding": "ok", "validator": 7}).validator is None
+
+
+def test_a_toploc_challenge_of_128_completions_reads_as_counts_and_the_worst_few():
+    """Issue 47, finding 12: 128 failing completions were one paragraph. The explanation counts them (of the file's
+    n, of the m checked), their failing chunks and the measured values that fail, and names the worst few (the
+    most failing chunks first); the page shows those in a table and the rest behind a click."""
+    failing = list(range(128))
+    chunks = {str(i): list(range(1 + i % 4)) if i not in (17, 90) else list(range(8)) for i in failing}
+    details = {"failing_chunks": [0], "exp_mismatches": [128], "mant_err_mean": [MISSING_STAT],
+               "mant_err_median": [MISSING_STAT],
+               "thresholds": {"min_exp_matches": 90, "per_points": 128, "max_mant_err_mean": 10.0,
+                              "max_mant_err_median": 8.0}}
+    doc = {"reason_code": int(Reason.TOPLOC), "reason": "TOPLOC", "message": "128 of 256 completions fail toploc",
+           "failing_samples": failing, "failing_chunks": chunks, "statistics": {"first_failure": details},
+           "spot_check": {"spot_check_bps": 5_000, "n": 256, "m": 128, "indices": failing}}
+    x = explain(doc)
+    assert isinstance(x, EvidenceExplanation)
+    s = x.failing_summary
+    assert (s.completions, s.of, s.checked) == (128, 256, 128)
+    assert s.chunks == sum(len(c) for c in chunks.values())
+    assert {b.what: b.failing for b in s.by_check} == {
+        "exponent matches": 1, "mantissa error, mean": 1, "mantissa error, median": 1}
+    assert s.worst == [17, 90, 3]  # 8 chunks each, then the lowest of those with 4
+    assert len(x.failing_completions) == 128  # every one still there, for the page's "the other 125"

@@ -16,6 +16,7 @@ from eth_utils import keccak
 from prometheus_client import generate_latest
 from rich.console import Console
 
+from dashboard.evidence import NO_EXPONENT_MATCHED
 from dashboard.indexer import ChainIndexer
 from dashboard.service import ExplorerService, free_port
 from dashboard.store import Store
@@ -177,18 +178,26 @@ def test_the_reason_for_every_verdict_is_readable(run, api):
     toploc = api(f"/api/works/0x{run.works['toploc'].hex()}")
     assert (toploc["status"], toploc["reason"], toploc["judge"]) == ("rejected", "TOPLOC", run.judges["toploc"])
     why = toploc["explanation"]
-    (failing,) = why["failing_completions"]
-    assert why["check"] == "TOPLOC" and failing["chunks"] == [1]
+    failing = why["failing_completions"]
+    assert why["check"] == "TOPLOC" and [c["chunks"] for c in failing] == [[1], [1], [0, 1], [0, 1]]
     rows = {r["what"]: r for r in why["measurements"]}
-    assert (rows["exponent matches"]["measured"], rows["exponent matches"]["threshold"]) == (128 - 71, 90)
+    assert (rows["exponent matches"]["measured"], rows["exponent matches"]["threshold"]) == (0, 90)
     assert rows["mantissa error, mean"]["passes"] is False and rows["mantissa error, mean"]["chunk"] == 1
+    # the proof's sentinel for a chunk that matched no exponent reads as such, not as 2^64
+    assert rows["mantissa error, mean"]["measured"] == rows["mantissa error, median"]["measured"] == NO_EXPONENT_MATCHED
+    # at a glance: 4 of 8 (4 checked), 6 chunks, which measured values fail, the worst first
+    summary = why["failing_summary"]
+    assert (summary["completions"], summary["of"], summary["checked"], summary["chunks"]) == (4, N, 4, 6)
+    assert {b["what"]: b["failing"] for b in summary["by_check"]} == {
+        "exponent matches": 1, "mantissa error, mean": 1, "mantissa error, median": 1}
+    assert summary["worst"] == [failing[2]["completion"], failing[3]["completion"], failing[0]["completion"]]
     block = next(e["block"] for e in _logs(run, "pool", "WorkSubmitted") if e["workId"] == run.works["toploc"])
     block_hash = bytes(run.w3.eth.get_block(block + 1)["hash"])
     draw = spot_check_indices(spot_check_randomness(block_hash, run.works["toploc"]), N, 5_000)
     expected = {"q": 0.5, "n": N, "m": 4, "indices": draw, "verified": True, "block_hash": hex_text(block_hash),
                 "seed_block": block + 1}
     assert {k: why["spot_check"][k] for k in expected} == expected
-    assert failing["completion"] in draw
+    assert sorted(draw) == [c["completion"] for c in failing]
 
     accepted = api(f"/api/works/0x{run.works['accepted'].hex()}")
     assert accepted["status"] == "paid" and accepted["explanation"] is None

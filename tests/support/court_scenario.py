@@ -3,7 +3,8 @@
 and one worker, every path a case can take:
 
   accepted  the assigned validator attests; final after the dispute window; the worker claims (paid)
-  toploc    the assigned validator challenges with a TOPLOC evidence document (spot check q = 50 %)
+  toploc    the assigned validator challenges with a TOPLOC evidence document (spot check q = 50 %): every drawn
+            completion fails, the first with a chunk that matched no exponent (the proof's sentinel)
   overturn  the assigned validator attests a fabricated file ("attest-all"); another disputes with a REWARD
             evidence document; the committee votes 2–1 that the work is invalid (the minority voter loses the
             committee penalty); the judge loses the wrong-verdict slash; the worker is slashed (DISPUTE)
@@ -28,7 +29,7 @@ from ledger_client.ipfs.content import put_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import WorkId, hex_text
 from protocol.spotcheck import spot_check_indices, spot_check_randomness
-from protocol.verdicts import Evidence, Reason, SpotCheck
+from protocol.verdicts import TOPLOC_MISSING_STAT, Evidence, Reason, SpotCheck
 from tests.support.conftest_chain import TOKENS, pool_config
 from validator.court import register_with_court, vote_commitment
 
@@ -194,13 +195,15 @@ class CourtRun:
         block_hash = bytes(self.w3.eth.get_block(block + 1)["hash"])
         randomness = spot_check_randomness(block_hash, work_id)
         indices = spot_check_indices(randomness, N, 5_000)
-        failing = indices[1]
-        details = {"failing_chunks": [1], "exp_mismatches": [12, 71], "mant_err_mean": [2.5, 14.25],
-                   "mant_err_median": [2.0, 9.5], "thresholds": TOPLOC_THRESHOLDS}
+        failing = sorted(indices)  # every drawn completion fails; the last two in both of their chunks
+        # the first failing one's chunk 1 matched no exponent: the proof's sentinel stands for its mantissa errors
+        details = {"failing_chunks": [1], "exp_mismatches": [12, 128], "mant_err_mean": [2.5, TOPLOC_MISSING_STAT],
+                   "mant_err_median": [2.0, TOPLOC_MISSING_STAT], "thresholds": TOPLOC_THRESHOLDS}
         return Evidence(work_id=WorkId(work_id).text, pool_id=self.pool_id, worker=self.worker, reason="TOPLOC",
                         reason_code=int(Reason.TOPLOC),
-                        message=f"1 of {N} completions fail toploc: 1 of 2 chunks outside thresholds",
-                        failing_samples=[failing], failing_chunks={str(failing): [1]},
+                        message=f"{len(failing)} of {N} completions fail toploc: 1 of 2 chunks outside thresholds",
+                        failing_samples=failing,
+                        failing_chunks={str(i): [0, 1] if k >= 2 else [1] for k, i in enumerate(failing)},
                         statistics={"first_failure": details}, thresholds=TOPLOC_THRESHOLDS,
                         spot_check=SpotCheck(spot_check_bps=5_000, n=N, m=len(indices), indices=indices,
                                              submission_block=block, block_hash=hex_text(block_hash),
