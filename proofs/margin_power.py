@@ -12,7 +12,8 @@ The test (proofs.margins.margin_test) challenges a file of n checked tokens whos
 threshold(n, false_positive_rate / 2). The power here is P(S ≥ threshold) with S the flips' rounded margins
 (`MarginNull.points`) alone: the honest noise of the other tokens and the test's per-completion arm only add to
 what is caught, so in those respects it is a lower bound. Flip margins are rounded down to a grid of 1/GRID before
-the compound Poisson law of S is summed (Panjer's recursion), which lowers it again.
+the compound Poisson law of S is summed (Panjer's recursion), which lowers it again; for thresholds past MAX_CELLS
+cells the miss probability is Chernoff's bound on it.
 
 NEAR_TIE_DENSITY is a property of the policy, measured once (docs/notes/attacks.md): the 1.9ε bias at bench.attacks'
 bf16 profile (ε = 0.0203, T = 1) held 3.07 flips in files of 545 checked tokens. On that pool the model predicts
@@ -34,7 +35,8 @@ NEAR_TIE_DENSITY = 3.07 / 545 / (STEERING_BIAS_EPS * 0.0203)
 GRID = 1024
 """Flip margins are summed on a grid of 1/GRID (each rounded down)."""
 MAX_CELLS = 50_000
-"""The recursion's length at most: past it the grid coarsens (rounding down further, so the power only drops)."""
+"""The recursion's length at most (a threshold of ~49): past it the miss probability is bounded by Chernoff's bound
+instead (`_chernoff_miss`), which only lowers the power."""
 
 
 def flip_points(null: MarginNull, bias_eps: float = STEERING_BIAS_EPS) -> list[tuple[float, float]]:
@@ -66,11 +68,16 @@ def bias_power(null: MarginNull, tokens: int, false_positive_rate: float, logit_
     if math.isinf(threshold):
         return 0.0
     rate = tokens * flip_rate(logit_tolerance, temperature, bias_eps, density)
-    grid = min(GRID, MAX_CELLS / threshold)
-    atoms = [(math.floor(point * grid), p) for point, p in flip_points(null, bias_eps)]
-    atoms = [(j, math.log(rate * j * p)) for j, p in atoms if j > 0 and p > 0 and rate > 0]
-    cells = math.ceil(threshold * grid)  # S < threshold: grid cells 0 .. cells - 1
-    log_f = [-rate]  # compound Poisson: f_0 = e^-rate (no flip adds 0), f_s = Σ_j (rate·j·p_j / s)·f_{s-j}
+    if rate <= 0:
+        return 0.0
+    points = flip_points(null, bias_eps)
+    cells = math.ceil(threshold * GRID)  # S < threshold: grid cells 0 .. cells - 1
+    if cells > MAX_CELLS:
+        return 1.0 - _chernoff_miss(points, rate, threshold)
+    atoms = [(j, p) for j, p in ((math.floor(x * GRID), p) for x, p in points) if j > 0 and p > 0]
+    # compound Poisson (Panjer): f_0 = e^(-rate·P(a flip adds something)), f_s = Σ_j (rate·j·p_j / s)·f_{s-j}
+    log_f = [-rate * sum(p for _, p in atoms)]
+    atoms = [(j, math.log(rate * j * p)) for j, p in atoms]
     for s in range(1, cells):
         terms = [c + log_f[s - j] for j, c in atoms if j <= s and log_f[s - j] > -math.inf]
         if not terms:
@@ -80,8 +87,18 @@ def bias_power(null: MarginNull, tokens: int, false_positive_rate: float, logit_
         log_f.append(top + math.log(sum(math.exp(t - top) for t in terms)) - math.log(s))
     top = max(log_f)
     missed = math.exp(top + math.log(sum(math.exp(f - top) for f in log_f))) if top > -math.inf else 0.0
-    return max(0.0, 1.0 - missed)
+    return min(1.0, max(0.0, 1.0 - missed))
 
+
+def _chernoff_miss(points: list[tuple[float, float]], rate: float, threshold: float) -> float:
+    """An upper bound on P(S < threshold) for S compound Poisson (`rate` flips, each adding x with probability p):
+    min over s ≥ 0 of exp(s·threshold + rate·(E[e^(-s·x)] − 1)). Used where the threshold is too far for the
+    recursion; there the bias's score is typically far past it."""
+    best = 0.0
+    for k in range(-12, 13):
+        s = 2.0**k
+        best = min(best, s * threshold + rate * (sum(p * math.exp(-s * x) for x, p in points) - 1))
+    return math.exp(best)
 
 def tokens_for_power(null: MarginNull, power: float, false_positive_rate: float, logit_tolerance: float,
                      temperature: float, most: int, bias_eps: float = STEERING_BIAS_EPS,

@@ -49,8 +49,10 @@ def test_ninety_nine_percent_of_biased_files_need_about_2750_checked_tokens_at_b
 
 
 def test_power_grows_with_the_checked_tokens_and_is_nil_without_any():
-    powers = [bias_power(BF16, n, RATE, BF16_EPS, 1.0) for n in (0, 500, 1_000, 2_000, 4_000, 8_000)]
-    assert powers[0] == 0.0 and powers == sorted(powers) and powers[-1] > 0.9999
+    """Up to the files whose threshold the recursion reaches and past them (Chernoff's bound: 10^9 tokens)."""
+    powers = [bias_power(BF16, n, RATE, BF16_EPS, 1.0) for n in (0, 500, 1_000, 2_000, 4_000, 8_000, 10**9)]
+    assert powers[0] == 0.0 and powers == sorted(powers) and powers[-2] > 0.9999 and powers[-1] == 1.0
+    assert bias_power(FP32, 10**9, RATE, 1e-3, 1.0) == 1.0
 
 
 def test_at_the_fp32_tolerance_the_bias_flips_too_little_for_any_shipped_file_size():
