@@ -243,28 +243,47 @@ def _address(value: str, devnet: dict | None, field: str) -> str:
 def spot_check_terms(cfg: PoolConfig, spec: RunSpec | None = None) -> dict:
     """What the spot-check rule means for this pool: a file of maxSamplesPerWork completions of which
     m = ceil(q·n) get the expensive checks; the probability that one fabricated completion is among
-    them; the file's reward and the least slash `createPool` accepts (docs/protocol.md)."""
+    them; the file's reward and the least slash `createPool` accepts (docs/protocol.md); with a floor of checked
+    tokens or a required power, the margin test's power at the floor (`floor_power_terms`)."""
     n, bps = cfg.samples_per_work(spec), cfg.spot_check(spec)
     m = spot_check_count(n, bps)
-    floor = {"min_checked_tokens": spec.verification.min_checked_tokens} \
-        if spec is not None and spec.verification.min_checked_tokens else {}
     return {"spot_check_bps": bps, "checked_per_file": f"{m} of {n}",
             "detection_probability_1_fabricated": round(detection_probability(n, m, 1), 6),
             "file_reward": cfg.reward_per_sample * n,
-            "break_even_slash": min_slash(bps, cfg.reward_per_sample, n)} | floor
+            "break_even_slash": min_slash(bps, cfg.reward_per_sample, n)} | floor_power_terms(spec)
+
+
+def floor_power_terms(spec: RunSpec | None) -> dict:
+    """The run spec's floor of checked tokens and the margin test's per-file power there against a 1.9ε logit bias
+    (docs/protocol.md R8.6), with the required power where the spec states one; nothing when it states neither."""
+    if spec is None or not (spec.verification.min_checked_tokens or spec.verification.min_power):
+        return {}
+    floor, required = spec.verification.min_checked_tokens, spec.verification.min_power
+    return {"min_checked_tokens": floor, "bias_power_at_floor": round(spec.bias_power(floor), 4)} \
+        | ({"min_power": required} if required else {})
 
 
 def check_checked_token_floor(cfg: PoolConfig, spec: RunSpec | None) -> None:
     """UsageError when the run spec's floor of checked tokens is more than a file of the pool can hold
     (maxSamplesPerWork completions of max_tokens each): every file would be checked whole and still fall short of
-    the power the floor was set for (docs/protocol.md R8.6)."""
-    if spec is None or not (floor := spec.verification.min_checked_tokens):
+    the power the floor was set for; or when the floor gives the margin test less than the spec's `min_power`
+    against a 1.9ε logit bias, naming the floor that would (docs/protocol.md R8.6)."""
+    if spec is None:
         return
+    floor, required = spec.verification.min_checked_tokens, spec.verification.min_power
     n = cfg.samples_per_work(spec)
     most = n * spec.sampling.max_tokens
     if floor > most:
         raise UsageError(f"the run spec's verification.min_checked_tokens {floor} is more than a file can hold: "
                          f"max_samples_per_work {n} × sampling.max_tokens {spec.sampling.max_tokens} = {most}")
+    if required and (power := spec.bias_power(floor)) < required:
+        needed = spec.tokens_for_power(required, most)
+        fix = f"a floor of {needed} checked tokens reaches it" if needed is not None else \
+            f"no floor a file can hold reaches it (max_samples_per_work {n} × sampling.max_tokens " \
+            f"{spec.sampling.max_tokens} = {most} tokens)"
+        raise UsageError(f"the run spec's verification.min_checked_tokens {floor} gives the margin test a per-file "
+                         f"power of {power:.4f} against a 1.9ε logit bias, below verification.min_power {required}: "
+                         f"{fix}")
 
 
 def check_spot_check_bound(cfg: PoolConfig, spec: RunSpec | None = None) -> dict:

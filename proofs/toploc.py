@@ -29,7 +29,7 @@ from functools import lru_cache
 
 import numpy as np
 import torch
-from proofs.toploc_thresholds import DEFAULT_TOPK, MISSING_STAT, PAPER_THRESHOLDS, Thresholds
+from proofs.toploc_thresholds import COUNTED_FROM_TOKENS, DEFAULT_TOPK, MISSING_STAT, PAPER_THRESHOLDS, Thresholds
 
 GF_PRIME = 65497
 """The prime field of the interpolation (the largest prime below 2**16 - 38, as in the paper)."""
@@ -96,11 +96,6 @@ def accept(results: list[ChunkResult], thresholds: Thresholds = PAPER_THRESHOLDS
     return not failing_chunks(results, thresholds)
 
 
-COUNTED_FROM_TOKENS = 9
-"""The chunk-count test counts chunks of at least this many tokens. A completion's first chunk holds the hidden state
-of the prompt's last position, the same in every completion of the prompt (and of every shared first token): in a
-1- or 2-token chunk that shared row is the chunk, and a group's chunks exceeded their level together (honest bf16
-files of one prompt and 1–2 tokens were challenged ~1 time in 100); from 9 tokens a shared row is at most a ninth."""
 COUNT_TEST_LAMBDAS = tuple(float(2**k) for k in range(-4, 7))
 """λ grid over which the chunk-count test's Chernoff bound is minimised (a bound at any λ is valid)."""
 

@@ -11,6 +11,12 @@ MISSING_STAT = float(2**64)
 DEFAULT_TOPK = 128
 """Points per chunk: the top-k entries of largest magnitude (the paper's and the reference's k)."""
 
+COUNTED_FROM_TOKENS = 9
+"""The chunk-count test counts chunks of at least this many tokens. A completion's first chunk holds the hidden state
+of the prompt's last position, the same in every completion of the prompt (and of every shared first token): in a
+1- or 2-token chunk that shared row is the chunk, and a group's chunks exceeded their level together (honest bf16
+files of one prompt and 1–2 tokens were challenged ~1 time in 100); from 9 tokens a shared row is at most a ninth."""
+
 
 class ChunkLimits(BaseModel):
     """Chunk limits for the chunks of up to `tokens` tokens (and more than the previous entry's), measured by

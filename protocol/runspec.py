@@ -15,7 +15,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from proofs.margins import MARGIN_LEVELS, MarginNull
-from proofs.toploc_thresholds import ChunkLimits, Thresholds
+from proofs.margin_power import bias_power, tokens_for_power
+from proofs.toploc_thresholds import COUNTED_FROM_TOKENS, ChunkLimits, Thresholds
 from protocol.manifest import PolicyVerification
 from tasks.base import Task, TaskError
 from tasks.difficulty import register_subset
@@ -74,6 +75,15 @@ class VerificationSpec(BaseModel):
         "a floor of checked tokens a file: the spot check draws further completions, in its own order, until the "
         "drawn ones hold this many tokens (protocol.spotcheck); 0 = no floor. The margin test's power against a "
         "small logit bias grows with the tokens it sees (docs/protocol.md R8.6)"))
+    min_power: float = Field(0.0, ge=0, lt=1, description=(
+        "the per-file power the floor of checked tokens must give the margin test against a logit bias of 1.9ε "
+        "(proofs.margin_power, from this spec's own null, tolerance and temperature); `pool create` refuses a "
+        "floor that falls short, and prints the power at the floor whenever a floor or a power is set; 0 = no "
+        "requirement (docs/protocol.md R8.6)"))
+    min_toploc_tokens: int = Field(0, ge=0, lt=2**32, description=(
+        "the least sampling.max_tokens the spec accepts, so that TOPLOC's chunk count sees chunks (it counts chunks "
+        f"of at least {COUNTED_FROM_TOKENS} tokens); 0 = no minimum, else at least {COUNTED_FROM_TOKENS} "
+        "(docs/protocol.md R6.25)"))
 
     false_positive_rate: float = Field(1e-6, gt=0, lt=1, description=(
         "the statistical tests' per-file false-positive rate: an honest file of the calibrated population is "
@@ -85,6 +95,14 @@ class VerificationSpec(BaseModel):
     margin_tail: list[float] = Field(list(DEFAULT_MARGIN_TAIL), description=(
         "upper bounds on an honest token's P(margin > level) per level (`validator calibrate` measures them)"))
     margin_tokens: int = Field(DEFAULT_MARGIN_TOKENS, ge=0, description="honest tokens the margin tails were measured on")
+
+    @model_validator(mode="after")
+    def _toploc_minimum(self) -> VerificationSpec:
+        if 0 < self.min_toploc_tokens < COUNTED_FROM_TOKENS:
+            raise ValueError(f"verification.min_toploc_tokens {self.min_toploc_tokens} is below "
+                             f"{COUNTED_FROM_TOKENS}, the shortest chunk TOPLOC's chunk count counts: use 0 or at "
+                             f"least {COUNTED_FROM_TOKENS}")
+        return self
 
     def margin_null(self) -> MarginNull:
         """The honest margin distribution these rules state."""
@@ -182,7 +200,23 @@ class RunSpec(BaseModel):
         problem = self.nucleus_problem(self.verification.logit_tolerance)
         if problem:
             raise ValueError(problem)
+        if self.sampling.max_tokens < self.verification.min_toploc_tokens:
+            raise ValueError(f"sampling.max_tokens {self.sampling.max_tokens} is below verification.min_toploc_tokens "
+                             f"{self.verification.min_toploc_tokens}: completions that short leave TOPLOC's chunk "
+                             "count without chunks to count (docs/protocol.md R6.25)")
         return self
+
+    def bias_power(self, tokens: int) -> float:
+        """The margin test's per-file power against a 1.9ε logit bias at `tokens` checked tokens, under this spec's
+        null, false-positive rate, tolerance and temperature (proofs.margin_power)."""
+        v = self.verification
+        return bias_power(v.margin_null(), tokens, v.false_positive_rate, v.logit_tolerance, self.sampling.temperature)
+
+    def tokens_for_power(self, power: float, most: int) -> int | None:
+        """The fewest checked tokens (at most `most`) at which `bias_power` reaches `power`; None if none does."""
+        v = self.verification
+        return tokens_for_power(v.margin_null(), power, v.false_positive_rate, v.logit_tolerance,
+                                self.sampling.temperature, most)
 
     def nucleus_problem(self, tolerance: float) -> str | None:
         """Why `tolerance` makes the replay's nucleus check loose at this spec's top_p < 1 (None: it does not)."""

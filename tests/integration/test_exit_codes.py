@@ -129,6 +129,7 @@ CASE_IDS = (
     'worker-local toml typo',
     'run spec typo',
     'unknown task',
+    'run spec with completions shorter than its TOPLOC minimum',
     'trainer init checkpoint not a folder',
     'worker start --max-submissions -1',
     'worker start --pool 0',
@@ -191,6 +192,8 @@ def _cases(tmp_path: Path) -> dict[str, tuple[str, list[str], int]]:
         ("trainer", ["init", "--run-spec", str(typos["run.toml"]), "--kubo-api", "/ip4/127.0.0.1/tcp/1"], EXIT_USAGE),
         ("trainer", ["init", "--run-spec", str(typos["unknown-task.toml"]), "--kubo-api", "/ip4/127.0.0.1/tcp/1"],
          EXIT_USAGE),
+        ("trainer", ["init", "--run-spec", str(typos["short-toploc.toml"]), "--kubo-api", "/ip4/127.0.0.1/tcp/1"],
+         EXIT_USAGE),  # docs/protocol.md R6.25
         ("trainer", ["init", "--run-spec", str(ROOT / "examples/run.toml"), "--checkpoint", "/nonexistent",
                      "--kubo-api", "/ip4/127.0.0.1/tcp/1"], EXIT_USAGE),
         # numbers and URLs refused as the command line is read, before any effect (issue 47, finding 6)
@@ -217,12 +220,14 @@ def _cases(tmp_path: Path) -> dict[str, tuple[str, list[str], int]]:
 
 
 def _typos(tmp_path: Path) -> dict[str, Path]:
-    """One misspelt key in each kind of TOML file (and a run spec naming a task that does not exist)."""
+    """One misspelt key in each kind of TOML file (and a run spec naming a task that does not exist, and one whose
+    max_tokens is below its min_toploc_tokens)."""
     run_spec = (ROOT / "examples/run.toml").read_text()
     texts = {"pool.toml": (ROOT / "examples/pool.toml").read_text().replace("funding =", "fundng ="),
              "trainer.toml": "max_step = 3\n", "worker.toml": "run_dir = 'x'\nmax_submisions = 3\n",
              "run.toml": run_spec.replace("temperature", "temprature"),
              "unknown-task.toml": run_spec.replace('name = "sort"', 'name = "nosuch"'),
+             "short-toploc.toml": run_spec.replace("[verification]", "[verification]\nmin_toploc_tokens = 16"),
              "worker-start.toml": "max-pending = -2\n"}
     for name, text in texts.items():
         (tmp_path / name).write_text(text)

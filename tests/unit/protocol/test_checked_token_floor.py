@@ -1,6 +1,7 @@
 """The floor of checked tokens a file (docs/protocol.md R8.6): the spot check draws past ⌈q·n⌉, in its own shuffle
 order, until the drawn completions hold the run spec's `min_checked_tokens`; validators, the evidence and the explorer
-re-derive the same draw, and `pool create` refuses a floor no file can hold."""
+re-derive the same draw, and `pool create` refuses a floor no file can hold or one short of the run spec's
+`min_power` against the 1.9ε bias."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from eth_utils import keccak
 
 from dashboard.evidence import checks_passed, verify_draw
-from deploy.pool_cli import PoolConfig, UsageError, check_checked_token_floor
+from deploy.pool_cli import PoolConfig, UsageError, check_checked_token_floor, spot_check_terms
 from protocol.runspec import RunSpec
 from protocol.spotcheck import spot_check_count, spot_check_indices, spot_check_randomness
 from tests.support.paths import ROOT
@@ -139,3 +140,42 @@ def test_a_hostile_draw_in_evidence_costs_the_explorer_no_more_than_the_document
         draw = verify_draw(spot | {"n": n, "spot_check_bps": bps}, "0x" + WORK_ID.hex())
         assert draw.verified is False and draw.n == n
     assert verify_draw(spot, "0x" + WORK_ID.hex()).verified is True
+
+
+def _bf16_spec(**verification) -> RunSpec:
+    """examples/run-attacks.toml at bench.attacks' bf16 profile (its tolerance and tails, docs/notes/attacks.md)."""
+    spec = RunSpec.model_validate(tomllib.loads((ROOT / "examples" / "run-attacks.toml").read_text()))
+    return spec.model_copy(update={"verification": spec.verification.model_copy(update={
+        "logit_tolerance": 0.0203, "margin_tail": [1.60e-3, 1.52e-3, 1.28e-3, 5.50e-4, 1.75e-5, 1.75e-5],
+        "margin_tokens": 536_320, **verification})})
+
+
+def test_pool_create_refuses_a_floor_short_of_the_stated_power_and_names_the_floor_that_reaches_it():
+    """At the bf16 profile 99 % of files with the 1.9ε bias need ~2,750 checked tokens (proofs.margin_power): a floor
+    of 2,000 is refused with the power it reaches and the floor needed; that floor passes and pool create's terms
+    carry its power."""
+    cfg = _pool_config()  # 128 completions × 16 tokens: at most 2,048 tokens a file
+    short = _bf16_spec(min_checked_tokens=2_000, min_power=0.99)
+    with pytest.raises(UsageError) as refused:
+        check_checked_token_floor(cfg.model_copy(update={"max_samples_per_work": 256}), short)
+    message = str(refused.value)
+    assert "\n" not in message and "min_checked_tokens 2000" in message
+    assert "below verification.min_power 0.99" in message
+    needed = int(message.rsplit("a floor of ", 1)[1].split()[0])
+    assert 2_600 <= needed <= 2_900 and f"power of {short.bias_power(2_000):.4f}" in message
+    enough = _bf16_spec(min_checked_tokens=needed, min_power=0.99)
+    check_checked_token_floor(cfg.model_copy(update={"max_samples_per_work": 256}), enough)
+    terms = spot_check_terms(cfg.model_copy(update={"max_samples_per_work": 256}), enough)
+    assert terms["min_checked_tokens"] == needed and terms["min_power"] == 0.99 and terms["bias_power_at_floor"] >= 0.99
+    with pytest.raises(UsageError, match="no floor a file can hold reaches it .* = 2048 tokens"):
+        check_checked_token_floor(cfg, _bf16_spec(min_checked_tokens=2_000, min_power=0.99))
+
+
+def test_every_shipped_run_spec_passes_pool_creates_floor_checks():
+    cfg = _pool_config()
+    for path in sorted((ROOT / "examples").glob("run*.toml")):
+        spec = RunSpec.model_validate(tomllib.loads(path.read_text()))
+        check_checked_token_floor(cfg, spec)
+        terms = spot_check_terms(cfg, spec)
+        assert ("bias_power_at_floor" in terms) == bool(spec.verification.min_checked_tokens or
+                                                        spec.verification.min_power), path.name
