@@ -89,7 +89,7 @@ SPREAD_SHAPE = 0.5
 """k: honest exceedance rates spread over prompts as Gamma(k, mean 1) times the null's (issue 45's measurement)."""
 MISCALIBRATION = 2.0
 """c: the honest population may run at up to c × the calibrated tails (a policy drifted since calibration)."""
-LAMBDAS = tuple(float(2**k) for k in range(-10, 11))
+LAMBDAS = tuple(2 ** (k / 2) for k in range(-20, 21))
 """λ grid over which the per-file Chernoff bound is minimised (a bound at any λ is valid; small λ serve large
 files under the spread, whose bound the Gamma tail of G decides)."""
 WORKER_LAMBDAS = (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0, 4.0, 16.0, 64.0)
