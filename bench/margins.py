@@ -5,8 +5,8 @@ The null is calibrated on the same honest contexts twice: one seed per position 
 `validator calibrate` did before many-seed replay) and `--seeds` public seeds per position
 (proofs.sampling.honest_margins: one prefill serves them all). Files of 64 × 32-token completions from an honest
 sampler, a sampler at T × 0.95, and one adding 0.9ε to a tenth of the vocabulary's logits are scored under each
-null: the per-file threshold at 10^-6, the files it challenges, and after how many files the per-worker e-process
-reaches log(10^6). Prints one JSON line per null.
+null (its honest spread included, proofs.margins): the per-file threshold at 10^-6, the files it challenges, and
+after how many files the per-worker e-process (each file's factor multiplied) reaches log(10^6). Prints one JSON line per null.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from bench.report import add_record_option, emit
 from examples.hf_models import qwen2_style
 from inference.policy import load_policy
 from inference.torch_backend import NO_EOS, TorchBackend
-from proofs.margins import MARGIN_LEVELS, MarginNull
+from proofs.margins import MARGIN_LEVELS, WORKER_LAMBDAS, MarginNull, log_e_value
 from proofs.sampling import honest_margins, replay
 from protocol.runspec import SamplingSpec
 
@@ -95,14 +95,14 @@ def main(argv: list[str] | None = None) -> int:
                "file_threshold": null.threshold(scores["honest"][0][0], RATE / 2)}
         for name, files in scores.items():
             caught = sum(null.log_p_value(s, n) < math.log(RATE / 2) for n, s in files)
-            total_n, total_s, crossed = 0, 0.0, None
-            for k, (n, s) in enumerate(files, start=1):
-                total_n, total_s = total_n + n, total_s + s
-                if crossed is None and null.worker_log_e_value(total_s, total_n) >= math.log(1 / RATE):
+            sums, crossed = [0.0] * len(WORKER_LAMBDAS), None
+            for k, (n, s) in enumerate(files, start=1):  # each file's factor, as validator.worker_margins multiplies
+                sums = [a + b for a, b in zip(sums, null.worker_log_terms(s, n))]
+                if crossed is None and log_e_value(sums) >= math.log(1 / RATE):
                     crossed = k
             out[name] = {"mean_score": round(sum(s for _, s in files) / len(files), 3), "files_caught": caught,
                          "files": len(files), "worker_caught_after_files": crossed,
-                         "worker_log_e": round(null.worker_log_e_value(total_s, total_n), 2)}
+                         "worker_log_e": round(log_e_value(sums), 2)}
         print(json.dumps(out), flush=True)
         lines.append(out)
     seconds = round(time.perf_counter() - started, 1)

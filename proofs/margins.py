@@ -24,33 +24,95 @@ bounds the honest one, and for n independent tokens
 
     P(S ≥ s) ≤ exp(inf_λ [n·Λ(λ) − λ·s]),       Λ(λ) = log E_dominating[e^{λ m}]      (Chernoff)
 
-`MarginNull.log_p_value` is that bound; a file is challenged when it is below the pool's per-file false-
-positive rate. For a worker across files, exp(λS − nΛ(λ)) is a supermartingale under the null for every
-fixed λ, so the average over a fixed grid of λ (`WORKER_LAMBDAS`) is an e-process: by Ville's inequality an
-honest worker's accumulated value ever reaches 1/α with probability at most α, however many files it submits
-and whenever the validator looks (`worker_log_e_value`).
+Tokens are not independent on a trained policy: how often its near-ties flip varies from prompt to prompt
+(measured: the honest exceedance rate of a prompt spreads as a Gamma law of shape ≈ 0.5 about its mean), and a
+pool's whole population may run above its calibration (a policy that drifted). A bound that assumes every token
+i.i.d. from the null is then far from valid (issue 45's review: the i.i.d. factor exp(λS − nΛ(λ)) had an
+expected value of 10^68 at λ = 8, and simulated honest books, their population at 2 × the null, were challenged
+2 % of the time at α = 10^-2 and 9.9 % at α = 10^-6). So the test bounds the honest
+worker under the **honest spread** (`MarginNull.spread_shape` k, `MarginNull.miscalibration` c):
 
-Assumptions (docs/protocol.md states them with the error rates): tokens' margins are independent under the
-null (flips need a near-tie and noise that reorders it, both position-local), and the pool's workers are the
-calibrated population (dtype, engine, batch sizes; the model's near-tie density, which training changes).
+    given its multiplier G, a file's tokens are independent with tails P(m > θ_k | G) ≤ c·G·q_k,
+    G ~ Gamma(shape k, mean 1), one G per file, drawn afresh for every file (k = None: G ≡ 1)
+
+One G for the whole file is the conservative reading of a per-prompt spread: if a file's prompts i (n_i tokens
+each) have their own Gamma(k) multipliers G_i, dependent in any way, then Π_i (1 + g_i·x)^{n_i} is a product of
+positive increasing functions, hence supermodular, and among couplings with fixed marginals the comonotone one
+(all G_i equal) maximises its expectation (Tchen 1980; for independent G_i it is Chebyshev's inequality): the
+file's moment generating function under one shared G bounds theirs.
+
+The file's log-MGF under the spread. Given G, scaling every tail by c·G scales every atom's mass by c·G, so
+E[e^{λm} | G] ≤ 1 + c·G·a(λ), a(λ) = e^{Λ(λ)} − 1 = Σ_atoms mass·(e^{λx} − 1) ≥ 0 for λ ≥ 0 (where c·G·q_0 > 1
+the true tails are capped at 1, which only lowers the MGF, an increasing function of the tails). With
+x = c·a(λ) and E[G^j] = Γ(k + j) / (Γ(k)·k^j) for Gamma(k, scale 1/k), the binomial theorem gives the exact
+
+    L_n(λ) = log E_G[(1 + G·x)^n] = log Σ_{j=0..n} C(n, j)·(x/k)^j·Γ(k + j)/Γ(k)
+           term_{j+1} / term_j = (n − j)/(j + 1) · (k + j) · x/k                       (`mixture_log_mgf`)
+
+finite at every λ (a polynomial moment of G), ≤ −k·log(1 − n·x/k) where n·x < k (from 1 + y ≤ e^y: the Gamma
+MGF), and ≥ n·log(1 + x) (Jensen: the i.i.d. exponent at the null scaled by c). So no λ needs dropping: where
+n·x passes k the file's factor is tiny, the price of the honest spread, not an invalid bound.
+
+`MarginNull.log_p_value` is min_λ [L_n(λ) − λ·s] ≥ log P(S ≥ s) (Markov's inequality on e^{λS} averaged over G,
+each λ of the fixed grid `LAMBDAS`): the per-file test needs it, since a file of a high-G prompt mix is the
+null's tails times G, and at k = 0.5 P(G > 10) ≈ 1.6·10^-3, so the i.i.d. bound would challenge such honest files
+at rates far above 10^-6. A file is challenged when its bound is below the pool's per-file false-positive rate.
+
+For a worker across files, a file's factor exp(λS_f − L_{n_f}(λ)) has conditional expectation ≤ 1 under the
+spread, whatever the earlier files, so for every fixed λ the product over files is a supermartingale, and the
+average over a fixed grid of λ (`WORKER_LAMBDAS`) is an e-process: by Ville's inequality an honest worker's
+accumulated value ever reaches 1/α with probability at most α, however many files it submits and whenever the
+validator looks (`worker_log_e_value`). `FACTOR_VERSION` names this meaning of a file's factor (1: i.i.d.).
+
+Assumptions (docs/protocol.md states them with the error rates): given a file's G, its tokens' margins are
+independent (flips need a near-tie and noise that reorders it, both position-local; what a prompt shares is
+its near-tie density, which G models); files' multipliers are independent of each other (different prompts);
+honest rates spread no wider than Gamma(k) about c × the null; and the pool's workers are the calibrated
+population (dtype, engine, batch sizes).
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from collections.abc import Sequence
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 MARGIN_LEVELS = (0.0, 1 / 256, 1 / 64, 1 / 16, 1 / 4, 1 / 2)
 """θ_k at which calibration counts honest margins: 0 (any flip), then geometrically up to half the bound."""
 CALIBRATION_CONFIDENCE = 1e-3
 """β: the tails hold with probability ≥ 1 − β over the calibration run (split over the levels)."""
-LAMBDAS = tuple(float(2**k) for k in range(-2, 11))
-"""λ grid over which the per-file Chernoff bound is minimised (a bound at any λ is valid)."""
-WORKER_LAMBDAS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0)
-"""The fixed λ of the per-worker e-process (fixed in advance: Ville's inequality needs it)."""
+SPREAD_SHAPE = 0.5
+"""k: honest exceedance rates spread over prompts as Gamma(k, mean 1) times the null's (issue 45's measurement)."""
+MISCALIBRATION = 2.0
+"""c: the honest population may run at up to c × the calibrated tails (a policy drifted since calibration)."""
+LAMBDAS = tuple(2 ** (k / 2) for k in range(-20, 21))
+"""λ grid over which the per-file Chernoff bound is minimised (a bound at any λ is valid; small λ serve large
+files under the spread, whose bound the Gamma tail of G decides)."""
+WORKER_LAMBDAS = (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0, 4.0, 16.0, 64.0)
+"""The fixed λ of the per-worker e-process (fixed in advance: Ville's inequality needs it). Under the spread a
+file's best λ falls as it grows (≈ 1 at 512 bf16 tokens, 1/4 at 2,048), hence the dense small end; 16 and 64
+serve pools whose honest margins never pass the first level (float32), where every flip is a rare event."""
+FACTOR_VERSION = 2
+"""What a file's factor exp(λS − L_n(λ)) means: 2, L_n under the honest spread; 1 (books before it), i.i.d."""
+
+
+@functools.lru_cache(maxsize=4096)
+def mixture_log_mgf(log_excess: float, tokens: int, shape: float | None) -> float:
+    """log E_G[(1 + G·x)^tokens], x = e^log_excess, G ~ Gamma(shape, mean 1) (G ≡ 1 for shape None): the log-MGF
+    of a file's sum under the spread, x = c·(e^{Λ(λ)} − 1). Exact, as the binomial sum of the module text, in logs."""
+    if tokens <= 0 or log_excess == -math.inf:
+        return 0.0
+    if shape is None:
+        return tokens * float(np.logaddexp(0.0, log_excess))
+    j = np.arange(tokens, dtype=np.float64)
+    log_ratios = np.log((tokens - j) / (j + 1) * (shape + j)) + (log_excess - math.log(shape))
+    log_terms = np.concatenate(([0.0], np.cumsum(log_ratios)))
+    top = float(log_terms.max())
+    return top + math.log(float(np.exp(log_terms - top).sum()))
 
 
 def binomial_kl(p: float, q: float) -> float:
@@ -84,6 +146,9 @@ class MarginNull(BaseModel):
     levels: tuple[float, ...] = MARGIN_LEVELS
     tail: tuple[float, ...] = Field(description="q_k ≥ P(margin > levels[k]) per honest token")
     tokens: int = Field(0, ge=0, description="honest tokens the tails were measured on (0: set by hand)")
+    spread_shape: float | None = Field(SPREAD_SHAPE, gt=0, description=(
+        "k: a file's honest rates are c × the tails times G ~ Gamma(k, mean 1) (None: G = 1, tokens i.i.d.)"))
+    miscalibration: float = Field(MISCALIBRATION, ge=1, description="c: the honest population may run at c × the tails")
 
     @model_validator(mode="after")
     def _shape(self) -> MarginNull:
@@ -111,8 +176,10 @@ class MarginNull(BaseModel):
         tail (it bounds an honest token of any of them), over the fewest tokens any of them was measured on."""
         if not nulls or any(n.levels != nulls[0].levels for n in nulls):
             raise ValueError("one or more nulls, all at the same levels")
+        shapes = [n.spread_shape for n in nulls if n.spread_shape is not None]
         return cls(levels=nulls[0].levels, tail=tuple(max(t) for t in zip(*(n.tail for n in nulls))),
-                   tokens=min(n.tokens for n in nulls))
+                   tokens=min(n.tokens for n in nulls), spread_shape=min(shapes, default=None),
+                   miscalibration=max(n.miscalibration for n in nulls))
 
     def _atoms(self) -> list[tuple[float, float]]:
         """The dominating distribution's non-zero points and their masses: (θ_{k+1}, q_k − q_{k+1}), (1, q_K)."""
@@ -160,33 +227,36 @@ class MarginNull(BaseModel):
         top = max(terms)
         return top + math.log(sum(math.exp(t - top) for t in terms))
 
+    def file_log_mgf(self, lam: float, tokens: int) -> float:
+        """L_n(λ): the log-MGF of the sum of `tokens` honest rounded margins under the spread (module text)."""
+        logs = [math.log(mass) + lam * x + math.log(-math.expm1(-lam * x)) for x, mass in self._atoms() if mass > 0]
+        top = max(logs, default=-math.inf)
+        log_excess = top if top == -math.inf else top + math.log(sum(math.exp(t - top) for t in logs))
+        return mixture_log_mgf(math.log(self.miscalibration) + log_excess, tokens, self.spread_shape)
+
     def log_p_value(self, score: float, tokens: int) -> float:
-        """log of the Chernoff bound on P(S ≥ score) for `tokens` honest tokens (≤ 0)."""
+        """log of the Chernoff bound on P(S ≥ score) for `tokens` honest tokens under the spread (≤ 0)."""
         if tokens <= 0 or score <= 0:
             return 0.0
-        return min(0.0, min(tokens * self.log_mgf(lam) - lam * score for lam in LAMBDAS))
+        return min(0.0, min(self.file_log_mgf(lam, tokens) - lam * score for lam in LAMBDAS))
 
     def threshold(self, tokens: int, false_positive_rate: float) -> float:
-        """The smallest score whose bound is at most `false_positive_rate` for `tokens` tokens (∞: none ≤ n)."""
+        """The smallest score whose bound is at most `false_positive_rate` for `tokens` tokens (∞: none ≤ n):
+        min over λ of the s with L_n(λ) − λs = log(rate)."""
         target = math.log(false_positive_rate)
-        if self.log_p_value(float(tokens), tokens) > target:
-            return math.inf
-        low, high = 0.0, float(tokens)
-        for _ in range(60):
-            mid = (low + high) / 2
-            low, high = (mid, high) if self.log_p_value(mid, tokens) > target else (low, mid)
-        return high
+        best = min((self.file_log_mgf(lam, tokens) - target) / lam for lam in LAMBDAS)
+        return best if best <= tokens else math.inf
 
     def worker_log_terms(self, score: float, tokens: int) -> list[float]:
-        """log of one file's factor exp(λ·score − tokens·Λ(λ)) of the per-worker e-process, per λ of
-        WORKER_LAMBDAS. Files judged under different nulls (policies with their own tolerances) multiply their
-        own factors: each is a supermartingale step under its file's null."""
-        return [lam * score - tokens * self.log_mgf(lam) for lam in WORKER_LAMBDAS]
+        """log of one file's factor exp(λ·score − L_tokens(λ)) of the per-worker e-process, per λ of
+        WORKER_LAMBDAS (meaning `FACTOR_VERSION`). Files judged under different nulls (policies with their own
+        tolerances) multiply their own factors: each is a supermartingale step under its file's null."""
+        return [lam * score - self.file_log_mgf(lam, tokens) for lam in WORKER_LAMBDAS]
 
     def worker_log_e_value(self, score: float, tokens: int) -> float:
-        """log of the e-process over a worker's accumulated (score, tokens), all under this null: mean over
-        WORKER_LAMBDAS of exp(λ·score − tokens·Λ(λ)). An honest worker's ever reaches log(1/α) with probability
-        ≤ α."""
+        """log of the e-process of one file's (score, tokens) under this null, or of several files' totals counted
+        as one file (one G for them all: conservative, module text): mean over WORKER_LAMBDAS of
+        exp(λ·score − L_tokens(λ)). An honest worker's ever reaches log(1/α) with probability ≤ α."""
         return log_e_value(self.worker_log_terms(score, tokens))
 
 

@@ -3,9 +3,11 @@
 A file whose margins are only slightly off the honest distribution passes the per-file test; many of them add
 up. For each worker the book keeps the (checked tokens, margin sum) of every file this validator accepted on
 the margin test since the worker's last accumulated challenge, and the e-process of proofs.margins over them,
-each file's factor under its own null (a policy may carry its own tolerances): an honest worker's ever reaches
-1/α with probability at most α (the run spec's `worker_false_positive_rate`), however many files it submits. When it does, the submission being judged is
-challenged SAMPLING with the files, their totals and the e-value as evidence, and the book starts afresh.
+each file's factor under its own null (a policy may carry its own tolerances) and the honest spread (a file's
+flip rate varies with its prompts: proofs.margins): an honest worker's ever reaches 1/α with probability at most
+α (the run spec's `worker_false_positive_rate`), however many files it submits. When it does, the submission
+being judged is challenged SAMPLING with the files, their totals and the e-value as evidence, and the book starts
+afresh.
 
 Crash safety: the book is written atomically before the verdict is sent; a file is counted once per work id,
 and a challenge decided for a work id is kept with it, so a check repeated after a kill -9 gives the same
@@ -22,7 +24,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from proofs.margins import WORKER_LAMBDAS, MarginNull, log_e_value
+from proofs.margins import FACTOR_VERSION, WORKER_LAMBDAS, MarginNull, log_e_value
 
 MAX_EVIDENCE_FILES = 64
 """Work ids listed in a challenge's evidence (the totals cover them all)."""
@@ -30,18 +32,23 @@ MAX_EVIDENCE_FILES = 64
 
 class WorkerMargins:
     """worker (lower-case address) → {"open": {work id: [tokens, score, [log factor per λ]]}, "challenged":
-    {work id: evidence}}. (A book written before files kept their factors holds [tokens, score]: those files count
-    under the null of the file being judged.)"""
+    {work id: evidence}, "factors": proofs.margins.FACTOR_VERSION}. Files without factors of this version (a book
+    written before files kept them, or before the spread: i.i.d. factors, no "factors" key) keep [tokens, score]
+    and count under the null of the file being judged."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.workers: dict[str, dict[str, dict]] = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.workers: dict[str, dict] = json.loads(self.path.read_text()) if self.path.exists() else {}
+        for book in self.workers.values():
+            if book.get("factors") != FACTOR_VERSION:
+                book["open"] = {work_id: entry[:2] for work_id, entry in book["open"].items()}
+                book["factors"] = FACTOR_VERSION
 
     def judge(self, worker: str, work_id: str, tokens: int, score: float, null: MarginNull,
               worker_false_positive_rate: float) -> dict[str, Any] | None:
         """Count one accepted file and test the worker: the evidence of an accumulated challenge of `work_id`,
         or None. Saved before it returns; the same work id always gets the same answer."""
-        book = self.workers.setdefault(worker.lower(), {"open": {}, "challenged": {}})
+        book = self.workers.setdefault(worker.lower(), {"open": {}, "challenged": {}, "factors": FACTOR_VERSION})
         if work_id in book["challenged"]:
             return book["challenged"][work_id]
         book["open"].setdefault(work_id, [tokens, score, null.worker_log_terms(score, tokens)])
@@ -53,7 +60,7 @@ class WorkerMargins:
             files = list(book["open"])
             evidence = {"files": len(files), "work_ids": files[-MAX_EVIDENCE_FILES:], "tokens": total_tokens,
                         "score": total_score, "log_e_value": log_e,
-                        "worker_false_positive_rate": worker_false_positive_rate}
+                        "worker_false_positive_rate": worker_false_positive_rate, "factors": FACTOR_VERSION}
             book["challenged"][work_id] = evidence
             book["open"] = {}
         self.save()

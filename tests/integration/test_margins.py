@@ -17,7 +17,7 @@ from examples.hf_models import qwen2_style
 from inference.policy import load_policy
 from inference.torch_backend import NO_EOS, TorchBackend
 from inference.verify import CompletionRecord, VerifyConfig, file_margin_test, verify_completions
-from proofs.margins import MARGIN_LEVELS, MarginNull, log_e_value, margin_test, tail_bound
+from proofs.margins import FACTOR_VERSION, MARGIN_LEVELS, MarginNull, log_e_value, margin_test, tail_bound
 from proofs.sampling import honest_margins, replay, sample_tokens
 from proofs.toploc import build_proofs_batch
 from protocol.runspec import SamplingSpec
@@ -51,7 +51,8 @@ def test_chernoff_bound_holds_for_an_honest_population_inside_the_tails() -> Non
 def test_rounded_margins_keep_the_bound_and_count_tokens_far_above_the_noise_as_rare_events() -> None:
     """The statistic rounds each margin up to the null's next level (MarginNull.score): the honest population's
     rounded sums still exceed the threshold at most α of the time, and a file with four tokens at m = 0.75 among
-    honest ones is caught by the rounded sum (4) where the plain sum (3) passes."""
+    honest ones is caught by the rounded sum (4) where the plain sum (3) passes (tokens i.i.d. from the null, no
+    spread: the rounding's own claim; tests/unit/proofs/test_margin_spread.py has the spread)."""
     rng = np.random.default_rng(8)
     exceed = [round(4e-3 * max(0.0, 1 - level / 0.3) * 10**7) for level in MARGIN_LEVELS]
     null = MarginNull.fit(exceed, 10**7)
@@ -60,7 +61,8 @@ def test_rounded_margins_keep_the_bound_and_count_tokens_far_above_the_noise_as_
     rounded = np.array([null.score(row) for row in margins])
     assert (rounded >= margins.sum(axis=1) - 1e-12).all()
     assert (rounded >= null.threshold(512, 1e-2)).mean() <= 1e-2
-    calibrated = MarginNull(levels=MARGIN_LEVELS, tail=(9.6e-4, 9.0e-4, 7.9e-4, 4.7e-4, 3.2e-5, 3.2e-5))
+    calibrated = MarginNull(levels=MARGIN_LEVELS, tail=(9.6e-4, 9.0e-4, 7.9e-4, 4.7e-4, 3.2e-5, 3.2e-5),
+                            spread_shape=None, miscalibration=1.0)
     file = [0.0] * 556 + [0.75] * 4
     rate = 1e-6
     assert calibrated.log_p_value(sum(file), 560) > math.log(rate / 2)  # the plain sum: 3.0, not significant
@@ -72,9 +74,9 @@ def test_margins_past_equal_tails_count_as_the_hard_bound_and_the_bound_still_ho
     """Levels whose tails are equal carry no mass between them, so a margin past the first of them counts 1
     (MarginNull.points): an honest population that puts exactly the top tail's mass just above 1/4 (the worst case
     for that rounding) still exceeds the threshold at most α of the time, and the rounding counts four tokens at
-    m = 0.3 as 4 where the next-level rounding counted 2 and passed."""
+    m = 0.3 as 4 where the next-level rounding counted 2 and passed (tokens i.i.d. from the null, no spread)."""
     tails = (9.6e-4, 9.0e-4, 7.9e-4, 4.7e-4, 3.2e-5, 3.2e-5)
-    null = MarginNull(levels=MARGIN_LEVELS, tail=tails)
+    null = MarginNull(levels=MARGIN_LEVELS, tail=tails, spread_shape=None, miscalibration=1.0)
     assert null.points() == (1 / 256, 1 / 64, 1 / 16, 1 / 4, 1.0, 1.0)
     rng = np.random.default_rng(11)
     n, rate = 512, 1e-2
@@ -255,3 +257,17 @@ def test_the_loosest_of_several_nulls_bounds_each_of_them() -> None:
     assert both.tail == (1.6e-3, 1.5e-3, 1.3e-3, 5.5e-4, 1.7e-5, 1.7e-5) and both.tokens == 400_000
     with pytest.raises(ValueError):
         MarginNull.loosest([quiet, MarginNull(levels=(0.0, 0.5), tail=(1e-3, 1e-4))])
+
+
+def test_a_book_of_i_i_d_factors_counts_its_files_again_under_the_spread(tmp_path: Path) -> None:
+    """A book written before the spread (factors of FACTOR_VERSION 1, no "factors" key): its open files' i.i.d.
+    factors are dropped and the files count under the null of the file being judged, spread and all."""
+    null, worker = MarginNull.fit([10, 5, 2, 0, 0, 0], 10**6), "0x" + "ef" * 20
+    iid = MarginNull.fit([10, 5, 2, 0, 0, 0], 10**6).model_copy(update={"spread_shape": None, "miscalibration": 1.0})
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({worker: {"open": {"0x01": [2048, 3.0, iid.worker_log_terms(3.0, 2048)]},
+                                        "challenged": {}}}))
+    book = WorkerMargins(old)
+    assert book.workers[worker] == {"open": {"0x01": [2048, 3.0]}, "challenged": {}, "factors": FACTOR_VERSION}
+    assert book.log_e_value(worker, null) == pytest.approx(null.worker_log_e_value(3.0, 2048))
+    assert null.worker_log_e_value(3.0, 2048) < iid.worker_log_e_value(3.0, 2048)

@@ -1,0 +1,102 @@
+"""The margin test under the honest spread (proofs.margins, issue 45): honest files' flip rates vary (Gamma shape
+0.5 about a population at 2 × the null), and the per-file test and the per-worker e-process still challenge such
+workers at most at their stated rates, while a worker biased toward the decision boundary is caught."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from proofs.margins import MARGIN_LEVELS, WORKER_LAMBDAS, MarginNull, log_e_value, mixture_log_mgf
+
+TAILS = (9.6e-4, 9.0e-4, 7.9e-4, 4.7e-4, 3.2e-5, 3.2e-5)
+"""A bf16 pool's calibrated tails (the suite's bf16 profile)."""
+NULL = MarginNull(levels=MARGIN_LEVELS, tail=TAILS)
+IID = MarginNull(levels=MARGIN_LEVELS, tail=TAILS, spread_shape=None, miscalibration=1.0)
+TOKENS = 512
+
+
+def honest_scores(rng: np.random.Generator, workers: int, files: int, scale: float = 2.0) -> np.ndarray:
+    """Rounded margin sums of honest files at the edge of the spread: each file's tokens independent, drawn from the
+    null's dominating distribution with every tail times scale · G, G ~ Gamma(0.5, mean 1) per file (one prompt
+    a file: the worst case of the per-prompt spread), tails capped at 1."""
+    points = np.array([*MARGIN_LEVELS[1:], 1.0])
+    tails = np.minimum(1.0, scale * rng.gamma(0.5, 2.0, (workers, files, 1)) * np.array(TAILS))
+    masses = tails - np.concatenate([tails[..., 1:], np.zeros_like(tails[..., :1])], axis=-1)
+    left, rest, score = np.full((workers, files), TOKENS), np.ones((workers, files)), np.zeros((workers, files))
+    for atom, point in enumerate(points):  # a multinomial over the atoms, as successive binomials
+        count = rng.binomial(left, np.clip(masses[..., atom] / np.maximum(rest, 1e-300), 0.0, 1.0))
+        score, left, rest = score + count * point, left - count, rest - masses[..., atom]
+    return score
+
+
+def biased_scores(rng: np.random.Generator, workers: int, files: int) -> np.ndarray:
+    """A worker adding 1.9ε to some logits, as bench.attacks measured it at bf16: its honest noise (the spread, at
+    the null) plus ≈ 2.4 flips per 512 tokens toward the boundary, margins uniform on (0, 3/4), rounded as
+    MarginNull.score rounds them (so ~17 % of ~545-token files hold no token above 1/4, as measured)."""
+    flips = rng.binomial(TOKENS, 4.6e-3, (workers, files))
+    margins = rng.uniform(0.0, 0.75, (workers, files, int(flips.max())))
+    rounded = np.array(NULL.points())[np.searchsorted(MARGIN_LEVELS, margins, side="left") - 1]
+    return honest_scores(rng, workers, files, scale=1.0) + np.where(
+        np.arange(margins.shape[-1]) < flips[..., None], rounded, 0.0).sum(-1)
+
+
+def worker_log_e_paths(null: MarginNull, scores: np.ndarray) -> np.ndarray:
+    """Each worker's log e-value after each file (workers × files), its files' factors multiplied per λ, as
+    validator.worker_margins does."""
+    lams = np.array(WORKER_LAMBDAS)
+    sums = np.cumsum(scores[..., None] * lams - [null.file_log_mgf(lam, TOKENS) for lam in lams], axis=1)
+    top = sums.max(-1)
+    return top + np.log(np.exp(sums - top[..., None]).mean(-1))
+
+
+def at_most(rate: float, trials: int) -> float:
+    """A count that Binomial(trials, rate) exceeds with probability < 10^-4 (Chernoff: trials · KL ≥ log 10^4)."""
+    count = rate * trials
+    while count < trials and trials * _kl(count / trials, rate) < math.log(1e4):
+        count += 1
+    return count
+
+
+def _kl(p: float, q: float) -> float:
+    return sum(a * math.log(a / b) for a, b in ((p, q), (1 - p, 1 - q)) if a > 0)
+
+
+def test_the_files_moment_generating_function_under_the_spread_is_exact_and_between_its_bounds() -> None:
+    """mixture_log_mgf = log E_G[(1 + G·x)^n] (a sample of G agrees), above the i.i.d. n·log(1 + x) (Jensen), below
+    the Gamma MGF −k·log(1 − n·x/k) where that is finite; without spread it is the i.i.d. exponent."""
+    g = np.random.default_rng(1).gamma(0.5, 2.0, 4_000_000)
+    for x, n in ((1e-3, 100), (1e-4, 2000), (3e-5, 512)):
+        exact = mixture_log_mgf(math.log(x), n, 0.5)
+        assert exact == pytest.approx(math.log(np.mean((1 + g * x) ** n)), rel=0.01)
+        assert n * math.log1p(x) < exact <= -0.5 * math.log(1 - n * x / 0.5)
+    assert mixture_log_mgf(math.log(1e-3), 100, None) == pytest.approx(100 * math.log1p(1e-3))
+    assert math.isfinite(NULL.file_log_mgf(1024.0, 8192))  # finite at every λ: no grid value is invalid
+    assert IID.file_log_mgf(2.0, TOKENS) == pytest.approx(TOKENS * IID.log_mgf(2.0))
+
+
+def test_honest_books_with_the_measured_spread_are_challenged_at_most_at_the_stated_rates() -> None:
+    """2,000 honest workers × 300 files of 512 tokens, each file's rates the null's × 2 × Gamma(0.5): the per-worker
+    e-process crosses 1/α for at most α of the workers and the per-file test challenges at most α of the files
+    (binomial margins); the i.i.d. test of before issue 45 challenged nearly all of these workers."""
+    scores = honest_scores(np.random.default_rng(45), 2000, 300)
+    paths = worker_log_e_paths(NULL, scores)
+    for alpha in (1e-2, 1e-3):
+        assert (paths.max(1) >= math.log(1 / alpha)).sum() <= at_most(alpha, 2000)
+        assert (scores >= NULL.threshold(TOKENS, alpha)).sum() <= at_most(alpha, scores.size)
+    assert (worker_log_e_paths(IID, scores).max(1) >= math.log(100)).mean() > 0.5
+
+
+def test_a_worker_biased_toward_the_boundary_is_caught_within_40_files() -> None:
+    """Every one of 200 workers with the 1.9ε bias is challenged by the per-worker test at 10^-6 within 40 files of
+    512 tokens (median ~11), though the per-file test at 10^-6 lets nearly all their files through."""
+    scores = biased_scores(np.random.default_rng(19), 200, 40)
+    crossed = worker_log_e_paths(NULL, scores) >= math.log(1e6)
+    assert crossed.any(1).all()
+    assert np.median(crossed.argmax(1) + 1) <= 16
+    assert (scores >= NULL.threshold(TOKENS, 5e-7)).mean() < 0.01
+    one = [float(s) for s in scores[0, :3]]
+    assert log_e_value([sum(t) for t in zip(*(NULL.worker_log_terms(s, TOKENS) for s in one))]) == pytest.approx(
+        worker_log_e_paths(NULL, scores[:1, :3])[0, -1])
