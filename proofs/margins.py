@@ -53,10 +53,10 @@ finite at every λ (a polynomial moment of G), ≤ −k·log(1 − n·x/k) where
 MGF), and ≥ n·log(1 + x) (Jensen: the i.i.d. exponent at the null scaled by c). So no λ needs dropping: where
 n·x passes k the file's factor is tiny, the price of the honest spread, not an invalid bound.
 
-`MarginNull.log_p_value` is min_λ [L_n(λ) − λ·s] ≥ log P(S ≥ s) (Markov's inequality on e^{λS} averaged over G,
-each λ of the fixed grid `LAMBDAS`): the per-file test needs it, since a file of a high-G prompt mix is the
-null's tails times G, and at k = 0.5 P(G > 10) ≈ 1.6·10^-3, so the i.i.d. bound would challenge such honest files
-at rates far above 10^-6. A file is challenged when its bound is below the pool's per-file false-positive rate.
+`MarginNull.log_p_value`, the per-file test, is still the i.i.d. bound exp(min_λ [n·Λ(λ) − λ·s]): under the
+spread it is optimistic (a file of high-G prompts is the null's tails times G, and at k = 0.5 P(G > 10) ≈ 1.6·10^-3),
+but the spread-aware bound min_λ [L_n(λ) − λ·s] would raise a bf16 file's threshold ~6× and leave the test no power
+against a bias inside the per-token bound; docs/protocol.md R6.18 gives the figures and what is planned.
 
 For a worker across files, a file's factor exp(λS_f − L_{n_f}(λ)) has conditional expectation ≤ 1 under the
 spread, whatever the earlier files, so for every fixed λ the product over files is a supermartingale, and the
@@ -89,9 +89,8 @@ SPREAD_SHAPE = 0.5
 """k: honest exceedance rates spread over prompts as Gamma(k, mean 1) times the null's (issue 45's measurement)."""
 MISCALIBRATION = 2.0
 """c: the honest population may run at up to c × the calibrated tails (a policy drifted since calibration)."""
-LAMBDAS = tuple(2 ** (k / 2) for k in range(-20, 21))
-"""λ grid over which the per-file Chernoff bound is minimised (a bound at any λ is valid; small λ serve large
-files under the spread, whose bound the Gamma tail of G decides)."""
+FILE_LAMBDAS = tuple(float(2**k) for k in range(-2, 11))
+"""λ grid over which the per-file Chernoff bound is minimised (a bound at any λ is valid)."""
 WORKER_LAMBDAS = (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0, 4.0, 16.0, 64.0)
 """The fixed λ of the per-worker e-process (fixed in advance: Ville's inequality needs it). Under the spread a
 file's best λ falls as it grows (≈ 1 at 512 bf16 tokens, 1/4 at 2,048), hence the dense small end; 16 and 64
@@ -235,17 +234,22 @@ class MarginNull(BaseModel):
         return mixture_log_mgf(math.log(self.miscalibration) + log_excess, tokens, self.spread_shape)
 
     def log_p_value(self, score: float, tokens: int) -> float:
-        """log of the Chernoff bound on P(S ≥ score) for `tokens` honest tokens under the spread (≤ 0)."""
+        """log of the Chernoff bound on P(S ≥ score) for `tokens` honest tokens drawn i.i.d. from the null (≤ 0):
+        the per-file test's, which does not model the spread (docs/protocol.md R6.18 says what that costs)."""
         if tokens <= 0 or score <= 0:
             return 0.0
-        return min(0.0, min(self.file_log_mgf(lam, tokens) - lam * score for lam in LAMBDAS))
+        return min(0.0, min(tokens * self.log_mgf(lam) - lam * score for lam in FILE_LAMBDAS))
 
     def threshold(self, tokens: int, false_positive_rate: float) -> float:
-        """The smallest score whose bound is at most `false_positive_rate` for `tokens` tokens (∞: none ≤ n):
-        min over λ of the s with L_n(λ) − λs = log(rate)."""
+        """The smallest score whose bound is at most `false_positive_rate` for `tokens` tokens (∞: none ≤ n)."""
         target = math.log(false_positive_rate)
-        best = min((self.file_log_mgf(lam, tokens) - target) / lam for lam in LAMBDAS)
-        return best if best <= tokens else math.inf
+        if self.log_p_value(float(tokens), tokens) > target:
+            return math.inf
+        low, high = 0.0, float(tokens)
+        for _ in range(60):
+            mid = (low + high) / 2
+            low, high = (mid, high) if self.log_p_value(mid, tokens) > target else (low, mid)
+        return high
 
     def worker_log_terms(self, score: float, tokens: int) -> list[float]:
         """log of one file's factor exp(λ·score − L_tokens(λ)) of the per-worker e-process, per λ of
