@@ -67,7 +67,7 @@ def pool(tmp_path, kubo_node):
     p.close()
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(900)  # a bound on a hang in a loaded `make test` (300 s was hit at load 15), never a pace
 def test_a_pool_trains_on_a_verifiers_environment_end_to_end(pool, tmp_path, capsys):
     spec_file = tmp_path / "run.toml"
     spec_file.write_text(RUN_SPEC)

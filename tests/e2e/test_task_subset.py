@@ -67,7 +67,7 @@ toploc_mean_excludes_max = true
 """
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(900)  # a bound on a hang in a loaded `make test` (300 s was hit at load 15), never a pace
 def test_trainer_init_filters_by_difficulty_and_worker_and_validator_use_the_subset(tmp_path, kubo_node):
     """`trainer init --difficulty-candidates` measures the base policy's pass rates once, publishes the kept band
     and names it in the run spec; a worker draws its prompts from that subset and the validator, rebuilding the
