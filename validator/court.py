@@ -9,8 +9,9 @@ silent assigned validator), a court validator owes the court follow-ups that fal
 and it re-checks a fraction (`audit_rate`) of other validators' verdicts, disputing those it
 disagrees with, and re-checks the work of every dispute whose committee it sits on before voting.
 
-`CourtDuties` persists the follow-ups (and a vote's salt before the vote is committed) atomically in
-the state directory, so a validator killed between commit and reveal reveals after its restart.
+`CourtDuties` persists the follow-ups (and a vote's salt before the vote is committed) in the state
+directory, so a validator killed between commit and reveal reveals after its restart: `court.json` and its
+append-only log `court.json.log` (validator/state_journal.py), a save appending what changed since the last.
 `Conduct` is how a validator decides: honest by default; adversaries/validators.py has the
 dishonest ones the end-to-end tests and the demo run.
 """
@@ -19,10 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
-import os
 import secrets
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -31,6 +29,7 @@ from eth_utils import keccak
 
 from cli.output import tokens
 from ledger_client.chain.ledger import Ledger
+from validator.state_journal import StateJournal, apply_diff, copy_state, diff
 
 
 @dataclass(frozen=True)
@@ -122,15 +121,17 @@ class DutyBook:
 
 
 class CourtDuties:
-    """The court follow-ups of one validator, in `<state_dir>/court.json` (written atomically)."""
+    """The court follow-ups of one validator, in `<state_dir>/court.json` and its log: a save appends what changed
+    (O(the change), not O(every open duty): issue 46); a court.json written whole before the log is read as it was."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.book = DutyBook()
-        if self.path.exists():
-            raw = json.loads(self.path.read_text())
-            raw["votes"] = {k: Vote(**v) for k, v in raw.get("votes", {}).items()}
-            self.book = DutyBook(**raw)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.journal = StateJournal(self.path, "court duties", apply_diff)
+        raw = self.journal.load()
+        raw["votes"] = {k: Vote(**v) for k, v in raw.get("votes", {}).items()}
+        self.book = DutyBook(**raw)
+        self._saved = copy_state(self._state())
 
     def new_vote(self, work_id: bytes, valid: bool, reveal_after: int, resolve_after: int) -> Vote:
         """Decide a vote with a fresh salt and save it before anything is sent."""
@@ -142,14 +143,25 @@ class CourtDuties:
     def count(self, what: str) -> None:
         self.book.outcomes[what] = self.book.outcomes.get(what, 0) + 1
 
-    def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".court.", suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            json.dump(asdict(self.book), handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.path)
+    def save(self) -> int:
+        """Persist the book: what changed since the last save as one appended line (the whole book as a new
+        snapshot once the log has outgrown the last). Returns the bytes written."""
+        state = self._state()
+        if self.journal.due():
+            written = self.journal.compact(state)
+        else:
+            change = diff(self._saved, state)
+            if change is None:
+                return 0
+            written = self.journal.append(change)
+        self._saved = copy_state(state)
+        return written
+
+    def _state(self) -> dict:
+        """The book as JSON values (the dicts themselves: `diff` only reads them)."""
+        b = self.book
+        return {"finalize": b.finalize, "draw": b.draw, "votes": {k: asdict(v) for k, v in b.votes.items()},
+                "resolve": b.resolve, "outcomes": b.outcomes}
 
 
 DISPUTES_BONDED = 2

@@ -7,22 +7,24 @@ each file's factor under its own null (a policy may carry its own tolerances): a
 1/α with probability at most α (the run spec's `worker_false_positive_rate`), however many files it submits. When it does, the submission being judged is
 challenged SAMPLING with the files, their totals and the e-value as evidence, and the book starts afresh.
 
-Crash safety: the book is written atomically before the verdict is sent; a file is counted once per work id,
-and a challenge decided for a work id is kept with it, so a check repeated after a kill -9 gives the same
-verdict and counts nothing twice.
+Persistence: `worker_margins.json` and its append-only log `worker_margins.json.log` (validator/state_journal.py):
+each judgement that changes the book appends one line (the file counted, and a challenge's evidence), O(1) per
+verdict — the book, which grows with the pool's history, is rewritten only when the log has outgrown it (issue 46);
+a book written whole before the log is read as it was. Crash safety: the line is written (and fsynced) before the
+verdict is sent; a file is counted once per work id, and a challenge decided for a work id is kept with it, so a
+check repeated after a kill -9 gives the same verdict and counts nothing twice (a torn last line is a judgement
+whose verdict was never sent).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import tempfile
 from collections import deque
 from pathlib import Path
 from typing import Any
 
 from proofs.margins import WORKER_LAMBDAS, MarginNull, log_e_value
+from validator.state_journal import StateJournal
 
 MAX_EVIDENCE_FILES = 64
 """Work ids listed in a challenge's evidence (the totals cover them all)."""
@@ -35,7 +37,8 @@ class WorkerMargins:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.workers: dict[str, dict[str, dict]] = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.journal = StateJournal(self.path, "worker margins", _apply)
+        self.workers: dict[str, dict[str, dict]] = self.journal.load()
 
     def judge(self, worker: str, work_id: str, tokens: int, score: float, null: MarginNull,
               worker_false_positive_rate: float) -> dict[str, Any] | None:
@@ -44,7 +47,9 @@ class WorkerMargins:
         book = self.workers.setdefault(worker.lower(), {"open": {}, "challenged": {}})
         if work_id in book["challenged"]:
             return book["challenged"][work_id]
-        book["open"].setdefault(work_id, [tokens, score, null.worker_log_terms(score, tokens)])
+        change: dict[str, Any] = {"worker": worker.lower(), "work_id": work_id}
+        if work_id not in book["open"]:
+            change["file"] = book["open"][work_id] = [tokens, score, null.worker_log_terms(score, tokens)]
         total_tokens = sum(entry[0] for entry in book["open"].values())
         total_score = sum(entry[1] for entry in book["open"].values())
         log_e = self.log_e_value(worker, null)
@@ -54,9 +59,10 @@ class WorkerMargins:
             evidence = {"files": len(files), "work_ids": files[-MAX_EVIDENCE_FILES:], "tokens": total_tokens,
                         "score": total_score, "log_e_value": log_e,
                         "worker_false_positive_rate": worker_false_positive_rate}
-            book["challenged"][work_id] = evidence
-            book["open"] = {}
-        self.save()
+            change["challenge"] = evidence
+            _challenge(book, work_id, evidence)
+        if len(change) > 2:
+            self._save(change)
         return evidence
 
     def log_e_value(self, worker: str, null: MarginNull) -> float:
@@ -68,13 +74,27 @@ class WorkerMargins:
             sums = [a + b for a, b in zip(sums, terms)]
         return log_e_value(sums)
 
-    def save(self) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".worker_margins.", suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            json.dump(self.workers, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.path)
+    def _save(self, change: dict[str, Any]) -> None:
+        """Log one judgement's change; the whole book as a new snapshot instead once the log has outgrown the last."""
+        if self.journal.due():
+            self.journal.compact(self.workers)
+        else:
+            self.journal.append(change)
+
+
+def _challenge(book: dict[str, dict], work_id: str, evidence: dict[str, Any]) -> None:
+    """A challenge of `work_id`: its evidence kept with it, and the worker's open files spent."""
+    book["challenged"][work_id] = evidence
+    book["open"] = {}
+
+
+def _apply(workers: dict[str, Any], change: dict[str, Any]) -> None:
+    """Replay one logged judgement: the file counted (unless counted already), then the challenge, if any."""
+    book = workers.setdefault(change["worker"], {"open": {}, "challenged": {}})
+    if "file" in change:
+        book["open"].setdefault(change["work_id"], change["file"])
+    if "challenge" in change:
+        _challenge(book, change["work_id"], change["challenge"])
 
 
 NULL_USE_FILES = 256
