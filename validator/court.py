@@ -29,7 +29,7 @@ from eth_utils import keccak
 
 from cli.output import tokens
 from ledger_client.chain.ledger import Ledger
-from validator.state_journal import StateJournal, apply_diff, copy_state, diff
+from validator.state_journal import ChangedKeys, StateJournal, apply_diff, diff
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,11 @@ class CourtDuties:
     """The court follow-ups of one validator, in `<state_dir>/court.json` and its log: a save appends what changed
     (O(the change), not O(every open duty): issue 46); a court.json written whole before the log is read as it was."""
 
+    TRACKED = ("finalize", "draw", "resolve")
+    """The book's dicts that grow with the pool (an entry per open case): kept as `ChangedKeys`, so a save logs
+    their changes without comparing them whole. Votes (a validator's open seats) and outcomes (six counters) are
+    small: compared with their last saved copy."""
+
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -131,7 +136,9 @@ class CourtDuties:
         raw = self.journal.load()
         raw["votes"] = {k: Vote(**v) for k, v in raw.get("votes", {}).items()}
         self.book = DutyBook(**raw)
-        self._saved = copy_state(self._state())
+        for name in self.TRACKED:
+            setattr(self.book, name, ChangedKeys(getattr(self.book, name)))
+        self._saved = self._small()
 
     def new_vote(self, work_id: bytes, valid: bool, reveal_after: int, resolve_after: int) -> Vote:
         """Decide a vote with a fresh salt and save it before anything is sent."""
@@ -146,22 +153,26 @@ class CourtDuties:
     def save(self) -> int:
         """Persist the book: what changed since the last save as one appended line (the whole book as a new
         snapshot once the log has outgrown the last). Returns the bytes written."""
-        state = self._state()
+        small = self._small()
+        change = diff(self._saved, small) or {}
+        for name in self.TRACKED:
+            put, gone = getattr(self.book, name).take_changes()
+            if put:
+                change.setdefault("put", {})[name] = put
+            if gone:
+                change.setdefault("del", {})[name] = gone
+        self._saved = small
         if self.journal.due():
-            written = self.journal.compact(state)
-        else:
-            change = diff(self._saved, state)
-            if change is None:
-                return 0
-            written = self.journal.append(change)
-        self._saved = copy_state(state)
-        return written
+            return self.journal.compact(self.state())
+        return self.journal.append(change) if change else 0
 
-    def _state(self) -> dict:
-        """The book as JSON values (the dicts themselves: `diff` only reads them)."""
-        b = self.book
-        return {"finalize": b.finalize, "draw": b.draw, "votes": {k: asdict(v) for k, v in b.votes.items()},
-                "resolve": b.resolve, "outcomes": b.outcomes}
+    def state(self) -> dict:
+        """The whole book as JSON values (what a snapshot holds)."""
+        return {**self._small(), **{name: getattr(self.book, name) for name in self.TRACKED}}
+
+    def _small(self) -> dict:
+        """The book's small parts as JSON values, copied."""
+        return {"votes": {k: asdict(v) for k, v in self.book.votes.items()}, "outcomes": dict(self.book.outcomes)}
 
 
 DISPUTES_BONDED = 2

@@ -93,8 +93,8 @@ def test_a_court_save_appends_what_changed_not_every_open_duty(tmp_path):
     duties = CourtDuties(path)
     for i in range(5_000):  # a long history of verdicts waiting for their window
         duties.book.finalize[f"{i:064x}"] = 1_000 + i
-    duties.journal.compact(duties._state())
-    duties._saved = state_journal.copy_state(duties._state())
+    duties.save()
+    duties.journal.compact(duties.state())
     whole = path.stat().st_size
     duties.book.finalize.pop(f"{0:064x}")
     duties.book.draw[f"{1:064x}"] = 77
