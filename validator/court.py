@@ -231,8 +231,7 @@ def validator_status(ledger: Ledger, pool_id: int) -> dict:
     disputes = logs(events.Disputed, mine | {"disputer": me})
     judged = {bytes(e["args"]["workId"]) for e in verdicts}
     raised = {bytes(e["args"]["workId"]) for e in disputes}
-    seats = [e for e in logs(events.CommitteeDrawn) if me in e["args"]["committee"]
-             and court.cases(bytes(e["args"]["workId"])).pool_id == pool_id]
+    seats = [e for e in logs(events.CommitteeDrawn, mine) if me in e["args"]["committee"]]
     resolved = {bytes(e["args"]["workId"]): e["args"] for e in logs(events.DisputeResolved)
                 if bytes(e["args"]["workId"]) in judged | raised | {bytes(s["args"]["workId"]) for s in seats}}
     revealed = logs(events.VoteRevealed, {"voter": me})
