@@ -86,7 +86,9 @@ class StateJournal:
             if not isinstance(state, dict):
                 raise self._damaged(self.snapshot, "not a JSON object")
             self._snapshot_bytes = len(raw)
-        self.seq = int(state.pop(SEQ, 0))
+        self.seq = state.pop(SEQ, 0)
+        if not isinstance(self.seq, int):
+            raise self._damaged(self.snapshot, f"{SEQ} is {self.seq!r}")
         if not self.log.exists():
             return state
         data = self.log.read_bytes()
@@ -97,13 +99,15 @@ class StateJournal:
             try:
                 change = json.loads(line)
                 seq = change.pop("seq")
+                if not isinstance(seq, int):
+                    raise TypeError(seq)
+                if seq <= self.seq:
+                    continue  # a compaction's snapshot includes it already
+                if seq != self.seq + 1:
+                    raise self._damaged(self.log, f"line {number} is change {seq}, after change {self.seq}")
+                self.apply(state, change)
             except (ValueError, UnicodeDecodeError, TypeError, KeyError, AttributeError) as exc:
                 raise self._damaged(self.log, f"line {number} is not a change") from exc
-            if seq <= self.seq:
-                continue  # a compaction's snapshot includes it already
-            if seq != self.seq + 1:
-                raise self._damaged(self.log, f"line {number} is change {seq}, after change {self.seq}")
-            self.apply(state, change)
             self.seq = seq
         self._log_bytes = complete
         return state
@@ -111,11 +115,16 @@ class StateJournal:
     def append(self, change: Change) -> int:
         """Log one change (applied by the owner already); returns the bytes written."""
         line = (json.dumps({"seq": self.seq + 1, **change}) + "\n").encode()
-        with open(self.log, "ab") as handle:
-            handle.write(line)
-            if self.durable:
-                handle.flush()
-                os.fsync(handle.fileno())
+        try:
+            with open(self.log, "ab") as handle:
+                handle.write(line)
+                if self.durable:
+                    handle.flush()
+                    os.fsync(handle.fileno())
+        except OSError:  # a full disk: no torn line left for the next append to follow
+            if self.log.exists():
+                os.truncate(self.log, self._log_bytes)
+            raise
         self.seq += 1
         self._log_bytes += len(line)
         self.written += len(line)

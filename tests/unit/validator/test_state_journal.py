@@ -75,6 +75,8 @@ def test_lines_a_compaction_left_behind_its_snapshot_are_skipped(tmp_path):
     ("[1, 2]", "", "state.json is damaged \\(not a JSON object"),
     ("{}", '{"seq": 1, "set": {}}\nnot a line\n{"seq": 3}\n', "state.json.log is damaged \\(line 2 is not a change"),
     ("{}", '{"seq": 1, "set": {}}\n{"seq": 3, "set": {}}\n', "line 2 is change 3, after change 1"),
+    ("{}", '{"seq": "1", "set": {}}\n', "line 1 is not a change"),
+    ('{"journal_seq": "x"}', "", "journal_seq is 'x'"),
 ])
 def test_a_damaged_file_is_one_error_naming_it(tmp_path, snapshot, log, why):
     path = tmp_path / "state.json"
@@ -167,6 +169,13 @@ def test_a_challenge_and_the_files_it_spent_come_back_after_a_restart_and_a_comp
     assert after.workers == book.workers
     for work_id, evidence in challenges.items():
         assert after.judge(WORKER, work_id, 2048, 1.0, NULL, 1e-6) == evidence
+
+
+def test_a_damaged_margin_line_is_one_error_not_a_traceback(tmp_path):
+    path = tmp_path / "worker_margins.json"
+    log_path(path).write_text('{"seq": 1, "file": [1, 0.0, []]}\n')  # no worker
+    with pytest.raises(StateFileDamaged, match="worker margins file .*worker_margins.json.log is damaged"):
+        WorkerMargins(path)
 
 
 def test_a_worker_margins_json_written_whole_before_the_log_is_read_and_kept(tmp_path):
