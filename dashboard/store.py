@@ -95,8 +95,7 @@ CREATE VIEW IF NOT EXISTS court_cases AS
       AND s.pool_id IN (SELECT c.pool_id FROM events c WHERE c.name = 'CourtConfigured');
 """
 
-COURT_WORK_EVENTS = ("AssignmentDrawn", "CommitteeDrawn", "VoteCommitted", "VoteRevealed", "DisputeResolved",
-                     "DisputeReopened")
+COURT_WORK_EVENTS = ("AssignmentDrawn", "VoteCommitted", "VoteRevealed", "DisputeResolved", "DisputeReopened")
 """Court events that name a work but not its pool."""
 
 

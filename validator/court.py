@@ -9,8 +9,9 @@ silent assigned validator), a court validator owes the court follow-ups that fal
 and it re-checks a fraction (`audit_rate`) of other validators' verdicts, disputing those it
 disagrees with, and re-checks the work of every dispute whose committee it sits on before voting.
 
-`CourtDuties` persists the follow-ups (and a vote's salt before the vote is committed) atomically in
-the state directory, so a validator killed between commit and reveal reveals after its restart.
+`CourtDuties` persists the follow-ups (and a vote's salt before the vote is committed) in the state
+directory, so a validator killed between commit and reveal reveals after its restart: `court.json` and its
+append-only log `court.json.log` (validator/state_journal.py), a save appending what changed since the last.
 `Conduct` is how a validator decides: honest by default; adversaries/validators.py has the
 dishonest ones the end-to-end tests and the demo run.
 """
@@ -19,10 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
-import os
 import secrets
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -31,6 +29,7 @@ from eth_utils import keccak
 
 from cli.output import tokens
 from ledger_client.chain.ledger import Ledger
+from validator.state_journal import ChangedKeys, StateJournal, apply_diff, diff
 
 
 @dataclass(frozen=True)
@@ -122,15 +121,24 @@ class DutyBook:
 
 
 class CourtDuties:
-    """The court follow-ups of one validator, in `<state_dir>/court.json` (written atomically)."""
+    """The court follow-ups of one validator, in `<state_dir>/court.json` and its log: a save appends what changed
+    (O(the change), not O(every open duty): issue 46); a court.json written whole before the log is read as it was."""
+
+    TRACKED = ("finalize", "draw", "resolve")
+    """The book's dicts that grow with the pool (an entry per open case): kept as `ChangedKeys`, so a save logs
+    their changes without comparing them whole. Votes (a validator's open seats) and outcomes (six counters) are
+    small: compared with their last saved copy."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.book = DutyBook()
-        if self.path.exists():
-            raw = json.loads(self.path.read_text())
-            raw["votes"] = {k: Vote(**v) for k, v in raw.get("votes", {}).items()}
-            self.book = DutyBook(**raw)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.journal = StateJournal(self.path, "court duties", apply_diff)
+        raw = self.journal.load()
+        raw["votes"] = {k: Vote(**v) for k, v in raw.get("votes", {}).items()}
+        self.book = DutyBook(**raw)
+        for name in self.TRACKED:
+            setattr(self.book, name, ChangedKeys(getattr(self.book, name)))
+        self._saved = self._small()
 
     def new_vote(self, work_id: bytes, valid: bool, reveal_after: int, resolve_after: int) -> Vote:
         """Decide a vote with a fresh salt and save it before anything is sent."""
@@ -142,14 +150,29 @@ class CourtDuties:
     def count(self, what: str) -> None:
         self.book.outcomes[what] = self.book.outcomes.get(what, 0) + 1
 
-    def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".court.", suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            json.dump(asdict(self.book), handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.path)
+    def save(self) -> int:
+        """Persist the book: what changed since the last save as one appended line (the whole book as a new
+        snapshot once the log has outgrown the last). Returns the bytes written."""
+        small = self._small()
+        change = diff(self._saved, small) or {}
+        for name in self.TRACKED:
+            put, gone = getattr(self.book, name).take_changes()
+            if put:
+                change.setdefault("put", {})[name] = put
+            if gone:
+                change.setdefault("del", {})[name] = gone
+        self._saved = small
+        if self.journal.due():
+            return self.journal.compact(self.state())
+        return self.journal.append(change) if change else 0
+
+    def state(self) -> dict:
+        """The whole book as JSON values (what a snapshot holds)."""
+        return {**self._small(), **{name: getattr(self.book, name) for name in self.TRACKED}}
+
+    def _small(self) -> dict:
+        """The book's small parts as JSON values, copied."""
+        return {"votes": {k: asdict(v) for k, v in self.book.votes.items()}, "outcomes": dict(self.book.outcomes)}
 
 
 DISPUTES_BONDED = 2
@@ -208,8 +231,7 @@ def validator_status(ledger: Ledger, pool_id: int) -> dict:
     disputes = logs(events.Disputed, mine | {"disputer": me})
     judged = {bytes(e["args"]["workId"]) for e in verdicts}
     raised = {bytes(e["args"]["workId"]) for e in disputes}
-    seats = [e for e in logs(events.CommitteeDrawn) if me in e["args"]["committee"]
-             and court.cases(bytes(e["args"]["workId"])).pool_id == pool_id]
+    seats = [e for e in logs(events.CommitteeDrawn, mine) if me in e["args"]["committee"]]
     resolved = {bytes(e["args"]["workId"]): e["args"] for e in logs(events.DisputeResolved)
                 if bytes(e["args"]["workId"]) in judged | raised | {bytes(s["args"]["workId"]) for s in seats}}
     revealed = logs(events.VoteRevealed, {"voter": me})

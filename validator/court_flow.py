@@ -118,7 +118,7 @@ class CourtFlow:
         self.cursor = EventCursor(court, ["VerdictGiven", "Disputed", "DisputeReopened", "CommitteeDrawn", *ends],
                                   cursor_path, confirmations=config.confirmations,
                                   start_block=ledger.deployment.block, added_events=ends,
-                                  batch_blocks=ledger.logs.page_blocks)
+                                  batch_blocks=ledger.logs.page_blocks, pool_id=config.pool_id)
         self.cursor_journal = CursorJournal(cursor_path, self.cursor.state)
 
     # ------------------------------------------------------------------ which checks
@@ -359,13 +359,14 @@ class CourtFlow:
 
     def poll_events(self, latest: Any) -> list[Submission]:
         """Audits and committee seats from the court's events; every verdict and dispute also becomes a
-        follow-up (finalize, draw, resolve) that anyone may do once it falls due."""
+        follow-up (finalize, draw, resolve) that anyone may do once it falls due. The cursor reads this pool's
+        events only (each names the pool as its first indexed topic)."""
         me, rules, out = self.ledger.address, self.rules, []
         for e in self.cursor.poll(latest):
             if isinstance(e, Removed):
                 continue
             key = bytes(e.work_id).hex()
-            if isinstance(e, VerdictGiven) and e.pool_id == self.config.pool_id:
+            if isinstance(e, VerdictGiven):
                 # the judge is paid to finalize: the others follow up only if it does not
                 grace = 0 if e.judge == me else FOLLOW_UP_GRACE_S + stagger(me, bytes(e.work_id), FOLLOW_UP_GRACE_S)
                 self.duties.book.finalize.setdefault(key, self.clock.now() + rules.dispute_window + 1 + grace)
@@ -379,7 +380,7 @@ class CourtFlow:
                     else:
                         log.debug("work 0x%s: audited by its precheck", key)
                         self._audits_ready += [(a, prechecked) for a in audit]
-            elif isinstance(e, (Disputed, DisputeReopened)) and e.pool_id == self.config.pool_id:
+            elif isinstance(e, (Disputed, DisputeReopened)):
                 self.duties.book.finalize.pop(key, None)
                 self.duties.book.votes.pop(key, None)  # a reopened dispute: the last committee's seat is gone
                 # the disputer draws and resolves first; the others only if it does not
@@ -390,7 +391,7 @@ class CourtFlow:
                                                     + 1 + later)
             elif isinstance(e, CommitteeDrawn) and me in e.committee and self.conduct.votes:
                 out += self._submission_of(bytes(e.work_id), Purpose.VOTE)
-            elif isinstance(e, (VerdictFinal, CaseVoided)) and e.pool_id == self.config.pool_id:
+            elif isinstance(e, (VerdictFinal, CaseVoided)):
                 self.duties.book.finalize.pop(key, None)
         return out
 

@@ -9,22 +9,24 @@ flip rate varies with its prompts: proofs.margins): an honest worker's ever reac
 being judged is challenged SAMPLING with the files, their totals and the e-value as evidence, and the book starts
 afresh.
 
-Crash safety: the book is written atomically before the verdict is sent; a file is counted once per work id,
-and a challenge decided for a work id is kept with it, so a check repeated after a kill -9 gives the same
-verdict and counts nothing twice.
+Persistence: `worker_margins.json` and its append-only log `worker_margins.json.log` (validator/state_journal.py):
+each judgement that changes the book appends one line (the file counted, and a challenge's evidence), O(1) per
+verdict — the book, which grows with the pool's history, is rewritten only when the log has outgrown it (issue 46);
+a book written whole before the log is read as it was. Crash safety: the line is written (and fsynced) before the
+verdict is sent; a file is counted once per work id, and a challenge decided for a work id is kept with it, so a
+check repeated after a kill -9 gives the same verdict and counts nothing twice (a torn last line is a judgement
+whose verdict was never sent).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import tempfile
 from collections import deque
 from pathlib import Path
 from typing import Any
 
 from proofs.margins import FACTOR_VERSION, WORKER_LAMBDAS, MarginNull, log_e_value
+from validator.state_journal import StateJournal
 
 MAX_EVIDENCE_FILES = 64
 """Work ids listed in a challenge's evidence (the totals cover them all)."""
@@ -32,17 +34,16 @@ MAX_EVIDENCE_FILES = 64
 
 class WorkerMargins:
     """worker (lower-case address) → {"open": {work id: [tokens, score, [log factor per λ]]}, "challenged":
-    {work id: evidence}, "factors": proofs.margins.FACTOR_VERSION}. Files without factors of this version (a book
-    written before files kept them, or before the spread: i.i.d. factors, no "factors" key) keep [tokens, score]
-    and count under the null of the file being judged."""
+    {work id: evidence}, "factors": FACTOR_VERSION}. (A book written before files kept their factors holds
+    [tokens, score]: those files count under the null of the file being judged; so do the files of a book whose
+    factors meant something else, `_current_factors`.)"""
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.workers: dict[str, dict] = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.journal = StateJournal(self.path, "worker margins", _apply)
+        self.workers: dict[str, dict[str, Any]] = self.journal.load()
         for book in self.workers.values():
-            if book.get("factors") != FACTOR_VERSION:
-                book["open"] = {work_id: entry[:2] for work_id, entry in book["open"].items()}
-                book["factors"] = FACTOR_VERSION
+            _current_factors(book)
 
     def judge(self, worker: str, work_id: str, tokens: int, score: float, null: MarginNull,
               worker_false_positive_rate: float) -> dict[str, Any] | None:
@@ -51,7 +52,9 @@ class WorkerMargins:
         book = self.workers.setdefault(worker.lower(), {"open": {}, "challenged": {}, "factors": FACTOR_VERSION})
         if work_id in book["challenged"]:
             return book["challenged"][work_id]
-        book["open"].setdefault(work_id, [tokens, score, null.worker_log_terms(score, tokens)])
+        change: dict[str, Any] = {"worker": worker.lower(), "work_id": work_id, "factors": FACTOR_VERSION}
+        if work_id not in book["open"]:
+            change["file"] = book["open"][work_id] = [tokens, score, null.worker_log_terms(score, tokens)]
         total_tokens = sum(entry[0] for entry in book["open"].values())
         total_score = sum(entry[1] for entry in book["open"].values())
         log_e = self.log_e_value(worker, null)
@@ -61,9 +64,10 @@ class WorkerMargins:
             evidence = {"files": len(files), "work_ids": files[-MAX_EVIDENCE_FILES:], "tokens": total_tokens,
                         "score": total_score, "log_e_value": log_e,
                         "worker_false_positive_rate": worker_false_positive_rate, "factors": FACTOR_VERSION}
-            book["challenged"][work_id] = evidence
-            book["open"] = {}
-        self.save()
+            change["challenge"] = evidence
+            _challenge(book, work_id, evidence)
+        if "file" in change or "challenge" in change:
+            self._save(change)
         return evidence
 
     def log_e_value(self, worker: str, null: MarginNull) -> float:
@@ -75,13 +79,38 @@ class WorkerMargins:
             sums = [a + b for a, b in zip(sums, terms)]
         return log_e_value(sums)
 
-    def save(self) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".worker_margins.", suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            json.dump(self.workers, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.path)
+    def _save(self, change: dict[str, Any]) -> None:
+        """Log one judgement's change; the whole book as a new snapshot instead once the log has outgrown the last."""
+        if self.journal.due():
+            self.journal.compact(self.workers)
+        else:
+            self.journal.append(change)
+
+
+def _challenge(book: dict[str, dict], work_id: str, evidence: dict[str, Any]) -> None:
+    """A challenge of `work_id`: its evidence kept with it, and the worker's open files spent."""
+    book["challenged"][work_id] = evidence
+    book["open"] = {}
+
+
+def _current_factors(book: dict[str, Any], version: int = FACTOR_VERSION) -> None:
+    """A book whose files' factors meant another version (1: i.i.d. tokens) keeps their [tokens, score] only, so
+    they count again under the null of the file being judged; the same step wherever a load or a replay meets it."""
+    if book.get("factors") != version:
+        book["open"] = {work_id: entry[:2] for work_id, entry in book["open"].items()}
+        book["factors"] = version
+
+
+def _apply(workers: dict[str, Any], change: dict[str, Any]) -> None:
+    """Replay one logged judgement: the book brought to the change's factor version, the file counted (unless
+    counted already), then the challenge, if any."""
+    book = workers.setdefault(change["worker"], {"open": {}, "challenged": {}})
+    if "factors" in change:
+        _current_factors(book, change["factors"])
+    if "file" in change:
+        book["open"].setdefault(change["work_id"], change["file"])
+    if "challenge" in change:
+        _challenge(book, change["work_id"], change["challenge"])
 
 
 NULL_USE_FILES = 256

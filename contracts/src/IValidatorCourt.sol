@@ -94,7 +94,9 @@ interface IValidatorCourt {
     );
     /// @notice `disputer` disputed the verdict, posting its dispute bond.
     event Disputed(uint256 indexed poolId, bytes32 indexed workId, address indexed disputer, bytes32 evidenceDigest);
-    event CommitteeDrawn(bytes32 indexed workId, address[] committee);
+    /// @notice The committee of the dispute on `workId`, a work of pool `poolId` (indexed first, as in every event of a
+    /// case, so that a validator follows its own pool's committees with one topic filter).
+    event CommitteeDrawn(uint256 indexed poolId, bytes32 indexed workId, address[] committee);
     /// @notice No member of the dispute's committee revealed a vote: committee number `round` (0-based) will be
     /// drawn from the next block's hash, with a new commit and reveal period from now.
     event DisputeReopened(uint256 indexed poolId, bytes32 indexed workId, uint8 round);

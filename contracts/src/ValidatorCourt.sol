@@ -367,7 +367,7 @@ contract ValidatorCourt is IValidatorCourt, ReentrancyGuardTransient {
         });
         address[] storage committee = _committees[workId];
         ValidatorSet.drawCommittee(_active[poolId], _entries[poolId], _validators[poolId], committee, draw);
-        emit CommitteeDrawn(workId, committee);
+        emit CommitteeDrawn(poolId, workId, committee);
     }
 
     /// @notice Commit a vote: `commitment = keccak256(abi.encode(workId, voter, workValid, salt))`.

@@ -6,6 +6,7 @@ import {IComputePool} from "../src/IComputePool.sol";
 import {IJudgedPool, IValidatorCourt} from "../src/IValidatorCourt.sol";
 import {IStakeManager} from "../src/IStakeManager.sol";
 import {ValidatorCourt} from "../src/ValidatorCourt.sol";
+import {Vm} from "forge-std/Vm.sol";
 
 /// A pool judged by the ValidatorCourt, with seven bonded validators.
 abstract contract CourtBase is BaseTest {
@@ -490,6 +491,25 @@ contract ValidatorCourtTest is CourtBase {
             assertTrue(committee[i] != judge && committee[i] != disputer, "no party on its own committee");
             assertEq(court.getValidator(poolId, committee[i]).registeredAt != 0, true);
         }
+    }
+
+    /// A committee's event names its pool as the first indexed topic, so a validator reads its own pool's
+    /// committees with one topic filter.
+    function test_aCommitteeDrawnNamesItsPoolAsTheFirstTopic() public {
+        (bytes32 workId, address judge) = _submitAndDraw();
+        vm.prank(judge);
+        court.attest(workId);
+        vm.prank(_other(judge, address(0)));
+        court.dispute(workId, EVIDENCE);
+        vm.roll(block.number + 2);
+        vm.recordLogs();
+        court.drawCommittee(workId);
+        Vm.Log[] memory logs = vm.getRecordedLogs();
+        assertEq(logs.length, 1);
+        assertEq(logs[0].topics[0], IValidatorCourt.CommitteeDrawn.selector);
+        assertEq(logs[0].topics[1], bytes32(poolId), "the pool, indexed first");
+        assertEq(logs[0].topics[2], workId);
+        assertEq(abi.decode(logs[0].data, (address[])), court.committeeOf(workId));
     }
 
     function test_onlyCommitteeMembersVoteAndRevealsMustMatch() public {

@@ -815,6 +815,7 @@ class CommitteeDrawn:
     """Event `CommitteeDrawn`."""
 
     EVENT: ClassVar[str] = "CommitteeDrawn"
+    pool_id: int
     work_id: bytes
     committee: list[str]
     meta: EventMeta
