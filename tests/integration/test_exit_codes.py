@@ -468,7 +468,8 @@ def test_commands_on_a_chain_follow_the_table(chain, tmp_path: Path, capsys: pyt
 def test_a_pool_create_failing_after_its_first_transaction_names_the_pool_and_the_fix(chain) -> None:
     """The owner's tokens leave between the balance check and the funding (another spender): the pool exists,
     unfunded, and the error says which pool and which command funds it (exit 1: it could not do its job)."""
-    from deploy.pool_cli import PoolHalfCreated, create_pool
+    from deploy.terms import PoolHalfCreated
+    from deploy.pools import create_pool
     from tests.support.conftest_chain import pool_config
 
     owner = chain.owner
