@@ -183,6 +183,13 @@ def pop_option(args: list[str], name: str) -> str | None:
     return value
 
 
+def require_file(path: Path, what: str) -> None:
+    """A UsageError `<what> <path> does not exist` unless `path` is a file: checked before a command loads its
+    heavy modules."""
+    if not Path(path).is_file():
+        raise UsageError(f"{what} {path} does not exist")
+
+
 def add_config_arg(p: argparse.ArgumentParser) -> None:
     """`--config FILE`: a TOML file of this command's options (`pool = 1`, `fetch-timeout = 20`, …); flags on the
     command line win over it (`parse_with_config`)."""
@@ -275,8 +282,8 @@ def load_settings(settings_cls: type[S], toml_path: str | Path | None, argv: lis
     from pydantic_settings import CliSettingsSource, PydanticBaseSettingsSource, SettingsError, TomlConfigSettingsSource
 
     toml = Path(toml_path) if toml_path else None
-    if toml is not None and not toml.is_file():
-        raise UsageError(f"config file {toml} does not exist")
+    if toml is not None:
+        require_file(toml, "config file")
 
     class _FromToml(settings_cls):  # type: ignore[valid-type, misc]
         @classmethod

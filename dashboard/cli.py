@@ -7,17 +7,9 @@ import threading
 from pathlib import Path
 
 from cli.console import stop_on_signals
-from cli.options import PORT, POSITIVE, SECONDS, Parser
-from dashboard.chain_source import (
-    DEVNET_DIR_HELP,
-    connect,
-    default_devnet_dir,
-    load_deployment,
-    load_devnet_info,
-    one_line_errors,
-    resolve_chain_args,
-)
-
+from cli.devnet import DEVNET_DIR_HELP, default_devnet_dir, load_devnet_info
+from cli.errors import one_line_errors
+from cli.options import PORT, POSITIVE, SECONDS, Parser, resolve_chain_args
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,7 +34,8 @@ def _parser() -> argparse.ArgumentParser:
 
 @one_line_errors
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(argv)  # before web3 loads: --help and bad input answer at once
+    from dashboard.chain_source import connect, load_deployment
     from dashboard.service import ExplorerService  # FastAPI/uvicorn: only when starting
 
     rpc_url, deployments = resolve_chain_args(args)

@@ -382,10 +382,6 @@ def add_calibrate_args(p: argparse.ArgumentParser) -> None:
 def run_calibrate(args: argparse.Namespace) -> int:
     if args.pool is not None:
         return _calibrate_pool(args)
-    if args.checkpoint is None or args.run_spec is None:
-        raise UsageError("give --checkpoint and --run-spec, or --pool")
-    if not (args.checkpoint / "config.json").is_file():
-        raise UsageError(f"{args.checkpoint} is not a Hugging Face model folder (no config.json)")
     spec = load_run_spec(args.run_spec)
     _check_options(args)
     result, stated, header = calibrate(args, args.checkpoint, spec)

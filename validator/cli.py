@@ -6,6 +6,7 @@ import argparse
 import logging
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cli.console import stop_on_signals
 from cli.devnet import load_devnet_info
@@ -13,14 +14,12 @@ from cli.errors import UsageError, one_line_errors
 from cli.options import (add_chain_args, add_config_arg, add_log_args, configure_logging, parse_with_config,
                          resolve_chain_args, use_devnet_role_key)
 from cli.output import date, print_result, tokens
-from cli.options import COUNT, POSITIVE, SECONDS, PORT, POOL_ID, real, Parser
+from cli.options import COUNT, POSITIVE, SECONDS, PORT, POOL_ID, real, require_file, Parser
 from inference.device import ComputeChoiceError, parse_device
-from ledger_client.chain.keys import load_account
-from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import chain_time, court_of, pool_state
-from ledger_client.chain.errors import LedgerError
 from protocol.pool import VALIDATOR_FETCH_TIMEOUT_S, VALIDATOR_VERDICT_MARGIN_S
-from validator.court import Conduct
+
+if TYPE_CHECKING:  # web3 and torch load after the arguments are checked
+    from validator.court import Conduct
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -88,11 +87,24 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
     (honest by default; adversaries/validators.py passes dishonest ones)."""
     args = parse_with_config(_parser(), argv)
     if args.command == "calibrate":
+        if args.pool is None:  # a model folder and run spec of one's own: checked before torch loads
+            if args.checkpoint is None or args.run_spec is None:
+                raise UsageError("give --checkpoint and --run-spec, or --pool")
+            if not (args.checkpoint / "config.json").is_file():
+                raise UsageError(f"{args.checkpoint} is not a Hugging Face model folder (no config.json)")
+            require_file(args.run_spec, "run spec")
         from validator.calibrate import run_calibrate
 
         return run_calibrate(args)
     if args.command in ("status", "deregister", "withdraw"):
         return _court_command(args)
+    try:
+        device = parse_device(args.device)
+    except ComputeChoiceError as exc:
+        raise UsageError(str(exc)) from None
+    from ledger_client.chain.keys import load_account
+    from ledger_client.chain.ledger import Ledger
+    from ledger_client.chain.queries import court_of, pool_state
     from validator.checker_pool import CheckerUnavailable
     from validator.checks import check_pool_task, checker_factory  # torch: only when starting
     from validator.court import register_with_court
@@ -100,10 +112,6 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
     from validator.daemon import ValidatorDaemon
     from validator.metrics import Metrics
 
-    try:
-        device = parse_device(args.device)
-    except ComputeChoiceError as exc:
-        raise UsageError(str(exc)) from None
     rpc_url, deployments = resolve_chain_args(args)
     devnet = load_devnet_info(args.devnet_dir)
     if args.devnet_validator:
@@ -163,6 +171,10 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
 
 def _court_command(args) -> int:
     """`validator status | deregister | withdraw` in a court pool."""
+    from ledger_client.chain.errors import LedgerError
+    from ledger_client.chain.keys import load_account
+    from ledger_client.chain.ledger import Ledger
+    from ledger_client.chain.queries import chain_time, court_of, pool_state
     from validator.court import validator_status, withdraw_from_court
 
     rpc_url, deployments = resolve_chain_args(args)

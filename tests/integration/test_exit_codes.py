@@ -334,8 +334,7 @@ def test_every_option_of_every_command_says_what_it_does() -> None:
     from deploy.checkpoint_cli import build_parser as checkpoint_parser
     from deploy.cli import _parser as devnet_parser
     from deploy.pool_cli import _parser as pool_parser
-    from trainer.bootstrap import add_init_args
-    from trainer.start import add_start_args
+    from trainer.options import add_init_args, add_start_args
     from validator.cli import _parser as validator_parser
     from worker.cli import _parser as worker_parser
 
