@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from cli.console import signals_held
 from cli.errors import one_line_errors
 from cli.options import COUNT, POSITIVE, SECONDS, Parser
 from ledger_client.ipfs.defaults import DEFAULT_API, DEFAULT_SHARD_BYTES
@@ -60,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `checkpoint` console script (exit codes: cli.errors.EXIT_CODES)."""
     args = build_parser().parse_args(argv)
-    from deploy import checkpoints  # rich, the Kubo client and torch: after the arguments are checked
+    with signals_held():  # Ctrl-C while they import: one line (cli.console)
+        from deploy import checkpoints  # rich, the Kubo client and torch: after the arguments are checked
 
     return int(checkpoints.publish(args) if args.verb == "publish" else checkpoints.fetch(args))
 

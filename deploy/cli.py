@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from cli.devnet import DEVNET_DIR_HELP, default_devnet_dir, load_devnet_info
+from cli.console import signals_held
 from cli.errors import UsageError, one_line_errors
 from cli.output import date, print_json, print_result, tokens
 from cli.options import COUNT, POSITIVE, address, Parser, parse_amount
@@ -83,10 +84,11 @@ def grant(text: str) -> tuple[str, int]:
 
 def mint(args: argparse.Namespace) -> list[dict]:
     """Mint `args.grants` with the dev token's owner: the devnet's deployer, or the given key with --rpc-url."""
-    from web3 import Web3
+    with signals_held():  # Ctrl-C while they import: one line (cli.console)
+        from web3 import Web3
 
-    from ledger_client.chain.keys import load_account
-    from ledger_client.chain.ledger import Ledger, connect, load_deployment
+        from ledger_client.chain.keys import load_account
+        from ledger_client.chain.ledger import Ledger, connect, load_deployment
 
     if args.rpc_url is None:
         info = load_devnet_info(args.state_dir.resolve())
@@ -136,10 +138,11 @@ def check_numbers(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     check_numbers(args)  # before web3, rich and the devnet's modules load: bad input answers at once
-    from rich.console import Console
-    from rich.table import Table
+    with signals_held():
+        from rich.console import Console
+        from rich.table import Table
 
-    from deploy import devnet
+        from deploy import devnet
 
     console = Console()
     if args.command == "up":
@@ -183,9 +186,10 @@ def main(argv: list[str] | None = None) -> int:
         for row in [] if args.json else minted:
             print(f"minted {tokens(row['minted'])} to {row['address']}: it holds {tokens(row['balance'])}")
     elif args.command == "deploy":
-        from deploy.contracts import deploy_contracts
-        from ledger_client.chain.keys import load_account
-        from ledger_client.chain.ledger import connect, save_deployment
+        with signals_held():
+            from deploy.contracts import deploy_contracts
+            from ledger_client.chain.keys import load_account
+            from ledger_client.chain.ledger import connect, save_deployment
 
         account = load_account(args.key, args.keystore, args.password_file)
         w3 = connect(args.rpc_url, args.chain_id)

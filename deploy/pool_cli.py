@@ -7,10 +7,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cli.devnet import load_devnet_info
+from cli.console import signals_held
+from cli.devnet import load_devnet_info, load_trainer_init
 from cli.errors import UsageError, one_line_errors
-from cli.options import POOL_ID, SECONDS, Parser, chain_options
+from cli.options import POOL_ID, SECONDS, Parser, amount_option, chain_options, resolve_chain_args
+from cli.output import print_result
 from deploy.terms import IPFS_CHECK_TIMEOUT_S, PoolHalfCreated, read_pool_toml
+from protocol.pool import PoolStatus
 
 def _parser() -> argparse.ArgumentParser:
     p = Parser(prog="pool", description="Create, fund, inspect and close proofswarm compute pools.",
@@ -43,15 +46,12 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     pool_toml = read_pool_toml(args.config) if args.command == "create" else None  # a bad file: refused at once
-    from cli.devnet import load_trainer_init
-    from cli.options import amount_option, resolve_chain_args
-    from cli.output import print_result
-    from deploy.pools import (check_pool_content, check_spot_check_bound, check_validator_windows, court_terms,
-                              create_pool, fund_pool, pool_config, pool_status)
-    from ledger_client.chain.keys import load_account
-    from ledger_client.chain.ledger import Ledger
-    from ledger_client.chain.queries import pool_state
-    from protocol.pool import PoolStatus
+    with signals_held():  # Ctrl-C while they import: one line (cli.console)
+        from deploy.pools import (check_pool_content, check_spot_check_bound, check_validator_windows, court_terms,
+                                  create_pool, fund_pool, pool_config, pool_status)
+        from ledger_client.chain.keys import load_account
+        from ledger_client.chain.ledger import Ledger
+        from ledger_client.chain.queries import pool_state
 
     devnet = load_devnet_info(args.devnet_dir)
     rpc_url, deployments = resolve_chain_args(args)

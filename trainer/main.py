@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 
+from cli.console import signals_held
 from cli.errors import EXIT_USAGE, UsageError, one_line_errors
 from cli.options import Parser
 from trainer.options import add_init_args, add_start_args, check_init_files, check_start_files
@@ -26,10 +27,11 @@ def _start(argv: list[str]) -> int:
     add_start_args(p)
     args = p.parse_args(argv)  # before torch loads: --help and bad input answer at once
     check_start_files(args)
-    from trainer.checkpoint import TrainerStateError
-    from trainer.distributed import launch
-    from trainer.loop import TrainerStarved
-    from trainer.start import run_start
+    with signals_held():  # Ctrl-C while they import: one line (cli.console)
+        from trainer.checkpoint import TrainerStateError
+        from trainer.distributed import launch
+        from trainer.loop import TrainerStarved
+        from trainer.start import run_start
 
     @one_line_errors(failures=(TrainerStarved, TrainerStateError))
     def start() -> int:
@@ -76,7 +78,8 @@ def _init(argv: list[str]) -> int:
     add_init_args(p)
     args = p.parse_args(argv)  # before torch loads: --help and bad input answer at once
     check_init_files(args)
-    from trainer.bootstrap import run_init
+    with signals_held():
+        from trainer.bootstrap import run_init
 
     return run_init(args)
 

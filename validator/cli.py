@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cli.console import stop_on_signals
+from cli.console import signals_held, stop_on_signals
 from cli.devnet import load_devnet_info
 from cli.errors import UsageError, one_line_errors
 from cli.options import (add_chain_args, add_config_arg, add_log_args, configure_logging, parse_with_config,
@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
             if not (args.checkpoint / "config.json").is_file():
                 raise UsageError(f"{args.checkpoint} is not a Hugging Face model folder (no config.json)")
             require_file(args.run_spec, "run spec")
-        from validator.calibrate import run_calibrate
+        with signals_held():  # Ctrl-C while they import: one line (cli.console)
+            from validator.calibrate import run_calibrate
 
         return run_calibrate(args)
     if args.command in ("status", "deregister", "withdraw"):
@@ -127,15 +128,16 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
         device = parse_device(args.device)
     except ComputeChoiceError as exc:
         raise UsageError(str(exc)) from None
-    from ledger_client.chain.keys import load_account
-    from ledger_client.chain.ledger import Ledger
-    from ledger_client.chain.queries import court_of, pool_state
-    from validator.checker_pool import CheckerUnavailable
-    from validator.checks import check_pool_task, checker_factory  # torch: only when starting
-    from validator.court import register_with_court
-    from validator.config import DaemonConfig
-    from validator.daemon import ValidatorDaemon
-    from validator.metrics import Metrics
+    with signals_held():
+        from ledger_client.chain.keys import load_account
+        from ledger_client.chain.ledger import Ledger
+        from ledger_client.chain.queries import court_of, pool_state
+        from validator.checker_pool import CheckerUnavailable
+        from validator.checks import check_pool_task, checker_factory  # torch: only when starting
+        from validator.court import register_with_court
+        from validator.config import DaemonConfig
+        from validator.daemon import ValidatorDaemon
+        from validator.metrics import Metrics
 
     rpc_url, deployments = resolve_chain_args(args)
     devnet = load_devnet_info(args.devnet_dir)
@@ -196,11 +198,12 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
 
 def _court_command(args) -> int:
     """`validator status | deregister | withdraw` in a court pool."""
-    from ledger_client.chain.errors import LedgerError
-    from ledger_client.chain.keys import load_account
-    from ledger_client.chain.ledger import Ledger
-    from ledger_client.chain.queries import chain_time, court_of, pool_state
-    from validator.court import validator_status, withdraw_from_court
+    with signals_held():
+        from ledger_client.chain.errors import LedgerError
+        from ledger_client.chain.keys import load_account
+        from ledger_client.chain.ledger import Ledger
+        from ledger_client.chain.queries import chain_time, court_of, pool_state
+        from validator.court import validator_status, withdraw_from_court
 
     rpc_url, deployments = resolve_chain_args(args)
     if args.devnet_validator:

@@ -6,6 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
+from cli.console import signals_held
 from cli.errors import UsageError, one_line_errors
 from cli.options import (
     POOL_ID,
@@ -95,13 +96,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_with_config(_parser(), argv)  # before web3 and torch load: bad input answers at once
     if args.command == "start":
         compute_of(args)
-    from ledger_client.chain.queries import chain_time, pool_state
-    from worker.account import claim_all, deallocate_free, open_ledger, status
+    with signals_held():  # Ctrl-C while they import: one line (cli.console)
+        from ledger_client.chain.queries import chain_time, pool_state
+        from worker.account import claim_all, deallocate_free, open_ledger, status
 
     ledger = open_ledger(args)
     if args.command == "start":
         pool_state(ledger, args.pool)  # an unknown pool: one error line before torch and the model load
-        from worker.daemon import run_from_args  # pulls in torch: only for `start`
+        with signals_held():
+            from worker.daemon import run_from_args  # pulls in torch: only for `start`
 
         return run_from_args(args, ledger)
     for pool_id in (getattr(args, "pool", None), getattr(args, "leave", None)):
