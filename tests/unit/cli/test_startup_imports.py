@@ -33,3 +33,18 @@ def test_help_and_bad_input_are_answered_before_the_heavy_modules_load(entry, ar
     else:
         assert said == [] and done.stdout.strip(), done.stderr  # the help, on stdout
     assert loaded == "loaded:", f"{' '.join(args)} imported {loaded.removeprefix('loaded: ')}"
+
+
+def test_the_exit_table_names_each_class_where_it_is_defined() -> None:
+    """cli.errors.EXIT_CODES names its classes instead of importing them, and matches a class only once its module
+    is loaded: so each name must be a real exception class of the module that defines it (or of a package above
+    it, which Python imports first), else an error of that kind would go unmatched."""
+    import importlib
+
+    from cli.errors import EXIT_CODES
+
+    for dotted, _ in EXIT_CODES:
+        module, name = dotted.rsplit(".", 1)
+        cls = getattr(importlib.import_module(module), name)
+        assert isinstance(cls, type) and issubclass(cls, BaseException), dotted
+        assert cls.__module__ == module or cls.__module__.startswith(module + "."), (dotted, cls.__module__)
