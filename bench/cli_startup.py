@@ -43,7 +43,7 @@ COMMANDS = (
     Command("pool", "deploy:pool_command", ("status", "--help"),
             (("status", "0"), ("create", "--config", MISSING), ("fund", "1", "5ether", "--chain-id", "x"))),
     Command("checkpoint", "deploy:checkpoint_command", ("fetch", "--help"),
-            (("fetch", "0x12", "--parallel", "0"), ("publish", "model", "--step", "-1"))),
+            (("fetch", "0x12", "--parallel", "0"), ("publish", "model", "--step", "-1"), ("fetch", "0x12"))),
     Command("worker", "worker:main", ("start", "--help"),
             (("start", "--pool", "999", "--config", MISSING), ("start", "--pool", "1", "--explorer", "ftp:/x"),
              ("start", "--pool", "1", "--device", "tpu"), ("status", "--pool", "0"))),

@@ -19,6 +19,8 @@ from cli.console import signals_held
 from cli.errors import one_line_errors
 from cli.options import COUNT, POSITIVE, SECONDS, Parser
 from ledger_client.ipfs.defaults import DEFAULT_API, DEFAULT_SHARD_BYTES
+from protocol.digest import cid_of_reference
+from protocol.manifest import CheckpointError
 from protocol.pool import DEFAULT_ASYNC_LEVEL, versions_to_keep
 
 
@@ -61,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `checkpoint` console script (exit codes: cli.errors.EXIT_CODES)."""
     args = build_parser().parse_args(argv)
+    if args.verb == "fetch":
+        cid_of_reference(args.ref)  # a malformed reference: refused before anything loads
+    elif not args.source.is_dir() and not args.source.is_file():
+        raise CheckpointError(f"{args.source} does not exist")  # as publish_checkpoint says it, before torch loads
     with signals_held():  # Ctrl-C while they import: one line (cli.console)
         from deploy import checkpoints  # rich, the Kubo client and torch: after the arguments are checked
 
