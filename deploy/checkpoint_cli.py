@@ -20,7 +20,6 @@ from cli.errors import one_line_errors
 from cli.options import COUNT, POSITIVE, SECONDS, Parser
 from ledger_client.ipfs.defaults import DEFAULT_API, DEFAULT_SHARD_BYTES
 from protocol.digest import cid_of_reference
-from protocol.manifest import CheckpointError
 from protocol.pool import DEFAULT_ASYNC_LEVEL, versions_to_keep
 
 
@@ -66,6 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.verb == "fetch":
         cid_of_reference(args.ref)  # a malformed reference: refused before anything loads
     elif not args.source.is_dir() and not args.source.is_file():
+        from protocol.manifest import CheckpointError  # pydantic: only for this refusal, not for every --help
+
         raise CheckpointError(f"{args.source} does not exist")  # as publish_checkpoint says it, before torch loads
     with signals_held():  # Ctrl-C while they import: one line (cli.console)
         from deploy import checkpoints  # rich, the Kubo client and torch: after the arguments are checked
