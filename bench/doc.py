@@ -244,6 +244,12 @@ def _exact(doc: dict) -> str:
             f"{f['attacks']} attacks in 1st file; {f['cpu_tokens_per_s_ratio']:.2f}× float32 speed")
 
 
+def _cli_startup(doc: dict) -> str:
+    f = doc["figures"]
+    return (f"--help ≤ {f['help_max_s']:g} s, refusal ≤ {f['bad_max_s']:g} s (python -c pass {f['python_pass_s']:g} s, "
+            f"load {f['load_1min']:g})")
+
+
 def _intake(doc: dict) -> str:
     f = doc["figures"]
     return (f"{f['trainer_ms_per_event']:.3f} ms an event, {f['trainer_state_mb_per_step'] * 1000:.1f} kB a step at "
@@ -318,6 +324,8 @@ ROWS: tuple[Row, ...] = (
         "protocol.md"),
     Row("Trainer intake at 10 M consumed files (goal ≤ 1 ms an event, ≤ 10 MB a step)", "intake.json", _intake,
         "scaling.md"),
+    Row("Console commands: `--help` and a bad input refused (goal ≤ 1 s, ≤ 2 s idle)", "cli_startup.json", _cli_startup,
+        "notes/cli-startup.md#before-and-after-the-checks-moved-ahead-of-the-imports"),
 )
 
 

@@ -71,7 +71,7 @@ from pydantic import ValidationError
 from bench.cleanup import exit_on_signals
 from bench.report import add_record_option, emit
 from cli.errors import EXIT_USAGE, describe_error
-from deploy.pool_cli import PoolConfig, vote_pay
+from deploy.pools import PoolConfig, vote_pay
 from protocol.runspec import RunSpecFileError, load_run_spec
 from protocol.spotcheck import MAX_BPS, detection_probability, spot_check_count
 

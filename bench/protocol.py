@@ -64,7 +64,7 @@ from bench.cleanup import exit_on_signals
 from bench.report import add_record_option, emit
 from cli.errors import EXIT_USAGE
 from deploy import devnet
-from deploy.pool_cli import PoolConfig, create_pool
+from deploy.pools import PoolConfig, create_pool
 from examples.cpu_run import CpuRecipe, TargetTracker, percentile, run_async
 from examples.demo import DEMO_COURT, FETCH_TIMEOUT_S, VERDICT_MARGIN_S, Roles, await_validators, fund_validators, run_json
 from ledger_client.chain.keys import KEY_ENV, load_account
@@ -74,7 +74,7 @@ from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import Digest, hex_text
 from protocol.phases import LOG_ENV, ROLE_ENV, read_phases
 from protocol.spotcheck import MAX_BPS
-from worker.account import DEFAULT_MAX_PENDING
+from worker.options import DEFAULT_MAX_PENDING
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKENS = 10**18

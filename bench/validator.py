@@ -44,7 +44,7 @@ from bench.report import add_record_option, emit
 from deploy.anvil import dev_accounts, start_anvil
 from deploy.contracts import deploy_contracts
 from deploy.kubo_node import KuboNode
-from deploy.pool_cli import PoolConfig, create_pool, spot_check_terms
+from deploy.pools import PoolConfig, create_pool, spot_check_terms
 from examples.hf_models import llama_style
 from ledger_client.chain.ledger import Ledger, connect, save_deployment
 from ledger_client.chain.queries import get_work, next_binding

@@ -19,7 +19,7 @@ from pathlib import Path
 from bench.report import add_record_option, print_rows
 from deploy.anvil import dev_accounts, start_anvil
 from deploy.contracts import deploy_contracts
-from deploy.pool_cli import PoolConfig, create_pool
+from deploy.pools import PoolConfig, create_pool
 from ledger_client.chain.ledger import Ledger, connect
 from worker.daemon import WorkerDaemon, WorkerOptions
 

@@ -21,7 +21,8 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 EXIT_INTERRUPTED = 130
@@ -63,26 +64,42 @@ def _exit_on_swallowed_interrupt(previous: Callable[[Any], object]) -> Callable[
     return hook
 
 
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM noted, not raised, inside the block; raised as KeyboardInterrupt (Terminated) when it ends.
+    For imports: raised inside a native extension's initialisation Ctrl-C became a Rust panic (PyCapsule_Import of
+    datetime failing in a pyo3 module) with its own message and traceback. A command parses its arguments first,
+    then imports its heavy modules inside this block. Outside the main thread (where no handler can be set) it
+    holds nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    interrupted: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, frame: interrupted.append(signum))
+                for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if interrupted:
+        raise Terminated() if interrupted[0] == signal.SIGTERM else KeyboardInterrupt()
+
+
 def console_script(module: str) -> Callable[[], int]:
     """The entry point of a console script that runs `module.main()`, importing `module` inside the try."""
 
     def main() -> int:
         sys.unraisablehook = _exit_on_swallowed_interrupt(sys.unraisablehook)
-        interrupted: list[int] = []
-        # While the modules import, Ctrl-C and SIGTERM are noted, not raised: raised inside a native extension's
-        # initialisation Ctrl-C became a Rust panic (PyCapsule_Import of datetime failing in a pyo3 module) with its
-        # own message and traceback. The command stops as soon as the imports are done.
-        previous = {s: signal.signal(s, lambda signum, frame: interrupted.append(signum))
-                    for s in (signal.SIGINT, signal.SIGTERM)}
+        # While the modules import, Ctrl-C and SIGTERM are noted, not raised (`signals_held`); the command stops as
+        # soon as the imports are done.
         try:
-            command = importlib.import_module(module).main
-        except KeyboardInterrupt:  # raised by the imported code itself
-            interrupted.append(signal.SIGINT)
-        finally:
-            signal.signal(signal.SIGINT, previous[signal.SIGINT])
+            with signals_held():
+                command = importlib.import_module(module).main
+        except KeyboardInterrupt as interrupt:  # held during the imports, or raised by the imported code itself
             signal.signal(signal.SIGTERM, raise_terminated)
-        if interrupted:
-            return _report(Terminated() if interrupted[0] == signal.SIGTERM else KeyboardInterrupt())
+            return _report(interrupt)
+        signal.signal(signal.SIGTERM, raise_terminated)
         return command()
 
     main.__doc__ = (f"`{module}.main()`, with Ctrl-C during its imports exiting {EXIT_INTERRUPTED} in one line, and "

@@ -8,17 +8,7 @@ import sys
 from functools import wraps
 from typing import Any, Callable, TypeVar
 
-from pydantic import ValidationError
-
 from cli.console import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
-from cli.devnet import DevnetCorrupt
-from ledger_client.chain.errors import BadRpcUrl, KeyLoadError, LedgerError, UnknownPool, WrongChain
-from ledger_client.ipfs.kubo import KuboError
-from protocol.digest import InvalidCid, InvalidDigest
-from protocol.errors import InvalidInput
-from protocol.manifest import CheckpointError
-from protocol.rollouts import RolloutFileError
-from protocol.runspec import RunSpecFileError, TaskUnavailable
 
 EXIT_FAILURE = 1
 """The command could not do its job: the chain, IPFS, a file or a check failed; the message says which."""
@@ -30,35 +20,50 @@ class UsageError(Exception):
     """Bad command-line input or configuration (exit code 2)."""
 
 
-EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
-    (UsageError, EXIT_USAGE),
-    (InvalidInput, EXIT_USAGE),  # what library code raises for input a person must fix (protocol.errors)
-    (DevnetCorrupt, EXIT_USAGE),
-    (RunSpecFileError, EXIT_USAGE),
-    (TaskUnavailable, EXIT_USAGE),
-    (ValidationError, EXIT_USAGE),
-    (InvalidCid, EXIT_USAGE),
-    (InvalidDigest, EXIT_USAGE),
-    (KeyLoadError, EXIT_USAGE),  # no key, a malformed key, a missing keystore, a wrong password
-    (WrongChain, EXIT_USAGE),  # --chain-id names another chain than the RPC serves
-    (BadRpcUrl, EXIT_USAGE),
-    (UnknownPool, EXIT_USAGE),  # a pool id the chain does not know (ComputePool's UnknownPool, or out of range)
-    (LedgerError, EXIT_FAILURE),
-    (KuboError, EXIT_FAILURE),
-    (CheckpointError, EXIT_FAILURE),
-    (RolloutFileError, EXIT_FAILURE),
-    (OSError, EXIT_FAILURE),
-    (Terminated, EXIT_TERMINATED),  # SIGTERM: raised where Ctrl-C would be (cli.console)
-    (KeyboardInterrupt, EXIT_INTERRUPTED),
+EXIT_CODES: tuple[tuple[str, int], ...] = (
+    ("cli.errors.UsageError", EXIT_USAGE),
+    ("protocol.errors.InvalidInput", EXIT_USAGE),  # what library code raises for input a person must fix
+    ("cli.devnet.DevnetCorrupt", EXIT_USAGE),
+    ("protocol.runspec.RunSpecFileError", EXIT_USAGE),
+    ("protocol.runspec.TaskUnavailable", EXIT_USAGE),
+    ("pydantic_core.ValidationError", EXIT_USAGE),
+    ("protocol.digest.InvalidCid", EXIT_USAGE),
+    ("protocol.digest.InvalidDigest", EXIT_USAGE),
+    ("ledger_client.chain.errors.KeyLoadError", EXIT_USAGE),  # no key, a malformed key, a missing keystore, a wrong password
+    ("ledger_client.chain.errors.WrongChain", EXIT_USAGE),  # --chain-id names another chain than the RPC serves
+    ("ledger_client.chain.errors.BadRpcUrl", EXIT_USAGE),
+    ("ledger_client.chain.contract_errors.UnknownPool", EXIT_USAGE),  # a pool id the chain does not know
+    ("ledger_client.chain.error_bases.LedgerError", EXIT_FAILURE),
+    ("ledger_client.ipfs.kubo.KuboError", EXIT_FAILURE),
+    ("protocol.manifest.CheckpointError", EXIT_FAILURE),
+    ("protocol.rollouts.RolloutFileError", EXIT_FAILURE),
+    ("builtins.OSError", EXIT_FAILURE),
+    ("cli.console.Terminated", EXIT_TERMINATED),  # SIGTERM: raised where Ctrl-C would be (cli.console)
+    ("builtins.KeyboardInterrupt", EXIT_INTERRUPTED),
 )
-"""The one table of exit codes: the first row whose class the error is an instance of decides. A command
-adds its own failure classes (e.g. `TrainerStarved`) with `one_line_errors(failures=...)`; they exit 1."""
+"""The one table of exit codes, by the dotted name of each error class: the first row whose class the error is an
+instance of decides. Named, not imported: this module must not import web3, pydantic or pyarrow, so that a command
+refuses bad usage before its heavy modules load; a class whose module was never imported cannot have raised.
+A command adds its own failure classes (e.g. `TrainerStarved`) with `one_line_errors(failures=...)`; they exit 1."""
+
+
+def _loaded_class(dotted: str) -> type[BaseException] | None:
+    """The class `dotted` names if its module is already imported (else nothing can be an instance of it)."""
+    module, name = dotted.rsplit(".", 1)
+    if module not in sys.modules:
+        return None
+    return getattr(sys.modules[module], name)
+
+
+def _is_a(exc: BaseException, dotted: str) -> bool:
+    cls = _loaded_class(dotted)
+    return cls is not None and isinstance(exc, cls)
 
 
 def exit_code_of(exc: BaseException, failures: tuple[type[BaseException], ...] = ()) -> int | None:
     """The exit code for `exc` by the table, or None if it is not a known kind (a bug: let it raise)."""
-    for cls, code in EXIT_CODES:
-        if isinstance(exc, cls):
+    for dotted, code in EXIT_CODES:
+        if _is_a(exc, dotted):
             return code
     return EXIT_FAILURE if isinstance(exc, failures) else None
 
@@ -66,8 +71,8 @@ def exit_code_of(exc: BaseException, failures: tuple[type[BaseException], ...] =
 def describe_error(exc: BaseException) -> str:
     """One line for a CLI: the first field error of a ValidationError, an OSError's reason and file,
     otherwise the first line of the message."""
-    if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
+    if _is_a(exc, "pydantic_core.ValidationError"):
+        first = exc.errors()[0]  # type: ignore[attr-defined]
         where = ".".join(str(p) for p in first["loc"]) or "config"
         if first["type"] == "extra_forbidden":
             return f"unknown configuration key {where!r} (a typo?)"

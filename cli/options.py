@@ -12,20 +12,15 @@ import tomllib
 from decimal import Decimal, InvalidOperation, localcontext
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
-
-from pydantic_settings import (
-    BaseSettings,
-    CliSettingsSource,
-    PydanticBaseSettingsSource,
-    SettingsError,
-    TomlConfigSettingsSource,
-)
 
 from cli.devnet import DEVNET_DIR_HELP, default_devnet_dir, load_devnet_info
 from cli.errors import UsageError
-from ledger_client.chain.logs import DEFAULT_PAGE_BLOCKS
+from ledger_client.chain.limits import DEFAULT_PAGE_BLOCKS
+
+if TYPE_CHECKING:  # pydantic-settings loads in `load_settings`: a command's parser and checks come first
+    from pydantic_settings import BaseSettings
 
 UNIT_DECIMALS = {"ether": 18, "eth": 18, "tokens": 18, "token": 18, "gwei": 9, "wei": 0}
 """Amount suffixes, as cast reads them (the stake token has 18 decimals, as ether)."""
@@ -190,6 +185,13 @@ def pop_option(args: list[str], name: str) -> str | None:
     return value
 
 
+def require_file(path: Path, what: str) -> None:
+    """A UsageError `<what> <path> does not exist` unless `path` is a file: checked before a command loads its
+    heavy modules."""
+    if not Path(path).is_file():
+        raise UsageError(f"{what} {path} does not exist")
+
+
 def add_config_arg(p: argparse.ArgumentParser) -> None:
     """`--config FILE`: a TOML file of this command's options (`pool = 1`, `fetch-timeout = 20`, …); flags on the
     command line win over it (`parse_with_config`)."""
@@ -272,16 +274,18 @@ def resolve_chain_args(args: argparse.Namespace) -> tuple[str, Path]:
     return rpc_url, deployments
 
 
-S = TypeVar("S", bound=BaseSettings)
+S = TypeVar("S", bound="BaseSettings")
 
 
 def load_settings(settings_cls: type[S], toml_path: str | Path | None, argv: list[str],
                   fixed: dict[str, Any] | None = None) -> S:
     """Build `settings_cls` from defaults < TOML file < environment < command line < `fixed` (values the
     pool decides, e.g. its sampling spec), validated once."""
+    from pydantic_settings import CliSettingsSource, PydanticBaseSettingsSource, SettingsError, TomlConfigSettingsSource
+
     toml = Path(toml_path) if toml_path else None
-    if toml is not None and not toml.is_file():
-        raise UsageError(f"config file {toml} does not exist")
+    if toml is not None:
+        require_file(toml, "config file")
 
     class _FromToml(settings_cls):  # type: ignore[valid-type, misc]
         @classmethod

@@ -6,18 +6,10 @@ import argparse
 import threading
 from pathlib import Path
 
-from cli.console import stop_on_signals
-from cli.options import PORT, POSITIVE, SECONDS, Parser
-from dashboard.chain_source import (
-    DEVNET_DIR_HELP,
-    connect,
-    default_devnet_dir,
-    load_deployment,
-    load_devnet_info,
-    one_line_errors,
-    resolve_chain_args,
-)
-
+from cli.console import signals_held, stop_on_signals
+from cli.devnet import DEVNET_DIR_HELP, default_devnet_dir, load_devnet_info
+from cli.errors import one_line_errors
+from cli.options import PORT, POSITIVE, SECONDS, Parser, resolve_chain_args
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,8 +34,10 @@ def _parser() -> argparse.ArgumentParser:
 
 @one_line_errors
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    from dashboard.service import ExplorerService  # FastAPI/uvicorn: only when starting
+    args = _parser().parse_args(argv)  # before web3 loads: --help and bad input answer at once
+    with signals_held():  # Ctrl-C while they import: one line (cli.console)
+        from dashboard.chain_source import connect, load_deployment
+        from dashboard.service import ExplorerService  # FastAPI/uvicorn: only when starting
 
     rpc_url, deployments = resolve_chain_args(args)
     w3 = connect(rpc_url, args.chain_id)

@@ -7,19 +7,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
-from web3 import Web3
-
 from cli.devnet import DEVNET_DIR_HELP, default_devnet_dir, load_devnet_info
+from cli.console import signals_held
 from cli.errors import UsageError, one_line_errors
 from cli.output import date, print_json, print_result, tokens
 from cli.options import COUNT, POSITIVE, address, Parser, parse_amount
-from deploy import devnet
-from deploy.contracts import MAX_UNBONDING_DELAY_S, MIN_UNBONDING_DELAY_S, deploy_contracts
-from deploy.pool_cli import DEPLOY_COURT_MIN_PERIOD_S
-from ledger_client.chain.keys import load_account
-from ledger_client.chain.ledger import Ledger, connect, load_deployment, save_deployment
+from deploy.terms import DEPLOY_COURT_MIN_PERIOD_S, MAX_UNBONDING_DELAY_S, MIN_UNBONDING_DELAY_S
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -91,6 +84,12 @@ def grant(text: str) -> tuple[str, int]:
 
 def mint(args: argparse.Namespace) -> list[dict]:
     """Mint `args.grants` with the dev token's owner: the devnet's deployer, or the given key with --rpc-url."""
+    with signals_held():  # Ctrl-C while they import: one line (cli.console)
+        from web3 import Web3
+
+        from ledger_client.chain.keys import load_account
+        from ledger_client.chain.ledger import Ledger, connect, load_deployment
+
     if args.rpc_url is None:
         info = load_devnet_info(args.state_dir.resolve())
         if info is None:
@@ -123,9 +122,28 @@ def mint(args: argparse.Namespace) -> list[dict]:
     return minted
 
 
+def check_numbers(args: argparse.Namespace) -> None:
+    """The bounds argparse's types do not hold: `advance`'s seconds, `deploy`'s unbonding delay and court period."""
+    if args.command == "advance" and args.seconds <= 0:
+        raise UsageError(f"seconds must be positive, got {args.seconds}")
+    if args.command == "deploy":
+        if not MIN_UNBONDING_DELAY_S <= args.unbonding_delay <= MAX_UNBONDING_DELAY_S:
+            raise UsageError(f"--unbonding-delay must be within [{MIN_UNBONDING_DELAY_S}, {MAX_UNBONDING_DELAY_S}] "
+                             f"seconds (1 hour to 90 days), got {args.unbonding_delay}")
+        if not 0 < args.court_min_period < 2**24:
+            raise UsageError(f"--court-min-period must be a positive number of seconds below 2^24, got {args.court_min_period}")
+
+
 @one_line_errors
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    check_numbers(args)  # before web3, rich and the devnet's modules load: bad input answers at once
+    with signals_held():
+        from rich.console import Console
+        from rich.table import Table
+
+        from deploy import devnet
+
     console = Console()
     if args.command == "up":
         info, started = devnet.up(args.state_dir)
@@ -156,8 +174,6 @@ def main(argv: list[str] | None = None) -> int:
                 console.print(f"{k:20} {v}")
         return 0 if st.get("up") and "rpc_error" not in st and "kubo_error" not in st else 1
     elif args.command == "advance":
-        if args.seconds <= 0:
-            raise UsageError(f"seconds must be positive, got {args.seconds}")
         timestamp = devnet.advance(args.state_dir, args.seconds)
         if args.json:
             print_json({"timestamp": timestamp})
@@ -170,13 +186,13 @@ def main(argv: list[str] | None = None) -> int:
         for row in [] if args.json else minted:
             print(f"minted {tokens(row['minted'])} to {row['address']}: it holds {tokens(row['balance'])}")
     elif args.command == "deploy":
-        if not MIN_UNBONDING_DELAY_S <= args.unbonding_delay <= MAX_UNBONDING_DELAY_S:
-            raise UsageError(f"--unbonding-delay must be within [{MIN_UNBONDING_DELAY_S}, {MAX_UNBONDING_DELAY_S}] "
-                             f"seconds (1 hour to 90 days), got {args.unbonding_delay}")
+        with signals_held():
+            from deploy.contracts import deploy_contracts
+            from ledger_client.chain.keys import load_account
+            from ledger_client.chain.ledger import connect, save_deployment
+
         account = load_account(args.key, args.keystore, args.password_file)
         w3 = connect(args.rpc_url, args.chain_id)
-        if not 0 < args.court_min_period < 2**24:
-            raise UsageError(f"--court-min-period must be a positive number of seconds below 2^24, got {args.court_min_period}")
         deployment = deploy_contracts(w3, account, args.token, args.treasury, args.unbonding_delay, args.court_min_period)
         save_deployment(args.deployments, deployment)
         if args.json:

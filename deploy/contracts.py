@@ -5,6 +5,7 @@ from __future__ import annotations
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
 
+from deploy.terms import MAX_UNBONDING_DELAY_S, MIN_UNBONDING_DELAY_S
 from ledger_client.chain.bindings import StakeManager
 from ledger_client.chain.contract import load_artifact
 from ledger_client.chain.errors import LedgerError
@@ -36,9 +37,6 @@ def _deploy(sender: TxSender, name: str, *args, libraries: dict[str, str] | None
 
 DEVNET_COURT_MIN_PERIOD_S = 5
 """The court's shortest window on the devnet (anvil mines a block a second there): five blocks."""
-MIN_UNBONDING_DELAY_S = 3600
-MAX_UNBONDING_DELAY_S = 90 * 24 * 3600
-"""StakeManager's bounds on the unbonding delay (MIN_UNBONDING_DELAY, MAX_UNBONDING_DELAY)."""
 
 
 def deploy_contracts(

@@ -15,7 +15,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from cli.options import parse_amount
-from deploy.pool_cli import CourtConfig, PoolConfig
+from deploy.pools import CourtConfig, PoolConfig
 from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
 from tasks.registry import TaskSpec
 from trainer.config import ModelSpec, OptimConfig, TrainerConfig

@@ -49,7 +49,7 @@ from cli.errors import UsageError, one_line_errors
 from dashboard.service import free_port
 from deploy import devnet
 from deploy.anvil import stop_pid
-from deploy.pool_cli import CourtConfig, PoolConfig, create_pool
+from deploy.pools import CourtConfig, PoolConfig, create_pool
 from examples.cpu_run import CpuRecipe, TargetTracker
 from ledger_client.chain.keys import KEY_ENV, load_account
 from ledger_client.chain.ledger import Ledger

@@ -25,7 +25,7 @@ from web3.logs import DISCARD
 from cli.devnet import DEVNET_DIR_HELP, default_devnet_dir
 from cli.errors import one_line_errors
 from deploy import devnet
-from deploy.pool_cli import PoolConfig, create_pool, pool_status
+from deploy.pools import PoolConfig, create_pool, pool_status
 from ledger_client.chain.ledger import Ledger
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import WorkId, cid_to_digest

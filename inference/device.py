@@ -10,6 +10,7 @@ chosen.
 from __future__ import annotations
 
 import importlib.util
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,18 +34,27 @@ def torch_dtype(name: str) -> torch.dtype:
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
+_DEVICE = re.compile(r"([a-z]+)(?::(0|[1-9][0-9]*))?")
+"""What `torch.device` parses: a device type, then optionally `:` and an index."""
+OTHER_TORCH_DEVICE_TYPES = frozenset({"mps", "xla", "meta", "hip", "xpu", "hpu", "ve", "ipu", "lazy", "vulkan", "fpga",
+                                      "maia", "mtia", "mkldnn", "opengl", "opencl", "ideep", "privateuseone"})
+"""The device types torch knows besides cpu and cuda: named, so that a device is refused without importing torch."""
+
+
 def parse_device(text: str, flag: str = "--device") -> str:
-    """`text` as a canonical device string ("cpu", "cuda", "cuda:1") if this machine has that device."""
+    """`text` as a canonical device string ("cpu", "cuda", "cuda:1") if this machine has that device. Only a CUDA
+    device imports torch (to ask it what the machine has): anything else is answered at once."""
+    match = _DEVICE.fullmatch(text)
+    if match is None or match[1] not in ("cpu", "cuda", *OTHER_TORCH_DEVICE_TYPES):
+        raise ComputeChoiceError(f"{flag} {text!r} is not a device (cpu, cuda, cuda:N)")
+    kind, index = match[1], match[2]
+    if kind not in ("cpu", "cuda") or (kind == "cpu" and index not in (None, "0")):
+        raise ComputeChoiceError(f"{flag} {text!r} is not a device this project runs on (cpu, cuda, cuda:N)")
+    if kind == "cpu":
+        return "cpu"
     import torch
 
-    try:
-        device = torch.device(text)
-    except (RuntimeError, TypeError):
-        raise ComputeChoiceError(f"{flag} {text!r} is not a device (cpu, cuda, cuda:N)") from None
-    if device.type not in ("cpu", "cuda") or (device.type == "cpu" and device.index not in (None, 0)):
-        raise ComputeChoiceError(f"{flag} {text!r} is not a device this project runs on (cpu, cuda, cuda:N)")
-    if device.type == "cpu":
-        return "cpu"
+    device = torch.device(text)
     if not torch.cuda.is_available():
         raise ComputeChoiceError(f"{flag} {text}: this machine has no CUDA device (torch.cuda.is_available() is "
                                  "False: no NVIDIA GPU, no driver, or a CPU-only torch build)")

@@ -232,6 +232,15 @@ class WorkId(_Bytes32):
         return hex_text(self)
 
 
+def cid_of_reference(ref: bytes | str) -> str:
+    """The CID an on-chain digest (bytes, or text ``0x…``) or a CID string names (a checkpoint's manifest, a run
+    spec); InvalidDigest or InvalidCid when it is neither."""
+    if isinstance(ref, str) and not ref.startswith("0x"):
+        cid_to_digest(ref)  # validates
+        return ref
+    return Digest.parse(ref).cid
+
+
 def raw_cid_of(data: bytes) -> str:
     """The raw-codec CIDv1 that Kubo gives ``data`` when it is stored as one block."""
     return digest_to_cid(hashlib.sha256(data).digest(), RAW)

@@ -20,9 +20,8 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from cli.devnet import DEVNET_DIR_HELP, default_devnet_dir, load_devnet_info, record_trainer_init
+from cli.devnet import load_devnet_info, record_trainer_init
 from cli.errors import UsageError
-from cli.options import COUNT, POSITIVE, real
 from cli.output import progress_lines
 from inference.backend import InferenceError
 from inference.policy import load_policy
@@ -75,33 +74,8 @@ def init_policy(spec: RunSpec, model: ModelSpec, warm_steps: int, warm_lr: float
     return policy.eval(), tokenizer
 
 
-def add_init_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--run-spec", type=Path, required=True, help="run spec TOML (task, sampling, verification)")
-    p.add_argument("--kubo-api", help="Kubo RPC API (default: the devnet's)")
-    p.add_argument("--devnet-dir", type=Path, default=default_devnet_dir(), help=DEVNET_DIR_HELP)
-    p.add_argument("--checkpoint", type=Path, help="start from this Hugging Face model folder (default: the tiny "
-                   "in-code model built from --hidden/--layers/--heads)")
-    p.add_argument("--hidden", type=POSITIVE, default=ModelSpec().hidden, help="tiny model: hidden size (default %(default)s)")
-    p.add_argument("--layers", type=POSITIVE, default=ModelSpec().layers, help="tiny model: layers (default %(default)s)")
-    p.add_argument("--heads", type=POSITIVE, default=ModelSpec().heads, help="tiny model: attention heads (default %(default)s)")
-    p.add_argument("--warm-steps", type=COUNT, default=25, help="supervised warm-up steps on the task's answer format "
-                   "(default %(default)s); a policy that gets no prompt partly right gives the trainer nothing to learn from")
-    p.add_argument("--warm-lr", type=real(0.0, above=True), default=1e-3, help="warm-up learning rate (default %(default)s)")
-    p.add_argument("--seed", type=COUNT, default=0, help="warm-up and sampling seed: the same seed, the same digests")
-    p.add_argument("--difficulty-candidates", type=COUNT, default=0,
-                   help="offline difficulty filter over this many train problems (0: no filter)")
-    p.add_argument("--difficulty-attempts", type=POSITIVE, default=8, help="samples per problem for its pass rate")
-    p.add_argument("--difficulty-band", type=real(0.0, most=1.0), nargs=2, default=(0.1, 0.8), metavar=("LOW", "HIGH"),
-                   help="keep problems whose pass rate lies in [LOW, HIGH]")
-    p.add_argument("--json", action="store_true", help="print the digests as one JSON line instead of a [pool] section "
-                   "(and no progress lines)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr (building, warm start, publishing)")
-
-
 def run_init(args: argparse.Namespace) -> int:
     spec = load_run_spec(args.run_spec)
-    if args.checkpoint is not None and not args.checkpoint.is_dir():
-        raise UsageError(f"--checkpoint {args.checkpoint}: no such folder (a Hugging Face model folder)")
     usable_task(spec)  # TaskUnavailable (one line, exit 2) before a model is built or anything is published
     spec = with_environment_pinned(spec)  # a verifiers environment's rows and code, pinned by digest
     devnet_kubo = (load_devnet_info(args.devnet_dir) or {}).get("kubo_api")

@@ -14,6 +14,7 @@ from protocol.pool import DEFAULT_ASYNC_LEVEL
 from protocol.runspec import SamplingSpec
 from tasks.registry import TaskSpec
 from trainer.loss import LossConfig
+from trainer.options import TINY_HEADS, TINY_HIDDEN, TINY_LAYERS
 
 
 class ModelSpec(BaseModel):
@@ -21,9 +22,9 @@ class ModelSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    hidden: int = Field(128, ge=8)
-    layers: int = Field(4, ge=1)
-    heads: int = Field(4, ge=1)
+    hidden: int = Field(TINY_HIDDEN, ge=8)
+    layers: int = Field(TINY_LAYERS, ge=1)
+    heads: int = Field(TINY_HEADS, ge=1)
     init_seed: int = 0
 
 

@@ -15,22 +15,26 @@ from __future__ import annotations
 
 import sys
 
+from cli.console import signals_held
 from cli.errors import EXIT_USAGE, UsageError, one_line_errors
 from cli.options import Parser
+from trainer.options import add_init_args, add_start_args, check_init_files, check_start_files
 
 
 @one_line_errors  # Ctrl-C while torch imports: one line, exit 130
 def _start(argv: list[str]) -> int:
-    from trainer.checkpoint import TrainerStateError
-    from trainer.distributed import launch
-    from trainer.loop import TrainerStarved
-    from trainer.start import add_start_args, run_start
+    p = Parser(prog="trainer start", description=__doc__.splitlines()[0])
+    add_start_args(p)
+    args = p.parse_args(argv)  # before torch loads: --help and bad input answer at once
+    check_start_files(args)
+    with signals_held():  # Ctrl-C while they import: one line (cli.console)
+        from trainer.checkpoint import TrainerStateError
+        from trainer.distributed import launch
+        from trainer.loop import TrainerStarved
+        from trainer.start import run_start
 
     @one_line_errors(failures=(TrainerStarved, TrainerStateError))
     def start() -> int:
-        p = Parser(prog="trainer start", description=__doc__.splitlines()[0])
-        add_start_args(p)
-        args = p.parse_args(argv)
         args.device = _checked_device(args.device, args.nproc or 1)
         if args.nproc is not None and args.nproc > 1:
             return launch(args.nproc, ["trainer.main", "start", *_without_nproc(argv)])
@@ -70,11 +74,14 @@ def _without_nproc(argv: list[str]) -> list[str]:
 
 @one_line_errors
 def _init(argv: list[str]) -> int:
-    from trainer.bootstrap import add_init_args, run_init
-
     p = Parser(prog="trainer init", description="Initial policy and run spec of a new pool.")
     add_init_args(p)
-    return run_init(p.parse_args(argv))
+    args = p.parse_args(argv)  # before torch loads: --help and bad input answer at once
+    check_init_files(args)
+    with signals_held():
+        from trainer.bootstrap import run_init
+
+    return run_init(args)
 
 
 def main(argv: list[str] | None = None) -> int:

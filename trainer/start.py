@@ -24,12 +24,6 @@ from cli.console import raise_terminated
 from cli.devnet import load_devnet_info
 from cli.errors import UsageError
 from cli.options import (
-    COUNT,
-    POOL_ID,
-    PORT,
-    POSITIVE,
-    add_chain_args,
-    add_log_args,
     configure_logging,
     load_settings,
     resolve_chain_args,
@@ -57,33 +51,6 @@ from trainer.parallel import SingleProcess
 from trainer.publish import IpfsPublisher
 
 log = logging.getLogger("proofswarm.trainer")
-
-
-def add_start_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pool", type=POOL_ID, required=True, help="pool id (this key must be its trainer)")
-    p.add_argument("--config", type=Path, help="trainer TOML (loss, optimizer, batch size, run_dir, max_steps)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key, e.g. --set max_steps=20 --set optim.lr=1e-3")
-    p.add_argument("--kubo-api", help="Kubo RPC API (default: the devnet's)")
-    p.add_argument("--eval-every", type=COUNT, default=0, help="greedy held-out accuracy every N steps (0: never)")
-    p.add_argument("--eval-problems", type=POSITIVE, default=100, help="held-out problems per evaluation (default 100)")
-    add_chain_args(p)
-    p.add_argument("--wait-final", action=argparse.BooleanOptionalAction, default=True,
-                   help="consume a submission only once its verdict can no longer be overturned (default, on every "
-                        "chain). --no-wait-final consumes at the first accepting verdict: faster, but the trainer then "
-                        "learns from work a dispute may still overturn (counted as consumed_overturned, never undone)")
-    p.add_argument("--devnet-trainer", action="store_true", help="use the devnet's trainer key")
-    add_log_args(p)
-    p.add_argument("--policy-verification", type=Path, metavar="FILE", help=(
-        "attach these tolerances to every policy published (a [verification] table as `validator calibrate --out` "
-        "writes, measured on a recent policy): validators judge the policy's files by the looser of them and the run "
-        "spec's. Re-read before each publish, so a recalibration takes effect without a restart"))
-    p.add_argument("--json", action="store_true", help="one JSON object per step on stdout")
-    p.add_argument("--metrics-port", type=PORT, help="serve Prometheus /metrics on 127.0.0.1:PORT (the main rank)")
-    p.add_argument("--nproc", type=POSITIVE, help="train as N data-parallel ranks on this machine (FSDP2; --set parallel=ddp)")
-    p.add_argument("--device", default="cpu",
-                   help="where the policy trains: cpu (default), cuda or cuda:N; with --nproc N on CUDA: --device cuda, "
-                        "one GPU per rank (cuda:0 … cuda:N-1), NCCL between them")
 
 
 class PolicyVerificationFile:

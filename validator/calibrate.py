@@ -49,7 +49,7 @@ import torch
 
 from cli.devnet import load_devnet_info
 from cli.errors import UsageError
-from cli.options import COUNT, POOL_ID, POSITIVE, add_chain_args, real, resolve_chain_args
+from cli.options import resolve_chain_args
 from inference.backend import InferenceBackend
 from inference.device import ComputeChoiceError, parse_device
 from inference.policy import load_policy, stop_token_ids
@@ -353,39 +353,9 @@ def _csv(kind, text: str) -> list:
     return values
 
 
-def add_calibrate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint", type=Path, help="Hugging Face model folder (e.g. a fetched checkpoint)")
-    p.add_argument("--run-spec", type=Path, help="run spec TOML whose task and sampling to use")
-    p.add_argument("--pool", type=POOL_ID, help="calibrate the pool's newest policy under its own run spec (instead of "
-                   "--checkpoint and --run-spec; needs --out)")
-    p.add_argument("--every", type=COUNT, default=0, help="with --pool: keep running, recalibrating each time K more "
-                   "policies are out (default 0: once)")
-    p.add_argument("--kubo-api", help="with --pool: Kubo RPC API (default: the devnet's)")
-    add_chain_args(p)
-    p.add_argument("--backend", choices=["torch", "vllm"], default="torch", help="the workers' inference engine")
-    p.add_argument("--worker-device", default="cpu", help="where the torch backend's worker runs (cpu, cuda, cuda:1)")
-    p.add_argument("--dtypes", default="float32,bfloat16", help="worker compute dtypes (comma-separated)")
-    p.add_argument("--batch-sizes", default="1,8", help="worker batch sizes (comma-separated)")
-    p.add_argument("--prompts", type=POSITIVE, default=128, help="prompts per case: 128 over 2 dtypes x 2 batch sizes "
-                   "are 512 honest completions, each measuring its own chunks and one chunk of each shorter chunk "
-                   "length bucket, for the tail fit of each bucket")
-    p.add_argument("--seeds-per-position", type=POSITIVE, default=64, help="public noise seeds replayed at each honest "
-                   "position for the margin tails (one prefill serves them all): honest tokens = positions x this")
-    p.add_argument("--margin", type=real(0.0, above=True), default=2.0, help="factor on the worst honest mantissa error / logit noise")
-    p.add_argument("--margin-matches", type=COUNT, default=4, help="exponent matches below the worst honest chunk")
-    p.add_argument("--false-positive-rate", type=real(0.0, above=True, most=1.0), default=1e-6,
-                   help="the per-file false-positive rate of the margin test and of the TOPLOC limits (default 1e-6)")
-    p.add_argument("--out", type=Path, help="write the [verification] table here (TOML); default: print it")
-    p.add_argument("--json", action="store_true", help="print measurements and thresholds as JSON")
-
-
 def run_calibrate(args: argparse.Namespace) -> int:
     if args.pool is not None:
         return _calibrate_pool(args)
-    if args.checkpoint is None or args.run_spec is None:
-        raise UsageError("give --checkpoint and --run-spec, or --pool")
-    if not (args.checkpoint / "config.json").is_file():
-        raise UsageError(f"{args.checkpoint} is not a Hugging Face model folder (no config.json)")
     spec = load_run_spec(args.run_spec)
     _check_options(args)
     result, stated, header = calibrate(args, args.checkpoint, spec)

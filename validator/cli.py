@@ -6,21 +6,20 @@ import argparse
 import logging
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cli.console import stop_on_signals
+from cli.console import signals_held, stop_on_signals
 from cli.devnet import load_devnet_info
 from cli.errors import UsageError, one_line_errors
 from cli.options import (add_chain_args, add_config_arg, add_log_args, configure_logging, parse_with_config,
                          resolve_chain_args, use_devnet_role_key)
 from cli.output import date, print_result, tokens
-from cli.options import COUNT, POSITIVE, SECONDS, PORT, POOL_ID, real, Parser
+from cli.options import COUNT, POSITIVE, SECONDS, PORT, POOL_ID, real, require_file, Parser
 from inference.device import ComputeChoiceError, parse_device
-from ledger_client.chain.keys import load_account
-from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import chain_time, court_of, pool_state
-from ledger_client.chain.errors import LedgerError
 from protocol.pool import VALIDATOR_FETCH_TIMEOUT_S, VALIDATOR_VERDICT_MARGIN_S
-from validator.court import Conduct
+
+if TYPE_CHECKING:  # web3 and torch load after the arguments are checked
+    from validator.court import Conduct
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -76,10 +75,35 @@ def _parser() -> argparse.ArgumentParser:
         c.add_argument("--json", action="store_true", help="print the result as JSON")
         add_chain_args(c)
     c = sub.add_parser("calibrate", help="measure honest noise on a checkpoint; write TOPLOC thresholds and logit tolerance")
-    from validator.calibrate import add_calibrate_args
-
-    add_calibrate_args(c)
+    _add_calibrate_args(c)
     return p
+
+
+def _add_calibrate_args(p: argparse.ArgumentParser) -> None:
+    """`validator calibrate`'s options (what it does: validator/calibrate.py, imported once they are checked)."""
+    p.add_argument("--checkpoint", type=Path, help="Hugging Face model folder (e.g. a fetched checkpoint)")
+    p.add_argument("--run-spec", type=Path, help="run spec TOML whose task and sampling to use")
+    p.add_argument("--pool", type=POOL_ID, help="calibrate the pool's newest policy under its own run spec (instead of "
+                   "--checkpoint and --run-spec; needs --out)")
+    p.add_argument("--every", type=COUNT, default=0, help="with --pool: keep running, recalibrating each time K more "
+                   "policies are out (default 0: once)")
+    p.add_argument("--kubo-api", help="with --pool: Kubo RPC API (default: the devnet's)")
+    add_chain_args(p)
+    p.add_argument("--backend", choices=["torch", "vllm"], default="torch", help="the workers' inference engine")
+    p.add_argument("--worker-device", default="cpu", help="where the torch backend's worker runs (cpu, cuda, cuda:1)")
+    p.add_argument("--dtypes", default="float32,bfloat16", help="worker compute dtypes (comma-separated)")
+    p.add_argument("--batch-sizes", default="1,8", help="worker batch sizes (comma-separated)")
+    p.add_argument("--prompts", type=POSITIVE, default=128, help="prompts per case: 128 over 2 dtypes x 2 batch sizes "
+                   "are 512 honest completions, each measuring its own chunks and one chunk of each shorter chunk "
+                   "length bucket, for the tail fit of each bucket")
+    p.add_argument("--seeds-per-position", type=POSITIVE, default=64, help="public noise seeds replayed at each honest "
+                   "position for the margin tails (one prefill serves them all): honest tokens = positions x this")
+    p.add_argument("--margin", type=real(0.0, above=True), default=2.0, help="factor on the worst honest mantissa error / logit noise")
+    p.add_argument("--margin-matches", type=COUNT, default=4, help="exponent matches below the worst honest chunk")
+    p.add_argument("--false-positive-rate", type=real(0.0, above=True, most=1.0), default=1e-6,
+                   help="the per-file false-positive rate of the margin test and of the TOPLOC limits (default 1e-6)")
+    p.add_argument("--out", type=Path, help="write the [verification] table here (TOML); default: print it")
+    p.add_argument("--json", action="store_true", help="print measurements and thresholds as JSON")
 
 
 @one_line_errors
@@ -88,22 +112,33 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
     (honest by default; adversaries/validators.py passes dishonest ones)."""
     args = parse_with_config(_parser(), argv)
     if args.command == "calibrate":
-        from validator.calibrate import run_calibrate
+        if args.pool is None:  # a model folder and run spec of one's own: checked before torch loads
+            if args.checkpoint is None or args.run_spec is None:
+                raise UsageError("give --checkpoint and --run-spec, or --pool")
+            if not (args.checkpoint / "config.json").is_file():
+                raise UsageError(f"{args.checkpoint} is not a Hugging Face model folder (no config.json)")
+            require_file(args.run_spec, "run spec")
+        with signals_held():  # Ctrl-C while they import: one line (cli.console)
+            from validator.calibrate import run_calibrate
 
         return run_calibrate(args)
     if args.command in ("status", "deregister", "withdraw"):
         return _court_command(args)
-    from validator.checker_pool import CheckerUnavailable
-    from validator.checks import check_pool_task, checker_factory  # torch: only when starting
-    from validator.court import register_with_court
-    from validator.config import DaemonConfig
-    from validator.daemon import ValidatorDaemon
-    from validator.metrics import Metrics
-
     try:
         device = parse_device(args.device)
     except ComputeChoiceError as exc:
         raise UsageError(str(exc)) from None
+    with signals_held():
+        from ledger_client.chain.keys import load_account
+        from ledger_client.chain.ledger import Ledger
+        from ledger_client.chain.queries import court_of, pool_state
+        from validator.checker_pool import CheckerUnavailable
+        from validator.checks import check_pool_task, checker_factory  # torch: only when starting
+        from validator.court import register_with_court
+        from validator.config import DaemonConfig
+        from validator.daemon import ValidatorDaemon
+        from validator.metrics import Metrics
+
     rpc_url, deployments = resolve_chain_args(args)
     devnet = load_devnet_info(args.devnet_dir)
     if args.devnet_validator:
@@ -163,7 +198,12 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
 
 def _court_command(args) -> int:
     """`validator status | deregister | withdraw` in a court pool."""
-    from validator.court import validator_status, withdraw_from_court
+    with signals_held():
+        from ledger_client.chain.errors import LedgerError
+        from ledger_client.chain.keys import load_account
+        from ledger_client.chain.ledger import Ledger
+        from ledger_client.chain.queries import chain_time, court_of, pool_state
+        from validator.court import validator_status, withdraw_from_court
 
     rpc_url, deployments = resolve_chain_args(args)
     if args.devnet_validator:

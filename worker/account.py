@@ -77,13 +77,6 @@ ALLOCATE_AHEAD = 16
 """Submissions one top-up of the pool allocation covers. Every open submission needs `slashAmount` allocated
 (until claimed or slashed), and topping up for one at a time cost three transactions (approve, bond, allocate)
 before every `submitWork` (bench.protocol, docs/notes/protocol-price.md)."""
-DEFAULT_MAX_PENDING = 2
-"""Submissions in flight before a first verdict. A worker makes at most max_pending files per verdict latency
-(~1 s on the devnet, where 2 in flight halved bench.protocol's file rate against 8) and a broken one is slashed
-for at most this many files before it sees the first challenge. Not more by default: the gate counts first
-verdicts only, not the audits a court pool also needs, and in the demo (three workers, every file checked by both
-honest validators at q = 1) 8 in flight grew the validators' backlog past the 30 s dispute window, so an
-attest-all acceptance of a withheld file became final undisputed. Raise it where the validators keep pace."""
 
 
 def stake_for_next_submission(ledger: Ledger, pool_id: int, min_stake: int, slash_amount: int,

@@ -6,6 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
+from cli.console import signals_held
 from cli.errors import UsageError, one_line_errors
 from cli.options import (
     POOL_ID,
@@ -22,8 +23,7 @@ from cli.options import (
     Parser,
 )
 from cli.output import print_result, tokens
-from ledger_client.chain.queries import chain_time, pool_state
-from worker.account import DEFAULT_MAX_PENDING, claim_all, deallocate_free, open_ledger, status
+from worker.options import DEFAULT_MAX_PENDING, compute_of
 
 EXPLORER_ENV = "PROOFSWARM_EXPLORER_URL"
 
@@ -93,12 +93,20 @@ def _parser() -> argparse.ArgumentParser:
 
 @one_line_errors
 def main(argv: list[str] | None = None) -> int:
-    args = parse_with_config(_parser(), argv)
+    args = parse_with_config(_parser(), argv)  # before web3 and torch load: bad input answers at once
     if args.command == "start":
-        from worker.daemon import run_from_args  # pulls in torch: only for `start`
+        compute_of(args)
+    with signals_held():  # Ctrl-C while they import: one line (cli.console)
+        from ledger_client.chain.queries import chain_time, pool_state
+        from worker.account import claim_all, deallocate_free, open_ledger, status
 
-        return run_from_args(args)
     ledger = open_ledger(args)
+    if args.command == "start":
+        pool_state(ledger, args.pool)  # an unknown pool: one error line before torch and the model load
+        with signals_held():
+            from worker.daemon import run_from_args  # pulls in torch: only for `start`
+
+        return run_from_args(args, ledger)
     for pool_id in (getattr(args, "pool", None), getattr(args, "leave", None)):
         if pool_id is not None:
             pool_state(ledger, pool_id)  # an unknown pool is one error line (UnknownPool), not an empty result

@@ -32,7 +32,6 @@ from cli.devnet import load_devnet_info
 from cli.errors import UsageError
 from cli.options import configure_logging
 from cli.output import tokens
-from inference.device import Compute, ComputeChoiceError, choose_compute
 from inference.policy import PolicyLoader
 from ledger_client.chain import errors
 from ledger_client.chain.bindings import MemberView
@@ -59,7 +58,8 @@ from protocol.phases import phase
 from protocol.rollouts import decode_rollouts
 from protocol.runspec import RunSpec, usable_task
 from protocol.submission import SubmissionBinding
-from worker.account import DEFAULT_MAX_PENDING, challenges_of, claim_all, claim_works, open_ledger, stake_for_next_submission
+from worker.account import challenges_of, claim_all, claim_works, open_ledger, stake_for_next_submission
+from worker.options import DEFAULT_MAX_PENDING, compute_of
 from worker.journal import Journal, journal_name
 from worker.metrics import WorkerMetrics
 from worker.pacing import PACE_POLL_S, Pacer
@@ -520,17 +520,10 @@ def status_table(daemon: WorkerDaemon) -> Table:
     return table
 
 
-def compute_of(args: argparse.Namespace) -> Compute:
-    """The engine, device and dtype of `worker start`'s flags, checked before anything starts (exit code 2)."""
-    try:
-        return choose_compute(args.device, args.dtype, args.backend)
-    except ComputeChoiceError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def run_from_args(args: argparse.Namespace) -> int:
+def run_from_args(args: argparse.Namespace, ledger: Ledger | None = None) -> int:
+    """`worker start`: the daemon of `args`, on `ledger` (default: the one `args` name)."""
     compute = compute_of(args)
-    ledger = open_ledger(args)
+    ledger = ledger or open_ledger(args)
     devnet = load_devnet_info(args.devnet_dir)
     kubo_api = args.kubo_api or (devnet or {}).get("kubo_api")
     if not kubo_api:

@@ -22,10 +22,8 @@ from web3 import Web3
 from web3.exceptions import Web3RPCError
 
 from ledger_client.chain.error_bases import LedgerError
+from ledger_client.chain.limits import DEFAULT_PAGE_BLOCKS
 from ledger_client.chain.tx import with_retries
-
-DEFAULT_PAGE_BLOCKS = 10_000
-"""The largest block range of one `eth_getLogs` unless configured: what providers commonly allow."""
 
 REORG_BLOCKS = 64
 """How many of the newest blocks a repeated `scan` reads again: a reorganisation that deep is followed."""

@@ -28,10 +28,11 @@ import ipfshttpclient.exceptions as ipfs_errors
 import requests
 from pydantic import BaseModel
 
+from ledger_client.ipfs.defaults import DEFAULT_API
+
 # ipfshttpclient 0.7 passes urllib3's removed `strict` flag on every new connection pool.
 warnings.filterwarnings("ignore", message="The 'strict' parameter", category=FutureWarning)
 
-DEFAULT_API = "/ip4/127.0.0.1/tcp/5001"
 # 1 MiB blocks (the largest Kubo's bitswap moves) mean 4x fewer blocks than the 256 KiB default.
 DEFAULT_CHUNKER = "size-1048576"
 _STREAM_CHUNK = 1 << 20

@@ -86,7 +86,7 @@ def test_the_chain_only_commands_start_without_torch(tmp_path):
 
 
 def test_pool_create_refuses_a_submission_size_below_the_run_spec_before_any_transaction():
-    from deploy.pool_cli import create_pool, load_pool_config
+    from deploy.pools import create_pool, load_pool_config
     from cli.errors import UsageError
     from protocol.runspec import RunSpec, SamplingSpec
 

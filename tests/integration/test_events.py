@@ -172,7 +172,7 @@ def test_waiting_for_a_block_returns_at_the_next_block_or_at_the_timeout(chain):
 def test_a_cursor_for_one_pool_reads_only_its_pools_events(chain, tmp_path):
     """With `pool_id` the node matches the pool id as the first indexed topic: the cursor gets its pool's events
     only, and refuses to follow an event that has no indexed poolId first."""
-    from deploy.pool_cli import create_pool
+    from deploy.pools import create_pool
     from tests.support.conftest_chain import pool_config
 
     other = create_pool(chain.owner, pool_config(chain.accounts))

@@ -84,8 +84,9 @@ def test_the_table_gives_each_kind_its_code(error: BaseException, code: int) -> 
 def test_the_readme_table_lists_every_kind_under_its_code() -> None:
     rows = {line.split("|")[1].strip(): line for line in (ROOT / "README.md").read_text().splitlines()
             if line.startswith("| ") and line.split("|")[1].strip() in ("1", "2", "130", "143")}
-    for cls, code in EXIT_CODES:
-        assert f"`{cls.__name__}`" in rows[str(code)], (cls.__name__, code)
+    for dotted, code in EXIT_CODES:
+        name = dotted.rsplit(".", 1)[1]
+        assert f"`{name}`" in rows[str(code)], (name, code)
 
 
 def test_an_unknown_error_is_a_bug_not_an_exit_code() -> None:
@@ -339,8 +340,7 @@ def test_every_option_of_every_command_says_what_it_does() -> None:
     from deploy.checkpoint_cli import build_parser as checkpoint_parser
     from deploy.cli import _parser as devnet_parser
     from deploy.pool_cli import _parser as pool_parser
-    from trainer.bootstrap import add_init_args
-    from trainer.start import add_start_args
+    from trainer.options import add_init_args, add_start_args
     from validator.cli import _parser as validator_parser
     from worker.cli import _parser as worker_parser
 
@@ -473,7 +473,8 @@ def test_commands_on_a_chain_follow_the_table(chain, tmp_path: Path, capsys: pyt
 def test_a_pool_create_failing_after_its_first_transaction_names_the_pool_and_the_fix(chain) -> None:
     """The owner's tokens leave between the balance check and the funding (another spender): the pool exists,
     unfunded, and the error says which pool and which command funds it (exit 1: it could not do its job)."""
-    from deploy.pool_cli import PoolHalfCreated, create_pool
+    from deploy.terms import PoolHalfCreated
+    from deploy.pools import create_pool
     from tests.support.conftest_chain import pool_config
 
     owner = chain.owner

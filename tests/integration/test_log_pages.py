@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from deploy.pool_cli import CourtConfig, create_pool
+from deploy.pools import CourtConfig, create_pool
 from ledger_client.chain.events import EventCursor
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.logs import REORG_BLOCKS, LogReader, pages

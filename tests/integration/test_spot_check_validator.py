@@ -14,7 +14,7 @@ from adversaries.workers import fabricate_completions
 from dashboard.evidence import verify_draw
 from deploy.anvil import dev_accounts, start_anvil
 from deploy.contracts import deploy_contracts
-from deploy.pool_cli import create_pool
+from deploy.pools import create_pool
 from inference.torch_backend import TorchBackend
 from ledger_client.chain.ledger import Ledger, connect, save_deployment
 from ledger_client.chain.queries import get_work, next_binding, pool_state

@@ -20,7 +20,7 @@ import pytest
 
 from deploy.anvil import dev_accounts, start_anvil
 from deploy.contracts import deploy_contracts
-from deploy.pool_cli import create_pool
+from deploy.pools import create_pool
 from ledger_client.chain.ledger import Ledger, connect
 from ledger_client.chain.queries import next_binding, pool_state
 from ledger_client.ipfs.content import publish_run_spec, put_object

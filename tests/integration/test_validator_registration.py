@@ -5,7 +5,7 @@ status` names the court, its rules, its fee budget and the validators registered
 from __future__ import annotations
 
 from cli.output import print_result
-from deploy.pool_cli import CourtConfig, create_pool, pool_status
+from deploy.pools import CourtConfig, create_pool, pool_status
 from tests.support.conftest_chain import TOKENS, pool_config
 from validator.court import register_with_court
 

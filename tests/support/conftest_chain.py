@@ -12,7 +12,7 @@ from web3 import Web3
 
 from deploy.anvil import AnvilProcess, dev_accounts, find_anvil, start_anvil
 from deploy.contracts import deploy_contracts
-from deploy.pool_cli import PoolConfig, create_pool
+from deploy.pools import PoolConfig, create_pool
 from ledger_client.chain.errors import LedgerError
 from ledger_client.chain.ledger import Deployment, Ledger, connect
 

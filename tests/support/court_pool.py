@@ -13,7 +13,7 @@ from adversaries.validators import AttestEverything, ChallengeEverything, Silent
 from adversaries.workers import fabricate_completions
 from deploy.anvil import dev_accounts, start_anvil
 from deploy.contracts import deploy_contracts
-from deploy.pool_cli import CourtConfig, create_pool
+from deploy.pools import CourtConfig, create_pool
 from ledger_client.chain.ledger import Ledger, connect, save_deployment
 from ledger_client.chain.queries import next_binding
 from ledger_client.ipfs.content import publish_run_spec, put_object

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from deploy.anvil import AnvilProcess, dev_accounts, start_anvil
 from deploy.contracts import deploy_contracts
-from deploy.pool_cli import CourtConfig, create_pool
+from deploy.pools import CourtConfig, create_pool
 from ledger_client.chain.ledger import Ledger, connect
 from ledger_client.ipfs.content import put_object
 from ledger_client.ipfs.kubo import KuboClient

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from deploy.anvil import dev_accounts, start_anvil
 from deploy.contracts import deploy_contracts
-from deploy.pool_cli import create_pool
+from deploy.pools import create_pool
 from inference.policy import PolicyLoader
 from ledger_client.chain.ledger import Ledger, connect, save_deployment
 from ledger_client.ipfs.content import fetch_run_spec

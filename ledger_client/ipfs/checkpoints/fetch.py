@@ -44,7 +44,8 @@ from ledger_client.ipfs.checkpoints.load import load_state_dict
 from ledger_client.ipfs.checkpoints.publish import encode_shard
 from ledger_client.ipfs.checkpoints.retention import PinRetention, RetainedVersion
 from ledger_client.ipfs.kubo import KuboClient, KuboContentTooLarge, KuboError, KuboNotFound, KuboUnreachable
-from protocol.digest import RAW, Digest, cid_codec, cid_to_digest
+from protocol.digest import RAW, cid_codec, cid_to_digest
+from protocol.digest import cid_of_reference as manifest_cid_of
 from protocol.manifest import (
     CheckpointError,
     CheckpointManifest,
@@ -53,14 +54,6 @@ from protocol.manifest import (
 )
 
 T = TypeVar("T")
-
-
-def manifest_cid_of(ref: bytes | str) -> str:
-    """The manifest CID for an on-chain digest (bytes, or text ``0x…``) or a CID string."""
-    if isinstance(ref, str) and not ref.startswith("0x"):
-        cid_to_digest(ref)  # validates
-        return ref
-    return Digest.parse(ref).cid
 
 
 def fetch_manifest(kubo: KuboClient, ref: bytes | str, *, timeout: float = 60.0) -> tuple[str, CheckpointManifest]:

@@ -27,6 +27,7 @@ from ledger_client.ipfs.checkpoints.files import (
 from ledger_client.ipfs.checkpoints.retention import PinRetention, RetainedVersion
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import RAW, cid_codec, cid_to_digest
+from ledger_client.ipfs.defaults import DEFAULT_SHARD_BYTES
 from protocol.manifest import (
     SCHEMA_VERSION,
     CheckpointManifest,
@@ -35,7 +36,6 @@ from protocol.manifest import (
     StoredFile,
 )
 
-DEFAULT_SHARD_BYTES: Final = 256 << 20
 DELTA_FILE_NAME: Final = "model.delta"
 DELTA_WORTH_FRACTION: Final = 0.5
 """A policy goes out with a patch only when the patch (before compression) is at most this fraction of its shards:

@@ -10,8 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from cli.errors import UsageError
-from deploy.pool_cli import (DEPLOY_COURT_MIN_PERIOD_S, CourtConfig, PoolConfig, check_court_bounds,
-                             check_spot_check_bound, check_validator_windows, load_pool_config, vote_pay)
+from deploy.terms import DEPLOY_COURT_MIN_PERIOD_S
+from deploy.pools import (CourtConfig, PoolConfig, check_court_bounds, check_spot_check_bound, check_validator_windows,
+                          load_pool_config, vote_pay)
 from protocol.runspec import load_run_spec
 from tests.support.paths import ROOT
 

@@ -12,7 +12,7 @@ import pytest
 from eth_utils import keccak
 
 from dashboard.evidence import checks_passed, verify_draw
-from deploy.pool_cli import PoolConfig, UsageError, check_checked_token_floor, spot_check_terms
+from deploy.pools import PoolConfig, UsageError, check_checked_token_floor, spot_check_terms
 from protocol.runspec import RunSpec
 from protocol.spotcheck import spot_check_count, spot_check_indices, spot_check_randomness
 from tests.support.paths import ROOT
