@@ -59,7 +59,6 @@ import math
 import random
 import sys
 import time
-import tomllib
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from itertools import product
@@ -70,8 +69,9 @@ from pydantic import ValidationError
 
 from bench.cleanup import exit_on_signals
 from bench.report import add_record_option, emit
-from cli.errors import EXIT_USAGE, describe_error
+from cli.errors import EXIT_USAGE, UsageError, describe_error
 from deploy.pools import PoolConfig, vote_pay
+from deploy.terms import read_pool_toml
 from protocol.runspec import RunSpecFileError, load_run_spec
 from protocol.spotcheck import MAX_BPS, detection_probability, spot_check_count
 
@@ -149,12 +149,10 @@ def court_of(cfg: PoolConfig, samples_per_work: int, spot_check_bps: int) -> Cou
 def load_court(pool: Path, run_spec: Path) -> Court:
     """The court of the pool TOML `pool`; maxSamplesPerWork and spotCheckBps from `run_spec` where it leaves them."""
     try:
-        doc = tomllib.loads(pool.read_text())
-    except FileNotFoundError:
-        raise Usage(f"pool config {pool} does not exist") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise Usage(f"pool config {pool} is not valid TOML: {exc}") from None
-    if not isinstance(doc.get("pool"), dict):
+        doc = read_pool_toml(pool)
+    except UsageError as exc:
+        raise Usage(str(exc)) from None
+    if not isinstance(doc["pool"], dict):
         raise Usage(f"pool config {pool} has no [pool] table")
     try:
         cfg = PoolConfig.model_validate(doc["pool"])
