@@ -41,15 +41,24 @@ def exact_backend_of(policy: Policy, device: str | torch.device = "cpu") -> Exac
                         policy.tokenizer.pad_token_id)
 
 
+def engine_problem(spec: RunSpec, compute: Compute) -> str | None:
+    """Why the engine `compute` chooses cannot generate the pool of `spec`'s completions (None: it can)."""
+    if spec.inference == "exact" and compute.backend == "vllm":
+        return ("the pool's run spec says inference = \"exact\": completions come from the integer policy "
+                "(inference.exact), which --backend vllm cannot compute; use --backend torch")
+    return None
+
+
 def backend_of(policy: Policy, compute: Compute, spec: RunSpec | None = None) -> InferenceBackend:
     """The engine `compute` chooses for `policy`: in an exact pool (`spec.inference`) the integer policy on
     compute's device; else the torch backend on its device and dtype, or a vLLM engine on the policy's Hugging
     Face folder (vLLM is imported here, only when chosen)."""
-    if spec is not None and spec.inference == "exact":
-        if compute.backend == "vllm":
-            raise InvalidInput("exact pools generate with the integer policy (inference.exact): --backend vllm "
-                               "cannot serve them, use --backend torch")
-        return exact_backend_of(policy, compute.device)
+    if spec is not None:
+        problem = engine_problem(spec, compute)
+        if problem:
+            raise InvalidInput(problem)
+        if spec.inference == "exact":
+            return exact_backend_of(policy, compute.device)
     if compute.backend == "vllm":
         if policy.folder is None:
             raise InvalidInput("--backend vllm loads the policy from its Hugging Face folder, and this policy was "
