@@ -171,6 +171,18 @@ def _margin_rows(t: dict) -> list[Measurement]:
     return rows
 
 
+def _exact_rows(d: dict, completion: int | None) -> list[Measurement]:
+    """An exact pool's replay with tolerance zero (docs/protocol.md R5.8): at the first deviating position, the
+    worker's token against the rule's draw, and both tokens' Q16 scores (z + g) and logits."""
+    at = f"at position {d.get('position')}"
+    return [_row(f"token {at} (worker's vs the exact replay's draw)", d.get("got"), d.get("expected"), False,
+                 completion, rule="="),
+            _row(f"Q16 score z + g of the worker's token {at} vs the draw's", d.get("got_score"),
+                 d.get("expected_score"), None, completion, rule="vs the draw's"),
+            _row(f"Q16 logit of the worker's token {at} vs the draw's", d.get("got_logit"), d.get("expected_logit"),
+                 None, completion, rule="vs the draw's")]
+
+
 def _count_rows(t: dict) -> list[Measurement]:
     """TOPLOC's chunk-count test (proofs.toploc.chunk_count_test): the file's chunks above their length's honest
     90 % level against what an honest file averages, and the bound on that count against the false-positive rate."""
@@ -197,6 +209,8 @@ def _measured(reason: Reason | None, doc: dict[str, JsonValue], completion: int 
         rows = _count_rows(stats["chunk_count_test"])
     elif reason == Reason.TOPLOC:
         rows = _toploc_rows(details, _dict(doc.get("thresholds")), completion)
+    elif reason == Reason.SAMPLING and isinstance(stats.get("exact_deviation"), dict):
+        rows = _exact_rows(stats["exact_deviation"], completion)
     elif reason == Reason.SAMPLING and isinstance(stats.get("margin_test"), dict):
         rows = _margin_rows(stats["margin_test"])
     elif reason == Reason.SAMPLING and "max_score_gap" in details:
@@ -280,11 +294,14 @@ def explain(doc: JsonValue, work_id: str | None = None) -> Explanation:
     samples = doc.get("failing_samples")
     failing = [i for i in samples if isinstance(i, int) and not isinstance(i, bool)] if isinstance(samples, list) \
         else []
-    details = _dict(_dict(doc.get("statistics")).get("first_failure"))
+    statistics = _dict(doc.get("statistics"))
+    details = _dict(statistics.get("first_failure"))
+    exact_position = _dict(statistics.get("exact_deviation")).get("position")  # an exact pool's first deviation
+    positions = _ints(details.get("failed_positions")) or _ints([exact_position]) or []
     chunks = {str(k): _ints(v) or [] for k, v in _dict(doc.get("failing_chunks")).items()}
     first = failing[0] if failing else None
     completions = [FailingCompletion(completion=i, chunks=chunks.get(str(i), []),
-                                     positions=(_ints(details.get("failed_positions")) or []) if i == first else [])
+                                     positions=positions if i == first else [])
                    for i in failing]
     spot = doc.get("spot_check")
     draw = verify_draw(spot, work_id or _str(doc.get("work_id")) or "") if isinstance(spot, dict) else None

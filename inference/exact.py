@@ -566,12 +566,50 @@ def prefill_logits(policy: ExactPolicy, prompt: Sequence[int], completion: Seque
     return policy.logits(hidden[0, len(prompt) - 1:]).cpu()
 
 
-def first_deviation(policy: ExactPolicy, prompt: Sequence[int], completion: Sequence[int], seed: int,
-                    temperature: float) -> int | None:
-    """The validator's replay with tolerance zero: the first position whose token is not the rule's draw from
-    the recomputed logits (None: every token is)."""
+@dataclass(frozen=True)
+class Deviation:
+    """The first token of a completion that is not the sampling rule's draw, with the integers that decide it."""
+
+    position: int
+    expected: int
+    """The rule's draw from the recomputed logits."""
+    got: int
+    """The completion's token."""
+    expected_logit: int
+    got_logit: int
+    """Q16 logits of the two tokens at `position`."""
+    expected_score: int
+    got_score: int
+    """Q16 scores z + g of the two tokens (R5.7): the draw's is the larger, or equal with the lower token id."""
+
+
+def token_scores(logits: torch.Tensor, seed: int, position: int, temperature: float,
+                 tokens: Sequence[int]) -> list[int]:
+    """R5.7's Q16 scores z[v] + g(s, i, v) of `tokens` at one position (Q16 logits [V])."""
+    z = rdiv(logits[list(tokens)] * (1 << FRAC), round(temperature * (1 << FRAC)))
+    words = noise_words(torch.tensor([int(seed)]), torch.tensor([position]), logits.shape[-1])[0]
+    return (z + fixed_gumbel(words[list(tokens)])).tolist()
+
+
+def deviation(policy: ExactPolicy, prompt: Sequence[int], completion: Sequence[int], seed: int,
+              temperature: float) -> Deviation | None:
+    """The validator's replay with tolerance zero: the first token that is not the rule's draw from the
+    recomputed logits, with both tokens' logits and scores (None: every token is the draw)."""
     logits = prefill_logits(policy, prompt, completion)
     seeds = torch.full((len(completion),), int(seed), dtype=torch.int64)
     drawn = sample_fixed(logits, seeds, torch.arange(len(completion)), temperature)
     differs = (drawn != torch.tensor(list(completion))).nonzero()
-    return int(differs[0]) if differs.numel() else None
+    if not differs.numel():
+        return None
+    position = int(differs[0])
+    expected, got = int(drawn[position]), int(completion[position])
+    expected_score, got_score = token_scores(logits[position], seed, position, temperature, [expected, got])
+    return Deviation(position=position, expected=expected, got=got, expected_logit=int(logits[position, expected]),
+                     got_logit=int(logits[position, got]), expected_score=expected_score, got_score=got_score)
+
+
+def first_deviation(policy: ExactPolicy, prompt: Sequence[int], completion: Sequence[int], seed: int,
+                    temperature: float) -> int | None:
+    """The position of `deviation` (None: every token is the rule's draw)."""
+    found = deviation(policy, prompt, completion, seed, temperature)
+    return None if found is None else found.position

@@ -11,6 +11,7 @@ import math
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -192,11 +193,21 @@ class RunSpec(BaseModel):
     prompts_per_submission: int = Field(4, ge=1)
     pool_seed: str = Field(pattern=r"^0x[0-9a-f]{64}$", description="public seed of prompt assignment and sampling")
     verification: VerificationSpec = VerificationSpec()
+    inference: Literal["float", "exact"] = Field("float", description=(
+        "how the policy is computed: float (the checkpoint's float weights; TOPLOC proofs, replay within "
+        "verification.logit_tolerance, margin tests) or exact (the checkpoint's integer form, inference.exact: no "
+        "proofs, every checked token replayed with tolerance zero; Llama/Qwen2-style models, top_p = 1; "
+        "docs/protocol.md §5.1)"))
 
     @model_validator(mode="after")
     def _sampled(self) -> RunSpec:
         if self.sampling.temperature <= 0:
             raise ValueError("a pool samples with temperature > 0 (seeded Gumbel sampling; GRPO needs varied groups)")
+        if self.inference == "exact":
+            problem = self.exact_problem()
+            if problem:
+                raise ValueError(problem)
+            return self
         problem = self.nucleus_problem(self.verification.logit_tolerance)
         if problem:
             raise ValueError(problem)
@@ -205,6 +216,16 @@ class RunSpec(BaseModel):
                              f"{self.verification.min_toploc_tokens}: completions that short leave TOPLOC's chunk "
                              "count without chunks to count (docs/protocol.md R6.25)")
         return self
+
+    def exact_problem(self) -> str | None:
+        """Why exact mode cannot serve this spec's sampling and verification (None: it can)."""
+        if self.sampling.top_p < 1:
+            return (f"inference = \"exact\" samples with top_p = 1 only (top-p is not defined over integer logits "
+                    f"yet), not {self.sampling.top_p}")
+        if self.verification.min_eos_prob > 0:
+            return ("inference = \"exact\" replays the EOS token like every other with tolerance zero: "
+                    "verification.min_eos_prob must be 0")
+        return None
 
     def bias_power(self, tokens: int) -> float:
         """The margin test's per-file power against a 1.9ε logit bias at `tokens` checked tokens, under this spec's

@@ -24,6 +24,7 @@ from cli.devnet import load_devnet_info, record_trainer_init
 from cli.errors import UsageError
 from cli.output import progress_lines
 from inference.backend import InferenceError
+from inference.exact import quantise_policy
 from inference.policy import load_policy
 from inference.tiny import build_char_tokenizer, build_tiny_llama
 from ledger_client.ipfs.content import publish_run_spec, put_object
@@ -74,6 +75,17 @@ def init_policy(spec: RunSpec, model: ModelSpec, warm_steps: int, warm_lr: float
     return policy.eval(), tokenizer
 
 
+def check_exact_policy(spec: RunSpec, model: PreTrainedModel) -> None:
+    """In an exact pool (`spec.inference`), UsageError when every party's quantisation of `model` would refuse it
+    (a family other than Llama/Qwen2, another RoPE or activation, a weight past exact mode's bounds:
+    docs/protocol.md R5.5), so that no such pool is published."""
+    if spec.inference == "exact":
+        try:
+            quantise_policy(model)
+        except InferenceError as exc:
+            raise UsageError(f"the run spec says inference = \"exact\" and the policy cannot be quantised: {exc}") from None
+
+
 def run_init(args: argparse.Namespace) -> int:
     spec = load_run_spec(args.run_spec)
     usable_task(spec)  # TaskUnavailable (one line, exit 2) before a model is built or anything is published
@@ -86,6 +98,7 @@ def run_init(args: argparse.Namespace) -> int:
     torch.set_num_threads(min(2, torch.get_num_threads()))
     model, tokenizer = init_policy(spec, ModelSpec(hidden=args.hidden, layers=args.layers, heads=args.heads),
                                    args.warm_steps, args.warm_lr, args.seed, checkpoint=args.checkpoint, say=say)
+    check_exact_policy(spec, model)
     with KuboClient(kubo_api) as kubo:
         say(f"publishing the step-0 checkpoint to the Kubo node at {kubo_api}")
         base = base_checkpoint_digest(kubo, model.state_dict(), model.config, tokenizer)

@@ -10,7 +10,9 @@
     completion  → on every completion: seeds, token ranges, EOS placement; on the spot-checked
                   m = ceil(q·n) of them (protocol.spotcheck, q = the pool's spotCheckBps): termination,
                   sampling replay and TOPLOC against one prefill of the declared checkpoint
-                  (inference.verify)
+                  (inference.verify); in an exact pool (run spec `inference = "exact"`) instead the replay
+                  of every checked token with tolerance zero on the checkpoint's integer form
+                  (inference.exact.deviation), and nothing after it
     margins     → the spot-checked tokens' margins against the pool's calibrated null (proofs.margins): the
                   statistical test of the sampler, per file and per completion; the file's (tokens, margin sum)
                   go back to the daemon, which accumulates them per worker
@@ -28,6 +30,9 @@ from pathlib import Path
 
 import torch
 
+from inference.backend import InferenceBackend
+from inference.exact import Deviation, deviation, quantise_policy
+from inference.exact_backend import ExactBackend
 from inference.policy import PolicyLoader, stop_token_ids
 from inference.torch_backend import TorchBackend
 from inference.verify import (
@@ -86,11 +91,12 @@ class RolloutChecker:
         self.spec: RunSpec = fetch_run_spec(self.kubo, pool.task_ref)
         self.task: Task = build_task(self.spec.task)
         self.retention = PinRetention(self.kubo, self.cache_dir / "pins.json", keep=versions_to_keep(pool.async_level))
-        self._policies: dict[int, tuple[bytes, TorchBackend, object, VerifyConfig]] = {}
+        self._policies: dict[int, tuple[bytes, InferenceBackend, object, VerifyConfig]] = {}
         self._load_policy = PolicyLoader()
         self._checkpoints: dict[int, Digest] = {}
         self.max_batch_tokens = max_batch_tokens
-        self.limits = RolloutLimits.for_spec(self.spec, PROOF_CHUNK)
+        self.proof_chunk = proof_chunk_of(self.spec)
+        self.limits = RolloutLimits.for_spec(self.spec, self.proof_chunk)
 
     def _checkpoint_at(self, step: int) -> Digest:
         """The manifest digest published for `step` (zero if none); a published one never changes (the
@@ -106,14 +112,13 @@ class RolloutChecker:
         """The hash of block `number` of the pool's chain (a submission's seed block)."""
         return Digest(bytes(self.ledger.w3.eth.get_block(number)["hash"]))
 
-    def _policy(self, step: int, digest: bytes) -> tuple[TorchBackend, object, VerifyConfig]:
+    def _policy(self, step: int, digest: bytes) -> tuple[InferenceBackend, object, VerifyConfig]:
         cached = self._policies.get(step)
         if cached is None or cached[0] != digest:
             with phase("fetch weights"):
                 fetched = fetch_checkpoint(self.kubo, digest, self.cache_dir / "checkpoints", retention=self.retention)
                 model, tokenizer = self._load_policy(fetched.path)
-            backend = TorchBackend(model, eos_token_id=stop_token_ids(model, tokenizer), pad_token_id=tokenizer.pad_token_id,
-                                   device=self.device)
+            backend = reference_backend(self.spec, model, tokenizer, self.device)
             rules = self.spec.verification_for(fetched.manifest.verification)
             config = verify_config_of(self.spec.model_copy(update={"verification": rules}), self.max_batch_tokens)
             self._policies[step] = (digest, backend, tokenizer, config)
@@ -165,7 +170,7 @@ class RolloutChecker:
         if len(batch.samples) != sub.n_samples:
             return CheckOutcome(False, Reason.SAMPLE_COUNT, f"{len(batch.samples)} samples in the file, "
                                                             f"{sub.n_samples} submitted")
-        expected = {"task": spec.task.model_dump(), **spec.sampling.model_dump(), "proof_chunk": PROOF_CHUNK}
+        expected = {"task": spec.task.model_dump(), **spec.sampling.model_dump(), "proof_chunk": self.proof_chunk}
         got = {"task": h.task.model_dump(), **h.sampling.model_dump(), "proof_chunk": h.proof_chunk}
         wrong = {k: (got[k], v) for k, v in expected.items() if got[k] != v}
         if wrong:
@@ -182,6 +187,20 @@ class RolloutChecker:
 
     def _assignment_and_rewards(self, batch: RolloutBatch, tokenizer) -> CheckOutcome | None:
         return check_assignment_and_rewards(self.spec, self.task, batch, tokenizer)
+
+
+def proof_chunk_of(spec: RunSpec) -> int:
+    """Tokens per TOPLOC proof in the pool's files: 0 (no proofs) in exact pools."""
+    return 0 if spec.inference == "exact" else PROOF_CHUNK
+
+
+def reference_backend(spec: RunSpec, model, tokenizer, device: str = "cpu") -> InferenceBackend:
+    """What the validator recomputes a file with: the float model in a float pool, its integer form
+    (inference.exact.quantise_policy) in an exact one; on `device`."""
+    eos = stop_token_ids(model, tokenizer)
+    if spec.inference == "exact":
+        return ExactBackend(quantise_policy(model).to(device), eos, tokenizer.pad_token_id)
+    return TorchBackend(model, eos_token_id=eos, pad_token_id=tokenizer.pad_token_id, device=device)
 
 
 def check_vocabulary(batch: RolloutBatch, vocab_size: int) -> CheckOutcome | None:
@@ -221,11 +240,16 @@ def check_assignment_and_rewards(spec: RunSpec, task: Task, batch: RolloutBatch,
 
 
 def check_contents(spec: RunSpec, task: Task, config: VerifyConfig, spot_check_bps: int, sub: Submission,
-                   batch: RolloutBatch, backend: TorchBackend, tokenizer) -> CheckOutcome:
+                   batch: RolloutBatch, backend: InferenceBackend, tokenizer) -> CheckOutcome:
     """The checks after the file's identity (which needs the chain): vocabulary, assignment, rewards, then the
-    completion checks (`check_completions`). bench.attacks runs them on files it never submits."""
+    completion checks (`check_completions`, or `check_exact_completions` in an exact pool). bench.attacks runs
+    them on files it never submits."""
     fail = check_vocabulary(batch, backend.vocab_size) or check_assignment_and_rewards(spec, task, batch, tokenizer)
-    return fail or check_completions(spec, config, spot_check_bps, sub, batch, backend)
+    if fail:
+        return fail
+    if isinstance(backend, ExactBackend):
+        return check_exact_completions(spec, config, spot_check_bps, sub, batch, backend)
+    return check_completions(spec, config, spot_check_bps, sub, batch, backend)
 
 
 def checker_process(threads: int | None, *args, **kwargs) -> RolloutChecker:
@@ -284,10 +308,8 @@ def spot_check_of(sub: Submission, n: int, bps: int, completion_tokens: list[int
             "block_hash": hex_text(sub.spot_block_hash), "randomness": hex_text(randomness)} | floor
 
 
-def check_completions(spec: RunSpec, config: VerifyConfig, spot_check_bps: int, sub: Submission,
-                      batch: RolloutBatch, backend: TorchBackend) -> CheckOutcome:
-    """The completion checks of a decoded file whose identity, assignment and rewards passed: seeds and
-    structure on all n completions, prefill-based checks on the spot-checked m (`spot_check_of`)."""
+def _records_and_seeds(spec: RunSpec, batch: RolloutBatch) -> tuple[list[CompletionRecord], list[int]]:
+    """The file's completions as the checks read them, and the seed each must have been sampled with."""
     h = batch.header
     records = [CompletionRecord(prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, proofs=s.proofs,
                                 seed=s.seed, finish_reason=s.finish_reason)
@@ -295,12 +317,13 @@ def check_completions(spec: RunSpec, config: VerifyConfig, spot_check_bps: int, 
     n = len(records)
     seeds = [derive_seed(spec.pool_seed_bytes, h.worker, h.seed_block_hash, sample_index(h.nonce, i, n))
              for i in range(n)]
-    spot = spot_check_of(sub, n, spot_check_bps, [len(r.completion_ids) for r in records],
-                         spec.verification.min_checked_tokens)
-    verdicts = verify_completions(backend, records, config, expected_prompts=[r.prompt_ids for r in records],
-                                  expected_seeds=seeds, spot_check=spot["indices"])
-    tokens = sum(len(r.completion_ids) for r in records)
-    checked = sum(len(records[i].completion_ids) for i in spot["indices"])
+    return records, seeds
+
+
+def _first_failed_check(verdicts: list, config: VerifyConfig, spot: dict, tokens: int,
+                        checked: int) -> CheckOutcome | None:
+    """The challenge of the first check (in CHECK_REASONS' order) that some completion fails; None if none does."""
+    n = len(verdicts)
     for name, reason in CHECK_REASONS.items():
         failing = [i for i, v in enumerate(verdicts) if (c := v.check(name)) is not None and not c.passed]
         if failing:
@@ -312,6 +335,60 @@ def check_completions(spec: RunSpec, config: VerifyConfig, spot_check_bps: int, 
                                 statistics={"first_failure": first.details},
                                 thresholds=config.thresholds.model_dump(), spot_check=spot,
                                 tokens=tokens, checked_tokens=checked)
+    return None
+
+
+def check_exact_completions(spec: RunSpec, config: VerifyConfig, spot_check_bps: int, sub: Submission,
+                            batch: RolloutBatch, backend: ExactBackend) -> CheckOutcome:
+    """An exact pool's completion checks: seeds and structure on all n completions, then on the spot-checked m
+    the replay with tolerance zero on the integer policy (docs/protocol.md R5.8). The first completion with a
+    token that is not the rule's draw is challenged for SAMPLING, its evidence the `exact_deviation`: the
+    completion, the position, the expected and the worker's token, their Q16 logits and scores."""
+    records, seeds = _records_and_seeds(spec, batch)
+    spot = spot_check_of(sub, len(records), spot_check_bps, [len(r.completion_ids) for r in records],
+                         spec.verification.min_checked_tokens)
+    verdicts = verify_completions(backend, records, config, expected_prompts=[r.prompt_ids for r in records],
+                                  expected_seeds=seeds, spot_check=[])
+    tokens = sum(len(r.completion_ids) for r in records)
+    checked = sum(len(records[i].completion_ids) for i in spot["indices"])
+    fail = _first_failed_check(verdicts, config, spot, tokens, checked)
+    if fail:
+        return fail
+    for i in spot["indices"]:
+        r = records[i]
+        found = deviation(backend.policy, r.prompt_ids, r.completion_ids, r.seed, spec.sampling.temperature)
+        if found is not None:
+            return CheckOutcome(False, Reason.SAMPLING,
+                                f"completion {i}, token {found.position}: the worker's {found.got} (score "
+                                f"{found.got_score}) is not the exact replay's draw {found.expected} (score "
+                                f"{found.expected_score})",
+                                failing_samples=[i], statistics={"exact_deviation": exact_evidence(i, found)},
+                                spot_check=spot, tokens=tokens, checked_tokens=checked)
+    return CheckOutcome(True, spot_check=spot, tokens=tokens, checked_tokens=checked)
+
+
+def exact_evidence(completion: int, found: Deviation) -> dict[str, int]:
+    """The evidence of an exact pool's SAMPLING challenge: the completion's index in the file, then the
+    deviation's fields (position, expected and worker's token, their Q16 logits and scores); integers anyone
+    recomputes from the checkpoint and the file."""
+    return {"completion": completion, **asdict(found)}
+
+
+def check_completions(spec: RunSpec, config: VerifyConfig, spot_check_bps: int, sub: Submission,
+                      batch: RolloutBatch, backend: TorchBackend) -> CheckOutcome:
+    """The completion checks of a decoded file whose identity, assignment and rewards passed: seeds and
+    structure on all n completions, prefill-based checks on the spot-checked m (`spot_check_of`)."""
+    records, seeds = _records_and_seeds(spec, batch)
+    n = len(records)
+    spot = spot_check_of(sub, n, spot_check_bps, [len(r.completion_ids) for r in records],
+                         spec.verification.min_checked_tokens)
+    verdicts = verify_completions(backend, records, config, expected_prompts=[r.prompt_ids for r in records],
+                                  expected_seeds=seeds, spot_check=spot["indices"])
+    tokens = sum(len(r.completion_ids) for r in records)
+    checked = sum(len(records[i].completion_ids) for i in spot["indices"])
+    fail = _first_failed_check(verdicts, config, spot, tokens, checked)
+    if fail:
+        return fail
     count = file_chunk_count_test(verdicts, config)
     if count is not None and not count.passed:
         return CheckOutcome(False, Reason.TOPLOC,

@@ -64,7 +64,7 @@ from worker.journal import Journal, journal_name
 from worker.metrics import WorkerMetrics
 from worker.pacing import PACE_POLL_S, Pacer
 from worker.policy import Policy, RolloutProducer
-from worker.produce import Producer
+from worker.produce import Producer, engine_problem
 
 log = logging.getLogger("proofswarm.worker")
 
@@ -168,6 +168,10 @@ class WorkerDaemon:
         self.pacer.async_level = max(1, pool.async_level)
         self.spec = fetch_run_spec(self.kubo, pool.task_ref)
         usable_task(self.spec)  # TaskUnavailable before any stake moves: this machine cannot score the pool's rewards
+        compute = getattr(self.produce, "compute", None)
+        problem = compute and engine_problem(self.spec, compute)
+        if problem:  # before any stake moves too: this engine cannot generate the pool's completions
+            raise UsageError(f"pool {self.opt.pool_id}: {problem}")
         self.ledger.ensure_allocation(self.opt.pool_id, pool.min_stake)
         if not self.ledger.pool.is_member(self.opt.pool_id, self.ledger.address):
             self.ledger.pool.join_pool(self.opt.pool_id)

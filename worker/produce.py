@@ -8,6 +8,8 @@ import torch
 
 from inference.backend import InferenceBackend
 from inference.device import Compute
+from inference.exact import quantise_policy
+from inference.exact_backend import ExactBackend
 from inference.policy import stop_token_ids
 from inference.torch_backend import TorchBackend
 from proofs.assignment import assign_prompts
@@ -32,9 +34,31 @@ def torch_backend_of(policy: Policy, compute_dtype: torch.dtype = torch.float32,
                         pad_token_id=policy.tokenizer.pad_token_id)
 
 
-def backend_of(policy: Policy, compute: Compute) -> InferenceBackend:
-    """The engine `compute` chooses for `policy`: the torch backend on its device and dtype, or a vLLM engine
-    on the policy's Hugging Face folder (vLLM is imported here, only when chosen)."""
+def exact_backend_of(policy: Policy, device: str | torch.device = "cpu") -> ExactBackend:
+    """The exact-mode backend of `policy`: its checkpoint's integer form (inference.exact.quantise_policy), on
+    `device`."""
+    return ExactBackend(quantise_policy(policy.model).to(device), stop_token_ids(policy.model, policy.tokenizer),
+                        policy.tokenizer.pad_token_id)
+
+
+def engine_problem(spec: RunSpec, compute: Compute) -> str | None:
+    """Why the engine `compute` chooses cannot generate the pool of `spec`'s completions (None: it can)."""
+    if spec.inference == "exact" and compute.backend == "vllm":
+        return ("the pool's run spec says inference = \"exact\": completions come from the integer policy "
+                "(inference.exact), which --backend vllm cannot compute; use --backend torch")
+    return None
+
+
+def backend_of(policy: Policy, compute: Compute, spec: RunSpec | None = None) -> InferenceBackend:
+    """The engine `compute` chooses for `policy`: in an exact pool (`spec.inference`) the integer policy on
+    compute's device; else the torch backend on its device and dtype, or a vLLM engine on the policy's Hugging
+    Face folder (vLLM is imported here, only when chosen)."""
+    if spec is not None:
+        problem = engine_problem(spec, compute)
+        if problem:
+            raise InvalidInput(problem)
+        if spec.inference == "exact":
+            return exact_backend_of(policy, compute.device)
     if compute.backend == "vllm":
         if policy.folder is None:
             raise InvalidInput("--backend vllm loads the policy from its Hugging Face folder, and this policy was "
@@ -50,14 +74,16 @@ def make_batch(policy: Policy, spec: RunSpec, binding: SubmissionBinding,
                backend: InferenceBackend | None = None) -> RolloutBatch:
     """Generate the assigned prompts' completions with proofs (adversaries start from this too) with `backend`,
     by default the torch backend computing in `compute_dtype` on `device` (the policy's model is converted to them
-    in place, as the torch backend does)."""
+    in place, as the torch backend does). An exact pool's default backend is the integer policy
+    (`exact_backend_of`), its files carry no TOPLOC proofs."""
     task = build_task(spec.task)
     indices = assign_prompts(spec.pool_seed_bytes, binding.worker, binding.nonce, assignment_space(task),
                              spec.prompts_per_submission)
+    exact = spec.inference == "exact"
     if backend is None:
-        backend = torch_backend_of(policy, compute_dtype, device)
+        backend = exact_backend_of(policy, device) if exact else torch_backend_of(policy, compute_dtype, device)
     return make_rollouts(backend, policy.tokenizer, task, spec.task, indices, spec.sampling, binding,
-                         Digest(policy.manifest_digest), pool_seed=spec.pool_seed_bytes)
+                         Digest(policy.manifest_digest), pool_seed=spec.pool_seed_bytes, prove=not exact)
 
 
 def produce_rollout_file(policy: Policy, spec: RunSpec, binding: SubmissionBinding,
@@ -79,17 +105,18 @@ class Producer:
         self.compute = compute or Compute()
         self._built: tuple[Policy, InferenceBackend] | None = None
 
-    def backend_for(self, policy: Policy) -> InferenceBackend:
-        """The backend of `policy` (the daemon makes a new Policy for each checkpoint it loads)."""
+    def backend_for(self, policy: Policy, spec: RunSpec | None = None) -> InferenceBackend:
+        """The backend of `policy` in the pool of `spec` (the daemon makes a new Policy for each checkpoint it
+        loads; a pool's spec never changes)."""
         if self._built is None or self._built[0] is not policy:
             if self._built is not None and self.compute.device != "cpu":  # free the GPU before loading again
                 self._built = None
                 gc.collect()
                 torch.cuda.empty_cache()
-            self._built = (policy, backend_of(policy, self.compute))
+            self._built = (policy, backend_of(policy, self.compute, spec))
         return self._built[1]
 
     def __call__(self, policy: Policy, spec: RunSpec, binding: SubmissionBinding) -> tuple[bytes, int]:
-        batch = make_batch(policy, spec, binding, backend=self.backend_for(policy))
+        batch = make_batch(policy, spec, binding, backend=self.backend_for(policy, spec))
         with phase("encode"):
             return encode_rollouts(batch), len(batch.samples)

@@ -38,8 +38,10 @@ def make_rollouts(
     binding: SubmissionBinding,
     manifest_digest: Digest,
     pool_seed: bytes = bytes(32),
+    prove: bool = True,
 ) -> RolloutBatch:
-    """Generate, score and prove G completions for each assigned train prompt."""
+    """Generate, score and prove G completions for each assigned train prompt (`prove=False`: no TOPLOC proofs
+    and a proof chunk of 0, as exact pools' files are)."""
     problems = [task.problem(i) for i in prompt_indices]
     prompt_ids = [encode_prompt(tokenizer, p.prompt) for p in problems]
     rows = [(g, s) for g in range(len(problems)) for s in range(sampling.group_size)]
@@ -47,8 +49,9 @@ def make_rollouts(
              for r in range(len(rows))]
     with phase("generate"):
         completions = backend.generate([prompt_ids[g] for g, _ in rows], sampling, seeds)
+    chunk = PROOF_CHUNK if prove else 0
     with phase("prove"):
-        proofs = build_proofs_batch([c.hidden for c in completions], chunk=PROOF_CHUNK)
+        proofs = build_proofs_batch([c.hidden for c in completions], chunk=chunk) if prove else [[] for _ in completions]
     samples = []
     with scoring_session():
         rewards = [task.reward(problems[g], tokenizer.decode(c.token_ids, skip_special_tokens=True), len(c.token_ids))
@@ -69,5 +72,5 @@ def make_rollouts(
             )
         )
     header = RolloutHeader.bound(binding, manifest_digest=manifest_digest, task=task_spec, sampling=sampling,
-                                 proof_chunk=PROOF_CHUNK)
+                                 proof_chunk=chunk)
     return RolloutBatch(header=header, samples=samples)
