@@ -62,6 +62,22 @@ class Prefill(BaseModel):
     (the checks run where they are: only per-position verdict values cross to the host)."""
 
 
+class StopTokens:
+    """`eos_token_id` / `eos_token_ids` for a backend whose constructor sets `_eos_ids` (never empty)."""
+
+    _eos_ids: tuple[int, ...]
+
+    @property
+    def eos_token_id(self) -> int:
+        """The first stop token (see `eos_token_ids` for all of them)."""
+        return self._eos_ids[0]
+
+    @property
+    def eos_token_ids(self) -> tuple[int, ...]:
+        """Every token that ends a completion."""
+        return self._eos_ids
+
+
 @runtime_checkable
 class InferenceBackend(Protocol):
     """What the worker and validator need from an inference engine."""

@@ -13,13 +13,13 @@ from collections.abc import Sequence
 import torch
 
 from inference import exact
-from inference.backend import Completion, InferenceError, Prefill
+from inference.backend import Completion, InferenceError, Prefill, StopTokens
 from protocol.runspec import SamplingSpec
 
 Q16 = float(1 << exact.FRAC)
 
 
-class ExactBackend:
+class ExactBackend(StopTokens):
     """InferenceBackend over an `ExactPolicy` (quantised from the pool's float checkpoint by everyone alike)."""
 
     def __init__(self, policy: exact.ExactPolicy, eos_token_ids: Sequence[int], pad_token_id: int | None = None):
@@ -28,14 +28,6 @@ class ExactBackend:
         self.policy = policy
         self._eos_ids = tuple(int(e) for e in eos_token_ids)
         self.pad_token_id = self._eos_ids[0] if pad_token_id is None else int(pad_token_id)
-
-    @property
-    def eos_token_id(self) -> int:
-        return self._eos_ids[0]
-
-    @property
-    def eos_token_ids(self) -> tuple[int, ...]:
-        return self._eos_ids
 
     @property
     def vocab_size(self) -> int:

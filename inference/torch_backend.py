@@ -30,7 +30,7 @@ from typing import Literal
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from inference.backend import Completion, InferenceError, Prefill
+from inference.backend import Completion, InferenceError, Prefill, StopTokens
 from inference.logprobs import token_logprobs
 from proofs.sampling import sample_tokens
 from protocol.runspec import SamplingSpec
@@ -39,7 +39,7 @@ NO_EOS = -1
 """eos_token_id that disables stopping: every completion runs to max_tokens (benchmarks)."""
 
 
-class TorchBackend:
+class TorchBackend(StopTokens):
     """InferenceBackend over an in-memory Hugging Face causal LM."""
 
     def __init__(
@@ -74,16 +74,6 @@ class TorchBackend:
         self.vocab_size = int(self.lm_head.weight.shape[0])
         self.prefill_padding_side = prefill_padding_side
         self.prefill_chunk_size = prefill_chunk_size
-
-    @property
-    def eos_token_id(self) -> int:
-        """The first stop token (see `eos_token_ids` for all of them)."""
-        return self._eos_ids[0]
-
-    @property
-    def eos_token_ids(self) -> tuple[int, ...]:
-        """Every token that ends a completion."""
-        return self._eos_ids
 
     def _check_ids(self, ids: Sequence[int], what: str) -> None:
         if any(not 0 <= t < self.vocab_size for t in ids):

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from inference.backend import Completion, InferenceError, Prefill
+from inference.backend import Completion, InferenceError, Prefill, StopTokens
 from inference.logprobs import token_logprobs
 from inference.policy import collect_stop_ids
 from proofs.sampling import sample_tokens
@@ -136,7 +136,7 @@ def sample_rows(logits: torch.Tensor, hidden: torch.Tensor, rows: dict[int, _Req
     return logits
 
 
-class VllmBackend:
+class VllmBackend(StopTokens):
     """InferenceBackend on a vLLM engine (one GPU, eager mode, in-process)."""
 
     _ids = itertools.count()
@@ -175,14 +175,6 @@ class VllmBackend:
 
         model.model.norm.register_forward_hook(keep_norm_output)
         self._compute_logits = original
-
-    @property
-    def eos_token_id(self) -> int:
-        return self._eos_ids[0]
-
-    @property
-    def eos_token_ids(self) -> tuple[int, ...]:
-        return self._eos_ids
 
     @property
     def vocab_size(self) -> int:
