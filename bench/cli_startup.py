@@ -52,7 +52,8 @@ COMMANDS = (
              ("start", "--pool", "1", "--device", "tpu"))),
     Command("trainer", "trainer:main", ("start", "--help"),
             (("init", "--run-spec", MISSING), ("start", "--pool", "1", "--config", MISSING),
-             ("start", "--pool", "1", "--metrics-port", "70000"))),
+             ("start", "--pool", "1", "--metrics-port", "70000"), ("local", "--config", MISSING),
+             ("local", "--nproc", "0"), ("local", "--loss.delta", "0.5"))),
     Command("explorer", "dashboard:main", ("start", "--help"),
             (("start", "--port", "70000"), ("start", "--chain-id", "0"))),
 )

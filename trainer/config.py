@@ -13,8 +13,21 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from protocol.pool import DEFAULT_ASYNC_LEVEL
 from protocol.runspec import SamplingSpec
 from tasks.registry import TaskSpec
-from trainer.loss import LossConfig
 from trainer.options import TINY_HEADS, TINY_HIDDEN, TINY_LAYERS
+
+
+class LossConfig(BaseModel):
+    """Coefficients of the GRPO loss."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    epsilon: float = Field(0.2, gt=0, lt=1, description="PPO clip range: r is clipped to [1-ε, 1+ε]")
+    delta: float = Field(4.0, gt=1, description="two-sided clipping: r is clamped to [0, δ] first")
+    entropy_coef: float = Field(0.0, ge=0, description="weight of the entropy bonus")
+    kl_coef: float = Field(0.0, ge=0, description="weight of the k3 KL to the reference policy")
+    is_weight_cap: float = Field(
+        2.0, ge=1, description="C: the IS weight π_prox/π_behav is truncated to at most C"
+    )
 
 
 class ModelSpec(BaseModel):

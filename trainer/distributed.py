@@ -56,7 +56,6 @@ from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from cli.errors import UsageError, exit_code_of
-from cli.options import pop_option
 from trainer.checkpoint import Checkpoint, commit_checkpoint, load_latest_checkpoint, staging_folder
 from trainer.loss import LossOutput, reduction_of
 
@@ -271,14 +270,3 @@ def launch(nproc: int, module_argv: list[str]) -> int:
         codes = {rank: failure.exitcode for rank, failure in exc.failures.items()}
         return codes.get(0) or next(iter(codes.values()))
     return 0
-
-
-def pop_nproc(args: list[str]) -> int | None:
-    """Remove `--nproc N` from `args`; None when absent, N >= 1 otherwise."""
-    value = pop_option(args, "--nproc")
-    if value is None:
-        return None
-    if not value.isdigit() or int(value) < 1:
-        raise UsageError(f"--nproc must be a positive integer, got {value!r}")
-    return int(value)
-

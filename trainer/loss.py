@@ -61,27 +61,13 @@ from dataclasses import dataclass, field, fields
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 
 # logp_θ and H(t) in chunks of positions (no float32 [tokens, V] tensor for the whole batch)
 from inference.logprobs import token_logprobs, token_logprobs_and_entropy
+from trainer.config import LossConfig
 
 __all__ = ["LossConfig", "LossOutput", "clipped_token_loss", "grpo_loss", "k3_kl", "merge_loss_outputs",
            "token_logprobs", "token_logprobs_and_entropy", "truncated_is_weight"]
-
-
-class LossConfig(BaseModel):
-    """Coefficients of the GRPO loss."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    epsilon: float = Field(0.2, gt=0, lt=1, description="PPO clip range: r is clipped to [1-ε, 1+ε]")
-    delta: float = Field(4.0, gt=1, description="two-sided clipping: r is clamped to [0, δ] first")
-    entropy_coef: float = Field(0.0, ge=0, description="weight of the entropy bonus")
-    kl_coef: float = Field(0.0, ge=0, description="weight of the k3 KL to the reference policy")
-    is_weight_cap: float = Field(
-        2.0, ge=1, description="C: the IS weight π_prox/π_behav is truncated to at most C"
-    )
 
 
 # How a statistic of one share of the batch combines with the others' into the whole batch's

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cli.devnet import DEVNET_DIR_HELP, default_devnet_dir
 from cli.errors import UsageError
-from cli.options import COUNT, POOL_ID, PORT, POSITIVE, add_chain_args, add_log_args, real, require_file
+from cli.options import COUNT, POOL_ID, PORT, POSITIVE, add_chain_args, add_log_args, pop_option, real, require_file
 
 TINY_HIDDEN, TINY_LAYERS, TINY_HEADS = 128, 4, 4
 """The in-code tiny policy's default shape (trainer.config.ModelSpec)."""
@@ -79,3 +79,13 @@ def check_start_files(args: argparse.Namespace) -> None:
         require_file(args.config, "config file")
     if args.policy_verification is not None:
         require_file(args.policy_verification, "policy verification file")
+
+
+def pop_nproc(args: list[str]) -> int | None:
+    """Remove `--nproc N` from `args`; None when absent, N >= 1 otherwise."""
+    value = pop_option(args, "--nproc")
+    if value is None:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise UsageError(f"--nproc must be a positive integer, got {value!r}")
+    return int(value)
