@@ -63,9 +63,9 @@ class GethPool:
         """`script` in bash in the test's folder; its stdout, or the test fails with the output and the logs."""
         return run_script(script, self.home, self.env, self.budget.left()).check()
 
-    def deploy_and_config(self, example: str) -> None:
+    def deploy_and_config(self, example: str, **overrides) -> None:
         """`devnet deploy` with the CLI's defaults, `devnet mint` to the roles that pay, `trainer init`, and the
-        shipped example pool config with the policy's digests and the roles' addresses in `pool.toml`."""
+        shipped example pool config with the policy's digests, the roles' addresses and `overrides` in `pool.toml`."""
         keys = self.keys
         self.shell(f"""
 devnet deploy $CHAIN --key $KEY_DEPLOYER --unbonding-delay 3600
@@ -76,7 +76,8 @@ devnet mint $CHAIN --key $KEY_DEPLOYER {keys['owner'].address}=100000tokens {key
                                      "--warm-steps 50 --json\n").strip().splitlines()[-1])
         pool = tomllib.loads((ROOT / "examples" / example).read_text())["pool"]
         court = pool.pop("court", None)
-        pool |= {"trainer": keys["trainer"].address, "task": init["task"], "base_checkpoint": init["base_checkpoint"]}
+        pool |= {"trainer": keys["trainer"].address, "task": init["task"], "base_checkpoint": init["base_checkpoint"],
+                 **overrides}
         if court is None:
             pool["validators"] = [keys["validator"].address]
         text = "[pool]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in pool.items())
@@ -96,10 +97,14 @@ devnet mint $CHAIN --key $KEY_DEPLOYER {keys['owner'].address}=100000tokens {key
 
 TRAIN_AND_CLAIM = f"""
 trainer start --pool 1 $CHAIN --key $KEY_TRAINER --kubo-api $KUBO --set batch_samples=16 --set max_steps=1 \
-  > trainer.log 2>&1 &
+  --set wait_timeout_s={SCRIPTS_S} > trainer.log 2>&1 &
+TRAINER=$!
 worker start --pool 1 $CHAIN --key $KEY_WORKER --kubo-api $KUBO --work-dir worker --max-submissions 1 --quiet
-until pool status 1 $CHAIN --key $KEY_OWNER --json | grep -q '"latest_step": 1'; do sleep {POLL_S}; done
+wait $TRAINER
+pool status 1 $CHAIN --key $KEY_OWNER --json | grep -q '"latest_step": 1'
 until worker status --pool 1 $CHAIN --key $KEY_WORKER --json | grep -q '"rewards_claimable": "[1-9]'; do sleep {POLL_S}; done
 worker claim --pool 1 $CHAIN --key $KEY_WORKER
 """
-"""A worker's file accepted and final, the trainer's step on it, and the worker paid."""
+"""A worker's file accepted and final, the trainer's step on it, and the worker paid. The trainer ends after its one
+step: a trainer that gave up (or failed) ends the script at once, with its log, instead of a wait that never ends.
+Its wait for work is the test's whole budget, since on a loaded machine the worker's file comes late."""
