@@ -30,7 +30,8 @@ pool's whole population may run above its calibration (a policy that drifted). A
 i.i.d. from the null is then far from valid (issue 45's review: the i.i.d. factor exp(λS − nΛ(λ)) had an
 expected value of 10^68 at λ = 8, and simulated honest books, their population at 2 × the null, were challenged
 2 % of the time at α = 10^-2 and 9.9 % at α = 10^-6). So the test bounds the honest
-worker under the **honest spread** (`MarginNull.spread_shape` k, `MarginNull.miscalibration` c):
+worker under the **honest spread** (`MarginNull.spread_shape` k, `MarginNull.miscalibration` c; a pool states
+them in its run spec, `verification.spread_shape` and `verification.miscalibration`, by default these):
 
     given its multiplier G, a file's tokens are independent with tails P(m > θ_k | G) ≤ c·G·q_k,
     G ~ Gamma(shape k, mean 1), one G per file, drawn afresh for every file (k = None: G ≡ 1)
@@ -86,9 +87,11 @@ MARGIN_LEVELS = (0.0, 1 / 256, 1 / 64, 1 / 16, 1 / 4, 1 / 2)
 CALIBRATION_CONFIDENCE = 1e-3
 """β: the tails hold with probability ≥ 1 − β over the calibration run (split over the levels)."""
 SPREAD_SHAPE = 0.5
-"""k: honest exceedance rates spread over prompts as Gamma(k, mean 1) times the null's (issue 45's measurement)."""
+"""k: honest exceedance rates spread over prompts as Gamma(k, mean 1) times the null's (issue 45's measurement);
+the run spec's default (protocol.runspec.VerificationSpec.spread_shape)."""
 MISCALIBRATION = 2.0
-"""c: the honest population may run at up to c × the calibrated tails (a policy drifted since calibration)."""
+"""c: the honest population may run at up to c × the calibrated tails (a policy drifted since calibration); the run
+spec's default (protocol.runspec.VerificationSpec.miscalibration)."""
 FILE_LAMBDAS = tuple(float(2**k) for k in range(-2, 11))
 """λ grid over which the per-file Chernoff bound is minimised (a bound at any λ is valid)."""
 WORKER_LAMBDAS = (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0, 4.0, 16.0, 64.0)

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from proofs.margins import MARGIN_LEVELS, MarginNull
+from proofs.margins import MARGIN_LEVELS, MISCALIBRATION, SPREAD_SHAPE, MarginNull
 from proofs.margin_power import bias_power, tokens_for_power
 from proofs.toploc_thresholds import COUNTED_FROM_TOKENS, ChunkLimits, Thresholds
 from protocol.manifest import PolicyVerification
@@ -96,6 +96,14 @@ class VerificationSpec(BaseModel):
     margin_tail: list[float] = Field(list(DEFAULT_MARGIN_TAIL), description=(
         "upper bounds on an honest token's P(margin > level) per level (`validator calibrate` measures them)"))
     margin_tokens: int = Field(DEFAULT_MARGIN_TOKENS, ge=0, description="honest tokens the margin tails were measured on")
+    spread_shape: float = Field(SPREAD_SHAPE, gt=0, allow_inf_nan=False, description=(
+        "k, the honest spread the per-worker margin test allows: a file's honest flip rates may be the tails times "
+        "miscalibration times G ~ Gamma(k, mean 1), one G a file (proofs.margins.MarginNull.spread_shape); smaller "
+        "is more spread, so a slower test; any finite k > 0 (docs/protocol.md R6.18)"))
+    miscalibration: float = Field(MISCALIBRATION, ge=1, allow_inf_nan=False, description=(
+        "c: the honest population may run at up to c times the calibrated margin tails (a policy drifted since "
+        "calibration; proofs.margins.MarginNull.miscalibration); at least 1, and c times the last level's tail "
+        "below 1, past which the per-worker test can never challenge (docs/protocol.md R6.18)"))
 
     @model_validator(mode="after")
     def _toploc_minimum(self) -> VerificationSpec:
@@ -105,9 +113,27 @@ class VerificationSpec(BaseModel):
                              f"least {COUNTED_FROM_TOKENS}")
         return self
 
+    @model_validator(mode="after")
+    def _a_spread_the_worker_test_can_see_past(self) -> VerificationSpec:
+        problem = self.miscalibration_problem(self.margin_tail[-1] if self.margin_tail else 0.0)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    def miscalibration_problem(self, top_tail: float) -> str | None:
+        """Why `miscalibration` leaves the per-worker test nothing to find under margin tails whose last level's is
+        `top_tail` (None: it does not). At c·q_K ≥ 1 the spread allows every honest token at the hard bound: then
+        c·(e^Λ(λ) − 1) ≥ e^λ − 1, so L_n(λ) ≥ n·λ ≥ λ·S for every file and every λ, and no factor exceeds 1."""
+        if self.miscalibration * top_tail >= 1:
+            return (f"verification.miscalibration {self.miscalibration:g} times the margin tail {top_tail:g} of the "
+                    "last level is at least 1: the honest spread would allow every token at the hard bound and the "
+                    f"per-worker margin test could never challenge; use a miscalibration below {1 / top_tail:.4g}")
+        return None
+
     def margin_null(self) -> MarginNull:
         """The honest margin distribution these rules state."""
-        return MarginNull(levels=tuple(self.margin_levels), tail=tuple(self.margin_tail), tokens=self.margin_tokens)
+        return MarginNull(levels=tuple(self.margin_levels), tail=tuple(self.margin_tail), tokens=self.margin_tokens,
+                          spread_shape=self.spread_shape, miscalibration=self.miscalibration)
 
     def for_policy(self, policy: PolicyVerification | None) -> VerificationSpec:
         """The rules for files of a policy whose manifest carries recalibrated tolerances: each the looser of the
@@ -318,7 +344,8 @@ def load_policy_verification(path: Path, spec: RunSpec) -> PolicyVerification:
     the logit tolerance, margin tails and TOPLOC limits of the `[verification]` table that `validator calibrate
     --out` writes (its other fields are the run spec's business and are not read). RunSpecFileError, with one
     line naming the problem, when the file is missing or malformed, lacks a field, states tails at other levels
-    than the pool's, or would make the pool's nucleus check loose; values that only tighten the run spec's are
+    than the pool's, would make the pool's nucleus check loose or its per-worker margin test blind (tails at which
+    the run spec's miscalibration allows every token at the hard bound); values that only tighten the run spec's are
     accepted and change nothing."""
     try:
         table = tomllib.loads(Path(path).read_text()).get("verification")
@@ -342,7 +369,8 @@ def load_policy_verification(path: Path, spec: RunSpec) -> PolicyVerification:
     if list(policy.margin_levels) != list(spec.verification.margin_levels):
         raise RunSpecFileError(f"policy verification file {path} states margin tails at levels {policy.margin_levels}, "
                                f"the pool's run spec at {spec.verification.margin_levels}")
-    problem = spec.nucleus_problem(max(policy.logit_tolerance, spec.verification.logit_tolerance))
+    problem = (spec.nucleus_problem(max(policy.logit_tolerance, spec.verification.logit_tolerance))
+               or spec.verification.miscalibration_problem(policy.margin_tail[-1]))
     if problem:
         raise RunSpecFileError(f"policy verification file {path}: {problem}")
     return policy

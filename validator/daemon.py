@@ -56,7 +56,7 @@ from validator.cursor_journal import prepare as prepare_cursor
 from validator.metrics import Metrics
 from validator.outcome import Checker, CheckOutcome, Purpose, Submission, VerdictJournal, publish_evidence
 from validator.retries import AT_THE_NEXT_POLL, RetryBook
-from validator.worker_margins import NullUse, WorkerMargins
+from validator.worker_margins import NullUse, WorkerMargins, book_path
 
 log = logging.getLogger("proofswarm.validator")
 
@@ -81,7 +81,7 @@ class ValidatorDaemon:
         self.journal = VerdictJournal(config.state_dir / "verdicts.jsonl")
         self.retries = RetryBook(config.state_dir / "retries.json")
         self.pool = pool_state(ledger, config.pool_id)
-        self.worker_margins = WorkerMargins(config.state_dir / "worker_margins.json")
+        self.worker_margins = WorkerMargins(book_path(config.state_dir, config.pool_id))
         self.null_use = NullUse()
         self._null_use_warned = False
         self.checkers = CheckerPool(checker_factory, processes=config.processes,

@@ -9,7 +9,13 @@ flip rate varies with its prompts: proofs.margins): an honest worker's ever reac
 being judged is challenged SAMPLING with the files, their totals and the e-value as evidence, and the book starts
 afresh.
 
-Persistence: `worker_margins.json` and its append-only log `worker_margins.json.log` (validator/state_journal.py):
+What a file's factor means depends on the pool's honest spread (the run spec's `verification.spread_shape` k and
+`verification.miscalibration` c, carried by every null): a book records the spread its factors were computed under
+(`"spread": [k, c]`, beside `"factors"`), and one whose files met another spread keeps their [tokens, score] only, to
+count again under the null being judged (`_current_factors`) — the same step in the log, so a replay meets it too.
+A pool's book is its own file (`book_path`), so two pools one validator serves never share a worker's files.
+
+Persistence: `worker_margins.pool<id>.json` and its append-only log `worker_margins.pool<id>.json.log` (state_journal):
 each judgement that changes the book appends one line (the file counted, and a challenge's evidence), O(1) per
 verdict — the book, which grows with the pool's history, is rewritten only when the log has outgrown it (issue 46);
 a book written whole before the log is read as it was. Crash safety: the line is written (and fsynced) before the
@@ -25,18 +31,40 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from proofs.margins import FACTOR_VERSION, WORKER_LAMBDAS, MarginNull, log_e_value
-from validator.state_journal import StateJournal
+from proofs.margins import FACTOR_VERSION, MISCALIBRATION, SPREAD_SHAPE, WORKER_LAMBDAS, MarginNull, log_e_value
+from validator.state_journal import StateJournal, log_path
 
 MAX_EVIDENCE_FILES = 64
 """Work ids listed in a challenge's evidence (the totals cover them all)."""
+LEGACY_SPREAD = [SPREAD_SHAPE, MISCALIBRATION]
+"""The spread of a book that names none: every null had these k and c before the run spec stated them."""
+LEGACY_BOOK = "worker_margins.json"
+"""The one book of a state folder before books were kept per pool."""
+
+
+def book_path(state_dir: Path, pool_id: int) -> Path:
+    """Pool `pool_id`'s book in a validator's state folder. A folder's book from before books were kept per pool
+    (`LEGACY_BOOK`, and its log) becomes the book of the first pool opened there: a state folder served one pool
+    (its event cursor follows one). The log moves first, so a kill -9 between the moves loses nothing."""
+    path = Path(state_dir) / f"worker_margins.pool{pool_id}.json"
+    legacy = Path(state_dir) / LEGACY_BOOK
+    for old, new in ((log_path(legacy), log_path(path)), (legacy, path)):
+        if old.exists() and not new.exists():
+            old.replace(new)
+    return path
+
+
+def spread_of(null: MarginNull) -> list:
+    """[k, c]: the honest spread a file's factor under `null` assumes (k None: tokens i.i.d.)."""
+    return [null.spread_shape, null.miscalibration]
 
 
 class WorkerMargins:
     """worker (lower-case address) → {"open": {work id: [tokens, score, [log factor per λ]]}, "challenged":
-    {work id: evidence}, "factors": FACTOR_VERSION}. (A book written before files kept their factors holds
-    [tokens, score]: those files count under the null of the file being judged; so do the files of a book whose
-    factors meant something else, `_current_factors`.)"""
+    {work id: evidence}, "factors": FACTOR_VERSION, "spread": [k, c]}, one pool's (`book_path`). (A book written
+    before files kept their factors holds [tokens, score]: those files count under the null of the file being
+    judged; so do the files of a book whose factors meant something else, another version or another spread,
+    `_current_factors`.)"""
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -49,10 +77,14 @@ class WorkerMargins:
               worker_false_positive_rate: float) -> dict[str, Any] | None:
         """Count one accepted file and test the worker: the evidence of an accumulated challenge of `work_id`,
         or None. Saved before it returns; the same work id always gets the same answer."""
-        book = self.workers.setdefault(worker.lower(), {"open": {}, "challenged": {}, "factors": FACTOR_VERSION})
+        spread = spread_of(null)
+        book = self.workers.setdefault(worker.lower(), {"open": {}, "challenged": {}, "factors": FACTOR_VERSION,
+                                                        "spread": spread})
         if work_id in book["challenged"]:
             return book["challenged"][work_id]
-        change: dict[str, Any] = {"worker": worker.lower(), "work_id": work_id, "factors": FACTOR_VERSION}
+        recounted = _current_factors(book, FACTOR_VERSION, spread)
+        change: dict[str, Any] = {"worker": worker.lower(), "work_id": work_id, "factors": FACTOR_VERSION,
+                                  "spread": spread}
         if work_id not in book["open"]:
             change["file"] = book["open"][work_id] = [tokens, score, null.worker_log_terms(score, tokens)]
         total_tokens = sum(entry[0] for entry in book["open"].values())
@@ -63,10 +95,11 @@ class WorkerMargins:
             files = list(book["open"])
             evidence = {"files": len(files), "work_ids": files[-MAX_EVIDENCE_FILES:], "tokens": total_tokens,
                         "score": total_score, "log_e_value": log_e,
-                        "worker_false_positive_rate": worker_false_positive_rate, "factors": FACTOR_VERSION}
+                        "worker_false_positive_rate": worker_false_positive_rate, "factors": FACTOR_VERSION,
+                        "spread": spread}
             change["challenge"] = evidence
             _challenge(book, work_id, evidence)
-        if "file" in change or "challenge" in change:
+        if "file" in change or "challenge" in change or recounted:
             self._save(change)
         return evidence
 
@@ -93,20 +126,27 @@ def _challenge(book: dict[str, dict], work_id: str, evidence: dict[str, Any]) ->
     book["open"] = {}
 
 
-def _current_factors(book: dict[str, Any], version: int = FACTOR_VERSION) -> None:
-    """A book whose files' factors meant another version (1: i.i.d. tokens) keeps their [tokens, score] only, so
-    they count again under the null of the file being judged; the same step wherever a load or a replay meets it."""
-    if book.get("factors") != version:
+def _current_factors(book: dict[str, Any], version: int = FACTOR_VERSION, spread: list | None = None) -> bool:
+    """A book whose files' factors meant another version (1: i.i.d. tokens) or, given `spread`, were computed under
+    another honest spread keeps their [tokens, score] only, so they count again under the null of the file being
+    judged; the same step wherever a load, a judgement or a replay meets it. A book that names no spread was
+    computed under `LEGACY_SPREAD`. Whether its files' factors were dropped."""
+    stale = book.get("factors") != version
+    if spread is not None:
+        stale = stale or book.get("spread", LEGACY_SPREAD) != spread
+        book["spread"] = spread
+    if stale:
         book["open"] = {work_id: entry[:2] for work_id, entry in book["open"].items()}
         book["factors"] = version
+    return stale
 
 
 def _apply(workers: dict[str, Any], change: dict[str, Any]) -> None:
-    """Replay one logged judgement: the book brought to the change's factor version, the file counted (unless
-    counted already), then the challenge, if any."""
+    """Replay one logged judgement: the book brought to the change's factor version and spread, the file counted
+    (unless counted already), then the challenge, if any."""
     book = workers.setdefault(change["worker"], {"open": {}, "challenged": {}})
     if "factors" in change:
-        _current_factors(book, change["factors"])
+        _current_factors(book, change["factors"], change.get("spread"))
     if "file" in change:
         book["open"].setdefault(change["work_id"], change["file"])
     if "challenge" in change:

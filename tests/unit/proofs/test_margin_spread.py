@@ -98,3 +98,21 @@ def test_a_worker_biased_toward_the_boundary_is_caught_within_40_files() -> None
     one = [float(s) for s in scores[0, :3]]
     assert log_e_value([sum(t) for t in zip(*(NULL.worker_log_terms(s, TOKENS) for s in one))]) == pytest.approx(
         worker_log_e_paths(NULL, scores[:1, :3])[0, -1])
+
+
+def test_a_wider_stated_spread_slows_the_worker_test() -> None:
+    """The pool's k and c (docs/protocol.md R6.18) trade detection time for room: the 1.9ε-biased worker (200 workers
+    × 200 files of 512 tokens) is caught later as k shrinks or c grows (median 11 files at the defaults, 64 at c = 8,
+    47 at k = 0.05), and at c = 16 not within 200 files; less spread (k = 10) catches it sooner."""
+    scores = biased_scores(np.random.default_rng(19), 200, 200)
+
+    def median_files(k: float, c: float) -> float:
+        crossed = worker_log_e_paths(NULL.model_copy(update={"spread_shape": k, "miscalibration": c}),
+                                     scores) >= math.log(1e6)
+        return float(np.median(np.where(crossed.any(1), crossed.argmax(1) + 1, np.inf)))
+
+    defaults = median_files(0.5, 2.0)
+    assert median_files(10.0, 2.0) < defaults <= 16
+    assert defaults < median_files(0.5, 4.0) < median_files(0.5, 8.0) < math.inf
+    assert defaults < median_files(0.1, 2.0) < median_files(0.05, 2.0) < math.inf
+    assert median_files(0.5, 16.0) == math.inf
