@@ -17,6 +17,7 @@ from cli.output import date, print_result, tokens
 from cli.options import COUNT, POSITIVE, SECONDS, PORT, POOL_ID, real, require_file, Parser
 from inference.device import ComputeChoiceError, parse_device
 from protocol.pool import VALIDATOR_FETCH_TIMEOUT_S, VALIDATOR_VERDICT_MARGIN_S
+from validator.state_folder import default_state_dir, earlier_default_in_use
 
 if TYPE_CHECKING:  # web3 and torch load after the arguments are checked
     from validator.court import Conduct
@@ -34,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--pool", type=POOL_ID, required=True, help="pool id")
     add_log_args(s)
     s.add_argument("--kubo-api", help="Kubo RPC API (default: the devnet's)")
-    s.add_argument("--state-dir", type=Path, help="cursor, verdict journal, checkpoint cache (default .validator/<address>)")
+    s.add_argument("--state-dir", type=Path, help="cursor, verdict journal, checkpoint cache: one pool's, one daemon's at a time (default .validator/<address>/pool<id>)")
     s.add_argument("--processes", type=POSITIVE, default=1, help="verification worker processes")
     s.add_argument("--threads", type=COUNT,
                    help="torch threads per verification process (default 1, measured fastest next to other work: "
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
                              "could not dispute a withheld file in time; lower --fetch-timeout or --verdict-margin")
     elif not ledger.pool.is_validator(args.pool, ledger.address):
         raise UsageError(f"{ledger.address} is not a validator of pool {args.pool}")
-    state_dir = args.state_dir or Path(".validator") / ledger.address
+    state_dir = args.state_dir or default_state_dir(ledger.address, args.pool)
     config = DaemonConfig(pool_id=args.pool, state_dir=state_dir, kubo_api=kubo_api, fetch_timeout_s=args.fetch_timeout,
                           fetch_attempts=args.fetch_attempts, check_timeout_s=args.check_timeout,
                           max_checker_failures=args.max_checker_failures, verdict_margin_s=args.verdict_margin,
@@ -168,6 +169,10 @@ def main(argv: list[str] | None = None, conduct: Conduct | None = None) -> int:
                           audit_rate=args.audit_rate, device=device)
     factory = checker_factory(config, rpc_url, str(deployments), args.threads, args.max_batch_tokens)
     configure_logging(args)
+    if args.state_dir is None and (earlier := earlier_default_in_use(ledger.address)) is not None:
+        logging.getLogger("proofswarm.validator").warning(
+            "%s holds state of an earlier version's default folder, which this run does not use: to resume it, "
+            "pass --state-dir %s (it must be pool %d's)", earlier, earlier, args.pool)
     metrics = Metrics()
     if args.metrics_port:
         metrics.serve(args.metrics_port)

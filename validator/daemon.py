@@ -56,6 +56,7 @@ from validator.cursor_journal import prepare as prepare_cursor
 from validator.metrics import Metrics
 from validator.outcome import Checker, CheckOutcome, Purpose, Submission, VerdictJournal, publish_evidence
 from validator.retries import AT_THE_NEXT_POLL, RetryBook
+from validator.state_folder import FolderOwner, StateFolder
 from validator.worker_margins import NullUse, WorkerMargins, book_path
 
 log = logging.getLogger("proofswarm.validator")
@@ -70,8 +71,9 @@ class ValidatorDaemon:
         self.config = config
         self.conduct = conduct or Conduct()
         self.metrics = metrics or Metrics()
+        self.state_folder = StateFolder.claim(config.state_dir, FolderOwner(
+            ledger.deployment.chain_id, ledger.deployment.compute_pool.lower(), config.pool_id))
         self.kubo = KuboClient(config.kubo_api)
-        config.state_dir.mkdir(parents=True, exist_ok=True)
         cursor_path = config.state_dir / "cursor.json"
         prepare_cursor(cursor_path)  # its changes since the last snapshot folded in
         self.cursor = EventCursor(ledger.pool, ["WorkSubmitted"], cursor_path,
@@ -101,6 +103,7 @@ class ValidatorDaemon:
         self.checkers.close()
         self._fetchers.shutdown(cancel_futures=True)
         self.kubo.close()
+        self.state_folder.release()
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
