@@ -6,7 +6,7 @@ import gc
 
 import torch
 
-from inference.backend import InferenceBackend
+from inference.backend import InferenceBackend, InferenceError
 from inference.device import Compute
 from inference.exact import quantise_policy
 from inference.exact_backend import ExactBackend
@@ -21,7 +21,7 @@ from protocol.runspec import RunSpec
 from protocol.submission import SubmissionBinding
 from tasks.base import assignment_space
 from tasks.registry import build_task
-from worker.policy import Policy
+from worker.policy import Policy, UnusablePolicy
 from worker.rollouts import make_rollouts
 
 
@@ -117,6 +117,13 @@ class Producer:
         return self._built[1]
 
     def __call__(self, policy: Policy, spec: RunSpec, binding: SubmissionBinding) -> tuple[bytes, int]:
-        batch = make_batch(policy, spec, binding, backend=self.backend_for(policy, spec))
+        """The file of `binding`; UnusablePolicy in an exact pool whose policy exact mode cannot quantise, or whose
+        integers break a bound while generating this binding's completions (deterministic: another try fails alike)."""
+        try:
+            batch = make_batch(policy, spec, binding, backend=self.backend_for(policy, spec))
+        except InferenceError as exc:
+            if spec.inference != "exact":
+                raise
+            raise UnusablePolicy(f"the policy of step {policy.step} cannot run in exact mode: {exc}") from None
         with phase("encode"):
             return encode_rollouts(batch), len(batch.samples)
