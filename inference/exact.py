@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
+from typing import TypeVar
 
 import torch
 
@@ -54,6 +55,7 @@ SERIES_TERMS = 24
 """Terms of h(u) = Σ u^k / (k + 1) in the noise of u < 1/2 (remainder < 2^-27)."""
 
 _MATRICES = ("q", "k", "v", "o", "gate", "up", "down")
+T = TypeVar("T")
 
 
 class ExactOverflowError(InferenceError):
@@ -430,28 +432,44 @@ def quantise_policy(model: torch.nn.Module) -> ExactPolicy:
     base = float(getattr(config, "rope_theta", None) or config.rope_parameters["rope_theta"])
     decoder = model.get_decoder()
     layers = []
-    for block in decoder.layers:
+    for index, block in enumerate(decoder.layers):
         attention, mlp = block.self_attn, block.mlp
-        layers.append(ExactLayer(
-            input_norm=_q16(block.input_layernorm.weight), post_norm=_q16(block.post_attention_layernorm.weight),
-            **{name: quantise_matrix(proj.weight, proj.bias)
+        at = f"layers.{index}"
+        layer = ExactLayer(
+            input_norm=_bounded_q16(f"{at}.input_norm", block.input_layernorm.weight),
+            post_norm=_bounded_q16(f"{at}.post_norm", block.post_attention_layernorm.weight),
+            **{name: _named(f"{at}.{name}", quantise_matrix, proj.weight, proj.bias)
                for name, proj in (("q", attention.q_proj), ("k", attention.k_proj), ("v", attention.v_proj),
                                   ("o", attention.o_proj), ("gate", mlp.gate_proj), ("up", mlp.up_proj),
-                                  ("down", mlp.down_proj))}))
+                                  ("down", mlp.down_proj))})
+        for name in _MATRICES:
+            _named(f"{at}.{name}.bias", _check, getattr(layer, name).bias, MAX_QUANTISED, "norm weight or bias")
+        layers.append(layer)
     exponents = torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim
     frequency = torch.round(base ** -exponents / (2 * math.pi) * 2.0**32).long()
-    embed = _q16(decoder.embed_tokens.weight)
-    _check(embed, MAX_RESIDUAL, "embedding")
-    for layer in layers:
-        for tensor in (layer.input_norm, layer.post_norm, *(getattr(layer, name).bias for name in _MATRICES)):
-            _check(tensor, MAX_QUANTISED, "norm weight or bias")
-    norm = _q16(decoder.norm.weight)
-    _check(norm, MAX_QUANTISED, "norm weight or bias")
+    embed = _named("embed", _q16, decoder.embed_tokens.weight)
+    _named("embed", _check, embed, MAX_RESIDUAL, "embedding")
+    norm = _bounded_q16("norm", decoder.norm.weight)
+    lm_head = _named("lm_head", quantise_matrix, model.get_output_embeddings().weight)
     return ExactPolicy(
-        embed=embed, layers=tuple(layers), norm=norm,
-        lm_head=quantise_matrix(model.get_output_embeddings().weight), rope_frequency=frequency,
+        embed=embed, layers=tuple(layers), norm=norm, lm_head=lm_head, rope_frequency=frequency,
         rms_eps=max(1, round(config.rms_norm_eps * 2.0**32)), inv_sqrt_head_dim=round(2.0**FRAC / math.sqrt(head_dim)),
         heads=heads, kv_heads=kv_heads, head_dim=head_dim)
+
+
+def _named(where: str, make: Callable[..., T], *args: object) -> T:
+    """make(*args), an ExactOverflowError from it naming the part of the checkpoint it came from (R5.5's names)."""
+    try:
+        return make(*args)
+    except ExactOverflowError as exc:
+        raise ExactOverflowError(f"{where}: {exc}") from None
+
+
+def _bounded_q16(where: str, weight: torch.Tensor) -> torch.Tensor:
+    """A norm weight in Q16, ExactOverflowError (naming `where`) past its bound."""
+    values = _named(where, _q16, weight)
+    _named(where, _check, values, MAX_QUANTISED, "norm weight or bias")
+    return values
 
 
 # ---- sampling and generation -------------------------------------------------------------------------

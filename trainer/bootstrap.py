@@ -24,7 +24,6 @@ from cli.devnet import load_devnet_info, record_trainer_init
 from cli.errors import UsageError
 from cli.output import progress_lines
 from inference.backend import InferenceError
-from inference.exact import quantise_policy
 from inference.policy import load_policy
 from inference.tiny import build_char_tokenizer, build_tiny_llama
 from ledger_client.ipfs.content import publish_run_spec, put_object
@@ -36,7 +35,7 @@ from tasks.difficulty import difficulty_subset
 from tasks.registry import build_task
 from trainer.config import ModelSpec
 from trainer.evaluate import policy_sampler
-from trainer.publish import base_checkpoint_digest
+from trainer.publish import base_checkpoint_digest, exact_policy_problem
 from trainer.warmstart import supervised_warm_start
 
 
@@ -76,14 +75,11 @@ def init_policy(spec: RunSpec, model: ModelSpec, warm_steps: int, warm_lr: float
 
 
 def check_exact_policy(spec: RunSpec, model: PreTrainedModel) -> None:
-    """In an exact pool (`spec.inference`), UsageError when every party's quantisation of `model` would refuse it
-    (a family other than Llama/Qwen2, another RoPE or activation, a weight past exact mode's bounds:
-    docs/protocol.md R5.5), so that no such pool is published."""
-    if spec.inference == "exact":
-        try:
-            quantise_policy(model)
-        except InferenceError as exc:
-            raise UsageError(f"the run spec says inference = \"exact\" and the policy cannot be quantised: {exc}") from None
+    """UsageError when the pool of `spec` is exact and cannot run `model` (`trainer.publish.exact_policy_problem`),
+    so that no such pool is published."""
+    problem = exact_policy_problem(spec, model)
+    if problem:
+        raise UsageError(f"the run spec says inference = \"exact\" and the policy cannot be quantised: {problem}")
 
 
 def run_init(args: argparse.Namespace) -> int:

@@ -11,9 +11,10 @@ Per step s:
      per mini-batch of the batch's rows, each gradient-norm clipped, all clipped against π_prox
      (the policy at the start of the step, recomputed once); each update's gradient is
      accumulated over micro-batches of at most micro_batch_tokens positions;
-  4. publish the new policy (step s + 1) through every publisher hook;
-  5. checkpoint model, optimizer, retained policies, buffer and work-source cursor in one
-     atomic commit, and append a metrics line.
+  4. refuse a new policy (step s + 1) that the pool cannot run (`policy_check`: an exact pool's bounds), then
+     checkpoint model, optimizer, retained policies, buffer and work-source cursor in one
+     atomic commit;
+  5. publish the new policy through every publisher hook, and append a metrics line.
 
 Staleness is counted at consumption: a submission made with policy p and first trained on
 at step s is s − p steps old, which includes every step it spent waiting for its verdict
@@ -45,6 +46,8 @@ from trainer.work_source import WorkItem, WorkSource
 # publish(step, state_dict) -> optional digest. The local policy store is one; the IPFS
 # checkpoint path (shard, add to Kubo, publishCheckpoint on-chain) is another.
 Publisher = Callable[[int, dict[str, torch.Tensor]], object]
+# policy_check(model) -> why the pool cannot run this policy, None if it can (trainer.publish.exact_policy_problem).
+PolicyCheck = Callable[[PreTrainedModel], str | None]
 # evaluate(model) -> metrics merged into the step's metrics line (e.g. held-out accuracy).
 Evaluator = Callable[[PreTrainedModel], dict[str, float]]
 
@@ -60,6 +63,10 @@ prompt of the task, or none, and there is nothing to learn from until that chang
 
 class TrainerStarved(Exception):
     """No usable rollout arrived within the configured wait timeout."""
+
+
+class UnpublishablePolicy(Exception):
+    """A policy the pool cannot run (its `policy_check` says why): the trainer stops before publishing it."""
 
 
 @dataclass
@@ -126,6 +133,7 @@ class Trainer:
         eval_every: int = 0,
         reference: PreTrainedModel | None = None,
         parallel: Parallel | None = None,
+        policy_check: PolicyCheck | None = None,
     ) -> None:
         self.config = config
         self.parallel = parallel or SingleProcess()
@@ -138,6 +146,7 @@ class Trainer:
         self.evaluate = evaluate
         self.eval_every = eval_every
         self.reference = reference
+        self.policy_check = policy_check
         if config.loss.kl_coef > 0 and reference is None:
             raise ValueError("loss.kl_coef > 0 needs a reference model")
         torch.manual_seed(config.seed)
@@ -221,6 +230,24 @@ class Trainer:
         with phase("publish"):
             for publish in self.publishers:
                 publish(self.step, state)
+
+    def _refuse_unrunnable(self) -> None:
+        """UnpublishablePolicy (on every rank) when `policy_check` refuses the policy of this step: raised before the
+        policy is checkpointed or published, so a restart resumes from the step before and nothing of this one is
+        on IPFS or on-chain."""
+        if self.policy_check is None:
+            return
+
+        def problem() -> str | None:
+            self._scratch.load_state_dict(self.policies[self.step])
+            with phase("policy check"):
+                return self.policy_check(self._scratch)
+
+        found = self.parallel.from_main(problem)
+        if found:
+            raise UnpublishablePolicy(f"step {self.step}: the pool cannot run this policy, so it is not published: "
+                                      f"{found} (a restart redoes the step from the last checkpoint: change what "
+                                      "drove the weights there, e.g. optim.lr)")
 
     def _poll(self) -> list[WorkItem]:
         return self.parallel.from_main(self.source.poll)
@@ -375,6 +402,7 @@ class Trainer:
         if self.evaluate is not None and self.eval_every and self.step % self.eval_every == 0:
             extra = self.parallel.from_main(self._evaluate)
         self.step_metrics = {**asdict(metrics), **extra}
+        self._refuse_unrunnable()
         if self.step % self.config.checkpoint_every == 0 or self.step == self.config.max_steps:
             self._checkpoint()
         # Publish after checkpointing: a crash in between re-publishes the same policy on resume,
@@ -502,9 +530,11 @@ class Trainer:
         """Resume from the newest checkpoint (re-publishing its policy, which a crash may have kept
         from being published), or publish the initial policy as step 0."""
         if self.resume():
+            self._refuse_unrunnable()
             self._publish()
         else:
             self._retain_policy()
+            self._refuse_unrunnable()
             self._publish()
             if self.evaluate is not None and self.eval_every:
                 extra = self.parallel.from_main(self._evaluate)

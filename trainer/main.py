@@ -30,10 +30,10 @@ def _start(argv: list[str]) -> int:
     with signals_held():  # Ctrl-C while they import: one line (cli.console)
         from trainer.checkpoint import TrainerStateError
         from trainer.distributed import launch
-        from trainer.loop import TrainerStarved
+        from trainer.loop import TrainerStarved, UnpublishablePolicy
         from trainer.start import run_start
 
-    @one_line_errors(failures=(TrainerStarved, TrainerStateError))
+    @one_line_errors(failures=(TrainerStarved, TrainerStateError, UnpublishablePolicy))
     def start() -> int:
         args.device = _checked_device(args.device, args.nproc or 1)
         if args.nproc is not None and args.nproc > 1:

@@ -12,6 +12,8 @@ from typing import Callable
 import torch
 from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
+from inference.backend import InferenceError
+from inference.exact import quantise_policy
 from ledger_client.chain.errors import LedgerError
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import pool_state
@@ -28,6 +30,7 @@ from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import digest_to_cid, hex_text
 from protocol.manifest import PolicyVerification
 from protocol.pool import versions_to_keep
+from protocol.runspec import RunSpec
 
 
 class IpfsPublisher:
@@ -132,6 +135,20 @@ class IpfsPublisher:
         if step != latest + 1:  # the contract takes only the next step
             raise LedgerError(f"cannot publish step {step}: the chain is at step {latest} and steps are contiguous")
         self.ledger.pool.publish_checkpoint(self.pool_id, step, digest)
+
+
+def exact_policy_problem(spec: RunSpec, model: torch.nn.Module) -> str | None:
+    """Why an exact pool (`spec.inference`) cannot run `model`: what every party's quantisation of it refuses (a
+    family other than Llama/Qwen2, another RoPE or activation, a weight past exact mode's bounds: docs/protocol.md
+    R5.5); None when it would quantise, or the pool is a float one. Checked before any of the pool's policies is
+    published (`trainer init`, and `trainer start` before every step)."""
+    if spec.inference != "exact":
+        return None
+    try:
+        quantise_policy(model)
+    except InferenceError as exc:
+        return str(exc)
+    return None
 
 
 def base_checkpoint_digest(kubo: KuboClient, state_dict: dict[str, torch.Tensor], model_config: PretrainedConfig,

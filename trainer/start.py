@@ -4,7 +4,8 @@ The pool is the single source of truth: the task, group size, temperature and ma
 from its run spec (taskRef), the async level from its max staleness, and the initial policy is
 its base checkpoint (step 0), fetched from IPFS and verified. Rollouts come only from the
 ledger-gated source (accepted work, each exactly once across restarts); each new policy is
-published with `publishCheckpoint` by the pool's trainer key.
+published with `publishCheckpoint` by the pool's trainer key. In an exact pool a policy exact mode cannot run
+(past its bounds, docs/protocol.md R5.8) is never published: the trainer stops at that step with one line.
 
 With `--nproc N` every rank reads the pool and loads the base policy; rank 0 alone reads the
 accepted work (and broadcasts it), publishes and reports (trainer/distributed.py).
@@ -45,10 +46,10 @@ from trainer.distributed import Distributed, launched_by_torchrun, quiet_followe
 from trainer.evaluate import greedy_accuracy
 from trainer.consumed_log import FollowerLog
 from trainer.ledger_source import MIN_POLL_INTERVAL_S, LedgerSource
-from trainer.loop import Trainer, TrainerStarved
+from trainer.loop import Trainer, TrainerStarved, UnpublishablePolicy
 from trainer.metrics import TrainerMetrics
 from trainer.parallel import SingleProcess
-from trainer.publish import IpfsPublisher
+from trainer.publish import IpfsPublisher, exact_policy_problem
 
 log = logging.getLogger("proofswarm.trainer")
 
@@ -116,8 +117,10 @@ def run_start(args: argparse.Namespace) -> int:
                               Path(config.run_dir), metrics_of=lambda step: trainer.metrics_at(step),
                               policy_verification=policy_verification) \
         if parallel.is_main else None
+    # an exact pool's policies must quantise (R5.8): checked before each is checkpointed and published
+    policy_check = (lambda m: exact_policy_problem(spec, m)) if spec.inference == "exact" else None
     trainer = Trainer(config, model, source, publishers=[publisher] if publisher else [], evaluate=evaluate,
-                      eval_every=args.eval_every, parallel=parallel)
+                      eval_every=args.eval_every, parallel=parallel, policy_check=policy_check)
     signal.signal(signal.SIGTERM, raise_terminated)  # as Ctrl-C, exit 143 (a step in hand is not finished)
 
     metrics = TrainerMetrics() if parallel.is_main else None
@@ -141,7 +144,7 @@ def run_start(args: argparse.Namespace) -> int:
         tmp.replace(consumed_path)
         print(json.dumps(line) if args.json else "  ".join(f"{k} {v}" for k, v in line.items()), flush=True)
 
-    with quiet_followers(parallel.is_main, failures=(TrainerStarved, TrainerStateError)):
+    with quiet_followers(parallel.is_main, failures=(TrainerStarved, TrainerStateError, UnpublishablePolicy)):
         trainer.run(on_step=report)
     if parallel.is_main:
         (Path(config.run_dir) / "trainer.done").touch()

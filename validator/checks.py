@@ -12,7 +12,8 @@
                   sampling replay and TOPLOC against one prefill of the declared checkpoint
                   (inference.verify); in an exact pool (run spec `inference = "exact"`) instead the replay
                   of every checked token with tolerance zero on the checkpoint's integer form
-                  (inference.exact.deviation), and nothing after it
+                  (inference.exact.deviation), and nothing after it; a step whose checkpoint exact mode cannot
+                  run (`UnrunnablePolicy`, the trainer's fault) gets no verdict (CheckOutcome.no_verdict)
     margins     → the spot-checked tokens' margins against the pool's calibrated null (proofs.margins): the
                   statistical test of the sampler, per file and per completion; the file's (tokens, margin sum)
                   go back to the daemon, which accumulates them per worker
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from inference.backend import InferenceBackend
+from inference.backend import InferenceBackend, InferenceError
 from inference.exact import Deviation, deviation, quantise_policy
 from inference.exact_backend import ExactBackend
 from inference.policy import PolicyLoader, stop_token_ids
@@ -92,6 +93,8 @@ class RolloutChecker:
         self.task: Task = build_task(self.spec.task)
         self.retention = PinRetention(self.kubo, self.cache_dir / "pins.json", keep=versions_to_keep(pool.async_level))
         self._policies: dict[int, tuple[bytes, InferenceBackend, object, VerifyConfig]] = {}
+        self._unrunnable: dict[bytes, str] = {}
+        """Checkpoint digest → why exact mode cannot run it (`UnrunnablePolicy`), so that it is loaded once."""
         self._load_policy = PolicyLoader()
         self._checkpoints: dict[int, Digest] = {}
         self.max_batch_tokens = max_batch_tokens
@@ -113,12 +116,20 @@ class RolloutChecker:
         return Digest(bytes(self.ledger.w3.eth.get_block(number)["hash"]))
 
     def _policy(self, step: int, digest: bytes) -> tuple[InferenceBackend, object, VerifyConfig]:
+        """The reference backend, tokenizer and rules of `step`'s checkpoint; UnrunnablePolicy when the pool is exact
+        and exact mode cannot run it."""
+        if digest in self._unrunnable:
+            raise UnrunnablePolicy(self._unrunnable[digest])
         cached = self._policies.get(step)
         if cached is None or cached[0] != digest:
             with phase("fetch weights"):
                 fetched = fetch_checkpoint(self.kubo, digest, self.cache_dir / "checkpoints", retention=self.retention)
                 model, tokenizer = self._load_policy(fetched.path)
-            backend = reference_backend(self.spec, model, tokenizer, self.device)
+            try:
+                backend = reference_backend(self.spec, model, tokenizer, self.device)
+            except UnrunnablePolicy as exc:
+                self._unrunnable[bytes(digest)] = str(exc)
+                raise
             rules = self.spec.verification_for(fetched.manifest.verification)
             config = verify_config_of(self.spec.model_copy(update={"verification": rules}), self.max_batch_tokens)
             self._policies[step] = (digest, backend, tokenizer, config)
@@ -141,7 +152,11 @@ class RolloutChecker:
         fail = self._identity(sub, batch, ckpt)
         if fail:
             return fail
-        backend, tokenizer, config = self._policy(sub.step, ckpt)
+        try:
+            backend, tokenizer, config = self._policy(sub.step, ckpt)
+        except UnrunnablePolicy as exc:
+            return CheckOutcome(False, message=clip_text(f"step {sub.step}'s policy cannot run in exact mode ({exc}): "
+                                                         "the trainer's fault, not the worker's"), no_verdict=True)
         return check_contents(self.spec, self.task, config, self.spot_check_bps, sub, batch, backend, tokenizer)
 
     def _identity(self, sub: Submission, batch: RolloutBatch, ckpt: Digest) -> CheckOutcome | None:
@@ -194,12 +209,20 @@ def proof_chunk_of(spec: RunSpec) -> int:
     return 0 if spec.inference == "exact" else PROOF_CHUNK
 
 
+class UnrunnablePolicy(Exception):
+    """An exact pool's checkpoint that exact mode cannot run (quantise_policy refuses it): no file of its step can be
+    judged, and its workers are not to blame."""
+
+
 def reference_backend(spec: RunSpec, model, tokenizer, device: str = "cpu") -> InferenceBackend:
     """What the validator recomputes a file with: the float model in a float pool, its integer form
-    (inference.exact.quantise_policy) in an exact one; on `device`."""
+    (inference.exact.quantise_policy) in an exact one, UnrunnablePolicy if it has none; on `device`."""
     eos = stop_token_ids(model, tokenizer)
     if spec.inference == "exact":
-        return ExactBackend(quantise_policy(model).to(device), eos, tokenizer.pad_token_id)
+        try:
+            return ExactBackend(quantise_policy(model).to(device), eos, tokenizer.pad_token_id)
+        except InferenceError as exc:
+            raise UnrunnablePolicy(str(exc)) from None
     return TorchBackend(model, eos_token_id=eos, pad_token_id=tokenizer.pad_token_id, device=device)
 
 

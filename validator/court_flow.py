@@ -289,8 +289,7 @@ class CourtFlow:
                 if isinstance(exc, errors.WrongCaseState):  # judged by another validator meanwhile
                     self.keep_for_audit(s.work_id, checked)
                 if isinstance(exc, errors.NotEligible):  # not in the case's set: if nobody judges, void the case then
-                    lapses = self.court.cases(s.work_id).submitted_at + self.rules.verdict_window + 1
-                    self.duties.book.finalize.setdefault(s.work_id.hex(), lapses)
+                    self.finalize_when_lapsed(s.work_id)
                 self.metrics.skipped.inc()
                 self.retries.drop(s.key)
                 return 0
@@ -299,6 +298,12 @@ class CourtFlow:
         self.duties.count("verdicts")
         self.verdict_sent(s, verdict, reason, outcome.message)
         return 1
+
+    def finalize_when_lapsed(self, work_id: bytes) -> None:
+        """Void the case once its verdict window has passed if nobody judged it (`finalize`: the work then expires,
+        neither paid nor slashed)."""
+        lapses = self.court.cases(work_id).submitted_at + self.rules.verdict_window + 1
+        self.duties.book.finalize.setdefault(work_id.hex(), lapses)
 
     def dispute_or_concur(self, s: Submission, outcome: CheckOutcome) -> None:
         """Dispute another validator's verdict that this check contradicts; concur with one it confirms (once

@@ -9,7 +9,8 @@ Hostile bytes never stop the loop. Whatever goes wrong with one submission stays
 file that cannot be fetched is tried again with backoff (`fetch_attempts` in all, spread over
 time) before it is challenged UNAVAILABLE; a check that crashes its process or overruns
 `check_timeout_s` is retried in a fresh process and, after `max_checker_failures` such
-failures, challenged UNCHECKABLE; a check that raised an infrastructure error, or a verdict
+failures, challenged UNCHECKABLE; a file whose step's policy exact mode cannot run (the trainer's
+fault, not the worker's) gets no verdict at all and expires unjudged; a check that raised an infrastructure error, or a verdict
 that could not be sent, is retried until the challenge window closes. Those submissions wait
 in a retry book (validator.retries) that is saved before the cursor is committed, so after a
 kill -9 nothing is lost; the on-chain status (re-read right before each verdict) makes every
@@ -317,11 +318,25 @@ class ValidatorDaemon:
 
     def _conclude(self, s: Submission, outcome: CheckOutcome) -> int:
         """Act on a check's outcome as its purpose says; returns 1 if a verdict was sent."""
+        if outcome.no_verdict:
+            return self._no_verdict(s, outcome)
         if outcome.ok and outcome.margins:
             self._watch_null(outcome.margins)
         if self.court_flow is not None:
             return self.court_flow.conclude(s, outcome)
         return self._verdict(s, outcome)
+
+    def _no_verdict(self, s: Submission, outcome: CheckOutcome) -> int:
+        """A file nobody can judge through no fault of its worker (its step's policy is one exact mode cannot run):
+        no verdict, no dispute, no vote and no retry, one line logged. The work expires unjudged after the window
+        (neither paid nor slashed); in a court pool its case lapses and is voided (`finalize`, booked here)."""
+        log.warning("work 0x%s (%s, step %d): no verdict: %s", s.work_id.hex(), s.purpose.value, s.step,
+                    outcome.message)
+        self.metrics.skipped.inc()
+        self.retries.drop(s.key)
+        if self.court_flow is not None and s.purpose is Purpose.JUDGE:
+            self.court_flow.finalize_when_lapsed(s.work_id)
+        return 0
 
     def _verdict(self, s: Submission, outcome: CheckOutcome) -> int:
         """Send the verdict unless the submission was judged meanwhile; returns 1 if one was sent."""

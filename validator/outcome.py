@@ -127,6 +127,9 @@ class CheckOutcome:
     """The checked tokens' margin statistics for the per-worker test (validator.worker_margins): "tokens",
     "score", the pool's "null" (proofs.margins.MarginNull fields) and "worker_false_positive_rate"."""
     seconds: float = 0.0
+    no_verdict: bool = False
+    """Nobody can judge the file, and not by its worker's fault: its step's policy is one exact mode cannot run (the
+    trainer's, docs/protocol.md R5.8). `ok` is False, `reason` None, `message` says why; no verdict is sent."""
 
 
 class Checker(Protocol):

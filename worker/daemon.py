@@ -6,7 +6,9 @@ shards, load the policy; for each step generate up to `submissions_per_step` rol
 bound to (chain, pool, worker, step, nonce) with the chain's next nonce and answering the prompts
 that nonce assigns (with TOPLOC proofs and seeded sampling); before each submission top the pool
 allocation up to what it requires (again after a slash); upload each file to Kubo and `submitWork`
-its digest; claim rewards once unlocked. Every submission goes through the crash-safe journal
+its digest; claim rewards once unlocked. A policy the producer cannot use (an exact pool's checkpoint that exact mode
+cannot run: worker.policy.UnusablePolicy) is refused in one log line: nothing is made on its step, and the worker
+waits for a usable policy. Every submission goes through the crash-safe journal
 (worker/journal.py), so a kill -9 loses nothing, submits nothing twice and skips no nonce.
 SIGTERM finishes the current submission if its file is already uploaded, otherwise abandons it.
 """
@@ -63,7 +65,7 @@ from worker.options import DEFAULT_MAX_PENDING, compute_of
 from worker.journal import Journal, journal_name
 from worker.metrics import WorkerMetrics
 from worker.pacing import PACE_POLL_S, Pacer
-from worker.policy import Policy, RolloutProducer
+from worker.policy import Policy, RolloutProducer, UnusablePolicy
 from worker.produce import Producer, engine_problem
 
 log = logging.getLogger("proofswarm.worker")
@@ -155,6 +157,9 @@ class WorkerDaemon:
         self._court_can_judge = self._court is None
         """Whether a court pool has had an eligible validator: asked before each file until it has."""
         self._judge_wait_logged = False
+        self._refused: tuple[int, bytes] | None = None
+        """(step, manifest digest) of the policy the producer could not use (UnusablePolicy): nothing is generated
+        on it, and the worker waits for its nonce's step to go stale to skip it (`step_once`)."""
 
     # ------------------------------------------------------------------ set-up
 
@@ -298,6 +303,9 @@ class WorkerDaemon:
             return False
         if self.policy is None or self.policy.step != member.pinned_step:
             self.sync_policy(member.pinned_step)
+        if self._refused == (self.policy.step, self.policy.manifest_digest):
+            self._quiet_step = pool.latest_step  # nothing to do on it; the pin goes stale and is skipped above
+            return False
         if not self._court_can_judge:
             if not self.court_has_judge():
                 return False
@@ -438,7 +446,11 @@ class WorkerDaemon:
     def submit_one(self, binding: SubmissionBinding, stop: threading.Event) -> None:
         pid = self.opt.pool_id
         nonce, step = binding.nonce, binding.step
-        data, n_samples = self.produce(self.policy, self.spec, binding)
+        try:
+            data, n_samples = self.produce(self.policy, self.spec, binding)
+        except UnusablePolicy as exc:
+            self._refuse(exc)
+            return
         if stop.is_set():  # SIGTERM during generation: abandon cleanly (nothing uploaded or submitted)
             return
         files = self.opt.work_dir / "rollouts"
@@ -473,6 +485,15 @@ class WorkerDaemon:
         self.metrics.samples.inc(n_samples)
         self.stats.last_event = f"submitted {n_samples} samples for step {step}"
         log.info("submitted %s: %d samples for step %d (nonce %d)", hex_text(digest), n_samples, step, nonce)
+
+    def _refuse(self, exc: UnusablePolicy) -> None:
+        """Generate nothing more on the current policy, saying so once: a checkpoint nobody can run is the trainer's
+        fault, and a file made on it anyway could only be wrong."""
+        self._refused = (self.policy.step, self.policy.manifest_digest)
+        self.stats.last_event = f"refused the policy of step {self.policy.step}"
+        log.error("%s; generating nothing on step %d: waiting for a usable policy (this worker's next nonce is pinned "
+                  "to step %d and is skipped once the pool is more than %d steps past it)", exc, self.policy.step,
+                  self.policy.step, self.pool.async_level)
 
     def maybe_claim(self, force: bool = False) -> int:
         """Claim what is due, every `claim_interval_s`: the journal's accepted submissions whose reward lock has

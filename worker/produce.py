@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
-from inference.backend import InferenceBackend
+from inference.backend import InferenceBackend, InferenceError
 from inference.device import Compute
 from inference.exact import quantise_policy
 from inference.exact_backend import ExactBackend
@@ -21,7 +23,7 @@ from protocol.runspec import RunSpec
 from protocol.submission import SubmissionBinding
 from tasks.base import assignment_space
 from tasks.registry import build_task
-from worker.policy import Policy
+from worker.policy import Policy, UnusablePolicy
 from worker.rollouts import make_rollouts
 
 
@@ -75,15 +77,29 @@ def make_batch(policy: Policy, spec: RunSpec, binding: SubmissionBinding,
     """Generate the assigned prompts' completions with proofs (adversaries start from this too) with `backend`,
     by default the torch backend computing in `compute_dtype` on `device` (the policy's model is converted to them
     in place, as the torch backend does). An exact pool's default backend is the integer policy
-    (`exact_backend_of`), its files carry no TOPLOC proofs."""
+    (`exact_backend_of`), its files carry no TOPLOC proofs; UnusablePolicy when exact mode cannot run the policy
+    (`refused_in_exact_mode`)."""
     task = build_task(spec.task)
     indices = assign_prompts(spec.pool_seed_bytes, binding.worker, binding.nonce, assignment_space(task),
                              spec.prompts_per_submission)
     exact = spec.inference == "exact"
-    if backend is None:
-        backend = exact_backend_of(policy, device) if exact else torch_backend_of(policy, compute_dtype, device)
-    return make_rollouts(backend, policy.tokenizer, task, spec.task, indices, spec.sampling, binding,
-                         Digest(policy.manifest_digest), pool_seed=spec.pool_seed_bytes, prove=not exact)
+    with refused_in_exact_mode(policy, spec):
+        if backend is None:
+            backend = exact_backend_of(policy, device) if exact else torch_backend_of(policy, compute_dtype, device)
+        return make_rollouts(backend, policy.tokenizer, task, spec.task, indices, spec.sampling, binding,
+                             Digest(policy.manifest_digest), pool_seed=spec.pool_seed_bytes, prove=not exact)
+
+
+@contextmanager
+def refused_in_exact_mode(policy: Policy, spec: RunSpec) -> Iterator[None]:
+    """In an exact pool, an InferenceError inside becomes UnusablePolicy: exact mode cannot quantise the policy, or its
+    integers break a bound while generating the binding's completions (deterministic: another try fails alike)."""
+    try:
+        yield
+    except InferenceError as exc:
+        if spec.inference != "exact":
+            raise
+        raise UnusablePolicy(f"the policy of step {policy.step} cannot run in exact mode: {exc}") from None
 
 
 def produce_rollout_file(policy: Policy, spec: RunSpec, binding: SubmissionBinding,
@@ -117,6 +133,9 @@ class Producer:
         return self._built[1]
 
     def __call__(self, policy: Policy, spec: RunSpec, binding: SubmissionBinding) -> tuple[bytes, int]:
-        batch = make_batch(policy, spec, binding, backend=self.backend_for(policy, spec))
+        """The file of `binding`; UnusablePolicy when exact mode cannot run the policy (`refused_in_exact_mode`)."""
+        with refused_in_exact_mode(policy, spec):
+            backend = self.backend_for(policy, spec)
+        batch = make_batch(policy, spec, binding, backend=backend)
         with phase("encode"):
             return encode_rollouts(batch), len(batch.samples)
