@@ -72,6 +72,10 @@ class WorkerMargins:
         self.workers: dict[str, dict[str, Any]] = self.journal.load()
         for book in self.workers.values():
             _current_factors(book)
+        self._totals: dict[str, _OpenTotals] = {}
+        """worker → its open files summed, kept as files are counted: a judgement costs O(1) however long an honest
+        worker's book grows (it is spent only by a challenge); rebuilt from the book when a challenge or a recount
+        changed it."""
 
     def judge(self, worker: str, work_id: str, tokens: int, score: float, null: MarginNull,
               worker_false_positive_rate: float) -> dict[str, Any] | None:
@@ -83,22 +87,25 @@ class WorkerMargins:
         if work_id in book["challenged"]:
             return book["challenged"][work_id]
         recounted = _current_factors(book, FACTOR_VERSION, spread)
+        if recounted:
+            self._totals.pop(worker.lower(), None)
+        totals = self._open_totals(worker.lower())
         change: dict[str, Any] = {"worker": worker.lower(), "work_id": work_id, "factors": FACTOR_VERSION,
                                   "spread": spread}
         if work_id not in book["open"]:
             change["file"] = book["open"][work_id] = [tokens, score, null.worker_log_terms(score, tokens)]
-        total_tokens = sum(entry[0] for entry in book["open"].values())
-        total_score = sum(entry[1] for entry in book["open"].values())
-        log_e = self.log_e_value(worker, null)
+            totals.add(change["file"])
+        log_e = totals.log_e_value(null)
         evidence = None
         if log_e >= math.log(1 / worker_false_positive_rate):
             files = list(book["open"])
-            evidence = {"files": len(files), "work_ids": files[-MAX_EVIDENCE_FILES:], "tokens": total_tokens,
-                        "score": total_score, "log_e_value": log_e,
+            evidence = {"files": len(files), "work_ids": files[-MAX_EVIDENCE_FILES:], "tokens": totals.tokens,
+                        "score": totals.score, "log_e_value": log_e,
                         "worker_false_positive_rate": worker_false_positive_rate, "factors": FACTOR_VERSION,
                         "spread": spread}
             change["challenge"] = evidence
             _challenge(book, work_id, evidence)
+            self._totals.pop(worker.lower(), None)
         if "file" in change or "challenge" in change or recounted:
             self._save(change)
         return evidence
@@ -106,11 +113,15 @@ class WorkerMargins:
     def log_e_value(self, worker: str, null: MarginNull) -> float:
         """log of `worker`'s e-process over its open files (0 with none); files without their own factors count
         under `null`."""
-        sums = [0.0] * len(WORKER_LAMBDAS)
-        for entry in self.workers.get(worker.lower(), {"open": {}})["open"].values():
-            terms = entry[2] if len(entry) > 2 else null.worker_log_terms(entry[1], entry[0])
-            sums = [a + b for a, b in zip(sums, terms)]
-        return log_e_value(sums)
+        return self._open_totals(worker.lower()).log_e_value(null)
+
+    def _open_totals(self, worker: str) -> _OpenTotals:
+        totals = self._totals.get(worker)
+        if totals is None:
+            totals = self._totals[worker] = _OpenTotals()
+            for entry in self.workers.get(worker, {"open": {}})["open"].values():
+                totals.add(entry)
+        return totals
 
     def _save(self, change: dict[str, Any]) -> None:
         """Log one judgement's change; the whole book as a new snapshot instead once the log has outgrown the last."""
@@ -118,6 +129,31 @@ class WorkerMargins:
             self.journal.compact(self.workers)
         else:
             self.journal.append(change)
+
+
+class _OpenTotals:
+    """A worker's open files summed: tokens, score, and the per-λ log factors of the files that carry theirs. Files
+    of an older book without factors (a few, from before a version or spread change; never more) are kept apart,
+    since they count under the null of the file being judged."""
+
+    def __init__(self) -> None:
+        self.tokens, self.score = 0, 0.0
+        self.log_terms = [0.0] * len(WORKER_LAMBDAS)
+        self.unfactored: list[tuple[int, float]] = []
+
+    def add(self, entry: list) -> None:
+        self.tokens += entry[0]
+        self.score += entry[1]
+        if len(entry) > 2:
+            self.log_terms = [a + b for a, b in zip(self.log_terms, entry[2], strict=True)]
+        else:
+            self.unfactored.append((entry[0], entry[1]))
+
+    def log_e_value(self, null: MarginNull) -> float:
+        sums = self.log_terms
+        for tokens, score in self.unfactored:
+            sums = [a + b for a, b in zip(sums, null.worker_log_terms(score, tokens), strict=True)]
+        return log_e_value(sums)
 
 
 def _challenge(book: dict[str, dict], work_id: str, evidence: dict[str, Any]) -> None:
