@@ -71,6 +71,9 @@ class TrainerConfig(BaseSettings):
     poll_interval_s: float = Field(0.02, gt=0)
     wait_timeout_s: float = Field(600.0, gt=0, description="give up when no usable rollout arrives for this long")
     seed: int = 0
+    decode_workers: int | None = Field(
+        None, ge=0, description="processes that decode (parse and validate) accepted rollout files beside the "
+        "training loop; unset: one per core, 0 or 1: in the trainer's own process (tests, small runs)")
     parallel: Literal["fsdp", "ddp"] = Field(
         "fsdp", description="with --nproc N > 1: FSDP2 (sharded) or DDP (replicated) data parallelism")
 
