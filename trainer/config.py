@@ -72,8 +72,8 @@ class TrainerConfig(BaseSettings):
     wait_timeout_s: float = Field(600.0, gt=0, description="give up when no usable rollout arrives for this long")
     seed: int = 0
     decode_workers: int | None = Field(
-        None, ge=0, description="processes that decode (parse and validate) accepted rollout files beside the "
-        "training loop; unset: one per core, 0 or 1: in the trainer's own process (tests, small runs)")
+        None, ge=0, description="`trainer start`: processes that decode (parse and validate) the accepted rollout files "
+        "beside the training loop, in order; unset: one per core, 0 or 1: in the trainer's own process (small runs)")
     parallel: Literal["fsdp", "ddp"] = Field(
         "fsdp", description="with --nproc N > 1: FSDP2 (sharded) or DDP (replicated) data parallelism")
 

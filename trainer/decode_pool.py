@@ -17,7 +17,10 @@ flight is decoded again, alone, in a fresh pool, and the one that breaks that to
 from __future__ import annotations
 
 import os
+import select
 import signal
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -33,9 +36,30 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _ignore_ctrl_c() -> None:
-    """A terminal's Ctrl-C reaches the whole process group; the trainer shuts its pool down itself."""
+def _serve(trainer_pid: int) -> None:
+    """A decoding process's start: it ignores Ctrl-C (a terminal's reaches the whole process group; the trainer shuts
+    its pool down itself) and ends with the trainer, also after a kill -9 (it would wait for work forever)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with, args=(trainer_pid,), daemon=True).start()
+
+
+def _exit_with(pid: int) -> None:
+    try:
+        select.select([os.pidfd_open(pid)], [], [])  # readable once `pid` has ended
+    except (AttributeError, OSError):  # no pidfd here: look once a second
+        while _alive(pid):
+            time.sleep(1.0)
+    os._exit(0)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class Decoding:
@@ -98,7 +122,8 @@ class RolloutDecoder:
         if self._pool is None:
             context = get_context("forkserver")
             context.set_forkserver_preload(["__main__", __name__])  # imported once; each process forks from there
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_ignore_ctrl_c)
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_serve,
+                                             initargs=(os.getpid(),))
         return self._pool
 
     def _restart(self) -> None:

@@ -6,6 +6,11 @@ real 'forkserver' processes; this module stays light to import (each fresh decod
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -37,6 +42,17 @@ def rollout_file(nonce: int) -> bytes:
 
 CORRUPT = (b"PAR1 not a rollout file PAR1", rollout_file(1)[:-40], rollout_file(2)[:100])
 """Not Parquet, a cut footer, a cut body."""
+
+
+def _decoding_pid(_data: bytes) -> int:
+    return os.getpid()
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def _decode_or_die(data: bytes) -> RolloutBatch:
@@ -71,3 +87,29 @@ def test_a_file_that_kills_its_decoding_process_is_refused_and_the_files_beside_
         assert pool.restarts >= 1
     finally:
         pool.close()
+
+
+TRAINER_KILLED = """
+import os, signal, sys
+from tests.unit.trainer.test_decode_pool import _decoding_pid
+from trainer.decode_pool import RolloutDecoder
+if __name__ == "__main__":
+    pool = RolloutDecoder(2, decode=_decoding_pid)
+    print(*{pool.submit(bytes(i)).result() for i in range(8)}, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_decoding_processes_end_when_the_trainer_is_killed(tmp_path):
+    script = tmp_path / "killed.py"  # not trainer.py: it would hide the trainer package
+    script.write_text(TRAINER_KILLED)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parents[3], env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])})
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    pids = [int(pid) for pid in done.stdout.split()]
+    assert pids and os.getpid() not in pids
+    deadline = time.monotonic() + 60  # a bound on a hang: they end within a moment of the kill
+    while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_running(pid) for pid in pids)
