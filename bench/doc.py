@@ -253,7 +253,8 @@ def _cli_startup(doc: dict) -> str:
 def _intake(doc: dict) -> str:
     f = doc["figures"]
     return (f"{f['trainer_ms_per_event']:.3f} ms an event, {f['trainer_state_mb_per_step'] * 1000:.1f} kB a step at "
-            f"{f['consumed'] / 1e6:g} M consumed")
+            f"{f['consumed'] / 1e6:g} M; {f['decode_file_mb']:g} MB files {f['decode_serial_files_per_s']:.0f}→"
+            f"{f['decode_pool_files_per_s']:.0f}/s in {f['decode_workers']} processes")
 
 
 def _economics(doc: dict) -> str:

@@ -13,14 +13,29 @@ untimed poll that builds the validators),
 `trainer_ms_per_event_max` the worst step's (wall time: on a shared machine it includes waiting for a core, which
 `trainer_cpu_ms_per_event_max`, the process's CPU time, does not), `trainer_state_mb_per_step` (bytes a step adds to consumed.log plus the source's part of the checkpoint, which
 `trainer start` writes once a step, plus consumed.json's record), `load_s` (a resume reading the log of N ids), the
-log's size, and the process's peak RSS. Prints a table, then one JSON line.
+log's size, and the process's peak RSS.
+
+Decoding (issue 46, "a thousand workers": ~33 files/s arrive, a 128 × 1,000-token file took ~0.07 s to decode in the
+trainer's process): the same `LedgerSource.poll`, this time with the real `decode_rollouts` on synthetic files of 128
+completions × `--decode-tokens` random token ids with TOPLOC proofs every 32 tokens (500 tokens: ~1 MB), fetched from a
+fake Kubo. `--decode-files` files in one poll, decoded in process (`decode_workers` 0) and then in a pool of
+`--decode-workers` processes (default one per core; the pool is started and warmed by an untimed poll first):
+`decode_serial_files_per_s`, `decode_pool_files_per_s`, their ratio, `decode_files_per_s_per_core` (the pool's rate over
+its processes: wall time, so on a loaded machine it counts the waits for a core), `decode_files_per_cpu_s` (files a
+second of one busy core, from the in-process run's CPU time) and the decoding processes 100 files/s need at that rate,
+and `decode_parent_cpu_ms_per_file`: what each file still costs the trainer's own process with a pool (fetching,
+sending the bytes, unpickling the decoded batch, the log), whose inverse caps the intake whatever the cores.
+Prints a table, then one JSON line.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import math
 import os
+import random
 import resource
 import statistics
 import tempfile
@@ -35,12 +50,19 @@ from bench.report import add_record_option, print_rows
 from ledger_client.chain.bindings import WorkAccepted, WorkSubmitted
 from ledger_client.chain.contract import EventMeta
 from protocol.pool import WorkStatus
-from protocol.rollouts import RolloutBatch
+from protocol.rollouts import PROOF_BYTES, RolloutBatch, RolloutHeader, RolloutSample, encode_rollouts
+from protocol.runspec import SamplingSpec
+from protocol.submission import local_binding
 from trainer.consumed_log import LINE
+from trainer.decode_pool import default_workers
 
 POOL = 1
 META = EventMeta(block_number=1, block_hash=b"\0" * 32, tx_hash=b"\0" * 32, log_index=0, address="0x0")
 CHUNK = 1 << 20
+PROOF_CHUNK = 32
+VOCAB = 32_000
+DISTINCT_FILES = 4
+"""Synthetic files made for the decode figure (served in turn): decoding the same bytes twice costs the same."""
 
 
 class _Cursor:
@@ -73,20 +95,28 @@ def _events(first: int, files: int) -> list[object]:
     return out
 
 
-def measure(consumed: int, files_per_step: int, steps: int, folder: Path) -> dict:
-    log = folder / "consumed.log"
-    write_history(log, consumed)
-    fakes = {
+def _chain_fakes() -> dict:
+    """The chain's side of `LedgerSource`: every submission accepted, its verdict final."""
+    return {
         "EventCursor": _Cursor, "court_of": lambda *_: None,
         "pool_state": lambda *_: SimpleNamespace(challenge_window_s=0),
         "latest_block": lambda _w3: None, "chain_time": lambda _ledger: 2**40,
         "get_work": lambda _ledger, _work_id: SimpleNamespace(status=WorkStatus.ACCEPTED, submitted_at=0),
-        "get_object": lambda _kubo, digest, timeout: digest,
+    }
+
+
+LEDGER = SimpleNamespace(deployment=SimpleNamespace(block=0), pool=None, w3=None, logs=SimpleNamespace(page_blocks=10_000))
+
+
+def measure(consumed: int, files_per_step: int, steps: int, folder: Path) -> dict:
+    log = folder / "consumed.log"
+    write_history(log, consumed)
+    fakes = {
+        **_chain_fakes(), "get_object": lambda _kubo, digest, timeout: digest,
         "decode_rollouts": lambda _data, batch=RolloutBatch.model_construct(): batch,  # built once, not timed
     }
     with mock.patch.multiple(ledger_source, **fakes):
-        ledger = SimpleNamespace(deployment=SimpleNamespace(block=0), pool=None, w3=None)
-        source = ledger_source.LedgerSource(ledger, kubo=None, pool_id=POOL, consumed_log=log)
+        source = ledger_source.LedgerSource(LEDGER, kubo=None, pool_id=POOL, consumed_log=log)
         started = time.perf_counter()
         source.restore({"cursors": {"pool": {"block": 0}}, "consumed_log": {"entries": consumed}})
         load_s = time.perf_counter() - started
@@ -122,16 +152,79 @@ def measure(consumed: int, files_per_step: int, steps: int, folder: Path) -> dic
     }
 
 
+def synthetic_file(tokens: int, seed: int) -> bytes:
+    """A valid rollout file: 8 prompts × 16 completions of `tokens` random ids, proofs every 32 tokens."""
+    rng = random.Random(seed)
+    sampling = SamplingSpec(group_size=16, max_tokens=tokens)
+    header = RolloutHeader.bound(local_binding("0x" + "11" * 20, 0, seed), manifest_digest="0x" + "00" * 32,
+                                 task={"name": "synthetic"}, sampling=sampling, proof_chunk=PROOF_CHUNK)
+    samples = []
+    for group in range(8):
+        prompt = [rng.randrange(1, VOCAB) for _ in range(100)]
+        samples += [RolloutSample(
+            group=group, sample=s, prompt_index=group, prompt_ids=prompt,
+            completion_ids=[rng.randrange(1, VOCAB) for _ in range(tokens)],
+            logprobs=[-rng.random() for _ in range(tokens)], reward=float(s % 2), finish_reason="length", seed=s,
+            proofs=[rng.randbytes(PROOF_BYTES) for _ in range(-(-tokens // PROOF_CHUNK))]) for s in range(16)]
+    return encode_rollouts(RolloutBatch(header=header, samples=samples))
+
+
+def _decode_rate(files: list[bytes], count: int, workers: int) -> tuple[float, float]:
+    """(files/s, CPU ms of this process a file) of one `LedgerSource.poll` taking `count` accepted files, decoded by
+    `decode_workers` = `workers`, after an untimed poll of as many files as processes (it starts and warms them)."""
+    served = itertools.cycle(files)
+    with mock.patch.multiple(ledger_source, **_chain_fakes(), get_object=lambda _kubo, _digest, timeout: next(served)):
+        source = ledger_source.LedgerSource(LEDGER, kubo=None, pool_id=POOL, decode_workers=workers)
+        try:
+            warm = max(1, workers)
+            _Cursor.queued = [_events(0, warm), _events(warm, count)]
+            assert len(source.poll()) == warm
+            started, cpu_started = time.perf_counter(), time.process_time()
+            items = source.poll()
+            elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+        finally:
+            source.close()
+    assert len(items) == count and not source.unreadable, f"decoded {len(items)} of {count}"
+    return count / elapsed, 1e3 * cpu / count
+
+
+def measure_decode(count: int, workers: int, tokens: int) -> dict:
+    files = [synthetic_file(tokens, seed) for seed in range(DISTINCT_FILES)]
+    serial, serial_cpu_ms = _decode_rate(files, count, 0)
+    pooled, parent_cpu_ms = _decode_rate(files, count, workers)
+    per_core = pooled / workers
+    return {
+        "decode_file_mb": round(statistics.mean(len(f) for f in files) / 1e6, 2), "decode_tokens": tokens,
+        "decode_files": count, "decode_workers": workers,
+        "decode_serial_files_per_s": round(serial, 1), "decode_serial_cpu_ms_per_file": round(serial_cpu_ms, 1),
+        "decode_pool_files_per_s": round(pooled, 1), "decode_speedup": round(pooled / serial, 2),
+        "decode_files_per_s_per_core": round(per_core, 1),
+        "decode_files_per_cpu_s": round(1e3 / serial_cpu_ms, 1),
+        "decode_cores_for_100_files_per_s": math.ceil(100 * serial_cpu_ms / 1e3),
+        "decode_parent_cpu_ms_per_file": round(parent_cpu_ms, 1),
+        "decode_parent_ceiling_files_per_s": round(1e3 / parent_cpu_ms),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.intake", description=__doc__.split("\n\n")[0])
     parser.add_argument("--consumed", type=int, default=10_000_000, help="work ids consumed before (default 10 M)")
     parser.add_argument("--files-per-step", type=int, default=32, help="files the trainer consumes a step")
     parser.add_argument("--steps", type=int, default=20, help="steps measured")
+    parser.add_argument("--decode-files", type=int, default=64, help="files decoded in each way (default 64)")
+    parser.add_argument("--decode-workers", type=int, default=default_workers(),
+                        help="decoding processes of the pool (default: one per core)")
+    parser.add_argument("--decode-tokens", type=int, default=500,
+                        help="tokens a completion of the synthetic files (default 500: ~1 MB a file)")
     add_record_option(parser)
     args = parser.parse_args(argv)
+    if args.decode_workers < 2:
+        parser.error("--decode-workers must be at least 2 (fewer decode in process)")
     with tempfile.TemporaryDirectory(prefix="bench-intake-") as tmp:
         result = measure(args.consumed, args.files_per_step, args.steps, Path(tmp))
-    print(f"trainer intake with {args.consumed:,} files consumed before, {args.files_per_step} a step")
+    result |= measure_decode(args.decode_files, args.decode_workers, args.decode_tokens)
+    print(f"trainer intake with {args.consumed:,} files consumed before, {args.files_per_step} a step; decoding "
+          f"{args.decode_files} files of {result['decode_file_mb']:.2f} MB")
     rows = [
         ("ms per new event (median)", f"{result['trainer_ms_per_event']:.4f}"),
         ("ms per new event (worst step)", f"{result['trainer_ms_per_event_max']:.4f}"),
@@ -140,6 +233,14 @@ def main(argv: list[str] | None = None) -> int:
         ("resume: log read in s", f"{result['load_s']:.2f}"),
         ("consumed.log MB", f"{result['log_mb']:.1f}"),
         ("peak RSS MB", str(result["peak_rss_mb"])),
+        ("decode: files/s in process", f"{result['decode_serial_files_per_s']:.1f}"),
+        (f"decode: files/s, {args.decode_workers} processes", f"{result['decode_pool_files_per_s']:.1f}"),
+        ("decode: pool ÷ in process", f"{result['decode_speedup']:.2f}"),
+        ("decode: files/s a core (pool wall time)", f"{result['decode_files_per_s_per_core']:.1f}"),
+        ("decode: files a CPU second", f"{result['decode_files_per_cpu_s']:.1f}"),
+        ("decode: processes for 100 files/s", str(result["decode_cores_for_100_files_per_s"])),
+        ("decode: trainer process CPU ms a file", f"{result['decode_parent_cpu_ms_per_file']:.1f}"),
+        ("decode: trainer process ceiling, files/s", str(result["decode_parent_ceiling_files_per_s"])),
     ]
     print_rows(rows, result, args, "intake")
     return 0

@@ -18,13 +18,16 @@ given, the checkpoint keeping only their count — O(1) a new event and O(new) w
 submission is handed out its on-chain status is read again; work rejected by then is skipped (in a court pool in
 final mode only after a reorg: there the acceptance event itself is the final verdict). Items
 are named by work id; the file is fetched by the rollout digest of the work's `WorkSubmitted` event.
-Files that cannot be fetched yet are retried on the next poll.
+Files that cannot be fetched yet are retried on the next poll. Fetched files are decoded (parsed and validated) by a
+`RolloutDecoder` (trainer/decode_pool.py) — in `decode_workers` processes while the next files are fetched — and
+taken in pending order: a refused file is `unreadable`, never trained on, in a pool as in process.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +41,7 @@ from protocol.digest import WorkId
 from protocol.pool import CaseState, WorkStatus
 from protocol.rollouts import RolloutFileError, decode_rollouts
 from trainer.consumed_log import ConsumedLog
+from trainer.decode_pool import Decoding, RolloutDecoder
 from trainer.work_source import WorkItem
 
 log = logging.getLogger("proofswarm.trainer")
@@ -49,6 +53,8 @@ UNFETCHED_RETRY_S = 10.0
 """The wait before fetching an accepted file that was not served again; it doubles with every miss ..."""
 UNFETCHED_RETRY_MAX_S = 300.0
 """... up to this."""
+DECODING_PER_WORKER = 4
+"""Fetched files a poll keeps in flight a decoding process: enough to keep each busy while the next is fetched."""
 SUBMITTED_DIGESTS_KEPT = 4096
 """Rollout digests remembered from `WorkSubmitted` events (the newest); an older submission's is looked up."""
 
@@ -58,8 +64,10 @@ class LedgerSource:
 
     def __init__(self, ledger: Ledger, kubo: KuboClient, pool_id: int, fetch_timeout_s: float = 30.0,
                  confirmations: int = 0, wait_final: bool = True, min_poll_interval_s: float = 0.0,
-                 consumed_log: Path | ConsumedLog | None = None):
+                 consumed_log: Path | ConsumedLog | None = None, decode_workers: int = 0):
         self.ledger = ledger
+        self.decoder = RolloutDecoder(decode_workers, decode=decode_rollouts)
+        """Decodes the fetched files (in `decode_workers` processes; ≤ 1: in this one), collected in pending order."""
         self.min_poll_interval_s = min_poll_interval_s
         self._polled_at = float("-inf")
         self.kubo = kubo
@@ -120,7 +128,9 @@ class LedgerSource:
                     if self.court is not None and self.wait_final and cursor is self.cursors["pool"]:
                         self._final_by_event.add(work_id)
         self._settle()
-        items, still_pending, taken = [], [], []
+        still_pending: list[str] = []
+        decoding: deque[tuple[str, str, Decoding]] = deque()  # fetched, in pending order; decoded as they come
+        items, taken = [], []
         for work_id in self.pending:
             if self._unfetched.get(work_id, (0.0, 0.0))[0] > now:  # a file nobody served lately: not every poll
                 still_pending.append(work_id)
@@ -138,7 +148,7 @@ class LedgerSource:
                 still_pending.append(work_id)
                 continue
             try:
-                batch = decode_rollouts(get_object(self.kubo, digest, timeout=self.fetch_timeout_s))
+                data = get_object(self.kubo, digest, timeout=self.fetch_timeout_s)
             except ContentError as exc:
                 # each try waits up to fetch_timeout_s and holds up every other file of the poll, so a file that
                 # is not served (withheld, and accepted all the same) is tried again ever later, never dropped
@@ -147,20 +157,34 @@ class LedgerSource:
                 log.warning("accepted work %s not fetchable yet (next try in %.0f s): %s", work_id, wait, exc)
                 still_pending.append(work_id)
                 continue
-            except RolloutFileError as exc:  # a validator accepted a bad file: never train on it
-                log.error("accepted work %s is not a valid rollout file: %s", work_id, exc)
-                self.unreadable.append(work_id)
-                continue
             self._unfetched.pop(work_id, None)
             self._digests.pop(work_id, None)
-            taken.append(work_id)
-            if state == "consume":
-                self.unsettled.append(work_id)
-            items.append(WorkItem(id=work_id, batch=batch))
+            decoding.append((work_id, state, self.decoder.submit(data)))
+            while len(decoding) > DECODING_PER_WORKER * max(1, self.decoder.workers):  # bounds the bytes in flight
+                self._take(*decoding.popleft(), items, taken)
+        while decoding:
+            self._take(*decoding.popleft(), items, taken)
         self.consumed.add(taken)  # one append a poll
         self.pending = still_pending
         self._final_by_event &= set(still_pending)
         return items
+
+    def _take(self, work_id: str, state: str, decoding: Decoding, items: list[WorkItem], taken: list[str]) -> None:
+        """A fetched file's decode: its item appended to `items` and its id to `taken`, or, refused, to `unreadable`."""
+        try:
+            batch = decoding.result()
+        except RolloutFileError as exc:  # a validator accepted a bad file: never train on it
+            log.error("accepted work %s is not a valid rollout file: %s", work_id, exc)
+            self.unreadable.append(work_id)
+            return
+        taken.append(work_id)
+        if state == "consume":
+            self.unsettled.append(work_id)
+        items.append(WorkItem(id=work_id, batch=batch))
+
+    def close(self) -> None:
+        """Stop the decoding processes (the consumed log stays as the last poll left it)."""
+        self.decoder.close()
 
     def _remember_digest(self, work_id: str, digest: bytes) -> None:
         self._digests.pop(work_id, None)  # a resubmission after a reorg: the newest event counts

@@ -112,7 +112,8 @@ def run_start(args: argparse.Namespace) -> int:
         log.warning("--no-wait-final: consuming work at its first accepting verdict, before a dispute can overturn it")
     consumed_path = Path(config.run_dir) / "consumed.json"
     source = LedgerSource(ledger, kubo, args.pool, wait_final=args.wait_final, min_poll_interval_s=MIN_POLL_INTERVAL_S,
-                          consumed_log=consumed_path.with_suffix(".log") if parallel.is_main else FollowerLog())
+                          consumed_log=consumed_path.with_suffix(".log") if parallel.is_main else FollowerLog(),
+                          decode_workers=config.decode_workers)
     publisher = IpfsPublisher(ledger, kubo, args.pool, model.config, tokenizer, pool.async_level,
                               Path(config.run_dir), metrics_of=lambda step: trainer.metrics_at(step),
                               policy_verification=policy_verification) \
@@ -145,7 +146,10 @@ def run_start(args: argparse.Namespace) -> int:
         print(json.dumps(line) if args.json else "  ".join(f"{k} {v}" for k, v in line.items()), flush=True)
 
     with quiet_followers(parallel.is_main, failures=(TrainerStarved, TrainerStateError, UnpublishablePolicy)):
-        trainer.run(on_step=report)
+        try:
+            trainer.run(on_step=report)
+        finally:
+            source.close()
     if parallel.is_main:
         (Path(config.run_dir) / "trainer.done").touch()
     return 0
