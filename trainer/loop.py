@@ -38,6 +38,7 @@ from protocol.demand import DemandEstimate
 from protocol.phases import phase
 from trainer.batching import PackedBatch, completion_logprobs, micro_batches, pack
 from trainer.config import TrainerConfig
+from trainer.exact_behaviour import ExactBehaviour
 from trainer.filtering import informative_groups, is_stale
 from trainer.loss import LossOutput, grpo_loss, merge_loss_outputs, token_logprobs
 from trainer.parallel import Parallel, SingleProcess
@@ -134,6 +135,7 @@ class Trainer:
         reference: PreTrainedModel | None = None,
         parallel: Parallel | None = None,
         policy_check: PolicyCheck | None = None,
+        exact_behaviour: ExactBehaviour | None = None,
     ) -> None:
         self.config = config
         self.parallel = parallel or SingleProcess()
@@ -147,6 +149,8 @@ class Trainer:
         self.eval_every = eval_every
         self.reference = reference
         self.policy_check = policy_check
+        self.exact_behaviour = exact_behaviour
+        """An exact pool's: every row's logp_behav from the integer policy that sampled it (trainer/exact_behaviour.py)."""
         if config.loss.kl_coef > 0 and reference is None:
             raise ValueError("loss.kl_coef > 0 needs a reference model")
         torch.manual_seed(config.seed)
@@ -348,11 +352,27 @@ class Trainer:
         current policy are left for the loss, which fills them from the training pass
         itself (π_behav = π_prox = π_θ there)."""
         logp_behav = torch.full_like(packed.targets, float("nan"), dtype=torch.float32)
+        if self.exact_behaviour is not None:
+            return self._exact_behaviour_logprobs(policy_of_row, packed, logp_behav)
         for policy_step in sorted(set(policy_of_row) - {self.step}):
             index = torch.tensor([i for i, s in enumerate(policy_of_row) if s == policy_step], device=logp_behav.device)
             self._scratch.load_state_dict(self.policies[policy_step])
             logp_behav[index] = completion_logprobs(self._scratch, packed.rows(index), self.config.sampling.temperature,
                                                     self.config.micro_batch_tokens)
+        return logp_behav
+
+    def _exact_behaviour_logprobs(self, policy_of_row: list[int], packed: PackedBatch,
+                                  logp_behav: torch.Tensor) -> torch.Tensor:
+        """An exact pool's logp_behav: every row's, the current policy's included, from its step's integer policy."""
+        def model_of(step: int) -> torch.nn.Module:
+            self._scratch.load_state_dict(self.policies[step])
+            return self._scratch
+
+        for policy_step in sorted(set(policy_of_row)):
+            index = torch.tensor([i for i, s in enumerate(policy_of_row) if s == policy_step], device=logp_behav.device)
+            logp_behav[index] = self.exact_behaviour.logprobs(policy_step, lambda s=policy_step: model_of(s),
+                                                              packed.rows(index))
+        self.exact_behaviour.keep(self.policies)
         return logp_behav
 
     def _accumulate(self, mb: PackedBatch, advantages: torch.Tensor, logp_behav: torch.Tensor,

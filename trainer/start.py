@@ -45,6 +45,7 @@ from trainer.config import TrainerConfig
 from trainer.distributed import Distributed, launched_by_torchrun, quiet_followers, rank_device
 from trainer.evaluate import greedy_accuracy
 from trainer.consumed_log import FollowerLog
+from trainer.exact_behaviour import ExactBehaviour
 from trainer.ledger_source import MIN_POLL_INTERVAL_S, LedgerSource
 from trainer.loop import Trainer, TrainerStarved, UnpublishablePolicy
 from trainer.metrics import TrainerMetrics
@@ -121,7 +122,8 @@ def run_start(args: argparse.Namespace) -> int:
     # an exact pool's policies must quantise (R5.8): checked before each is checkpointed and published
     policy_check = (lambda m: exact_policy_problem(spec, m)) if spec.inference == "exact" else None
     trainer = Trainer(config, model, source, publishers=[publisher] if publisher else [], evaluate=evaluate,
-                      eval_every=args.eval_every, parallel=parallel, policy_check=policy_check)
+                      eval_every=args.eval_every, parallel=parallel, policy_check=policy_check,
+                      exact_behaviour=ExactBehaviour(config.sampling.temperature) if spec.inference == "exact" else None)
     signal.signal(signal.SIGTERM, raise_terminated)  # as Ctrl-C, exit 143 (a step in hand is not finished)
 
     metrics = TrainerMetrics() if parallel.is_main else None
