@@ -157,10 +157,11 @@ class CourtViews:
         """A court pool's rules, fee budget, cases by state, disputes, fees paid and penalties."""
         params = self._params_or_404(pool_id)
         states = {s: 0 for s in CASE_STATES} | {r["state"]: r["n"] for r in self.store.select(
-            "SELECT state, COUNT(*) AS n FROM court_cases WHERE pool_id = ? GROUP BY state", (pool_id,))}
+            "SELECT state, SUM(n) AS n FROM work_counts WHERE pool_id = ? AND state != '' GROUP BY state", (pool_id,))}
         resolved = self.store.select("SELECT data FROM events WHERE name = 'DisputeResolved' AND pool_id = ?",
                                      (pool_id,))
-        disputes = self.store.scalar("SELECT COUNT(*) FROM events WHERE name = 'Disputed' AND pool_id = ?", (pool_id,))
+        disputes = self.store.scalar("SELECT COALESCE(SUM(n), 0) FROM event_counts WHERE name = 'Disputed' AND pool_id = ?",
+                                     (pool_id,))
         penalties: dict[str, int] = {}
         for r in self.store.select("SELECT data FROM events WHERE name = 'ValidatorPenalized' AND pool_id = ?",
                                    (pool_id,)):
@@ -191,7 +192,9 @@ class CourtViews:
         where, params = "WHERE pool_id = ?", [pool_id]
         if state:
             where, params = where + " AND state = ?", params + [state]
-        total, rows = self.store.newest_first(f"FROM court_cases {where}", tuple(params), offset, limit)
+        total = self.store.scalar(f"SELECT COALESCE(SUM(n), 0) FROM work_counts {where} AND state != ''",
+                                  tuple(params))
+        total, rows = self.store.newest_first(f"FROM court_cases {where}", tuple(params), offset, limit, total)
         return page(CaseSummary, [self._case_summary(r) for r in rows], total, offset, limit)
 
     def _case_summary(self, r: Row) -> CaseSummary:

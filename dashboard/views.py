@@ -242,7 +242,7 @@ class Explorer(CourtViews):
         return PoolSummary(pool_id=pool_id, owner=row["data"]["owner"], trainer=row["data"]["trainer"],
                            task_ref=row["data"]["task_ref"], created_block=row["block_number"],
                            latest_checkpoint_step=latest, submissions=status_counts(self.store.select(
-                               "SELECT status, COUNT(*) AS n FROM work_status WHERE pool_id = ? GROUP BY status",
+                               "SELECT status, SUM(n) AS n FROM work_counts WHERE pool_id = ? GROUP BY status",
                                (pool_id,))),
                            workers=sum(m.member for m in self._members(pool_id).values()),
                            state=self.live.pool_state(pool_id))
@@ -392,7 +392,7 @@ class Explorer(CourtViews):
         self._pool_row(pool_id)
         members = sorted(self._members(pool_id).items(), key=lambda kv: kv[1].joined_block)
         rows: dict[str, list[Row]] = {}
-        for r in self.store.select("SELECT worker, status, COUNT(*) AS n FROM work_status WHERE pool_id = ? "
+        for r in self.store.select("SELECT worker, status, SUM(n) AS n FROM work_counts WHERE pool_id = ? "
                                    "GROUP BY worker, status", (pool_id,)):
             rows.setdefault(r["worker"], []).append(r)
         slashed: dict[str, int] = {}
@@ -465,13 +465,13 @@ class Explorer(CourtViews):
         where, params = "WHERE pool_id = ?", [pool_id]
         if status:
             where, params = where + " AND status = ?", params + [status]
-        total, rows = self.store.newest_first(f"FROM work_status {where}", tuple(params), offset, limit)
+        total = self.store.scalar(f"SELECT COALESCE(SUM(n), 0) FROM work_counts {where}", tuple(params))
+        total, rows = self.store.newest_first(f"FROM work_status {where}", tuple(params), offset, limit, total)
         return page(Submission, [self._submission(r) for r in rows], total, offset, limit)
 
     def verdicts(self, pool_id: int, offset: int, limit: int) -> Page[PoolVerdict]:
         self._pool_row(pool_id)
-        where = "FROM events WHERE pool_id = ? AND name IN ('WorkAccepted', 'WorkChallenged')"
-        total, rows = self.store.newest_first(where, (pool_id,), offset, limit)
+        total, rows = self.store.newest_of_names(pool_id, ("WorkAccepted", "WorkChallenged"), offset, limit)
         items = []
         for r in rows:
             d = r["data"]
@@ -483,7 +483,8 @@ class Explorer(CourtViews):
                                      slashed=d.get("slashed")))
         return page(PoolVerdict, items, total, offset, limit)
 
-    def _slash_rows(self, pool_id: int) -> list[Row]:
+    def _slash_rows(self, pool_id: int, worker: str | None = None) -> list[Row]:
+        """Slashes of the pool's workers (of `worker` only, when given), newest first."""
         # Slashed comes from the StakeManager, which knows no pools: the challenge in the same transaction names
         # the pool and the worker (a court resolution slashes the overturned judge in the same transaction: the
         # ComputePool's slash of the worker is the one whose slasher is the pool).
@@ -492,7 +493,8 @@ class Explorer(CourtViews):
             "SELECT s.*, c.work_id AS challenged_work, json_extract(c.data, '$.reason_code') AS reason_code, "
             "json_extract(c.data, '$.evidence_digest') AS evidence_digest FROM events s JOIN events c "
             "ON c.tx_hash = s.tx_hash AND c.name = 'WorkChallenged' AND c.pool_id = ? WHERE s.name = 'Slashed' "
-            "ORDER BY s.block_number DESC, s.log_index DESC", (pool_id,))
+            f"{'AND s.worker = ? ' if worker else ''}ORDER BY s.block_number DESC, s.log_index DESC",
+            (pool_id, worker) if worker else (pool_id,))
         return [r for r in rows if r["data"]["slasher"].lower() == pool]
 
     def _slash_item(self, r: Row) -> Slash:
@@ -530,7 +532,7 @@ class Explorer(CourtViews):
         if not self.store.scalar("SELECT 1 FROM events WHERE worker = ? LIMIT 1", (worker,)):
             raise NotFound(f"unknown worker {address}")
         by_status = status_counts(self.store.select(
-            "SELECT status, COUNT(*) AS n FROM work_status WHERE worker = ? GROUP BY status", (worker,)))
+            "SELECT status, SUM(n) AS n FROM work_counts WHERE worker = ? GROUP BY status", (worker,)))
         owed = claimable = 0
         now = self.live.now()
         for r in self.store.select("SELECT pool_id, block_time, json_extract(data, '$.n_samples') AS samples "
@@ -545,7 +547,7 @@ class Explorer(CourtViews):
             "SELECT data FROM events WHERE name = 'RewardsClaimed' AND worker = ?", (worker,)))
         pools = [r["pool_id"] for r in self.store.select(
             "SELECT DISTINCT pool_id FROM events WHERE worker = ? AND name = 'WorkerJoined' ORDER BY pool_id", (worker,))]
-        slashes = [self._slash_item(r) for p in pools for r in self._slash_rows(p) if r["worker"] == worker]
+        slashes = [self._slash_item(r) for p in pools for r in self._slash_rows(p, worker)]
         open_works = [self._submission(r) for r in self.store.select(
             "SELECT * FROM work_status WHERE worker = ? AND status IN ('pending', 'accepted') "
             "ORDER BY block_number DESC, log_index DESC LIMIT 100", (worker,))]
@@ -559,7 +561,8 @@ class Explorer(CourtViews):
         where, params = "WHERE worker = ?", [address_of(address)]
         if status:
             where, params = where + " AND status = ?", params + [status]
-        total, rows = self.store.newest_first(f"FROM work_status {where}", tuple(params), offset, limit)
+        total = self.store.scalar(f"SELECT COALESCE(SUM(n), 0) FROM work_counts {where}", tuple(params))
+        total, rows = self.store.newest_first(f"FROM work_status {where}", tuple(params), offset, limit, total)
         return page(Submission, [self._submission(r) for r in rows], total, offset, limit)
 
     def work(self, work_id: str) -> Work:
