@@ -399,6 +399,8 @@ class CourtViews:
         resolved = self._resolved([r["work_id"] for r in verdicts])
         finals = self._finals([r["work_id"] for r in verdicts])
         disputes = named("Disputed")
+        disputed_works = {r["work_id"] for r in self.store.select(
+            "SELECT work_id FROM events WHERE name = 'Disputed' AND pool_id = ?", (pool_id,))}
         dispute_outcome = self._resolved([r["work_id"] for r in disputes])
         seats = self.store.select(
             "SELECT * FROM events WHERE name = 'CommitteeDrawn' AND pool_id = ? AND EXISTS (SELECT 1 FROM "
@@ -432,7 +434,8 @@ class CourtViews:
                 given=len(verdicts), accepted=sum(r["data"]["accepted"] for r in verdicts),
                 challenged=sum(not r["data"]["accepted"] for r in verdicts),
                 final=sum(w in finals for w in (r["work_id"] for r in verdicts)),
-                disputed=len(resolved) + sum(1 for r in verdicts if self._disputed_open(r["work_id"])),
+                disputed=len(resolved) + sum(1 for r in verdicts if r["work_id"] in disputed_works
+                                             and r["work_id"] not in resolved),
                 overturned=sum(o.overturned for o in resolved.values()),
                 upheld=sum(not o.overturned and not o.void for o in resolved.values())),
             disputes=DisputesFiled(
@@ -470,11 +473,6 @@ class CourtViews:
         return {r["work_id"] for r in self.store.select(
             f"SELECT work_id FROM events WHERE name IN ('VerdictFinal', 'CaseVoided') AND work_id IN ({marks})",
             tuple(work_ids))}
-
-    def _disputed_open(self, work_id: str) -> bool:
-        return bool(self.store.scalar("SELECT 1 FROM events WHERE work_id = ? AND name = 'Disputed' AND NOT EXISTS "
-                                      "(SELECT 1 FROM events r WHERE r.work_id = ? AND r.name = 'DisputeResolved')",
-                                      (work_id, work_id)))
 
     def _locked_from_events(self, pool_id: int, v: str, rows: list[Row]) -> dict[str, int]:
         """The validator's stake locked in this pool as its events add up: the registration's bond, bonds added,

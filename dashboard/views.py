@@ -412,8 +412,8 @@ class Explorer(CourtViews):
 
     def validators(self, pool_id: int, offset: int, limit: int) -> Page[PoolValidator]:
         self._pool_row(pool_id)
-        verdicts = {(r["v"], r["name"]): r["n"] for r in self.store.select(
-            "SELECT lower(json_extract(data, '$.validator')) AS v, name, COUNT(*) AS n FROM events WHERE pool_id = ? "
+        verdicts = {(r["v"], r["name"]): r["n"] for r in self.store.select(  # a verdict's party: its validator
+            "SELECT party AS v, name, SUM(n) AS n FROM event_counts WHERE pool_id = ? "
             "AND name IN ('WorkAccepted', 'WorkChallenged') GROUP BY v, name", (pool_id,))}
         items = [PoolValidator(validator=v.validator, allowed=v.allowed,
                                attested=verdicts.get((v.validator.lower(), "WorkAccepted"), 0),
