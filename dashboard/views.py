@@ -251,7 +251,7 @@ class Explorer(CourtViews):
         summary = self._pool_summary(self._pool_row(pool_id))
         spec = self.store.object(summary.task_ref)
         return Pool(**given_fields(summary), run_spec=spec.body if spec else None,
-                    slashed_total=str(sum(int(r["data"]["amount"]) for r in self._slash_rows(pool_id))),
+                    slashed_total=str(sum(self._slashed_by_worker(pool_id).values())),
                     validators=[v.validator for v in self._validators(pool_id) if v.allowed],
                     court=self._court_params(pool_id) is not None)
 
@@ -314,7 +314,7 @@ class Explorer(CourtViews):
             status=SubmissionCounts(**counts),
             adversary_rate=None if judged == 0 else round(counts["rejected"] / judged, 4),
             rewards_paid=None if state is None else str(paid_samples * int(state.reward_per_sample)),
-            slashed_total=str(sum(int(r["data"]["amount"]) for r in self._slash_rows(pool_id))),
+            slashed_total=str(sum(self._slashed_by_worker(pool_id).values())),
         )
         if court:  # a court pool's figures (absent from another pool's answer)
             out.cases, out.disputes = court.cases, court.disputes
@@ -395,9 +395,7 @@ class Explorer(CourtViews):
         for r in self.store.select("SELECT worker, status, SUM(n) AS n FROM work_counts WHERE pool_id = ? "
                                    "GROUP BY worker, status", (pool_id,)):
             rows.setdefault(r["worker"], []).append(r)
-        slashed: dict[str, int] = {}
-        for r in self._slash_rows(pool_id):
-            slashed[r["worker"]] = slashed.get(r["worker"], 0) + int(r["data"]["amount"])
+        slashed = self._slashed_by_worker(pool_id)
         items = [PoolWorker(worker=m.worker, joined_block=m.joined_block, member=m.member, ejected=m.ejected,
                             submissions=status_counts(rows.get(w, [])), slashed=str(slashed.get(w, 0)))
                  for w, m in members[offset:offset + limit]]
@@ -483,19 +481,31 @@ class Explorer(CourtViews):
                                      slashed=d.get("slashed")))
         return page(PoolVerdict, items, total, offset, limit)
 
-    def _slash_rows(self, pool_id: int, worker: str | None = None) -> list[Row]:
-        """Slashes of the pool's workers (of `worker` only, when given), newest first."""
-        # Slashed comes from the StakeManager, which knows no pools: the challenge in the same transaction names
-        # the pool and the worker (a court resolution slashes the overturned judge in the same transaction: the
-        # ComputePool's slash of the worker is the one whose slasher is the pool).
-        pool = self.live.pool.address.lower()
-        rows = self.store.select(
+    # Slashed comes from the StakeManager, which knows no pools: the challenge in the same transaction names
+    # the pool and the worker (a court resolution slashes the overturned judge in the same transaction: the
+    # ComputePool's slash of the worker is the one whose slasher is the pool).
+    # (each Slashed row, then its transaction's challenge by tx_hash: CROSS JOIN keeps that order and `+` keeps the
+    # pool's index of challenges out of the lookup)
+    _SLASHES = ("FROM events s CROSS JOIN events c ON c.tx_hash = s.tx_hash AND +c.name = 'WorkChallenged' "
+                "AND +c.pool_id = ? WHERE s.name = 'Slashed' AND lower(json_extract(s.data, '$.slasher')) = ?")
+
+    def _slash_rows(self, pool_id: int, worker: str | None = None, offset: int = 0, limit: int = -1) -> list[Row]:
+        """Slashes of the pool's workers (of `worker` only, when given), newest first, `limit` of them (-1: all)
+        from `offset`."""
+        params = (pool_id, self.live.pool.address.lower(), *((worker,) if worker else ()), limit, offset)
+        return self.store.select(
             "SELECT s.*, c.work_id AS challenged_work, json_extract(c.data, '$.reason_code') AS reason_code, "
-            "json_extract(c.data, '$.evidence_digest') AS evidence_digest FROM events s JOIN events c "
-            "ON c.tx_hash = s.tx_hash AND c.name = 'WorkChallenged' AND c.pool_id = ? WHERE s.name = 'Slashed' "
-            f"{'AND s.worker = ? ' if worker else ''}ORDER BY s.block_number DESC, s.log_index DESC",
-            (pool_id, worker) if worker else (pool_id,))
-        return [r for r in rows if r["data"]["slasher"].lower() == pool]
+            f"json_extract(c.data, '$.evidence_digest') AS evidence_digest {self._SLASHES} "
+            f"{'AND s.worker = ? ' if worker else ''}ORDER BY s.block_number DESC, s.log_index DESC LIMIT ? OFFSET ?",
+            params)
+
+    def _slashed_by_worker(self, pool_id: int) -> dict[str, int]:
+        """Amounts slashed from the pool's workers, by worker (uint256: added up here, not in SQL)."""
+        out: dict[str, int] = {}
+        for r in self.store.select(f"SELECT s.worker, json_extract(s.data, '$.amount') AS amount {self._SLASHES}",
+                                   (pool_id, self.live.pool.address.lower())):
+            out[r["worker"]] = out.get(r["worker"], 0) + int(r["amount"])
+        return out
 
     def _slash_item(self, r: Row) -> Slash:
         sub = self._submission(self.store.select("SELECT * FROM work_status WHERE work_id = ?",
@@ -507,20 +517,22 @@ class Explorer(CourtViews):
 
     def slashes(self, pool_id: int, offset: int, limit: int) -> Page[Slash]:
         self._pool_row(pool_id)
-        rows = self._slash_rows(pool_id)
-        return page(Slash, [self._slash_item(r) for r in rows[offset:offset + limit]], len(rows), offset, limit)
+        total = self.store.scalar(f"SELECT COUNT(*) {self._SLASHES}", (pool_id, self.live.pool.address.lower()))
+        rows = self._slash_rows(pool_id, offset=offset, limit=limit)
+        return page(Slash, [self._slash_item(r) for r in rows], total, offset, limit)
 
     def claims(self, pool_id: int, offset: int, limit: int) -> Page[Claim]:
         self._pool_row(pool_id)
-        rows = self.store.select(
-            "SELECT * FROM events WHERE name = 'RewardsClaimed' AND tx_hash IN (SELECT c.tx_hash FROM claimed_works c "
-            "JOIN events s ON s.work_id = c.work_id AND s.name = 'WorkSubmitted' WHERE s.pool_id = ?) "
-            "ORDER BY block_number DESC, log_index DESC", (pool_id,))
+        # newest claims first (events_by_name), each kept if it paid a work of the pool (claimed_works by the claim,
+        # then the work by key: CROSS JOIN keeps that order): a page reads its claims only
+        source = ("FROM events WHERE name = 'RewardsClaimed' AND EXISTS (SELECT 1 FROM claimed_works c CROSS JOIN works w "
+                  "ON w.work_id = c.work_id WHERE c.tx_hash = events.tx_hash AND w.pool_id = ?)")
+        total, rows = self.store.newest_first(source, (pool_id,), offset, limit)
         items = [Claim(worker=r["data"]["worker"], amount=r["data"]["amount"], works=len(r["data"]["work_ids"]),
                        work_ids=r["data"]["work_ids"], block=r["block_number"], time=r["block_time"],
                        tx_hash=r["tx_hash"])
-                 for r in rows[offset:offset + limit]]
-        return page(Claim, items, len(rows), offset, limit)
+                 for r in rows]
+        return page(Claim, items, total, offset, limit)
 
     # -------------------------------------------------------------- workers and works
 
