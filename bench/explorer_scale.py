@@ -9,7 +9,8 @@ one transaction each as `poll_once` writes a poll — only the chain reads the i
 calldata) are stubbed. Two pools: pool 1 judged by 4 listed validators (the bulk of the files), pool 2 by the
 ValidatorCourt (the same 4 registered) (one file in 20: `VerdictGiven`, `VerdictFinal`, then the pool's verdict). Each file is accepted
 (2 % challenged with the worker's `Slashed` in the same transaction, the newest few hundred still pending); every
-worker claims its accepted files 20 at a time (`RewardsClaimed`); the trainer publishes a checkpoint every 1,000 files.
+worker claims its accepted files 20 at a time (`RewardsClaimed`); the trainer publishes a checkpoint every 1,000 files,
+whose manifest and metrics the IPFS cache holds (written by the `Store` calls `ObjectFetcher.fetch_due` makes).
 
 Then the app of dashboard/app.py (FastAPI's TestClient, the views over a `ThreadLocalExplorer` as the service
 builds it, the live chain a stand-in answering fixed pool state) answers each route R times (default 20; a route
@@ -57,7 +58,7 @@ from ledger_client.chain.bindings import (
     WorkSubmitted,
 )
 from ledger_client.chain.contract import EventMeta
-from protocol.digest import WorkId
+from protocol.digest import WorkId, cid_to_digest, digest_to_cid, hex_text
 
 LISTED_POOL, COURT_POOL = 1, 2
 COURT_EVERY = 20  # one file in 20 goes to the court pool
@@ -213,6 +214,16 @@ def synthetic_history(store: Store, files: int, workers: int = 1_000,
             w.maybe_commit()
             if progress and i and i % 100_000 == 0:
                 progress(i)
+    with store.transaction():  # what ObjectFetcher.fetch_due writes for each manifest it fetched, and its metrics
+        for (digest,) in store.db.execute("SELECT digest FROM objects WHERE kind = 'manifest'").fetchall():
+            step = int(digest, 16) % 10**9
+            metrics_cid = digest_to_cid((int(digest, 16) + 2**255).to_bytes(32, "big"))
+            store.put_object_body(digest, {"step": step, "parent": None, "dtype": "bfloat16", "shards": 1,
+                                           "total_bytes": 10**9, "metrics": metrics_cid})
+            store.want_object(hex_text(cid_to_digest(metrics_cid)), "metrics")
+            store.put_object_body(hex_text(cid_to_digest(metrics_cid)), {
+                "step": step, "reward": 0.5, "files_consumed": CHECKPOINT_EVERY - COURT_EVERY,
+                "staleness_histogram": {"0": 40, "1": 20}})
     last_court = (files - PENDING_TAIL - 1) // COURT_EVERY * COURT_EVERY
     challenged_work = max(0, (files - PENDING_TAIL - 1 - 7) // CHALLENGE_EVERY * CHALLENGE_EVERY + 7)
     return {"events": w.events, "worker": worker_address(1 % workers), "work": WorkId(work_id(files // 2)).text,

@@ -7,6 +7,7 @@ so the explorer never re-implements contract arithmetic. Amounts are decimal str
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections.abc import Callable
@@ -196,6 +197,26 @@ def _no_reward(p: CurvePoint, groups: int | None) -> str | None:
     return "the trainer published no reward for this step"
 
 
+class _VerdictsByBlock:
+    """How many events `name` of a pool the index holds up to a block: counts per block (one row per block, read in
+    order from events_by_pool), added up once, then looked up by bisection."""
+
+    def __init__(self, store: Store, pool_id: int, name: str):
+        self.blocks: list[int] = []
+        self.running: list[int] = []
+        total = 0
+        for r in store.db.execute("SELECT block_number, COUNT(*) FROM events WHERE pool_id = ? AND name = ? "
+                                  "GROUP BY block_number ORDER BY block_number", (pool_id, name)):
+            total += r[1]
+            self.blocks.append(r[0])
+            self.running.append(total)
+        self.total = total
+
+    def up_to(self, block: int) -> int:
+        at = bisect.bisect_right(self.blocks, block)
+        return self.running[at - 1] if at else 0
+
+
 @dataclass
 class _Membership:
     """A worker that joined the pool; `member`: whether it still is."""
@@ -326,8 +347,7 @@ class Explorer(CourtViews):
         statistics) with what it consumed next to what the pool accepted by each checkpoint."""
         row = self._pool_row(pool_id)
         blocks = {c.step: c.block for c in self.checkpoints(pool_id, 0, 1_000_000).items}
-        verdicts = self.store.select("SELECT block_number, name FROM events WHERE pool_id = ? AND name IN "
-                                     "('WorkAccepted', 'WorkChallenged')", (pool_id,))
+        by_then = {name: _VerdictsByBlock(self.store, pool_id, name) for name in ("WorkAccepted", "WorkChallenged")}
         consumed: int | float = 0
         points = []
         for p in self.curve(pool_id, 0, 1_000_000).items:
@@ -337,13 +357,11 @@ class Explorer(CourtViews):
             groups = _histogram_sum(obj.body.get("staleness_histogram") if obj and isinstance(obj.body, dict) else None)
             points.append(TrainerPoint(
                 **given_fields(p), consumed_total=consumed, batch_groups=groups, no_reward=_no_reward(p, groups),
-                accepted_by_then=sum(1 for v in verdicts if v["name"] == "WorkAccepted" and v["block_number"] <= block),
-                rejected_by_then=sum(1 for v in verdicts if v["name"] == "WorkChallenged"
-                                     and v["block_number"] <= block)))
+                accepted_by_then=by_then["WorkAccepted"].up_to(block),
+                rejected_by_then=by_then["WorkChallenged"].up_to(block)))
         return Trainer(pool_id=pool_id, trainer=row["data"]["trainer"], points=points,
                        latest_step=max(blocks, default=None), consumed_total=consumed,
-                       accepted_total=sum(1 for v in verdicts if v["name"] == "WorkAccepted"),
-                       rejected_total=sum(1 for v in verdicts if v["name"] == "WorkChallenged"))
+                       accepted_total=by_then["WorkAccepted"].total, rejected_total=by_then["WorkChallenged"].total)
 
     def checkpoints(self, pool_id: int, offset: int, limit: int) -> Page[Checkpoint]:
         self._pool_row(pool_id)
