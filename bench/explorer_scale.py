@@ -24,6 +24,7 @@ n}}. Prints a table, then one JSON line.
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 import tempfile
 import time
@@ -149,8 +150,8 @@ class HistoryWriter:
 
 def synthetic_history(store: Store, files: int, workers: int = 1_000,
                       progress: Callable[[int], None] | None = None) -> dict[str, object]:
-    """Index a history of `files` submissions (module docstring); returns ids to visit: a worker, a work, a
-    challenged work and its evidence digest, a validator, a court case, and the event count."""
+    """Index a history of `files` submissions (module docstring); returns what to visit (`visits`) and the number
+    of events written."""
     w = HistoryWriter(store)
     evidence = "0x" + "ee" * 32
     accepted: dict[str, list[bytes]] = {}  # worker → accepted works not yet claimed
@@ -224,10 +225,16 @@ def synthetic_history(store: Store, files: int, workers: int = 1_000,
             store.put_object_body(hex_text(cid_to_digest(metrics_cid)), {
                 "step": step, "reward": 0.5, "files_consumed": CHECKPOINT_EVERY - COURT_EVERY,
                 "staleness_histogram": {"0": 40, "1": 20}})
+    return visits(files, workers) | {"events": w.events}
+
+
+def visits(files: int, workers: int) -> dict[str, object]:
+    """What the timed routes visit in a history of `files` by `workers`: a worker, a work, a challenged work and its
+    evidence digest, a validator and a court case."""
     last_court = (files - PENDING_TAIL - 1) // COURT_EVERY * COURT_EVERY
     challenged_work = max(0, (files - PENDING_TAIL - 1 - 7) // CHALLENGE_EVERY * CHALLENGE_EVERY + 7)
-    return {"events": w.events, "worker": worker_address(1 % workers), "work": WorkId(work_id(files // 2)).text,
-            "challenged_work": WorkId(work_id(challenged_work)).text, "evidence": evidence,
+    return {"worker": worker_address(1 % workers), "work": WorkId(work_id(files // 2)).text,
+            "challenged_work": WorkId(work_id(challenged_work)).text, "evidence": "0x" + "ee" * 32,
             "validator": VALIDATORS[0], "case": WorkId(work_id(max(0, last_court))).text}
 
 
@@ -296,13 +303,20 @@ def time_routes(client: TestClient, paths: list[str], reps: int, budget_s: float
 
 
 def run(files: int, workers: int, reps: int, db: Path) -> dict[str, object]:
+    """Write the history into `db` (or time an index an earlier run left there, with the `insert_s` that run
+    measured, kept in the index's meta table), then the routes."""
     store = Store(db)
-    t0 = time.perf_counter()
-    ids = synthetic_history(store, files, workers,
-                            progress=lambda i: print(f"  indexed {i:,} files ({time.perf_counter() - t0:.0f} s)",
-                                                     file=sys.stderr, flush=True))
-    insert_s = time.perf_counter() - t0
-    store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    if store.scalar("SELECT COUNT(*) FROM events") == 0:
+        t0 = time.perf_counter()
+        synthetic_history(store, files, workers, progress=lambda i: print(
+            f"  indexed {i:,} files ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True))
+        with store.transaction():
+            store.set_meta("bench_insert_s", round(time.perf_counter() - t0, 1))
+        store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    elif store.scalar("SELECT COUNT(*) FROM works") != files:
+        raise ValueError(f"the index {db} holds {store.scalar('SELECT COUNT(*) FROM works')} files, not {files}")
+    ids = visits(files, workers) | {"events": store.scalar("SELECT COUNT(*) FROM events")}
+    insert_s = store.get_meta("bench_insert_s")
     store.close()
     summary = db.parent / "summary.json"
     summary.write_text('{"demo": "bench"}')
@@ -311,7 +325,7 @@ def run(files: int, workers: int, reps: int, db: Path) -> dict[str, object]:
     with TestClient(app) as client:
         timed = time_routes(client, routes(ids), reps)
     worst = max(timed, key=lambda r: timed[r]["p99_ms"])
-    return {"files": files, "workers": workers, "events": ids["events"], "insert_s": round(insert_s, 1),
+    return {"files": files, "workers": workers, "events": ids["events"], "insert_s": insert_s,
             "db_mb": round(db.stat().st_size / 2**20, 1), "explorer_p99_ms_1m": timed[worst]["p99_ms"],
             "worst_route": worst, "routes": timed}
 
@@ -322,20 +336,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="100,000 files (a few minutes on 2 cores)")
     parser.add_argument("--workers", type=int, default=1_000, help="workers submitting (default 1,000)")
     parser.add_argument("--reps", type=int, default=20, help="answers timed per route (default 20)")
-    parser.add_argument("--db", type=Path, help="index file to write (default: a temporary one, removed after)")
+    parser.add_argument("--db", type=Path, help="index file to write and keep (default: a temporary one, removed "
+                        "after); one an earlier run wrote with the same --files is timed again without rewriting it")
     add_record_option(parser)
     args = parser.parse_args(argv)
     files = 100_000 if args.quick else args.files
     if files < 1 or args.workers < 1 or args.reps < 1:
         print("error: --files, --workers and --reps must be at least 1", file=sys.stderr)
         return 2
-    if args.db is not None and args.db.exists():
-        print(f"error: --db {args.db} exists; name a new file", file=sys.stderr)
-        return 2
     with tempfile.TemporaryDirectory(prefix="explorer-scale-") as tmp:
-        result = run(files, args.workers, args.reps, args.db or Path(tmp) / "index.db")
+        try:
+            result = run(files, args.workers, args.reps, args.db or Path(tmp) / "index.db")
+        except (ValueError, OSError, sqlite3.Error) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     rows = [("files", f"{result['files']:,}"), ("events", f"{result['events']:,}"),
-            ("insert_s", str(result["insert_s"])), ("db_mb", str(result["db_mb"]))]
+            ("insert_s", str(result["insert_s"])),
+            ("db_mb", str(result["db_mb"]))]
     rows += [(f"{path} p50/p99 ms", f"{r['p50_ms']:.1f}/{r['p99_ms']:.1f}") for path, r in result["routes"].items()]
     rows.append(("worst p99 ms", f"{result['explorer_p99_ms_1m']:.1f}"))
     print_rows(rows, result, args, "explorer_scale")

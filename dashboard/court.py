@@ -297,8 +297,8 @@ class CourtViews:
             slash = self._worker_slash(p["tx_hash"], sub["worker"])
             if slash:
                 out.worker_slashed = slash
-        paid = self.store.select("SELECT e.* FROM claimed_works c JOIN events e ON e.tx_hash = c.tx_hash "
-                                 "AND e.name = 'RewardsClaimed' WHERE c.work_id = ?", (wid,))
+        paid = self.store.select("SELECT e.* FROM claimed_works c CROSS JOIN events e ON e.tx_hash = c.tx_hash "
+                                 "AND +e.name = 'RewardsClaimed' WHERE c.work_id = ?", (wid,))
         if paid:
             out.paid = At(**_at(paid[0]))
         return out

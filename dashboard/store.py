@@ -100,10 +100,10 @@ CREATE TABLE IF NOT EXISTS events (
     PRIMARY KEY (tx_hash, log_index)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS events_by_cursor_key ON events (contract, tx_hash, ordinal);
--- (pool|name|worker|party, name) in chain order: a page of one kind of event, newest first, reads only that page
+-- (pool|name|work|worker|party, name) in chain order: a page of one kind of event, newest first, reads only that page
 CREATE INDEX IF NOT EXISTS events_by_pool ON events (pool_id, name, block_number, log_index);
 CREATE INDEX IF NOT EXISTS events_by_name ON events (name, block_number, log_index);
-CREATE INDEX IF NOT EXISTS events_by_work ON events (work_id, name);
+CREATE INDEX IF NOT EXISTS events_by_work ON events (work_id, name, block_number, log_index);
 CREATE INDEX IF NOT EXISTS events_by_worker ON events (worker, name, block_number, log_index);
 CREATE INDEX IF NOT EXISTS events_by_party ON events (party, name, block_number, log_index);
 CREATE INDEX IF NOT EXISTS events_by_tx ON events (tx_hash);

@@ -633,8 +633,8 @@ class Explorer(CourtViews):
         extra = [r for tx in challenged for r in self.store.select(
             "SELECT * FROM events WHERE tx_hash = ? AND name = 'Slashed'", (tx,))
             if r["data"]["slasher"].lower() == pool]
-        extra += self.store.select("SELECT e.* FROM claimed_works c JOIN events e ON e.tx_hash = c.tx_hash AND "
-                                   "e.name = 'RewardsClaimed' WHERE c.work_id = ?", (wid,))
+        extra += self.store.select("SELECT e.* FROM claimed_works c CROSS JOIN events e ON e.tx_hash = c.tx_hash AND "
+                                   "+e.name = 'RewardsClaimed' WHERE c.work_id = ?", (wid,))
         txs = self._tx_rows({r["tx_hash"] for r in rows if r["name"] == "Credited"})
         return [TimelineEntry(event=r["name"], block=r["block_number"], time=r["block_time"],
                               after_s=r["block_time"] - sub["block_time"], tx_hash=r["tx_hash"],
