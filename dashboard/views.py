@@ -279,7 +279,7 @@ class Explorer(CourtViews):
     def _min_checked_tokens(self, pool_id: int) -> int:
         """The floor of checked tokens a file that the pool's run spec states (0 where it states none, or the spec
         is not a readable run spec)."""
-        spec = self.store.object(self._pool_summary(self._pool_row(pool_id)).task_ref)
+        spec = self.store.object(self._pool_row(pool_id)["data"]["task_ref"])  # the summary's task_ref, unsummarised
         body = spec.body if spec else None
         verification = body.get("verification") if isinstance(body, dict) else None
         floor = verification.get("min_checked_tokens") if isinstance(verification, dict) else None
