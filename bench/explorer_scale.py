@@ -7,7 +7,7 @@ submissions (default 1,000,000; `--quick` 100,000) by W workers (default 1,000) 
 (dashboard/store.py) through the indexer's own `ChainIndexer._apply` and `Store.link_court_rows`, batch by batch in
 one transaction each as `poll_once` writes a poll — only the chain reads the indexer makes (block times, a claim's
 calldata) are stubbed. Two pools: pool 1 judged by 4 listed validators (the bulk of the files), pool 2 by the
-ValidatorCourt (the same 4 registered) (one file in 20: `VerdictGiven`, `VerdictFinal`, then the pool's verdict). Each file is accepted
+ValidatorCourt, the same 4 registered (one file in 20: `VerdictGiven`, `VerdictFinal`, then the pool's verdict). Each file is accepted
 (2 % challenged with the worker's `Slashed` in the same transaction, the newest few hundred still pending); every
 worker claims its accepted files 20 at a time (`RewardsClaimed`); the trainer publishes a checkpoint every 1,000 files,
 whose manifest and metrics the IPFS cache holds (written by the `Store` calls `ObjectFetcher.fetch_due` makes).
