@@ -348,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             result = run(files, args.workers, args.reps, args.db or Path(tmp) / "index.db")
         except (ValueError, OSError, sqlite3.Error) as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"error: --db {args.db}: {exc}" if args.db and isinstance(exc, sqlite3.Error) else f"error: {exc}",
+                  file=sys.stderr)
             return 2
     rows = [("files", f"{result['files']:,}"), ("events", f"{result['events']:,}"),
             ("insert_s", str(result["insert_s"])),
