@@ -66,7 +66,8 @@ ERRORS: dict[int | str, dict[str, object]] = {
 
 
 class IndexMetrics:
-    """Prometheus collector: read from the index at each scrape, so it is never out of step."""
+    """Prometheus collector: read from the index at each scrape, so it is never out of step (the counts the index
+    keeps as it writes rows, dashboard/store.py, so a scrape reads a few hundred rows at any history)."""
 
     def __init__(self, explorer: Callable[[], Explorer], indexer: ChainIndexer | None, fetcher: ObjectFetcher | None):
         self.explorer = explorer
@@ -80,11 +81,13 @@ class IndexMetrics:
             events.add_metric([name], n)
         yield events
         works = GaugeMetricFamily("proofswarm_explorer_submissions", "submissions by status", labels=["pool", "status"])
-        for r in store.select("SELECT pool_id, status, COUNT(*) AS n FROM work_status GROUP BY pool_id, status"):
+        for r in store.select("SELECT pool_id, status, SUM(n) AS n FROM work_counts GROUP BY pool_id, status "
+                              "HAVING SUM(n) > 0"):
             works.add_metric([str(r["pool_id"]), r["status"]], r["n"])
         yield works
         cases = GaugeMetricFamily("proofswarm_explorer_court_cases", "court cases by state", labels=["pool", "state"])
-        for r in store.select("SELECT pool_id, state, COUNT(*) AS n FROM court_cases GROUP BY pool_id, state"):
+        for r in store.select("SELECT pool_id, state, SUM(n) AS n FROM work_counts WHERE state != '' "
+                              "GROUP BY pool_id, state HAVING SUM(n) > 0"):
             cases.add_metric([str(r["pool_id"]), r["state"]], r["n"])
         yield cases
         penalties = GaugeMetricFamily("proofswarm_explorer_validator_penalties", "validator penalties by reason",

@@ -157,10 +157,11 @@ class CourtViews:
         """A court pool's rules, fee budget, cases by state, disputes, fees paid and penalties."""
         params = self._params_or_404(pool_id)
         states = {s: 0 for s in CASE_STATES} | {r["state"]: r["n"] for r in self.store.select(
-            "SELECT state, COUNT(*) AS n FROM court_cases WHERE pool_id = ? GROUP BY state", (pool_id,))}
+            "SELECT state, SUM(n) AS n FROM work_counts WHERE pool_id = ? AND state != '' GROUP BY state", (pool_id,))}
         resolved = self.store.select("SELECT data FROM events WHERE name = 'DisputeResolved' AND pool_id = ?",
                                      (pool_id,))
-        disputes = self.store.scalar("SELECT COUNT(*) FROM events WHERE name = 'Disputed' AND pool_id = ?", (pool_id,))
+        disputes = self.store.scalar("SELECT COALESCE(SUM(n), 0) FROM event_counts WHERE name = 'Disputed' AND pool_id = ?",
+                                     (pool_id,))
         penalties: dict[str, int] = {}
         for r in self.store.select("SELECT data FROM events WHERE name = 'ValidatorPenalized' AND pool_id = ?",
                                    (pool_id,)):
@@ -191,7 +192,9 @@ class CourtViews:
         where, params = "WHERE pool_id = ?", [pool_id]
         if state:
             where, params = where + " AND state = ?", params + [state]
-        total, rows = self.store.newest_first(f"FROM court_cases {where}", tuple(params), offset, limit)
+        total = self.store.scalar(f"SELECT COALESCE(SUM(n), 0) FROM work_counts {where} AND state != ''",
+                                  tuple(params))
+        total, rows = self.store.newest_first(f"FROM court_cases {where}", tuple(params), offset, limit, total)
         return page(CaseSummary, [self._case_summary(r) for r in rows], total, offset, limit)
 
     def _case_summary(self, r: Row) -> CaseSummary:
@@ -294,8 +297,8 @@ class CourtViews:
             slash = self._worker_slash(p["tx_hash"], sub["worker"])
             if slash:
                 out.worker_slashed = slash
-        paid = self.store.select("SELECT e.* FROM claimed_works c JOIN events e ON e.tx_hash = c.tx_hash "
-                                 "AND e.name = 'RewardsClaimed' WHERE c.work_id = ?", (wid,))
+        paid = self.store.select("SELECT e.* FROM claimed_works c CROSS JOIN events e ON e.tx_hash = c.tx_hash "
+                                 "AND +e.name = 'RewardsClaimed' WHERE c.work_id = ?", (wid,))
         if paid:
             out.paid = At(**_at(paid[0]))
         return out
@@ -396,6 +399,8 @@ class CourtViews:
         resolved = self._resolved([r["work_id"] for r in verdicts])
         finals = self._finals([r["work_id"] for r in verdicts])
         disputes = named("Disputed")
+        disputed_works = {r["work_id"] for r in self.store.select(
+            "SELECT work_id FROM events WHERE name = 'Disputed' AND pool_id = ?", (pool_id,))}
         dispute_outcome = self._resolved([r["work_id"] for r in disputes])
         seats = self.store.select(
             "SELECT * FROM events WHERE name = 'CommitteeDrawn' AND pool_id = ? AND EXISTS (SELECT 1 FROM "
@@ -429,7 +434,8 @@ class CourtViews:
                 given=len(verdicts), accepted=sum(r["data"]["accepted"] for r in verdicts),
                 challenged=sum(not r["data"]["accepted"] for r in verdicts),
                 final=sum(w in finals for w in (r["work_id"] for r in verdicts)),
-                disputed=len(resolved) + sum(1 for r in verdicts if self._disputed_open(r["work_id"])),
+                disputed=len(resolved) + sum(1 for r in verdicts if r["work_id"] in disputed_works
+                                             and r["work_id"] not in resolved),
                 overturned=sum(o.overturned for o in resolved.values()),
                 upheld=sum(not o.overturned and not o.void for o in resolved.values())),
             disputes=DisputesFiled(
@@ -467,11 +473,6 @@ class CourtViews:
         return {r["work_id"] for r in self.store.select(
             f"SELECT work_id FROM events WHERE name IN ('VerdictFinal', 'CaseVoided') AND work_id IN ({marks})",
             tuple(work_ids))}
-
-    def _disputed_open(self, work_id: str) -> bool:
-        return bool(self.store.scalar("SELECT 1 FROM events WHERE work_id = ? AND name = 'Disputed' AND NOT EXISTS "
-                                      "(SELECT 1 FROM events r WHERE r.work_id = ? AND r.name = 'DisputeResolved')",
-                                      (work_id, work_id)))
 
     def _locked_from_events(self, pool_id: int, v: str, rows: list[Row]) -> dict[str, int]:
         """The validator's stake locked in this pool as its events add up: the registration's bond, bonds added,

@@ -27,11 +27,61 @@ from typing import Any, Literal
 
 from pydantic import JsonValue
 
-SCHEMA_VERSION = 3
-"""`PRAGMA user_version` of the index (3: `claimed_works` a table the store keeps, no longer a view). An index of another version is rebuilt from the chain on open (its
-event rows and cursors are dropped; the IPFS cache, which never changes, is kept)."""
+SCHEMA_VERSION = 4
+"""`PRAGMA user_version` of the index (3: `claimed_works` a table the store keeps, no longer a view; 4: a work's
+status and case state kept in `works`, and counts in `work_counts` and `event_counts`, by triggers as rows are written,
+so no page or /metrics scans the history). An index of another version is rebuilt from the chain on open (its event
+rows and cursors are dropped; the IPFS cache, which never changes, is kept)."""
 
-SCHEMA = """
+DERIVED = ("claimed_works", "work_status", "court_cases", "works", "work_counts", "event_counts")
+"""What the index derives from its event rows (dropped with them when the schema changes)."""
+
+WORK_STATUS = """CASE
+        WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = {w} AND v.name = 'WorkChallenged') THEN 'rejected'
+        WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = {w} AND v.name = 'WorkExpired') THEN 'expired'
+        WHEN EXISTS (SELECT 1 FROM claimed_works c WHERE c.work_id = {w}) THEN 'paid'
+        WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = {w} AND v.name = 'WorkAccepted') THEN 'accepted'
+        ELSE 'pending' END"""
+"""A work's status from the index's rows ({w}: the work id)."""
+
+CASE_STATE = """CASE
+        WHEN NOT EXISTS (SELECT 1 FROM events c WHERE c.name = 'CourtConfigured' AND c.pool_id = {pool}) THEN NULL
+        WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = {w} AND v.name = 'CaseVoided') THEN 'void'
+        WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = {w} AND v.name = 'VerdictFinal') THEN 'final'
+        WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = {w} AND v.name = 'Disputed') THEN 'disputed'
+        WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = {w} AND v.name = 'VerdictGiven') THEN 'verdict'
+        ELSE 'pending' END"""
+"""A work's court case state ({w}: the work id, {pool}: its pool; NULL outside pools the ValidatorCourt judges)."""
+
+
+def _refresh_work(w: str) -> str:
+    """Statements (for a trigger) that make `works`' row of work `w` what its events say: gone without a
+    submission, else the submission's place with its status and case state."""
+    return f"""
+    DELETE FROM works WHERE work_id = {w}
+      AND NOT EXISTS (SELECT 1 FROM events s WHERE s.work_id = {w} AND s.name = 'WorkSubmitted');
+    INSERT INTO works (work_id, pool_id, worker, block_number, log_index, tx_hash, status, state)
+      SELECT s.work_id, s.pool_id, s.worker, s.block_number, s.log_index, s.tx_hash,
+             {WORK_STATUS.format(w='s.work_id')}, {CASE_STATE.format(w='s.work_id', pool='s.pool_id')}
+      FROM events s WHERE s.work_id = {w} AND s.name = 'WorkSubmitted'
+      ON CONFLICT (work_id) DO UPDATE SET pool_id = excluded.pool_id, worker = excluded.worker,
+        block_number = excluded.block_number, log_index = excluded.log_index, tx_hash = excluded.tx_hash,
+        status = excluded.status, state = excluded.state;"""
+
+
+def _count_work(row: str, delta: int) -> str:
+    return f"""INSERT INTO work_counts (pool_id, worker, status, state, n)
+      VALUES ({row}.pool_id, {row}.worker, {row}.status, coalesce({row}.state, ''), {delta})
+      ON CONFLICT (pool_id, worker, status, state) DO UPDATE SET n = n + ({delta});"""
+
+
+def _count_event(row: str, delta: int) -> str:
+    return f"""INSERT INTO event_counts (name, pool_id, party, n)
+      VALUES ({row}.name, coalesce({row}.pool_id, -1), coalesce({row}.party, ''), {delta})
+      ON CONFLICT (name, pool_id, party) DO UPDATE SET n = n + ({delta});"""
+
+
+SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS events (
     tx_hash      TEXT NOT NULL,
@@ -50,10 +100,12 @@ CREATE TABLE IF NOT EXISTS events (
     PRIMARY KEY (tx_hash, log_index)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS events_by_cursor_key ON events (contract, tx_hash, ordinal);
-CREATE INDEX IF NOT EXISTS events_by_pool ON events (pool_id, name);
-CREATE INDEX IF NOT EXISTS events_by_work ON events (work_id, name);
-CREATE INDEX IF NOT EXISTS events_by_worker ON events (worker, name);
-CREATE INDEX IF NOT EXISTS events_by_party ON events (party, name);
+-- (pool|name|work|worker|party, name) in chain order: a page of one kind of event, newest first, reads only that page
+CREATE INDEX IF NOT EXISTS events_by_pool ON events (pool_id, name, block_number, log_index);
+CREATE INDEX IF NOT EXISTS events_by_name ON events (name, block_number, log_index);
+CREATE INDEX IF NOT EXISTS events_by_work ON events (work_id, name, block_number, log_index);
+CREATE INDEX IF NOT EXISTS events_by_worker ON events (worker, name, block_number, log_index);
+CREATE INDEX IF NOT EXISTS events_by_party ON events (party, name, block_number, log_index);
 CREATE INDEX IF NOT EXISTS events_by_tx ON events (tx_hash);
 CREATE INDEX IF NOT EXISTS events_by_block ON events (block_number);
 CREATE TABLE IF NOT EXISTS objects (
@@ -72,27 +124,92 @@ CREATE TABLE IF NOT EXISTS claimed_works (
     PRIMARY KEY (work_id, tx_hash)
 );
 CREATE INDEX IF NOT EXISTS claimed_works_by_tx ON claimed_works (tx_hash);
+-- one row per submission: its place in the chain, its status and (court pools) its case state, kept by the triggers
+-- below whenever an event of the work, a claim of it or its pool's CourtConfigured is written, moved or removed;
+-- computing them in a view for every listed or counted work made pages and /metrics scan the whole history
+CREATE TABLE IF NOT EXISTS works (
+    work_id      TEXT PRIMARY KEY,
+    pool_id      INTEGER NOT NULL,
+    worker       TEXT NOT NULL,
+    block_number INTEGER NOT NULL,
+    log_index    INTEGER NOT NULL,
+    tx_hash      TEXT NOT NULL,
+    status       TEXT NOT NULL,      -- pending | accepted | rejected | paid | expired
+    state        TEXT                -- the court case: pending | verdict | disputed | final | void; NULL outside court pools
+);
+CREATE INDEX IF NOT EXISTS works_by_pool ON works (pool_id, block_number, log_index);
+CREATE INDEX IF NOT EXISTS works_by_pool_status ON works (pool_id, status, block_number, log_index);
+CREATE INDEX IF NOT EXISTS works_by_pool_state ON works (pool_id, state, block_number, log_index);
+CREATE INDEX IF NOT EXISTS works_by_worker ON works (worker, block_number, log_index);
+CREATE INDEX IF NOT EXISTS works_by_worker_status ON works (worker, status, block_number, log_index);
+-- submissions by (pool, worker, status, case state, '' outside court pools), and events by (name, pool or -1,
+-- party or ''): what /metrics, a pool's counts and totals read, kept by triggers (rows of 0 stay)
+CREATE TABLE IF NOT EXISTS work_counts (
+    pool_id INTEGER NOT NULL, worker TEXT NOT NULL, status TEXT NOT NULL, state TEXT NOT NULL, n INTEGER NOT NULL,
+    PRIMARY KEY (pool_id, worker, status, state)
+);
+CREATE TABLE IF NOT EXISTS event_counts (
+    name TEXT NOT NULL, pool_id INTEGER NOT NULL, party TEXT NOT NULL, n INTEGER NOT NULL,
+    PRIMARY KEY (name, pool_id, party)
+);
+CREATE TRIGGER IF NOT EXISTS event_added AFTER INSERT ON events BEGIN
+    {_count_event('NEW', 1)}
+END;
+CREATE TRIGGER IF NOT EXISTS event_removed AFTER DELETE ON events BEGIN
+    {_count_event('OLD', -1)}
+END;
+CREATE TRIGGER IF NOT EXISTS event_recounted AFTER UPDATE OF name, pool_id, party ON events
+  WHEN OLD.name IS NOT NEW.name OR OLD.pool_id IS NOT NEW.pool_id OR OLD.party IS NOT NEW.party BEGIN
+    {_count_event('OLD', -1)}
+    {_count_event('NEW', 1)}
+END;
+CREATE TRIGGER IF NOT EXISTS work_event_added AFTER INSERT ON events WHEN NEW.work_id IS NOT NULL BEGIN
+    {_refresh_work('NEW.work_id')}
+END;
+CREATE TRIGGER IF NOT EXISTS work_event_removed AFTER DELETE ON events WHEN OLD.work_id IS NOT NULL BEGIN
+    {_refresh_work('OLD.work_id')}
+END;
+CREATE TRIGGER IF NOT EXISTS work_event_changed AFTER UPDATE ON events
+  WHEN OLD.work_id IS NOT NULL AND (OLD.work_id IS NOT NEW.work_id OR OLD.name IS NOT NEW.name
+    OR OLD.pool_id IS NOT NEW.pool_id OR OLD.worker IS NOT NEW.worker OR OLD.block_number IS NOT NEW.block_number
+    OR OLD.log_index IS NOT NEW.log_index) BEGIN
+    {_refresh_work('OLD.work_id')}
+END;
+CREATE TRIGGER IF NOT EXISTS work_event_renamed AFTER UPDATE OF work_id ON events
+  WHEN NEW.work_id IS NOT NULL AND NEW.work_id IS NOT OLD.work_id BEGIN
+    {_refresh_work('NEW.work_id')}
+END;
+CREATE TRIGGER IF NOT EXISTS work_claimed AFTER INSERT ON claimed_works BEGIN
+    {_refresh_work('NEW.work_id')}
+END;
+CREATE TRIGGER IF NOT EXISTS work_unclaimed AFTER DELETE ON claimed_works BEGIN
+    {_refresh_work('OLD.work_id')}
+END;
+CREATE TRIGGER IF NOT EXISTS court_configured AFTER INSERT ON events WHEN NEW.name = 'CourtConfigured' BEGIN
+    UPDATE works SET state = {CASE_STATE.format(w='works.work_id', pool='works.pool_id')} WHERE pool_id = NEW.pool_id;
+END;
+CREATE TRIGGER IF NOT EXISTS court_unconfigured AFTER DELETE ON events WHEN OLD.name = 'CourtConfigured' BEGIN
+    UPDATE works SET state = {CASE_STATE.format(w='works.work_id', pool='works.pool_id')} WHERE pool_id = OLD.pool_id;
+END;
+CREATE TRIGGER IF NOT EXISTS work_counted AFTER INSERT ON works BEGIN
+    {_count_work('NEW', 1)}
+END;
+CREATE TRIGGER IF NOT EXISTS work_uncounted AFTER DELETE ON works BEGIN
+    {_count_work('OLD', -1)}
+END;
+CREATE TRIGGER IF NOT EXISTS work_recounted AFTER UPDATE ON works
+  WHEN OLD.pool_id IS NOT NEW.pool_id OR OLD.worker IS NOT NEW.worker OR OLD.status IS NOT NEW.status
+    OR OLD.state IS NOT NEW.state BEGIN
+    {_count_work('OLD', -1)}
+    {_count_work('NEW', 1)}
+END;
 CREATE VIEW IF NOT EXISTS work_status AS
-    SELECT s.work_id, s.pool_id, s.worker, s.block_number, s.block_time, s.tx_hash, s.log_index, s.data,
-      CASE
-        WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = s.work_id AND v.name = 'WorkChallenged') THEN 'rejected'
-        WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = s.work_id AND v.name = 'WorkExpired') THEN 'expired'
-        WHEN EXISTS (SELECT 1 FROM claimed_works c WHERE c.work_id = s.work_id) THEN 'paid'
-        WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = s.work_id AND v.name = 'WorkAccepted') THEN 'accepted'
-        ELSE 'pending'
-      END AS status
-    FROM events s WHERE s.name = 'WorkSubmitted';
+    SELECT w.work_id, w.pool_id, w.worker, w.block_number, s.block_time, w.tx_hash, w.log_index, s.data, w.status
+    FROM works w JOIN events s ON s.tx_hash = w.tx_hash AND s.log_index = w.log_index;
 CREATE VIEW IF NOT EXISTS court_cases AS
-    SELECT s.work_id, s.pool_id, s.worker, s.block_number, s.block_time, s.tx_hash, s.log_index, s.data,
-      CASE
-        WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = s.work_id AND v.name = 'CaseVoided') THEN 'void'
-        WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = s.work_id AND v.name = 'VerdictFinal') THEN 'final'
-        WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = s.work_id AND v.name = 'Disputed') THEN 'disputed'
-        WHEN EXISTS (SELECT 1 FROM events v WHERE v.work_id = s.work_id AND v.name = 'VerdictGiven') THEN 'verdict'
-        ELSE 'pending'
-      END AS state
-    FROM events s WHERE s.name = 'WorkSubmitted'
-      AND s.pool_id IN (SELECT c.pool_id FROM events c WHERE c.name = 'CourtConfigured');
+    SELECT w.work_id, w.pool_id, w.worker, w.block_number, s.block_time, w.tx_hash, w.log_index, s.data,
+           w.state AS state
+    FROM works w JOIN events s ON s.tx_hash = w.tx_hash AND s.log_index = w.log_index WHERE w.state IS NOT NULL;
 """
 
 COURT_WORK_EVENTS = ("AssignmentDrawn", "VoteCommitted", "VoteRevealed", "DisputeResolved", "DisputeReopened")
@@ -155,8 +272,9 @@ class Store:
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
             if version == SCHEMA_VERSION:
                 return
-            kinds = dict(self.db.execute("SELECT name, type FROM sqlite_master WHERE name IN "
-                                         "('claimed_works', 'work_status', 'court_cases')").fetchall())
+            marks = ", ".join("?" * len(DERIVED))
+            kinds = dict(self.db.execute(f"SELECT name, type FROM sqlite_master WHERE name IN ({marks})",
+                                         DERIVED).fetchall())
             for name, kind in kinds.items():
                 self.db.execute(f"DROP {'VIEW' if kind == 'view' else 'TABLE'} IF EXISTS {name}")
             self.db.execute("DROP TABLE IF EXISTS events")
@@ -259,7 +377,9 @@ class Store:
         return [tuple(r) for r in self.db.execute("SELECT * FROM events ORDER BY tx_hash, log_index")]
 
     def count_events(self) -> dict[str, int]:
-        return {r["name"]: r["n"] for r in self.db.execute("SELECT name, COUNT(*) AS n FROM events GROUP BY name")}
+        """Events in the index by name (from `event_counts`, kept as rows are written)."""
+        return {r["name"]: r["n"] for r in self.db.execute(
+            "SELECT name, SUM(n) AS n FROM event_counts GROUP BY name HAVING SUM(n) > 0")}
 
     @staticmethod
     def _row(r: sqlite3.Row) -> EventRow:
@@ -281,12 +401,26 @@ class Store:
         row = self.db.execute(sql, params).fetchone()
         return None if row is None else row[0]
 
-    def newest_first(self, source: str, params: tuple, offset: int, limit: int) -> tuple[int, list[Row]]:
-        """(how many rows `source` — "FROM … WHERE …" — has, and the page of them at `offset`, newest first)."""
-        total = self.scalar(f"SELECT COUNT(*) {source}", params)
+    def newest_first(self, source: str, params: tuple, offset: int, limit: int,
+                     total: int | None = None) -> tuple[int, list[Row]]:
+        """(how many rows `source` — "FROM … WHERE …" — has (`total` when the caller knows it from a count the
+        index keeps), and the page of them at `offset`, newest first)."""
+        if total is None:
+            total = self.scalar(f"SELECT COUNT(*) {source}", params)
         rows = self.select(f"SELECT * {source} ORDER BY block_number DESC, log_index DESC LIMIT ? OFFSET ?",
                            (*params, limit, offset))
         return total, rows
+
+    def newest_of_names(self, pool_id: int, names: tuple[str, ...], offset: int, limit: int) -> tuple[int, list[Row]]:
+        """(how many events of `names` the pool has, and the page of them at `offset`, newest first): each name's
+        newest `offset + limit` read from `events_by_pool`, merged, so a page reads no more than that."""
+        total = self.scalar(f"SELECT COALESCE(SUM(n), 0) FROM event_counts WHERE pool_id = ? AND name IN "
+                            f"({', '.join('?' * len(names))})", (pool_id, *names))
+        each = " UNION ALL ".join("SELECT * FROM (SELECT * FROM events WHERE pool_id = ? AND name = ? "
+                                  "ORDER BY block_number DESC, log_index DESC LIMIT ?)" for _ in names)
+        params = tuple(p for name in names for p in (pool_id, name, offset + limit))
+        return total, self.select(f"SELECT * FROM ({each}) ORDER BY block_number DESC, log_index DESC LIMIT ? OFFSET ?",
+                                  (*params, limit, offset))
 
     # -------------------------------------------------------------- IPFS objects
 

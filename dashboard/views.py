@@ -7,6 +7,7 @@ so the explorer never re-implements contract arithmetic. Amounts are decimal str
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections.abc import Callable
@@ -196,6 +197,26 @@ def _no_reward(p: CurvePoint, groups: int | None) -> str | None:
     return "the trainer published no reward for this step"
 
 
+class _VerdictsByBlock:
+    """How many events `name` of a pool the index holds up to a block: counts per block (one row per block, read in
+    order from events_by_pool), added up once, then looked up by bisection."""
+
+    def __init__(self, store: Store, pool_id: int, name: str):
+        self.blocks: list[int] = []
+        self.running: list[int] = []
+        total = 0
+        for r in store.db.execute("SELECT block_number, COUNT(*) FROM events WHERE pool_id = ? AND name = ? "
+                                  "GROUP BY block_number ORDER BY block_number", (pool_id, name)):
+            total += r[1]
+            self.blocks.append(r[0])
+            self.running.append(total)
+        self.total = total
+
+    def up_to(self, block: int) -> int:
+        at = bisect.bisect_right(self.blocks, block)
+        return self.running[at - 1] if at else 0
+
+
 @dataclass
 class _Membership:
     """A worker that joined the pool; `member`: whether it still is."""
@@ -242,7 +263,7 @@ class Explorer(CourtViews):
         return PoolSummary(pool_id=pool_id, owner=row["data"]["owner"], trainer=row["data"]["trainer"],
                            task_ref=row["data"]["task_ref"], created_block=row["block_number"],
                            latest_checkpoint_step=latest, submissions=status_counts(self.store.select(
-                               "SELECT status, COUNT(*) AS n FROM work_status WHERE pool_id = ? GROUP BY status",
+                               "SELECT status, SUM(n) AS n FROM work_counts WHERE pool_id = ? GROUP BY status",
                                (pool_id,))),
                            workers=sum(m.member for m in self._members(pool_id).values()),
                            state=self.live.pool_state(pool_id))
@@ -251,14 +272,14 @@ class Explorer(CourtViews):
         summary = self._pool_summary(self._pool_row(pool_id))
         spec = self.store.object(summary.task_ref)
         return Pool(**given_fields(summary), run_spec=spec.body if spec else None,
-                    slashed_total=str(sum(int(r["data"]["amount"]) for r in self._slash_rows(pool_id))),
+                    slashed_total=str(sum(self._slashed_by_worker(pool_id).values())),
                     validators=[v.validator for v in self._validators(pool_id) if v.allowed],
                     court=self._court_params(pool_id) is not None)
 
     def _min_checked_tokens(self, pool_id: int) -> int:
         """The floor of checked tokens a file that the pool's run spec states (0 where it states none, or the spec
         is not a readable run spec)."""
-        spec = self.store.object(self._pool_summary(self._pool_row(pool_id)).task_ref)
+        spec = self.store.object(self._pool_row(pool_id)["data"]["task_ref"])  # the summary's task_ref, unsummarised
         body = spec.body if spec else None
         verification = body.get("verification") if isinstance(body, dict) else None
         floor = verification.get("min_checked_tokens") if isinstance(verification, dict) else None
@@ -314,7 +335,7 @@ class Explorer(CourtViews):
             status=SubmissionCounts(**counts),
             adversary_rate=None if judged == 0 else round(counts["rejected"] / judged, 4),
             rewards_paid=None if state is None else str(paid_samples * int(state.reward_per_sample)),
-            slashed_total=str(sum(int(r["data"]["amount"]) for r in self._slash_rows(pool_id))),
+            slashed_total=str(sum(self._slashed_by_worker(pool_id).values())),
         )
         if court:  # a court pool's figures (absent from another pool's answer)
             out.cases, out.disputes = court.cases, court.disputes
@@ -326,8 +347,7 @@ class Explorer(CourtViews):
         statistics) with what it consumed next to what the pool accepted by each checkpoint."""
         row = self._pool_row(pool_id)
         blocks = {c.step: c.block for c in self.checkpoints(pool_id, 0, 1_000_000).items}
-        verdicts = self.store.select("SELECT block_number, name FROM events WHERE pool_id = ? AND name IN "
-                                     "('WorkAccepted', 'WorkChallenged')", (pool_id,))
+        by_then = {name: _VerdictsByBlock(self.store, pool_id, name) for name in ("WorkAccepted", "WorkChallenged")}
         consumed: int | float = 0
         points = []
         for p in self.curve(pool_id, 0, 1_000_000).items:
@@ -337,13 +357,11 @@ class Explorer(CourtViews):
             groups = _histogram_sum(obj.body.get("staleness_histogram") if obj and isinstance(obj.body, dict) else None)
             points.append(TrainerPoint(
                 **given_fields(p), consumed_total=consumed, batch_groups=groups, no_reward=_no_reward(p, groups),
-                accepted_by_then=sum(1 for v in verdicts if v["name"] == "WorkAccepted" and v["block_number"] <= block),
-                rejected_by_then=sum(1 for v in verdicts if v["name"] == "WorkChallenged"
-                                     and v["block_number"] <= block)))
+                accepted_by_then=by_then["WorkAccepted"].up_to(block),
+                rejected_by_then=by_then["WorkChallenged"].up_to(block)))
         return Trainer(pool_id=pool_id, trainer=row["data"]["trainer"], points=points,
                        latest_step=max(blocks, default=None), consumed_total=consumed,
-                       accepted_total=sum(1 for v in verdicts if v["name"] == "WorkAccepted"),
-                       rejected_total=sum(1 for v in verdicts if v["name"] == "WorkChallenged"))
+                       accepted_total=by_then["WorkAccepted"].total, rejected_total=by_then["WorkChallenged"].total)
 
     def checkpoints(self, pool_id: int, offset: int, limit: int) -> Page[Checkpoint]:
         self._pool_row(pool_id)
@@ -392,12 +410,10 @@ class Explorer(CourtViews):
         self._pool_row(pool_id)
         members = sorted(self._members(pool_id).items(), key=lambda kv: kv[1].joined_block)
         rows: dict[str, list[Row]] = {}
-        for r in self.store.select("SELECT worker, status, COUNT(*) AS n FROM work_status WHERE pool_id = ? "
+        for r in self.store.select("SELECT worker, status, SUM(n) AS n FROM work_counts WHERE pool_id = ? "
                                    "GROUP BY worker, status", (pool_id,)):
             rows.setdefault(r["worker"], []).append(r)
-        slashed: dict[str, int] = {}
-        for r in self._slash_rows(pool_id):
-            slashed[r["worker"]] = slashed.get(r["worker"], 0) + int(r["data"]["amount"])
+        slashed = self._slashed_by_worker(pool_id)
         items = [PoolWorker(worker=m.worker, joined_block=m.joined_block, member=m.member, ejected=m.ejected,
                             submissions=status_counts(rows.get(w, [])), slashed=str(slashed.get(w, 0)))
                  for w, m in members[offset:offset + limit]]
@@ -412,8 +428,8 @@ class Explorer(CourtViews):
 
     def validators(self, pool_id: int, offset: int, limit: int) -> Page[PoolValidator]:
         self._pool_row(pool_id)
-        verdicts = {(r["v"], r["name"]): r["n"] for r in self.store.select(
-            "SELECT lower(json_extract(data, '$.validator')) AS v, name, COUNT(*) AS n FROM events WHERE pool_id = ? "
+        verdicts = {(r["v"], r["name"]): r["n"] for r in self.store.select(  # a verdict's party: its validator
+            "SELECT party AS v, name, SUM(n) AS n FROM event_counts WHERE pool_id = ? "
             "AND name IN ('WorkAccepted', 'WorkChallenged') GROUP BY v, name", (pool_id,))}
         items = [PoolValidator(validator=v.validator, allowed=v.allowed,
                                attested=verdicts.get((v.validator.lower(), "WorkAccepted"), 0),
@@ -465,13 +481,13 @@ class Explorer(CourtViews):
         where, params = "WHERE pool_id = ?", [pool_id]
         if status:
             where, params = where + " AND status = ?", params + [status]
-        total, rows = self.store.newest_first(f"FROM work_status {where}", tuple(params), offset, limit)
+        total = self.store.scalar(f"SELECT COALESCE(SUM(n), 0) FROM work_counts {where}", tuple(params))
+        total, rows = self.store.newest_first(f"FROM work_status {where}", tuple(params), offset, limit, total)
         return page(Submission, [self._submission(r) for r in rows], total, offset, limit)
 
     def verdicts(self, pool_id: int, offset: int, limit: int) -> Page[PoolVerdict]:
         self._pool_row(pool_id)
-        where = "FROM events WHERE pool_id = ? AND name IN ('WorkAccepted', 'WorkChallenged')"
-        total, rows = self.store.newest_first(where, (pool_id,), offset, limit)
+        total, rows = self.store.newest_of_names(pool_id, ("WorkAccepted", "WorkChallenged"), offset, limit)
         items = []
         for r in rows:
             d = r["data"]
@@ -483,17 +499,31 @@ class Explorer(CourtViews):
                                      slashed=d.get("slashed")))
         return page(PoolVerdict, items, total, offset, limit)
 
-    def _slash_rows(self, pool_id: int) -> list[Row]:
-        # Slashed comes from the StakeManager, which knows no pools: the challenge in the same transaction names
-        # the pool and the worker (a court resolution slashes the overturned judge in the same transaction: the
-        # ComputePool's slash of the worker is the one whose slasher is the pool).
-        pool = self.live.pool.address.lower()
-        rows = self.store.select(
+    # Slashed comes from the StakeManager, which knows no pools: the challenge in the same transaction names
+    # the pool and the worker (a court resolution slashes the overturned judge in the same transaction: the
+    # ComputePool's slash of the worker is the one whose slasher is the pool).
+    # (each Slashed row, then its transaction's challenge by tx_hash: CROSS JOIN keeps that order and `+` keeps the
+    # pool's index of challenges out of the lookup)
+    _SLASHES = ("FROM events s CROSS JOIN events c ON c.tx_hash = s.tx_hash AND +c.name = 'WorkChallenged' "
+                "AND +c.pool_id = ? WHERE s.name = 'Slashed' AND lower(json_extract(s.data, '$.slasher')) = ?")
+
+    def _slash_rows(self, pool_id: int, worker: str | None = None, offset: int = 0, limit: int = -1) -> list[Row]:
+        """Slashes of the pool's workers (of `worker` only, when given), newest first, `limit` of them (-1: all)
+        from `offset`."""
+        params = (pool_id, self.live.pool.address.lower(), *((worker,) if worker else ()), limit, offset)
+        return self.store.select(
             "SELECT s.*, c.work_id AS challenged_work, json_extract(c.data, '$.reason_code') AS reason_code, "
-            "json_extract(c.data, '$.evidence_digest') AS evidence_digest FROM events s JOIN events c "
-            "ON c.tx_hash = s.tx_hash AND c.name = 'WorkChallenged' AND c.pool_id = ? WHERE s.name = 'Slashed' "
-            "ORDER BY s.block_number DESC, s.log_index DESC", (pool_id,))
-        return [r for r in rows if r["data"]["slasher"].lower() == pool]
+            f"json_extract(c.data, '$.evidence_digest') AS evidence_digest {self._SLASHES} "
+            f"{'AND s.worker = ? ' if worker else ''}ORDER BY s.block_number DESC, s.log_index DESC LIMIT ? OFFSET ?",
+            params)
+
+    def _slashed_by_worker(self, pool_id: int) -> dict[str, int]:
+        """Amounts slashed from the pool's workers, by worker (uint256: added up here, not in SQL)."""
+        out: dict[str, int] = {}
+        for r in self.store.select(f"SELECT s.worker, json_extract(s.data, '$.amount') AS amount {self._SLASHES}",
+                                   (pool_id, self.live.pool.address.lower())):
+            out[r["worker"]] = out.get(r["worker"], 0) + int(r["amount"])
+        return out
 
     def _slash_item(self, r: Row) -> Slash:
         sub = self._submission(self.store.select("SELECT * FROM work_status WHERE work_id = ?",
@@ -505,20 +535,22 @@ class Explorer(CourtViews):
 
     def slashes(self, pool_id: int, offset: int, limit: int) -> Page[Slash]:
         self._pool_row(pool_id)
-        rows = self._slash_rows(pool_id)
-        return page(Slash, [self._slash_item(r) for r in rows[offset:offset + limit]], len(rows), offset, limit)
+        total = self.store.scalar(f"SELECT COUNT(*) {self._SLASHES}", (pool_id, self.live.pool.address.lower()))
+        rows = self._slash_rows(pool_id, offset=offset, limit=limit)
+        return page(Slash, [self._slash_item(r) for r in rows], total, offset, limit)
 
     def claims(self, pool_id: int, offset: int, limit: int) -> Page[Claim]:
         self._pool_row(pool_id)
-        rows = self.store.select(
-            "SELECT * FROM events WHERE name = 'RewardsClaimed' AND tx_hash IN (SELECT c.tx_hash FROM claimed_works c "
-            "JOIN events s ON s.work_id = c.work_id AND s.name = 'WorkSubmitted' WHERE s.pool_id = ?) "
-            "ORDER BY block_number DESC, log_index DESC", (pool_id,))
+        # newest claims first (events_by_name), each kept if it paid a work of the pool (claimed_works by the claim,
+        # then the work by key: CROSS JOIN keeps that order): a page reads its claims only
+        source = ("FROM events WHERE name = 'RewardsClaimed' AND EXISTS (SELECT 1 FROM claimed_works c CROSS JOIN works w "
+                  "ON w.work_id = c.work_id WHERE c.tx_hash = events.tx_hash AND w.pool_id = ?)")
+        total, rows = self.store.newest_first(source, (pool_id,), offset, limit)
         items = [Claim(worker=r["data"]["worker"], amount=r["data"]["amount"], works=len(r["data"]["work_ids"]),
                        work_ids=r["data"]["work_ids"], block=r["block_number"], time=r["block_time"],
                        tx_hash=r["tx_hash"])
-                 for r in rows[offset:offset + limit]]
-        return page(Claim, items, len(rows), offset, limit)
+                 for r in rows]
+        return page(Claim, items, total, offset, limit)
 
     # -------------------------------------------------------------- workers and works
 
@@ -530,7 +562,7 @@ class Explorer(CourtViews):
         if not self.store.scalar("SELECT 1 FROM events WHERE worker = ? LIMIT 1", (worker,)):
             raise NotFound(f"unknown worker {address}")
         by_status = status_counts(self.store.select(
-            "SELECT status, COUNT(*) AS n FROM work_status WHERE worker = ? GROUP BY status", (worker,)))
+            "SELECT status, SUM(n) AS n FROM work_counts WHERE worker = ? GROUP BY status", (worker,)))
         owed = claimable = 0
         now = self.live.now()
         for r in self.store.select("SELECT pool_id, block_time, json_extract(data, '$.n_samples') AS samples "
@@ -545,7 +577,7 @@ class Explorer(CourtViews):
             "SELECT data FROM events WHERE name = 'RewardsClaimed' AND worker = ?", (worker,)))
         pools = [r["pool_id"] for r in self.store.select(
             "SELECT DISTINCT pool_id FROM events WHERE worker = ? AND name = 'WorkerJoined' ORDER BY pool_id", (worker,))]
-        slashes = [self._slash_item(r) for p in pools for r in self._slash_rows(p) if r["worker"] == worker]
+        slashes = [self._slash_item(r) for p in pools for r in self._slash_rows(p, worker)]
         open_works = [self._submission(r) for r in self.store.select(
             "SELECT * FROM work_status WHERE worker = ? AND status IN ('pending', 'accepted') "
             "ORDER BY block_number DESC, log_index DESC LIMIT 100", (worker,))]
@@ -559,7 +591,8 @@ class Explorer(CourtViews):
         where, params = "WHERE worker = ?", [address_of(address)]
         if status:
             where, params = where + " AND status = ?", params + [status]
-        total, rows = self.store.newest_first(f"FROM work_status {where}", tuple(params), offset, limit)
+        total = self.store.scalar(f"SELECT COALESCE(SUM(n), 0) FROM work_counts {where}", tuple(params))
+        total, rows = self.store.newest_first(f"FROM work_status {where}", tuple(params), offset, limit, total)
         return page(Submission, [self._submission(r) for r in rows], total, offset, limit)
 
     def work(self, work_id: str) -> Work:
@@ -600,8 +633,8 @@ class Explorer(CourtViews):
         extra = [r for tx in challenged for r in self.store.select(
             "SELECT * FROM events WHERE tx_hash = ? AND name = 'Slashed'", (tx,))
             if r["data"]["slasher"].lower() == pool]
-        extra += self.store.select("SELECT e.* FROM claimed_works c JOIN events e ON e.tx_hash = c.tx_hash AND "
-                                   "e.name = 'RewardsClaimed' WHERE c.work_id = ?", (wid,))
+        extra += self.store.select("SELECT e.* FROM claimed_works c CROSS JOIN events e ON e.tx_hash = c.tx_hash AND "
+                                   "+e.name = 'RewardsClaimed' WHERE c.work_id = ?", (wid,))
         txs = self._tx_rows({r["tx_hash"] for r in rows if r["name"] == "Credited"})
         return [TimelineEntry(event=r["name"], block=r["block_number"], time=r["block_time"],
                               after_s=r["block_time"] - sub["block_time"], tx_hash=r["tx_hash"],
