@@ -30,6 +30,8 @@ MAX_QUANTISED = 1 << 31
 """|x| bound of a Q16 value quantised to int8 (and of SiLU's inputs and the logits)."""
 MAX_RESIDUAL = 1 << 24
 """|x| bound of the residual stream and of q, k, v: sums of d ≤ 2^14 squares or products stay below 2^62."""
+FLOAT_RESCALE_LIMIT = 1 << 52
+"""R5.6: a weight matrix whose rows all keep 127 · Σ|W[r]| · 2^15 · M_r + 64 · 2^S_r within this is rescaled in float64."""
 MAX_WIDTH = 1 << 14
 """Largest hidden size and head dimension."""
 MAX_WEIGHT = 32.0
@@ -74,6 +76,12 @@ def rdiv(numerator: torch.Tensor, divisor: torch.Tensor | int) -> torch.Tensor:
     return torch.div(numerator + divisor // 2, divisor, rounding_mode="floor")
 
 
+def floor_divide_exact(numerator: torch.Tensor, divisor: torch.Tensor | int) -> torch.Tensor:
+    """⌊n / d⌋ of integer-valued float64 n and d > 0 with |n| + d < 2^53: one IEEE division, then floor (R5.6,
+    "Integer sums and quotients in float64"). In place on `numerator`."""
+    return numerator.div_(divisor).floor_()
+
+
 def isqrt(n: torch.Tensor) -> torch.Tensor:
     """floor(sqrt(n)) exactly for 0 ≤ n < 2^62 (a float guess corrected in integers)."""
     root = n.double().sqrt().floor().long()
@@ -113,10 +121,11 @@ def log2_fixed(n: torch.Tensor) -> torch.Tensor:
     mantissa = torch.where(exponent >= 30, n >> torch.clamp(exponent - 30, min=0), n << torch.clamp(30 - exponent, min=0))
     fraction = torch.zeros_like(n)
     for _ in range(LOG_FRAC):
+        # μ ∈ [2^30, 2^31), so μ² ≫ 30 ∈ [2^30, 2^32): its bit 31 is the next fraction bit (R5.7's b)
         mantissa = (mantissa * mantissa) >> 30
-        bit = (mantissa >> 31) & 1
-        mantissa = mantissa >> bit
-        fraction = (fraction << 1) | bit
+        bit = mantissa >> 31
+        mantissa >>= bit
+        fraction = fraction + fraction + bit
     return (exponent << LOG_FRAC) + fraction
 
 
@@ -136,17 +145,17 @@ def fixed_gumbel(words: torch.Tensor) -> torch.Tensor:
 
 
 def quantise_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-token int8 quantisation of Q16 rows: (q, a, e) with |x| ≤ a · 2^e, a ≤ 2^15, q = round(127 x / (a 2^e))."""
+    """Per-token int8 quantisation of Q16 rows: (q, a, e) with |x| ≤ a · 2^e, a ≤ 2^15, q = round(127 x / (a 2^e)),
+    q's integers in [−127, 127] held as float64 (the CPU GEMM's operand)."""
     _check(x, MAX_QUANTISED, "quantised activation")
     amax = x.abs().amax(dim=-1, keepdim=True)
-    bits = torch.zeros_like(amax)
-    for step in (16, 8, 4, 2, 1):
-        bits = torch.where((amax >> (bits + step)) > 0, bits + step, bits)
-    bits = torch.where(amax > 0, bits + 1, bits)
+    bits = torch.frexp(amax.double()).exponent.long()  # bitlength(m): m = f · 2^bits, f ∈ [1/2, 1); 0 for m = 0
     e = torch.clamp(bits - 15, min=0)
     a = (amax + (torch.ones_like(e) << e) - 1) >> e
-    q = rdiv(127 * x, torch.clamp(a << e, min=1))
-    return q.to(torch.int8), a, e
+    divisor = torch.clamp(a << e, min=1)
+    # |127 x + ⌊D/2⌋| + D < 2^39 + 2^32: the float64 quotient's floor is exact
+    q = floor_divide_exact(x.double().mul_(127).add_((divisor >> 1).double()), divisor.double())
+    return q, a, e
 
 
 # ---- the integer checkpoint --------------------------------------------------------------------------
@@ -161,12 +170,20 @@ class IntMatrix:
     bias: torch.Tensor
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """Q16 x [..., in] -> Q16 [..., out]: int8 × int8 summed in int32, rescaled in int64."""
+        """Q16 x [..., in] -> Q16 [..., out]: int8 × int8 summed exactly, rescaled by rdiv(acc · a · M, 127 · 2^(S − e))
+        (in float64 where R5.6's bound makes every step exact, else in int64)."""
         if x.shape[-1] > MAX_INNER:
             raise ExactOverflowError(f"GEMM inner dimension {x.shape[-1]} > {MAX_INNER}")
         q, a, e = quantise_rows(x)
         rows = q.reshape(-1, q.shape[-1])
-        acc = (rows.double() @ self.wide_weight.t()).long() if not rows.is_cuda else _cuda_int8_matmul(rows, self.weight)
+        if rows.is_cuda:
+            acc = _cuda_int8_matmul(rows.to(torch.int8), self.weight)
+        elif self.scaled_weight is not None:
+            # v = acc · M · 2^-S · a · 2^e = acc · a · M / 2^(S − e), exact; rdiv by 127 · 2^(S − e) = ⌊⌊v + 63.5⌋ / 127⌋
+            v = (rows @ self.scaled_weight.t()).reshape(*q.shape[:-1], -1).mul_((a << e).double()).add_(63.5)
+            return floor_divide_exact(v.floor_(), 127).long() + self.bias
+        else:
+            acc = (rows @ self.weight.double().t()).long()
         product = acc.reshape(*q.shape[:-1], -1).long() * a * self.multiplier
         shift = self.shift - e
         # rdiv(product, 127 · 2^shift) as a shift then a division by 127: ⌊⌊y / 2^k⌋ / 127⌋ = ⌊y / (127 · 2^k)⌋
@@ -174,11 +191,14 @@ class IntMatrix:
         return torch.div(halved, 127, rounding_mode="floor") + self.bias
 
     @cached_property
-    def wide_weight(self) -> torch.Tensor:
-        """The weight as float64, the CPU GEMM's operand (made once): the GEMM of int8 values in float64 is exact,
-        as every product (≤ 2^14) and partial sum (< 2^30) is an integer below 2^53, whatever the order of the sum,
-        and it runs on the CPU's BLAS, which integer GEMMs do not."""
-        return self.weight.double()
+    def scaled_weight(self) -> torch.Tensor | None:
+        """W[r] · M_r · 2^-S_r in float64, the CPU GEMM's operand (made once), where R5.6's bound for the float64
+        rescale holds for every row: 127 · Σ|W[r]| · 2^15 · M_r + 64 · 2^S_r ≤ 2^52 (None: it does not; then the
+        GEMM runs on the int8 values in float64 and the rescale in int64)."""
+        bound = 127 * self.weight.abs().long().sum(dim=1) * (self.multiplier << 15) + (64 << self.shift)
+        if self.weight.is_cuda or int(bound.max()) > FLOAT_RESCALE_LIMIT:
+            return None
+        return self.weight.double() * (self.multiplier.double() * torch.pow(2.0, -self.shift.double()))[:, None]
 
 
 def _cuda_int8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -487,10 +507,12 @@ def sample_fixed(logits: torch.Tensor, seeds: torch.Tensor, position: int | torc
     words = noise_words(seeds, positions, z.shape[-1])
     bound = z + NOISE_CEILINGS.to(z.device)[words >> (32 - NOISE_BUCKET_BITS)]
     top = bound.topk(min(BAR_TOKENS, z.shape[-1]), dim=-1).indices
-    bar = (z.gather(-1, top) + fixed_gumbel(words.gather(-1, top))).amax(dim=-1, keepdim=True)
-    row, token = (bound >= bar).nonzero(as_tuple=True)
-    scores = torch.full_like(z, torch.iinfo(torch.int64).min)
-    scores[row, token] = z[row, token] + fixed_gumbel(words[row, token])
+    top_scores = z.gather(-1, top) + fixed_gumbel(words.gather(-1, top))
+    scores = torch.full_like(z, torch.iinfo(torch.int64).min).scatter_(-1, top, top_scores)
+    rest = (bound >= top_scores.amax(dim=-1, keepdim=True)).scatter_(-1, top, False)
+    if bool(rest.any()):
+        row, token = rest.nonzero(as_tuple=True)
+        scores[row, token] = z[row, token] + fixed_gumbel(words[row, token])
     return scores.argmax(dim=-1)
 
 
