@@ -30,6 +30,12 @@ MAX_QUANTISED = 1 << 31
 """|x| bound of a Q16 value quantised to int8 (and of SiLU's inputs and the logits)."""
 MAX_RESIDUAL = 1 << 24
 """|x| bound of the residual stream and of q, k, v: sums of d ≤ 2^14 squares or products stay below 2^62."""
+FLOAT32_EXACT = 1 << 24
+"""Every integer of magnitude below this is a float32, and so is every sum or product of such integers below it."""
+FLOAT_EXACT = 1 << 53
+"""Every integer of magnitude below this is a float64, and so is every sum or product of such integers below it."""
+SHORT_ATTENTION = 1 << 22
+"""Attention over fewer positions divides and sums its probabilities in float64 (R5.6)."""
 FLOAT_RESCALE_LIMIT = 1 << 52
 """R5.6: a weight matrix whose rows all keep 127 · Σ|W[r]| · 2^15 · M_r + 64 · 2^S_r within this is rescaled in float64."""
 MAX_WIDTH = 1 << 14
@@ -63,8 +69,11 @@ class ExactOverflowError(InferenceError):
 
 
 def _check(tensor: torch.Tensor, limit: int, what: str) -> None:
-    if tensor.numel() and int(tensor.abs().max()) >= limit:
-        raise ExactOverflowError(f"{what}: |value| reaches {int(tensor.abs().max())} ≥ {limit}")
+    if not tensor.numel():
+        return
+    low, high = torch.aminmax(tensor)
+    if max(-int(low), int(high)) >= limit:
+        raise ExactOverflowError(f"{what}: |value| reaches {max(-int(low), int(high))} ≥ {limit}")
 
 
 # ---- integer primitives ------------------------------------------------------------------------------
@@ -91,16 +100,23 @@ def isqrt(n: torch.Tensor) -> torch.Tensor:
     return root
 
 
+_NEGATIVE_POWERS_OF_TWO = torch.tensor([2.0**-w for w in range(128)], dtype=torch.float64)
+"""2^-w, w = 0..127 (exact in float64): iexp's shift (w ≤ 93 above its input floor)."""
+
+
 def iexp(d: torch.Tensor) -> torch.Tensor:
-    """e^(d / 2^16) in Q30 for Q16 d ≤ 0: base 2, a degree-7 polynomial for the fraction, a shift for the rest."""
-    y = rdiv(torch.clamp(d, min=EXP_INPUT_FLOOR) * LOG2E_Q30, 1 << EXP_FRAC)
-    whole = y >> FRAC
-    fraction = y - whole * (1 << FRAC)
+    """e^(d / 2^16) in Q30 for Q16 d ≤ 0: base 2, a degree-7 polynomial for the fraction, a shift for the rest.
+
+    Computed in float64, where every step is exact (R5.6's exp row): |max(d, −2^22) · log2e_Q30| < 2^52.6, the
+    Horner products P · t < 2^47, and ⌊P · 2^-w + 1/2⌋ equals rdiv(P, 2^w) for every w ≥ 0."""
+    y = torch.clamp(d, min=EXP_INPUT_FLOOR).double().mul_(LOG2E_Q30).add_(1 << (EXP_FRAC - 1))
+    y = y.mul_(2.0**-EXP_FRAC).floor_()
+    whole = y.mul(2.0**-FRAC).floor_()
+    fraction = (y - whole * (1 << FRAC)).mul_(2.0**-FRAC)                      # t / 2^16, exact
     acc = torch.full_like(y, EXP2_COEFFICIENTS[-1])
     for coefficient in reversed(EXP2_COEFFICIENTS[:-1]):
-        acc = coefficient + ((acc * fraction) >> FRAC)
-    shift = torch.clamp(-whole, max=62)
-    return (acc + ((torch.ones_like(acc) << shift) >> 1)) >> shift
+        acc = acc.mul_(fraction).floor_().add_(coefficient)
+    return acc.mul_(_NEGATIVE_POWERS_OF_TWO.to(acc.device)[whole.neg_().long()]).add_(0.5).floor_().long()
 
 
 def silu(x: torch.Tensor) -> torch.Tensor:
@@ -108,16 +124,16 @@ def silu(x: torch.Tensor) -> torch.Tensor:
     _check(x, MAX_QUANTISED, "SiLU input")
     e = iexp(-x.abs())
     one = 1 << EXP_FRAC
-    sigmoid = torch.where(x >= 0, rdiv(torch.full_like(e, 1 << 2 * EXP_FRAC), one + e), rdiv(e << EXP_FRAC, one + e))
+    sigmoid = rdiv(torch.where(x >= 0, 1 << 2 * EXP_FRAC, e << EXP_FRAC), one + e)
     return rdiv(x * sigmoid, one)
 
 
 def log2_fixed(n: torch.Tensor) -> torch.Tensor:
     """log2(n) in Q24 for 1 ≤ n < 2^63: the bit length, then 24 fraction bits by repeated squaring of a
     31-bit mantissa."""
-    exponent = torch.zeros_like(n)
-    for step in (32, 16, 8, 4, 2, 1):
-        exponent = torch.where((n >> (exponent + step)) > 0, exponent + step, exponent)
+    # frexp of the rounded float64 gives bitlength(n) or, rounded up to a power of two, one more
+    exponent = torch.frexp(n.double()).exponent.long() - 1
+    exponent -= ((n >> exponent) == 0).long()
     mantissa = torch.where(exponent >= 30, n >> torch.clamp(exponent - 30, min=0), n << torch.clamp(30 - exponent, min=0))
     fraction = torch.zeros_like(n)
     for _ in range(LOG_FRAC):
@@ -178,12 +194,15 @@ class IntMatrix:
         rows = q.reshape(-1, q.shape[-1])
         if rows.is_cuda:
             acc = _cuda_int8_matmul(rows.to(torch.int8), self.weight)
-        elif self.scaled_weight is not None:
-            # v = acc · M · 2^-S · a · 2^e = acc · a · M / 2^(S − e), exact; rdiv by 127 · 2^(S − e) = ⌊⌊v + 63.5⌋ / 127⌋
-            v = (rows @ self.scaled_weight.t()).reshape(*q.shape[:-1], -1).mul_((a << e).double()).add_(63.5)
-            return floor_divide_exact(v.floor_(), 127).long() + self.bias
         else:
-            acc = (rows @ self.weight.double().t()).long()
+            operand, column_scale = self.cpu_operands
+            if operand.dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest":
+                operand = self.weight.double()  # a float32 GEMM may then round (bf16 or TF32 inside)
+            acc = (rows.to(operand.dtype) @ operand.t()).reshape(*q.shape[:-1], -1)
+            if column_scale is not None:
+                # v = acc · a · 2^e · M · 2^-S = acc · a · M / 2^(S − e), exact; rdiv by 127 · 2^(S − e) = ⌊⌊v + 63.5⌋ / 127⌋
+                v = acc.double().mul_((a << e).double()).mul_(column_scale).add_(63.5)
+                return floor_divide_exact(v.floor_(), 127).long() + self.bias
         product = acc.reshape(*q.shape[:-1], -1).long() * a * self.multiplier
         shift = self.shift - e
         # rdiv(product, 127 · 2^shift) as a shift then a division by 127: ⌊⌊y / 2^k⌋ / 127⌋ = ⌊y / (127 · 2^k)⌋
@@ -191,14 +210,17 @@ class IntMatrix:
         return torch.div(halved, 127, rounding_mode="floor") + self.bias
 
     @cached_property
-    def scaled_weight(self) -> torch.Tensor | None:
-        """W[r] · M_r · 2^-S_r in float64, the CPU GEMM's operand (made once), where R5.6's bound for the float64
-        rescale holds for every row: 127 · Σ|W[r]| · 2^15 · M_r + 64 · 2^S_r ≤ 2^52 (None: it does not; then the
-        GEMM runs on the int8 values in float64 and the rescale in int64)."""
-        bound = 127 * self.weight.abs().long().sum(dim=1) * (self.multiplier << 15) + (64 << self.shift)
-        if self.weight.is_cuda or int(bound.max()) > FLOAT_RESCALE_LIMIT:
-            return None
-        return self.weight.double() * (self.multiplier.double() * torch.pow(2.0, -self.shift.double()))[:, None]
+    def cpu_operands(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The CPU GEMM's weight operand and the rescale's column factors M_r · 2^-S_r (made once), chosen by R5.6's
+        bounds on this matrix's rows: the int8 values in float32 where every 127 · Σ|W[r]| < 2^24 (it bounds |acc|
+        and every partial sum), else in float64; the rescale in float64 where every
+        127 · Σ|W[r]| · 2^15 · M_r + 64 · 2^S_r ≤ 2^52 (else None: in int64)."""
+        row_sums = 127 * self.weight.abs().long().sum(dim=1)
+        operand = self.weight.to(torch.float32 if int(row_sums.max()) < FLOAT32_EXACT else torch.float64)
+        if int((row_sums * (self.multiplier << 15) + (64 << self.shift)).max()) > FLOAT_RESCALE_LIMIT:
+            return operand, None
+        return operand, torch.tensor([m * 2.0**-s for m, s in zip(self.multiplier.tolist(), self.shift.tolist())],
+                                     dtype=torch.float64)
 
 
 def _cuda_int8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -208,6 +230,19 @@ def _cuda_int8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if a.shape[0] > 16 and a.shape[1] % 8 == 0 and b.shape[0] % 8 == 0:
         return torch._int_mm(a, b.t().contiguous())
     return (a.double() @ b.double().t()).int()
+
+
+def _product_rdiv(a: torch.Tensor, b: torch.Tensor, terms: int, bits: int) -> torch.Tensor:
+    """rdiv(a @ b, 2^bits) of int64 a [..., m, k], b [..., k, n] whose products' absolute values sum to at most
+    `terms` in every output: on the CPU as a float64 GEMM when terms + 2^bits < 2^53 (every partial sum is then an
+    integer below 2^53, exact in any order, R5.6), else in int64."""
+    if a.is_cuda or terms + (1 << bits) >= FLOAT_EXACT:
+        return rdiv(_int64_matmul(a, b), 1 << bits)
+    if a.shape[-2] == 1:  # one query (decode): a broadcast product and sum beats many tiny batched GEMMs
+        product = (a.double().transpose(-1, -2) * b.double()).sum(dim=-2, keepdim=True)
+    else:
+        product = a.double() @ b.double()
+    return product.add_(1 << (bits - 1)).mul_(2.0**-bits).floor_().long()
 
 
 def _int64_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -356,16 +391,24 @@ class ExactPolicy:
         group = self.heads // self.kv_heads
         keys = k.repeat_interleave(group, dim=2).permute(0, 2, 3, 1)       # [B, H, hd, S]
         values = v.repeat_interleave(group, dim=2).permute(0, 2, 1, 3)     # [B, H, S, hd]
-        scores = rdiv(_int64_matmul(q.permute(0, 2, 1, 3), keys), 1 << FRAC)             # [B, H, T, S]
         total = keys.shape[-1]
         if total >= POSITION_LIMIT:
             raise ExactOverflowError("attention over 2^32 positions or more")
+        terms = self.head_dim * int(q.abs().max()) * int(k.abs().max())                 # ≥ Σ |q_i k_i|
+        scores = _product_rdiv(q.permute(0, 2, 1, 3), keys, terms, FRAC)                  # [B, H, T, S]
         query_at = torch.arange(total - new, total, device=x.device)[:, None]
         allowed = (torch.arange(total, device=x.device)[None, :] <= query_at)[None, None] & mask[:, None, None, :].bool()
         peak = scores.masked_fill(~allowed, torch.iinfo(torch.int64).min).amax(dim=-1, keepdim=True)
         weights = iexp(torch.where(allowed, scores - peak, EXP_INPUT_FLOOR)) * allowed
-        probs = rdiv(weights << PROB_FRAC, torch.clamp(weights.sum(dim=-1, keepdim=True), min=1))
-        out = rdiv(_int64_matmul(probs, values), 1 << PROB_FRAC)                          # [B, H, T, hd]
+        total_weight = torch.clamp(weights.sum(dim=-1, keepdim=True), min=1)
+        if total < SHORT_ATTENTION and not x.is_cuda:
+            # E_j ≤ 2^30: |E_j · 2^15 + ⌊ΣE/2⌋| + ΣE < 2^45 + 2^53 · 3/4, so the float64 quotient's floor is exact
+            probs = floor_divide_exact((weights << PROB_FRAC).add_(total_weight >> 1).double(),
+                                       total_weight.double()).long()
+        else:
+            probs = rdiv(weights << PROB_FRAC, total_weight)
+        # Σ_j P_j ≤ 2^15 + S / 2 and |v| < 2^24: Σ_j P_j |v_j| < 2^15 · 2^24 + S · 2^23
+        out = _product_rdiv(probs, values, (((1 << PROB_FRAC) + total) << 24), PROB_FRAC)  # [B, H, T, hd]
         return layer.o(out.permute(0, 2, 1, 3).reshape(batch, new, self.heads * self.head_dim))
 
 
@@ -398,7 +441,9 @@ def rms_norm(h: torch.Tensor, weight: torch.Tensor, eps_q32: int) -> torch.Tenso
     if width > MAX_WIDTH:
         raise ExactOverflowError(f"width {width} > {MAX_WIDTH}")
     root = isqrt((h * h).sum(dim=-1, keepdim=True) // width + eps_q32)
-    return rdiv(rdiv(h * (1 << FRAC), root) * weight, 1 << FRAC)
+    # rdiv(h · 2^16, r): |h · 2^16 + ⌊r/2⌋| + r < 2^40 + 2^32, so the float64 quotient's floor is exact
+    normed = floor_divide_exact(h.double().mul_(1 << FRAC).add_((root >> 1).double()), root.double()).long()
+    return rdiv(normed * weight, 1 << FRAC)
 
 
 def _rope_table() -> tuple[torch.Tensor, torch.Tensor]:
@@ -503,7 +548,7 @@ def sample_fixed(logits: torch.Tensor, seeds: torch.Tensor, position: int | torc
     if scale < 1:
         raise InferenceError("temperature below 2^-17 is not representable in exact mode")
     positions = torch.as_tensor(position, dtype=torch.int64, device=seeds.device).expand(seeds.shape[0])
-    z = rdiv(logits * (1 << FRAC), scale)
+    z = logits if scale == 1 << FRAC else rdiv(logits * (1 << FRAC), scale)  # rdiv(l · 2^16, 2^16) = l
     words = noise_words(seeds, positions, z.shape[-1])
     bound = z + NOISE_CEILINGS.to(z.device)[words >> (32 - NOISE_BUCKET_BITS)]
     top = bound.topk(min(BAR_TOKENS, z.shape[-1]), dim=-1).indices
