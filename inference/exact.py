@@ -293,6 +293,20 @@ class ExactLayer:
     up: IntMatrix
     down: IntMatrix
 
+    @cached_property
+    def qkv(self) -> IntMatrix:
+        """q, k and v as one matrix (their rows stacked): the same integers per output, one quantisation of x."""
+        return _stacked(self.q, self.k, self.v)
+
+    @cached_property
+    def gate_up(self) -> IntMatrix:
+        """gate and up as one matrix (rows stacked)."""
+        return _stacked(self.gate, self.up)
+
+
+def _stacked(*matrices: IntMatrix) -> IntMatrix:
+    return IntMatrix(*(torch.cat([getattr(m, f.name) for m in matrices]) for f in fields(IntMatrix)))
+
 
 @dataclass
 class KVCache:
@@ -362,7 +376,8 @@ class ExactPolicy:
             h = h + self._attention(layer, rms_norm(h, layer.input_norm, self.rms_eps), cos, sin, mask, cache, index)
             _check(h, MAX_RESIDUAL, "residual")
             x = rms_norm(h, layer.post_norm, self.rms_eps)
-            h = h + layer.down(rdiv(silu(layer.gate(x)) * _bounded(layer.up(x), "up projection"), 1 << FRAC))
+            gate, up = layer.gate_up(x).split(layer.gate.weight.shape[0], dim=-1)
+            h = h + layer.down(rdiv(silu(gate) * _bounded(up, "up projection"), 1 << FRAC))
             _check(h, MAX_RESIDUAL, "residual")
         return rms_norm(h, self.norm, self.rms_eps)
 
@@ -375,13 +390,12 @@ class ExactPolicy:
     def _attention(self, layer: ExactLayer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                    mask: torch.Tensor, cache: KVCache, index: int) -> torch.Tensor:
         batch, new = x.shape[:2]
-        q = layer.q(x).view(batch, new, self.heads, self.head_dim)
-        k = layer.k(x).view(batch, new, self.kv_heads, self.head_dim)
-        v = layer.v(x).view(batch, new, self.kv_heads, self.head_dim)
+        qkv = layer.qkv(x).view(batch, new, self.heads + 2 * self.kv_heads, self.head_dim)
+        q, k, v = qkv.split([self.heads, self.kv_heads, self.kv_heads], dim=2)
         for tensor, what in ((q, "q"), (k, "k"), (v, "v")):
             _check(tensor, MAX_RESIDUAL, what)
-        q = rdiv(rotate(q, cos, sin) * self.inv_sqrt_head_dim, 1 << FRAC)
-        k = rotate(k, cos, sin)
+        q, k = rotate(qkv[:, :, :self.heads + self.kv_heads], cos, sin).split([self.heads, self.kv_heads], dim=2)
+        q = rdiv(q * self.inv_sqrt_head_dim, 1 << FRAC)
         if index < len(cache.keys):
             k = cache.keys[index] = torch.cat([cache.keys[index], k], dim=1)
             v = cache.values[index] = torch.cat([cache.values[index], v], dim=1)
@@ -389,8 +403,9 @@ class ExactPolicy:
             cache.keys.append(k)
             cache.values.append(v)
         group = self.heads // self.kv_heads
-        keys = k.repeat_interleave(group, dim=2).permute(0, 2, 3, 1)       # [B, H, hd, S]
-        values = v.repeat_interleave(group, dim=2).permute(0, 2, 1, 3)     # [B, H, S, hd]
+        if group > 1:
+            k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)
+        keys, values = k.permute(0, 2, 3, 1), v.permute(0, 2, 1, 3)       # [B, H, hd, S], [B, H, S, hd]
         total = keys.shape[-1]
         if total >= POSITION_LIMIT:
             raise ExactOverflowError("attention over 2^32 positions or more")
