@@ -2,9 +2,9 @@
 
 `quantise_policy` turns a float Hugging Face model into an `ExactPolicy` (int8 weight rows with a 15-bit
 multiplier and a shift each, Q16 embeddings and norm weights, integer RoPE frequencies); `ExactPolicy.forward`
-runs it on integers only (int8 GEMMs whose sums stay below 2^30, computed exactly as float64 GEMMs on the CPU and
-with torch._int_mm on CUDA; everything else in int64 tensor ops), so every machine computes the same Q16 logits bit
-for bit; `generate` samples from them with the fixed-point
+runs it on integers only (int8 GEMMs whose sums stay below 2^30, with torch._int_mm on CUDA; on the CPU the GEMMs,
+attention products, exp and several quotients run in float64 or float32 wherever docs/protocol.md R5.6 proves them
+exact, the rest in int64 tensor ops), so every machine computes the same Q16 logits bit for bit; `generate` samples from them with the fixed-point
 Gumbel-max rule. Every bound the spec states is checked where it matters and raises `ExactOverflowError`.
 tests/support/exact_reference.py re-implements the spec in numpy; the two agree bit for bit.
 """
@@ -61,7 +61,8 @@ LOG2_LN2_Q24 = -8871228
 SERIES_TERMS = 24
 """Terms of h(u) = Σ u^k / (k + 1) in the noise of u < 1/2 (remainder < 2^-27)."""
 
-_MATRICES = ("q", "k", "v", "o", "gate", "up", "down")
+MATRICES = ("q", "k", "v", "o", "gate", "up", "down")
+"""The weight matrices of an ExactLayer, by field name."""
 
 
 class ExactOverflowError(InferenceError):
@@ -344,7 +345,7 @@ class ExactPolicy:
         for index, layer in enumerate(self.layers):
             out[f"layers.{index}.input_norm"] = layer.input_norm
             out[f"layers.{index}.post_norm"] = layer.post_norm
-            for name in _MATRICES:
+            for name in MATRICES:
                 out.update(_matrix_tensors(f"layers.{index}.{name}", getattr(layer, name)))
         return out
 
@@ -523,7 +524,7 @@ def quantise_policy(model: torch.nn.Module) -> ExactPolicy:
     embed = _q16(decoder.embed_tokens.weight)
     _check(embed, MAX_RESIDUAL, "embedding")
     for layer in layers:
-        for tensor in (layer.input_norm, layer.post_norm, *(getattr(layer, name).bias for name in _MATRICES)):
+        for tensor in (layer.input_norm, layer.post_norm, *(getattr(layer, name).bias for name in MATRICES)):
             _check(tensor, MAX_QUANTISED, "norm weight or bias")
     norm = _q16(decoder.norm.weight)
     _check(norm, MAX_QUANTISED, "norm weight or bias")
@@ -555,8 +556,8 @@ def sample_fixed(logits: torch.Tensor, seeds: torch.Tensor, position: int | torc
     z = round(l · 2^16 / round(T · 2^16)) plus g(s, i, v) in Q16; ties to the lowest token id.
 
     The integer noise is computed only where it can matter: the exact scores of the BAR_TOKENS tokens with the
-    highest bound (z + the ceiling of their word's bucket) set a bar, and a token whose bound is below it can
-    neither win nor tie. The result is the full rule's."""
+    highest bound (z + the ceiling of their word's bucket) set a bar, a token whose bound is below it can neither
+    win nor tie, and any other token whose bound reaches it gets its exact score too. The result is the full rule's."""
     if temperature == 0:
         return logits.argmax(dim=-1)
     scale = round(temperature * (1 << FRAC))
