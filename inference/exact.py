@@ -164,8 +164,8 @@ def fixed_gumbel(words: torch.Tensor) -> torch.Tensor:
 def quantise_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-token int8 quantisation of Q16 rows: (q, a, e) with |x| ≤ a · 2^e, a ≤ 2^15, q = round(127 x / (a 2^e)),
     q's integers in [−127, 127] held as float64 (the CPU GEMM's operand)."""
-    _check(x, MAX_QUANTISED, "quantised activation")
     amax = x.abs().amax(dim=-1, keepdim=True)
+    _check(amax, MAX_QUANTISED, "quantised activation")
     bits = torch.frexp(amax.double()).exponent.long()  # bitlength(m): m = f · 2^bits, f ∈ [1/2, 1); 0 for m = 0
     e = torch.clamp(bits - 15, min=0)
     a = (amax + (torch.ones_like(e) << e) - 1) >> e
@@ -203,7 +203,7 @@ class IntMatrix:
             if column_scale is not None:
                 # v = acc · a · 2^e · M · 2^-S = acc · a · M / 2^(S − e), exact; rdiv by 127 · 2^(S − e) = ⌊⌊v + 63.5⌋ / 127⌋
                 v = acc.double().mul_((a << e).double()).mul_(column_scale).add_(63.5)
-                return floor_divide_exact(v.floor_(), 127).long() + self.bias
+                return floor_divide_exact(v.floor_(), 127).add_(self.bias).long()  # |y| < 2^46, |b| < 2^31
         product = acc.reshape(*q.shape[:-1], -1).long() * a * self.multiplier
         shift = self.shift - e
         # rdiv(product, 127 · 2^shift) as a shift then a division by 127: ⌊⌊y / 2^k⌋ / 127⌋ = ⌊y / (127 · 2^k)⌋
