@@ -4,8 +4,8 @@
 multiplier and a shift each, Q16 embeddings and norm weights, integer RoPE frequencies); `ExactPolicy.forward`
 runs it on integers only (int8 GEMMs whose sums stay below 2^30, with torch._int_mm on CUDA; on the CPU the GEMMs,
 attention products, exp and several quotients run in float64 or float32 wherever docs/protocol.md R5.6 proves them
-exact, the rest in int64 tensor ops), so every machine computes the same Q16 logits bit for bit; `generate` samples from them with the fixed-point
-Gumbel-max rule. Every bound the spec states is checked where it matters and raises `ExactOverflowError`.
+exact, the rest in int64 tensor ops), so every machine computes the same Q16 logits bit for bit; `generate` samples
+from them with the fixed-point Gumbel-max rule. Every bound the spec states is checked where it matters and raises `ExactOverflowError`.
 tests/support/exact_reference.py re-implements the spec in numpy; the two agree bit for bit.
 """
 
