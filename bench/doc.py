@@ -241,7 +241,8 @@ def _worker_rpc(doc: dict) -> str:
 def _exact(doc: dict) -> str:
     f = doc["figures"]
     return (f"{f['bitwise_equal_fraction']:.0%} of {f['completions']} bitwise; {f['attacks_caught_first_file']}/"
-            f"{f['attacks']} attacks in 1st file; {f['cpu_tokens_per_s_ratio']:.2f}× float32 speed")
+            f"{f['attacks']} caught in 1st file; {f['cpu_tokens_per_s_ratio']:.2f}× float32 speed "
+            f"(V 32k {f['large']['cpu_tokens_per_s_ratio']:.2f}×)")
 
 
 def _cli_startup(doc: dict) -> str:

@@ -23,6 +23,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 
@@ -128,9 +129,9 @@ def _int4(policy: exact.ExactPolicy) -> exact.ExactPolicy:
         weight = torch.clamp(exact.rdiv(matrix.weight.long(), 16) * 16, -127, 127).to(torch.int8)
         return exact.IntMatrix(weight, matrix.multiplier, matrix.shift, matrix.bias)
 
-    layers = tuple(exact.ExactLayer(**{name: coarse(value) if isinstance(value, exact.IntMatrix) else value
-                                       for name, value in layer.__dict__.items()}) for layer in policy.layers)
-    return exact.ExactPolicy(**{**policy.__dict__, "layers": layers, "lm_head": coarse(policy.lm_head)})
+    layers = tuple(replace(layer, **{name: coarse(getattr(layer, name)) for name in exact.MATRICES})
+                   for layer in policy.layers)
+    return replace(policy, layers=layers, lm_head=coarse(policy.lm_head))
 
 
 def attack_files(honest: exact.ExactPolicy, rows: int, tokens: int) -> dict[str, int | None]:

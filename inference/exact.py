@@ -2,10 +2,10 @@
 
 `quantise_policy` turns a float Hugging Face model into an `ExactPolicy` (int8 weight rows with a 15-bit
 multiplier and a shift each, Q16 embeddings and norm weights, integer RoPE frequencies); `ExactPolicy.forward`
-runs it on integers only (int8 GEMMs whose sums stay below 2^30, computed exactly as float64 GEMMs on the CPU and
-with torch._int_mm on CUDA; everything else in int64 tensor ops), so every machine computes the same Q16 logits bit
-for bit; `generate` samples from them with the fixed-point
-Gumbel-max rule. Every bound the spec states is checked where it matters and raises `ExactOverflowError`.
+runs it on integers only (int8 GEMMs whose sums stay below 2^30, with torch._int_mm on CUDA; on the CPU the GEMMs,
+attention products, exp and several quotients run in float64 or float32 wherever docs/protocol.md R5.6 proves them
+exact, the rest in int64 tensor ops), so every machine computes the same Q16 logits bit for bit; `generate` samples
+from them with the fixed-point Gumbel-max rule. Every bound the spec states is checked where it matters and raises `ExactOverflowError`.
 tests/support/exact_reference.py re-implements the spec in numpy; the two agree bit for bit.
 """
 
@@ -31,6 +31,14 @@ MAX_QUANTISED = 1 << 31
 """|x| bound of a Q16 value quantised to int8 (and of SiLU's inputs and the logits)."""
 MAX_RESIDUAL = 1 << 24
 """|x| bound of the residual stream and of q, k, v: sums of d ≤ 2^14 squares or products stay below 2^62."""
+FLOAT32_EXACT = 1 << 24
+"""Every integer of magnitude below this is a float32, and so is every sum or product of such integers below it."""
+FLOAT_EXACT = 1 << 53
+"""Every integer of magnitude below this is a float64, and so is every sum or product of such integers below it."""
+SHORT_ATTENTION = 1 << 22
+"""Attention over fewer positions divides and sums its probabilities in float64 (R5.6)."""
+FLOAT_RESCALE_LIMIT = 1 << 52
+"""R5.6: a weight matrix whose rows all keep 127 · Σ|W[r]| · 2^15 · M_r + 64 · 2^S_r within this is rescaled in float64."""
 MAX_WIDTH = 1 << 14
 """Largest hidden size and head dimension."""
 MAX_WEIGHT = 32.0
@@ -54,7 +62,8 @@ LOG2_LN2_Q24 = -8871228
 SERIES_TERMS = 24
 """Terms of h(u) = Σ u^k / (k + 1) in the noise of u < 1/2 (remainder < 2^-27)."""
 
-_MATRICES = ("q", "k", "v", "o", "gate", "up", "down")
+MATRICES = ("q", "k", "v", "o", "gate", "up", "down")
+"""The weight matrices of an ExactLayer, by field name."""
 T = TypeVar("T")
 
 
@@ -63,8 +72,11 @@ class ExactOverflowError(InferenceError):
 
 
 def _check(tensor: torch.Tensor, limit: int, what: str) -> None:
-    if tensor.numel() and int(tensor.abs().max()) >= limit:
-        raise ExactOverflowError(f"{what}: |value| reaches {int(tensor.abs().max())} ≥ {limit}")
+    if not tensor.numel():
+        return
+    low, high = torch.aminmax(tensor)
+    if max(-int(low), int(high)) >= limit:
+        raise ExactOverflowError(f"{what}: |value| reaches {max(-int(low), int(high))} ≥ {limit}")
 
 
 # ---- integer primitives ------------------------------------------------------------------------------
@@ -76,6 +88,12 @@ def rdiv(numerator: torch.Tensor, divisor: torch.Tensor | int) -> torch.Tensor:
     return torch.div(numerator + divisor // 2, divisor, rounding_mode="floor")
 
 
+def floor_divide_exact(numerator: torch.Tensor, divisor: torch.Tensor | int) -> torch.Tensor:
+    """⌊n / d⌋ of integer-valued float64 n and d > 0 with |n| + d < 2^53: one IEEE division, then floor (R5.6,
+    "Integer sums and quotients in float64"). In place on `numerator`."""
+    return numerator.div_(divisor).floor_()
+
+
 def isqrt(n: torch.Tensor) -> torch.Tensor:
     """floor(sqrt(n)) exactly for 0 ≤ n < 2^62 (a float guess corrected in integers)."""
     root = n.double().sqrt().floor().long()
@@ -85,16 +103,23 @@ def isqrt(n: torch.Tensor) -> torch.Tensor:
     return root
 
 
+_NEGATIVE_POWERS_OF_TWO = torch.tensor([2.0**-w for w in range(128)], dtype=torch.float64)
+"""2^-w, w = 0..127 (exact in float64): iexp's shift (w ≤ 93 above its input floor)."""
+
+
 def iexp(d: torch.Tensor) -> torch.Tensor:
-    """e^(d / 2^16) in Q30 for Q16 d ≤ 0: base 2, a degree-7 polynomial for the fraction, a shift for the rest."""
-    y = rdiv(torch.clamp(d, min=EXP_INPUT_FLOOR) * LOG2E_Q30, 1 << EXP_FRAC)
-    whole = y >> FRAC
-    fraction = y - whole * (1 << FRAC)
+    """e^(d / 2^16) in Q30 for Q16 d ≤ 0: base 2, a degree-7 polynomial for the fraction, a shift for the rest.
+
+    Computed in float64, where every step is exact (R5.6's exp row): |max(d, −2^22) · log2e_Q30| < 2^52.6, the
+    Horner products P · t < 2^47, and ⌊P · 2^-w + 1/2⌋ equals rdiv(P, 2^w) for every w ≥ 0."""
+    y = torch.clamp(d, min=EXP_INPUT_FLOOR).double().mul_(LOG2E_Q30).add_(1 << (EXP_FRAC - 1))
+    y = y.mul_(2.0**-EXP_FRAC).floor_()
+    whole = y.mul(2.0**-FRAC).floor_()
+    fraction = (y - whole * (1 << FRAC)).mul_(2.0**-FRAC)                      # t / 2^16, exact
     acc = torch.full_like(y, EXP2_COEFFICIENTS[-1])
     for coefficient in reversed(EXP2_COEFFICIENTS[:-1]):
-        acc = coefficient + ((acc * fraction) >> FRAC)
-    shift = torch.clamp(-whole, max=62)
-    return (acc + ((torch.ones_like(acc) << shift) >> 1)) >> shift
+        acc = acc.mul_(fraction).floor_().add_(coefficient)
+    return acc.mul_(_NEGATIVE_POWERS_OF_TWO.to(acc.device)[whole.neg_().long()]).add_(0.5).floor_().long()
 
 
 def silu(x: torch.Tensor) -> torch.Tensor:
@@ -102,23 +127,24 @@ def silu(x: torch.Tensor) -> torch.Tensor:
     _check(x, MAX_QUANTISED, "SiLU input")
     e = iexp(-x.abs())
     one = 1 << EXP_FRAC
-    sigmoid = torch.where(x >= 0, rdiv(torch.full_like(e, 1 << 2 * EXP_FRAC), one + e), rdiv(e << EXP_FRAC, one + e))
+    sigmoid = rdiv(torch.where(x >= 0, 1 << 2 * EXP_FRAC, e << EXP_FRAC), one + e)
     return rdiv(x * sigmoid, one)
 
 
 def log2_fixed(n: torch.Tensor) -> torch.Tensor:
     """log2(n) in Q24 for 1 ≤ n < 2^63: the bit length, then 24 fraction bits by repeated squaring of a
     31-bit mantissa."""
-    exponent = torch.zeros_like(n)
-    for step in (32, 16, 8, 4, 2, 1):
-        exponent = torch.where((n >> (exponent + step)) > 0, exponent + step, exponent)
+    # frexp of the rounded float64 gives bitlength(n) or, rounded up to a power of two, one more
+    exponent = torch.frexp(n.double()).exponent.long() - 1
+    exponent -= ((n >> exponent) == 0).long()
     mantissa = torch.where(exponent >= 30, n >> torch.clamp(exponent - 30, min=0), n << torch.clamp(30 - exponent, min=0))
     fraction = torch.zeros_like(n)
     for _ in range(LOG_FRAC):
+        # μ ∈ [2^30, 2^31), so μ² ≫ 30 ∈ [2^30, 2^32): its bit 31 is the next fraction bit (R5.7's b)
         mantissa = (mantissa * mantissa) >> 30
-        bit = (mantissa >> 31) & 1
-        mantissa = mantissa >> bit
-        fraction = (fraction << 1) | bit
+        bit = mantissa >> 31
+        mantissa >>= bit
+        fraction = fraction + fraction + bit
     return (exponent << LOG_FRAC) + fraction
 
 
@@ -138,17 +164,17 @@ def fixed_gumbel(words: torch.Tensor) -> torch.Tensor:
 
 
 def quantise_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-token int8 quantisation of Q16 rows: (q, a, e) with |x| ≤ a · 2^e, a ≤ 2^15, q = round(127 x / (a 2^e))."""
-    _check(x, MAX_QUANTISED, "quantised activation")
+    """Per-token int8 quantisation of Q16 rows: (q, a, e) with |x| ≤ a · 2^e, a ≤ 2^15, q = round(127 x / (a 2^e)),
+    q's integers in [−127, 127] held as float64 (the CPU GEMM's operand)."""
     amax = x.abs().amax(dim=-1, keepdim=True)
-    bits = torch.zeros_like(amax)
-    for step in (16, 8, 4, 2, 1):
-        bits = torch.where((amax >> (bits + step)) > 0, bits + step, bits)
-    bits = torch.where(amax > 0, bits + 1, bits)
+    _check(amax, MAX_QUANTISED, "quantised activation")
+    bits = torch.frexp(amax.double()).exponent.long()  # bitlength(m): m = f · 2^bits, f ∈ [1/2, 1); 0 for m = 0
     e = torch.clamp(bits - 15, min=0)
     a = (amax + (torch.ones_like(e) << e) - 1) >> e
-    q = rdiv(127 * x, torch.clamp(a << e, min=1))
-    return q.to(torch.int8), a, e
+    divisor = torch.clamp(a << e, min=1)
+    # |127 x + ⌊D/2⌋| + D < 2^39 + 2^32: the float64 quotient's floor is exact
+    q = floor_divide_exact(x.double().mul_(127).add_((divisor >> 1).double()), divisor.double())
+    return q, a, e
 
 
 # ---- the integer checkpoint --------------------------------------------------------------------------
@@ -163,12 +189,23 @@ class IntMatrix:
     bias: torch.Tensor
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """Q16 x [..., in] -> Q16 [..., out]: int8 × int8 summed in int32, rescaled in int64."""
+        """Q16 x [..., in] -> Q16 [..., out]: int8 × int8 summed exactly, rescaled by rdiv(acc · a · M, 127 · 2^(S − e))
+        (in float64 where R5.6's bound makes every step exact, else in int64)."""
         if x.shape[-1] > MAX_INNER:
             raise ExactOverflowError(f"GEMM inner dimension {x.shape[-1]} > {MAX_INNER}")
         q, a, e = quantise_rows(x)
         rows = q.reshape(-1, q.shape[-1])
-        acc = (rows.double() @ self.wide_weight.t()).long() if not rows.is_cuda else _cuda_int8_matmul(rows, self.weight)
+        if rows.is_cuda:
+            acc = _cuda_int8_matmul(rows.to(torch.int8), self.weight)
+        else:
+            operand, column_scale = self.cpu_operands
+            if operand.dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest":
+                operand = self.weight.double()  # a float32 GEMM may then round (bf16 or TF32 inside)
+            acc = (rows.to(operand.dtype) @ operand.t()).reshape(*q.shape[:-1], -1)
+            if column_scale is not None:
+                # v = acc · a · 2^e · M · 2^-S = acc · a · M / 2^(S − e), exact; rdiv by 127 · 2^(S − e) = ⌊⌊v + 63.5⌋ / 127⌋
+                v = acc.double().mul_((a << e).double()).mul_(column_scale).add_(63.5)
+                return floor_divide_exact(v.floor_(), 127).add_(self.bias).long()  # |y| < 2^46, |b| < 2^31
         product = acc.reshape(*q.shape[:-1], -1).long() * a * self.multiplier
         shift = self.shift - e
         # rdiv(product, 127 · 2^shift) as a shift then a division by 127: ⌊⌊y / 2^k⌋ / 127⌋ = ⌊y / (127 · 2^k)⌋
@@ -176,11 +213,17 @@ class IntMatrix:
         return torch.div(halved, 127, rounding_mode="floor") + self.bias
 
     @cached_property
-    def wide_weight(self) -> torch.Tensor:
-        """The weight as float64, the CPU GEMM's operand (made once): the GEMM of int8 values in float64 is exact,
-        as every product (≤ 2^14) and partial sum (< 2^30) is an integer below 2^53, whatever the order of the sum,
-        and it runs on the CPU's BLAS, which integer GEMMs do not."""
-        return self.weight.double()
+    def cpu_operands(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The CPU GEMM's weight operand and the rescale's column factors M_r · 2^-S_r (made once), chosen by R5.6's
+        bounds on this matrix's rows: the int8 values in float32 where every 127 · Σ|W[r]| < 2^24 (it bounds |acc|
+        and every partial sum), else in float64; the rescale in float64 where every
+        127 · Σ|W[r]| · 2^15 · M_r + 64 · 2^S_r ≤ 2^52 (else None: in int64)."""
+        row_sums = 127 * self.weight.abs().long().sum(dim=1)
+        operand = self.weight.to(torch.float32 if int(row_sums.max()) < FLOAT32_EXACT else torch.float64)
+        if int((row_sums * (self.multiplier << 15) + (64 << self.shift)).max()) > FLOAT_RESCALE_LIMIT:
+            return operand, None
+        return operand, torch.tensor([m * 2.0**-s for m, s in zip(self.multiplier.tolist(), self.shift.tolist())],
+                                     dtype=torch.float64)
 
 
 def _cuda_int8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -190,6 +233,19 @@ def _cuda_int8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if a.shape[0] > 16 and a.shape[1] % 8 == 0 and b.shape[0] % 8 == 0:
         return torch._int_mm(a, b.t().contiguous())
     return (a.double() @ b.double().t()).int()
+
+
+def _product_rdiv(a: torch.Tensor, b: torch.Tensor, terms: int, bits: int) -> torch.Tensor:
+    """rdiv(a @ b, 2^bits) of int64 a [..., m, k], b [..., k, n] whose products' absolute values sum to at most
+    `terms` in every output: on the CPU as a float64 GEMM when terms + 2^bits < 2^53 (every partial sum is then an
+    integer below 2^53, exact in any order, R5.6), else in int64."""
+    if a.is_cuda or terms + (1 << bits) >= FLOAT_EXACT:
+        return rdiv(_int64_matmul(a, b), 1 << bits)
+    if a.shape[-2] == 1:  # one query (decode): a broadcast product and sum beats many tiny batched GEMMs
+        product = (a.double().transpose(-1, -2) * b.double()).sum(dim=-2, keepdim=True)
+    else:
+        product = a.double() @ b.double()
+    return product.add_(1 << (bits - 1)).mul_(2.0**-bits).floor_().long()
 
 
 def _int64_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -240,6 +296,20 @@ class ExactLayer:
     up: IntMatrix
     down: IntMatrix
 
+    @cached_property
+    def qkv(self) -> IntMatrix:
+        """q, k and v as one matrix (their rows stacked): the same integers per output, one quantisation of x."""
+        return _stacked(self.q, self.k, self.v)
+
+    @cached_property
+    def gate_up(self) -> IntMatrix:
+        """gate and up as one matrix (rows stacked)."""
+        return _stacked(self.gate, self.up)
+
+
+def _stacked(*matrices: IntMatrix) -> IntMatrix:
+    return IntMatrix(*(torch.cat([getattr(m, f.name) for m in matrices]) for f in fields(IntMatrix)))
+
 
 @dataclass
 class KVCache:
@@ -277,7 +347,7 @@ class ExactPolicy:
         for index, layer in enumerate(self.layers):
             out[f"layers.{index}.input_norm"] = layer.input_norm
             out[f"layers.{index}.post_norm"] = layer.post_norm
-            for name in _MATRICES:
+            for name in MATRICES:
                 out.update(_matrix_tensors(f"layers.{index}.{name}", getattr(layer, name)))
         return out
 
@@ -309,7 +379,8 @@ class ExactPolicy:
             h = h + self._attention(layer, rms_norm(h, layer.input_norm, self.rms_eps), cos, sin, mask, cache, index)
             _check(h, MAX_RESIDUAL, "residual")
             x = rms_norm(h, layer.post_norm, self.rms_eps)
-            h = h + layer.down(rdiv(silu(layer.gate(x)) * _bounded(layer.up(x), "up projection"), 1 << FRAC))
+            gate, up = layer.gate_up(x).split(layer.gate.weight.shape[0], dim=-1)
+            h = h + layer.down(rdiv(silu(gate) * _bounded(up, "up projection"), 1 << FRAC))
             _check(h, MAX_RESIDUAL, "residual")
         return rms_norm(h, self.norm, self.rms_eps)
 
@@ -322,13 +393,12 @@ class ExactPolicy:
     def _attention(self, layer: ExactLayer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                    mask: torch.Tensor, cache: KVCache, index: int) -> torch.Tensor:
         batch, new = x.shape[:2]
-        q = layer.q(x).view(batch, new, self.heads, self.head_dim)
-        k = layer.k(x).view(batch, new, self.kv_heads, self.head_dim)
-        v = layer.v(x).view(batch, new, self.kv_heads, self.head_dim)
+        qkv = layer.qkv(x).view(batch, new, self.heads + 2 * self.kv_heads, self.head_dim)
+        q, k, v = qkv.split([self.heads, self.kv_heads, self.kv_heads], dim=2)
         for tensor, what in ((q, "q"), (k, "k"), (v, "v")):
             _check(tensor, MAX_RESIDUAL, what)
-        q = rdiv(rotate(q, cos, sin) * self.inv_sqrt_head_dim, 1 << FRAC)
-        k = rotate(k, cos, sin)
+        q, k = rotate(qkv[:, :, :self.heads + self.kv_heads], cos, sin).split([self.heads, self.kv_heads], dim=2)
+        q = rdiv(q * self.inv_sqrt_head_dim, 1 << FRAC)
         if index < len(cache.keys):
             k = cache.keys[index] = torch.cat([cache.keys[index], k], dim=1)
             v = cache.values[index] = torch.cat([cache.values[index], v], dim=1)
@@ -336,18 +406,27 @@ class ExactPolicy:
             cache.keys.append(k)
             cache.values.append(v)
         group = self.heads // self.kv_heads
-        keys = k.repeat_interleave(group, dim=2).permute(0, 2, 3, 1)       # [B, H, hd, S]
-        values = v.repeat_interleave(group, dim=2).permute(0, 2, 1, 3)     # [B, H, S, hd]
-        scores = rdiv(_int64_matmul(q.permute(0, 2, 1, 3), keys), 1 << FRAC)             # [B, H, T, S]
+        if group > 1:
+            k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)
+        keys, values = k.permute(0, 2, 3, 1), v.permute(0, 2, 1, 3)       # [B, H, hd, S], [B, H, S, hd]
         total = keys.shape[-1]
         if total >= POSITION_LIMIT:
             raise ExactOverflowError("attention over 2^32 positions or more")
+        terms = self.head_dim * int(q.abs().max()) * int(k.abs().max())                 # ≥ Σ |q_i k_i|
+        scores = _product_rdiv(q.permute(0, 2, 1, 3), keys, terms, FRAC)                  # [B, H, T, S]
         query_at = torch.arange(total - new, total, device=x.device)[:, None]
         allowed = (torch.arange(total, device=x.device)[None, :] <= query_at)[None, None] & mask[:, None, None, :].bool()
         peak = scores.masked_fill(~allowed, torch.iinfo(torch.int64).min).amax(dim=-1, keepdim=True)
         weights = iexp(torch.where(allowed, scores - peak, EXP_INPUT_FLOOR)) * allowed
-        probs = rdiv(weights << PROB_FRAC, torch.clamp(weights.sum(dim=-1, keepdim=True), min=1))
-        out = rdiv(_int64_matmul(probs, values), 1 << PROB_FRAC)                          # [B, H, T, hd]
+        total_weight = torch.clamp(weights.sum(dim=-1, keepdim=True), min=1)
+        if total < SHORT_ATTENTION and not x.is_cuda:
+            # E_j ≤ 2^30: |E_j · 2^15 + ⌊ΣE/2⌋| + ΣE < 2^45 + 2^53 · 3/4, so the float64 quotient's floor is exact
+            probs = floor_divide_exact((weights << PROB_FRAC).add_(total_weight >> 1).double(),
+                                       total_weight.double()).long()
+        else:
+            probs = rdiv(weights << PROB_FRAC, total_weight)
+        # Σ_j P_j ≤ 2^15 + S / 2 and |v| < 2^24: Σ_j P_j |v_j| < 2^15 · 2^24 + S · 2^23
+        out = _product_rdiv(probs, values, (((1 << PROB_FRAC) + total) << 24), PROB_FRAC)  # [B, H, T, hd]
         return layer.o(out.permute(0, 2, 1, 3).reshape(batch, new, self.heads * self.head_dim))
 
 
@@ -380,7 +459,9 @@ def rms_norm(h: torch.Tensor, weight: torch.Tensor, eps_q32: int) -> torch.Tenso
     if width > MAX_WIDTH:
         raise ExactOverflowError(f"width {width} > {MAX_WIDTH}")
     root = isqrt((h * h).sum(dim=-1, keepdim=True) // width + eps_q32)
-    return rdiv(rdiv(h * (1 << FRAC), root) * weight, 1 << FRAC)
+    # rdiv(h · 2^16, r): |h · 2^16 + ⌊r/2⌋| + r < 2^40 + 2^32, so the float64 quotient's floor is exact
+    normed = floor_divide_exact(h.double().mul_(1 << FRAC).add_((root >> 1).double()), root.double()).long()
+    return rdiv(normed * weight, 1 << FRAC)
 
 
 def _rope_table() -> tuple[torch.Tensor, torch.Tensor]:
@@ -442,7 +523,7 @@ def quantise_policy(model: torch.nn.Module) -> ExactPolicy:
                for name, proj in (("q", attention.q_proj), ("k", attention.k_proj), ("v", attention.v_proj),
                                   ("o", attention.o_proj), ("gate", mlp.gate_proj), ("up", mlp.up_proj),
                                   ("down", mlp.down_proj))})
-        for name in _MATRICES:
+        for name in MATRICES:
             _named(f"{at}.{name}.bias", _check, getattr(layer, name).bias, MAX_QUANTISED, "norm weight or bias")
         layers.append(layer)
     exponents = torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim
@@ -493,22 +574,24 @@ def sample_fixed(logits: torch.Tensor, seeds: torch.Tensor, position: int | torc
     z = round(l · 2^16 / round(T · 2^16)) plus g(s, i, v) in Q16; ties to the lowest token id.
 
     The integer noise is computed only where it can matter: the exact scores of the BAR_TOKENS tokens with the
-    highest bound (z + the ceiling of their word's bucket) set a bar, and a token whose bound is below it can
-    neither win nor tie. The result is the full rule's."""
+    highest bound (z + the ceiling of their word's bucket) set a bar, a token whose bound is below it can neither
+    win nor tie, and any other token whose bound reaches it gets its exact score too. The result is the full rule's."""
     if temperature == 0:
         return logits.argmax(dim=-1)
     scale = round(temperature * (1 << FRAC))
     if scale < 1:
         raise InferenceError("temperature below 2^-17 is not representable in exact mode")
     positions = torch.as_tensor(position, dtype=torch.int64, device=seeds.device).expand(seeds.shape[0])
-    z = rdiv(logits * (1 << FRAC), scale)
+    z = logits if scale == 1 << FRAC else rdiv(logits * (1 << FRAC), scale)  # rdiv(l · 2^16, 2^16) = l
     words = noise_words(seeds, positions, z.shape[-1])
     bound = z + NOISE_CEILINGS.to(z.device)[words >> (32 - NOISE_BUCKET_BITS)]
     top = bound.topk(min(BAR_TOKENS, z.shape[-1]), dim=-1).indices
-    bar = (z.gather(-1, top) + fixed_gumbel(words.gather(-1, top))).amax(dim=-1, keepdim=True)
-    row, token = (bound >= bar).nonzero(as_tuple=True)
-    scores = torch.full_like(z, torch.iinfo(torch.int64).min)
-    scores[row, token] = z[row, token] + fixed_gumbel(words[row, token])
+    top_scores = z.gather(-1, top) + fixed_gumbel(words.gather(-1, top))
+    scores = torch.full_like(z, torch.iinfo(torch.int64).min).scatter_(-1, top, top_scores)
+    rest = (bound >= top_scores.amax(dim=-1, keepdim=True)).scatter_(-1, top, False)
+    if bool(rest.any()):
+        row, token = rest.nonzero(as_tuple=True)
+        scores[row, token] = z[row, token] + fixed_gumbel(words[row, token])
     return scores.argmax(dim=-1)
 
 

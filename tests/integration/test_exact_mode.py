@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -182,7 +183,7 @@ def test_every_stated_bound_raises_before_it_is_broken(tiny: exact.ExactPolicy) 
     with pytest.raises(exact.ExactOverflowError, match="positions"):
         tiny.forward(torch.tensor([[BOS_ID]]), torch.tensor([[2**32]]), torch.ones(1, 1, dtype=torch.int64),
                      exact.KVCache())
-    blown_up = exact.ExactPolicy(**{**tiny.__dict__, "embed": tiny.embed * 20000})
+    blown_up = replace(tiny, embed=tiny.embed * 20000)
     with pytest.raises(exact.ExactOverflowError, match="residual|RMSNorm"):
         blown_up.forward(torch.tensor([[BOS_ID, 10]]), torch.arange(2)[None], torch.ones(1, 2, dtype=torch.int64),
                          exact.KVCache())
@@ -192,10 +193,8 @@ def _with_weight(policy: exact.ExactPolicy, layer: int, name: str, row: int, col
     matrix = getattr(policy.layers[layer], name)
     weight = matrix.weight.clone()
     weight[row, column] = weight[row, column] + (64 if weight[row, column] < 0 else -64)
-    changed = exact.ExactLayer(**{**policy.layers[layer].__dict__, name: exact.IntMatrix(
-        weight, matrix.multiplier, matrix.shift, matrix.bias)})
-    layers = policy.layers[:layer] + (changed,) + policy.layers[layer + 1:]
-    return exact.ExactPolicy(**{**policy.__dict__, "layers": layers})
+    changed = replace(policy.layers[layer], **{name: replace(matrix, weight=weight)})
+    return replace(policy, layers=policy.layers[:layer] + (changed,) + policy.layers[layer + 1:])
 
 
 def test_a_weight_moved_by_half_its_int8_range_changes_the_logits(tiny: exact.ExactPolicy) -> None:
@@ -236,13 +235,46 @@ def test_rope_tables_are_the_published_ones() -> None:
         (2**30, 0), (0, 2**30), (-(2**30), 0), (0, -(2**30))]
 
 
-def test_the_cpu_gemm_is_exact_at_the_largest_sums_the_bounds_allow() -> None:
-    inner = exact.MAX_INNER
+def _gemm_at_its_largest(inner: int, shift: int, x_peaks: tuple[int, ...]) -> exact.IntMatrix:
+    """A matrix of ±127 weights (multiplier 2^14, shift `shift`) applied to rows of magnitude `x_peaks` whose signs
+    follow the weights' (|acc| = 127² · inner): its output must be R5.6's integers, computed in int64 here."""
     signs = torch.randint(0, 2, (4, inner), generator=torch.Generator().manual_seed(9)) * 2 - 1
     weight = (127 * signs).to(torch.int8)
-    x = torch.stack([torch.full((inner,), 1000), 1000 * signs[1], -1000 * signs[2]])
-    matrix = exact.IntMatrix(weight, torch.full((4,), 1 << 14), torch.full((4,), 40), torch.zeros(4, dtype=torch.int64))
+    x = torch.stack([peak * signs[row % 4] * (-1) ** row for row, peak in enumerate(x_peaks)])
+    matrix = exact.IntMatrix(weight, torch.full((4,), 1 << 14), torch.full((4,), shift),
+                             torch.zeros(4, dtype=torch.int64))
     q, a, e = exact.quantise_rows(x)
     sums = q.long() @ weight.long().t()
     assert int(sums.abs().max()) == 127 * 127 * inner
     assert torch.equal(matrix(x), exact.rdiv(sums * a * matrix.multiplier, 127 << (matrix.shift - e)))
+    return matrix
+
+
+def test_the_cpu_gemm_is_exact_at_the_largest_sums_the_bounds_allow() -> None:
+    """R5.6's bound on the inner dimension (a float64 GEMM, the rescale in int64), and the largest matrix its
+    float32 GEMM and float64 rescale take: 127 · Σ|W[r]| · 2^29 + 64 · 2^S ≤ 2^52 with a = 2^15 (e = 15) and a
+    row with e = 0 (the largest S − e)."""
+    widest = _gemm_at_its_largest(exact.MAX_INNER, 40, (1000, 1000, 1000))
+    assert widest.cpu_operands[0].dtype == torch.float64 and widest.cpu_operands[1] is None
+    inner = (exact.FLOAT_RESCALE_LIMIT >> 29) // 127 // 127                       # 520
+    largest = _gemm_at_its_largest(inner, 33, ((1 << 30) - 1, (1 << 30) - 1, (1 << 15) - 1, 3))
+    assert 127 * 127 * inner * (1 << 29) + (64 << 33) <= exact.FLOAT_RESCALE_LIMIT
+    assert largest.cpu_operands[0].dtype == torch.float32 and largest.cpu_operands[1] is not None
+    too_large = _gemm_at_its_largest(inner, 34, ((1 << 30) - 1, 5))
+    assert too_large.cpu_operands[1] is None
+
+
+def test_float64_quotients_are_exact_within_the_stated_bound() -> None:
+    """⌊n / d⌋ by one float64 division and floor (R5.6) wherever |n| + d < 2^53, at the quotients nearest an integer."""
+    rng = random.Random(10)
+    pairs = []
+    for _ in range(3000):
+        d = rng.choice([1, 2, 3, 127, 2**31 - 1, 2**31, rng.randrange(1, 2**40)])
+        k = rng.randrange(((1 << 53) - 1 - d) // d)
+        n = k * d + rng.choice([-1, 0, 1, d - 1, d // 2])
+        if abs(n) + d < 1 << 53:
+            pairs.append((n * rng.choice([1, -1]), d))
+    numerators = torch.tensor([n for n, _ in pairs], dtype=torch.float64)
+    divisors = torch.tensor([d for _, d in pairs], dtype=torch.float64)
+    quotients = exact.floor_divide_exact(numerators, divisors).long().tolist()
+    assert quotients == [n // d for n, d in pairs]
