@@ -19,6 +19,8 @@ from pathlib import Path
 
 from adversaries import models
 from inference.backend import Completion
+from inference.exact import quantise_policy
+from inference.exact_backend import ExactBackend
 from inference.policy import stop_token_ids
 from inference.torch_backend import TorchBackend
 from ledger_client.ipfs.content import put_object
@@ -76,8 +78,12 @@ def tampered_completion(policy: Policy, spec: RunSpec, binding: SubmissionBindin
 def with_completions(spec: RunSpec, tokenizer, honest: RolloutBatch, completions: list[Completion]) -> RolloutBatch:
     """`honest` with each row's tokens, logprobs, finish reason and proofs (the samplers' own) from `completions`,
     rewards rescored: an honest-looking file of another sampler's completions."""
-    proofs = build_proofs_batch([c.hidden for c in completions], chunk=honest.header.proof_chunk)
-    samples = [s.model_copy(update={"completion_ids": c.token_ids, "logprobs": c.logprobs, "proofs": p,
+    chunk = honest.header.proof_chunk
+    # an exact pool's files carry no proofs (proof_chunk 0, docs/protocol.md R5.8)
+    proofs = build_proofs_batch([c.hidden for c in completions], chunk=chunk) if chunk else [[] for _ in completions]
+    # a greedy draw has probability 1: the exact backend's log softmax at T = 0 is not a number
+    samples = [s.model_copy(update={"completion_ids": c.token_ids, "proofs": p,
+                                    "logprobs": [lp if math.isfinite(lp) else 0.0 for lp in c.logprobs],
                                     "finish_reason": c.finish_reason})
                for s, c, p in zip(honest.samples, completions, proofs, strict=True)]
     return _with_samples(honest, rescored(spec, tokenizer, samples))
@@ -85,8 +91,11 @@ def with_completions(spec: RunSpec, tokenizer, honest: RolloutBatch, completions
 
 def _generate_with(model, policy: Policy, spec: RunSpec, honest: RolloutBatch, temperature: float) -> RolloutBatch:
     """Honest-looking file whose completions come from `model` at `temperature`."""
-    backend = TorchBackend(model, eos_token_id=stop_token_ids(policy.model, policy.tokenizer),
-                           pad_token_id=policy.tokenizer.pad_token_id)
+    stops = stop_token_ids(policy.model, policy.tokenizer)
+    if spec.inference == "exact":  # the pool's sampler is the integer one: the attacker's model quantised
+        backend = ExactBackend(quantise_policy(model), stops, policy.tokenizer.pad_token_id)
+    else:
+        backend = TorchBackend(model, eos_token_id=stops, pad_token_id=policy.tokenizer.pad_token_id)
     params = spec.sampling.model_copy(update={"temperature": temperature})
     completions = backend.generate([s.prompt_ids for s in honest.samples], params, [s.seed for s in honest.samples])
     return with_completions(spec, policy.tokenizer, honest, completions)
@@ -133,7 +142,7 @@ def truncated_completion(policy: Policy, spec: RunSpec, binding: SubmissionBindi
     s = samples[i]
     cut = len(s.completion_ids) // 2
     samples[i] = s.model_copy(update={"completion_ids": s.completion_ids[:cut], "logprobs": s.logprobs[:cut],
-                                      "proofs": s.proofs[: math.ceil(cut / honest.header.proof_chunk)],
+                                      "proofs": s.proofs[: math.ceil(cut / (honest.header.proof_chunk or 1))],
                                       "finish_reason": "eos"})
     return _with_samples(honest, rescored(spec, policy.tokenizer, samples))
 
