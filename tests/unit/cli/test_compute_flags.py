@@ -276,7 +276,7 @@ def test_the_checker_prefills_on_its_device(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(checks, "TorchBackend", lambda model, **kw: made.append(kw) or "backend")
     checker = object.__new__(checks.RolloutChecker)  # no chain: only what _policy reads
     checker.device, checker.kubo, checker.cache_dir = "cuda:1", None, tmp_path
-    checker.retention, checker._policies = argparse.Namespace(keep=2), {}
+    checker.retention, checker._policies, checker._unrunnable = argparse.Namespace(keep=2), {}, {}
     checker.spec, checker.max_batch_tokens = SPEC, 1024
     checker._load_policy = lambda folder: (policy.model, policy.tokenizer)
     backend, tokenizer, config = checker._policy(0, b"\x22" * 32)
