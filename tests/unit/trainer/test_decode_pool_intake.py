@@ -8,23 +8,11 @@ from types import SimpleNamespace
 
 import trainer.ledger_source as ledger_source
 from ledger_client.chain.bindings import WorkAccepted, WorkSubmitted
-from ledger_client.chain.contract import EventMeta
 from protocol.pool import WorkStatus
 from tests.unit.trainer.test_decode_pool import CORRUPT, rollout_file
+from tests.unit.trainer.test_ledger_source_court import META, POOL, _Cursor
 from trainer.consumed_log import read_consumed
 
-POOL = 1
-META = EventMeta(block_number=1, block_hash=b"\0" * 32, tx_hash=b"\0" * 32, log_index=0, address="0x0")
-
-
-class _Cursor:
-    batches: list[list[object]] = []
-
-    def __init__(self, *_args: object, **_kwargs: object) -> None:
-        self.state: dict = {}
-
-    def poll(self, _latest: object) -> list[object]:
-        return _Cursor.batches.pop(0) if _Cursor.batches else []
 
 
 def _events(files: dict[bytes, bytes]) -> list[object]:
