@@ -4,19 +4,19 @@ The folder's files (`cursor.json`, `verdicts.jsonl`, `retries.json`, the court's
 follow one pool's events: a daemon of another pool that resumed them would start from the first pool's cursor and
 skip its own earlier submissions unjudged, and two daemons writing one folder would interleave their journals. So
 the folder names its owner in `pool.json` (chain id, ComputePool address, pool id), written when it is first used,
-and a daemon holds `daemon.lock` while it runs. Another pool's daemon, or a second daemon of the same pool, is
-refused with one line naming the folder and its owner. The lock is a POSIX record lock (`fcntl.lockf`): the kernel
-drops it when the process dies, kill -9 included, so a restarted daemon never finds a stale one.
+and a daemon holds `daemon.lock` while it runs (cli.daemon_lock: the kernel drops it when the process dies, kill -9
+included). Another pool's daemon, or a second daemon of the same pool, is refused with one line naming the folder and
+its owner.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from cli.daemon_lock import DaemonLock
 from cli.errors import UsageError
 
 OWNER_FILE = "pool.json"
@@ -50,33 +50,25 @@ class FolderOwner:
 class StateFolder:
     """`claim()` a folder for a daemon; `release()` when the daemon closes."""
 
-    def __init__(self, path: Path, lock_fd: int) -> None:
-        self.path, self._lock_fd = path, lock_fd
+    def __init__(self, path: Path, lock: DaemonLock) -> None:
+        self.path, self.lock = path, lock
 
     @classmethod
     def claim(cls, path: Path, owner: FolderOwner) -> StateFolder:
         """The folder, created if absent, locked for this daemon and owned by `owner`; UsageError (one line) when
         another daemon holds it or another pool owns it. A folder from before owners were recorded is adopted."""
         path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise UsageError(f"state folder {path} is in use by another validator daemon (it holds "
-                             f"{path / LOCK_FILE}); give this one its own --state-dir") from None
+        lock = DaemonLock.hold(path / LOCK_FILE, f"state folder {path} is in use by another validator daemon (it holds "
+                                                 f"{path / LOCK_FILE}); give this one its own --state-dir")
         try:
             _check_owner(path, owner)
         except BaseException:
-            os.close(fd)
+            lock.release()
             raise
-        return cls(path, fd)
+        return cls(path, lock)
 
     def release(self) -> None:
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
+        self.lock.release()
 
 
 def _check_owner(path: Path, owner: FolderOwner) -> None:

@@ -30,6 +30,7 @@ from rich.live import Live
 from rich.table import Table
 
 from cli.console import stop_on_signals
+from cli.daemon_lock import DaemonLock
 from cli.devnet import load_devnet_info
 from cli.errors import UsageError
 from cli.options import configure_logging
@@ -133,8 +134,12 @@ class WorkerDaemon:
         self.load = loader
         self.kubo = KuboClient(options.kubo_api)
         d = ledger.deployment
-        self.journal = Journal(options.work_dir / journal_name(d.chain_id, d.compute_pool,
-                                                               pool_created_in(ledger, options.pool_id), options.pool_id))
+        journal = options.work_dir / journal_name(d.chain_id, d.compute_pool, pool_created_in(ledger, options.pool_id),
+                                                  options.pool_id)
+        lock = journal.with_suffix(".lock")
+        self.lock = DaemonLock.hold(lock, f"{options.work_dir} is in use by another worker daemon of pool "
+                                          f"{options.pool_id} (it holds {lock}): one daemon a pool per work folder")
+        self.journal = Journal(journal)
         self.stats = WorkerStats()
         self.metrics = metrics or WorkerMetrics()
         self.policy: Policy | None = None
