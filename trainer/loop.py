@@ -350,29 +350,25 @@ class Trainer:
     def _behaviour_logprobs(self, policy_of_row: list[int], packed: PackedBatch) -> torch.Tensor:
         """logp_behav of every row, from the retained policy that sampled it. Rows of the
         current policy are left for the loss, which fills them from the training pass
-        itself (π_behav = π_prox = π_θ there)."""
+        itself (π_behav = π_prox = π_θ there) — except in an exact pool, where every row's, the current policy's
+        included, is its step's integer policy's (`exact_behaviour`)."""
         logp_behav = torch.full_like(packed.targets, float("nan"), dtype=torch.float32)
-        if self.exact_behaviour is not None:
-            return self._exact_behaviour_logprobs(policy_of_row, packed, logp_behav)
-        for policy_step in sorted(set(policy_of_row) - {self.step}):
-            index = torch.tensor([i for i, s in enumerate(policy_of_row) if s == policy_step], device=logp_behav.device)
-            self._scratch.load_state_dict(self.policies[policy_step])
-            logp_behav[index] = completion_logprobs(self._scratch, packed.rows(index), self.config.sampling.temperature,
-                                                    self.config.micro_batch_tokens)
-        return logp_behav
+        exact = self.exact_behaviour
 
-    def _exact_behaviour_logprobs(self, policy_of_row: list[int], packed: PackedBatch,
-                                  logp_behav: torch.Tensor) -> torch.Tensor:
-        """An exact pool's logp_behav: every row's, the current policy's included, from its step's integer policy."""
-        def model_of(step: int) -> torch.nn.Module:
+        def model_of(step: int) -> PreTrainedModel:
             self._scratch.load_state_dict(self.policies[step])
             return self._scratch
 
-        for policy_step in sorted(set(policy_of_row)):
+        steps = set(policy_of_row) if exact is not None else set(policy_of_row) - {self.step}
+        for policy_step in sorted(steps):
             index = torch.tensor([i for i, s in enumerate(policy_of_row) if s == policy_step], device=logp_behav.device)
-            logp_behav[index] = self.exact_behaviour.logprobs(policy_step, lambda s=policy_step: model_of(s),
-                                                              packed.rows(index))
-        self.exact_behaviour.keep(self.policies)
+            if exact is not None:
+                logp_behav[index] = exact.logprobs(policy_step, lambda s=policy_step: model_of(s), packed.rows(index))
+            else:
+                logp_behav[index] = completion_logprobs(model_of(policy_step), packed.rows(index),
+                                                        self.config.sampling.temperature, self.config.micro_batch_tokens)
+        if exact is not None:
+            exact.keep(self.policies)
         return logp_behav
 
     def _accumulate(self, mb: PackedBatch, advantages: torch.Tensor, logp_behav: torch.Tensor,
