@@ -49,6 +49,14 @@ def _generate(folder: Path, indices, tilt) -> list[tuple[list[int], list[int], i
     return [(p, c.token_ids, s) for p, c, s in zip(prompts, completions, seeds)]
 
 
+def _file_score(null: MarginNull, file: list[tuple[tuple[int, ...], list[float]]]) -> tuple[list[int], int, float]:
+    """A file's tokens per prompt (the per-file bound's grouping), its tokens and its rounded margin sum."""
+    per_prompt: dict[tuple[int, ...], int] = {}
+    for prompt, margins in file:
+        per_prompt[prompt] = per_prompt.get(prompt, 0) + len(margins)
+    return list(per_prompt.values()), sum(per_prompt.values()), sum(null.score(margins) for _, margins in file)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--contexts", type=int, default=384, help="honest calibration completions (32 tokens each)")
@@ -80,27 +88,27 @@ def main(argv: list[str] | None = None) -> int:
     bias = torch.zeros(2048)
     bias[::10] = 0.9 * eps
     samplers = {"honest": lambda x: x, "T x 0.95": lambda x: x / 0.95, "bias 0.9 eps": lambda x: x + bias.to(x.dtype)}
-    margins_of: dict[str, list[list[float]]] = {}  # per sampler, per file: every token's margin
+    margins_of: dict[str, list[list[tuple[tuple[int, ...], list[float]]]]] = {}  # per sampler, file: (prompt, margins)
     for name, tilt in samplers.items():
         margins_of[name] = []
         for f in range(args.files):
             rows = _generate(folder, range(10_000 + 64 * f, 10_064 + 64 * f), tilt)
             prefills = validator.prefill_batch([(p, ids) for p, ids, _ in rows])
-            margins_of[name].append([m for (_, ids, seed), pre in zip(rows, prefills)
-                                     for m in replay(pre.logits, ids, seed, 1.0, 1.0, eps).margins])
+            margins_of[name].append([(tuple(p), replay(pre.logits, ids, seed, 1.0, 1.0, eps).margins)
+                                     for (p, ids, seed), pre in zip(rows, prefills)])
     for seeds, null in nulls.items():
-        scores = {name: [(len(margins), null.score(margins)) for margins in files] for name, files in margins_of.items()}
+        scores = {name: [_file_score(null, file) for file in files] for name, files in margins_of.items()}
         out = {"seeds_per_position": seeds, "calibration_tokens": null.tokens, "eps": eps,
                "tail": [float(f"{q:.3g}") for q in null.tail],
                "file_threshold": null.threshold(scores["honest"][0][0], RATE / 2)}
         for name, files in scores.items():
-            caught = sum(null.log_p_value(s, n) < math.log(RATE / 2) for n, s in files)
+            caught = sum(null.log_p_value(s, grouped) < math.log(RATE / 2) for grouped, _, s in files)
             sums, crossed = [0.0] * len(WORKER_LAMBDAS), None
-            for k, (n, s) in enumerate(files, start=1):  # each file's factor, as validator.worker_margins multiplies
+            for k, (_, n, s) in enumerate(files, start=1):  # each file's factor, as validator.worker_margins multiplies
                 sums = [a + b for a, b in zip(sums, null.worker_log_terms(s, n))]
                 if crossed is None and log_e_value(sums) >= math.log(1 / RATE):
                     crossed = k
-            out[name] = {"mean_score": round(sum(s for _, s in files) / len(files), 3), "files_caught": caught,
+            out[name] = {"mean_score": round(sum(s for *_, s in files) / len(files), 3), "files_caught": caught,
                          "files": len(files), "worker_caught_after_files": crossed,
                          "worker_log_e": round(log_e_value(sums), 2)}
         print(json.dumps(out), flush=True)

@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from proofs.margins import MARGIN_LEVELS, MISCALIBRATION, SPREAD_SHAPE, MarginNull
-from proofs.margin_power import bias_power, tokens_for_power
+from proofs.margin_power import bias_power, packed_prompts, tokens_for_power
 from proofs.toploc_thresholds import COUNTED_FROM_TOKENS, ChunkLimits, Thresholds
 from protocol.manifest import PolicyVerification
 from tasks.base import Task, TaskError
@@ -253,17 +253,23 @@ class RunSpec(BaseModel):
                     "verification.min_eos_prob must be 0")
         return None
 
+    def prompt_tokens(self) -> int:
+        """The most tokens one prompt of a file holds: its group's completions at max_tokens each."""
+        return self.sampling.group_size * self.sampling.max_tokens
+
     def bias_power(self, tokens: int) -> float:
-        """The margin test's per-file power against a 1.9ε logit bias at `tokens` checked tokens, under this spec's
-        null, false-positive rate, tolerance and temperature (proofs.margin_power)."""
+        """The margin test's per-file power against a 1.9ε logit bias at `tokens` checked tokens packed into as few
+        prompts as hold them (the grouping with the least power, proofs.margin_power.packed_prompts), under this
+        spec's null and spread, false-positive rate, tolerance and temperature (proofs.margin_power)."""
         v = self.verification
-        return bias_power(v.margin_null(), tokens, v.false_positive_rate, v.logit_tolerance, self.sampling.temperature)
+        return bias_power(v.margin_null(), packed_prompts(tokens, self.prompt_tokens()), v.false_positive_rate,
+                          v.logit_tolerance, self.sampling.temperature)
 
     def tokens_for_power(self, power: float, most: int) -> int | None:
         """The fewest checked tokens (at most `most`) at which `bias_power` reaches `power`; None if none does."""
         v = self.verification
-        return tokens_for_power(v.margin_null(), power, v.false_positive_rate, v.logit_tolerance,
-                                self.sampling.temperature, most)
+        return tokens_for_power(v.margin_null(), power, self.prompt_tokens(), v.false_positive_rate,
+                                v.logit_tolerance, self.sampling.temperature, most)
 
     def nucleus_problem(self, tolerance: float) -> str | None:
         """Why `tolerance` makes the replay's nucleus check loose at this spec's top_p < 1 (None: it does not)."""
