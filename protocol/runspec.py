@@ -97,13 +97,14 @@ class VerificationSpec(BaseModel):
         "upper bounds on an honest token's P(margin > level) per level (`validator calibrate` measures them)"))
     margin_tokens: int = Field(DEFAULT_MARGIN_TOKENS, ge=0, description="honest tokens the margin tails were measured on")
     spread_shape: float = Field(SPREAD_SHAPE, gt=0, allow_inf_nan=False, description=(
-        "k, the honest spread the per-worker margin test allows: a file's honest flip rates may be the tails times "
-        "miscalibration times G ~ Gamma(k, mean 1), one G a file (proofs.margins.MarginNull.spread_shape); smaller "
-        "is more spread, so a slower test; any finite k > 0 (docs/protocol.md R6.18)"))
+        "k, the honest spread the margin tests allow: a prompt's honest flip rates may be the tails times "
+        "miscalibration times G ~ Gamma(k, mean 1), one G a prompt in the per-file test, one a file in the "
+        "per-worker one (proofs.margins.MarginNull.spread_shape); smaller is more spread, so slower tests; any "
+        "finite k > 0 (docs/protocol.md R6.18)"))
     miscalibration: float = Field(MISCALIBRATION, ge=1, allow_inf_nan=False, description=(
         "c: the honest population may run at up to c times the calibrated margin tails (a policy drifted since "
         "calibration; proofs.margins.MarginNull.miscalibration); at least 1, and c times the last level's tail "
-        "below 1, past which the per-worker test can never challenge (docs/protocol.md R6.18)"))
+        "below 1, past which neither margin test can ever challenge (docs/protocol.md R6.18)"))
 
     @model_validator(mode="after")
     def _toploc_minimum(self) -> VerificationSpec:
@@ -121,13 +122,14 @@ class VerificationSpec(BaseModel):
         return self
 
     def miscalibration_problem(self, top_tail: float) -> str | None:
-        """Why `miscalibration` leaves the per-worker test nothing to find under margin tails whose last level's is
+        """Why `miscalibration` leaves the margin tests nothing to find under margin tails whose last level's is
         `top_tail` (None: it does not). At c·q_K ≥ 1 the spread allows every honest token at the hard bound: then
-        c·(e^Λ(λ) − 1) ≥ e^λ − 1, so L_n(λ) ≥ n·λ ≥ λ·S for every file and every λ, and no factor exceeds 1."""
+        c·(e^Λ(λ) − 1) ≥ e^λ − 1, so L_n(λ) ≥ n·λ ≥ λ·S for every prompt or file and every λ: no per-worker factor
+        exceeds 1 and no per-file bound falls below 1."""
         if self.miscalibration * top_tail >= 1:
             return (f"verification.miscalibration {self.miscalibration:g} times the margin tail {top_tail:g} of the "
                     "last level is at least 1: the honest spread would allow every token at the hard bound and the "
-                    f"per-worker margin test could never challenge; use a miscalibration below {1 / top_tail:.4g}")
+                    f"margin tests could never challenge; use a miscalibration below {1 / top_tail:.4g}")
         return None
 
     def margin_null(self) -> MarginNull:
