@@ -101,8 +101,9 @@ MISCALIBRATION = 2.0
 spec's default (protocol.runspec.VerificationSpec.miscalibration)."""
 FILE_LAMBDAS = tuple(2.0 ** (k / 4) for k in range(-24, 41))
 """λ grid over which the per-file Chernoff bound is minimised (a bound at any λ is valid): 2^(k/4) from 1/64 to
-1,024. Under the spread a file's best λ falls with its tokens per prompt (≈ 1/8 for one prompt of 2,048 bf16
-tokens), and a quarter-octave step leaves the threshold within ~5 % of the continuous minimum's."""
+1,024. Under the spread a file's best λ falls with its tokens per prompt (≈ 0.6 for one prompt of 2,048 bf16
+tokens at c = 2, ≈ 1.2 at c = 1), and a quarter-octave step leaves the threshold within ~5 % of the continuous
+minimum's (the integer octaves from 1/4 of before: up to 15 % at one prompt, 38 % at four)."""
 WORKER_LAMBDAS = (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0, 4.0, 16.0, 64.0)
 """The fixed λ of the per-worker e-process (fixed in advance: Ville's inequality needs it). Under the spread a
 file's best λ falls as it grows (≈ 1 at 512 bf16 tokens, 1/4 at 2,048), hence the dense small end; 16 and 64
@@ -111,19 +112,29 @@ FACTOR_VERSION = 2
 """What a file's factor exp(λS − L_n(λ)) means: 2, L_n under the honest spread; 1 (books before it), i.i.d."""
 
 
-@functools.lru_cache(maxsize=65536)
 def mixture_log_mgf(log_excess: float, tokens: int, shape: float | None) -> float:
     """log E_G[(1 + G·x)^tokens], x = e^log_excess, G ~ Gamma(shape, mean 1) (G ≡ 1 for shape None): the log-MGF
     of a file's sum under the spread, x = c·(e^{Λ(λ)} − 1). Exact, as the binomial sum of the module text, in logs."""
-    if tokens <= 0 or log_excess == -math.inf:
-        return 0.0
+    return mixture_log_mgfs((log_excess,), tokens, shape)[0]
+
+
+@functools.lru_cache(maxsize=16384)
+def mixture_log_mgfs(log_excess: tuple[float, ...], tokens: int, shape: float | None) -> tuple[float, ...]:
+    """`mixture_log_mgf` at each of several x (a λ grid's) in one array operation."""
+    excess = np.asarray(log_excess, dtype=np.float64)
+    out = np.zeros_like(excess)
+    live = excess > -math.inf
+    if tokens <= 0 or not live.any():
+        return tuple(out.tolist())
     if shape is None:
-        return tokens * float(np.logaddexp(0.0, log_excess))
+        out[live] = tokens * np.logaddexp(0.0, excess[live])
+        return tuple(out.tolist())
     j = np.arange(tokens, dtype=np.float64)
-    log_ratios = np.log((tokens - j) / (j + 1) * (shape + j)) + (log_excess - math.log(shape))
-    log_terms = np.concatenate(([0.0], np.cumsum(log_ratios)))
-    top = float(log_terms.max())
-    return top + math.log(float(np.exp(log_terms - top).sum()))
+    ratios = np.concatenate(([0.0], np.cumsum(np.log((tokens - j) / (j + 1) * (shape + j)))))
+    log_terms = ratios + np.outer(excess[live] - math.log(shape), np.arange(tokens + 1, dtype=np.float64))
+    top = log_terms.max(axis=1)
+    out[live] = top + np.log(np.exp(log_terms - top[:, None]).sum(axis=1))
+    return tuple(out.tolist())
 
 
 def binomial_kl(p: float, q: float) -> float:
@@ -238,18 +249,25 @@ class MarginNull(BaseModel):
         top = max(terms)
         return top + math.log(sum(math.exp(t - top) for t in terms))
 
-    def file_log_mgf(self, lam: float, tokens: int) -> float:
-        """L_n(λ): the log-MGF of the sum of `tokens` honest rounded margins under the spread (module text)."""
+    def _log_excess(self, lam: float) -> float:
+        """log(c·(e^{Λ(λ)} − 1)) = log(c · Σ_atoms mass·(e^{λx} − 1)): x of `mixture_log_mgf` at λ."""
         logs = [math.log(mass) + lam * x + math.log(-math.expm1(-lam * x)) for x, mass in self._atoms() if mass > 0]
         top = max(logs, default=-math.inf)
         log_excess = top if top == -math.inf else top + math.log(sum(math.exp(t - top) for t in logs))
-        return mixture_log_mgf(math.log(self.miscalibration) + log_excess, tokens, self.spread_shape)
+        return math.log(self.miscalibration) + log_excess
+
+    def file_log_mgf(self, lam: float, tokens: int) -> float:
+        """L_n(λ): the log-MGF of the sum of `tokens` honest rounded margins under the spread (module text)."""
+        return mixture_log_mgf(self._log_excess(lam), tokens, self.spread_shape)
 
     def _file_exponents(self, prompt_tokens: Sequence[int]) -> list[tuple[float, float]]:
         """(λ, Σ_p L_{n_p}(λ)) per λ of FILE_LAMBDAS: the log-MGF of the rounded margin sum of a file whose prompt p
         holds n_p of its tokens, each prompt with its own multiplier G_p, independent of the others' (module text)."""
-        groups = Counter(n for n in prompt_tokens if n > 0).items()
-        return [(lam, sum(count * self.file_log_mgf(lam, n) for n, count in groups)) for lam in FILE_LAMBDAS]
+        excess = tuple(self._log_excess(lam) for lam in FILE_LAMBDAS)
+        total = np.zeros(len(FILE_LAMBDAS))
+        for n, count in Counter(n for n in prompt_tokens if n > 0).items():
+            total += count * np.asarray(mixture_log_mgfs(excess, n, self.spread_shape))
+        return list(zip(FILE_LAMBDAS, total.tolist(), strict=True))
 
     def log_p_value(self, score: float, prompt_tokens: Sequence[int]) -> float:
         """log of the Chernoff bound on P(S ≥ score) under the spread (≤ 0) for honest tokens of which prompt p
