@@ -56,7 +56,7 @@ def run_stream(lab: Lab, profile: Profile, attack: str, sizes: tuple[int, ...], 
         spec = profile.spec(sized(lab.spec, prompts))
         null = spec.verification.margin_null()
         book = WorkerMargins(workdir / f"{profile.name}-{attack[:12]}-{prompts}.json")
-        detected, tokens, reasons, worker_at = 0, 0, Counter(), None
+        detected, tokens, reasons, worker_at, thresholds = 0, 0, Counter(), None, []
         for f in range(files):
             nonce = nonce_base + 1000 * i + f
             batch = (lab.honest(spec, nonce, profile.worker_dtype) if build is None
@@ -65,13 +65,16 @@ def run_stream(lab: Lab, profile: Profile, attack: str, sizes: tuple[int, ...], 
             detected += not outcome.ok
             tokens += outcome.checked_tokens
             reasons[outcome.reason.name if outcome.reason else "accepted"] += 1
+            if outcome.margins:
+                thresholds.append(null.threshold(outcome.margins["prompt_tokens"],
+                                                 spec.verification.false_positive_rate / 2))
             if outcome.ok and outcome.margins and worker_at is None and book.judge(
                     WORKER, f"0x{nonce:064x}", outcome.margins["tokens"], outcome.margins["score"], null,
                     spec.verification.worker_false_positive_rate) is not None:
                 worker_at = f + 1
         mean_tokens = tokens / files
         rows.append({"profile": profile.name, "attack": attack, "prompts": prompts, "tokens_per_file": round(mean_tokens),
-                     "file_threshold": round(null.threshold(round(mean_tokens), spec.verification.false_positive_rate / 2), 2),
+                     "file_threshold": round(sum(thresholds) / len(thresholds), 2) if thresholds else None,
                      **rate(detected, files), "reasons": dict(reasons), "worker_challenged_after_files": worker_at})
     return rows
 

@@ -17,7 +17,7 @@ get the structural checks (tokens, prompt, seed, EOS placement) and nothing else
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
@@ -287,16 +287,20 @@ def _toploc_check(results: list[ChunkResult] | ProofFormatError, config: VerifyC
     )
 
 
-def file_margin_test(verdicts: Sequence[Verdict], config: VerifyConfig) -> MarginTest | None:
+def file_margin_test(verdicts: Sequence[Verdict], prompts: Sequence[Hashable],
+                     config: VerifyConfig) -> MarginTest | None:
     """The margin test (proofs.margins.margin_test) of the completions whose sampling replay ran, on their margins
-    rounded up to the null's levels (`MarginNull.score`), as one file
-    (its `worst_completion` an index into `verdicts`); None when the pool states no null or nothing was replayed."""
+    rounded up to the null's levels (`MarginNull.score`), as one file whose completion i answers `prompts[i]` (any
+    key; the prompt's token ids serve) (its `worst_completion` an index into `verdicts`); None when the pool
+    states no null or nothing was replayed."""
+    if len(prompts) != len(verdicts):
+        raise ValueError(f"one prompt per verdict: {len(prompts)} for {len(verdicts)}")
     replayed = {i: c for i, v in enumerate(verdicts)
                 if (c := v.check("sampling")) is not None and "margin_score" in c.details}
     if config.margin_null is None or not replayed:
         return None
     test = margin_test([(c.details["tokens"], c.details["margin_score"]) for c in replayed.values()],
-                       config.margin_null, config.false_positive_rate)
+                       [prompts[i] for i in replayed], config.margin_null, config.false_positive_rate)
     worst = None if test.worst_completion is None else list(replayed)[test.worst_completion]
     return test.model_copy(update={"worst_completion": worst})
 

@@ -8,9 +8,11 @@ token (a Poisson count over a file's tokens), and a flip's gap is uniform on (0,
 (proofs.margins: gap / (2ε/T)) is uniform on (0, STEERING_BIAS_EPS/2]. The 2·GUMBEL_TOLERANCE of the replay's bound
 (10^-5, against ε/T ≥ 10^-3 in every shipped spec) is left out; it would lower a flip's margin by about 1 %.
 
-The test (proofs.margins.margin_test) challenges a file of n checked tokens whose score reaches the null's
-threshold(n, false_positive_rate / 2). The power here is P(S ≥ threshold) with S the flips' rounded margins
-(`MarginNull.points`) alone: the honest noise of the other tokens and the test's per-completion arm only add to
+The test (proofs.margins.margin_test) challenges a file whose score reaches the null's threshold for its checked
+tokens per prompt at false_positive_rate / 2 (a multiplier per prompt: the fewer prompts hold the tokens, the
+higher it is). A pool's power is stated for its checked tokens packed into as few prompts as hold them
+(`packed_prompts`, a prompt's group at most: group_size × max_tokens), which no draw of the spot check falls below.
+The power here is P(S ≥ threshold) with S the flips' rounded margins (`MarginNull.points`) alone: the honest noise of the other tokens and the test's per-completion arm only add to
 what is caught, so in those respects it is a lower bound. Flip margins are rounded down to a grid of 1/GRID before
 the compound Poisson law of S is summed (Panjer's recursion), which lowers it again; for thresholds past MAX_CELLS
 cells the miss probability is Chernoff's bound on it.
@@ -24,6 +26,7 @@ sooner, one with fewer later.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from proofs.margins import MarginNull
 
@@ -58,13 +61,24 @@ def flip_rate(logit_tolerance: float, temperature: float, bias_eps: float = STEE
     return density * bias_eps * logit_tolerance / temperature
 
 
-def bias_power(null: MarginNull, tokens: int, false_positive_rate: float, logit_tolerance: float, temperature: float,
-               bias_eps: float = STEERING_BIAS_EPS, density: float = NEAR_TIE_DENSITY) -> float:
-    """The probability that the margin test (at `false_positive_rate` a file) challenges a file of `tokens` checked
-    tokens sampled with the bias (see the module text; a lower bound in the ways it states)."""
+def packed_prompts(tokens: int, per_prompt: int) -> list[int]:
+    """`tokens` checked tokens in as few prompts as hold them, `per_prompt` a prompt at most (the last one the rest):
+    the grouping whose threshold is highest (module text), so the least power any grouping of them has."""
+    if per_prompt <= 0:
+        raise ValueError(f"a prompt holds at least one token, not {per_prompt}")
+    full, rest = divmod(max(0, tokens), per_prompt)
+    return [per_prompt] * full + ([rest] if rest else [])
+
+
+def bias_power(null: MarginNull, prompt_tokens: Sequence[int], false_positive_rate: float, logit_tolerance: float,
+               temperature: float, bias_eps: float = STEERING_BIAS_EPS, density: float = NEAR_TIE_DENSITY) -> float:
+    """The probability that the margin test (at `false_positive_rate` a file) challenges a file sampled with the
+    bias whose prompt p holds prompt_tokens[p] of its checked tokens (see the module text; a lower bound in the
+    ways it states)."""
+    tokens = sum(prompt_tokens)
     if tokens <= 0:
         return 0.0
-    threshold = null.threshold(tokens, false_positive_rate / 2)
+    threshold = null.threshold(prompt_tokens, false_positive_rate / 2)
     if math.isinf(threshold):
         return 0.0
     rate = tokens * flip_rate(logit_tolerance, temperature, bias_eps, density)
@@ -100,14 +114,15 @@ def _chernoff_miss(points: list[tuple[float, float]], rate: float, threshold: fl
         best = min(best, s * threshold + rate * (sum(p * math.exp(-s * x) for x, p in points) - 1))
     return math.exp(best)
 
-def tokens_for_power(null: MarginNull, power: float, false_positive_rate: float, logit_tolerance: float,
-                     temperature: float, most: int, bias_eps: float = STEERING_BIAS_EPS,
+def tokens_for_power(null: MarginNull, power: float, per_prompt: int, false_positive_rate: float,
+                     logit_tolerance: float, temperature: float, most: int, bias_eps: float = STEERING_BIAS_EPS,
                      density: float = NEAR_TIE_DENSITY) -> int | None:
-    """The fewest checked tokens, at most `most`, at which `bias_power` reaches `power` (bisection: the power grows
-    with the tokens but for the steps of the threshold, so this is the least such count to within a few tokens);
-    None when even `most` does not."""
+    """The fewest checked tokens, at most `most`, packed `per_prompt` a prompt (`packed_prompts`), at which
+    `bias_power` reaches `power` (bisection: the power grows with the tokens but for the steps of the threshold, so
+    this is the least such count to within a few tokens); None when even `most` does not."""
     def reaches(n: int) -> bool:
-        return bias_power(null, n, false_positive_rate, logit_tolerance, temperature, bias_eps, density) >= power
+        return bias_power(null, packed_prompts(n, per_prompt), false_positive_rate, logit_tolerance, temperature,
+                          bias_eps, density) >= power
 
     if most <= 0 or not reaches(most):
         return None

@@ -33,14 +33,18 @@ expected value of 10^68 at λ = 8, and simulated honest books, their population 
 worker under the **honest spread** (`MarginNull.spread_shape` k, `MarginNull.miscalibration` c; a pool states
 them in its run spec, `verification.spread_shape` and `verification.miscalibration`, by default these):
 
-    given its multiplier G, a file's tokens are independent with tails P(m > θ_k | G) ≤ c·G·q_k,
-    G ~ Gamma(shape k, mean 1), one G per file, drawn afresh for every file (k = None: G ≡ 1)
+    given its multiplier G_p, the tokens of a file's prompt p are independent with tails P(m > θ_k | G_p) ≤ c·G_p·q_k,
+    G_p ~ Gamma(shape k, mean 1), one per prompt, independent across prompts and files (k = None: G ≡ 1)
 
-One G for the whole file is the conservative reading of a per-prompt spread: if a file's prompts i (n_i tokens
-each) have their own Gamma(k) multipliers G_i, dependent in any way, then Π_i (1 + g_i·x)^{n_i} is a product of
-positive increasing functions, hence supermodular, and among couplings with fixed marginals the comonotone one
-(all G_i equal) maximises its expectation (Tchen 1980; for independent G_i it is Chebyshev's inequality): the
-file's moment generating function under one shared G bounds theirs.
+Prompts' multipliers are independent because the protocol draws the prompts at random (proofs.assignment: a PRF
+of the pool seed, the worker and a nonce the chain fixes, so nothing to grind); it draws distinct dataset indices,
+and sampling without replacement makes the G_p negatively associated, which only lowers E[Π_p f_p(G_p)] for
+increasing f_p ≥ 0 (Joag-Dev & Proschan 1983). Two completions of one prompt share its G: the test groups them by
+their prompt's token ids, so two indices of one text are one prompt.
+Where prompts' multipliers might be dependent in any way, one G for all of them is the conservative reading:
+Π_i (1 + g_i·x)^{n_i} is a product of positive increasing functions, hence supermodular, and among couplings
+with fixed marginals the comonotone one (all G_i equal) maximises its expectation (Tchen 1980); so the one-G
+bound of a file's tokens bounds its per-prompt one, and that is what the per-worker test uses for a whole file.
 
 The file's log-MGF under the spread. Given G, scaling every tail by c·G scales every atom's mass by c·G, so
 E[e^{λm} | G] ≤ 1 + c·G·a(λ), a(λ) = e^{Λ(λ)} − 1 = Σ_atoms mass·(e^{λx} − 1) ≥ 0 for λ ≥ 0 (where c·G·q_0 > 1
@@ -54,10 +58,12 @@ finite at every λ (a polynomial moment of G), ≤ −k·log(1 − n·x/k) where
 MGF), and ≥ n·log(1 + x) (Jensen: the i.i.d. exponent at the null scaled by c). So no λ needs dropping: where
 n·x passes k the file's factor is tiny, the price of the honest spread, not an invalid bound.
 
-`MarginNull.log_p_value`, the per-file test, is still the i.i.d. bound exp(min_λ [n·Λ(λ) − λ·s]): under the
-spread it is optimistic (a file of high-G prompts is the null's tails times G, and at k = 0.5 P(G > 10) ≈ 1.6·10^-3),
-but the spread-aware bound min_λ [L_n(λ) − λ·s] would raise a bf16 file's threshold ~6× and leave the test no power
-against a bias inside the per-token bound; docs/protocol.md R6.18 gives the figures and what is planned.
+The per-file test (`MarginNull.log_p_value`, `threshold`): E[e^{λS}] = Π_p E[e^{λS_p}] ≤ exp(Σ_p L_{n_p}(λ)) for
+independent prompts, so P(S ≥ s) ≤ exp(min_λ [Σ_p L_{n_p}(λ) − λ·s]) (Chernoff at each λ of FILE_LAMBDAS). log E_G[Y^n]
+is convex in n (Lyapunov), so for a fixed total the bound is loosest when the tokens sit in as few prompts as
+possible: a 1-prompt file pays the whole spread (bf16 tails, 2,048 tokens at 5·10^-7: S ≥ 26.3 at c = 2), one of 64
+prompts little of it (6.4; the i.i.d. bound at c = 1 said 4.9). A completion's tokens are one prompt's: the
+per-completion arm bounds each with one G. Without spread (k = None) the grouping does not matter.
 
 For a worker across files, a file's factor exp(λS_f − L_{n_f}(λ)) has conditional expectation ≤ 1 under the
 spread, whatever the earlier files, so for every fixed λ the product over files is a supermartingale, and the
@@ -65,9 +71,9 @@ average over a fixed grid of λ (`WORKER_LAMBDAS`) is an e-process: by Ville's i
 accumulated value ever reaches 1/α with probability at most α, however many files it submits and whenever the
 validator looks (`worker_log_e_value`). `FACTOR_VERSION` names this meaning of a file's factor (1: i.i.d.).
 
-Assumptions (docs/protocol.md states them with the error rates): given a file's G, its tokens' margins are
+Assumptions (docs/protocol.md states them with the error rates): given a prompt's G, its tokens' margins are
 independent (flips need a near-tie and noise that reorders it, both position-local; what a prompt shares is
-its near-tie density, which G models); files' multipliers are independent of each other (different prompts);
+its near-tie density, which G models); prompts' multipliers are independent of each other (random assignment);
 honest rates spread no wider than Gamma(k) about c × the null; and the pool's workers are the calibrated
 population (dtype, engine, batch sizes).
 """
@@ -77,7 +83,8 @@ from __future__ import annotations
 import bisect
 import functools
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -92,8 +99,11 @@ the run spec's default (protocol.runspec.VerificationSpec.spread_shape)."""
 MISCALIBRATION = 2.0
 """c: the honest population may run at up to c × the calibrated tails (a policy drifted since calibration); the run
 spec's default (protocol.runspec.VerificationSpec.miscalibration)."""
-FILE_LAMBDAS = tuple(float(2**k) for k in range(-2, 11))
-"""λ grid over which the per-file Chernoff bound is minimised (a bound at any λ is valid)."""
+FILE_LAMBDAS = tuple(2.0 ** (k / 4) for k in range(-24, 41))
+"""λ grid over which the per-file Chernoff bound is minimised (a bound at any λ is valid): 2^(k/4) from 1/64 to
+1,024. Under the spread a file's best λ falls with its tokens per prompt (≈ 0.6 for one prompt of 2,048 bf16
+tokens at c = 2, ≈ 1.2 at c = 1), and a quarter-octave step leaves the threshold within ~5 % of the continuous
+minimum's (the integer octaves from 1/4 of before: up to 15 % at one prompt, 38 % at four)."""
 WORKER_LAMBDAS = (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0, 4.0, 16.0, 64.0)
 """The fixed λ of the per-worker e-process (fixed in advance: Ville's inequality needs it). Under the spread a
 file's best λ falls as it grows (≈ 1 at 512 bf16 tokens, 1/4 at 2,048), hence the dense small end; 16 and 64
@@ -102,19 +112,29 @@ FACTOR_VERSION = 2
 """What a file's factor exp(λS − L_n(λ)) means: 2, L_n under the honest spread; 1 (books before it), i.i.d."""
 
 
-@functools.lru_cache(maxsize=4096)
 def mixture_log_mgf(log_excess: float, tokens: int, shape: float | None) -> float:
     """log E_G[(1 + G·x)^tokens], x = e^log_excess, G ~ Gamma(shape, mean 1) (G ≡ 1 for shape None): the log-MGF
     of a file's sum under the spread, x = c·(e^{Λ(λ)} − 1). Exact, as the binomial sum of the module text, in logs."""
-    if tokens <= 0 or log_excess == -math.inf:
-        return 0.0
+    return mixture_log_mgfs((log_excess,), tokens, shape)[0]
+
+
+@functools.lru_cache(maxsize=16384)
+def mixture_log_mgfs(log_excess: tuple[float, ...], tokens: int, shape: float | None) -> tuple[float, ...]:
+    """`mixture_log_mgf` at each of several x (a λ grid's) in one array operation."""
+    excess = np.asarray(log_excess, dtype=np.float64)
+    out = np.zeros_like(excess)
+    live = excess > -math.inf
+    if tokens <= 0 or not live.any():
+        return tuple(out.tolist())
     if shape is None:
-        return tokens * float(np.logaddexp(0.0, log_excess))
+        out[live] = tokens * np.logaddexp(0.0, excess[live])
+        return tuple(out.tolist())
     j = np.arange(tokens, dtype=np.float64)
-    log_ratios = np.log((tokens - j) / (j + 1) * (shape + j)) + (log_excess - math.log(shape))
-    log_terms = np.concatenate(([0.0], np.cumsum(log_ratios)))
-    top = float(log_terms.max())
-    return top + math.log(float(np.exp(log_terms - top).sum()))
+    ratios = np.concatenate(([0.0], np.cumsum(np.log((tokens - j) / (j + 1) * (shape + j)))))
+    log_terms = ratios + np.outer(excess[live] - math.log(shape), np.arange(tokens + 1, dtype=np.float64))
+    top = log_terms.max(axis=1)
+    out[live] = top + np.log(np.exp(log_terms - top[:, None]).sum(axis=1))
+    return tuple(out.tolist())
 
 
 def binomial_kl(p: float, q: float) -> float:
@@ -229,30 +249,42 @@ class MarginNull(BaseModel):
         top = max(terms)
         return top + math.log(sum(math.exp(t - top) for t in terms))
 
-    def file_log_mgf(self, lam: float, tokens: int) -> float:
-        """L_n(λ): the log-MGF of the sum of `tokens` honest rounded margins under the spread (module text)."""
+    def _log_excess(self, lam: float) -> float:
+        """log(c·(e^{Λ(λ)} − 1)) = log(c · Σ_atoms mass·(e^{λx} − 1)): x of `mixture_log_mgf` at λ."""
         logs = [math.log(mass) + lam * x + math.log(-math.expm1(-lam * x)) for x, mass in self._atoms() if mass > 0]
         top = max(logs, default=-math.inf)
         log_excess = top if top == -math.inf else top + math.log(sum(math.exp(t - top) for t in logs))
-        return mixture_log_mgf(math.log(self.miscalibration) + log_excess, tokens, self.spread_shape)
+        return math.log(self.miscalibration) + log_excess
 
-    def log_p_value(self, score: float, tokens: int) -> float:
-        """log of the Chernoff bound on P(S ≥ score) for `tokens` honest tokens drawn i.i.d. from the null (≤ 0):
-        the per-file test's, which does not model the spread (docs/protocol.md R6.18 says what that costs)."""
-        if tokens <= 0 or score <= 0:
+    def file_log_mgf(self, lam: float, tokens: int) -> float:
+        """L_n(λ): the log-MGF of the sum of `tokens` honest rounded margins under the spread (module text)."""
+        return mixture_log_mgf(self._log_excess(lam), tokens, self.spread_shape)
+
+    def _file_exponents(self, prompt_tokens: Sequence[int]) -> list[tuple[float, float]]:
+        """(λ, Σ_p L_{n_p}(λ)) per λ of FILE_LAMBDAS: the log-MGF of the rounded margin sum of a file whose prompt p
+        holds n_p of its tokens, each prompt with its own multiplier G_p, independent of the others' (module text)."""
+        excess = tuple(self._log_excess(lam) for lam in FILE_LAMBDAS)
+        total = np.zeros(len(FILE_LAMBDAS))
+        for n, count in Counter(n for n in prompt_tokens if n > 0).items():
+            total += count * np.asarray(mixture_log_mgfs(excess, n, self.spread_shape))
+        return list(zip(FILE_LAMBDAS, total.tolist(), strict=True))
+
+    def log_p_value(self, score: float, prompt_tokens: Sequence[int]) -> float:
+        """log of the Chernoff bound on P(S ≥ score) under the spread (≤ 0) for honest tokens of which prompt p
+        holds prompt_tokens[p]: min over FILE_LAMBDAS of Σ_p L_{n_p}(λ) − λ·score (module text). A completion's
+        tokens are one prompt's: [n]."""
+        if sum(prompt_tokens) <= 0 or score <= 0:
             return 0.0
-        return min(0.0, min(tokens * self.log_mgf(lam) - lam * score for lam in FILE_LAMBDAS))
+        return min(0.0, min(mgf - lam * score for lam, mgf in self._file_exponents(prompt_tokens)))
 
-    def threshold(self, tokens: int, false_positive_rate: float) -> float:
-        """The smallest score whose bound is at most `false_positive_rate` for `tokens` tokens (∞: none ≤ n)."""
-        target = math.log(false_positive_rate)
-        if self.log_p_value(float(tokens), tokens) > target:
+    def threshold(self, prompt_tokens: Sequence[int], false_positive_rate: float) -> float:
+        """The smallest score whose bound (`log_p_value`) is at most `false_positive_rate`: min over λ of
+        (Σ_p L_{n_p}(λ) + log(1/rate)) / λ; ∞ where that exceeds the tokens (no score reaches it)."""
+        tokens = sum(prompt_tokens)
+        if tokens <= 0:
             return math.inf
-        low, high = 0.0, float(tokens)
-        for _ in range(60):
-            mid = (low + high) / 2
-            low, high = (mid, high) if self.log_p_value(mid, tokens) > target else (low, mid)
-        return high
+        best = min((mgf - math.log(false_positive_rate)) / lam for lam, mgf in self._file_exponents(prompt_tokens))
+        return best if best <= tokens else math.inf
 
     def worker_log_terms(self, score: float, tokens: int) -> list[float]:
         """log of one file's factor exp(λ·score − L_tokens(λ)) of the per-worker e-process, per λ of
@@ -281,29 +313,39 @@ class MarginTest(BaseModel):
     passed: bool
     tokens: int
     score: float
+    prompt_tokens: list[int] = Field(default_factory=list)
+    """The checked tokens of each of the file's prompts, in order of first appearance: the bound's grouping."""
     log_p_value: float
-    """Chernoff bound on the file's sum (natural log)."""
+    """Chernoff bound on the file's sum under the spread, a multiplier per prompt (natural log)."""
     worst_completion: int | None = None
     """Index (into the completions tested) of the completion with the smallest bound."""
     worst_completion_log_p_value: float = 0.0
     """Its bound, times the number of completions (Bonferroni), as a log."""
     false_positive_rate: float
     threshold: float
-    """The score at which this file's token count would be challenged (the per-file test alone)."""
+    """The score at which this file's grouping of its tokens would be challenged (the per-file test alone)."""
 
 
-def margin_test(completions: Sequence[tuple[int, float]], null: MarginNull, false_positive_rate: float) -> MarginTest:
-    """Test a file from its completions' (tokens, sum of margins): challenged when the file's sum, or its most
+def margin_test(completions: Sequence[tuple[int, float]], prompts: Sequence[Hashable], null: MarginNull,
+                false_positive_rate: float) -> MarginTest:
+    """Test a file from its completions' (tokens, sum of margins) and each completion's prompt (`prompts[i]`, any
+    key: equal keys are one prompt): challenged when the file's sum, under a multiplier per prompt, or its most
     deviant completion's (Bonferroni over the completions), is less likely than `false_positive_rate` / 2 under
     the null."""
-    tokens = sum(n for n, _ in completions)
+    if len(prompts) != len(completions):
+        raise ValueError(f"one prompt per completion: {len(prompts)} for {len(completions)}")
+    per_prompt: dict[Hashable, int] = {}
+    for (n, _), prompt in zip(completions, prompts):
+        per_prompt[prompt] = per_prompt.get(prompt, 0) + n
+    prompt_tokens = [n for n in per_prompt.values() if n > 0]
+    tokens = sum(prompt_tokens)
     score = sum(s for _, s in completions)
     half = math.log(false_positive_rate / 2)
-    file_log_p = null.log_p_value(score, tokens)
-    per_completion = [null.log_p_value(s, n) for n, s in completions]
+    file_log_p = null.log_p_value(score, prompt_tokens)
+    per_completion = [null.log_p_value(s, [n]) for n, s in completions]
     worst = min(range(len(per_completion)), key=per_completion.__getitem__, default=None)
     worst_log_p = min(0.0, per_completion[worst] + math.log(len(completions))) if worst is not None else 0.0
     return MarginTest(passed=file_log_p > half and worst_log_p > half, tokens=tokens, score=score,
-                      log_p_value=file_log_p, worst_completion=worst, worst_completion_log_p_value=worst_log_p,
-                      false_positive_rate=false_positive_rate,
-                      threshold=null.threshold(tokens, false_positive_rate / 2) if tokens else math.inf)
+                      prompt_tokens=prompt_tokens, log_p_value=file_log_p, worst_completion=worst,
+                      worst_completion_log_p_value=worst_log_p, false_positive_rate=false_positive_rate,
+                      threshold=null.threshold(prompt_tokens, false_positive_rate / 2))

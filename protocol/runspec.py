@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from proofs.margins import MARGIN_LEVELS, MISCALIBRATION, SPREAD_SHAPE, MarginNull
-from proofs.margin_power import bias_power, tokens_for_power
+from proofs.margin_power import bias_power, packed_prompts, tokens_for_power
 from proofs.toploc_thresholds import COUNTED_FROM_TOKENS, ChunkLimits, Thresholds
 from protocol.manifest import PolicyVerification
 from tasks.base import Task, TaskError
@@ -97,13 +97,14 @@ class VerificationSpec(BaseModel):
         "upper bounds on an honest token's P(margin > level) per level (`validator calibrate` measures them)"))
     margin_tokens: int = Field(DEFAULT_MARGIN_TOKENS, ge=0, description="honest tokens the margin tails were measured on")
     spread_shape: float = Field(SPREAD_SHAPE, gt=0, allow_inf_nan=False, description=(
-        "k, the honest spread the per-worker margin test allows: a file's honest flip rates may be the tails times "
-        "miscalibration times G ~ Gamma(k, mean 1), one G a file (proofs.margins.MarginNull.spread_shape); smaller "
-        "is more spread, so a slower test; any finite k > 0 (docs/protocol.md R6.18)"))
+        "k, the honest spread the margin tests allow: a prompt's honest flip rates may be the tails times "
+        "miscalibration times G ~ Gamma(k, mean 1), one G a prompt in the per-file test, one a file in the "
+        "per-worker one (proofs.margins.MarginNull.spread_shape); smaller is more spread, so slower tests; any "
+        "finite k > 0 (docs/protocol.md R6.18)"))
     miscalibration: float = Field(MISCALIBRATION, ge=1, allow_inf_nan=False, description=(
         "c: the honest population may run at up to c times the calibrated margin tails (a policy drifted since "
         "calibration; proofs.margins.MarginNull.miscalibration); at least 1, and c times the last level's tail "
-        "below 1, past which the per-worker test can never challenge (docs/protocol.md R6.18)"))
+        "below 1, past which neither margin test can ever challenge (docs/protocol.md R6.18)"))
 
     @model_validator(mode="after")
     def _toploc_minimum(self) -> VerificationSpec:
@@ -121,13 +122,14 @@ class VerificationSpec(BaseModel):
         return self
 
     def miscalibration_problem(self, top_tail: float) -> str | None:
-        """Why `miscalibration` leaves the per-worker test nothing to find under margin tails whose last level's is
+        """Why `miscalibration` leaves the margin tests nothing to find under margin tails whose last level's is
         `top_tail` (None: it does not). At c·q_K ≥ 1 the spread allows every honest token at the hard bound: then
-        c·(e^Λ(λ) − 1) ≥ e^λ − 1, so L_n(λ) ≥ n·λ ≥ λ·S for every file and every λ, and no factor exceeds 1."""
+        c·(e^Λ(λ) − 1) ≥ e^λ − 1, so L_n(λ) ≥ n·λ ≥ λ·S for every prompt or file and every λ: no per-worker factor
+        exceeds 1 and no per-file bound falls below 1."""
         if self.miscalibration * top_tail >= 1:
             return (f"verification.miscalibration {self.miscalibration:g} times the margin tail {top_tail:g} of the "
                     "last level is at least 1: the honest spread would allow every token at the hard bound and the "
-                    f"per-worker margin test could never challenge; use a miscalibration below {1 / top_tail:.4g}")
+                    f"margin tests could never challenge; use a miscalibration below {1 / top_tail:.4g}")
         return None
 
     def margin_null(self) -> MarginNull:
@@ -253,17 +255,23 @@ class RunSpec(BaseModel):
                     "verification.min_eos_prob must be 0")
         return None
 
+    def prompt_tokens(self) -> int:
+        """The most tokens one prompt of a file holds: its group's completions at max_tokens each."""
+        return self.sampling.group_size * self.sampling.max_tokens
+
     def bias_power(self, tokens: int) -> float:
-        """The margin test's per-file power against a 1.9ε logit bias at `tokens` checked tokens, under this spec's
-        null, false-positive rate, tolerance and temperature (proofs.margin_power)."""
+        """The margin test's per-file power against a 1.9ε logit bias at `tokens` checked tokens packed into as few
+        prompts as hold them (the grouping with the least power, proofs.margin_power.packed_prompts), under this
+        spec's null and spread, false-positive rate, tolerance and temperature (proofs.margin_power)."""
         v = self.verification
-        return bias_power(v.margin_null(), tokens, v.false_positive_rate, v.logit_tolerance, self.sampling.temperature)
+        return bias_power(v.margin_null(), packed_prompts(tokens, self.prompt_tokens()), v.false_positive_rate,
+                          v.logit_tolerance, self.sampling.temperature)
 
     def tokens_for_power(self, power: float, most: int) -> int | None:
         """The fewest checked tokens (at most `most`) at which `bias_power` reaches `power`; None if none does."""
         v = self.verification
-        return tokens_for_power(v.margin_null(), power, v.false_positive_rate, v.logit_tolerance,
-                                self.sampling.temperature, most)
+        return tokens_for_power(v.margin_null(), power, self.prompt_tokens(), v.false_positive_rate,
+                                v.logit_tolerance, self.sampling.temperature, most)
 
     def nucleus_problem(self, tolerance: float) -> str | None:
         """Why `tolerance` makes the replay's nucleus check loose at this spec's top_p < 1 (None: it does not)."""

@@ -61,6 +61,7 @@ from ledger_client.ipfs.checkpoints import fetch_checkpoint
 from ledger_client.ipfs.checkpoints.files import atomic_write
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
+from proofs.margin_power import packed_prompts
 from proofs.margins import CALIBRATION_CONFIDENCE, MARGIN_LEVELS, MarginNull, tail_bound
 from proofs.sampling import SEED_BITS, derive_seed, honest_margins
 from proofs.toploc import (
@@ -299,11 +300,13 @@ def margin_null(folder: Path, spec: RunSpec, samples: list[tuple[list[int], list
 
 def stated_rates(spec: RunSpec, verification: VerificationSpec) -> dict:
     """The false-positive rates a run spec states, at its file size: checked tokens of a full-length file
-    (prompts × G × max_tokens × q) and the margin sum at which the file test challenges it."""
+    (prompts × G × max_tokens × q) and the margin sum at which the file test challenges it, those tokens in as few
+    prompts as hold them (the highest threshold a draw of them meets: proofs.margin_power.packed_prompts)."""
     q = verification.spot_check_bps / MAX_BPS
     completions = spec.prompts_per_submission * spec.sampling.group_size
     tokens = math.ceil(q * completions) * spec.sampling.max_tokens
-    threshold = verification.margin_null().threshold(tokens, verification.false_positive_rate / 2)
+    threshold = verification.margin_null().threshold(packed_prompts(tokens, spec.prompt_tokens()),
+                                                     verification.false_positive_rate / 2)
     return {"false_positive_rate": verification.false_positive_rate, "file_tokens": tokens,
             "file_chunks": file_chunks(spec, verification),
             "file_threshold": threshold, "worker_false_positive_rate": verification.worker_false_positive_rate}

@@ -421,8 +421,9 @@ def check_completions(spec: RunSpec, config: VerifyConfig, spot_check_bps: int, 
                             "calibrated workers'",
                             statistics={"chunk_count_test": asdict(count)}, thresholds=config.thresholds.model_dump(),
                             spot_check=spot, tokens=tokens, checked_tokens=checked)
-    test = file_margin_test(verdicts, config)
-    margins = {} if test is None else {"tokens": test.tokens, "score": test.score, "null": config.margin_null.model_dump(),
+    test = file_margin_test(verdicts, [tuple(r.prompt_ids) for r in records], config)
+    margins = {} if test is None else {"tokens": test.tokens, "score": test.score, "prompt_tokens": test.prompt_tokens,
+                                       "null": config.margin_null.model_dump(),
                                        "worker_false_positive_rate": spec.verification.worker_false_positive_rate}
     if test is not None and not test.passed:
         return CheckOutcome(False, Reason.SAMPLING,

@@ -42,10 +42,10 @@ def test_chernoff_bound_holds_for_an_honest_population_inside_the_tails() -> Non
     null = MarginNull.fit(exceed, 10**7)
     flips = rng.random((20000, 512)) < 4e-3
     sums = (flips * rng.uniform(0, 0.3, flips.shape)).sum(axis=1)
-    threshold = null.threshold(512, 1e-2)
+    threshold = null.threshold([512], 1e-2)
     assert 0 < threshold < 512
     assert (sums >= threshold).mean() <= 1e-2
-    assert null.log_p_value(float(sums.max()), 512) > math.log(1e-2) - 1e-9 or (sums >= threshold).any()
+    assert null.log_p_value(float(sums.max()), [512]) > math.log(1e-2) - 1e-9 or (sums >= threshold).any()
 
 
 def test_rounded_margins_keep_the_bound_and_count_tokens_far_above_the_noise_as_rare_events() -> None:
@@ -60,14 +60,14 @@ def test_rounded_margins_keep_the_bound_and_count_tokens_far_above_the_noise_as_
     margins = flips * rng.uniform(0, 0.3, flips.shape)
     rounded = np.array([null.score(row) for row in margins])
     assert (rounded >= margins.sum(axis=1) - 1e-12).all()
-    assert (rounded >= null.threshold(512, 1e-2)).mean() <= 1e-2
+    assert (rounded >= null.threshold([512], 1e-2)).mean() <= 1e-2
     calibrated = MarginNull(levels=MARGIN_LEVELS, tail=(9.6e-4, 9.0e-4, 7.9e-4, 4.7e-4, 3.2e-5, 3.2e-5),
                             spread_shape=None, miscalibration=1.0)
     file = [0.0] * 556 + [0.75] * 4
     rate = 1e-6
-    assert calibrated.log_p_value(sum(file), 560) > math.log(rate / 2)  # the plain sum: 3.0, not significant
+    assert calibrated.log_p_value(sum(file), [560]) > math.log(rate / 2)  # the plain sum: 3.0, not significant
     assert calibrated.score(file) == 4.0
-    assert calibrated.log_p_value(calibrated.score(file), 560) < math.log(rate / 2)
+    assert calibrated.log_p_value(calibrated.score(file), [560]) < math.log(rate / 2)
 
 
 def test_margins_past_equal_tails_count_as_the_hard_bound_and_the_bound_still_holds() -> None:
@@ -83,11 +83,11 @@ def test_margins_past_equal_tails_count_as_the_hard_bound_and_the_bound_still_ho
     u = rng.random((200_000, n))
     margins = np.where(u < tails[4], 0.26, np.where(u < tails[3], 0.2, np.where(u < tails[0], 0.01, 0.0)))
     rounded = np.array([null.score(row) for row in margins])
-    assert (rounded >= null.threshold(n, rate)).mean() <= rate
+    assert (rounded >= null.threshold([n], rate)).mean() <= rate
     file = [0.0] * 556 + [0.3] * 4
     assert null.score(file) == 4.0
-    assert null.log_p_value(null.score(file), 560) < math.log(1e-6 / 2)
-    assert null.log_p_value(2.0, 560) > math.log(1e-6 / 2)  # what 4 × 1/2 gave: not significant
+    assert null.log_p_value(null.score(file), [560]) < math.log(1e-6 / 2)
+    assert null.log_p_value(2.0, [560]) > math.log(1e-6 / 2)  # what 4 × 1/2 gave: not significant
     flat = MarginNull(levels=MARGIN_LEVELS, tail=(1.66e-5,) * 6)  # a pool whose honest margins were all 0
     assert flat.points() == (1.0,) * 6 and flat.score([1e-4, 0.0, 0.3]) == 2.0  # every flip is a rare event
 
@@ -95,9 +95,10 @@ def test_margins_past_equal_tails_count_as_the_hard_bound_and_the_bound_still_ho
 def test_margin_test_names_the_most_deviant_completion() -> None:
     null = MarginNull.fit([10, 5, 2, 0, 0, 0], 10**6)
     honest = [(32, 0.0)] * 63
-    test = margin_test([*honest, (32, 6.0)], null, 1e-6)
-    assert not test.passed and test.worst_completion == 63
-    assert margin_test([*honest, (32, 0.01)], null, 1e-6).passed
+    prompts = [i // 16 for i in range(64)]  # 4 prompts of 16 completions
+    test = margin_test([*honest, (32, 6.0)], prompts, null, 1e-6)
+    assert not test.passed and test.worst_completion == 63 and test.prompt_tokens == [512] * 4
+    assert margin_test([*honest, (32, 0.01)], prompts, null, 1e-6).passed
 
 
 def test_many_seeds_replay_one_prefill_as_replay_would() -> None:
@@ -169,8 +170,9 @@ def test_honest_bf16_files_pass_and_a_colder_sampler_is_caught(bf16_pool: dict, 
     for f in range(2):
         indices = range(1000 + 64 * f, 1064 + 64 * f)
         for name, scale in (("honest", 1.0), ("colder", 1 / 0.9)):
-            verdicts = verify_completions(validator, _generate(bf16_pool["folder"], indices, scale), config)
-            test = file_margin_test(verdicts, config)
+            records = _generate(bf16_pool["folder"], indices, scale)
+            verdicts = verify_completions(validator, records, config)
+            test = file_margin_test(verdicts, [tuple(r.prompt_ids) for r in records], config)
             scores[name] += test.score
             if name == "honest":
                 assert all(v.passed for v in verdicts) and test.passed and test.log_p_value > -1

@@ -1,6 +1,7 @@
-"""The margin test under the honest spread (proofs.margins, issue 45): honest files' flip rates vary (Gamma shape
-0.5 about a population at 2 × the null), and the per-file test and the per-worker e-process still challenge such
-workers at most at their stated rates, while a worker biased toward the decision boundary is caught."""
+"""The margin test under the honest spread (proofs.margins, issue 45): honest prompts' flip rates vary (Gamma shape
+0.5 about a population at 2 × the null), and the per-file test (a multiplier per prompt) and the per-worker
+e-process still challenge such workers at most at their stated rates, while a worker biased toward the decision
+boundary is caught."""
 
 from __future__ import annotations
 
@@ -9,7 +10,16 @@ import math
 import numpy as np
 import pytest
 
-from proofs.margins import MARGIN_LEVELS, WORKER_LAMBDAS, MarginNull, log_e_value, mixture_log_mgf
+from proofs.honest_spread import honest_file_scores
+from proofs.margins import (
+    FILE_LAMBDAS,
+    MARGIN_LEVELS,
+    WORKER_LAMBDAS,
+    MarginNull,
+    log_e_value,
+    margin_test,
+    mixture_log_mgf,
+)
 
 TAILS = (9.6e-4, 9.0e-4, 7.9e-4, 4.7e-4, 3.2e-5, 3.2e-5)
 """A bf16 pool's calibrated tails (the suite's bf16 profile)."""
@@ -19,17 +29,9 @@ TOKENS = 512
 
 
 def honest_scores(rng: np.random.Generator, workers: int, files: int, scale: float = 2.0) -> np.ndarray:
-    """Rounded margin sums of honest files at the edge of the spread: each file's tokens independent, drawn from the
-    null's dominating distribution with every tail times scale · G, G ~ Gamma(0.5, mean 1) per file (one prompt
-    a file: the worst case of the per-prompt spread), tails capped at 1."""
-    points = np.array([*MARGIN_LEVELS[1:], 1.0])
-    tails = np.minimum(1.0, scale * rng.gamma(0.5, 2.0, (workers, files, 1)) * np.array(TAILS))
-    masses = tails - np.concatenate([tails[..., 1:], np.zeros_like(tails[..., :1])], axis=-1)
-    left, rest, score = np.full((workers, files), TOKENS), np.ones((workers, files)), np.zeros((workers, files))
-    for atom, point in enumerate(points):  # a multinomial over the atoms, as successive binomials
-        count = rng.binomial(left, np.clip(masses[..., atom] / np.maximum(rest, 1e-300), 0.0, 1.0))
-        score, left, rest = score + count * point, left - count, rest - masses[..., atom]
-    return score
+    """Rounded margin sums of honest files at the edge of the spread (workers × files): one prompt a file (the worst
+    case of the per-prompt spread), its rates the null's × scale × Gamma(0.5) (proofs.honest_spread)."""
+    return honest_file_scores(NULL, [TOKENS], workers * files, rng, scale=scale).reshape(workers, files)
 
 
 def biased_scores(rng: np.random.Generator, workers: int, files: int) -> np.ndarray:
@@ -116,3 +118,68 @@ def test_a_wider_stated_spread_slows_the_worker_test() -> None:
     assert defaults < median_files(0.5, 4.0) < median_files(0.5, 8.0) < math.inf
     assert defaults < median_files(0.1, 2.0) < median_files(0.05, 2.0) < math.inf
     assert median_files(0.5, 16.0) == math.inf
+
+
+FILE = 2_048
+"""Checked tokens of the per-file tests' files (decision 0010's figures)."""
+
+
+def test_honest_files_under_the_spread_are_challenged_at_most_at_the_stated_rate() -> None:
+    """200,000 honest files of 2,048 tokens at the edge of the spread (each prompt's rates the null's × 2 × its own
+    Gamma(0.5)), of 1 prompt and of 16: the per-file bound with a multiplier per prompt passes its threshold for at
+    most α of them at α = 10^-2 and 10^-3 (binomial margins; measured ~3·10^-4 and ~3·10^-5); the i.i.d. bound of
+    before passed it for ~4 % of the 1-prompt files at 10^-3."""
+    rng = np.random.default_rng(10)
+    for prompts in (1, 16):
+        groups = [FILE // prompts] * prompts
+        scores = honest_file_scores(NULL, groups, 200_000, rng)
+        for alpha in (1e-2, 1e-3):
+            assert (scores >= NULL.threshold(groups, alpha)).sum() <= at_most(alpha, 200_000)
+        if prompts == 1:
+            assert (scores >= IID.threshold(groups, 1e-3)).mean() > 1e-2
+
+
+def test_a_files_threshold_falls_with_its_prompts_to_the_spread_free_one() -> None:
+    """At 5·10^-7 (a stated 10^-6 halved), bf16 tails: 2,048 tokens in 1, 4, 16, 64 prompts need S ≥ 14.9, 7.2,
+    5.5, 5.1 at c = 1 (decision 0010's prediction, on a coarser λ grid: 15.4, 8.0, 5.7, 5.1) and 26.3, 10.7, 7.2,
+    6.4 at c = 2; always above the bound without spread at c (a prompt's multiplier only adds), which is the
+    i.i.d. one at c = 1 (4.9)."""
+    for c, expected in ((1.0, (14.86, 7.23, 5.51, 5.06)), (2.0, (26.29, 10.73, 7.22, 6.41))):
+        null = NULL.model_copy(update={"miscalibration": c})
+        thresholds = [null.threshold([FILE // p] * p, 5e-7) for p in (1, 4, 16, 64)]
+        assert thresholds == pytest.approx(expected, abs=0.01)
+        assert all(a > b for a, b in zip(thresholds, thresholds[1:]))
+        assert thresholds[-1] > null.model_copy(update={"spread_shape": None}).threshold([FILE], 5e-7)
+    assert IID.threshold([FILE], 5e-7) == pytest.approx(4.94, abs=0.01)
+    assert IID.threshold([FILE], 5e-7) == IID.threshold([32] * 64, 5e-7)  # without spread the grouping is moot
+
+
+def test_one_prompts_bound_is_the_one_multiplier_bound_and_the_threshold_its_inverse() -> None:
+    """A file of one prompt (or one completion) is bounded by one G: min over the λ grid of L_n(λ) − λs, the
+    per-worker factor's exponent; the threshold is the least score whose bound reaches the rate."""
+    for score in (1.0, 5.0, 20.0):
+        one_g = min(NULL.file_log_mgf(lam, FILE) - lam * score for lam in FILE_LAMBDAS)
+        assert NULL.log_p_value(score, [FILE]) == pytest.approx(min(0.0, one_g))
+        assert NULL.log_p_value(score, [FILE // 2, FILE // 2]) < NULL.log_p_value(score, [FILE])
+    for groups in ([FILE], [512] * 4, [1_000, 1_000, 48]):
+        threshold = NULL.threshold(groups, 1e-6)
+        assert NULL.log_p_value(threshold, groups) == pytest.approx(math.log(1e-6))
+        assert NULL.log_p_value(threshold * 0.99, groups) > math.log(1e-6)
+    assert NULL.threshold([1], 1e-6) == math.inf  # one token, at most 1, cannot reach it
+    assert NULL.log_p_value(3.0, []) == 0.0 and NULL.threshold([], 1e-6) == math.inf
+
+
+def test_the_file_test_groups_a_files_completions_by_prompt() -> None:
+    """margin_test sums each prompt's checked tokens (equal keys: one prompt, whatever their order), so the same
+    completions judged as 64 prompts meet a lower threshold than as one; a completion is bounded as its own prompt's
+    tokens either way."""
+    completions = [(32, 0.0)] * 63 + [(32, 4.0)]
+    one = margin_test(completions, ["p"] * 64, NULL, 1e-6)
+    many = margin_test(completions, list(range(64)), NULL, 1e-6)
+    pairs = margin_test(completions, [i % 32 for i in range(64)], NULL, 1e-6)
+    assert one.prompt_tokens == [FILE] and many.prompt_tokens == [32] * 64 and pairs.prompt_tokens == [64] * 32
+    assert many.threshold < pairs.threshold < one.threshold and many.log_p_value < one.log_p_value
+    assert one.worst_completion == many.worst_completion == 63
+    assert one.worst_completion_log_p_value == many.worst_completion_log_p_value
+    with pytest.raises(ValueError, match="one prompt per completion"):
+        margin_test(completions, ["p"], NULL, 1e-6)

@@ -49,7 +49,7 @@ def test_a_policy_loosens_the_run_spec_level_by_level_and_never_tightens_it() ->
     # tails at other levels do not compare: only the tolerance is taken
     other = SPEC.verification_for(policy(0.1, [0.5] * 3, levels=[0.0, 0.1, 0.2]))
     assert other.logit_tolerance == 0.1 and other.margin_tail == SPEC.verification.margin_tail
-    assert rules.margin_null().log_p_value(3.0, 1024) >= SPEC.verification.margin_null().log_p_value(3.0, 1024)
+    assert rules.margin_null().log_p_value(3.0, [1024]) >= SPEC.verification.margin_null().log_p_value(3.0, [1024])
 
 
 def test_a_policy_cannot_loosen_a_top_p_pool_past_its_nucleus_limit(tmp_path: Path) -> None:
