@@ -23,5 +23,6 @@ def test_a_permissioned_pool_goes_from_deploy_to_a_training_step_and_a_paid_work
     pool.shell("""
 pool create --config pool.toml $CHAIN --key $KEY_OWNER --kubo-api $KUBO
 validator start --pool 1 $CHAIN --key $KEY_VALIDATOR --kubo-api $KUBO --state-dir validator > validator.log 2>&1 &
+VALIDATOR=$!
 """ + TRAIN_AND_CLAIM)
     pool.assert_paid()

@@ -19,6 +19,7 @@ def test_a_court_pool_from_the_shipped_example_runs_on_geth_with_the_default_dep
     out = pool.shell(f"""
 pool create --config pool.toml $CHAIN --key $KEY_OWNER --kubo-api $KUBO
 validator start --pool 1 $CHAIN --key $KEY_VALIDATOR --kubo-api $KUBO --state-dir validator > validator.log 2>&1 &
+VALIDATOR=$!
 until validator status --pool 1 $CHAIN --key $KEY_VALIDATOR --json | grep -q '"active": true'; do sleep {POLL_S}; done
 """ + TRAIN_AND_CLAIM + """
 validator status --pool 1 $CHAIN --key $KEY_VALIDATOR --json
