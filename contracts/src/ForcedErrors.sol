@@ -51,6 +51,8 @@ contract ForcedErrors is IForcedErrors, ReentrancyGuardTransient {
     mapping(uint256 poolId => Params) private _params;
     /// @notice When epoch 0 of a pool began (its `configure`).
     mapping(uint256 poolId => uint64) public genesis;
+    /// @dev The pool's challenge window, fixed at its creation (copied at `configure`: a reveal reads one slot).
+    mapping(uint256 poolId => uint64) private _challengeWindow;
     /// @notice What pays jackpots and refunds; penalties taken here feed it.
     mapping(uint256 poolId => uint256) public budget;
     mapping(uint256 poolId => mapping(Role => mapping(address => Chain))) private _chains;
@@ -77,9 +79,11 @@ contract ForcedErrors is IForcedErrors, ReentrancyGuardTransient {
         address owner_ = court.poolOwner(poolId);
         if (owner_ == address(0)) revert UnknownPool(poolId);
         if (msg.sender != owner_) revert NotPoolOwner(poolId, msg.sender);
-        check(p, court.getParams(poolId), pools.getPool(poolId).params, court.minPeriod());
+        IComputePool.PoolParams memory pool = pools.getPool(poolId).params;
+        check(p, court.getParams(poolId), pool, court.minPeriod());
         _params[poolId] = p;
         genesis[poolId] = uint64(block.timestamp);
+        _challengeWindow[poolId] = pool.challengeWindow;
         emit ForcedErrorsConfigured(poolId, p, uint64(block.timestamp));
     }
 
@@ -274,7 +278,7 @@ contract ForcedErrors is IForcedErrors, ReentrancyGuardTransient {
     /// (every file of it judged, every undisputed verdict final) for `revealWindow` seconds.
     function revealWindowOf(uint256 poolId, uint32 epoch) public view returns (uint64 from, uint64 until) {
         Params storage p = _configured(poolId);
-        from = genesis[poolId] + (uint64(epoch) + 1) * p.epochLength + pools.getPool(poolId).params.challengeWindow;
+        from = genesis[poolId] + (uint64(epoch) + 1) * p.epochLength + _challengeWindow[poolId];
         until = from + p.revealWindow;
     }
 
