@@ -126,8 +126,8 @@ contract ForcedErrors is IForcedErrors, ReentrancyGuardTransient {
 
     /// @notice Commit the head `keccak^length(s)` of a hash chain from a secret `s`, covering the `length` epochs
     /// after the current one (epoch e's link is `keccak^(endEpoch − e)(s)`), and lock what the caller's stake here
-    /// lacks of the role's bond. A validator of the pool's court or a member of the pool; a new chain
-    /// only once the previous one's last epoch has begun.
+    /// lacks of the role's bond. A validator of the pool's court or a member of the pool; a new chain only once the
+    /// previous one is settled (`settledBy` its last epoch): its files are settled against the chain that covered them.
     function commitChain(uint256 poolId, Role role, bytes32 head, uint32 length) external {
         Params storage p = _configured(poolId);
         if (role == Role.Validator ? !_isCourtValidator(poolId, msg.sender) : !pools.isMember(poolId, msg.sender)) {
@@ -135,10 +135,10 @@ contract ForcedErrors is IForcedErrors, ReentrancyGuardTransient {
         }
         Chain storage chain = _chains[poolId][role][msg.sender];
         uint32 current = epochOf(poolId, block.timestamp);
-        if (head == bytes32(0) || length == 0 || length > MAX_CHAIN_LENGTH || (chain.endEpoch != 0 && current < chain.endEpoch))
-        {
-            revert BadChain(poolId, msg.sender);
-        }
+        if (
+            head == bytes32(0) || length == 0 || length > MAX_CHAIN_LENGTH
+                || (chain.endEpoch != 0 && block.timestamp <= settledBy(poolId, chain.endEpoch))
+        ) revert BadChain(poolId, msg.sender);
         chain.last = head;
         chain.firstEpoch = current + 1;
         chain.lastEpoch = current;
@@ -230,13 +230,11 @@ contract ForcedErrors is IForcedErrors, ReentrancyGuardTransient {
         _penalize(poolId, bytes32(0), Role.Validator, validator, WHY_VALIDATOR_WITHHELD, p.silencePenalty);
     }
 
-    /// @notice Return the caller's stake locked here once its chain's last epoch is settled: its reveal window
-    /// closed and every case of it decided (the court's exit delay later).
+    /// @notice Return the caller's stake locked here once its chain's last epoch is settled (`settledBy`).
     function withdrawBond(uint256 poolId, Role role) external {
         _configured(poolId);
         Chain storage chain = _chains[poolId][role][msg.sender];
-        (, uint64 closes) = revealWindowOf(poolId, chain.endEpoch);
-        uint64 until = closes + court.exitDelay(poolId);
+        uint64 until = settledBy(poolId, chain.endEpoch);
         if (block.timestamp <= until) revert BondStillLocked(until);
         uint96 amount = chain.locked;
         if (amount == 0) revert ZeroAmount();
@@ -269,9 +267,17 @@ contract ForcedErrors is IForcedErrors, ReentrancyGuardTransient {
         return _links[poolId][role][account][epoch];
     }
 
-    /// @notice The epoch of time `t` in pool `poolId`.
+    /// @notice The epoch of time `t` in pool `poolId` (0 before its `configure`: no chain covers epoch 0).
     function epochOf(uint256 poolId, uint256 t) public view returns (uint32) {
-        return uint32((t - genesis[poolId]) / _configured(poolId).epochLength);
+        uint256 start = genesis[poolId];
+        return t <= start ? 0 : uint32((t - start) / _configured(poolId).epochLength);
+    }
+
+    /// @notice Until when epoch `epoch`'s files are settled against the chains that covered it: its reveal window
+    /// closed and every case of it decided (the court's exit delay later). A bond returns, and a chain is replaced, after.
+    function settledBy(uint256 poolId, uint32 epoch) public view returns (uint64) {
+        (, uint64 closes) = revealWindowOf(poolId, epoch);
+        return closes + court.exitDelay(poolId);
     }
 
     /// @notice When epoch `epoch`'s links may be revealed: from the epoch's end plus the pool's challenge window

@@ -81,7 +81,7 @@ interface IForcedErrors {
     error BadForcedErrorParams(uint8 rule);
     /// @notice Only a registered validator of the pool's court (Validator) or a member of the pool (Worker).
     error NotParticipant(uint256 poolId, Role role, address account);
-    /// @notice A chain's length must be 1..MAX_CHAIN_LENGTH, its head non-zero, and the previous chain spent.
+    /// @notice A chain's length must be 1..MAX_CHAIN_LENGTH, its head non-zero, and the previous chain settled (`settledBy`).
     error BadChain(uint256 poolId, address account);
     /// @notice A link for `epoch` is revealed in `from`..`until` only.
     error OutsideRevealWindow(uint32 epoch, uint64 from, uint64 until);

@@ -442,18 +442,30 @@ contract ForcedErrorsTest is ForcedErrorsBase {
         fe.configure(pool, p);
     }
 
-    function test_aBondIsReturnedOnlyAfterItsChainIsSettled() public {
+    /// A bond returns, and a chain is replaced, only once every file of its last epoch is settled: a worker cannot
+    /// shed a withheld or forced epoch by committing a new chain over it.
+    function test_aBondIsReturnedAndAChainReplacedOnlyAfterItsChainIsSettled() public {
         vm.prank(vals[0]);
         fe.commitChain(poolId, VALIDATOR, _hashes(_secret(vals[0]), LENGTH), LENGTH);
         (, uint64 closes) = fe.revealWindowOf(poolId, LENGTH);
         uint64 until = closes + court.exitDelay(poolId);
+        assertEq(fe.settledBy(poolId, LENGTH), until);
         vm.prank(vals[0]);
         vm.expectRevert(abi.encodeWithSelector(IForcedErrors.BondStillLocked.selector, until));
         fe.withdrawBond(poolId, VALIDATOR);
+        vm.warp(until);
+        vm.prank(vals[0]);
+        vm.expectRevert(abi.encodeWithSelector(IForcedErrors.BadChain.selector, poolId, vals[0]));
+        fe.commitChain(poolId, VALIDATOR, _hashes(keccak256("next"), LENGTH), LENGTH); // its last epoch is not settled
         vm.warp(until + 1);
         uint256 free = stake.bondedOf(vals[0]);
         vm.prank(vals[0]);
         fe.withdrawBond(poolId, VALIDATOR);
         assertEq(stake.bondedOf(vals[0]), free + V_BOND);
+        vm.prank(vals[0]);
+        fe.commitChain(poolId, VALIDATOR, _hashes(keccak256("next"), LENGTH), LENGTH);
+        IForcedErrors.Chain memory c = fe.getChain(poolId, VALIDATOR, vals[0]);
+        assertEq(c.firstEpoch, fe.epochOf(poolId, block.timestamp) + 1, "the next chain covers the epochs after now");
+        assertEq(c.locked, V_BOND, "its bond locked again");
     }
 }

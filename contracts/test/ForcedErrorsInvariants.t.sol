@@ -27,14 +27,14 @@ contract ChainHandler is Test {
         return written.length;
     }
 
-    /// Commit a new chain of 1..8 epochs from a fresh secret (refused while the last one runs: then nothing).
+    /// Commit a new chain of 1..8 epochs from a fresh secret (refused until the last one is settled: then nothing).
     function commit(uint256 who, uint256 seed, uint32 length) external recorded {
         address v = validators[who % validators.length];
         length = uint32(bound(length, 1, 8));
         // a fresh secret for every chain (one reused across chains would publish a later chain's links as heads)
         bytes32 s = keccak256(abi.encode("inv", v, seed, written.length));
         IForcedErrors.Chain memory c = fe.getChain(poolId, IForcedErrors.Role.Validator, v);
-        if (c.endEpoch != 0 && fe.epochOf(poolId, block.timestamp) < c.endEpoch) return;
+        if (c.endEpoch != 0 && block.timestamp <= fe.settledBy(poolId, c.endEpoch)) return; // not settled yet
         vm.prank(v);
         fe.commitChain(poolId, IForcedErrors.Role.Validator, _hashes(s, length), length);
         secretOf[v] = s;
@@ -56,7 +56,7 @@ contract ChainHandler is Test {
     }
 
     function wait(uint32 dt) external {
-        vm.warp(block.timestamp + bound(dt, 1, 3 hours));
+        vm.warp(block.timestamp + bound(dt, 1, 6 hours));
     }
 
     modifier recorded() {
