@@ -260,9 +260,12 @@ def _intake(doc: dict) -> str:
 
 def _economics(doc: dict) -> str:
     f = doc["figures"]
-    be, fee = f["break_even"], f["parameters"]["court"]["fee"]
-    return (f"{'yes' if f['honest_check_best_response'] else 'no'}: lazy gains {be['per_assigned_file']:.1f} an "
-            f"assigned file at r → 0; a check must earn {be['per_check']:.2f} (fee {fee:g})")
+    rows = [row for row in f["payoff_table"] if row["f"] <= 0.3334 and "gain_vs_honest" in row]
+    lazy = max(row["gain_vs_honest"] for row in rows if row["strategy"].startswith("validator lazy"))
+    audits = max(row["gain_vs_honest"] for row in rows if row["strategy"].startswith("validator skipping audits"))
+    p = f["parameters"]
+    return (f"{'yes' if f['honest_check_best_response'] else 'no'} (ρ {p['forced_rate']:.0%}, J {p['jackpot']:g}): "
+            f"lazy ≤ {lazy:+.1f}, no audits {audits:+.1f}; {f['verification_per_file']:.1f} a file")
 
 
 def _cheating(doc: dict) -> str:
@@ -274,7 +277,7 @@ def _cheating(doc: dict) -> str:
             f"{max(losses):.1f} less a file (f ≤ 1/3)")
 
 
-_ECONOMICS = "notes/economics.md#at-the-shipped-parameters-2026-12-06"
+_ECONOMICS = "notes/economics.md#with-forced-errors-2026-12-07-phase-3"
 _PRICE = "notes/protocol-price.md#files-that-arrive-fresh-and-cheaper-requests-2026-12-06-02400430-utc-ninth-session"
 _NULL = "notes/attacks.md#the-null-of-the-noisiest-population-2026-12-06-tenth-session"
 

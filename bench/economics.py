@@ -40,12 +40,26 @@ The model, file by file (every assumption is here; docs/notes/economics.md argue
   verdict's owner (the judge, or the disputer if overturned) is paid `verdictFee` and, for a rejection, the bounty
   b·S (R9.16).
 
+- *Forced errors* (contracts/src/ForcedErrors.sol, R9.25–R9.28; `--forced-bps` ρ, `--jackpot` J; `--forced-bps 0`: the
+  court alone). Each file owes a forced error with probability ρ whoever its worker is (its own chain decides); every
+  check flags it; the worker generated it (cost g). A cartel knows its allies' forced errors (they tell it) and
+  challenges them unchecked; it checks no outsider's file. After the case is final, as `settle` pays: the party that
+  said valid loses `wrongVerdictSlash`, the one that said invalid takes J; rejected, the worker is refunded S;
+  accepted, it loses S + R; accepted undisputed, every drawn auditor that did not check (lazy, cartel, skipping audits;
+  a silent one withheld its link, so it is drawn for every file) loses `wrongVerdictSlash` (`chargeAuditor`).
+  **skipping audits** (a deviation): checks and judges its assignments as an honest validator, never audits.
+
 Payoffs are in tokens: a validator's per file it is assigned (its total over the run × V / files: the assignments
 are uniform), a worker's per file it submits. Rows per cell: the honest validators' mean, a cartel member's, one
 honest validator turned lazy and one turned silent (each with its gain over staying honest: the paired difference),
-and at f = 0 one validator turned malicious (a cartel of one); the honest and the cheating worker.
+and at f = 0 one validator turned malicious (a cartel of one); the honest and the cheating worker. Validator payoffs
+and gains are post-stratified on (forced, drawn to the deviator) with their exact probabilities (ρ, 1/V): a rare
+jackpot would otherwise swamp the interval.
 `honest_check_best_response`: in every cell with f ≤ 1/3, the lazy deviation's mean gain is ≤ 0.
 `cheating_unprofitable`: in every cell with r > 0, the cheating worker's mean payoff is below the honest worker's.
+`honest_audit_best_response`, `silence_unprofitable`: the same test for the validator that skips audits and the silent
+one. `verification_per_file`: the verification budget's net outlay per file (jackpots and refunds less the penalties
+it takes), the largest over the cells.
 `break_even`: in the cells at r → 0 (r ≤ 0.001), f ≤ 1/3, what a mechanism must pay an honest validator per check,
 in expectation (audit pay, or a forced-error jackpot J at rate ε with ε·J at least this), for the lazy deviation
 to stop gaining: the lazy gain over the honest validator's checks (the largest over those cells).
@@ -90,7 +104,11 @@ CHECK_PER_GENERATION = 1 / 7.07
 DISPUTE_ROUNDS = 3
 """ValidatorCourt.DISPUTE_ROUNDS."""
 Z95 = 1.959963984540054
-HONEST, LAZY, SILENT, CARTEL = "honest", "lazy", "silent", "cartel"
+HONEST, LAZY, SILENT, CARTEL, AUDITLESS = "honest", "lazy", "silent", "cartel", "auditless"
+DEFAULT_FORCED_BPS = 200
+"""ρ = 2 % (docs/notes/economics.md argues it): the shipped forced-error rate, `--forced-bps`."""
+DEFAULT_JACKPOT = 1_000.0
+"""J = 1,000 tokens (≈ 7.8 R; ρ·J = 20 ≥ the 17.4 a validator's checks cost per assigned file): `--jackpot`."""
 DEFAULT_RATES = (0.0, 0.001, 0.1)
 DEFAULT_CARTELS = (0.0, 0.1, 0.2, 1 / 3)
 NEAR_ZERO = 0.001
@@ -177,6 +195,10 @@ class Model:
     check_cost: float
     generation_cost: float
     cheater_share: float
+    forced_rate: float = 0.0
+    """ρ: the share of every worker's files that owe a forced error (ForcedErrors `forcedBps` / 10000; 0: none)."""
+    jackpot: float = 0.0
+    """J: what the validator that judged a forced error invalid takes from the verification budget."""
 
 
 # ---- settlement (contracts/src/DisputeSettlement.sol `settle`, ValidatorCourt `_finalize`) ----------------------------
@@ -305,7 +327,10 @@ def cartel_plan(model: Model, strategies: tuple[str, ...]) -> CartelPlan:
     disputed = dispute_value(court, without(cartel=1, honest=1), accepted=False, detectable=False, cartel_side=False,
                              judge_cartel=True, disputer_cartel=False, ally=False) if counts[HONEST] else 0.0
     values["false_challenge"] = undisputed * final_pay(court, False) + (1 - undisputed) * disputed
-    values["attest_outsider"] = court.fee
+    # an outsider's file owes a forced error with probability ρ: attesting it unchecked then costs wrongVerdictSlash,
+    # a challenge of it takes the jackpot (the cartel never checks an outsider's file)
+    values["attest_outsider"] = court.fee - model.forced_rate * court.wrong_verdict_slash
+    values["false_challenge"] += model.forced_rate * model.jackpot
     challenge = values["false_challenge"] > values["attest_outsider"]
     # a dispute of a correct acceptance of an outsider's file, by judge strategy
     accepts = {}
@@ -343,6 +368,12 @@ class Run:
     checks: np.ndarray
     """Checks each validator made over the run."""
     counts: dict
+    forced: np.ndarray
+    """Whether the file owed a forced error."""
+    assignee: np.ndarray
+    """The validator each file was drawn to (uniform: 1/V each)."""
+    checked: np.ndarray
+    """files × validators: who checked each file."""
 
 
 def simulate(model: Model, strategies: tuple[str, ...], r: float, files: int, seed: str) -> Run:
@@ -355,18 +386,23 @@ def simulate(model: Model, strategies: tuple[str, ...], r: float, files: int, se
     vpay = np.zeros((files, n_val))
     wpay = np.zeros(files)
     ally_of = np.zeros(files, dtype=bool)
+    forced_of = np.zeros(files, dtype=bool)
+    assignee_of = np.zeros(files, dtype=np.int64)
+    checked_of = np.zeros((files, n_val), dtype=bool)
     fabricated_of = np.zeros(files, dtype=bool)
     assigned = np.zeros(n_val, dtype=np.int64)
     checks = np.zeros(n_val, dtype=np.int64)
     counts = dict.fromkeys(("fabricated", "fabricated_accepted", "outsider_files", "outsiders_slashed",
-                            "false_challenges", "disputes", "overturned", "void", "lapsed"), 0)
+                            "false_challenges", "disputes", "overturned", "void", "lapsed", "forced", "forced_caught"), 0)
+    verification = 0.0  # the verification budget's net outlay (jackpots and refunds less the penalties it took)
     everyone = range(n_val)
     for i in range(files):
         # the draws, in the same number and order whatever the strategies
-        u_ally, u_fabricated, u_detected = rng.random(), rng.random(), rng.random()
+        u_ally, u_fabricated, u_detected, u_forced = rng.random(), rng.random(), rng.random(), rng.random()
         ally = u_ally < model.cheater_share
-        fabricated = ally and u_fabricated < r
-        detectable = fabricated and u_detected < court.detect
+        forced = u_forced < model.forced_rate  # owed by the worker's chain: every check flags it
+        fabricated = ally and not forced and u_fabricated < r
+        detectable = forced or (fabricated and u_detected < court.detect)
         assignee = rng.randrange(n_val)
         audit_draw = [rng.random() for _ in everyone]
         order = rng.sample(everyone, n_val)
@@ -379,10 +415,12 @@ def simulate(model: Model, strategies: tuple[str, ...], r: float, files: int, se
                 checked.add(v)
                 pay[v] -= model.check_cost
                 checks[v] += 1
+                checked_of[i, v] = True
 
-        ally_of[i], fabricated_of[i] = ally, fabricated
+        ally_of[i], fabricated_of[i], forced_of[i], assignee_of[i] = ally, fabricated, forced, assignee
         assigned[assignee] += 1
         counts["fabricated"] += fabricated
+        counts["forced"] += forced
         counts["outsider_files"] += not ally
         worker = 0.0 if fabricated else -model.generation_cost
         judge = assignee
@@ -397,12 +435,12 @@ def simulate(model: Model, strategies: tuple[str, ...], r: float, files: int, se
             pay[stand_in] += court.silence_penalty
             judge = stand_in
         # the first verdict
-        if strategies[judge] == HONEST:
+        if strategies[judge] in (HONEST, AUDITLESS):
             check(judge)
             accepted = not detectable
-        elif strategies[judge] == CARTEL:
-            accepted = ally or not plan.challenge_outsiders
-            counts["false_challenges"] += not accepted
+        elif strategies[judge] == CARTEL:  # it knows its allies' forced errors, and checks no outsider's file
+            accepted = (ally and not forced) or (not ally and not plan.challenge_outsiders)
+            counts["false_challenges"] += not accepted and not ally
         else:  # lazy
             accepted = True
         # audits: the first honest auditor whose check contradicts the verdict disputes it; or the cartel disputes
@@ -413,7 +451,7 @@ def simulate(model: Model, strategies: tuple[str, ...], r: float, files: int, se
                 if disputer is None and accepted == detectable:
                     disputer = v
         if disputer is None and judge not in cartel and cartel:
-            wants = (plan.dispute_ally_rejects if ally and not accepted
+            wants = (plan.dispute_ally_rejects if ally and not accepted and not forced
                      else plan.dispute_outsider_accepts.get(strategies[judge], False) if not ally and accepted
                      else False)
             if wants:
@@ -423,7 +461,7 @@ def simulate(model: Model, strategies: tuple[str, ...], r: float, files: int, se
             final, void = accepted, False
         else:
             counts["disputes"] += 1
-            cartel_side = True if ally else not (judge in cartel or disputer in cartel)
+            cartel_side = (not forced) if ally else not (judge in cartel or disputer in cartel)
             seats = [v for v in order if v not in (judge, disputer)]
             void = True
             for round_ in range(DISPUTE_ROUNDS):
@@ -432,7 +470,7 @@ def simulate(model: Model, strategies: tuple[str, ...], r: float, files: int, se
                 committee: list[tuple[object, bool | None]] = []
                 for v in seats[:court.committee_size]:
                     s = strategies[v]
-                    if s == HONEST:
+                    if s in (HONEST, AUDITLESS):
                         check(v)
                         vote: bool | None = not detectable
                     elif s == CARTEL:
@@ -458,9 +496,48 @@ def simulate(model: Model, strategies: tuple[str, ...], r: float, files: int, se
         if final is not None:
             worker += court.reward if final else -court.slash
             counts["fabricated_accepted"] += fabricated and final
-            counts["outsiders_slashed"] += (not ally) and not final
+            counts["outsiders_slashed"] += (not ally) and not final and not forced
+            if forced:
+                worker, outlay = _settle_forced(model, pay, strategies, judge, disputer, accepted, final, worker,
+                                                [v for v in everyone if v != judge and audit_draw[v] < model.audit_rate])
+                verification += outlay
+                counts["forced_caught"] += not final
         wpay[i] = worker
-    return Run(vpay, wpay, ally_of, fabricated_of, assigned, checks, counts | {"cartel_plan": plan.values})
+    return Run(vpay, wpay, ally_of, fabricated_of, assigned, checks,
+               counts | {"cartel_plan": plan.values, "verification_outlay": verification}, forced_of, assignee_of,
+               checked_of)
+
+
+def _settle_forced(model: Model, pay: np.ndarray, strategies: tuple[str, ...], judge: int, disputer: int | None,
+                   accepted: bool, final: bool, worker: float, drawn: list[int]) -> tuple[float, float]:
+    """ForcedErrors.settle and chargeAuditor on a forced error whose case ended `final` (contracts/src/ForcedErrors.sol):
+    the party that said valid loses wrongVerdictSlash, the one that said invalid takes J; rejected, the worker's slash is
+    refunded; accepted, it loses S + R; accepted undisputed, each drawn auditor that is not honest (a silent one withheld
+    its link: drawn for every file) loses wrongVerdictSlash. Returns the worker's payoff and the budget's net outlay."""
+    court = model.court
+    judge_said_valid = accepted
+    catcher = disputer if judge_said_valid else judge
+    lazy = judge if judge_said_valid else disputer
+    outlay = 0.0
+    if lazy is not None:
+        pay[lazy] -= court.wrong_verdict_slash
+        outlay -= court.wrong_verdict_slash
+    if catcher is not None:
+        pay[catcher] += model.jackpot
+        outlay += model.jackpot
+    if final:
+        worker -= court.slash + court.reward
+        outlay -= court.slash + court.reward
+        if disputer is None:
+            silent = [v for v, s in enumerate(strategies) if s == SILENT and v != judge]
+            for v in set(drawn) | set(silent):
+                if strategies[v] != HONEST:
+                    pay[v] -= court.wrong_verdict_slash
+                    outlay -= court.wrong_verdict_slash
+    else:
+        worker += court.slash
+        outlay += court.slash
+    return worker, outlay
 
 
 # ---- statistics -------------------------------------------------------------------------------------------------------
@@ -474,6 +551,25 @@ def mean_ci(samples: np.ndarray, scale: float = 1.0) -> tuple[float, float, floa
     mean = float(samples.mean()) * scale
     half = Z95 * float(samples.std(ddof=1)) / math.sqrt(n) * scale if n > 1 else math.inf
     return mean, mean - half, mean + half
+
+
+def stratified_ci(samples: np.ndarray, strata: list[tuple[np.ndarray, float]], scale: float = 1.0
+                  ) -> tuple[float, float, float]:
+    """Mean and 95 % interval of `samples` × `scale` by post-stratification: `strata` are (mask, its exact probability)
+    pairs that partition the files (a forced error, ρ; drawn to a given validator, 1/V). A jackpot of rare forced
+    errors would otherwise swamp the plain mean's interval; the plain mean if a stratum of positive weight holds no
+    file (a short run)."""
+    if any(weight > 0 and not mask.any() for mask, weight in strata):
+        return mean_ci(samples, scale)
+    mean = var = 0.0
+    for mask, weight in strata:
+        if weight == 0:
+            continue
+        x = samples[mask]
+        mean += weight * float(x.mean())
+        var += weight * weight * (float(x.var(ddof=1)) / len(x) if len(x) > 1 else math.inf)
+    half = Z95 * math.sqrt(var)
+    return mean * scale, (mean - half) * scale, (mean + half) * scale
 
 
 def mixed_ci(valid: np.ndarray, fabricated: np.ndarray, r: float) -> tuple[float, float, float]:
@@ -510,30 +606,39 @@ def run_cell(model: Model, r: float, f: float, files: int, seed: int) -> tuple[l
     me = cartel  # the honest validator that deviates
     key = f"{seed}/{r!r}/{cartel}"
     runs = {"base": simulate(model, base, r, files, key)}
-    for name, strategy in ((LAZY, LAZY), (SILENT, SILENT)) + (((CARTEL, CARTEL),) if cartel == 0 else ()):
+    for name, strategy in ((LAZY, LAZY), (SILENT, SILENT), (AUDITLESS, AUDITLESS)) + (
+            ((CARTEL, CARTEL),) if cartel == 0 else ()):
         runs[name] = simulate(model, base[:me] + (strategy,) + base[me + 1:], r, files, key)
     b = runs["base"]
     per_assigned = float(v)
+    rho = model.forced_rate
+    by_forced = [(b.forced, rho), (~b.forced, 1 - rho)]
+    mine_drawn = b.assignee == me
+    by_forced_and_me = [(k & m, w * p) for k, w in by_forced for m, p in ((mine_drawn, 1 / v), (~mine_drawn, 1 - 1 / v))]
     honest = b.validator_pay[:, cartel:].mean(axis=1)
-    rows = [_row(r, f, cartel, "validator honest", mean_ci(honest, per_assigned), "per assigned file",
+    rows = [_row(r, f, cartel, "validator honest", stratified_ci(honest, by_forced, per_assigned), "per assigned file",
                  checks_per_assigned_file=round(float(b.checks[cartel:].mean()) * v / files, 4))]
     if cartel:
-        rows.append(_row(r, f, cartel, "validator cartel", mean_ci(b.validator_pay[:, :cartel].mean(axis=1),
-                                                                    per_assigned), "per assigned file"))
+        rows.append(_row(r, f, cartel, "validator cartel", stratified_ci(b.validator_pay[:, :cartel].mean(axis=1),
+                                                                          by_forced, per_assigned), "per assigned file"))
+    # the deviator's checks per file it is drawn to, estimated as its gains are (the same strata)
+    checks_per_assigned = stratified_ci(b.checked[:, me].astype(float), by_forced_and_me, per_assigned)[0]
     gains = {}
-    for name in (LAZY, SILENT, CARTEL):
+    for name in (LAZY, SILENT, AUDITLESS, CARTEL):
         if name not in runs:
             continue
         mine = runs[name].validator_pay[:, me]
-        gain = mean_ci(mine - b.validator_pay[:, me], per_assigned)
+        gain = stratified_ci(mine - b.validator_pay[:, me], by_forced_and_me, per_assigned)
         gains[name] = gain
         if name == LAZY:
-            checks = float(b.checks[me]) * v / files
+            checks = checks_per_assigned
             extra = {"break_even_per_check": _r(max(gain[0], 0.0) / checks) if checks else None}
         else:
             extra = {}
-        label = "validator malicious (a cartel of one)" if name == CARTEL else f"validator {name} (one deviates)"
-        rows.append(_row(r, f, cartel, label, mean_ci(mine, per_assigned), "per assigned file",
+        label = ("validator malicious (a cartel of one)" if name == CARTEL
+                 else "validator skipping audits (one deviates)" if name == AUDITLESS
+                 else f"validator {name} (one deviates)")
+        rows.append(_row(r, f, cartel, label, stratified_ci(mine, by_forced_and_me, per_assigned), "per assigned file",
                          gain_vs_honest=_r(gain[0]), gain_ci95=[_r(gain[1]), _r(gain[2])], **extra))
     honest_worker = mean_ci(b.worker_pay[~b.ally])
     fabricated = b.worker_pay[b.fabricated]
@@ -542,10 +647,10 @@ def run_cell(model: Model, r: float, f: float, files: int, seed: int) -> tuple[l
     rows.append(_row(r, f, cartel, f"worker cheating at r = {r:g}", cheater, "per submitted file",
                      gain_vs_honest=_r(cheater[0] - honest_worker[0]), fabricated_files=int(len(fabricated)),
                      per_fabricated_file=_r(float(fabricated.mean())) if len(fabricated) else None))
-    checks_per_assigned = float(b.checks[me]) * v / files
-    cell = {"r": r, "f": f, "cartel": cartel, "lazy_gain": gains[LAZY][0], "honest_worker": honest_worker[0],
+    cell = {"r": r, "f": f, "cartel": cartel, "lazy_gain": gains[LAZY][0], "silent_gain": gains[SILENT][0],
+            "audit_skip_gain": gains[AUDITLESS][0], "honest_worker": honest_worker[0],
             "cheater": cheater[0], "checks_per_assigned_file": checks_per_assigned,
-            "counts": b.counts}
+            "verification_per_file": b.counts["verification_outlay"] / files, "counts": b.counts}
     return rows, cell
 
 
@@ -625,6 +730,11 @@ def parser() -> argparse.ArgumentParser:
                    help="cartel fractions f of the validators (default 0,0.1,0.2,1/3)")
     p.add_argument("--cheater-share", type=float, default=0.5,
                    help="share of the pool's files submitted by the cheating workers (default 0.5)")
+    p.add_argument("--forced-bps", type=int, default=DEFAULT_FORCED_BPS,
+                   help=f"ρ in basis points: the share of files whose worker owes a forced error (ForcedErrors "
+                        f"forcedBps, at most 1000; 0: no forced errors, the court alone; default {DEFAULT_FORCED_BPS})")
+    p.add_argument("--jackpot", type=float, default=DEFAULT_JACKPOT,
+                   help=f"J in tokens: what the validator that catches a forced error takes (default {DEFAULT_JACKPOT:g})")
     p.add_argument("--files", type=int, default=20_000, help="files per cell and scenario (default 20000)")
     p.add_argument("--seed", type=int, default=0)
     add_record_option(p)
@@ -653,7 +763,15 @@ def model_of(args: argparse.Namespace) -> Model:
     for name, value in (("--generation-cost", generation), ("--check-cost", check)):
         if not (math.isfinite(value) and value >= 0):
             raise Usage(f"{name} must be a finite number ≥ 0")
-    return Model(court, args.validators, args.audit_rate, check, generation, args.cheater_share)
+    if not 0 <= args.forced_bps <= 1_000:
+        raise Usage("--forced-bps must be in [0, 1000] (ForcedErrors.MAX_FORCED_BPS)")
+    if not (math.isfinite(args.jackpot) and args.jackpot >= 0):
+        raise Usage("--jackpot must be a finite number ≥ 0")
+    if args.forced_bps and not 0 < args.forced_bps * args.jackpot <= MAX_BPS * court.reward:
+        raise Usage(f"--jackpot {args.jackpot:g} at --forced-bps {args.forced_bps}: ForcedErrors requires 0 < ρ·J ≤ R "
+                    f"= {court.reward:g} (rule 6, R1.22)")
+    return Model(court, args.validators, args.audit_rate, check, generation, args.cheater_share,
+                 args.forced_bps / MAX_BPS, args.jackpot if args.forced_bps else 0.0)
 
 
 def _fmt(row: dict) -> str:
@@ -697,7 +815,15 @@ def main(argv: list[str] | None = None) -> int:
         for row in cell_rows:
             print(f"  {row['strategy']:<{width}}  {_fmt(row)}")
     best_response, unprofitable, break_even = verdicts(cells)
+    small = [c for c in cells if c["f"] <= 1 / 3 + 1e-9]
+    audit_best = all(c["audit_skip_gain"] <= 0 for c in small)
+    silence_loses = all(c["silent_gain"] <= 0 for c in small)
+    outlay = max(c["verification_per_file"] for c in cells)
     print(f"honest checking is each validator's best response (f ≤ 1/3): {best_response}")
+    print(f"  auditing too (skipping audits does not gain): {audit_best}; silence does not gain: {silence_loses}")
+    if model.forced_rate:
+        print(f"forced errors: ρ {model.forced_rate:g}, J {model.jackpot:g}; the verification budget pays at most "
+              f"{outlay:.3f} tokens a file net of the penalties it takes ({outlay / c.reward:.1%} of R)")
     print(f"cheating is unprofitable for a worker (every r > 0): {unprofitable}")
     undetermined = [{"r": c["r"], "cartel": c["cartel"]} for c in cells if c["r"] > 0 and math.isnan(c["cheater"])]
     if undetermined:
@@ -709,6 +835,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{break_even['at']['cartel']} in the cartel)")
     result = {
         "honest_check_best_response": best_response,
+        "honest_audit_best_response": audit_best,
+        "silence_unprofitable": silence_loses,
+        "verification_per_file": _r(outlay),
         "cheating_unprofitable": unprofitable,
         "break_even": break_even,
         "cheating_undetermined_cells": undetermined,
@@ -716,6 +845,7 @@ def main(argv: list[str] | None = None) -> int:
         "parameters": {"pool": _shown(args.pool), "court": asdict(c), "validators": model.validators,
                        "audit_rate": model.audit_rate, "check_cost": _r(model.check_cost),
                        "generation_cost": _r(model.generation_cost), "cheater_share": model.cheater_share,
+                       "forced_rate": model.forced_rate, "jackpot": model.jackpot,
                        "cheat_rates": args.cheat_rate, "cartel_fractions": [round(f, 4) for f in args.cartel],
                        "files": args.files, "seed": args.seed},
         "cartel_plans": {f"r={cell['r']:g},cartel={cell['cartel']}": cell["counts"]["cartel_plan"] for cell in cells

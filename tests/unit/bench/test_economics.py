@@ -84,7 +84,7 @@ def test_the_cartels_expectation_of_disputing_a_rejection_of_its_ally(court) -> 
 
 def test_the_command_prints_the_table_then_one_json_line(capsys) -> None:
     code = eco.main(["--files", "300", "--validators", "5", "--audit-rate", "0", "--check-cost", "2",
-                     "--generation-cost", "50", "--cheat-rate", "0,0.1", "--cartel", "0,1/3"])
+                     "--generation-cost", "50", "--cheat-rate", "0,0.1", "--cartel", "0,1/3", "--forced-bps", "0"])
     assert code == 0
     result = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert isinstance(result["honest_check_best_response"], bool) and isinstance(result["cheating_unprofitable"], bool)
@@ -102,6 +102,7 @@ def test_the_command_prints_the_table_then_one_json_line(capsys) -> None:
     ["--files", "x"], ["--files", "1"], ["--audit-rate", "1.5"], ["--cartel", "1"], ["--cartel", "-0.1"], ["--cheat-rate", "a"],
     ["--cheat-rate", "2"], ["--validators", "2"], ["--check-cost", "-1"], ["--cheater-share", "1"], ["--bogus"],
     ["--pool", "no/such/pool.toml"], ["--pool", str(ROOT / "examples" / "pool.toml")],
+    ["--forced-bps", "1001"], ["--jackpot", "-1"], ["--forced-bps", "200", "--jackpot", "6401"],  # ρ·J > R = 128
 ])
 def test_bad_flags_exit_2_with_one_line(argv, capsys) -> None:
     assert eco.main(argv) == EXIT_USAGE
@@ -114,3 +115,33 @@ def test_a_cell_without_a_fabricated_file_does_not_show_cheating_unprofitable() 
               "checks_per_assigned_file": 1.0}]
     best_response, unprofitable, _ = eco.verdicts(cells)
     assert not best_response and not unprofitable
+
+
+def test_forced_errors_settle_as_the_contract_at_r0(court) -> None:
+    # every file forced (ρ = 1, a hand's case): an honest judge challenges each, takes J + b·S + fee and the worker is
+    # refunded S; a lazy one attests each, loses wrongVerdictSlash, and the worker loses S + R after its R
+    model = eco.Model(court, validators=5, audit_rate=0.0, check_cost=2.0, generation_cost=50.0, cheater_share=0.5,
+                      forced_rate=1.0, jackpot=300.0)
+    honest = eco.simulate(model, (eco.HONEST,) * 5, 0.0, 200, "f")
+    assert honest.validator_pay.sum(axis=0) == pytest.approx((300 + court.bounty + court.fee - 2) * honest.assigned)
+    assert honest.worker_pay == pytest.approx([-50.0] * 200)  # generated, refunded, never paid
+    assert honest.counts["forced_caught"] == 200
+    assert honest.counts["verification_outlay"] == pytest.approx(200 * (300 + court.slash))
+    lazy = eco.simulate(model, (eco.LAZY,) + (eco.HONEST,) * 4, 0.0, 200, "f")
+    assert lazy.validator_pay[:, 0].sum() == pytest.approx((court.fee - court.wrong_verdict_slash) * lazy.assigned[0])
+    mine = lazy.assignee == 0
+    assert lazy.worker_pay[mine] == pytest.approx([-50.0 - court.slash] * int(mine.sum()))
+
+
+def test_a_drawn_auditor_that_lets_a_forced_error_stand_loses(court) -> None:
+    # every file forced, every validator drawn to audit each: a lazy judge's attestation is disputed by the honest
+    # auditors; with every validator lazy but one silent, nobody disputes and the silent one (drawn for every file,
+    # its link withheld) loses wrongVerdictSlash on each accepted forced error it did not judge
+    model = eco.Model(court, validators=3, audit_rate=1.0, check_cost=2.0, generation_cost=50.0, cheater_share=0.5,
+                      forced_rate=1.0, jackpot=300.0)
+    run = eco.simulate(model, (eco.LAZY, eco.LAZY, eco.SILENT), 0.0, 60, "a")
+    assert run.counts["disputes"] == 0 and run.counts["forced_caught"] == 0
+    silent_penalty = court.silence_penalty * run.assigned[2]
+    others = 60 - run.assigned[2]  # the files a lazy validator judged; the silent one's go to a lazy stand-in
+    assert run.validator_pay[:, 2].sum() == pytest.approx(-silent_penalty - court.wrong_verdict_slash * 60)
+    assert others >= 0
