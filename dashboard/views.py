@@ -18,7 +18,7 @@ from web3 import Web3
 
 from dashboard.chain_source import ComputePool, Deployment, StakeManager, ValidatorCourt, cid_to_digest, decode_pool
 from dashboard.common import STATUSES, BadId, NotFound, address_of, page, reason_name, status_counts, work_id_of
-from dashboard.court import PENALTY_WHY, VOID_WHY, CourtViews, credit_kind, percentile
+from dashboard.court import PENALTY_WHY, VOID_WHY, CourtViews, credit_kind, nearest_rank
 from dashboard.evidence import checks_passed, explain
 from dashboard.models import (
     Backlog,
@@ -291,47 +291,35 @@ class Explorer(CourtViews):
         disputes and money out (rewards claimed, fees paid, slashes)."""
         self._pool_row(pool_id)
         court = self.court(pool_id) if self._court_params(pool_id) is not None else None
-        subs = self.store.select("SELECT work_id, block_time, status, json_extract(data, '$.n_samples') AS n "
-                                 "FROM work_status WHERE pool_id = ? ORDER BY block_time", (pool_id,))
-        submitted_at = {r["work_id"]: r["block_time"] for r in subs}
-        first = {}
-        for r in self.store.select(
-                "SELECT work_id, name, MIN(block_time) AS t FROM events WHERE pool_id = ? AND name IN "
-                "('VerdictGiven', 'VerdictFinal', 'WorkAccepted', 'WorkChallenged') GROUP BY work_id, name",
-                (pool_id,)):
-            first[(r["work_id"], r["name"])] = r["t"]
-        verdict_names = ("VerdictGiven",) if court else ("WorkAccepted", "WorkChallenged")
-        final_names = ("WorkAccepted", "WorkChallenged")
-        def latency(names: tuple[str, ...]) -> Latency:
-            out = []
-            for w, t0 in submitted_at.items():
-                times = [first[(w, n)] for n in names if (w, n) in first]
-                if times:
-                    out.append(min(times) - t0)
-            return Latency(n=len(out), p50=percentile(out, 50), p99=percentile(out, 99))
         counts = {s: 0 for s in STATUSES}
-        for r in subs:
-            counts[r["status"]] += 1
+        samples_by = dict.fromkeys(STATUSES, 0)
+        for r in self.store.select("SELECT status, SUM(n) AS n, SUM(samples) AS samples FROM work_counts "
+                                   "WHERE pool_id = ? GROUP BY status", (pool_id,)):
+            counts[r["status"]], samples_by[r["status"]] = r["n"], r["samples"]
+        submissions = sum(counts.values())
+        first, last = (self.store.scalar(f"SELECT {end}(block_time) FROM works WHERE pool_id = ?", (pool_id,))
+                       for end in ("MIN", "MAX"))
         judged = counts["accepted"] + counts["paid"] + counts["rejected"]
-        span = (subs[-1]["block_time"] - subs[0]["block_time"]) if len(subs) > 1 else 0
+        span = last - first if submissions > 1 else 0
         per_min = lambda x: None if span <= 0 else round(60.0 * x / span, 3)  # noqa: E731
-        samples = sum(r["n"] or 0 for r in subs)
-        accepted_samples = sum(r["n"] or 0 for r in subs if r["status"] in ("accepted", "paid"))
+        samples = sum(samples_by.values())
+        accepted_samples = samples_by["accepted"] + samples_by["paid"]
         state = self.live.pool_state(pool_id)
-        paid_samples = sum(r["n"] or 0 for r in subs if r["status"] == "paid")
-        backlog = Backlog(awaiting_verdict=sum(1 for r in subs if r["status"] == "pending" and not any(
-                              (r["work_id"], n) in first for n in verdict_names)),
-                          awaiting_finality=counts["pending"])
+        paid_samples = samples_by["paid"]
+        # a pending work has no WorkAccepted or WorkChallenged: all of them await the pool's verdict
+        backlog = Backlog(awaiting_verdict=counts["pending"], awaiting_finality=counts["pending"])
         if court:
             backlog = Backlog(awaiting_verdict=court.cases.pending,
                               awaiting_finality=court.cases.verdict + court.cases.disputed)
         out = PoolStats(
             pool_id=pool_id, budget=state.budget if state else None, reserved=state.reserved if state else None,
             fee_budget=self.live.fee_budget(pool_id) if court else None,
-            submissions=len(subs), samples=samples, accepted_samples=accepted_samples, span_s=span,
-            throughput=Throughput(submissions_per_min=per_min(len(subs)), samples_per_min=per_min(samples),
+            submissions=submissions, samples=samples, accepted_samples=accepted_samples, span_s=span,
+            throughput=Throughput(submissions_per_min=per_min(submissions), samples_per_min=per_min(samples),
                                   accepted_samples_per_min=per_min(accepted_samples)),
-            verdict_latency_s=latency(verdict_names), finality_latency_s=latency(final_names), backlog=backlog,
+            verdict_latency_s=self._latency(pool_id, "given" if court else "decided"),
+            finality_latency_s=self._latency(pool_id, "decided"),
+            backlog=backlog,
             status=SubmissionCounts(**counts),
             adversary_rate=None if judged == 0 else round(counts["rejected"] / judged, 4),
             rewards_paid=None if state is None else str(paid_samples * int(state.reward_per_sample)),
@@ -341,6 +329,21 @@ class Explorer(CourtViews):
             out.cases, out.disputes = court.cases, court.disputes
             out.fees_paid, out.validator_penalties = court.fees_paid, court.penalties_total
         return out
+
+    def _latency(self, pool_id: int, kind: str) -> Latency:
+        """Seconds from submission to a work's first verdict (`kind` given: VerdictGiven; decided: WorkAccepted or
+        WorkChallenged) over the pool's works that have one: nearest-rank percentiles from the kept histogram."""
+        histogram = [(r["seconds"], r["n"]) for r in self.store.select(
+            "SELECT seconds, n FROM latencies WHERE pool_id = ? AND kind = ? AND n > 0 ORDER BY seconds", (pool_id, kind))]
+        n = sum(count for _, count in histogram)
+        def rank(q: int) -> int | None:  # the value at the nearest rank, as court.percentile picks it
+            at, seen = nearest_rank(n, q), 0
+            for seconds, count in histogram:
+                seen += count
+                if seen >= at:
+                    return seconds
+            return None
+        return Latency(n=n, p50=rank(50), p99=rank(99))
 
     def trainer(self, pool_id: int) -> Trainer:
         """The trainer's view: the learning curve (reward, held-out accuracy, staleness, importance-sampling
@@ -518,12 +521,10 @@ class Explorer(CourtViews):
             params)
 
     def _slashed_by_worker(self, pool_id: int) -> dict[str, int]:
-        """Amounts slashed from the pool's workers, by worker (uint256: added up here, not in SQL)."""
-        out: dict[str, int] = {}
-        for r in self.store.select(f"SELECT s.worker, json_extract(s.data, '$.amount') AS amount {self._SLASHES}",
-                                   (pool_id, self.live.pool.address.lower())):
-            out[r["worker"]] = out.get(r["worker"], 0) + int(r["amount"])
-        return out
+        """Amounts slashed from the pool's workers, by worker (kept in `slash_sums` as the rows are written)."""
+        return {r["worker"]: int(r["amount"]) for r in self.store.select(
+            "SELECT worker, amount FROM slash_sums WHERE pool_id = ? AND slasher = ? AND n > 0",
+            (pool_id, self.live.pool.address.lower()))}
 
     def _slash_item(self, r: Row) -> Slash:
         sub = self._submission(self.store.select("SELECT * FROM work_status WHERE work_id = ?",
@@ -535,7 +536,8 @@ class Explorer(CourtViews):
 
     def slashes(self, pool_id: int, offset: int, limit: int) -> Page[Slash]:
         self._pool_row(pool_id)
-        total = self.store.scalar(f"SELECT COUNT(*) {self._SLASHES}", (pool_id, self.live.pool.address.lower()))
+        total = self.store.scalar("SELECT COALESCE(SUM(n), 0) FROM slash_sums WHERE pool_id = ? AND slasher = ?",
+                                  (pool_id, self.live.pool.address.lower()))
         rows = self._slash_rows(pool_id, offset=offset, limit=limit)
         return page(Slash, [self._slash_item(r) for r in rows], total, offset, limit)
 
@@ -545,7 +547,8 @@ class Explorer(CourtViews):
         # then the work by key: CROSS JOIN keeps that order): a page reads its claims only
         source = ("FROM events WHERE name = 'RewardsClaimed' AND EXISTS (SELECT 1 FROM claimed_works c CROSS JOIN works w "
                   "ON w.work_id = c.work_id WHERE c.tx_hash = events.tx_hash AND w.pool_id = ?)")
-        total, rows = self.store.newest_first(source, (pool_id,), offset, limit)
+        total = self.store.scalar("SELECT COUNT(*) FROM claim_pools WHERE pool_id = ? AND n > 0", (pool_id,))
+        total, rows = self.store.newest_first(source, (pool_id,), offset, limit, total)
         items = [Claim(worker=r["data"]["worker"], amount=r["data"]["amount"], works=len(r["data"]["work_ids"]),
                        work_ids=r["data"]["work_ids"], block=r["block_number"], time=r["block_time"],
                        tx_hash=r["tx_hash"])
