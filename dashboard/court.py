@@ -208,12 +208,12 @@ class CourtViews:
 
     def cases(self, pool_id: int, state: str | None, offset: int, limit: int) -> Page[CaseSummary]:
         self._params_or_404(pool_id)
-        where, params = "WHERE pool_id = ?", [pool_id]
+        where, params = "pool_id = ?", [pool_id]
         if state:
             where, params = where + " AND state = ?", params + [state]
-        total = self.store.scalar(f"SELECT COALESCE(SUM(n), 0) FROM work_counts {where} AND state != ''",
+        total = self.store.scalar(f"SELECT COALESCE(SUM(n), 0) FROM work_counts WHERE {where} AND state != ''",
                                   tuple(params))
-        total, rows = self.store.newest_first(f"FROM court_cases {where}", tuple(params), offset, limit, total)
+        rows = self.store.newest_works("court_cases", where + " AND state IS NOT NULL", tuple(params), offset, limit)
         return page(CaseSummary, [self._case_summary(r) for r in rows], total, offset, limit)
 
     def _case_summary(self, r: Row) -> CaseSummary:

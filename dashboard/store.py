@@ -515,6 +515,15 @@ class Store:
                            (*params, limit, offset))
         return total, rows
 
+    def newest_works(self, view: str, where: str, params: tuple, offset: int, limit: int) -> list[Row]:
+        """The page at `offset` of `view`'s rows (work_status or court_cases) whose works match `where` (a condition
+        on `works`' columns), newest first: the page is picked from a works index by rowid (so an offset walks that
+        index only, not the view's join), then its rows are read."""
+        return self.select(f"SELECT v.* FROM (SELECT rowid AS k FROM works WHERE {where} ORDER BY block_number DESC, "
+                           f"log_index DESC LIMIT ? OFFSET ?) p CROSS JOIN works w ON w.rowid = p.k CROSS JOIN {view} v "
+                           "ON v.work_id = w.work_id ORDER BY v.block_number DESC, v.log_index DESC",
+                           (*params, limit, offset))
+
     def newest_of_names(self, pool_id: int, names: tuple[str, ...], offset: int, limit: int) -> tuple[int, list[Row]]:
         """(how many events of `names` the pool has, and the page of them at `offset`, newest first): each name's
         newest `offset + limit` read from `events_by_pool`, merged, so a page reads no more than that."""

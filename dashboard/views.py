@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
+from pydantic import JsonValue
 from web3 import Web3
 
 from dashboard.chain_source import ComputePool, Deployment, StakeManager, ValidatorCourt, cid_to_digest, decode_pool
@@ -258,15 +259,18 @@ class Explorer(CourtViews):
 
     def _pool_summary(self, row: Row) -> PoolSummary:
         pool_id = row["pool_id"]
-        latest = self.store.scalar("SELECT MAX(json_extract(data, '$.step')) FROM events "
-                                   "WHERE name = 'CheckpointPublished' AND pool_id = ?", (pool_id,))
         return PoolSummary(pool_id=pool_id, owner=row["data"]["owner"], trainer=row["data"]["trainer"],
                            task_ref=row["data"]["task_ref"], created_block=row["block_number"],
-                           latest_checkpoint_step=latest, submissions=status_counts(self.store.select(
+                           latest_checkpoint_step=self._latest_step(pool_id), submissions=status_counts(self.store.select(
                                "SELECT status, SUM(n) AS n FROM work_counts WHERE pool_id = ? GROUP BY status",
                                (pool_id,))),
                            workers=sum(m.member for m in self._members(pool_id).values()),
                            state=self.live.pool_state(pool_id))
+
+    def _latest_step(self, pool_id: int) -> int | None:
+        """The newest checkpoint's step (None before the first)."""
+        return self.store.scalar("SELECT MAX(json_extract(data, '$.step')) FROM events "
+                                 "WHERE name = 'CheckpointPublished' AND pool_id = ?", (pool_id,))
 
     def pool(self, pool_id: int) -> Pool:
         summary = self._pool_summary(self._pool_row(pool_id))
@@ -349,21 +353,20 @@ class Explorer(CourtViews):
         """The trainer's view: the learning curve (reward, held-out accuracy, staleness, importance-sampling
         statistics) with what it consumed next to what the pool accepted by each checkpoint."""
         row = self._pool_row(pool_id)
-        blocks = {c.step: c.block for c in self.checkpoints(pool_id, 0, 1_000_000).items}
+        curve = self._curve(pool_id)  # a checkpoint per step: the contract publishes each step once
         by_then = {name: _VerdictsByBlock(self.store, pool_id, name) for name in ("WorkAccepted", "WorkChallenged")}
         consumed: int | float = 0
         points = []
-        for p in self.curve(pool_id, 0, 1_000_000).items:
+        for checkpoint, p, metrics in curve:
             consumed += p.files_consumed or 0
-            block = blocks.get(p.step, 0)
-            obj = self.store.object(hex_text(cid_to_digest(p.metrics_cid)))
-            groups = _histogram_sum(obj.body.get("staleness_histogram") if obj and isinstance(obj.body, dict) else None)
+            block = checkpoint.block
+            groups = _histogram_sum(metrics.get("staleness_histogram"))
             points.append(TrainerPoint(
                 **given_fields(p), consumed_total=consumed, batch_groups=groups, no_reward=_no_reward(p, groups),
                 accepted_by_then=by_then["WorkAccepted"].up_to(block),
                 rejected_by_then=by_then["WorkChallenged"].up_to(block)))
         return Trainer(pool_id=pool_id, trainer=row["data"]["trainer"], points=points,
-                       latest_step=max(blocks, default=None), consumed_total=consumed,
+                       latest_step=self._latest_step(pool_id), consumed_total=consumed,
                        accepted_total=by_then["WorkAccepted"].total, rejected_total=by_then["WorkChallenged"].total)
 
     def checkpoints(self, pool_id: int, offset: int, limit: int) -> Page[Checkpoint]:
@@ -384,7 +387,12 @@ class Explorer(CourtViews):
 
     def curve(self, pool_id: int, offset: int, limit: int) -> Page[CurvePoint]:
         """Per-step metrics the trainer put on IPFS, one point per checkpoint whose manifest names them."""
-        points = []
+        points = [point for _, point, _ in self._curve(pool_id)]
+        return page(CurvePoint, points[offset:offset + limit], len(points), offset, limit)
+
+    def _curve(self, pool_id: int) -> list[tuple[Checkpoint, CurvePoint, dict[str, JsonValue]]]:
+        """Each checkpoint whose manifest names metrics the IPFS cache holds, with its curve point and the metrics."""
+        out = []
         for c in self.checkpoints(pool_id, 0, 1_000_000).items:
             metrics_cid = c.manifest.metrics if c.manifest else None
             if not metrics_cid:
@@ -396,8 +404,8 @@ class Explorer(CourtViews):
             named = {k: _number(m.get(k)) for k in CURVE_FIELDS}
             others = {k: v for k, v in m.items() if k not in named and k not in ("step", "metrics_cid")
                       and _number(v) is not None}
-            points.append(CurvePoint(**named, **others, step=c.step, metrics_cid=metrics_cid))
-        return page(CurvePoint, points[offset:offset + limit], len(points), offset, limit)
+            out.append((c, CurvePoint(**named, **others, step=c.step, metrics_cid=metrics_cid), m))
+        return out
 
     def _members(self, pool_id: int) -> dict[str, _Membership]:
         """Every worker that ever joined the pool; `member` says whether it still is."""
@@ -481,11 +489,11 @@ class Explorer(CourtViews):
 
     def submissions(self, pool_id: int, status: str | None, offset: int, limit: int) -> Page[Submission]:
         self._pool_row(pool_id)
-        where, params = "WHERE pool_id = ?", [pool_id]
+        where, params = "pool_id = ?", [pool_id]
         if status:
             where, params = where + " AND status = ?", params + [status]
-        total = self.store.scalar(f"SELECT COALESCE(SUM(n), 0) FROM work_counts {where}", tuple(params))
-        total, rows = self.store.newest_first(f"FROM work_status {where}", tuple(params), offset, limit, total)
+        total = self.store.scalar(f"SELECT COALESCE(SUM(n), 0) FROM work_counts WHERE {where}", tuple(params))
+        rows = self.store.newest_works("work_status", where, tuple(params), offset, limit)
         return page(Submission, [self._submission(r) for r in rows], total, offset, limit)
 
     def verdicts(self, pool_id: int, offset: int, limit: int) -> Page[PoolVerdict]:
@@ -591,11 +599,11 @@ class Explorer(CourtViews):
 
     def worker_submissions(self, address: str, status: str | None, offset: int, limit: int) -> Page[Submission]:
         self.worker(address)
-        where, params = "WHERE worker = ?", [address_of(address)]
+        where, params = "worker = ?", [address_of(address)]
         if status:
             where, params = where + " AND status = ?", params + [status]
-        total = self.store.scalar(f"SELECT COALESCE(SUM(n), 0) FROM work_counts {where}", tuple(params))
-        total, rows = self.store.newest_first(f"FROM work_status {where}", tuple(params), offset, limit, total)
+        total = self.store.scalar(f"SELECT COALESCE(SUM(n), 0) FROM work_counts WHERE {where}", tuple(params))
+        rows = self.store.newest_works("work_status", where, tuple(params), offset, limit)
         return page(Submission, [self._submission(r) for r in rows], total, offset, limit)
 
     def work(self, work_id: str) -> Work:
