@@ -31,12 +31,11 @@ SCHEMA_VERSION = 5
 """`PRAGMA user_version` of the index (3: `claimed_works` a table the store keeps, no longer a view; 4: a work's
 status and case state kept in `works`, and counts in `work_counts` and `event_counts`, by triggers as rows are written,
 so no page or /metrics scans the history; 5: a work's time, samples and first verdict times in `works`, latency
-histograms, sample and amount sums, slashes by pool and the pools each claim paid, so no pool, court or validator
-page adds up the history either). An index of another version is rebuilt from the chain on open (its event rows and
+histograms, sample and amount sums, slashes by pool and the pools each claim paid, so no pool, court, validator or trainer page adds up the history either). An index of another version is rebuilt from the chain on open (its event rows and
 cursors are dropped; the IPFS cache, which never changes, is kept)."""
 
 DERIVED = ("claimed_works", "work_status", "court_cases", "works", "work_counts", "event_counts", "latencies",
-           "slash_sums", "claim_pools")
+           "slash_sums", "claim_pools", "verdict_blocks")
 """What the index derives from its event rows (dropped with them when the schema changes)."""
 
 WORK_STATUS = """CASE
@@ -108,6 +107,13 @@ def _count_event(row: str, delta: int) -> str:
       VALUES ({row}.name, coalesce({row}.pool_id, -1), coalesce({row}.party, ''), {delta}, {amount})
       ON CONFLICT (name, pool_id, party) DO UPDATE SET n = n + ({delta}),
         amount = CASE WHEN excluded.amount IN ('0', '-0') THEN amount ELSE dec_add(amount, excluded.amount) END;"""
+
+
+def _count_verdict(row: str, delta: int) -> str:
+    return f"""INSERT INTO verdict_blocks (pool_id, name, block_number, n)
+      SELECT {row}.pool_id, {row}.name, {row}.block_number, {delta}
+      WHERE {row}.name IN ('WorkAccepted', 'WorkChallenged') AND {row}.pool_id IS NOT NULL
+      ON CONFLICT (pool_id, name, block_number) DO UPDATE SET n = n + ({delta});"""
 
 
 def _pair_slashes(row: str, delta: int) -> str:
@@ -237,16 +243,29 @@ CREATE TABLE IF NOT EXISTS claim_pools (
     tx_hash TEXT NOT NULL, pool_id INTEGER NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (tx_hash, pool_id)
 );
 CREATE INDEX IF NOT EXISTS claim_pools_by_pool ON claim_pools (pool_id, n);
+-- a pool's verdicts (WorkAccepted, WorkChallenged) by block: how many it had by a block, from one row a block
+CREATE TABLE IF NOT EXISTS verdict_blocks (
+    pool_id INTEGER NOT NULL, name TEXT NOT NULL, block_number INTEGER NOT NULL, n INTEGER NOT NULL,
+    PRIMARY KEY (pool_id, name, block_number)
+);
 CREATE TRIGGER IF NOT EXISTS event_added AFTER INSERT ON events BEGIN
     {_count_event('NEW', 1)}
+    {_count_verdict('NEW', 1)}
 END;
 CREATE TRIGGER IF NOT EXISTS event_removed AFTER DELETE ON events BEGIN
     {_count_event('OLD', -1)}
+    {_count_verdict('OLD', -1)}
 END;
-CREATE TRIGGER IF NOT EXISTS event_recounted AFTER UPDATE OF name, pool_id, party ON events
-  WHEN OLD.name IS NOT NEW.name OR OLD.pool_id IS NOT NEW.pool_id OR OLD.party IS NOT NEW.party BEGIN
+CREATE TRIGGER IF NOT EXISTS event_recounted AFTER UPDATE OF name, pool_id, party, data ON events
+  WHEN OLD.name IS NOT NEW.name OR OLD.pool_id IS NOT NEW.pool_id OR OLD.party IS NOT NEW.party
+    OR OLD.data IS NOT NEW.data BEGIN
     {_count_event('OLD', -1)}
     {_count_event('NEW', 1)}
+END;
+CREATE TRIGGER IF NOT EXISTS verdict_moved AFTER UPDATE OF name, pool_id, block_number ON events
+  WHEN OLD.name IS NOT NEW.name OR OLD.pool_id IS NOT NEW.pool_id OR OLD.block_number IS NOT NEW.block_number BEGIN
+    {_count_verdict('OLD', -1)}
+    {_count_verdict('NEW', 1)}
 END;
 CREATE TRIGGER IF NOT EXISTS slash_added AFTER INSERT ON events
   WHEN NEW.name IN ('Slashed', 'WorkChallenged') BEGIN

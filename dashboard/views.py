@@ -199,15 +199,15 @@ def _no_reward(p: CurvePoint, groups: int | None) -> str | None:
 
 
 class _VerdictsByBlock:
-    """How many events `name` of a pool the index holds up to a block: counts per block (one row per block, read in
-    order from events_by_pool), added up once, then looked up by bisection."""
+    """How many events `name` (WorkAccepted, WorkChallenged) of a pool the index holds up to a block: counts per
+    block (`verdict_blocks`, one row a block), added up once, then looked up by bisection."""
 
     def __init__(self, store: Store, pool_id: int, name: str):
         self.blocks: list[int] = []
         self.running: list[int] = []
         total = 0
-        for r in store.db.execute("SELECT block_number, COUNT(*) FROM events WHERE pool_id = ? AND name = ? "
-                                  "GROUP BY block_number ORDER BY block_number", (pool_id, name)):
+        for r in store.db.execute("SELECT block_number, n FROM verdict_blocks WHERE pool_id = ? AND name = ? AND n != 0 "
+                                  "ORDER BY block_number", (pool_id, name)):
             total += r[1]
             self.blocks.append(r[0])
             self.running.append(total)
@@ -410,9 +410,10 @@ class Explorer(CourtViews):
     def _members(self, pool_id: int) -> dict[str, _Membership]:
         """Every worker that ever joined the pool; `member` says whether it still is."""
         members: dict[str, _Membership] = {}
-        for r in self.store.select("SELECT * FROM events WHERE pool_id = ? AND name IN ('WorkerJoined', 'WorkerLeft', "
+        for r in self.store.select("SELECT worker, name, block_number, json_extract(data, '$.worker') AS address "
+                                   "FROM events WHERE pool_id = ? AND name IN ('WorkerJoined', 'WorkerLeft', "
                                    "'WorkerEjected') ORDER BY block_number, log_index", (pool_id,)):
-            entry = members.setdefault(r["worker"], _Membership(r["data"]["worker"], r["block_number"]))
+            entry = members.setdefault(r["worker"], _Membership(r["address"], r["block_number"]))
             entry.member = r["name"] == "WorkerJoined"
             entry.ejected = r["name"] == "WorkerEjected"
         return members
@@ -551,10 +552,10 @@ class Explorer(CourtViews):
 
     def claims(self, pool_id: int, offset: int, limit: int) -> Page[Claim]:
         self._pool_row(pool_id)
-        # newest claims first (events_by_name), each kept if it paid a work of the pool (claimed_works by the claim,
-        # then the work by key: CROSS JOIN keeps that order): a page reads its claims only
-        source = ("FROM events WHERE name = 'RewardsClaimed' AND EXISTS (SELECT 1 FROM claimed_works c CROSS JOIN works w "
-                  "ON w.work_id = c.work_id WHERE c.tx_hash = events.tx_hash AND w.pool_id = ?)")
+        # newest claims first (events_by_name), each kept if it paid a work of the pool (claim_pools by key): a page
+        # reads its claims only
+        source = ("FROM events WHERE name = 'RewardsClaimed' AND EXISTS (SELECT 1 FROM claim_pools p "
+                  "WHERE p.tx_hash = events.tx_hash AND p.pool_id = ? AND p.n > 0)")
         total = self.store.scalar("SELECT COUNT(*) FROM claim_pools WHERE pool_id = ? AND n > 0", (pool_id,))
         total, rows = self.store.newest_first(source, (pool_id,), offset, limit, total)
         items = [Claim(worker=r["data"]["worker"], amount=r["data"]["amount"], works=len(r["data"]["work_ids"]),

@@ -1,7 +1,7 @@
 """bench.explorer_scale at a small N: its synthetic history goes through the indexer's own ingestion
 (`ChainIndexer._apply`, `Store.link_court_rows`), every route it times answers, and what the index keeps by triggers
 (dashboard/store.py, schema 5: counts, sample and amount sums, latency histograms, slashes by pool, the pools a claim
-paid) equals what the events say, also after a reorg removes rows."""
+paid, verdicts by block) equals what the events say, also after a reorg removes rows."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ def recomputed(store: Store) -> dict[str, dict]:
                                     {FIRST_AT.format(w='s.work_id', pool='s.pool_id',
                                                      names="'WorkAccepted', 'WorkChallenged'")} AS decided
                              FROM events s WHERE s.name = 'WorkSubmitted'""")
-    out: dict[str, dict] = {"work_counts": {}, "latencies": {}, "event_counts": {}, "slash_sums": {}, "claim_pools": {}}
+    out: dict[str, dict] = {"work_counts": {}, "latencies": {}, "event_counts": {}, "slash_sums": {}, "claim_pools": {},
+                            "verdict_blocks": {}}
     def add(table: str, key: tuple, *values: int) -> None:
         old = out[table].get(key, (0,) * len(values))
         out[table][key] = tuple(a + b for a, b in zip(old, values, strict=True))
@@ -36,6 +37,9 @@ def recomputed(store: Store) -> dict[str, dict]:
     for e in store.select(f"SELECT name, coalesce(pool_id, -1) AS pool, coalesce(party, '') AS party, "
                           f"{AMOUNT.format(row='events')} AS amount FROM events"):
         add("event_counts", (e["name"], e["pool"], e["party"]), 1, int(e["amount"]))
+    for v in store.select("SELECT pool_id, name, block_number FROM events WHERE name IN ('WorkAccepted', "
+                          "'WorkChallenged') AND pool_id IS NOT NULL"):
+        add("verdict_blocks", (v["pool_id"], v["name"], v["block_number"]), 1)
     for s in store.select("SELECT c.pool_id, s.worker, lower(json_extract(s.data, '$.slasher')) AS slasher, "
                           "json_extract(s.data, '$.amount') AS amount FROM events s JOIN events c "
                           "ON c.tx_hash = s.tx_hash AND c.name = 'WorkChallenged' AND c.pool_id IS NOT NULL "
@@ -58,7 +62,9 @@ def kept(store: Store) -> dict[str, dict]:
                                  ("n", "amount")),
             "slash_sums": rows("SELECT * FROM slash_sums WHERE n != 0", ("pool_id", "worker", "slasher"),
                                ("n", "amount")),
-            "claim_pools": rows("SELECT * FROM claim_pools WHERE n != 0", ("tx_hash", "pool_id"), ("n",))}
+            "claim_pools": rows("SELECT * FROM claim_pools WHERE n != 0", ("tx_hash", "pool_id"), ("n",)),
+            "verdict_blocks": rows("SELECT * FROM verdict_blocks WHERE n != 0", ("pool_id", "name", "block_number"),
+                                   ("n",))}
 
 
 def test_the_history_goes_through_the_indexer_and_every_route_answers(tmp_path):
