@@ -414,19 +414,14 @@ class CourtViews:
         def named(*names: str) -> list[Row]:  # the validator's events of `names` in the pool, in chain order
             return self.store.select(f"SELECT * FROM events WHERE party = ? AND name IN ({', '.join('?' * len(names))}) "
                                      "AND pool_id = ? ORDER BY block_number, log_index", (v, *names, pool_id))
-        # its verdicts added up in SQL (one row each in events_by_party, a few index lookups per row), and the few
-        # disputed ones read
+        # its verdicts by outcome as judge_counts keeps them (a work has one first verdict), and the few resolved
         given = self.store.select(
-            "SELECT COUNT(*) AS given, COALESCE(SUM(json_extract(g.data, '$.accepted')), 0) AS accepted, "
-            "COALESCE(SUM(EXISTS (SELECT 1 FROM events f WHERE f.work_id = g.work_id "
-            "AND f.name IN ('VerdictFinal', 'CaseVoided'))), 0) AS final, "
-            "COALESCE(SUM(EXISTS (SELECT 1 FROM events d WHERE d.work_id = g.work_id AND d.name = 'Disputed' "
-            "AND d.pool_id = ?) AND NOT EXISTS (SELECT 1 FROM events r WHERE r.work_id = g.work_id "
-            "AND r.name = 'DisputeResolved')), 0) AS disputed_open "
-            "FROM events g WHERE g.party = ? AND g.name = 'VerdictGiven' AND g.pool_id = ?", (pool_id, v, pool_id))[0]
+            "SELECT COALESCE(SUM(n), 0) AS given, COALESCE(SUM(n * accepted), 0) AS accepted, "
+            "COALESCE(SUM(n * ended), 0) AS final, COALESCE(SUM(n * (disputed AND NOT resolved)), 0) AS disputed_open "
+            "FROM judge_counts WHERE pool_id = ? AND judge = ?", (pool_id, v))[0]
         resolved = self._resolved_rows(self.store.select(
-            "SELECT r.* FROM events g CROSS JOIN events r ON r.work_id = g.work_id AND r.name = 'DisputeResolved' "
-            "WHERE g.party = ? AND g.name = 'VerdictGiven' AND g.pool_id = ?", (v, pool_id)))
+            "SELECT r.* FROM works w CROSS JOIN events r ON r.work_id = w.work_id AND r.name = 'DisputeResolved' "
+            "WHERE w.judge = ? AND w.pool_id = ? AND w.resolved = 1", (v, pool_id)))
         disputes = named("Disputed")
         dispute_outcome = self._resolved([r["work_id"] for r in disputes])
         seats = self.store.select(

@@ -31,11 +31,12 @@ SCHEMA_VERSION = 5
 """`PRAGMA user_version` of the index (3: `claimed_works` a table the store keeps, no longer a view; 4: a work's
 status and case state kept in `works`, and counts in `work_counts` and `event_counts`, by triggers as rows are written,
 so no page or /metrics scans the history; 5: a work's time, samples and first verdict times in `works`, latency
-histograms, sample and amount sums, slashes by pool and the pools each claim paid, so no pool, court, validator or trainer page adds up the history either). An index of another version is rebuilt from the chain on open (its event rows and
+histograms, sample and amount sums, slashes by pool and the pools each claim paid, and a court validator's verdicts by
+outcome, so no pool, court, validator or trainer page adds up the history either). An index of another version is rebuilt from the chain on open (its event rows and
 cursors are dropped; the IPFS cache, which never changes, is kept)."""
 
 DERIVED = ("claimed_works", "work_status", "court_cases", "works", "work_counts", "event_counts", "latencies",
-           "slash_sums", "claim_pools", "verdict_blocks")
+           "slash_sums", "claim_pools", "verdict_blocks", "judge_counts")
 """What the index derives from its event rows (dropped with them when the schema changes)."""
 
 WORK_STATUS = """CASE
@@ -61,6 +62,14 @@ FIRST_AT = """(SELECT MIN(v.block_time) FROM events v WHERE v.work_id = {w} AND 
 """When the first event of `names` of work {w} in its pool {pool} was mined (NULL before one is)."""
 
 
+FIRST_VERDICT = """(SELECT {what} FROM events v WHERE v.work_id = {w} AND v.name = 'VerdictGiven' AND v.pool_id = {pool}
+                     ORDER BY v.block_number, v.log_index LIMIT 1)"""
+"""What the first verdict (VerdictGiven) of work {w} in its pool {pool} says ({what}: an expression of its row v)."""
+
+HAS = "EXISTS (SELECT 1 FROM events v WHERE v.work_id = {w} AND v.name IN ({names}){also})"
+"""Whether work {w} has an event of `names` ({also}: a further condition on it, or nothing)."""
+
+
 def _refresh_work(w: str) -> str:
     """Statements (for a trigger) that make `works`' row of work `w` what its events say: gone without a
     submission, else the submission's place with its status and case state."""
@@ -68,16 +77,23 @@ def _refresh_work(w: str) -> str:
     DELETE FROM works WHERE work_id = {w}
       AND NOT EXISTS (SELECT 1 FROM events s WHERE s.work_id = {w} AND s.name = 'WorkSubmitted');
     INSERT INTO works (work_id, pool_id, worker, block_number, log_index, tx_hash, block_time, n_samples, given_at,
-                       decided_at, status, state)
+                       decided_at, status, state, judge, accepted, ended, disputed, resolved)
       SELECT s.work_id, s.pool_id, s.worker, s.block_number, s.log_index, s.tx_hash, s.block_time,
              json_extract(s.data, '$.n_samples'), {FIRST_AT.format(w='s.work_id', pool='s.pool_id', names="'VerdictGiven'")},
              {FIRST_AT.format(w='s.work_id', pool='s.pool_id', names="'WorkAccepted', 'WorkChallenged'")},
-             {WORK_STATUS.format(w='s.work_id')}, {CASE_STATE.format(w='s.work_id', pool='s.pool_id')}
+             {WORK_STATUS.format(w='s.work_id')}, {CASE_STATE.format(w='s.work_id', pool='s.pool_id')},
+             {FIRST_VERDICT.format(what='v.party', w='s.work_id', pool='s.pool_id')},
+             {FIRST_VERDICT.format(what="json_extract(v.data, '$.accepted')", w='s.work_id', pool='s.pool_id')},
+             {HAS.format(w='s.work_id', names="'VerdictFinal', 'CaseVoided'", also='')},
+             {HAS.format(w='s.work_id', names="'Disputed'", also=' AND v.pool_id = s.pool_id')},
+             {HAS.format(w='s.work_id', names="'DisputeResolved'", also='')}
       FROM events s WHERE s.work_id = {w} AND s.name = 'WorkSubmitted'
       ON CONFLICT (work_id) DO UPDATE SET pool_id = excluded.pool_id, worker = excluded.worker,
         block_number = excluded.block_number, log_index = excluded.log_index, tx_hash = excluded.tx_hash,
         block_time = excluded.block_time, n_samples = excluded.n_samples, given_at = excluded.given_at,
-        decided_at = excluded.decided_at, status = excluded.status, state = excluded.state;"""
+        decided_at = excluded.decided_at, status = excluded.status, state = excluded.state, judge = excluded.judge,
+        accepted = excluded.accepted, ended = excluded.ended, disputed = excluded.disputed,
+        resolved = excluded.resolved;"""
 
 
 def _count_work(row: str, delta: int) -> str:
@@ -92,7 +108,11 @@ def _count_work(row: str, delta: int) -> str:
     {latencies}
     INSERT INTO claim_pools (tx_hash, pool_id, n)
       SELECT c.tx_hash, {row}.pool_id, {delta} FROM claimed_works c WHERE c.work_id = {row}.work_id
-      ON CONFLICT (tx_hash, pool_id) DO UPDATE SET n = n + ({delta});"""
+      ON CONFLICT (tx_hash, pool_id) DO UPDATE SET n = n + ({delta});
+    INSERT INTO judge_counts (pool_id, judge, accepted, ended, disputed, resolved, n)
+      SELECT {row}.pool_id, {row}.judge, coalesce({row}.accepted, 0), {row}.ended, {row}.disputed, {row}.resolved, {delta}
+      WHERE {row}.judge IS NOT NULL
+      ON CONFLICT (pool_id, judge, accepted, ended, disputed, resolved) DO UPDATE SET n = n + ({delta});"""
 
 
 AMOUNT = """coalesce(CASE {row}.name WHEN 'VerdictFinal' THEN json_extract({row}.data, '$.fee')
@@ -208,12 +228,18 @@ CREATE TABLE IF NOT EXISTS works (
     given_at     INTEGER,            -- block time of its first VerdictGiven in the pool (court pools), else NULL
     decided_at   INTEGER,            -- block time of its first WorkAccepted or WorkChallenged in the pool, else NULL
     status       TEXT NOT NULL,      -- pending | accepted | rejected | paid | expired
-    state        TEXT                -- the court case: pending | verdict | disputed | final | void; NULL outside court pools
+    state        TEXT,               -- the court case: pending | verdict | disputed | final | void; NULL outside court pools
+    judge        TEXT,               -- the validator of its first verdict (VerdictGiven) in the pool, else NULL
+    accepted     INTEGER,            -- whether that verdict accepted it (1) or challenged it (0)
+    ended        INTEGER NOT NULL,   -- 1 once it has a VerdictFinal or a CaseVoided
+    disputed     INTEGER NOT NULL,   -- 1 once it has a Disputed in the pool
+    resolved     INTEGER NOT NULL    -- 1 once it has a DisputeResolved
 );
 CREATE INDEX IF NOT EXISTS works_by_pool ON works (pool_id, block_number, log_index);
 CREATE INDEX IF NOT EXISTS works_by_pool_status ON works (pool_id, status, block_number, log_index);
 CREATE INDEX IF NOT EXISTS works_by_pool_state ON works (pool_id, state, block_number, log_index);
 CREATE INDEX IF NOT EXISTS works_by_pool_time ON works (pool_id, block_time);
+CREATE INDEX IF NOT EXISTS works_by_judge ON works (judge, pool_id, resolved);
 CREATE INDEX IF NOT EXISTS works_by_worker ON works (worker, block_number, log_index);
 CREATE INDEX IF NOT EXISTS works_by_worker_status ON works (worker, status, block_number, log_index);
 -- submissions (and their samples) by (pool, worker, status, case state, '' outside court pools), and events (and
@@ -243,6 +269,13 @@ CREATE TABLE IF NOT EXISTS claim_pools (
     tx_hash TEXT NOT NULL, pool_id INTEGER NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (tx_hash, pool_id)
 );
 CREATE INDEX IF NOT EXISTS claim_pools_by_pool ON claim_pools (pool_id, n);
+-- a pool's judged works by (first verdict's validator, whether it accepted, ended, disputed, resolved): what a court
+-- validator's verdict counts read
+CREATE TABLE IF NOT EXISTS judge_counts (
+    pool_id INTEGER NOT NULL, judge TEXT NOT NULL, accepted INTEGER NOT NULL, ended INTEGER NOT NULL,
+    disputed INTEGER NOT NULL, resolved INTEGER NOT NULL, n INTEGER NOT NULL,
+    PRIMARY KEY (pool_id, judge, accepted, ended, disputed, resolved)
+);
 -- a pool's verdicts (WorkAccepted, WorkChallenged) by block: how many it had by a block, from one row a block
 CREATE TABLE IF NOT EXISTS verdict_blocks (
     pool_id INTEGER NOT NULL, name TEXT NOT NULL, block_number INTEGER NOT NULL, n INTEGER NOT NULL,
@@ -321,7 +354,9 @@ END;
 CREATE TRIGGER IF NOT EXISTS work_recounted AFTER UPDATE ON works
   WHEN OLD.pool_id IS NOT NEW.pool_id OR OLD.worker IS NOT NEW.worker OR OLD.status IS NOT NEW.status
     OR OLD.state IS NOT NEW.state OR OLD.n_samples IS NOT NEW.n_samples OR OLD.block_time IS NOT NEW.block_time
-    OR OLD.given_at IS NOT NEW.given_at OR OLD.decided_at IS NOT NEW.decided_at BEGIN
+    OR OLD.given_at IS NOT NEW.given_at OR OLD.decided_at IS NOT NEW.decided_at OR OLD.judge IS NOT NEW.judge
+    OR OLD.accepted IS NOT NEW.accepted OR OLD.ended IS NOT NEW.ended OR OLD.disputed IS NOT NEW.disputed
+    OR OLD.resolved IS NOT NEW.resolved BEGIN
     {_count_work('OLD', -1)}
     {_count_work('NEW', 1)}
 END;

@@ -1,7 +1,7 @@
 """bench.explorer_scale at a small N: its synthetic history goes through the indexer's own ingestion
 (`ChainIndexer._apply`, `Store.link_court_rows`), every route it times answers, and what the index keeps by triggers
 (dashboard/store.py, schema 5: counts, sample and amount sums, latency histograms, slashes by pool, the pools a claim
-paid, verdicts by block) equals what the events say, also after a reorg removes rows."""
+paid, verdicts by block, a court validator's verdicts by outcome) equals what the events say, also after a reorg removes rows."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from bench import explorer_scale
 from dashboard.app import ThreadLocalExplorer, create_app
-from dashboard.store import AMOUNT, CASE_STATE, FIRST_AT, WORK_STATUS, Store
+from dashboard.store import AMOUNT, CASE_STATE, FIRST_AT, FIRST_VERDICT, HAS, WORK_STATUS, Store
 from dashboard.views import Explorer
 
 FILES, WORKERS = 1_000, 20
@@ -22,15 +22,25 @@ def recomputed(store: Store) -> dict[str, dict]:
                                     json_extract(s.data, '$.n_samples') AS samples, s.work_id, s.block_time,
                                     {FIRST_AT.format(w='s.work_id', pool='s.pool_id', names="'VerdictGiven'")} AS given,
                                     {FIRST_AT.format(w='s.work_id', pool='s.pool_id',
-                                                     names="'WorkAccepted', 'WorkChallenged'")} AS decided
+                                                     names="'WorkAccepted', 'WorkChallenged'")} AS decided,
+                                    {FIRST_VERDICT.format(what='v.party', w='s.work_id', pool='s.pool_id')} AS judge,
+                                    {FIRST_VERDICT.format(what="json_extract(v.data, '$.accepted')", w='s.work_id',
+                                                          pool='s.pool_id')} AS accepted,
+                                    {HAS.format(w='s.work_id', names="'VerdictFinal', 'CaseVoided'", also='')} AS ended,
+                                    {HAS.format(w='s.work_id', names="'Disputed'", also=' AND v.pool_id = s.pool_id')}
+                                      AS disputed,
+                                    {HAS.format(w='s.work_id', names="'DisputeResolved'", also='')} AS resolved
                              FROM events s WHERE s.name = 'WorkSubmitted'""")
     out: dict[str, dict] = {"work_counts": {}, "latencies": {}, "event_counts": {}, "slash_sums": {}, "claim_pools": {},
-                            "verdict_blocks": {}}
+                            "verdict_blocks": {}, "judge_counts": {}}
     def add(table: str, key: tuple, *values: int) -> None:
         old = out[table].get(key, (0,) * len(values))
         out[table][key] = tuple(a + b for a, b in zip(old, values, strict=True))
     for w in works:
         add("work_counts", (w["pool_id"], w["worker"], w["status"], w["state"]), 1, w["samples"])
+        if w["judge"] is not None:
+            add("judge_counts", (w["pool_id"], w["judge"], w["accepted"] or 0, w["ended"], w["disputed"],
+                                 w["resolved"]), 1)
         for kind in ("given", "decided"):
             if w[kind] is not None:
                 add("latencies", (w["pool_id"], kind, w[kind] - w["block_time"]), 1)
@@ -64,7 +74,9 @@ def kept(store: Store) -> dict[str, dict]:
                                ("n", "amount")),
             "claim_pools": rows("SELECT * FROM claim_pools WHERE n != 0", ("tx_hash", "pool_id"), ("n",)),
             "verdict_blocks": rows("SELECT * FROM verdict_blocks WHERE n != 0", ("pool_id", "name", "block_number"),
-                                   ("n",))}
+                                   ("n",)),
+            "judge_counts": rows("SELECT * FROM judge_counts WHERE n != 0",
+                                 ("pool_id", "judge", "accepted", "ended", "disputed", "resolved"), ("n",))}
 
 
 def test_the_history_goes_through_the_indexer_and_every_route_answers(tmp_path):
