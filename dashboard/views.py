@@ -8,6 +8,7 @@ so the explorer never re-implements contract arithmetic. Amounts are decimal str
 from __future__ import annotations
 
 import bisect
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -421,14 +422,16 @@ class Explorer(CourtViews):
     def workers(self, pool_id: int, offset: int, limit: int) -> Page[PoolWorker]:
         self._pool_row(pool_id)
         members = sorted(self._members(pool_id).items(), key=lambda kv: kv[1].joined_block)
+        shown = members[offset:offset + limit]
         rows: dict[str, list[Row]] = {}
         for r in self.store.select("SELECT worker, status, SUM(n) AS n FROM work_counts WHERE pool_id = ? "
-                                   "GROUP BY worker, status", (pool_id,)):
+                                   "AND worker IN (SELECT value FROM json_each(?)) GROUP BY worker, status",
+                                   (pool_id, json.dumps([w for w, _ in shown]))):
             rows.setdefault(r["worker"], []).append(r)
         slashed = self._slashed_by_worker(pool_id)
         items = [PoolWorker(worker=m.worker, joined_block=m.joined_block, member=m.member, ejected=m.ejected,
                             submissions=status_counts(rows.get(w, [])), slashed=str(slashed.get(w, 0)))
-                 for w, m in members[offset:offset + limit]]
+                 for w, m in shown]
         return page(PoolWorker, items, len(members), offset, limit)
 
     def _validators(self, pool_id: int) -> list[_Allowed]:
