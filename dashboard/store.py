@@ -11,7 +11,9 @@ so they are cached by digest and outlive reorgs.
 
 SQLite serves one explorer well (one writer, many readers, WAL mode). A larger deployment would
 put the same two tables in a server database (e.g. PostgreSQL: `events` with the same primary key
-and `ON CONFLICT` upserts); the queries below are plain SQL plus SQLite's JSON functions.
+and `ON CONFLICT` upserts); the queries below are plain SQL plus SQLite's JSON functions, and the triggers add up
+uint256 amounts with `dec_add`, a function this module registers on each connection (PostgreSQL's `numeric` would
+add them natively).
 """
 
 from __future__ import annotations
