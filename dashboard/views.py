@@ -522,13 +522,22 @@ class Explorer(CourtViews):
     _SLASHES = ("FROM events s CROSS JOIN events c ON c.tx_hash = s.tx_hash AND +c.name = 'WorkChallenged' "
                 "AND +c.pool_id = ? WHERE s.name = 'Slashed' AND lower(json_extract(s.data, '$.slasher')) = ?")
 
-    def _slash_rows(self, pool_id: int, worker: str | None = None, offset: int = 0, limit: int = -1) -> list[Row]:
+    # the same pairs from the pool's challenges (events_by_pool), each then its transaction's slashes: for a pool with
+    # few of the slashes, where walking every slash newest first until a page is full would read them all
+    _SLASHES_BY_CHALLENGE = ("FROM events c CROSS JOIN events s ON s.tx_hash = c.tx_hash AND s.name = 'Slashed' "
+                             "WHERE c.pool_id = ? AND c.name = 'WorkChallenged' "
+                             "AND lower(json_extract(s.data, '$.slasher')) = ?")
+
+    def _slash_rows(self, pool_id: int, worker: str | None = None, offset: int = 0, limit: int = -1,
+                    total: int | None = None) -> list[Row]:
         """Slashes of the pool's workers (of `worker` only, when given), newest first, `limit` of them (-1: all)
-        from `offset`."""
+        from `offset` (`total`: how many the pool has, when the caller knows it)."""
         params = (pool_id, self.live.pool.address.lower(), *((worker,) if worker else ()), limit, offset)
+        everyone = self.store.scalar("SELECT COALESCE(SUM(n), 0) FROM event_counts WHERE name = 'Slashed'")
+        source = self._SLASHES_BY_CHALLENGE if total is not None and 4 * total < everyone else self._SLASHES
         return self.store.select(
             "SELECT s.*, c.work_id AS challenged_work, json_extract(c.data, '$.reason_code') AS reason_code, "
-            f"json_extract(c.data, '$.evidence_digest') AS evidence_digest {self._SLASHES} "
+            f"json_extract(c.data, '$.evidence_digest') AS evidence_digest {source} "
             f"{'AND s.worker = ? ' if worker else ''}ORDER BY s.block_number DESC, s.log_index DESC LIMIT ? OFFSET ?",
             params)
 
@@ -550,7 +559,7 @@ class Explorer(CourtViews):
         self._pool_row(pool_id)
         total = self.store.scalar("SELECT COALESCE(SUM(n), 0) FROM slash_sums WHERE pool_id = ? AND slasher = ?",
                                   (pool_id, self.live.pool.address.lower()))
-        rows = self._slash_rows(pool_id, offset=offset, limit=limit)
+        rows = self._slash_rows(pool_id, offset=offset, limit=limit, total=total)
         return page(Slash, [self._slash_item(r) for r in rows], total, offset, limit)
 
     def claims(self, pool_id: int, offset: int, limit: int) -> Page[Claim]:
