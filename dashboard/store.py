@@ -600,11 +600,14 @@ class Store:
 
     def object(self, digest: str) -> StoredObject | None:
         """The cached object's row: kind, body (decoded, or None until fetched), error."""
-        r = self.db.execute("SELECT * FROM objects WHERE digest = ?", (digest,)).fetchone()
-        if r is None:
-            return None
-        return StoredObject(digest=r["digest"], kind=r["kind"], error=r["error"], attempts=r["attempts"],
-                            body=None if r["body"] is None else json.loads(r["body"]))
+        return self.objects([digest]).get(digest)
+
+    def objects(self, digests: list[str]) -> dict[str, StoredObject]:
+        """The cached objects among `digests` (one query), by digest."""
+        rows = self.db.execute("SELECT * FROM objects WHERE digest IN (SELECT value FROM json_each(?))",
+                               (json.dumps(digests),))
+        return {r["digest"]: StoredObject(digest=r["digest"], kind=r["kind"], error=r["error"], attempts=r["attempts"],
+                                          body=None if r["body"] is None else json.loads(r["body"])) for r in rows}
 
     def objects_due(self, limit: int = 20) -> list[tuple[str, str]]:
         rows = self.db.execute("SELECT digest, kind FROM objects WHERE body IS NULL AND retry_after <= ? "

@@ -376,9 +376,10 @@ class Explorer(CourtViews):
         total = self.store.scalar(f"SELECT COUNT(*) {where}", (pool_id,))
         rows = self.store.select(f"SELECT * {where} ORDER BY json_extract(data, '$.step') LIMIT ? OFFSET ?",
                                  (pool_id, limit, offset))
+        manifests = self.store.objects([r["data"]["manifest_digest"] for r in rows])
         items = []
         for r in rows:
-            manifest = self.store.object(r["data"]["manifest_digest"])
+            manifest = manifests.get(r["data"]["manifest_digest"])
             body = manifest.body if manifest else None  # what the fetcher kept of a manifest it validated
             items.append(Checkpoint(step=r["data"]["step"], manifest_digest=r["data"]["manifest_digest"],
                                     block=r["block_number"], tx_hash=r["tx_hash"],
@@ -393,12 +394,13 @@ class Explorer(CourtViews):
 
     def _curve(self, pool_id: int) -> list[tuple[Checkpoint, CurvePoint, dict[str, JsonValue]]]:
         """Each checkpoint whose manifest names metrics the IPFS cache holds, with its curve point and the metrics."""
+        named_metrics = [(c, c.manifest.metrics) for c in self.checkpoints(pool_id, 0, 1_000_000).items
+                         if c.manifest and c.manifest.metrics]
+        digests = {cid: hex_text(cid_to_digest(cid)) for _, cid in named_metrics}
+        objects = self.store.objects(list(digests.values()))
         out = []
-        for c in self.checkpoints(pool_id, 0, 1_000_000).items:
-            metrics_cid = c.manifest.metrics if c.manifest else None
-            if not metrics_cid:
-                continue
-            obj = self.store.object(hex_text(cid_to_digest(metrics_cid)))
+        for c, metrics_cid in named_metrics:
+            obj = objects.get(digests[metrics_cid])
             m = obj.body if obj else None  # the trainer's JSON: only its numbers are shown
             if not isinstance(m, dict):
                 continue
