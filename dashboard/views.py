@@ -7,7 +7,6 @@ so the explorer never re-implements contract arithmetic. Amounts are decimal str
 
 from __future__ import annotations
 
-import bisect
 import json
 import threading
 import time
@@ -200,23 +199,27 @@ def _no_reward(p: CurvePoint, groups: int | None) -> str | None:
 
 
 class _VerdictsByBlock:
-    """How many events `name` (WorkAccepted, WorkChallenged) of a pool the index holds up to a block: counts per
-    block (`verdict_blocks`, one row a block), added up once, then looked up by bisection."""
+    """How many events `name` (WorkAccepted, WorkChallenged) of a pool the index held by each of `blocks`: the
+    `verdict_blocks` rows between consecutive blocks added up in SQL (each interval one range of its index), then
+    summed in order; `total`: all of them (`event_counts`)."""
 
-    def __init__(self, store: Store, pool_id: int, name: str):
-        self.blocks: list[int] = []
-        self.running: list[int] = []
-        total = 0
-        for r in store.db.execute("SELECT block_number, n FROM verdict_blocks WHERE pool_id = ? AND name = ? AND n != 0 "
-                                  "ORDER BY block_number", (pool_id, name)):
-            total += r[1]
-            self.blocks.append(r[0])
-            self.running.append(total)
-        self.total = total
+    def __init__(self, store: Store, pool_id: int, name: str, blocks: list[int]):
+        ordered = sorted(set(blocks))
+        intervals = json.dumps([[lo, hi] for lo, hi in zip([-1, *ordered], ordered, strict=False)])
+        self.by_block: dict[int, int] = {}
+        running = 0
+        for r in store.db.execute(
+                "SELECT j.value ->> '$[1]' AS block, (SELECT COALESCE(SUM(v.n), 0) FROM verdict_blocks v "
+                "WHERE v.pool_id = ? AND v.name = ? AND v.block_number > (j.value ->> '$[0]') "
+                "AND v.block_number <= (j.value ->> '$[1]')) AS n FROM json_each(?) j ORDER BY j.key",
+                (pool_id, name, intervals)):
+            running += r[1]
+            self.by_block[r[0]] = running
+        self.total = store.scalar("SELECT COALESCE(SUM(n), 0) FROM event_counts WHERE name = ? AND pool_id = ?",
+                                  (name, pool_id))
 
     def up_to(self, block: int) -> int:
-        at = bisect.bisect_right(self.blocks, block)
-        return self.running[at - 1] if at else 0
+        return self.by_block[block]
 
 
 @dataclass
@@ -355,7 +358,9 @@ class Explorer(CourtViews):
         statistics) with what it consumed next to what the pool accepted by each checkpoint."""
         row = self._pool_row(pool_id)
         curve = self._curve(pool_id)  # a checkpoint per step: the contract publishes each step once
-        by_then = {name: _VerdictsByBlock(self.store, pool_id, name) for name in ("WorkAccepted", "WorkChallenged")}
+        blocks = [checkpoint.block for checkpoint, _, _ in curve]
+        by_then = {name: _VerdictsByBlock(self.store, pool_id, name, blocks)
+                   for name in ("WorkAccepted", "WorkChallenged")}
         consumed: int | float = 0
         points = []
         for checkpoint, p, metrics in curve:
