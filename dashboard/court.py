@@ -68,6 +68,8 @@ PENALTY_WHY = {1: "wrong verdict", 2: "lost dispute", 3: "no vote revealed", 4: 
                5: "voted with the minority"}
 VOID_WHY = {1: "nobody judged within the verdict window", 2: "no committee member revealed a vote"}
 CASE_STATES = ("pending", "verdict", "disputed", "final", "void")
+LOCK_EVENTS = ("ValidatorRegistered", "BondAdded", "ValidatorPenalized", "BondWithdrawn")
+"""A validator's events in a pool that change the stake it has locked there (with a dispute's StakeLocked)."""
 HORIZON = 256
 """Blocks back that `blockhash` reaches."""
 
@@ -82,9 +84,12 @@ def percentile(values: list[N], q: float) -> N | None:
     """Nearest-rank percentile (None for no values)."""
     if not values:
         return None
-    ordered = sorted(values)
-    rank = max(1, -(-len(ordered) * q // 100))
-    return ordered[int(rank) - 1]
+    return sorted(values)[nearest_rank(len(values), q) - 1]
+
+
+def nearest_rank(n: int, q: float) -> int:
+    """The rank (1-based) of the q-th percentile among n ordered values: ceil(n q / 100), at least 1."""
+    return int(max(1, -(-n * q // 100)))
 
 
 def credit_kind(credit: Row, tx_rows: list[Row]) -> CreditKind:
@@ -133,6 +138,13 @@ class CourtViews:
             raise NotFound(f"pool {pool_id} is not judged by the ValidatorCourt")
         return params
 
+    def _amount(self, name: str, pool_id: int, party: str | None = None) -> int:
+        """What the pool's events `name` (of `party`, when given) moved, as `event_counts` keeps it added up (the
+        fee of a VerdictFinal, the amount of a FeesFunded or a BondAdded)."""
+        where = "name = ? AND pool_id = ?" + (" AND party = ?" if party is not None else "")
+        params = (name, pool_id) + ((party,) if party is not None else ())
+        return sum(int(r["amount"]) for r in self.store.select(f"SELECT amount FROM event_counts WHERE {where}", params))
+
     def _tx_rows(self, tx_hashes: set[str]) -> dict[str, list[Row]]:
         if not tx_hashes:
             return {}
@@ -144,12 +156,22 @@ class CourtViews:
         return out
 
     def _credits(self, where: str, params: tuple[object, ...]) -> list[Credit]:
-        """Credited rows matching `where`, each with its `kind`."""
-        rows = self.store.select(f"SELECT * FROM events WHERE name = 'Credited' AND contract = 'ValidatorCourt' "
-                                 f"AND {where} ORDER BY block_number, log_index", params)
-        txs = self._tx_rows({r["tx_hash"] for r in rows})
-        return [Credit(to=r["data"]["to"], amount=r["data"]["amount"], kind=credit_kind(r, txs[r["tx_hash"]]),
-                       work_id=r["work_id"], pool_id=r["pool_id"], **_at(r)) for r in rows]
+        """Credited rows matching `where` (a condition on their columns), each with its `kind` (`credit_kind` over
+        its transaction's court events, whose names and log indexes events_by_tx holds)."""
+        rows = self.store.select(
+            "SELECT block_number, block_time, tx_hash, log_index, work_id, pool_id, json_extract(data, '$.to') AS to_, "
+            "json_extract(data, '$.amount') AS amount, (SELECT group_concat(t.name || ' ' || t.log_index) FROM events t "
+            "WHERE t.tx_hash = events.tx_hash AND t.contract = 'ValidatorCourt') AS court_events "
+            f"FROM events WHERE name = 'Credited' AND contract = 'ValidatorCourt' AND {where} "
+            "ORDER BY block_number, log_index", params)
+        out = []
+        for r in rows:
+            tx_rows = sorted(({"contract": "ValidatorCourt", "name": name, "log_index": int(at)}
+                              for name, at in (e.split(" ") for e in r["court_events"].split(","))),
+                             key=lambda t: t["log_index"])
+            out.append(Credit(to=r["to_"], amount=r["amount"], kind=credit_kind(r, tx_rows), work_id=r["work_id"],
+                              pool_id=r["pool_id"], **_at(r)))
+        return out
 
     # -------------------------------------------------------------- a pool's court
 
@@ -167,10 +189,7 @@ class CourtViews:
                                    (pool_id,)):
             why = PENALTY_WHY.get(r["data"]["why"], f"why {r['data']['why']}")
             penalties[why] = penalties.get(why, 0) + int(r["data"]["amount"])
-        fees = sum(int(r["data"]["fee"]) for r in self.store.select(
-            "SELECT data FROM events WHERE name = 'VerdictFinal' AND pool_id = ?", (pool_id,)))
-        funded = sum(int(r["data"]["amount"]) for r in self.store.select(
-            "SELECT data FROM events WHERE name = 'FeesFunded' AND pool_id = ?", (pool_id,)))
+        fees, funded = (self._amount(name, pool_id) for name in ("VerdictFinal", "FeesFunded"))
         validators = self._court_validator_addresses(pool_id)
         active = sum(1 for v in validators if self._registration(pool_id, v).registered)
         exit_delay = (params.activation_delay + params.verdict_window + params.dispute_window + params.commit_period
@@ -189,12 +208,12 @@ class CourtViews:
 
     def cases(self, pool_id: int, state: str | None, offset: int, limit: int) -> Page[CaseSummary]:
         self._params_or_404(pool_id)
-        where, params = "WHERE pool_id = ?", [pool_id]
+        where, params = "pool_id = ?", [pool_id]
         if state:
             where, params = where + " AND state = ?", params + [state]
-        total = self.store.scalar(f"SELECT COALESCE(SUM(n), 0) FROM work_counts {where} AND state != ''",
+        total = self.store.scalar(f"SELECT COALESCE(SUM(n), 0) FROM work_counts WHERE {where} AND state != ''",
                                   tuple(params))
-        total, rows = self.store.newest_first(f"FROM court_cases {where}", tuple(params), offset, limit, total)
+        rows = self.store.newest_works("court_cases", where + " AND state IS NOT NULL", tuple(params), offset, limit)
         return page(CaseSummary, [self._case_summary(r) for r in rows], total, offset, limit)
 
     def _case_summary(self, r: Row) -> CaseSummary:
@@ -392,15 +411,18 @@ class CourtViews:
         """One validator in one court pool: registration, bond (locked, reserved, free: live, and locked as the
         events add up), verdicts, how they ended, disputes, committee seats and votes, penalties and earnings."""
         v = address.lower()
-        rows = self.store.select("SELECT * FROM events WHERE pool_id = ? AND party = ? ORDER BY block_number, "
-                                 "log_index", (pool_id, v))
-        named = lambda *names: [r for r in rows if r["name"] in names]  # noqa: E731
-        verdicts = named("VerdictGiven")
-        resolved = self._resolved([r["work_id"] for r in verdicts])
-        finals = self._finals([r["work_id"] for r in verdicts])
+        def named(*names: str) -> list[Row]:  # the validator's events of `names` in the pool, in chain order
+            return self.store.select(f"SELECT * FROM events WHERE party = ? AND name IN ({', '.join('?' * len(names))}) "
+                                     "AND pool_id = ? ORDER BY block_number, log_index", (v, *names, pool_id))
+        # its verdicts by outcome as judge_counts keeps them (a work has one first verdict), and the few resolved
+        given = self.store.select(
+            "SELECT COALESCE(SUM(n), 0) AS given, COALESCE(SUM(n * accepted), 0) AS accepted, "
+            "COALESCE(SUM(n * ended), 0) AS final, COALESCE(SUM(n * (disputed AND NOT resolved)), 0) AS disputed_open "
+            "FROM judge_counts WHERE pool_id = ? AND judge = ?", (pool_id, v))[0]
+        resolved = self._resolved_rows(self.store.select(
+            "SELECT r.* FROM works w CROSS JOIN events r ON r.work_id = w.work_id AND r.name = 'DisputeResolved' "
+            "WHERE w.judge = ? AND w.pool_id = ? AND w.resolved = 1", (v, pool_id)))
         disputes = named("Disputed")
-        disputed_works = {r["work_id"] for r in self.store.select(
-            "SELECT work_id FROM events WHERE name = 'Disputed' AND pool_id = ?", (pool_id,))}
         dispute_outcome = self._resolved([r["work_id"] for r in disputes])
         seats = self.store.select(
             "SELECT * FROM events WHERE name = 'CommitteeDrawn' AND pool_id = ? AND EXISTS (SELECT 1 FROM "
@@ -417,8 +439,8 @@ class CourtViews:
         by_kind: dict[str, int] = {}
         for c in credits:
             by_kind[c.kind] = by_kind.get(c.kind, 0) + int(c.amount)
-        locked = self._locked_from_events(pool_id, v, rows)
-        bond_added = sum(int(r["data"]["amount"]) for r in named("BondAdded"))
+        locked = self._locked_from_events(pool_id, v, named(*LOCK_EVENTS))
+        bond_added = self._amount("BondAdded", pool_id, v)
         majority = [w for w, valid in revealed.items() if w in seat_outcome and not seat_outcome[w].tie
                     and valid == seat_outcome[w].work_valid]
         reg = self._registration(pool_id, v)
@@ -431,11 +453,8 @@ class CourtViews:
             bond_added=str(bond_added),
             reserved_by_open_cases=self._reserved(pool_id, v, self._court_params(pool_id)),
             verdicts=VerdictCounts(
-                given=len(verdicts), accepted=sum(r["data"]["accepted"] for r in verdicts),
-                challenged=sum(not r["data"]["accepted"] for r in verdicts),
-                final=sum(w in finals for w in (r["work_id"] for r in verdicts)),
-                disputed=len(resolved) + sum(1 for r in verdicts if r["work_id"] in disputed_works
-                                             and r["work_id"] not in resolved),
+                given=given["given"], accepted=given["accepted"], challenged=given["given"] - given["accepted"],
+                final=given["final"], disputed=len(resolved) + given["disputed_open"],
                 overturned=sum(o.overturned for o in resolved.values()),
                 upheld=sum(not o.overturned and not o.void for o in resolved.values())),
             disputes=DisputesFiled(
@@ -457,27 +476,24 @@ class CourtViews:
         if not work_ids:
             return {}
         marks = ",".join("?" * len(work_ids))
+        return self._resolved_rows(self.store.select(
+            f"SELECT * FROM events WHERE name = 'DisputeResolved' AND work_id IN ({marks})", tuple(work_ids)))
+
+    @staticmethod
+    def _resolved_rows(rows: list[Row]) -> dict[str, _Resolved]:
+        """work id → how its dispute was resolved, from `DisputeResolved` rows."""
         out = {}
-        for r in self.store.select(f"SELECT * FROM events WHERE name = 'DisputeResolved' AND work_id IN ({marks})",
-                                   tuple(work_ids)):
+        for r in rows:
             d = r["data"]
             out[r["work_id"]] = _Resolved(overturned=d["overturned"], work_valid=d["work_valid"],
                                           void=d["votes_valid"] + d["votes_invalid"] == 0,
                                           tie=d["votes_valid"] == d["votes_invalid"])
         return out
 
-    def _finals(self, work_ids: list[str]) -> set[str]:
-        if not work_ids:
-            return set()
-        marks = ",".join("?" * len(work_ids))
-        return {r["work_id"] for r in self.store.select(
-            f"SELECT work_id FROM events WHERE name IN ('VerdictFinal', 'CaseVoided') AND work_id IN ({marks})",
-            tuple(work_ids))}
-
     def _locked_from_events(self, pool_id: int, v: str, rows: list[Row]) -> dict[str, int]:
-        """The validator's stake locked in this pool as its events add up: the registration's bond, bonds added,
-        what a dispute locked (the StakeManager's lock in the dispute's transaction), less penalties and the
-        bond withdrawn."""
+        """The validator's stake locked in this pool as its events add up (`rows`: its LOCK_EVENTS in the pool): the
+        registration's bond, bonds added, what a dispute locked (the StakeManager's lock in the dispute's
+        transaction), less penalties and the bond withdrawn."""
         court = self.court_address
         locks = [r for r in self.store.select(
             "SELECT * FROM events WHERE name = 'StakeLocked' AND worker = ? AND tx_hash IN (SELECT tx_hash FROM events "
@@ -501,13 +517,14 @@ class CourtViews:
         """What the validator's open cases reserve of its locked stake: each open verdict the wrong-verdict
         slash, each open dispute its bond, each seat on an open committee the non-voter penalty (a pool the
         court does not judge has no cases)."""
-        open_cases = {r["work_id"]: r["state"] for r in self.store.select(
-            "SELECT work_id, state FROM court_cases WHERE pool_id = ? AND state IN ('verdict', 'disputed')", (pool_id,))}
+        if params is None:
+            return Reserved(total="0", cases=[])
+        # the open cases' verdicts, disputes and committees (works_by_pool_state, then each work's events)
         items = []
-        for r in self.store.select("SELECT * FROM events WHERE pool_id = ? AND name IN ('VerdictGiven', 'Disputed', "
-                                   "'CommitteeDrawn') ORDER BY block_number, log_index", (pool_id,)):
-            if r["work_id"] not in open_cases or params is None:
-                continue
+        for r in self.store.select(
+                "SELECT e.* FROM works w CROSS JOIN events e ON e.work_id = w.work_id AND e.name IN ('VerdictGiven', "
+                "'Disputed', 'CommitteeDrawn') WHERE w.pool_id = ? AND w.state IN ('verdict', 'disputed') "
+                "AND e.pool_id = ? ORDER BY e.block_number, e.log_index", (pool_id, pool_id)):
             if r["name"] == "VerdictGiven" and r["party"] == v:
                 items.append(ReservedCase(work_id=r["work_id"], as_="judge", amount=params.wrong_verdict_slash))
             elif r["name"] == "Disputed" and r["party"] == v:
@@ -533,14 +550,19 @@ class CourtViews:
     def _checksum(address: str) -> str:
         return Web3.to_checksum_address(address)
 
+    def _known_validator(self, address: str) -> str:
+        """The validator's address as the index keeps it; NotFound if it never registered with the court."""
+        v = address_of(address)
+        if not self.store.scalar("SELECT 1 FROM events WHERE party = ? AND name = 'ValidatorRegistered' LIMIT 1", (v,)):
+            raise NotFound(f"unknown validator {address} (never registered with the court)")
+        return v
+
     def validator(self, address: str) -> Validator:
         """A validator across the pools it registered in, with its court-wide credits and withdrawals."""
-        v = address_of(address)
+        v = self._known_validator(address)
         pools = [r["pool_id"] for r in self.store.select(
             "SELECT DISTINCT pool_id FROM events WHERE name = 'ValidatorRegistered' AND party = ? ORDER BY pool_id",
             (v,))]
-        if not pools:
-            raise NotFound(f"unknown validator {address} (never registered with the court)")
         per_pool = [self.validator_in_pool(p, self._checksum(v)) for p in pools]
         withdrawn = self.store.select("SELECT * FROM events WHERE name = 'Withdrawn' AND contract = 'ValidatorCourt' "
                                       "AND party = ? ORDER BY block_number, log_index", (v,))
@@ -552,10 +574,11 @@ class CourtViews:
 
     def validator_verdicts(self, address: str, offset: int, limit: int) -> Page[ValidatorVerdict]:
         """The validator's first verdicts, newest first, each with how its case ended and what it earned or lost."""
-        self.validator(address)
-        v = address_of(address)
+        v = self._known_validator(address)
         where = "FROM events WHERE name = 'VerdictGiven' AND party = ?"
-        total, rows = self.store.newest_first(where, (v,), offset, limit)
+        total = self.store.scalar("SELECT COALESCE(SUM(n), 0) FROM event_counts WHERE name = 'VerdictGiven' "
+                                  "AND party = ?", (v,))
+        total, rows = self.store.newest_first(where, (v,), offset, limit, total)
         items = []
         for r in rows:
             d = r["data"]
@@ -574,8 +597,7 @@ class CourtViews:
 
     def validator_earnings(self, address: str) -> ValidatorEarnings:
         """Every credit and penalty of the validator in time order, with running totals (earnings over time)."""
-        self.validator(address)
-        v = address_of(address)
+        v = self._known_validator(address)
         changes: list[Credit | Penalized] = [*self._credits("party = ?", (v,))]
         for r in self.store.select("SELECT * FROM events WHERE name = 'ValidatorPenalized' AND party = ?", (v,)):
             changes.append(Penalized(to=r["data"]["party"], amount=r["data"]["amount"],

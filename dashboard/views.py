@@ -7,18 +7,19 @@ so the explorer never re-implements contract arithmetic. Amounts are decimal str
 
 from __future__ import annotations
 
-import bisect
+import json
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
+from pydantic import JsonValue
 from web3 import Web3
 
 from dashboard.chain_source import ComputePool, Deployment, StakeManager, ValidatorCourt, cid_to_digest, decode_pool
 from dashboard.common import STATUSES, BadId, NotFound, address_of, page, reason_name, status_counts, work_id_of
-from dashboard.court import PENALTY_WHY, VOID_WHY, CourtViews, credit_kind, percentile
+from dashboard.court import PENALTY_WHY, VOID_WHY, CourtViews, credit_kind, nearest_rank
 from dashboard.evidence import checks_passed, explain
 from dashboard.models import (
     Backlog,
@@ -198,23 +199,27 @@ def _no_reward(p: CurvePoint, groups: int | None) -> str | None:
 
 
 class _VerdictsByBlock:
-    """How many events `name` of a pool the index holds up to a block: counts per block (one row per block, read in
-    order from events_by_pool), added up once, then looked up by bisection."""
+    """How many events `name` (WorkAccepted, WorkChallenged) of a pool the index held by each of `blocks`: the
+    `verdict_blocks` rows between consecutive blocks added up in SQL (each interval one range of its index), then
+    summed in order; `total`: all of them (`event_counts`)."""
 
-    def __init__(self, store: Store, pool_id: int, name: str):
-        self.blocks: list[int] = []
-        self.running: list[int] = []
-        total = 0
-        for r in store.db.execute("SELECT block_number, COUNT(*) FROM events WHERE pool_id = ? AND name = ? "
-                                  "GROUP BY block_number ORDER BY block_number", (pool_id, name)):
-            total += r[1]
-            self.blocks.append(r[0])
-            self.running.append(total)
-        self.total = total
+    def __init__(self, store: Store, pool_id: int, name: str, blocks: list[int]):
+        ordered = sorted(set(blocks))
+        intervals = json.dumps([[lo, hi] for lo, hi in zip([-1, *ordered], ordered, strict=False)])
+        self.by_block: dict[int, int] = {}
+        running = 0
+        for r in store.db.execute(
+                "SELECT j.value ->> '$[1]' AS block, (SELECT COALESCE(SUM(v.n), 0) FROM verdict_blocks v "
+                "WHERE v.pool_id = ? AND v.name = ? AND v.block_number > (j.value ->> '$[0]') "
+                "AND v.block_number <= (j.value ->> '$[1]')) AS n FROM json_each(?) j ORDER BY j.key",
+                (pool_id, name, intervals)):
+            running += r[1]
+            self.by_block[r[0]] = running
+        self.total = store.scalar("SELECT COALESCE(SUM(n), 0) FROM event_counts WHERE name = ? AND pool_id = ?",
+                                  (name, pool_id))
 
     def up_to(self, block: int) -> int:
-        at = bisect.bisect_right(self.blocks, block)
-        return self.running[at - 1] if at else 0
+        return self.by_block[block]
 
 
 @dataclass
@@ -258,15 +263,18 @@ class Explorer(CourtViews):
 
     def _pool_summary(self, row: Row) -> PoolSummary:
         pool_id = row["pool_id"]
-        latest = self.store.scalar("SELECT MAX(json_extract(data, '$.step')) FROM events "
-                                   "WHERE name = 'CheckpointPublished' AND pool_id = ?", (pool_id,))
         return PoolSummary(pool_id=pool_id, owner=row["data"]["owner"], trainer=row["data"]["trainer"],
                            task_ref=row["data"]["task_ref"], created_block=row["block_number"],
-                           latest_checkpoint_step=latest, submissions=status_counts(self.store.select(
+                           latest_checkpoint_step=self._latest_step(pool_id), submissions=status_counts(self.store.select(
                                "SELECT status, SUM(n) AS n FROM work_counts WHERE pool_id = ? GROUP BY status",
                                (pool_id,))),
                            workers=sum(m.member for m in self._members(pool_id).values()),
                            state=self.live.pool_state(pool_id))
+
+    def _latest_step(self, pool_id: int) -> int | None:
+        """The newest checkpoint's step (None before the first)."""
+        return self.store.scalar("SELECT MAX(json_extract(data, '$.step')) FROM events "
+                                 "WHERE name = 'CheckpointPublished' AND pool_id = ?", (pool_id,))
 
     def pool(self, pool_id: int) -> Pool:
         summary = self._pool_summary(self._pool_row(pool_id))
@@ -291,47 +299,35 @@ class Explorer(CourtViews):
         disputes and money out (rewards claimed, fees paid, slashes)."""
         self._pool_row(pool_id)
         court = self.court(pool_id) if self._court_params(pool_id) is not None else None
-        subs = self.store.select("SELECT work_id, block_time, status, json_extract(data, '$.n_samples') AS n "
-                                 "FROM work_status WHERE pool_id = ? ORDER BY block_time", (pool_id,))
-        submitted_at = {r["work_id"]: r["block_time"] for r in subs}
-        first = {}
-        for r in self.store.select(
-                "SELECT work_id, name, MIN(block_time) AS t FROM events WHERE pool_id = ? AND name IN "
-                "('VerdictGiven', 'VerdictFinal', 'WorkAccepted', 'WorkChallenged') GROUP BY work_id, name",
-                (pool_id,)):
-            first[(r["work_id"], r["name"])] = r["t"]
-        verdict_names = ("VerdictGiven",) if court else ("WorkAccepted", "WorkChallenged")
-        final_names = ("WorkAccepted", "WorkChallenged")
-        def latency(names: tuple[str, ...]) -> Latency:
-            out = []
-            for w, t0 in submitted_at.items():
-                times = [first[(w, n)] for n in names if (w, n) in first]
-                if times:
-                    out.append(min(times) - t0)
-            return Latency(n=len(out), p50=percentile(out, 50), p99=percentile(out, 99))
         counts = {s: 0 for s in STATUSES}
-        for r in subs:
-            counts[r["status"]] += 1
+        samples_by = dict.fromkeys(STATUSES, 0)
+        for r in self.store.select("SELECT status, SUM(n) AS n, SUM(samples) AS samples FROM work_counts "
+                                   "WHERE pool_id = ? GROUP BY status", (pool_id,)):
+            counts[r["status"]], samples_by[r["status"]] = r["n"], r["samples"]
+        submissions = sum(counts.values())
+        first, last = (self.store.scalar(f"SELECT {end}(block_time) FROM works WHERE pool_id = ?", (pool_id,))
+                       for end in ("MIN", "MAX"))
         judged = counts["accepted"] + counts["paid"] + counts["rejected"]
-        span = (subs[-1]["block_time"] - subs[0]["block_time"]) if len(subs) > 1 else 0
+        span = last - first if submissions > 1 else 0
         per_min = lambda x: None if span <= 0 else round(60.0 * x / span, 3)  # noqa: E731
-        samples = sum(r["n"] or 0 for r in subs)
-        accepted_samples = sum(r["n"] or 0 for r in subs if r["status"] in ("accepted", "paid"))
+        samples = sum(samples_by.values())
+        accepted_samples = samples_by["accepted"] + samples_by["paid"]
         state = self.live.pool_state(pool_id)
-        paid_samples = sum(r["n"] or 0 for r in subs if r["status"] == "paid")
-        backlog = Backlog(awaiting_verdict=sum(1 for r in subs if r["status"] == "pending" and not any(
-                              (r["work_id"], n) in first for n in verdict_names)),
-                          awaiting_finality=counts["pending"])
+        paid_samples = samples_by["paid"]
+        # a pending work has no WorkAccepted or WorkChallenged: all of them await the pool's verdict
+        backlog = Backlog(awaiting_verdict=counts["pending"], awaiting_finality=counts["pending"])
         if court:
             backlog = Backlog(awaiting_verdict=court.cases.pending,
                               awaiting_finality=court.cases.verdict + court.cases.disputed)
         out = PoolStats(
             pool_id=pool_id, budget=state.budget if state else None, reserved=state.reserved if state else None,
             fee_budget=self.live.fee_budget(pool_id) if court else None,
-            submissions=len(subs), samples=samples, accepted_samples=accepted_samples, span_s=span,
-            throughput=Throughput(submissions_per_min=per_min(len(subs)), samples_per_min=per_min(samples),
+            submissions=submissions, samples=samples, accepted_samples=accepted_samples, span_s=span,
+            throughput=Throughput(submissions_per_min=per_min(submissions), samples_per_min=per_min(samples),
                                   accepted_samples_per_min=per_min(accepted_samples)),
-            verdict_latency_s=latency(verdict_names), finality_latency_s=latency(final_names), backlog=backlog,
+            verdict_latency_s=self._latency(pool_id, "given" if court else "decided"),
+            finality_latency_s=self._latency(pool_id, "decided"),
+            backlog=backlog,
             status=SubmissionCounts(**counts),
             adversary_rate=None if judged == 0 else round(counts["rejected"] / judged, 4),
             rewards_paid=None if state is None else str(paid_samples * int(state.reward_per_sample)),
@@ -342,25 +338,41 @@ class Explorer(CourtViews):
             out.fees_paid, out.validator_penalties = court.fees_paid, court.penalties_total
         return out
 
+    def _latency(self, pool_id: int, kind: str) -> Latency:
+        """Seconds from submission to a work's first verdict (`kind` given: VerdictGiven; decided: WorkAccepted or
+        WorkChallenged) over the pool's works that have one: nearest-rank percentiles from the kept histogram."""
+        histogram = [(r["seconds"], r["n"]) for r in self.store.select(
+            "SELECT seconds, n FROM latencies WHERE pool_id = ? AND kind = ? AND n > 0 ORDER BY seconds", (pool_id, kind))]
+        n = sum(count for _, count in histogram)
+        def rank(q: int) -> int | None:  # the value at the nearest rank, as court.percentile picks it
+            at, seen = nearest_rank(n, q), 0
+            for seconds, count in histogram:
+                seen += count
+                if seen >= at:
+                    return seconds
+            return None
+        return Latency(n=n, p50=rank(50), p99=rank(99))
+
     def trainer(self, pool_id: int) -> Trainer:
         """The trainer's view: the learning curve (reward, held-out accuracy, staleness, importance-sampling
         statistics) with what it consumed next to what the pool accepted by each checkpoint."""
         row = self._pool_row(pool_id)
-        blocks = {c.step: c.block for c in self.checkpoints(pool_id, 0, 1_000_000).items}
-        by_then = {name: _VerdictsByBlock(self.store, pool_id, name) for name in ("WorkAccepted", "WorkChallenged")}
+        curve = self._curve(pool_id)  # a checkpoint per step: the contract publishes each step once
+        blocks = [checkpoint.block for checkpoint, _, _ in curve]
+        by_then = {name: _VerdictsByBlock(self.store, pool_id, name, blocks)
+                   for name in ("WorkAccepted", "WorkChallenged")}
         consumed: int | float = 0
         points = []
-        for p in self.curve(pool_id, 0, 1_000_000).items:
+        for checkpoint, p, metrics in curve:
             consumed += p.files_consumed or 0
-            block = blocks.get(p.step, 0)
-            obj = self.store.object(hex_text(cid_to_digest(p.metrics_cid)))
-            groups = _histogram_sum(obj.body.get("staleness_histogram") if obj and isinstance(obj.body, dict) else None)
+            block = checkpoint.block
+            groups = _histogram_sum(metrics.get("staleness_histogram"))
             points.append(TrainerPoint(
                 **given_fields(p), consumed_total=consumed, batch_groups=groups, no_reward=_no_reward(p, groups),
                 accepted_by_then=by_then["WorkAccepted"].up_to(block),
                 rejected_by_then=by_then["WorkChallenged"].up_to(block)))
         return Trainer(pool_id=pool_id, trainer=row["data"]["trainer"], points=points,
-                       latest_step=max(blocks, default=None), consumed_total=consumed,
+                       latest_step=self._latest_step(pool_id), consumed_total=consumed,
                        accepted_total=by_then["WorkAccepted"].total, rejected_total=by_then["WorkChallenged"].total)
 
     def checkpoints(self, pool_id: int, offset: int, limit: int) -> Page[Checkpoint]:
@@ -369,9 +381,10 @@ class Explorer(CourtViews):
         total = self.store.scalar(f"SELECT COUNT(*) {where}", (pool_id,))
         rows = self.store.select(f"SELECT * {where} ORDER BY json_extract(data, '$.step') LIMIT ? OFFSET ?",
                                  (pool_id, limit, offset))
+        manifests = self.store.objects([r["data"]["manifest_digest"] for r in rows])
         items = []
         for r in rows:
-            manifest = self.store.object(r["data"]["manifest_digest"])
+            manifest = manifests.get(r["data"]["manifest_digest"])
             body = manifest.body if manifest else None  # what the fetcher kept of a manifest it validated
             items.append(Checkpoint(step=r["data"]["step"], manifest_digest=r["data"]["manifest_digest"],
                                     block=r["block_number"], tx_hash=r["tx_hash"],
@@ -381,27 +394,34 @@ class Explorer(CourtViews):
 
     def curve(self, pool_id: int, offset: int, limit: int) -> Page[CurvePoint]:
         """Per-step metrics the trainer put on IPFS, one point per checkpoint whose manifest names them."""
-        points = []
-        for c in self.checkpoints(pool_id, 0, 1_000_000).items:
-            metrics_cid = c.manifest.metrics if c.manifest else None
-            if not metrics_cid:
-                continue
-            obj = self.store.object(hex_text(cid_to_digest(metrics_cid)))
+        points = [point for _, point, _ in self._curve(pool_id)]
+        return page(CurvePoint, points[offset:offset + limit], len(points), offset, limit)
+
+    def _curve(self, pool_id: int) -> list[tuple[Checkpoint, CurvePoint, dict[str, JsonValue]]]:
+        """Each checkpoint whose manifest names metrics the IPFS cache holds, with its curve point and the metrics."""
+        named_metrics = [(c, c.manifest.metrics) for c in self.checkpoints(pool_id, 0, 1_000_000).items
+                         if c.manifest and c.manifest.metrics]
+        digests = {cid: hex_text(cid_to_digest(cid)) for _, cid in named_metrics}
+        objects = self.store.objects(list(digests.values()))
+        out = []
+        for c, metrics_cid in named_metrics:
+            obj = objects.get(digests[metrics_cid])
             m = obj.body if obj else None  # the trainer's JSON: only its numbers are shown
             if not isinstance(m, dict):
                 continue
             named = {k: _number(m.get(k)) for k in CURVE_FIELDS}
             others = {k: v for k, v in m.items() if k not in named and k not in ("step", "metrics_cid")
                       and _number(v) is not None}
-            points.append(CurvePoint(**named, **others, step=c.step, metrics_cid=metrics_cid))
-        return page(CurvePoint, points[offset:offset + limit], len(points), offset, limit)
+            out.append((c, CurvePoint(**named, **others, step=c.step, metrics_cid=metrics_cid), m))
+        return out
 
     def _members(self, pool_id: int) -> dict[str, _Membership]:
         """Every worker that ever joined the pool; `member` says whether it still is."""
         members: dict[str, _Membership] = {}
-        for r in self.store.select("SELECT * FROM events WHERE pool_id = ? AND name IN ('WorkerJoined', 'WorkerLeft', "
+        for r in self.store.select("SELECT worker, name, block_number, json_extract(data, '$.worker') AS address "
+                                   "FROM events WHERE pool_id = ? AND name IN ('WorkerJoined', 'WorkerLeft', "
                                    "'WorkerEjected') ORDER BY block_number, log_index", (pool_id,)):
-            entry = members.setdefault(r["worker"], _Membership(r["data"]["worker"], r["block_number"]))
+            entry = members.setdefault(r["worker"], _Membership(r["address"], r["block_number"]))
             entry.member = r["name"] == "WorkerJoined"
             entry.ejected = r["name"] == "WorkerEjected"
         return members
@@ -409,14 +429,16 @@ class Explorer(CourtViews):
     def workers(self, pool_id: int, offset: int, limit: int) -> Page[PoolWorker]:
         self._pool_row(pool_id)
         members = sorted(self._members(pool_id).items(), key=lambda kv: kv[1].joined_block)
+        shown = members[offset:offset + limit]
         rows: dict[str, list[Row]] = {}
         for r in self.store.select("SELECT worker, status, SUM(n) AS n FROM work_counts WHERE pool_id = ? "
-                                   "GROUP BY worker, status", (pool_id,)):
+                                   "AND worker IN (SELECT value FROM json_each(?)) GROUP BY worker, status",
+                                   (pool_id, json.dumps([w for w, _ in shown]))):
             rows.setdefault(r["worker"], []).append(r)
         slashed = self._slashed_by_worker(pool_id)
         items = [PoolWorker(worker=m.worker, joined_block=m.joined_block, member=m.member, ejected=m.ejected,
                             submissions=status_counts(rows.get(w, [])), slashed=str(slashed.get(w, 0)))
-                 for w, m in members[offset:offset + limit]]
+                 for w, m in shown]
         return page(PoolWorker, items, len(members), offset, limit)
 
     def _validators(self, pool_id: int) -> list[_Allowed]:
@@ -478,11 +500,11 @@ class Explorer(CourtViews):
 
     def submissions(self, pool_id: int, status: str | None, offset: int, limit: int) -> Page[Submission]:
         self._pool_row(pool_id)
-        where, params = "WHERE pool_id = ?", [pool_id]
+        where, params = "pool_id = ?", [pool_id]
         if status:
             where, params = where + " AND status = ?", params + [status]
-        total = self.store.scalar(f"SELECT COALESCE(SUM(n), 0) FROM work_counts {where}", tuple(params))
-        total, rows = self.store.newest_first(f"FROM work_status {where}", tuple(params), offset, limit, total)
+        total = self.store.scalar(f"SELECT COALESCE(SUM(n), 0) FROM work_counts WHERE {where}", tuple(params))
+        rows = self.store.newest_works("work_status", where, tuple(params), offset, limit)
         return page(Submission, [self._submission(r) for r in rows], total, offset, limit)
 
     def verdicts(self, pool_id: int, offset: int, limit: int) -> Page[PoolVerdict]:
@@ -507,23 +529,30 @@ class Explorer(CourtViews):
     _SLASHES = ("FROM events s CROSS JOIN events c ON c.tx_hash = s.tx_hash AND +c.name = 'WorkChallenged' "
                 "AND +c.pool_id = ? WHERE s.name = 'Slashed' AND lower(json_extract(s.data, '$.slasher')) = ?")
 
-    def _slash_rows(self, pool_id: int, worker: str | None = None, offset: int = 0, limit: int = -1) -> list[Row]:
+    # the same pairs from the pool's challenges (events_by_pool), each then its transaction's slashes: for a pool with
+    # few of the slashes, where walking every slash newest first until a page is full would read them all
+    _SLASHES_BY_CHALLENGE = ("FROM events c CROSS JOIN events s ON s.tx_hash = c.tx_hash AND s.name = 'Slashed' "
+                             "WHERE c.pool_id = ? AND c.name = 'WorkChallenged' "
+                             "AND lower(json_extract(s.data, '$.slasher')) = ?")
+
+    def _slash_rows(self, pool_id: int, worker: str | None = None, offset: int = 0, limit: int = -1,
+                    total: int | None = None) -> list[Row]:
         """Slashes of the pool's workers (of `worker` only, when given), newest first, `limit` of them (-1: all)
-        from `offset`."""
+        from `offset` (`total`: how many the pool has, when the caller knows it)."""
         params = (pool_id, self.live.pool.address.lower(), *((worker,) if worker else ()), limit, offset)
+        everyone = self.store.scalar("SELECT COALESCE(SUM(n), 0) FROM event_counts WHERE name = 'Slashed'")
+        source = self._SLASHES_BY_CHALLENGE if total is not None and 4 * total < everyone else self._SLASHES
         return self.store.select(
             "SELECT s.*, c.work_id AS challenged_work, json_extract(c.data, '$.reason_code') AS reason_code, "
-            f"json_extract(c.data, '$.evidence_digest') AS evidence_digest {self._SLASHES} "
+            f"json_extract(c.data, '$.evidence_digest') AS evidence_digest {source} "
             f"{'AND s.worker = ? ' if worker else ''}ORDER BY s.block_number DESC, s.log_index DESC LIMIT ? OFFSET ?",
             params)
 
     def _slashed_by_worker(self, pool_id: int) -> dict[str, int]:
-        """Amounts slashed from the pool's workers, by worker (uint256: added up here, not in SQL)."""
-        out: dict[str, int] = {}
-        for r in self.store.select(f"SELECT s.worker, json_extract(s.data, '$.amount') AS amount {self._SLASHES}",
-                                   (pool_id, self.live.pool.address.lower())):
-            out[r["worker"]] = out.get(r["worker"], 0) + int(r["amount"])
-        return out
+        """Amounts slashed from the pool's workers, by worker (kept in `slash_sums` as the rows are written)."""
+        return {r["worker"]: int(r["amount"]) for r in self.store.select(
+            "SELECT worker, amount FROM slash_sums WHERE pool_id = ? AND slasher = ? AND n > 0",
+            (pool_id, self.live.pool.address.lower()))}
 
     def _slash_item(self, r: Row) -> Slash:
         sub = self._submission(self.store.select("SELECT * FROM work_status WHERE work_id = ?",
@@ -535,17 +564,19 @@ class Explorer(CourtViews):
 
     def slashes(self, pool_id: int, offset: int, limit: int) -> Page[Slash]:
         self._pool_row(pool_id)
-        total = self.store.scalar(f"SELECT COUNT(*) {self._SLASHES}", (pool_id, self.live.pool.address.lower()))
-        rows = self._slash_rows(pool_id, offset=offset, limit=limit)
+        total = self.store.scalar("SELECT COALESCE(SUM(n), 0) FROM slash_sums WHERE pool_id = ? AND slasher = ?",
+                                  (pool_id, self.live.pool.address.lower()))
+        rows = self._slash_rows(pool_id, offset=offset, limit=limit, total=total)
         return page(Slash, [self._slash_item(r) for r in rows], total, offset, limit)
 
     def claims(self, pool_id: int, offset: int, limit: int) -> Page[Claim]:
         self._pool_row(pool_id)
-        # newest claims first (events_by_name), each kept if it paid a work of the pool (claimed_works by the claim,
-        # then the work by key: CROSS JOIN keeps that order): a page reads its claims only
-        source = ("FROM events WHERE name = 'RewardsClaimed' AND EXISTS (SELECT 1 FROM claimed_works c CROSS JOIN works w "
-                  "ON w.work_id = c.work_id WHERE c.tx_hash = events.tx_hash AND w.pool_id = ?)")
-        total, rows = self.store.newest_first(source, (pool_id,), offset, limit)
+        # newest claims first (events_by_name), each kept if it paid a work of the pool (claim_pools by key): a page
+        # reads its claims only
+        source = ("FROM events WHERE name = 'RewardsClaimed' AND EXISTS (SELECT 1 FROM claim_pools p "
+                  "WHERE p.tx_hash = events.tx_hash AND p.pool_id = ? AND p.n > 0)")
+        total = self.store.scalar("SELECT COUNT(*) FROM claim_pools WHERE pool_id = ? AND n > 0", (pool_id,))
+        total, rows = self.store.newest_first(source, (pool_id,), offset, limit, total)
         items = [Claim(worker=r["data"]["worker"], amount=r["data"]["amount"], works=len(r["data"]["work_ids"]),
                        work_ids=r["data"]["work_ids"], block=r["block_number"], time=r["block_time"],
                        tx_hash=r["tx_hash"])
@@ -588,11 +619,11 @@ class Explorer(CourtViews):
 
     def worker_submissions(self, address: str, status: str | None, offset: int, limit: int) -> Page[Submission]:
         self.worker(address)
-        where, params = "WHERE worker = ?", [address_of(address)]
+        where, params = "worker = ?", [address_of(address)]
         if status:
             where, params = where + " AND status = ?", params + [status]
-        total = self.store.scalar(f"SELECT COALESCE(SUM(n), 0) FROM work_counts {where}", tuple(params))
-        total, rows = self.store.newest_first(f"FROM work_status {where}", tuple(params), offset, limit, total)
+        total = self.store.scalar(f"SELECT COALESCE(SUM(n), 0) FROM work_counts WHERE {where}", tuple(params))
+        rows = self.store.newest_works("work_status", where, tuple(params), offset, limit)
         return page(Submission, [self._submission(r) for r in rows], total, offset, limit)
 
     def work(self, work_id: str) -> Work:
