@@ -75,7 +75,8 @@ def results_path(bench: str, profile: str | None, folder: Path | None = None) ->
 
 
 def command_of(bench: str, argv: list[str]) -> str:
-    """The command that reruns this configuration: `argv` without its `--record [PROFILE]`."""
+    """The command that reruns this configuration: `argv` without its `--record [PROFILE]`, a machine's own paths
+    (absolute, or from ~) written PATH — the command is published, the path means nothing on another machine."""
     kept, skip_next = [], False
     for i, arg in enumerate(argv):
         if skip_next:
@@ -85,8 +86,13 @@ def command_of(bench: str, argv: list[str]) -> str:
         if len(name) > 4 and "--record".startswith(name):  # argparse accepts unambiguous abbreviations
             skip_next = "=" not in arg and i + 1 < len(argv) and not argv[i + 1].startswith("-")
             continue
-        kept.append(arg)
+        kept.append(_without_machine_path(arg))
     return shlex.join([PYTHON, "-m", f"bench.{bench}", *kept])
+
+
+def _without_machine_path(arg: str) -> str:
+    name, eq, value = arg.rpartition("=") if arg.startswith("-") and "=" in arg else ("", "", arg)
+    return f"{name}{eq}PATH" if value.startswith(("/", "~")) else arg
 
 
 def _git(*args: str) -> str | None:

@@ -34,6 +34,12 @@ def test_the_command_is_the_run_without_its_record_option() -> None:
         ".venv/bin/python -m bench.file_size --only 'bf16: logit'"
 
 
+def test_the_command_names_no_path_of_the_machine_it_ran_on() -> None:
+    assert report.command_of("explorer_scale", ["--db", "/tmp/i.db", "--record", "300k", "--files", "3"]) == \
+        ".venv/bin/python -m bench.explorer_scale --db PATH --files 3"
+    assert report.command_of("x", ["--out=~/runs", "--n=3", "runs/a"]) == ".venv/bin/python -m bench.x --out=PATH --n=3 runs/a"
+
+
 def test_without_record_the_json_line_is_printed_and_nothing_written(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.setattr(report, "RESULTS", tmp_path)
     report.emit({"ratio": 1.05}, _parser().parse_args([]), "protocol")
