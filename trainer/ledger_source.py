@@ -34,7 +34,7 @@ from typing import Any
 from ledger_client.chain.bindings import WorkSubmitted
 from ledger_client.chain.events import BLOCK_POLL_S, EventCursor, Removed, latest_block
 from ledger_client.chain.ledger import Ledger
-from ledger_client.chain.queries import chain_time, court_of, get_work, pool_state, rollout_digest_of
+from ledger_client.chain.queries import court_of, get_work, pool_state, rollout_digest_of
 from ledger_client.ipfs.content import ContentError, get_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import WorkId
@@ -70,6 +70,10 @@ class LedgerSource:
         """Decodes the fetched files (in `decode_workers` processes; ≤ 1: in this one), collected in pending order."""
         self.min_poll_interval_s = min_poll_interval_s
         self._polled_at = float("-inf")
+        self._polled_block: tuple[int, bytes] | None = None
+        """(number, hash) of the head the last poll read everything at."""
+        self._head_time = 0
+        """Its timestamp: the contracts' clock for every read of that poll."""
         self.kubo = kubo
         self.pool_id = pool_id
         self.fetch_timeout_s = fetch_timeout_s
@@ -109,6 +113,10 @@ class LedgerSource:
             return []
         self._polled_at = now
         latest = latest_block(self.ledger.w3)  # one read for every cursor
+        head = (latest["number"], bytes(latest["hash"]))
+        if head == self._polled_block and not self._fetch_retry_due(now):
+            return []  # every state it reads is the head's: a read per pending work, 10 a second, changed nothing
+        self._polled_block, self._head_time = head, latest["timestamp"]
         for cursor in self.cursors.values():
             for event in cursor.poll(latest):
                 if isinstance(event, Removed):
@@ -169,6 +177,11 @@ class LedgerSource:
         self._final_by_event &= set(still_pending)
         return items
 
+    def _fetch_retry_due(self, now: float) -> bool:
+        """A file that could not be fetched is due another try: the one thing a poll does that the head does not
+        decide."""
+        return any(due <= now for work_id, (due, _) in self._unfetched.items() if work_id in self.pending)
+
     def _take(self, work_id: str, state: str, decoding: Decoding, items: list[WorkItem], taken: list[str]) -> None:
         """A fetched file's decode: its item appended to `items` and its id to `taken`, or, refused, to `unreadable`."""
         try:
@@ -212,7 +225,7 @@ class LedgerSource:
         return "wait" if self.wait_final else "consume"
 
     def _window_passed(self, submitted_at: int) -> bool:
-        return chain_time(self.ledger) > submitted_at + self.challenge_window_s
+        return self._head_time > submitted_at + self.challenge_window_s
 
     def _settle(self) -> None:
         """Follow consumed, unsettled work to its final verdict; count what ended rejected."""

@@ -10,7 +10,7 @@ import trainer.ledger_source as ledger_source
 from ledger_client.chain.bindings import WorkAccepted, WorkSubmitted
 from protocol.pool import WorkStatus
 from tests.unit.trainer.test_decode_pool import CORRUPT, rollout_file
-from tests.unit.trainer.test_ledger_source_court import META, POOL, _Cursor
+from tests.unit.trainer.test_ledger_source_court import META, POOL, Heads, _Cursor
 from trainer.consumed_log import read_consumed
 
 
@@ -28,8 +28,7 @@ def _consume(monkeypatch, files: dict[bytes, bytes], decode_workers: int, log):
     monkeypatch.setattr(ledger_source, "EventCursor", _Cursor)
     monkeypatch.setattr(ledger_source, "court_of", lambda *_: None)
     monkeypatch.setattr(ledger_source, "pool_state", lambda *_: SimpleNamespace(challenge_window_s=0))
-    monkeypatch.setattr(ledger_source, "latest_block", lambda _w3: None)
-    monkeypatch.setattr(ledger_source, "chain_time", lambda _ledger: 2**40)
+    Heads(monkeypatch, timestamp=2**40)
     monkeypatch.setattr(ledger_source, "get_work",
                         lambda _ledger, _work_id: SimpleNamespace(status=WorkStatus.ACCEPTED, submitted_at=0))
     monkeypatch.setattr(ledger_source, "get_object", lambda _kubo, digest, timeout: files[digest])

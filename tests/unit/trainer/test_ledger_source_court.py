@@ -31,13 +31,25 @@ class _Cursor:
         return _Cursor.batches.pop(0) if _Cursor.batches else []
 
 
+class Heads:
+    """The chain stand-in's head (`latest_block`): a new block at each read, or the same one while `frozen`."""
+
+    def __init__(self, monkeypatch, timestamp: int = 0) -> None:
+        self.number, self.frozen, self.timestamp = 0, False, timestamp
+        monkeypatch.setattr(ledger_source, "latest_block", self.read)
+
+    def read(self, _w3: object) -> dict:
+        self.number += not self.frozen
+        return {"number": self.number, "hash": self.number.to_bytes(32, "big"), "timestamp": self.timestamp}
+
+
 def _source(monkeypatch, status: WorkStatus, consumed_log=None) -> tuple[ledger_source.LedgerSource, list[bytes]]:
     reads: list[bytes] = []
     monkeypatch.setattr(ledger_source, "EventCursor", _Cursor)
     court = SimpleNamespace(cases=lambda _work_id: SimpleNamespace(state=CaseState.VERDICT, accepted=True))
     monkeypatch.setattr(ledger_source, "court_of", lambda *_: court)
     monkeypatch.setattr(ledger_source, "pool_state", lambda *_: SimpleNamespace(challenge_window_s=60))
-    monkeypatch.setattr(ledger_source, "latest_block", lambda _w3: None)
+    Heads(monkeypatch)
     monkeypatch.setattr(ledger_source, "get_work",
                         lambda _ledger, work_id: reads.append(work_id) or SimpleNamespace(status=status))
     monkeypatch.setattr(ledger_source, "get_object", lambda _kubo, digest, timeout: digest)
@@ -89,3 +101,19 @@ def test_consumed_work_is_logged_and_a_resume_hands_out_only_what_the_checkpoint
     assert [item.id for item in resumed.poll()] == []  # the first was consumed before the checkpoint
     assert [item.id for item in resumed.poll()] == ["0x" + "02" * 32]
     assert read_consumed(log) == ["0x" + "01" * 32, "0x" + "02" * 32]
+
+
+def test_a_poll_at_the_head_already_read_asks_the_chain_nothing_more(monkeypatch):
+    """Work waiting out its challenge window is read once a block, not at every poll (the trainer polls every 0.1 s),
+    and the window is judged by the head's own timestamp."""
+    source, reads = _source(monkeypatch, WorkStatus.ACCEPTED)
+    monkeypatch.setattr(source, "court", None)  # a permissioned pool: final once the 60 s window has passed
+    monkeypatch.setattr(ledger_source, "get_work", lambda _ledger, work_id: reads.append(work_id) or
+                        SimpleNamespace(status=WorkStatus.ACCEPTED, submitted_at=1_000))
+    heads = Heads(monkeypatch, timestamp=1_000)
+    _Cursor.batches = [_submitted_and_accepted(b"\x03" * 32)]
+    assert source.poll() == [] and reads == [b"\x03" * 32]
+    heads.frozen = True
+    assert source.poll() == [] and source.poll() == [] and reads == [b"\x03" * 32]
+    heads.frozen, heads.timestamp = False, 1_061
+    assert [item.id for item in source.poll()] == ["0x" + "03" * 32] and reads == [b"\x03" * 32] * 2
