@@ -322,7 +322,7 @@ ROWS: tuple[Row, ...] = (
         "notes/scoring.md#fuzzing-the-parsers-of-worker-bytes"),
     Row("Court pool: is honest checking a validator's best response?", "economics.json", _economics, _ECONOMICS),
     Row("Court pool: is cheating unprofitable for a worker?", "economics.json", _cheating, _ECONOMICS),
-    Row("Test suite time (`make test`, as CI runs it)", "suite.json", _suite, "notes/figures-2026-12-06.md"),
+    Row("Test suite time (`make test`, as CI runs it)", "suite.json", _suite, "notes/suite-time.md"),
     Row("Chain requests of an idle worker (anvil, 2 s blocks; goal ≤ 1/s)", "worker_rpc.json", _worker_rpc,
         "scaling.md"),
     Row("Exact mode: honest completions replayed bit for bit, attacks caught, CPU speed", "exact.json", _exact,
