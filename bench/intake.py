@@ -95,12 +95,18 @@ def _events(first: int, files: int) -> list[object]:
     return out
 
 
+def _new_head(_w3: object, _numbers=itertools.count(1)) -> dict:
+    """A new block at each read, far past every challenge window: every poll reads the chain."""
+    number = next(_numbers)
+    return {"number": number, "hash": number.to_bytes(32, "big"), "timestamp": 2**40}
+
+
 def _chain_fakes() -> dict:
     """The chain's side of `LedgerSource`: every submission accepted, its verdict final."""
     return {
         "EventCursor": _Cursor, "court_of": lambda *_: None,
         "pool_state": lambda *_: SimpleNamespace(challenge_window_s=0),
-        "latest_block": lambda _w3: None, "chain_time": lambda _ledger: 2**40,
+        "latest_block": _new_head,
         "get_work": lambda _ledger, _work_id: SimpleNamespace(status=WorkStatus.ACCEPTED, submitted_at=0),
     }
 
