@@ -176,7 +176,7 @@ def run_attacks(lab: Lab, profile: Profile, files: int, names: list[str] | None,
             detected += not outcome.ok
             reasons[outcome.reason.name if outcome.reason else ("decoder" if not outcome.ok else "accepted")] += 1
             if outcome.ok and outcome.margins:
-                evidence = book.judge(WORKER, f"0x{nonce_base + f:064x}", outcome.margins["tokens"],
+                evidence = book.judge(WORKER, f"0x{nonce_base + f:064x}", outcome.margins["prompt_tokens"],
                                       outcome.margins["score"], null, spec.verification.worker_false_positive_rate)
                 log_e = round(book.log_e_value(WORKER, null), 2)
                 worker_at = worker_at or (f + 1 if evidence is not None else None)
@@ -208,7 +208,7 @@ def run_steering(lab: Lab, profile: Profile, files: int, budget: int, nonce_base
         if not outcome.ok:
             detected += 1
             continue
-        evidence = book.judge(WORKER, f"0x{nonce_base + f:064x}", outcome.margins["tokens"],
+        evidence = book.judge(WORKER, f"0x{nonce_base + f:064x}", outcome.margins["prompt_tokens"],
                               outcome.margins["score"], null, spec.verification.worker_false_positive_rate)
         log_e = book.log_e_value(WORKER, null)
         worker_challenges += evidence is not None
@@ -263,7 +263,7 @@ def run_honest(lab: Lab, profiles: list[Profile], files: int, console: Console, 
                 o["reasons"][outcome.reason.name] += 1
                 console.print(f"\\[{profile.name}] honest FALSE POSITIVE {cell}: {outcome.message[:200]}")
             elif outcome.margins and books[profile.name].judge(
-                    WORKER, f"0x{f:064x}", outcome.margins["tokens"], outcome.margins["score"],
+                    WORKER, f"0x{f:064x}", outcome.margins["prompt_tokens"], outcome.margins["score"],
                     judged.verification.margin_null(), judged.verification.worker_false_positive_rate) is not None:
                 o["worker_challenged"] = True
         if (f + 1) % 500 == 0:

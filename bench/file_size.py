@@ -69,7 +69,7 @@ def run_stream(lab: Lab, profile: Profile, attack: str, sizes: tuple[int, ...], 
                 thresholds.append(null.threshold(outcome.margins["prompt_tokens"],
                                                  spec.verification.false_positive_rate / 2))
             if outcome.ok and outcome.margins and worker_at is None and book.judge(
-                    WORKER, f"0x{nonce:064x}", outcome.margins["tokens"], outcome.margins["score"], null,
+                    WORKER, f"0x{nonce:064x}", outcome.margins["prompt_tokens"], outcome.margins["score"], null,
                     spec.verification.worker_false_positive_rate) is not None:
                 worker_at = f + 1
         mean_tokens = tokens / files

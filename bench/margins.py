@@ -171,8 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, files in scores.items():
             caught = sum(null.log_p_value(s, grouped) < math.log(RATE / 2) for grouped, _, s in files)
             sums, crossed = [0.0] * len(WORKER_LAMBDAS), None
-            for k, (_, n, s) in enumerate(files, start=1):  # each file's factor, as validator.worker_margins multiplies
-                sums = [a + b for a, b in zip(sums, null.worker_log_terms(s, n))]
+            for k, (grouped, _, s) in enumerate(files, start=1):  # each file's factor, as validator.worker_margins
+                sums = [a + b for a, b in zip(sums, null.worker_log_terms(s, grouped))]
                 if crossed is None and log_e_value(sums) >= math.log(1 / RATE):
                     crossed = k
             out[name] = {"mean_score": round(sum(s for *_, s in files) / len(files), 3), "files_caught": caught,

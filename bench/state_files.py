@@ -56,7 +56,7 @@ def court(history: int, saves: int, folder: Path) -> dict[str, float]:
 def margins(history: int, workers: int, saves: int, folder: Path) -> dict[str, float]:
     null = MarginNull.fit([10, 5, 2, 0, 0, 0], 10**6)
     book = WorkerMargins(folder / "worker_margins.json")
-    terms = null.worker_log_terms(0.0, 2048)
+    terms = null.worker_log_terms(0.0, [2048])
     for i in range(history):
         book.workers.setdefault(f"0x{i % workers:040x}", {"open": {}, "challenged": {}})["open"][f"0x{i:064x}"] = \
             [2048, 0.0, terms]
@@ -71,7 +71,7 @@ def margins(history: int, workers: int, saves: int, folder: Path) -> dict[str, f
 def _logged(book: WorkerMargins, worker: str, work_id: str, null: MarginNull) -> int:
     """One judgement; the bytes its save wrote (a log line, or a compaction's snapshot)."""
     before = book.journal.written
-    book.judge(worker, work_id, 2048, 0.0, null, NEVER)
+    book.judge(worker, work_id, [2048], 0.0, null, NEVER)
     return book.journal.written - before
 
 

@@ -44,7 +44,8 @@ their prompt's token ids, so two indices of one text are one prompt.
 Where prompts' multipliers might be dependent in any way, one G for all of them is the conservative reading:
 Π_i (1 + g_i·x)^{n_i} is a product of positive increasing functions, hence supermodular, and among couplings
 with fixed marginals the comonotone one (all G_i equal) maximises its expectation (Tchen 1980); so the one-G
-bound of a file's tokens bounds its per-prompt one, and that is what the per-worker test uses for a whole file.
+bound of a file's tokens bounds its per-prompt one, and that is what a file whose grouping is not known (a book
+written before `FACTOR_VERSION` 3) counts under.
 
 The file's log-MGF under the spread. Given G, scaling every tail by c·G scales every atom's mass by c·G, so
 E[e^{λm} | G] ≤ 1 + c·G·a(λ), a(λ) = e^{Λ(λ)} − 1 = Σ_atoms mass·(e^{λx} − 1) ≥ 0 for λ ≥ 0 (where c·G·q_0 > 1
@@ -65,11 +66,13 @@ possible: a 1-prompt file pays the whole spread (bf16 tails, 2,048 tokens at 5·
 prompts little of it (6.4; the i.i.d. bound at c = 1 said 4.9). A completion's tokens are one prompt's: the
 per-completion arm bounds each with one G. Without spread (k = None) the grouping does not matter.
 
-For a worker across files, a file's factor exp(λS_f − L_{n_f}(λ)) has conditional expectation ≤ 1 under the
-spread, whatever the earlier files, so for every fixed λ the product over files is a supermartingale, and the
+For a worker across files, a file's factor exp(λS_f − Σ_p L_{n_p}(λ)) (its checked tokens grouped by prompt, as
+the per-file test groups them) has conditional expectation ≤ 1 under the spread, whatever the earlier files
+(E[e^{λS_f}] = Π_p E[e^{λS_p}] for independent prompts), so for every fixed λ the product over files is a
+supermartingale, and the
 average over a fixed grid of λ (`WORKER_LAMBDAS`) is an e-process: by Ville's inequality an honest worker's
 accumulated value ever reaches 1/α with probability at most α, however many files it submits and whenever the
-validator looks (`worker_log_e_value`). `FACTOR_VERSION` names this meaning of a file's factor (1: i.i.d.).
+validator looks (`worker_log_e_value`). `FACTOR_VERSION` names this meaning of a file's factor (1: i.i.d.; 2: one G a file).
 
 Assumptions (docs/protocol.md states them with the error rates): given a prompt's G, its tokens' margins are
 independent (flips need a near-tie and noise that reorders it, both position-local; what a prompt shares is
@@ -108,8 +111,9 @@ WORKER_LAMBDAS = (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0, 4.0, 16
 """The fixed λ of the per-worker e-process (fixed in advance: Ville's inequality needs it). Under the spread a
 file's best λ falls as it grows (≈ 1 at 512 bf16 tokens, 1/4 at 2,048), hence the dense small end; 16 and 64
 serve pools whose honest margins never pass the first level (float32), where every flip is a rare event."""
-FACTOR_VERSION = 2
-"""What a file's factor exp(λS − L_n(λ)) means: 2, L_n under the honest spread; 1 (books before it), i.i.d."""
+FACTOR_VERSION = 3
+"""What a file's factor exp(λS − Σ_p L_{n_p}(λ)) means: 3, a multiplier per prompt under the honest spread; 2 (books
+before it), one multiplier for the whole file; 1, i.i.d. tokens."""
 
 
 def mixture_log_mgf(log_excess: float, tokens: int, shape: float | None) -> float:
@@ -286,17 +290,24 @@ class MarginNull(BaseModel):
         best = min((mgf - math.log(false_positive_rate)) / lam for lam, mgf in self._file_exponents(prompt_tokens))
         return best if best <= tokens else math.inf
 
-    def worker_log_terms(self, score: float, tokens: int) -> list[float]:
-        """log of one file's factor exp(λ·score − L_tokens(λ)) of the per-worker e-process, per λ of
-        WORKER_LAMBDAS (meaning `FACTOR_VERSION`). Files judged under different nulls (policies with their own
-        tolerances) multiply their own factors: each is a supermartingale step under its file's null."""
-        return [lam * score - self.file_log_mgf(lam, tokens) for lam in WORKER_LAMBDAS]
+    def worker_log_terms(self, score: float, prompt_tokens: Sequence[int]) -> list[float]:
+        """log of one file's factor exp(λ·score − Σ_p L_{n_p}(λ)) of the per-worker e-process, per λ of
+        WORKER_LAMBDAS (meaning `FACTOR_VERSION`), for a file whose prompt p holds prompt_tokens[p] of its checked
+        tokens (a file whose grouping is unknown: [its tokens], one G, conservative). Files judged under different
+        nulls (policies with their own tolerances) multiply their own factors: each is a supermartingale step under
+        its file's null."""
+        excess = tuple(self._log_excess(lam) for lam in WORKER_LAMBDAS)
+        total = np.zeros(len(WORKER_LAMBDAS))
+        for n, count in Counter(n for n in prompt_tokens if n > 0).items():
+            total += count * np.asarray(mixture_log_mgfs(excess, n, self.spread_shape))
+        return [lam * score - mgf for lam, mgf in zip(WORKER_LAMBDAS, total.tolist(), strict=True)]
 
-    def worker_log_e_value(self, score: float, tokens: int) -> float:
-        """log of the e-process of one file's (score, tokens) under this null, or of several files' totals counted
-        as one file (one G for them all: conservative, module text): mean over WORKER_LAMBDAS of
-        exp(λ·score − L_tokens(λ)). An honest worker's ever reaches log(1/α) with probability ≤ α."""
-        return log_e_value(self.worker_log_terms(score, tokens))
+    def worker_log_e_value(self, score: float, prompt_tokens: Sequence[int]) -> float:
+        """log of the e-process of one file's score under this null (its prompts' tokens `prompt_tokens`), or of
+        several files' totals counted as one file of one prompt (one G for them all: conservative, module text):
+        mean over WORKER_LAMBDAS of exp(λ·score − Σ_p L_{n_p}(λ)). An honest worker's ever reaches log(1/α) with
+        probability ≤ α."""
+        return log_e_value(self.worker_log_terms(score, prompt_tokens))
 
 
 def log_e_value(log_terms: Sequence[float]) -> float:

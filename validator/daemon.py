@@ -386,7 +386,7 @@ class ValidatorDaemon:
         if not outcome.ok or not outcome.margins:
             return outcome
         m = outcome.margins
-        evidence = self.worker_margins.judge(s.worker, hex_text(s.work_id), m["tokens"], m["score"],
+        evidence = self.worker_margins.judge(s.worker, hex_text(s.work_id), m["prompt_tokens"], m["score"],
                                              MarginNull(**m["null"]), m["worker_false_positive_rate"])
         if evidence is None:
             return outcome

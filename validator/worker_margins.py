@@ -11,7 +11,7 @@ afresh.
 
 What a file's factor means depends on the pool's honest spread (the run spec's `verification.spread_shape` k and
 `verification.miscalibration` c, carried by every null): a book records the spread its factors were computed under
-(`"spread": [k, c]`, beside `"factors"`), and one whose files met another spread keeps their [tokens, score] only, to
+(`"spread": [k, c]`, beside `"factors"`), and one whose files met another spread keeps their tokens and score only, to
 count again under the null being judged (`_current_factors`) — the same step in the log, so a replay meets it too.
 A pool's book is its own file (`book_path`), so two pools one validator serves never share a worker's files.
 
@@ -60,11 +60,11 @@ def spread_of(null: MarginNull) -> list:
 
 
 class WorkerMargins:
-    """worker (lower-case address) → {"open": {work id: [tokens, score, [log factor per λ]]}, "challenged":
-    {work id: evidence}, "factors": FACTOR_VERSION, "spread": [k, c]}, one pool's (`book_path`). (A book written
-    before files kept their factors holds [tokens, score]: those files count under the null of the file being
-    judged; so do the files of a book whose factors meant something else, another version or another spread,
-    `_current_factors`.)"""
+    """worker (lower-case address) → {"open": {work id: [tokens, score, [log factor per λ], [tokens per prompt]]},
+    "challenged": {work id: evidence}, "factors": FACTOR_VERSION, "spread": [k, c]}, one pool's (`book_path`). A file
+    whose factors meant something else (another version or another spread, `_current_factors`) keeps [tokens, score,
+    None, [tokens per prompt]] and counts under the null of the file being judged; so does one of a book written
+    before files kept their factors, [tokens, score], or their prompts, [tokens, score, factors]: as one prompt."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -77,10 +77,11 @@ class WorkerMargins:
         worker's book grows (it is spent only by a challenge); rebuilt from the book when a challenge or a recount
         changed it."""
 
-    def judge(self, worker: str, work_id: str, tokens: int, score: float, null: MarginNull,
+    def judge(self, worker: str, work_id: str, prompt_tokens: list[int], score: float, null: MarginNull,
               worker_false_positive_rate: float) -> dict[str, Any] | None:
-        """Count one accepted file and test the worker: the evidence of an accumulated challenge of `work_id`,
-        or None. Saved before it returns; the same work id always gets the same answer."""
+        """Count one accepted file (its checked tokens per prompt, as the per-file test grouped them, and its
+        score) and test the worker: the evidence of an accumulated challenge of `work_id`, or None. Saved before it
+        returns; the same work id always gets the same answer."""
         spread = spread_of(null)
         book = self.workers.setdefault(worker.lower(), {"open": {}, "challenged": {}, "factors": FACTOR_VERSION,
                                                         "spread": spread})
@@ -93,7 +94,9 @@ class WorkerMargins:
         change: dict[str, Any] = {"worker": worker.lower(), "work_id": work_id, "factors": FACTOR_VERSION,
                                   "spread": spread}
         if work_id not in book["open"]:
-            change["file"] = book["open"][work_id] = [tokens, score, null.worker_log_terms(score, tokens)]
+            prompt_tokens = [int(n) for n in prompt_tokens]
+            change["file"] = book["open"][work_id] = [sum(prompt_tokens), score,
+                                                      null.worker_log_terms(score, prompt_tokens), prompt_tokens]
             totals.add(change["file"])
         log_e = totals.log_e_value(null)
         evidence = None
@@ -139,20 +142,20 @@ class _OpenTotals:
     def __init__(self) -> None:
         self.tokens, self.score = 0, 0.0
         self.log_terms = [0.0] * len(WORKER_LAMBDAS)
-        self.unfactored: list[tuple[int, float]] = []
+        self.unfactored: list[tuple[list[int], float]] = []
 
     def add(self, entry: list) -> None:
         self.tokens += entry[0]
         self.score += entry[1]
-        if len(entry) > 2:
+        if len(entry) > 2 and entry[2] is not None:
             self.log_terms = [a + b for a, b in zip(self.log_terms, entry[2], strict=True)]
         else:
-            self.unfactored.append((entry[0], entry[1]))
+            self.unfactored.append((entry[3] if len(entry) > 3 else [entry[0]], entry[1]))
 
     def log_e_value(self, null: MarginNull) -> float:
         sums = self.log_terms
-        for tokens, score in self.unfactored:
-            sums = [a + b for a, b in zip(sums, null.worker_log_terms(score, tokens), strict=True)]
+        for prompt_tokens, score in self.unfactored:
+            sums = [a + b for a, b in zip(sums, null.worker_log_terms(score, prompt_tokens), strict=True)]
         return log_e_value(sums)
 
 
@@ -166,13 +169,15 @@ def _current_factors(book: dict[str, Any], version: int = FACTOR_VERSION, spread
     """A book whose files' factors meant another version (1: i.i.d. tokens) or, given `spread`, were computed under
     another honest spread keeps their [tokens, score] only, so they count again under the null of the file being
     judged; the same step wherever a load, a judgement or a replay meets it. A book that names no spread was
-    computed under `LEGACY_SPREAD`. Whether its files' factors were dropped."""
+    computed under `LEGACY_SPREAD`. A file keeps its prompts' tokens where it has them. Whether its files' factors
+    were dropped."""
     stale = book.get("factors") != version
     if spread is not None:
         stale = stale or book.get("spread", LEGACY_SPREAD) != spread
         book["spread"] = spread
     if stale:
-        book["open"] = {work_id: entry[:2] for work_id, entry in book["open"].items()}
+        book["open"] = {work_id: [*entry[:2], None, entry[3]] if len(entry) > 3 else entry[:2]
+                        for work_id, entry in book["open"].items()}
         book["factors"] = version
     return stale
 

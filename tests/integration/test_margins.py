@@ -176,7 +176,7 @@ def test_honest_bf16_files_pass_and_a_colder_sampler_is_caught(bf16_pool: dict, 
             scores[name] += test.score
             if name == "honest":
                 assert all(v.passed for v in verdicts) and test.passed and test.log_p_value > -1
-                assert book.judge("0x" + "ab" * 20, f"0x{f:064x}", test.tokens, test.score, config.margin_null,
+                assert book.judge("0x" + "ab" * 20, f"0x{f:064x}", test.prompt_tokens, test.score, config.margin_null,
                                   1e-6) is None
             else:
                 assert not test.passed or not all(v.passed for v in verdicts)
@@ -187,18 +187,18 @@ def test_worker_book_counts_each_file_once_across_restarts(tmp_path: Path) -> No
     null = MarginNull.fit([10, 5, 2, 0, 0, 0], 10**6)
     path, worker = tmp_path / "worker_margins.json", "0x" + "ab" * 20
     book = WorkerMargins(path)
-    assert book.judge(worker, "0x01", 2048, 1.0, null, 1e-6) is None
+    assert book.judge(worker, "0x01", [2048], 1.0, null, 1e-6) is None
     again = WorkerMargins(path)  # a restart: the file judged again adds nothing
-    assert again.judge(worker, "0x01", 2048, 1.0, null, 1e-6) is None
-    assert again.workers[worker]["open"] == {"0x01": [2048, 1.0, null.worker_log_terms(1.0, 2048)]}
+    assert again.judge(worker, "0x01", [2048], 1.0, null, 1e-6) is None
+    assert again.workers[worker]["open"] == {"0x01": [2048, 1.0, null.worker_log_terms(1.0, [2048]), [2048]]}
     evidence = None
     for k in range(2, 40):
-        evidence = WorkerMargins(path).judge(worker, f"0x{k:02x}", 2048, 1.0, null, 1e-6)
+        evidence = WorkerMargins(path).judge(worker, f"0x{k:02x}", [2048], 1.0, null, 1e-6)
         if evidence is not None:
             break
     assert evidence is not None and evidence["files"] == k and evidence["log_e_value"] >= math.log(1e6)
     after = WorkerMargins(path)
-    assert after.judge(worker, f"0x{k:02x}", 2048, 1.0, null, 1e-6) == evidence  # the same verdict after a crash
+    assert after.judge(worker, f"0x{k:02x}", [2048], 1.0, null, 1e-6) == evidence  # the same verdict after a crash
     assert after.workers[worker]["open"] == {}  # spent evidence does not count again
 
 
@@ -209,16 +209,16 @@ def test_worker_book_multiplies_each_files_factor_under_its_own_null(tmp_path: P
                    MarginNull.fit([200_000, 100_000, 50_000, 20_000, 5_000, 1_000], 10**6))
     worker = "0x" + "cd" * 20
     book = WorkerMargins(tmp_path / "book.json")
-    book.judge(worker, "0x01", 2048, 0.5, early, 1e-30)  # a rate that no e-value here reaches
-    book.judge(worker, "0x02", 2048, 6.0, late, 1e-30)
-    expected = log_e_value([a + b for a, b in zip(early.worker_log_terms(0.5, 2048), late.worker_log_terms(6.0, 2048))])
+    book.judge(worker, "0x01", [2048], 0.5, early, 1e-30)  # a rate that no e-value here reaches
+    book.judge(worker, "0x02", [2048], 6.0, late, 1e-30)
+    expected = log_e_value([a + b for a, b in zip(early.worker_log_terms(0.5, [2048]), late.worker_log_terms(6.0, [2048]))])
     assert WorkerMargins(tmp_path / "book.json").log_e_value(worker, early) == pytest.approx(expected)
     # judged under the early null alone, 6.0 over 4096 tokens would look far more deviant than it is
-    assert expected < 1 < early.worker_log_e_value(6.5, 4096) - 5
+    assert expected < 1 < early.worker_log_e_value(6.5, [4096]) - 5
     # a book written before files kept their factors: its files count under the null of the file being judged
     legacy = tmp_path / "legacy.json"
     legacy.write_text(json.dumps({worker: {"open": {"0x01": [2048, 0.5]}, "challenged": {}}}))
-    assert WorkerMargins(legacy).log_e_value(worker, late) == pytest.approx(late.worker_log_e_value(0.5, 2048))
+    assert WorkerMargins(legacy).log_e_value(worker, late) == pytest.approx(late.worker_log_e_value(0.5, [2048]))
 
 
 def test_the_nulls_mean_and_how_much_of_it_accepted_files_use(caplog: pytest.LogCaptureFixture) -> None:
@@ -267,9 +267,9 @@ def test_a_book_of_i_i_d_factors_counts_its_files_again_under_the_spread(tmp_pat
     null, worker = MarginNull.fit([10, 5, 2, 0, 0, 0], 10**6), "0x" + "ef" * 20
     iid = MarginNull.fit([10, 5, 2, 0, 0, 0], 10**6).model_copy(update={"spread_shape": None, "miscalibration": 1.0})
     old = tmp_path / "old.json"
-    old.write_text(json.dumps({worker: {"open": {"0x01": [2048, 3.0, iid.worker_log_terms(3.0, 2048)]},
+    old.write_text(json.dumps({worker: {"open": {"0x01": [2048, 3.0, iid.worker_log_terms(3.0, [2048])]},
                                         "challenged": {}}}))
     book = WorkerMargins(old)
     assert book.workers[worker] == {"open": {"0x01": [2048, 3.0]}, "challenged": {}, "factors": FACTOR_VERSION}
-    assert book.log_e_value(worker, null) == pytest.approx(null.worker_log_e_value(3.0, 2048))
-    assert null.worker_log_e_value(3.0, 2048) < iid.worker_log_e_value(3.0, 2048)
+    assert book.log_e_value(worker, null) == pytest.approx(null.worker_log_e_value(3.0, [2048]))
+    assert null.worker_log_e_value(3.0, [2048]) < iid.worker_log_e_value(3.0, [2048])

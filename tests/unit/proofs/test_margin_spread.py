@@ -34,22 +34,24 @@ def honest_scores(rng: np.random.Generator, workers: int, files: int, scale: flo
     return honest_file_scores(NULL, [TOKENS], workers * files, rng, scale=scale).reshape(workers, files)
 
 
-def biased_scores(rng: np.random.Generator, workers: int, files: int) -> np.ndarray:
+def biased_scores(rng: np.random.Generator, workers: int, files: int,
+                  prompt_tokens: tuple[int, ...] = (TOKENS,)) -> np.ndarray:
     """A worker adding 1.9ε to some logits, as bench.attacks measured it at bf16: its honest noise (the spread, at
     the null) plus ≈ 2.4 flips per 512 tokens toward the boundary, margins uniform on (0, 3/4), rounded as
     MarginNull.score rounds them (so ~17 % of ~545-token files hold no token above 1/4, as measured)."""
     flips = rng.binomial(TOKENS, 4.6e-3, (workers, files))
     margins = rng.uniform(0.0, 0.75, (workers, files, int(flips.max())))
     rounded = np.array(NULL.points())[np.searchsorted(MARGIN_LEVELS, margins, side="left") - 1]
-    return honest_scores(rng, workers, files, scale=1.0) + np.where(
+    honest = honest_file_scores(NULL, prompt_tokens, workers * files, rng, scale=1.0).reshape(workers, files)
+    return honest + np.where(
         np.arange(margins.shape[-1]) < flips[..., None], rounded, 0.0).sum(-1)
 
 
-def worker_log_e_paths(null: MarginNull, scores: np.ndarray) -> np.ndarray:
-    """Each worker's log e-value after each file (workers × files), its files' factors multiplied per λ, as
-    validator.worker_margins does."""
+def worker_log_e_paths(null: MarginNull, scores: np.ndarray, prompt_tokens: tuple[int, ...] = (TOKENS,)) -> np.ndarray:
+    """Each worker's log e-value after each file (workers × files) whose prompts hold `prompt_tokens`, its files'
+    factors multiplied per λ, as validator.worker_margins does."""
     lams = np.array(WORKER_LAMBDAS)
-    sums = np.cumsum(scores[..., None] * lams - [null.file_log_mgf(lam, TOKENS) for lam in lams], axis=1)
+    sums = np.cumsum(scores[..., None] * lams + null.worker_log_terms(0.0, prompt_tokens), axis=1)
     top = sums.max(-1)
     return top + np.log(np.exp(sums - top[..., None]).mean(-1))
 
@@ -98,8 +100,39 @@ def test_a_worker_biased_toward_the_boundary_is_caught_within_40_files() -> None
     assert crossed.any(1).all()
     assert np.median(crossed.argmax(1) + 1) <= 16
     one = [float(s) for s in scores[0, :3]]
-    assert log_e_value([sum(t) for t in zip(*(NULL.worker_log_terms(s, TOKENS) for s in one))]) == pytest.approx(
+    assert log_e_value([sum(t) for t in zip(*(NULL.worker_log_terms(s, [TOKENS]) for s in one))]) == pytest.approx(
         worker_log_e_paths(NULL, scores[:1, :3])[0, -1])
+
+
+SIXTEEN_PROMPTS = (32,) * 16
+"""A file of 16 prompts × 32 checked tokens: as many tokens as TOKENS, a multiplier per prompt."""
+
+
+def test_honest_books_of_many_prompt_files_with_a_multiplier_per_prompt_stay_within_the_stated_rates() -> None:
+    """2,000 honest workers × 300 files of 16 prompts, each prompt's rates the null's × 2 × its own Gamma(0.5): the
+    per-worker e-process with a multiplier per prompt (FACTOR_VERSION 3) crosses 1/α for at most α of the workers."""
+    rng = np.random.default_rng(4503)
+    scores = honest_file_scores(NULL, SIXTEEN_PROMPTS, 2000 * 300, rng).reshape(2000, 300)
+    paths = worker_log_e_paths(NULL, scores, SIXTEEN_PROMPTS)
+    for alpha in (1e-2, 1e-3):
+        assert (paths.max(1) >= math.log(1 / alpha)).sum() <= at_most(alpha, 2000)
+
+
+def test_a_multiplier_per_prompt_catches_a_biased_worker_sooner_than_one_a_file() -> None:
+    """The 1.9ε-biased worker in files of 16 prompts (its honest noise drawn per prompt, at the null): the factor
+    with a multiplier per prompt reaches 10^6 in fewer files than the one-multiplier factor of FACTOR_VERSION 2 —
+    which bounds it (Tchen: the comonotone coupling maximises the file's MGF), so every λ's term is at least as large."""
+    rng = np.random.default_rng(1903)
+    workers, files = 200, 40
+    scores = biased_scores(rng, workers, files, SIXTEEN_PROMPTS)
+    assert all(a >= b for a, b in zip(NULL.worker_log_terms(3.0, SIXTEEN_PROMPTS), NULL.worker_log_terms(3.0, [TOKENS])))
+
+    def median_files(prompt_tokens: tuple[int, ...]) -> float:
+        crossed = worker_log_e_paths(NULL, scores, prompt_tokens) >= math.log(1e6)
+        return float(np.median(np.where(crossed.any(1), crossed.argmax(1) + 1, np.inf)))
+
+    per_prompt, one = median_files(SIXTEEN_PROMPTS), median_files((TOKENS,))
+    assert per_prompt < one <= 16
 
 
 def test_a_wider_stated_spread_slows_the_worker_test() -> None:

@@ -69,8 +69,8 @@ def test_the_worker_e_process_uses_the_specs_spread_as_the_formula_says():
         v = spec(spread_shape=k, miscalibration=c).verification
         expected = [lam * score - mixture_log_mgf(math.log(c * excess(TAIL, v.margin_levels, lam)), tokens, k)
                     for lam in WORKER_LAMBDAS]
-        assert v.margin_null().worker_log_terms(score, tokens) == pytest.approx(expected, rel=1e-9)
-    e = {(k, c): spec(spread_shape=k, miscalibration=c).verification.margin_null().worker_log_e_value(score, tokens)
+        assert v.margin_null().worker_log_terms(score, [tokens]) == pytest.approx(expected, rel=1e-9)
+    e = {(k, c): spec(spread_shape=k, miscalibration=c).verification.margin_null().worker_log_e_value(score, [tokens])
          for k, c in ((0.25, 2.0), (0.5, 2.0), (1.0, 2.0), (0.5, 1.0), (0.5, 4.0))}
     assert e[0.25, 2.0] < e[0.5, 2.0] < e[1.0, 2.0]
     assert e[0.5, 4.0] < e[0.5, 2.0] < e[0.5, 1.0]

@@ -146,12 +146,12 @@ def test_a_judgement_appends_one_file_however_many_the_book_holds(tmp_path):
     book = WorkerMargins(path)
     sizes = []
     for k in range(400):
-        assert book.judge(WORKER, f"0x{k:064x}", 2048, 0.0, NULL, NEVER) is None
+        assert book.judge(WORKER, f"0x{k:064x}", [2048], 0.0, NULL, NEVER) is None
         sizes.append(log_path(path).stat().st_size)
     lines = [b - a for a, b in zip(sizes, sizes[1:])]
     assert max(lines) < 600 and max(lines) - min(lines) <= 2  # one line each (its seq a digit or two longer)
     before = log_path(path).stat().st_size
-    book.judge(WORKER, f"0x{7:064x}", 2048, 0.0, NULL, NEVER)  # judged again: counted once, nothing written
+    book.judge(WORKER, f"0x{7:064x}", [2048], 0.0, NULL, NEVER)  # judged again: counted once, nothing written
     assert log_path(path).stat().st_size == before
     assert WorkerMargins(path).workers == book.workers
 
@@ -161,14 +161,14 @@ def test_a_challenge_and_the_files_it_spent_come_back_after_a_restart_and_a_comp
     path = tmp_path / "worker_margins.json"
     book, challenges = WorkerMargins(path), {}
     for k in range(200):
-        evidence = book.judge(WORKER, f"0x{k:02x}", 2048, 1.0, NULL, 1e-6)
+        evidence = book.judge(WORKER, f"0x{k:02x}", [2048], 1.0, NULL, 1e-6)
         if evidence is not None:
             challenges[f"0x{k:02x}"] = evidence
     assert len(challenges) >= 2 and path.exists()  # compacted at least once
     after = WorkerMargins(path)
     assert after.workers == book.workers
     for work_id, evidence in challenges.items():
-        assert after.judge(WORKER, work_id, 2048, 1.0, NULL, 1e-6) == evidence
+        assert after.judge(WORKER, work_id, [2048], 1.0, NULL, 1e-6) == evidence
 
 
 def test_a_damaged_margin_line_is_one_error_not_a_traceback(tmp_path):
@@ -184,8 +184,8 @@ def test_a_worker_margins_json_written_whole_before_the_log_is_read_and_kept(tmp
     path.write_text(json.dumps(old))
     book = WorkerMargins(path)
     assert book.workers == {WORKER: old[WORKER] | {"factors": FACTOR_VERSION}}  # its files' factors: recounted
-    assert book.judge(WORKER, "0x00", 1, 0.0, NULL, NEVER) == {"files": 3}
-    book.judge(WORKER, "0x02", 2048, 0.5, NULL, NEVER)
+    assert book.judge(WORKER, "0x00", [1], 0.0, NULL, NEVER) == {"files": 3}
+    book.judge(WORKER, "0x02", [2048], 0.5, NULL, NEVER)
     assert json.loads(path.read_text()) == old
     assert set(WorkerMargins(path).workers[WORKER]["open"]) == {"0x01", "0x02"}
 
@@ -200,7 +200,7 @@ state_journal.COMPACT_MIN_BYTES = 4_000
 null = MarginNull.fit([10, 5, 2, 0, 0, 0], 10**6)
 book = WorkerMargins(Path(sys.argv[1]))
 for k in range(10**9):
-    evidence = book.judge("0x" + "ab" * 20, f"0x{k:064x}", 2048, 1.0, null, 1e-6)
+    evidence = book.judge("0x" + "ab" * 20, f"0x{k:064x}", [2048], 1.0, null, 1e-6)
     print(k, "challenged" if evidence else "open", flush=True)
 """
 

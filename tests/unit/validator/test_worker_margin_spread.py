@@ -48,11 +48,11 @@ def test_a_book_keeps_each_files_factor_under_the_pools_spread_and_a_restart_rep
     book = WorkerMargins(path)
     files = [(f"0x{k:02x}", 512, 0.25 * (k % 3)) for k in range(40)]
     for work_id, tokens, score in files:
-        assert book.judge(WORKER, work_id, tokens, score, null, NEVER) is None
+        assert book.judge(WORKER, work_id, [tokens], score, null, NEVER) is None
     kept = book.workers[WORKER]
     assert (kept["factors"], kept["spread"]) == (FACTOR_VERSION, [0.25, 3.0])
-    assert kept["open"]["0x05"][2] == pytest.approx(null.worker_log_terms(0.5, 512))
-    assert kept["open"]["0x05"][2] != pytest.approx(pool_null(0.5, 2.0).worker_log_terms(0.5, 512))
+    assert kept["open"]["0x05"][2] == pytest.approx(null.worker_log_terms(0.5, [512]))
+    assert kept["open"]["0x05"][2] != pytest.approx(pool_null(0.5, 2.0).worker_log_terms(0.5, [512]))
     assert path.exists() and log_path(path).exists()  # compacted once, and logged since
     after = WorkerMargins(path)
     assert after.workers == book.workers
@@ -65,13 +65,13 @@ def test_a_book_of_another_spread_counts_its_files_again_under_the_pools_and_a_r
     pool's null; the log says so, so a restart comes back to the same book."""
     path = tmp_path / "book.json"
     default, pools = pool_null(0.5, 2.0), pool_null(0.25, 3.0)
-    old = {WORKER: {"open": {"0x01": [512, 1.0, default.worker_log_terms(1.0, 512)]}, "challenged": {},
+    old = {WORKER: {"open": {"0x01": [512, 1.0, default.worker_log_terms(1.0, [512])]}, "challenged": {},
                     "factors": FACTOR_VERSION}}  # no "spread": written under the defaults
     path.write_text(json.dumps(old))
     book = WorkerMargins(path)
-    book.judge(WORKER, "0x02", 512, 0.5, pools, NEVER)
+    book.judge(WORKER, "0x02", [512], 0.5, pools, NEVER)
     assert book.workers[WORKER]["open"]["0x01"] == [512, 1.0]
-    terms = [a + b for a, b in zip(pools.worker_log_terms(1.0, 512), pools.worker_log_terms(0.5, 512))]
+    terms = [a + b for a, b in zip(pools.worker_log_terms(1.0, [512]), pools.worker_log_terms(0.5, [512]))]
     assert book.log_e_value(WORKER, pools) == pytest.approx(log_e_value(terms))
     after = WorkerMargins(path)
     assert after.workers == book.workers
@@ -90,12 +90,12 @@ def test_two_pools_in_one_state_folder_keep_their_books_apart(tmp_path):
     assert set(one.workers[WORKER]["open"]) == {"0x01"} and two.workers == {}
     loose, tight = pool_null(0.1, 4.0), pool_null(2.0, 1.0)
     for k in range(3):
-        one.judge(WORKER, f"0x1{k}", 512, 1.0, loose, NEVER)
-        two.judge(WORKER, f"0x2{k}", 512, 1.0, tight, NEVER)
+        one.judge(WORKER, f"0x1{k}", [512], 1.0, loose, NEVER)
+        two.judge(WORKER, f"0x2{k}", [512], 1.0, tight, NEVER)
     assert set(one.workers[WORKER]["open"]) == {"0x01", "0x10", "0x11", "0x12"}
     assert set(two.workers[WORKER]["open"]) == {"0x20", "0x21", "0x22"}
     assert one.workers[WORKER]["spread"] == [0.1, 4.0] and two.workers[WORKER]["spread"] == [2.0, 1.0]
-    evidence = two.judge(WORKER, "0x23", 512, 6.0, tight, 1e-3)
+    evidence = two.judge(WORKER, "0x23", [512], 6.0, tight, 1e-3)
     assert evidence is not None and evidence["spread"] == [2.0, 1.0] and evidence["files"] == 4
     assert set(WorkerMargins(book_path(tmp_path, 1)).workers[WORKER]["open"]) == {"0x01", "0x10", "0x11", "0x12"}
     assert WorkerMargins(book_path(tmp_path, 2)).workers[WORKER]["open"] == {}
