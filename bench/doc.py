@@ -303,7 +303,7 @@ ROWS: tuple[Row, ...] = (
     Row("Forged int8 weights / 1 % layer caught, bf16", "attacks.json", _forged, _NULL),
     Row("Steering among near-ties, bf16: gain and cost", "attacks.json", _steering, _NULL),
     Row("Margin test against T × 0.95 (bf16 worker)", "margins.json", _margins,
-        "notes/margins.md#margin-test-power-against-calibration-size--python--m-benchmargins"),
+        "notes/margins.md#under-the-honest-spread-a-multiplier-per-prompt-2026-12-07-eighteenth-session"),
     Row("Honest files challenged once the policy sharpens", "policy_drift.json", _policy_drift,
         "notes/attacks.md#tolerances-that-follow-the-policy--python--m-benchpolicy_drift-2026-12-05-seventh-session"),
     Row("TOPLOC + replay, fp32 profile, tiny model", "toploc-quick.json", _toploc,
