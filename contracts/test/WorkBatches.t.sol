@@ -6,6 +6,9 @@ import {IWorkBatches} from "../src/IWorkBatches.sol";
 import {WorkBatches} from "../src/WorkBatches.sol";
 import {Test} from "forge-std/Test.sol";
 import {BaseTest} from "./Base.t.sol";
+import {FeeToken} from "./FeeToken.sol";
+import {StakeManager} from "../src/StakeManager.sol";
+import {ComputePool} from "../src/ComputePool.sol";
 
 /// Positional Merkle trees as WorkBatches hashes them, and its range proofs.
 abstract contract BatchTrees is Test {
@@ -700,6 +703,21 @@ contract WorkBatchesTest is BatchesBase {
         vm.prank(owner);
         wb.reclaim(poolId);
         assertEq(token.balanceOf(owner) - before, FUNDED);
+    }
+
+    /// A token that moves another amount than asked (a fee on transfer) cannot fund a budget it would not back.
+    function test_fundRefusesAFeeOnTransferToken() public {
+        FeeToken fee = new FeeToken();
+        ComputePool feePools = new ComputePool(fee, new StakeManager(fee, treasury, UNBONDING_DELAY, admin));
+        WorkBatches feeBatches = new WorkBatches(feePools);
+        fee.mint(owner, 100 ether);
+        vm.startPrank(owner);
+        uint256 id = feePools.createPool(_params());
+        feeBatches.configure(id, _batchParams());
+        fee.approve(address(feeBatches), type(uint256).max);
+        vm.expectRevert(abi.encodeWithSelector(IWorkBatches.TransferAmountMismatch.selector, 100 ether));
+        feeBatches.fund(id, 100 ether);
+        vm.stopPrank();
     }
 
     /// A range proof of every run of a 13-leaf batch (odd levels, padding) verifies, at every position.
