@@ -9,7 +9,14 @@ Budgets (issue #2): submitWork ≤ 60,000, attest ≤ 40,000, claim ≤ 60,000; 
 verdict `court.attest` ≤ 40,000. The `court.*` rows are a pool judged by the ValidatorCourt: register,
 attest (by the assigned validator), dispute, drawCommittee, commitVote, revealVote, resolve and finalize;
 `submitWork (court pool)` includes the court's submission hook, which opens the case so that a verdict
-only updates it.
+only updates it. These rows are the legacy path: a transaction per file (submitWork, a verdict, a claim).
+
+The batched path (decision 0009 §3, contracts/src/WorkBatches.sol; no daemon uses it yet) is measured on the same
+anvil with real transactions: 8 workers × 32 signed leaves in a batch of B = 256, one claim per worker per 32 files,
+no dispute; `batches.challenge` is one disputed leaf. Per accepted file (totals, intrinsic included):
+batch / 256 + claim / 32 + (openEpoch + V × ForcedErrors.revealLink) / E, at E = EPOCH_FILES files an epoch.
+The court route of batches is not built (court pools are refused): the V figures are the permissioned batched path
+plus V validators' reveals, what decision 0009 §3 designs a court pool's undisputed path to cost.
 """
 
 from __future__ import annotations
@@ -24,12 +31,24 @@ from rich.table import Table
 from bench.cleanup import exit_on_signals
 from bench.report import add_record_option, emit
 from deploy.anvil import dev_accounts, start_anvil
-from deploy.contracts import deploy_contracts
-from ledger_client.chain.bindings import CourtParams, PoolParams
+from eth_utils import keccak
+
+from deploy.contracts import deploy_contracts, deploy_slasher_beside
+from ledger_client.chain import batches
+from ledger_client.chain.bindings import CourtParams, ForcedErrors, PoolParams, WorkBatches
 from ledger_client.chain.ledger import Ledger, connect
 from validator.court import vote_commitment
 
 BUDGETS = {"submitWork": 60_000, "attest": 40_000, "claim": 60_000, "court.attest": 40_000}
+
+
+BATCH = 256
+"""B: leaves a batch."""
+RUN = 32
+"""Files a worker claims at once (one claim per worker per epoch)."""
+EPOCH_FILES = 32_000
+"""E: files an epoch, assumed — 1,000 workers × 32 files (an epoch of 16 minutes at one file per 30 s each)."""
+VALIDATORS = (3, 10, 30)
 
 
 def _intrinsic(w3, tx_hash) -> int:
@@ -39,7 +58,7 @@ def _intrinsic(w3, tx_hash) -> int:
 
 def measure() -> dict[str, dict[str, int]]:
     with tempfile.TemporaryDirectory() as tmp:
-        anvil = start_anvil(Path(tmp) / "anvil.log")
+        anvil = start_anvil(Path(tmp) / "anvil.log", accounts=10 + BATCH // RUN)
         try:
             return _measure(connect(anvil.rpc_url))
         finally:
@@ -47,7 +66,7 @@ def measure() -> dict[str, dict[str, int]]:
 
 
 def _measure(w3) -> dict[str, dict[str, int]]:
-    acc = dev_accounts(10)
+    acc = dev_accounts(10 + BATCH // RUN)
     deployment = deploy_contracts(w3, acc[0])
     admin = Ledger(w3, deployment, acc[0])
     for i in (1, 4, 5):
@@ -95,6 +114,8 @@ def _measure(w3) -> dict[str, dict[str, int]]:
     w1.pool.claim([ids[0]])
     record("claim", w1.pool.claim([ids[1]]))
     _measure_court(w3, deployment, acc, params, record)
+    _measure_reveal(w3, deployment, acc, record)
+    _measure_batches(w3, deployment, acc, params, record)
     return out
 
 
@@ -159,12 +180,117 @@ def _measure_court(w3, deployment, acc, params: PoolParams, record) -> None:
     record("court.finalize", judges[0].court.finalize(works[0]))
 
 
+def _advance(w3, seconds: int) -> None:
+    w3.provider.make_request("evm_increaseTime", [seconds])
+    w3.provider.make_request("evm_mine", [])
+
+
+def _keccak_n(h: bytes, n: int) -> bytes:
+    for _ in range(n):
+        h = keccak(h)
+    return h
+
+
+def _measure_reveal(w3, deployment, acc, record) -> None:
+    """`ForcedErrors.revealLink` in the court pool `_measure_court` made: each validator (accounts 6-9) commits a
+    chain, then reveals epoch 1's link; the second reveal is recorded (each writes its epoch's new slot)."""
+    owner = Ledger(w3, deployment, acc[1])
+    pool_id = owner.pool.pool_count()
+    address = deploy_slasher_beside(w3, acc[0], deployment, "ForcedErrors", deployment.validator_court)
+    fe = ForcedErrors(w3, address, owner.sender)
+    fe.configure(pool_id, (100, 5_000, 60, 60, 100 * 10**18, 50 * 10**18, 80 * 10**18, 5 * 10**18))
+    secrets = {i: bytes([i]) * 32 for i in (6, 7, 8, 9)}
+    for i, s in secrets.items():
+        fe.with_sender(Ledger(w3, deployment, acc[i]).sender).commit_chain(pool_id, 0, _keccak_n(s, 4), 4)
+    start = fe.reveal_window_of(pool_id, 1)[0]
+    _advance(w3, max(1, start - w3.eth.get_block("latest")["timestamp"]))
+    for i, s in secrets.items():
+        receipt = fe.with_sender(Ledger(w3, deployment, acc[i]).sender).reveal_link(pool_id, 0, 1, _keccak_n(s, 3))
+        if i == 7:
+            record("forcedErrors.revealLink", receipt)
+
+
+def _measure_batches(w3, deployment, acc, params: PoolParams, record) -> None:
+    """The batched path in a permissioned pool (validator: account 3; workers: accounts 10..17)."""
+    admin, owner, validator = (Ledger(w3, deployment, acc[i]) for i in (0, 1, 3))
+    pool = params._replace(max_samples_per_work=16)
+    owner.pool.create_pool(pool)
+    pool_id = owner.pool.pool_count()
+    address = deploy_slasher_beside(w3, acc[0], deployment, "WorkBatches", deployment.compute_pool)
+    wb = WorkBatches(w3, address, owner.sender)
+    bond = pool.slash_amount * 64 * 3  # R1.25 at maxLeaves 64, a 60 s window in a 1 h epoch
+    wb.configure(pool_id, (3600, 64, bond))
+    owner.token.approve(address, 10**23)
+    wb.fund(pool_id, 10**23)
+    workers = []
+    for a in acc[10:10 + BATCH // RUN]:
+        admin.token.mint(a.address, 10**24)
+        w = Ledger(w3, deployment, a)
+        w.token.approve(w.stake.address, 10**24)
+        w.stake.bond(pool.min_stake + bond)
+        w.pool.allocate(pool_id, pool.min_stake)
+        w.pool.join_pool(pool_id)
+        wb.with_sender(w.sender).lock_bond(pool_id)
+        workers.append(w)
+    _advance(w3, 3600)  # a bond covers leaves from the epoch after its lock
+    record("batches.openEpoch", wb.open_epoch(pool_id))
+    domain = batches.domain_separator(w3.eth.chain_id, address)
+    epoch = wb.epoch_of(pool_id, w3.eth.get_block("latest")["timestamp"])
+
+    def batch(first: int, tag: int):
+        leaves = [batches.sign_leaf(w.account, domain, pool_id, epoch, first + c, bytes([tag, k, c]) * 8 + b"\0" * 8,
+                                    2, 16) for k, w in enumerate(workers) for c in range(RUN)]
+        nodes = [batches.node(domain, leaf) for leaf in leaves]
+        return leaves, nodes, (pool_id, epoch, len(nodes), batches.root(nodes), bytes([tag]) * 32)
+
+    first, second = batch(0, 1), batch(RUN, 2)
+    one = first[0][0]
+    if wb.leaf_digest(pool_id, epoch, 0, one.worker, one.rollout_digest, one.step, one.samples) != \
+            batches.leaf_digest(domain, pool_id, epoch, 0, one.worker, one.rollout_digest, one.step, one.samples):
+        raise SystemExit("bench.gas: the contract's leaf digest differs from ledger_client.chain.batches'")
+    relay = wb.with_sender(validator.sender)  # any account posts; the validator's is at hand
+    relay.post_batch(first[2])
+    record("batches.postBatch (256 leaves)", relay.post_batch(second[2]))
+    # a disputed file: the validator challenges the last worker's last leaf of the second batch in its window
+    leaves, nodes, ref = second
+    last = len(nodes) - 1
+    record("batches.challenge (one leaf)", relay.challenge(ref, leaves[last].worker, leaves[last].counter, last,
+                                                            leaves[last].body(), batches.range_proof(nodes, last, 1),
+                                                            1, b"\x09" * 32))
+    _advance(w3, pool.challenge_window + 1)
+    claimer = wb.with_sender(workers[0].sender)
+    for leaves, nodes, ref in (first, second):
+        receipt = claimer.claim(ref, leaves[0].counter, 0, [leaf.body() for leaf in leaves[:RUN]],
+                                batches.range_proof(nodes, 0, RUN))
+    record(f"batches.claim ({RUN} leaves)", receipt)  # the second: its cursor slot is rewritten, not new
+
+
+def per_file(figures: dict[str, dict[str, int]]) -> dict:
+    """Gas, transactions and storage slots per accepted file on the batched path (totals with intrinsic)."""
+    total = {name: g["total"] for name, g in figures.items()}
+    base = total["batches.postBatch (256 leaves)"] / BATCH + total[f"batches.claim ({RUN} leaves)"] / RUN \
+        + total["batches.openEpoch"] / EPOCH_FILES
+    reveal = total["forcedErrors.revealLink"]
+    out = {"gas_per_file_permissioned": round(base)}
+    for v in VALIDATORS:
+        out[f"gas_per_file_v{v}"] = round(base + v * reveal / EPOCH_FILES)
+    v = max(VALIDATORS)
+    # a batch, a claim per worker per RUN files, an epoch's beacon and V reveals; a batch's record, the beacon and
+    # each reveal's link are the slots left (a claim rewrites its worker's cursor; a void is written only on disputes)
+    out["tx_per_file"] = round(1 / BATCH + 1 / RUN + (1 + v) / EPOCH_FILES, 4)
+    out["slots_left_per_file"] = round(1 / BATCH + (1 + v) / EPOCH_FILES, 4)
+    out["gas_disputed_file"] = total["batches.challenge (one leaf)"]
+    out["legacy_gas_per_file_permissioned"] = total["submitWork"] + total["attest"] + total["claim"]
+    out["epoch_files_assumed"] = EPOCH_FILES
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.gas", description=__doc__.splitlines()[0])
     add_record_option(parser)
     args = parser.parse_args()
     figures = measure()
-    table = Table(title="proofswarm gas (steady state, anvil)")
+    table = Table(title="proofswarm gas (steady state, anvil; the rows without batches. are the legacy path)")
     for col in ("function", "execution gas", "total gasUsed", "budget", "ok"):
         table.add_column(col, justify="right" if col != "function" else "left")
     for name, g in figures.items():
@@ -172,8 +298,11 @@ def main() -> None:
         ok = "" if budget is None else ("yes" if g["execution"] <= budget else "NO")
         table.add_row(name, f"{g['execution']:,}", f"{g['total']:,}", f"{budget:,}" if budget else "-", ok)
     Console().print(table)
-    emit({name: g["execution"] for name, g in figures.items()} | {"total": {name: g["total"] for name, g in figures.items()}},
-         args, "gas")
+    batched = per_file(figures)
+    Console().print(f"batched path per accepted file (B = {BATCH}, a claim per {RUN} files, E = {EPOCH_FILES:,} files "
+                    f"an epoch): " + ", ".join(f"{k} {v:,}" for k, v in batched.items()))
+    emit({name: g["execution"] for name, g in figures.items()} | {"total": {name: g["total"] for name, g in figures.items()}}
+         | batched, args, "gas")
 
 
 if __name__ == "__main__":

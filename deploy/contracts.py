@@ -72,3 +72,14 @@ def deploy_contracts(
     binding.grant_role(binding.slasher_role(), court)
     return Deployment(chain_id=w3.eth.chain_id, token=token, stake_manager=stake, compute_pool=pool,
                       validator_court=court, deployer=deployer.address, block=first_block, dev_token=dev_token)
+
+
+def deploy_slasher_beside(w3: Web3, deployer: LocalAccount, deployment: Deployment, name: str, *args) -> str:
+    """Deploy contract `name` (`WorkBatches` with the ComputePool, `ForcedErrors` with the court) beside a deployment
+    and grant it SLASHER_ROLE (the deployer must be the StakeManager's admin). `deploy_contracts` does not deploy
+    either yet: no daemon uses batches (decision 0009 §5), so `bench.gas` deploys them itself."""
+    sender = TxSender(w3, deployer)
+    address = _deploy(sender, name, *args)
+    binding = StakeManager(w3, deployment.stake_manager, sender)
+    binding.grant_role(binding.slasher_role(), address)
+    return address

@@ -189,6 +189,115 @@ class ValidatorView(NamedTuple):
         )
 
 
+class Params(NamedTuple):
+    """Struct `Params`."""
+
+    forced_bps: int
+    audit_bps: int
+    epoch_length: int
+    reveal_window: int
+    jackpot: int
+    validator_bond: int
+    worker_bond: int
+    silence_penalty: int
+
+    @classmethod
+    def from_abi(cls, value: Any) -> Params:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            forced_bps=value[0],
+            audit_bps=value[1],
+            epoch_length=value[2],
+            reveal_window=value[3],
+            jackpot=value[4],
+            validator_bond=value[5],
+            worker_bond=value[6],
+            silence_penalty=value[7],
+        )
+
+
+class Chain(NamedTuple):
+    """Struct `Chain`."""
+
+    last: bytes
+    first_epoch: int
+    last_epoch: int
+    end_epoch: int
+    locked: int
+
+    @classmethod
+    def from_abi(cls, value: Any) -> Chain:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            last=value[0],
+            first_epoch=value[1],
+            last_epoch=value[2],
+            end_epoch=value[3],
+            locked=value[4],
+        )
+
+
+class BatchRef(NamedTuple):
+    """Struct `BatchRef`."""
+
+    pool_id: int
+    epoch: int
+    count: int
+    root: bytes
+    list_digest: bytes
+
+    @classmethod
+    def from_abi(cls, value: Any) -> BatchRef:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            pool_id=value[0],
+            epoch=value[1],
+            count=value[2],
+            root=value[3],
+            list_digest=value[4],
+        )
+
+
+class LeafBody(NamedTuple):
+    """Struct `LeafBody`."""
+
+    rollout_digest: bytes
+    step: int
+    samples: int
+    r: bytes
+    vs: bytes
+
+    @classmethod
+    def from_abi(cls, value: Any) -> LeafBody:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            rollout_digest=value[0],
+            step=value[1],
+            samples=value[2],
+            r=value[3],
+            vs=value[4],
+        )
+
+
+class Bond(NamedTuple):
+    """Struct `Bond`."""
+
+    locked: int
+    first_epoch: int
+    last_epoch: int
+    bonded: bool
+
+    @classmethod
+    def from_abi(cls, value: Any) -> Bond:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            locked=value[0],
+            first_epoch=value[1],
+            last_epoch=value[2],
+            bonded=value[3],
+        )
+
+
 # ---- results (one NamedTuple per view returning several named values)
 
 
@@ -262,6 +371,51 @@ class DisputesResult(NamedTuple):
             drawn=value[5],
             round=value[6],
             concurrences=value[7],
+        )
+
+
+class RevealWindowOfResult(NamedTuple):
+    """What `ForcedErrors.revealWindowOf` returns."""
+
+    from_: int
+    until: int
+
+    @classmethod
+    def from_abi(cls, value: Any) -> RevealWindowOfResult:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            from_=value[0],
+            until=value[1],
+        )
+
+
+class BatchOfResult(NamedTuple):
+    """What `WorkBatches.batchOf` returns."""
+
+    posted_at: int
+    voided: bool
+
+    @classmethod
+    def from_abi(cls, value: Any) -> BatchOfResult:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            posted_at=value[0],
+            voided=value[1],
+        )
+
+
+class NextClaimResult(NamedTuple):
+    """What `WorkBatches.nextClaim` returns."""
+
+    epoch: int
+    counter: int
+
+    @classmethod
+    def from_abi(cls, value: Any) -> NextClaimResult:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            epoch=value[0],
+            counter=value[1],
         )
 
 
@@ -729,6 +883,276 @@ class DevStakeToken(BoundContract):
         """Send a `transferOwnership` transaction; returns the receipt."""
         return self._transact("transferOwnership", new_owner)
 
+class ForcedErrors(BoundContract):
+    """Binding of `ForcedErrors.sol`."""
+
+    NAME = "ForcedErrors"
+
+    def max_chain_length(self) -> int:
+        """Call `MAX_CHAIN_LENGTH` (view)."""
+        return self._call("MAX_CHAIN_LENGTH")
+
+    def max_forced_bps(self) -> int:
+        """Call `MAX_FORCED_BPS` (view)."""
+        return self._call("MAX_FORCED_BPS")
+
+    def max_period(self) -> int:
+        """Call `MAX_PERIOD` (view)."""
+        return self._call("MAX_PERIOD")
+
+    def budget(self, pool_id: int) -> int:
+        """Call `budget` (view)."""
+        return self._call("budget", pool_id)
+
+    def charge_auditor(self, work_id: bytes, auditor: str) -> Any:
+        """Send a `chargeAuditor` transaction; returns the receipt."""
+        return self._transact("chargeAuditor", work_id, auditor)
+
+    def check(self, p: Params | tuple, c: CourtParams | tuple, pool: PoolParams | tuple, least: int) -> None:
+        """Call `check` (view)."""
+        return self._call("check", p, c, pool, least)
+
+    def commit_chain(self, pool_id: int, role: int, head: bytes, length: int) -> Any:
+        """Send a `commitChain` transaction; returns the receipt."""
+        return self._transact("commitChain", pool_id, role, head, length)
+
+    def configure(self, pool_id: int, p: Params | tuple) -> Any:
+        """Send a `configure` transaction; returns the receipt."""
+        return self._transact("configure", pool_id, p)
+
+    def court(self) -> str:
+        """Call `court` (view)."""
+        return self._call("court")
+
+    def credits(self, arg0: str) -> int:
+        """Call `credits` (view)."""
+        return self._call("credits", arg0)
+
+    def drawn(self, link: bytes, work_id: bytes, bps: int) -> bool:
+        """Call `drawn` (view)."""
+        return self._call("drawn", link, work_id, bps)
+
+    def epoch_of(self, pool_id: int, t: int) -> int:
+        """Call `epochOf` (view)."""
+        return self._call("epochOf", pool_id, t)
+
+    def fund_budget(self, pool_id: int, amount: int) -> Any:
+        """Send a `fundBudget` transaction; returns the receipt."""
+        return self._transact("fundBudget", pool_id, amount)
+
+    def genesis(self, pool_id: int) -> int:
+        """Call `genesis` (view)."""
+        return self._call("genesis", pool_id)
+
+    def get_chain(self, pool_id: int, role: int, account: str) -> Chain:
+        """Call `getChain` (view)."""
+        return Chain.from_abi(self._call("getChain", pool_id, role, account))
+
+    def get_params(self, pool_id: int) -> Params:
+        """Call `getParams` (view)."""
+        return Params.from_abi(self._call("getParams", pool_id))
+
+    def is_audited(self, work_id: bytes, validator: str) -> bool:
+        """Call `isAudited` (view)."""
+        return self._call("isAudited", work_id, validator)
+
+    def is_forced(self, work_id: bytes) -> bool:
+        """Call `isForced` (view)."""
+        return self._call("isForced", work_id)
+
+    def link_of(self, pool_id: int, role: int, account: str, epoch: int) -> bytes:
+        """Call `linkOf` (view)."""
+        return self._call("linkOf", pool_id, role, account, epoch)
+
+    def outcome_of(self, work_id: bytes) -> int:
+        """Call `outcomeOf` (view)."""
+        return self._call("outcomeOf", work_id)
+
+    def pools(self) -> str:
+        """Call `pools` (view)."""
+        return self._call("pools")
+
+    def report_silence(self, pool_id: int, validator: str, epoch: int) -> Any:
+        """Send a `reportSilence` transaction; returns the receipt."""
+        return self._transact("reportSilence", pool_id, validator, epoch)
+
+    def reveal_link(self, pool_id: int, role: int, epoch: int, link: bytes) -> Any:
+        """Send a `revealLink` transaction; returns the receipt."""
+        return self._transact("revealLink", pool_id, role, epoch, link)
+
+    def reveal_window_of(self, pool_id: int, epoch: int) -> RevealWindowOfResult:
+        """Call `revealWindowOf` (view)."""
+        return RevealWindowOfResult.from_abi(self._call("revealWindowOf", pool_id, epoch))
+
+    def settle(self, work_id: bytes, judge: str, disputer: str) -> Any:
+        """Send a `settle` transaction; returns the receipt."""
+        return self._transact("settle", work_id, judge, disputer)
+
+    def settled_by(self, pool_id: int, epoch: int) -> int:
+        """Call `settledBy` (view)."""
+        return self._call("settledBy", pool_id, epoch)
+
+    def stake_manager(self) -> str:
+        """Call `stakeManager` (view)."""
+        return self._call("stakeManager")
+
+    def token(self) -> str:
+        """Call `token` (view)."""
+        return self._call("token")
+
+    def withdraw(self) -> Any:
+        """Send a `withdraw` transaction; returns the receipt."""
+        return self._transact("withdraw")
+
+    def withdraw_bond(self, pool_id: int, role: int) -> Any:
+        """Send a `withdrawBond` transaction; returns the receipt."""
+        return self._transact("withdrawBond", pool_id, role)
+
+class WorkBatches(BoundContract):
+    """Binding of `WorkBatches.sol`."""
+
+    NAME = "WorkBatches"
+
+    def claim_grace(self) -> int:
+        """Call `CLAIM_GRACE` (view)."""
+        return self._call("CLAIM_GRACE")
+
+    def leaf_typehash(self) -> bytes:
+        """Call `LEAF_TYPEHASH` (view)."""
+        return self._call("LEAF_TYPEHASH")
+
+    def max_batch(self) -> int:
+        """Call `MAX_BATCH` (view)."""
+        return self._call("MAX_BATCH")
+
+    def max_epoch(self) -> int:
+        """Call `MAX_EPOCH` (view)."""
+        return self._call("MAX_EPOCH")
+
+    def max_leaves(self) -> int:
+        """Call `MAX_LEAVES` (view)."""
+        return self._call("MAX_LEAVES")
+
+    def min_epoch(self) -> int:
+        """Call `MIN_EPOCH` (view)."""
+        return self._call("MIN_EPOCH")
+
+    def batch_id_of(self, b: BatchRef | tuple) -> bytes:
+        """Call `batchIdOf` (view)."""
+        return self._call("batchIdOf", b)
+
+    def batch_of(self, batch_id: bytes) -> BatchOfResult:
+        """Call `batchOf` (view)."""
+        return BatchOfResult.from_abi(self._call("batchOf", batch_id))
+
+    def beacon_of(self, pool_id: int, epoch: int) -> bytes:
+        """Call `beaconOf` (view)."""
+        return self._call("beaconOf", pool_id, epoch)
+
+    def budget(self, pool_id: int) -> int:
+        """Call `budget` (view)."""
+        return self._call("budget", pool_id)
+
+    def challenge(self, b: BatchRef | tuple, worker: str, counter: int, position: int, leaf: LeafBody | tuple, proof: list[bytes], reason_code: int, evidence_digest: bytes) -> Any:
+        """Send a `challenge` transaction; returns the receipt."""
+        return self._transact("challenge", b, worker, counter, position, leaf, proof, reason_code, evidence_digest)
+
+    def check(self, p: Params | tuple, pool: PoolParams | tuple) -> None:
+        """Call `check` (view)."""
+        return self._call("check", p, pool)
+
+    def claim(self, b: BatchRef | tuple, first: int, position: int, leaves: list[LeafBody] | tuple, proof: list[bytes]) -> Any:
+        """Send a `claim` transaction; returns the receipt."""
+        return self._transact("claim", b, first, position, leaves, proof)
+
+    def configure(self, pool_id: int, p: Params | tuple) -> Any:
+        """Send a `configure` transaction; returns the receipt."""
+        return self._transact("configure", pool_id, p)
+
+    def domain_separator(self) -> bytes:
+        """Call `domainSeparator` (view)."""
+        return self._call("domainSeparator")
+
+    def epoch_of(self, pool_id: int, t: int) -> int:
+        """Call `epochOf` (view)."""
+        return self._call("epochOf", pool_id, t)
+
+    def fund(self, pool_id: int, amount: int) -> Any:
+        """Send a `fund` transaction; returns the receipt."""
+        return self._transact("fund", pool_id, amount)
+
+    def genesis_of(self, pool_id: int) -> int:
+        """Call `genesisOf` (view)."""
+        return self._call("genesisOf", pool_id)
+
+    def get_bond(self, pool_id: int, worker: str) -> Bond:
+        """Call `getBond` (view)."""
+        return Bond.from_abi(self._call("getBond", pool_id, worker))
+
+    def get_params(self, pool_id: int) -> Params:
+        """Call `getParams` (view)."""
+        return Params.from_abi(self._call("getParams", pool_id))
+
+    def is_void(self, pool_id: int, worker: str, epoch: int, counter: int) -> bool:
+        """Call `isVoid` (view)."""
+        return self._call("isVoid", pool_id, worker, epoch, counter)
+
+    def leaf_digest(self, pool_id: int, epoch: int, counter: int, worker: str, rollout_digest: bytes, step: int, samples: int) -> bytes:
+        """Call `leafDigest` (view)."""
+        return self._call("leafDigest", pool_id, epoch, counter, worker, rollout_digest, step, samples)
+
+    def lock_bond(self, pool_id: int) -> Any:
+        """Send a `lockBond` transaction; returns the receipt."""
+        return self._transact("lockBond", pool_id)
+
+    def next_claim(self, pool_id: int, worker: str) -> NextClaimResult:
+        """Call `nextClaim` (view)."""
+        return NextClaimResult.from_abi(self._call("nextClaim", pool_id, worker))
+
+    def open_epoch(self, pool_id: int) -> Any:
+        """Send a `openEpoch` transaction; returns the receipt."""
+        return self._transact("openEpoch", pool_id)
+
+    def pools(self) -> str:
+        """Call `pools` (view)."""
+        return self._call("pools")
+
+    def post_batch(self, b: BatchRef | tuple) -> Any:
+        """Send a `postBatch` transaction; returns the receipt."""
+        return self._transact("postBatch", b)
+
+    def prove_duplicate(self, pool_id: int, worker: str, epoch: int, counter: int, a: LeafBody | tuple, b: LeafBody | tuple) -> Any:
+        """Send a `proveDuplicate` transaction; returns the receipt."""
+        return self._transact("proveDuplicate", pool_id, worker, epoch, counter, a, b)
+
+    def reclaim(self, pool_id: int) -> Any:
+        """Send a `reclaim` transaction; returns the receipt."""
+        return self._transact("reclaim", pool_id)
+
+    def request_exit(self, pool_id: int) -> Any:
+        """Send a `requestExit` transaction; returns the receipt."""
+        return self._transact("requestExit", pool_id)
+
+    def retire(self, pool_id: int) -> Any:
+        """Send a `retire` transaction; returns the receipt."""
+        return self._transact("retire", pool_id)
+
+    def stake_manager(self) -> str:
+        """Call `stakeManager` (view)."""
+        return self._call("stakeManager")
+
+    def token(self) -> str:
+        """Call `token` (view)."""
+        return self._call("token")
+
+    def unlock_bond(self, pool_id: int) -> Any:
+        """Send a `unlockBond` transaction; returns the receipt."""
+        return self._transact("unlockBond", pool_id)
+
+    def void_batch(self, b: BatchRef | tuple) -> Any:
+        """Send a `voidBatch` transaction; returns the receipt."""
+        return self._transact("voidBatch", b)
+
 
 # ---- events (one dataclass per event of every contract)
 
@@ -755,6 +1179,43 @@ class AssignmentDrawn:
 
 
 @dataclass(frozen=True)
+class BatchPosted:
+    """Event `BatchPosted`."""
+
+    EVENT: ClassVar[str] = "BatchPosted"
+    pool_id: int
+    batch_id: bytes
+    epoch: int
+    root: bytes
+    count: int
+    list_digest: bytes
+    poster: str
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class BatchVoided:
+    """Event `BatchVoided`."""
+
+    EVENT: ClassVar[str] = "BatchVoided"
+    pool_id: int
+    batch_id: bytes
+    validator: str
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class BatchesConfigured:
+    """Event `BatchesConfigured`."""
+
+    EVENT: ClassVar[str] = "BatchesConfigured"
+    pool_id: int
+    params: Any
+    genesis: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
 class BondAdded:
     """Event `BondAdded`."""
 
@@ -767,12 +1228,24 @@ class BondAdded:
 
 
 @dataclass(frozen=True)
-class BondWithdrawn:
-    """Event `BondWithdrawn`."""
+class BondLocked:
+    """Event `BondLocked`."""
 
-    EVENT: ClassVar[str] = "BondWithdrawn"
+    EVENT: ClassVar[str] = "BondLocked"
     pool_id: int
-    validator: str
+    worker: str
+    amount: int
+    first_epoch: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class BondUnlocked:
+    """Event `BondUnlocked`."""
+
+    EVENT: ClassVar[str] = "BondUnlocked"
+    pool_id: int
+    worker: str
     amount: int
     meta: EventMeta
 
@@ -789,6 +1262,28 @@ class Bonded:
 
 
 @dataclass(frozen=True)
+class BudgetFunded:
+    """Event `BudgetFunded`."""
+
+    EVENT: ClassVar[str] = "BudgetFunded"
+    pool_id: int
+    from_: str
+    amount: int
+    budget: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class BudgetReclaimed:
+    """Event `BudgetReclaimed`."""
+
+    EVENT: ClassVar[str] = "BudgetReclaimed"
+    pool_id: int
+    amount: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
 class CaseVoided:
     """Event `CaseVoided`."""
 
@@ -796,6 +1291,20 @@ class CaseVoided:
     pool_id: int
     work_id: bytes
     why: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class ChainCommitted:
+    """Event `ChainCommitted`."""
+
+    EVENT: ClassVar[str] = "ChainCommitted"
+    pool_id: int
+    role: int
+    account: str
+    head: bytes
+    first_epoch: int
+    end_epoch: int
     meta: EventMeta
 
 
@@ -889,6 +1398,28 @@ class Disputed:
 
 
 @dataclass(frozen=True)
+class EpochOpened:
+    """Event `EpochOpened`."""
+
+    EVENT: ClassVar[str] = "EpochOpened"
+    pool_id: int
+    epoch: int
+    beacon: bytes
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class ExitRequested:
+    """Event `ExitRequested`."""
+
+    EVENT: ClassVar[str] = "ExitRequested"
+    pool_id: int
+    worker: str
+    last_epoch: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
 class FeesFunded:
     """Event `FeesFunded`."""
 
@@ -922,6 +1453,83 @@ class FeesReclaimed:
 
 
 @dataclass(frozen=True)
+class ForcedErrorsBondWithdrawn:
+    """Event `BondWithdrawn`."""
+
+    EVENT: ClassVar[str] = "BondWithdrawn"
+    pool_id: int
+    role: int
+    account: str
+    amount: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class ForcedErrorsConfigured:
+    """Event `ForcedErrorsConfigured`."""
+
+    EVENT: ClassVar[str] = "ForcedErrorsConfigured"
+    pool_id: int
+    params: Any
+    genesis: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class ForcedErrorsWithdrawn:
+    """Event `Withdrawn`."""
+
+    EVENT: ClassVar[str] = "Withdrawn"
+    to: str
+    amount: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class LeafVoided:
+    """Event `LeafVoided`."""
+
+    EVENT: ClassVar[str] = "LeafVoided"
+    pool_id: int
+    worker: str
+    epoch: int
+    counter: int
+    by: str
+    duplicate: bool
+    reason_code: int
+    evidence_digest: bytes
+    slashed: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class LeavesClaimed:
+    """Event `LeavesClaimed`."""
+
+    EVENT: ClassVar[str] = "LeavesClaimed"
+    pool_id: int
+    worker: str
+    epoch: int
+    first: int
+    n: int
+    amount: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class LinkRevealed:
+    """Event `LinkRevealed`."""
+
+    EVENT: ClassVar[str] = "LinkRevealed"
+    pool_id: int
+    role: int
+    account: str
+    epoch: int
+    link: bytes
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
 class NonceSkipped:
     """Event `NonceSkipped`."""
 
@@ -940,6 +1548,19 @@ class OwnershipTransferred:
     EVENT: ClassVar[str] = "OwnershipTransferred"
     previous_owner: str
     new_owner: str
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class Penalized:
+    """Event `Penalized`."""
+
+    EVENT: ClassVar[str] = "Penalized"
+    pool_id: int
+    work_id: bytes
+    account: str
+    why: int
+    amount: int
     meta: EventMeta
 
 
@@ -975,6 +1596,16 @@ class PoolFunded:
     from_: str
     amount: int
     budget: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class PoolRetired:
+    """Event `PoolRetired`."""
+
+    EVENT: ClassVar[str] = "PoolRetired"
+    pool_id: int
+    at: int
     meta: EventMeta
 
 
@@ -1135,6 +1766,17 @@ class UnbondingDelayChanged:
 
 
 @dataclass(frozen=True)
+class ValidatorCourtBondWithdrawn:
+    """Event `BondWithdrawn`."""
+
+    EVENT: ClassVar[str] = "BondWithdrawn"
+    pool_id: int
+    validator: str
+    amount: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
 class ValidatorCourtWithdrawn:
     """Event `Withdrawn`."""
 
@@ -1285,6 +1927,20 @@ class WorkExpired:
 
 
 @dataclass(frozen=True)
+class WorkSettled:
+    """Event `WorkSettled`."""
+
+    EVENT: ClassVar[str] = "WorkSettled"
+    pool_id: int
+    work_id: bytes
+    outcome: int
+    catcher: str
+    jackpot: int
+    refund: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
 class WorkSubmitted:
     """Event `WorkSubmitted`."""
 
@@ -1335,10 +1991,17 @@ class WorkerLeft:
 EVENT_TYPES: dict[str, type] = {
     "Approval": Approval,
     "AssignmentDrawn": AssignmentDrawn,
+    "BatchPosted": BatchPosted,
+    "BatchVoided": BatchVoided,
+    "BatchesConfigured": BatchesConfigured,
     "BondAdded": BondAdded,
-    "BondWithdrawn": BondWithdrawn,
+    "BondLocked": BondLocked,
+    "BondUnlocked": BondUnlocked,
     "Bonded": Bonded,
+    "BudgetFunded": BudgetFunded,
+    "BudgetReclaimed": BudgetReclaimed,
     "CaseVoided": CaseVoided,
+    "ChainCommitted": ChainCommitted,
     "CheckpointPublished": CheckpointPublished,
     "CommitteeDrawn": CommitteeDrawn,
     "Concurred": Concurred,
@@ -1347,14 +2010,22 @@ EVENT_TYPES: dict[str, type] = {
     "DisputeReopened": DisputeReopened,
     "DisputeResolved": DisputeResolved,
     "Disputed": Disputed,
+    "EpochOpened": EpochOpened,
+    "ExitRequested": ExitRequested,
     "FeesFunded": FeesFunded,
     "FeesReclaimRequested": FeesReclaimRequested,
     "FeesReclaimed": FeesReclaimed,
+    "ForcedErrorsConfigured": ForcedErrorsConfigured,
+    "LeafVoided": LeafVoided,
+    "LeavesClaimed": LeavesClaimed,
+    "LinkRevealed": LinkRevealed,
     "NonceSkipped": NonceSkipped,
     "OwnershipTransferred": OwnershipTransferred,
+    "Penalized": Penalized,
     "PoolClosed": PoolClosed,
     "PoolCreated": PoolCreated,
     "PoolFunded": PoolFunded,
+    "PoolRetired": PoolRetired,
     "RewardsClaimed": RewardsClaimed,
     "RoleAdminChanged": RoleAdminChanged,
     "RoleGranted": RoleGranted,
@@ -1380,6 +2051,7 @@ EVENT_TYPES: dict[str, type] = {
     "WorkAccepted": WorkAccepted,
     "WorkChallenged": WorkChallenged,
     "WorkExpired": WorkExpired,
+    "WorkSettled": WorkSettled,
     "WorkSubmitted": WorkSubmitted,
     "WorkerEjected": WorkerEjected,
     "WorkerJoined": WorkerJoined,
@@ -1422,7 +2094,7 @@ CONTRACT_EVENT_TYPES: dict[str, dict[str, type]] = {
     "ValidatorCourt": {
         "AssignmentDrawn": AssignmentDrawn,
         "BondAdded": BondAdded,
-        "BondWithdrawn": BondWithdrawn,
+        "BondWithdrawn": ValidatorCourtBondWithdrawn,
         "CaseVoided": CaseVoided,
         "CommitteeDrawn": CommitteeDrawn,
         "Concurred": Concurred,
@@ -1447,5 +2119,30 @@ CONTRACT_EVENT_TYPES: dict[str, dict[str, type]] = {
         "Approval": Approval,
         "OwnershipTransferred": OwnershipTransferred,
         "Transfer": Transfer,
+    },
+    "ForcedErrors": {
+        "BondWithdrawn": ForcedErrorsBondWithdrawn,
+        "BudgetFunded": BudgetFunded,
+        "ChainCommitted": ChainCommitted,
+        "Credited": Credited,
+        "ForcedErrorsConfigured": ForcedErrorsConfigured,
+        "LinkRevealed": LinkRevealed,
+        "Penalized": Penalized,
+        "Withdrawn": ForcedErrorsWithdrawn,
+        "WorkSettled": WorkSettled,
+    },
+    "WorkBatches": {
+        "BatchPosted": BatchPosted,
+        "BatchVoided": BatchVoided,
+        "BatchesConfigured": BatchesConfigured,
+        "BondLocked": BondLocked,
+        "BondUnlocked": BondUnlocked,
+        "BudgetFunded": BudgetFunded,
+        "BudgetReclaimed": BudgetReclaimed,
+        "EpochOpened": EpochOpened,
+        "ExitRequested": ExitRequested,
+        "LeafVoided": LeafVoided,
+        "LeavesClaimed": LeavesClaimed,
+        "PoolRetired": PoolRetired,
     },
 }

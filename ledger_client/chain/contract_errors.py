@@ -18,11 +18,24 @@ __all__ = [
     "AlreadyJudged",
     "AlreadyMember",
     "AlreadyRegistered",
+    "AlreadySettled",
+    "AlreadyVoided",
     "AssignmentNotDrawn",
     "AssignmentRecorded",
+    "BadBatch",
+    "BadBatchParams",
+    "BadChain",
     "BadCourtParams",
+    "BadForcedErrorParams",
+    "BadLink",
+    "BadProof",
+    "BadSamples",
+    "BadSignature",
+    "BatchExists",
+    "BatchIsVoid",
     "BondStillLocked",
     "BountyBpsTooHigh",
+    "CaseNotFinal",
     "CaseOpen",
     "ChallengeWindowClosed",
     "ChallengeWindowOpen",
@@ -30,12 +43,15 @@ __all__ = [
     "ChallengerNotIndependent",
     "CommitteeNotDrawn",
     "CourtNotSoleValidator",
+    "CourtPoolNotSupported",
     "ERC20InsufficientAllowance",
     "ERC20InsufficientBalance",
     "ERC20InvalidApprover",
     "ERC20InvalidReceiver",
     "ERC20InvalidSender",
     "ERC20InvalidSpender",
+    "EpochNotPostable",
+    "ExitAlreadyRequested",
     "FeesNotReclaimable",
     "InsufficientAllocation",
     "InsufficientBond",
@@ -46,24 +62,35 @@ __all__ = [
     "InvalidNonce",
     "NoValidators",
     "NotAssigned",
+    "NotBonded",
+    "NotChargeable",
     "NotClaimable",
     "NotCommitteeMember",
     "NotComputePool",
     "NotConfigured",
+    "NotDuplicate",
     "NotEligible",
     "NotMember",
+    "NotNextCounter",
+    "NotParticipant",
+    "NotPayable",
     "NotPoolOwner",
     "NotPoolTrainer",
     "NotPoolValidator",
     "NotRegistered",
+    "NotRetired",
+    "NotRevealed",
+    "NotSilent",
     "NotWorkOwner",
     "NothingUnbonding",
     "OutsidePeriod",
+    "OutsideRevealWindow",
     "OwnableInvalidOwner",
     "OwnableUnauthorizedAccount",
     "OwnerCannotValidate",
     "PinNotStale",
     "PoolNotActive",
+    "PoolRetiredAlready",
     "ReentrancyGuardReentrantCall",
     "RevealMismatch",
     "RewardLockNotAfterWindow",
@@ -84,11 +111,15 @@ __all__ = [
     "TransferAmountMismatch",
     "UnbondingDelayOutOfRange",
     "UnbondingNotReady",
+    "UnknownBatch",
     "UnknownPool",
     "UnknownStep",
     "UnknownWork",
     "ValidatorsAreFrozen",
+    "WindowClosed",
+    "WindowOpen",
     "WrongCaseState",
+    "WrongParty",
     "ZeroAddress",
     "ZeroAmount",
     "ZeroDigest",
@@ -122,7 +153,7 @@ class AlreadyConcurred(ContractRevert):
 
 
 class AlreadyConfigured(ContractRevert):
-    """`AlreadyConfigured(uint256 poolId)` of ValidatorCourt."""
+    """`AlreadyConfigured(uint256 poolId)` of ForcedErrors, ValidatorCourt, WorkBatches."""
 
     error = "AlreadyConfigured"
 
@@ -145,6 +176,18 @@ class AlreadyRegistered(ContractRevert):
     error = "AlreadyRegistered"
 
 
+class AlreadySettled(ContractRevert):
+    """`AlreadySettled(bytes32 workId)` of ForcedErrors."""
+
+    error = "AlreadySettled"
+
+
+class AlreadyVoided(ContractRevert):
+    """`AlreadyVoided(uint32 counter)` of WorkBatches."""
+
+    error = "AlreadyVoided"
+
+
 class AssignmentNotDrawn(ContractRevert):
     """`AssignmentNotDrawn(bytes32 workId)` of ValidatorCourt."""
 
@@ -157,14 +200,74 @@ class AssignmentRecorded(ContractRevert):
     error = "AssignmentRecorded"
 
 
+class BadBatch(ContractRevert):
+    """`BadBatch()` of WorkBatches."""
+
+    error = "BadBatch"
+
+
+class BadBatchParams(ContractRevert):
+    """`BadBatchParams(uint8 rule)` of WorkBatches."""
+
+    error = "BadBatchParams"
+
+
+class BadChain(ContractRevert):
+    """`BadChain(uint256 poolId, address account)` of ForcedErrors."""
+
+    error = "BadChain"
+
+
 class BadCourtParams(ContractRevert):
     """`BadCourtParams(uint8 rule)` of CourtRules, ValidatorCourt."""
 
     error = "BadCourtParams"
 
 
+class BadForcedErrorParams(ContractRevert):
+    """`BadForcedErrorParams(uint8 rule)` of ForcedErrors."""
+
+    error = "BadForcedErrorParams"
+
+
+class BadLink(ContractRevert):
+    """`BadLink(uint32 epoch)` of ForcedErrors."""
+
+    error = "BadLink"
+
+
+class BadProof(ContractRevert):
+    """`BadProof()` of WorkBatches."""
+
+    error = "BadProof"
+
+
+class BadSamples(ContractRevert):
+    """`BadSamples(uint32 counter, uint32 samples)` of WorkBatches."""
+
+    error = "BadSamples"
+
+
+class BadSignature(ContractRevert):
+    """`BadSignature(uint32 counter)` of WorkBatches."""
+
+    error = "BadSignature"
+
+
+class BatchExists(ContractRevert):
+    """`BatchExists(bytes32 batchId)` of WorkBatches."""
+
+    error = "BatchExists"
+
+
+class BatchIsVoid(ContractRevert):
+    """`BatchIsVoid(bytes32 batchId)` of WorkBatches."""
+
+    error = "BatchIsVoid"
+
+
 class BondStillLocked(ContractRevert):
-    """`BondStillLocked(uint64 exitAt, uint256 reserved)` of ValidatorCourt."""
+    """`BondStillLocked(uint64 exitAt, uint256 reserved)` of ForcedErrors, ValidatorCourt, WorkBatches."""
 
     error = "BondStillLocked"
 
@@ -173,6 +276,12 @@ class BountyBpsTooHigh(ContractRevert):
     """`BountyBpsTooHigh(uint16 bountyBps, uint16 maxBps)` of ComputePool."""
 
     error = "BountyBpsTooHigh"
+
+
+class CaseNotFinal(ContractRevert):
+    """`CaseNotFinal(bytes32 workId)` of ForcedErrors."""
+
+    error = "CaseNotFinal"
 
 
 class CaseOpen(ContractRevert):
@@ -200,7 +309,7 @@ class ChallengeWindowOutOfRange(ContractRevert):
 
 
 class ChallengerNotIndependent(ContractRevert):
-    """`ChallengerNotIndependent(bytes32 workId, address challenger)` of ComputePool."""
+    """`ChallengerNotIndependent(bytes32 workId, address challenger)` of ComputePool, WorkBatches."""
 
     error = "ChallengerNotIndependent"
 
@@ -215,6 +324,12 @@ class CourtNotSoleValidator(ContractRevert):
     """`CourtNotSoleValidator(uint256 poolId)` of CourtRules, ValidatorCourt."""
 
     error = "CourtNotSoleValidator"
+
+
+class CourtPoolNotSupported(ContractRevert):
+    """`CourtPoolNotSupported(uint256 poolId)` of WorkBatches."""
+
+    error = "CourtPoolNotSupported"
 
 
 class ERC20InsufficientAllowance(ContractRevert):
@@ -253,6 +368,18 @@ class ERC20InvalidSpender(ContractRevert):
     error = "ERC20InvalidSpender"
 
 
+class EpochNotPostable(ContractRevert):
+    """`EpochNotPostable(uint32 epoch)` of WorkBatches."""
+
+    error = "EpochNotPostable"
+
+
+class ExitAlreadyRequested(ContractRevert):
+    """`ExitAlreadyRequested()` of WorkBatches."""
+
+    error = "ExitAlreadyRequested"
+
+
 class FeesNotReclaimable(ContractRevert):
     """`FeesNotReclaimable(uint256 poolId, uint64 at)` of ValidatorCourt."""
 
@@ -278,7 +405,7 @@ class InsufficientBonded(ContractRevert):
 
 
 class InsufficientBudget(ContractRevert):
-    """`InsufficientBudget(uint256 needed, uint256 budget)` of ComputePool."""
+    """`InsufficientBudget(uint256 needed, uint256 budget)` of ComputePool, WorkBatches."""
 
     error = "InsufficientBudget"
 
@@ -313,6 +440,18 @@ class NotAssigned(ContractRevert):
     error = "NotAssigned"
 
 
+class NotBonded(ContractRevert):
+    """`NotBonded(address worker, uint32 epoch)` of WorkBatches."""
+
+    error = "NotBonded"
+
+
+class NotChargeable(ContractRevert):
+    """`NotChargeable(bytes32 workId, address auditor)` of ForcedErrors."""
+
+    error = "NotChargeable"
+
+
 class NotClaimable(ContractRevert):
     """`NotClaimable(bytes32 workId, uint8 status)` of ComputePool."""
 
@@ -332,9 +471,15 @@ class NotComputePool(ContractRevert):
 
 
 class NotConfigured(ContractRevert):
-    """`NotConfigured(uint256 poolId)` of ValidatorCourt."""
+    """`NotConfigured(uint256 poolId)` of ForcedErrors, ValidatorCourt, WorkBatches."""
 
     error = "NotConfigured"
+
+
+class NotDuplicate(ContractRevert):
+    """`NotDuplicate()` of WorkBatches."""
+
+    error = "NotDuplicate"
 
 
 class NotEligible(ContractRevert):
@@ -344,13 +489,31 @@ class NotEligible(ContractRevert):
 
 
 class NotMember(ContractRevert):
-    """`NotMember(uint256 poolId, address worker)` of ComputePool."""
+    """`NotMember(uint256 poolId, address worker)` of ComputePool, WorkBatches."""
 
     error = "NotMember"
 
 
+class NotNextCounter(ContractRevert):
+    """`NotNextCounter(uint32 epoch, uint32 first, uint32 expected)` of WorkBatches."""
+
+    error = "NotNextCounter"
+
+
+class NotParticipant(ContractRevert):
+    """`NotParticipant(uint256 poolId, uint8 role, address account)` of ForcedErrors."""
+
+    error = "NotParticipant"
+
+
+class NotPayable(ContractRevert):
+    """`NotPayable(uint32 counter)` of WorkBatches."""
+
+    error = "NotPayable"
+
+
 class NotPoolOwner(ContractRevert):
-    """`NotPoolOwner(uint256 poolId, address caller)` of ComputePool, ValidatorCourt."""
+    """`NotPoolOwner(uint256 poolId, address caller)` of ComputePool, ForcedErrors, ValidatorCourt, WorkBatches."""
 
     error = "NotPoolOwner"
 
@@ -362,7 +525,7 @@ class NotPoolTrainer(ContractRevert):
 
 
 class NotPoolValidator(ContractRevert):
-    """`NotPoolValidator(uint256 poolId, address caller)` of ComputePool."""
+    """`NotPoolValidator(uint256 poolId, address caller)` of ComputePool, WorkBatches."""
 
     error = "NotPoolValidator"
 
@@ -371,6 +534,24 @@ class NotRegistered(ContractRevert):
     """`NotRegistered(uint256 poolId, address validator)` of ValidatorCourt."""
 
     error = "NotRegistered"
+
+
+class NotRetired(ContractRevert):
+    """`NotRetired(uint256 poolId, uint64 reclaimableAt)` of WorkBatches."""
+
+    error = "NotRetired"
+
+
+class NotRevealed(ContractRevert):
+    """`NotRevealed(address account, uint32 epoch)` of ForcedErrors."""
+
+    error = "NotRevealed"
+
+
+class NotSilent(ContractRevert):
+    """`NotSilent(address account, uint32 epoch)` of ForcedErrors."""
+
+    error = "NotSilent"
 
 
 class NotWorkOwner(ContractRevert):
@@ -389,6 +570,12 @@ class OutsidePeriod(ContractRevert):
     """`OutsidePeriod(bytes32 workId, uint64 from, uint64 until)` of ValidatorCourt."""
 
     error = "OutsidePeriod"
+
+
+class OutsideRevealWindow(ContractRevert):
+    """`OutsideRevealWindow(uint32 epoch, uint64 from, uint64 until)` of ForcedErrors."""
+
+    error = "OutsideRevealWindow"
 
 
 class OwnableInvalidOwner(ContractRevert):
@@ -421,8 +608,14 @@ class PoolNotActive(ContractRevert):
     error = "PoolNotActive"
 
 
+class PoolRetiredAlready(ContractRevert):
+    """`PoolRetiredAlready(uint256 poolId)` of WorkBatches."""
+
+    error = "PoolRetiredAlready"
+
+
 class ReentrancyGuardReentrantCall(ContractRevert):
-    """`ReentrancyGuardReentrantCall()` of ComputePool, StakeManager, ValidatorCourt."""
+    """`ReentrancyGuardReentrantCall()` of ComputePool, ForcedErrors, StakeManager, ValidatorCourt."""
 
     error = "ReentrancyGuardReentrantCall"
 
@@ -458,7 +651,7 @@ class SafeCastOverflowedUintDowncast(ContractRevert):
 
 
 class SafeERC20FailedOperation(ContractRevert):
-    """`SafeERC20FailedOperation(address token)` of ComputePool, StakeManager, ValidatorCourt."""
+    """`SafeERC20FailedOperation(address token)` of ComputePool, ForcedErrors, StakeManager, ValidatorCourt, WorkBatches."""
 
     error = "SafeERC20FailedOperation"
 
@@ -524,7 +717,7 @@ class TooManySteps(ContractRevert):
 
 
 class TransferAmountMismatch(ContractRevert):
-    """`TransferAmountMismatch(uint256 expected, uint256 received)` of ComputePool, StakeManager, ValidatorCourt."""
+    """`TransferAmountMismatch(uint256 expected, uint256 received)` of ComputePool, StakeManager, ValidatorCourt, WorkBatches."""
 
     error = "TransferAmountMismatch"
 
@@ -541,8 +734,14 @@ class UnbondingNotReady(ContractRevert):
     error = "UnbondingNotReady"
 
 
+class UnknownBatch(ContractRevert):
+    """`UnknownBatch(bytes32 batchId)` of WorkBatches."""
+
+    error = "UnknownBatch"
+
+
 class UnknownPool(ContractRevert):
-    """`UnknownPool(uint256 poolId)` of ComputePool, ValidatorCourt."""
+    """`UnknownPool(uint256 poolId)` of ComputePool, ForcedErrors, ValidatorCourt."""
 
     error = "UnknownPool"
 
@@ -565,10 +764,28 @@ class ValidatorsAreFrozen(ContractRevert):
     error = "ValidatorsAreFrozen"
 
 
+class WindowClosed(ContractRevert):
+    """`WindowClosed(bytes32 batchId)` of WorkBatches."""
+
+    error = "WindowClosed"
+
+
+class WindowOpen(ContractRevert):
+    """`WindowOpen(bytes32 batchId, uint64 closesAt)` of WorkBatches."""
+
+    error = "WindowOpen"
+
+
 class WrongCaseState(ContractRevert):
     """`WrongCaseState(bytes32 workId, uint8 state)` of ValidatorCourt."""
 
     error = "WrongCaseState"
+
+
+class WrongParty(ContractRevert):
+    """`WrongParty(bytes32 workId, address given)` of ForcedErrors."""
+
+    error = "WrongParty"
 
 
 class ZeroAddress(ContractRevert):
@@ -578,7 +795,7 @@ class ZeroAddress(ContractRevert):
 
 
 class ZeroAmount(ContractRevert):
-    """`ZeroAmount()` of ComputePool, StakeManager, ValidatorCourt."""
+    """`ZeroAmount()` of ComputePool, ForcedErrors, StakeManager, ValidatorCourt, WorkBatches."""
 
     error = "ZeroAmount"
 
@@ -610,18 +827,34 @@ SELECTORS: Final[dict[bytes, tuple[type[ContractRevert], tuple[tuple[str, str], 
     bytes.fromhex("ae2e80f7"): (AlreadyJudged, (("workId", "bytes32"), ("status", "uint8"))),
     bytes.fromhex("bdc60857"): (AlreadyMember, (("poolId", "uint256"), ("worker", "address"))),
     bytes.fromhex("8015494f"): (AlreadyRegistered, (("poolId", "uint256"), ("validator", "address"))),
+    bytes.fromhex("b196a44a"): (AlreadySettled, (("workId", "bytes32"),)),
+    bytes.fromhex("1cd23a5d"): (AlreadyVoided, (("counter", "uint32"),)),
     bytes.fromhex("496c8031"): (AssignmentNotDrawn, (("workId", "bytes32"),)),
     bytes.fromhex("68b7b940"): (AssignmentRecorded, (("workId", "bytes32"),)),
+    bytes.fromhex("86bdc25c"): (BadBatch, ()),
+    bytes.fromhex("01eb3693"): (BadBatchParams, (("rule", "uint8"),)),
+    bytes.fromhex("95b6255e"): (BadChain, (("poolId", "uint256"), ("account", "address"))),
     bytes.fromhex("a7fd805c"): (BadCourtParams, (("rule", "uint8"),)),
+    bytes.fromhex("31488084"): (BadForcedErrorParams, (("rule", "uint8"),)),
+    bytes.fromhex("384ebb08"): (BadLink, (("epoch", "uint32"),)),
+    bytes.fromhex("7ca55c77"): (BadProof, ()),
+    bytes.fromhex("d63c638e"): (BadSamples, (("counter", "uint32"), ("samples", "uint32"))),
+    bytes.fromhex("0e18219b"): (BadSignature, (("counter", "uint32"),)),
+    bytes.fromhex("8367361d"): (BatchExists, (("batchId", "bytes32"),)),
+    bytes.fromhex("7bacb184"): (BatchIsVoid, (("batchId", "bytes32"),)),
+    bytes.fromhex("0c32bf06"): (BondStillLocked, (("until", "uint64"),)),
     bytes.fromhex("5abfccfe"): (BondStillLocked, (("exitAt", "uint64"), ("reserved", "uint256"))),
     bytes.fromhex("55dd302a"): (BountyBpsTooHigh, (("bountyBps", "uint16"), ("maxBps", "uint16"))),
+    bytes.fromhex("45e669e8"): (CaseNotFinal, (("workId", "bytes32"),)),
     bytes.fromhex("557b18d4"): (CaseOpen, (("workId", "bytes32"),)),
     bytes.fromhex("8da5bdf5"): (ChallengeWindowClosed, (("workId", "bytes32"),)),
     bytes.fromhex("4976d519"): (ChallengeWindowOpen, (("workId", "bytes32"),)),
     bytes.fromhex("17f862be"): (ChallengeWindowOutOfRange, (("challengeWindow", "uint32"), ("max", "uint32"))),
+    bytes.fromhex("53d7f82f"): (ChallengerNotIndependent, (("challenger", "address"),)),
     bytes.fromhex("fa0dce51"): (ChallengerNotIndependent, (("workId", "bytes32"), ("challenger", "address"))),
     bytes.fromhex("110a84e5"): (CommitteeNotDrawn, (("workId", "bytes32"),)),
     bytes.fromhex("aa621a68"): (CourtNotSoleValidator, (("poolId", "uint256"),)),
+    bytes.fromhex("65f142d1"): (CourtPoolNotSupported, (("poolId", "uint256"),)),
     bytes.fromhex("fb8f41b2"): (ERC20InsufficientAllowance,
                                 (("spender", "address"), ("allowance", "uint256"), ("needed", "uint256"))),
     bytes.fromhex("e450d38c"): (ERC20InsufficientBalance,
@@ -630,6 +863,8 @@ SELECTORS: Final[dict[bytes, tuple[type[ContractRevert], tuple[tuple[str, str], 
     bytes.fromhex("ec442f05"): (ERC20InvalidReceiver, (("receiver", "address"),)),
     bytes.fromhex("96c6fd1e"): (ERC20InvalidSender, (("sender", "address"),)),
     bytes.fromhex("94280d62"): (ERC20InvalidSpender, (("spender", "address"),)),
+    bytes.fromhex("0006a317"): (EpochNotPostable, (("epoch", "uint32"),)),
+    bytes.fromhex("e7f70e65"): (ExitAlreadyRequested, ()),
     bytes.fromhex("bf1b25fe"): (FeesNotReclaimable, (("poolId", "uint256"), ("at", "uint64"))),
     bytes.fromhex("af4956d0"): (InsufficientAllocation, (("allocation", "uint256"), ("required", "uint256"))),
     bytes.fromhex("44d4caf7"): (InsufficientBond, (("available", "uint256"), ("needed", "uint256"))),
@@ -640,24 +875,35 @@ SELECTORS: Final[dict[bytes, tuple[type[ContractRevert], tuple[tuple[str, str], 
     bytes.fromhex("f917ffea"): (InvalidNonce, (("nonce", "uint64"), ("expected", "uint64"))),
     bytes.fromhex("9fc51d38"): (NoValidators, ()),
     bytes.fromhex("df2c830c"): (NotAssigned, (("workId", "bytes32"), ("assigned", "address"))),
+    bytes.fromhex("54d95fe7"): (NotBonded, (("worker", "address"), ("epoch", "uint32"))),
+    bytes.fromhex("d2af3ad4"): (NotChargeable, (("workId", "bytes32"), ("auditor", "address"))),
     bytes.fromhex("10002c93"): (NotClaimable, (("workId", "bytes32"), ("status", "uint8"))),
     bytes.fromhex("5ada619c"): (NotCommitteeMember, (("workId", "bytes32"), ("caller", "address"))),
     bytes.fromhex("ffee2ded"): (NotComputePool, (("caller", "address"),)),
     bytes.fromhex("9b04588d"): (NotConfigured, (("poolId", "uint256"),)),
+    bytes.fromhex("d7400027"): (NotDuplicate, ()),
     bytes.fromhex("21836768"): (NotEligible, (("workId", "bytes32"), ("caller", "address"))),
     bytes.fromhex("019b63f8"): (NotMember, (("poolId", "uint256"), ("worker", "address"))),
+    bytes.fromhex("cc217df9"): (NotNextCounter, (("epoch", "uint32"), ("first", "uint32"), ("expected", "uint32"))),
+    bytes.fromhex("02745035"): (NotParticipant, (("poolId", "uint256"), ("role", "uint8"), ("account", "address"))),
+    bytes.fromhex("4d0ee6f8"): (NotPayable, (("counter", "uint32"),)),
     bytes.fromhex("e484f51e"): (NotPoolOwner, (("poolId", "uint256"), ("caller", "address"))),
     bytes.fromhex("059386ef"): (NotPoolTrainer, (("poolId", "uint256"), ("caller", "address"))),
     bytes.fromhex("a63bc391"): (NotPoolValidator, (("poolId", "uint256"), ("caller", "address"))),
     bytes.fromhex("e4e1e6e2"): (NotRegistered, (("poolId", "uint256"), ("validator", "address"))),
+    bytes.fromhex("33a005cb"): (NotRetired, (("poolId", "uint256"), ("reclaimableAt", "uint64"))),
+    bytes.fromhex("8d6abe9f"): (NotRevealed, (("account", "address"), ("epoch", "uint32"))),
+    bytes.fromhex("94adeaf3"): (NotSilent, (("account", "address"), ("epoch", "uint32"))),
     bytes.fromhex("c4a43ed6"): (NotWorkOwner, (("workId", "bytes32"), ("caller", "address"))),
     bytes.fromhex("262b9d74"): (NothingUnbonding, ()),
     bytes.fromhex("41511824"): (OutsidePeriod, (("workId", "bytes32"), ("from", "uint64"), ("until", "uint64"))),
+    bytes.fromhex("2acb9190"): (OutsideRevealWindow, (("epoch", "uint32"), ("from", "uint64"), ("until", "uint64"))),
     bytes.fromhex("1e4fbdf7"): (OwnableInvalidOwner, (("owner", "address"),)),
     bytes.fromhex("118cdaa7"): (OwnableUnauthorizedAccount, (("account", "address"),)),
     bytes.fromhex("cea82abd"): (OwnerCannotValidate, (("poolId", "uint256"),)),
     bytes.fromhex("63543243"): (PinNotStale, (("pinnedStep", "uint64"), ("latestStep", "uint64"))),
     bytes.fromhex("01a358cc"): (PoolNotActive, (("poolId", "uint256"),)),
+    bytes.fromhex("f7f8b499"): (PoolRetiredAlready, (("poolId", "uint256"),)),
     bytes.fromhex("3ee5aeb5"): (ReentrancyGuardReentrantCall, ()),
     bytes.fromhex("e856d9ff"): (RevealMismatch, (("workId", "bytes32"), ("voter", "address"))),
     bytes.fromhex("da72312d"): (RewardLockNotAfterWindow, (("rewardLock", "uint32"), ("challengeWindow", "uint32"))),
@@ -675,14 +921,19 @@ SELECTORS: Final[dict[bytes, tuple[type[ContractRevert], tuple[tuple[str, str], 
     bytes.fromhex("040fdddd"): (TooManyPools, (("poolId", "uint256"),)),
     bytes.fromhex("ee0ffa50"): (TooManySamples, (("nSamples", "uint32"), ("maxSamplesPerWork", "uint32"))),
     bytes.fromhex("9339861c"): (TooManySteps, (("step", "uint64"),)),
+    bytes.fromhex("60cb8da6"): (TransferAmountMismatch, (("amount", "uint256"),)),
     bytes.fromhex("b6a9b654"): (TransferAmountMismatch, (("expected", "uint256"), ("received", "uint256"))),
     bytes.fromhex("e22c089d"): (UnbondingDelayOutOfRange, (("delay", "uint64"), ("min", "uint64"), ("max", "uint64"))),
     bytes.fromhex("bdeb7900"): (UnbondingNotReady, (("readyAt", "uint64"),)),
+    bytes.fromhex("877402b0"): (UnknownBatch, (("batchId", "bytes32"),)),
     bytes.fromhex("4fd97f14"): (UnknownPool, (("poolId", "uint256"),)),
     bytes.fromhex("ab37368d"): (UnknownStep, (("step", "uint64"),)),
     bytes.fromhex("9c81b58a"): (UnknownWork, (("workId", "bytes32"),)),
     bytes.fromhex("37140475"): (ValidatorsAreFrozen, (("poolId", "uint256"),)),
+    bytes.fromhex("613ac8e3"): (WindowClosed, (("batchId", "bytes32"),)),
+    bytes.fromhex("d5566f66"): (WindowOpen, (("batchId", "bytes32"), ("closesAt", "uint64"))),
     bytes.fromhex("8410903b"): (WrongCaseState, (("workId", "bytes32"), ("state", "uint8"))),
+    bytes.fromhex("a267db42"): (WrongParty, (("workId", "bytes32"), ("given", "address"))),
     bytes.fromhex("d92e233d"): (ZeroAddress, ()),
     bytes.fromhex("1f2a2005"): (ZeroAmount, ()),
     bytes.fromhex("506f3a1b"): (ZeroDigest, ()),
