@@ -3,7 +3,7 @@ workers and a long history, every figure in one JSON line.
 
 Live (real parts): real contracts on anvil with 2 s blocks, a real Kubo node, a pool judged by one real validator
 daemon (validator/daemon.py, its checks in a checker process) and a real trainer intake (trainer/ledger_source.py's
-`LedgerSource` over the chain and Kubo, its consumed log on disk), and `--workers` real worker daemons
+`LedgerSource` over the chain and Kubo, its consumed log on disk, polled every 0.5 s), and `--workers` real worker daemons
 (worker/daemon.py) in this process, each on its own connection, generating honest files with a tiny real torch policy
 (the e2e tests' sort task: 2 prompts × 4 completions × ≤ 8 tokens a file) under its own nonces and pins. Each worker
 makes `--files-per-worker` files for step 0 (no trainer publishes a new one); then the pool is left idle for
@@ -11,9 +11,10 @@ makes `--files-per-worker` files for step 0 (no trainer publishes a new one); th
 the block range of each `eth_getLogs`. With `--gap-blocks` G, G empty blocks are mined between the pool's creation
 and the roles' start, so that each role's first reads walk a history longer than a log page.
 
-- `files_per_s_accepted`: files accepted by the validator over the seconds from the workers' start to the last
-  verdict (bounded here by generation in one process and by one submission a block per worker: a floor, not the
-  chain's or the validator's capacity);
+- `files_per_s_accepted`: files the trainer's intake took (accepted by the validator, fetched and decoded; the intake
+  consumes at the accepting verdict, as `trainer start --no-wait-final` does, so that the pool's challenge window is
+  not in the figure) over the seconds from the workers' start to the last one taken (bounded here by generation in
+  one process and by a worker's submission a block: a floor, not the chain's or the validator's capacity);
 - `rpc_per_file`: the workers' requests over that span / files submitted; `rpc_per_worker_s`: a worker's requests a
   second in the idle span that follows (its files made, the step's policy held, its rewards unlocking meanwhile);
 - `validator_cpu_per_file_ms`: the validator's CPU over the files it judged (its daemon thread, its fetch threads
@@ -77,8 +78,8 @@ from worker.produce import produce_rollout_file
 
 TOKENS = 10**18
 BLOCK_S = 2
-WINDOW_S = 20
-"""The pool's challenge window: the trainer's intake takes a file once its verdict is final, 10 blocks after it."""
+WINDOW_S = 600
+"""The pool's challenge window: longer than the validator's verdict margin (30 s) with room for a loaded machine."""
 MINE_AT_ONCE = 100
 """Empty blocks one `anvil_mine` makes (thousands at once outlast a loaded machine's request timeout)."""
 TRAINER_POLL_S = 0.5
@@ -194,8 +195,8 @@ def _live(scale: Scale, folder: Path, anvil, kubo_node) -> dict:
                                 DaemonConfig(pool_id=pool_id, state_dir=state, kubo_api=kubo_api),
                                 functools.partial(RolloutChecker, anvil.rpc_url, str(deployments), kubo_api, pool_id,
                                                   state / "cache"))
-    source = LedgerSource(ledger_of("trainer", accounts[2]), KuboClient(kubo_api), pool_id,
-                          consumed_log=folder / "consumed.log")
+    source = LedgerSource(ledger_of("trainer", accounts[2]), KuboClient(kubo_api), pool_id, wait_final=False,
+                          consumed_log=folder / "consumed.log")  # `trainer start --no-wait-final`: at acceptance
     try:
         return _run_pool(scale, w3, deployment, accounts, workers, validator, source, counts, log_ranges, ledgers)
     finally:
@@ -238,7 +239,7 @@ def _run_pool(scale: Scale, w3, deployment, accounts, workers: list[WorkerDaemon
         events = observer.pool.contract.events
         accepted = len(events.WorkAccepted.get_logs(from_block=first_block))
         challenged = len(events.WorkChallenged.get_logs(from_block=first_block))
-        if accepted + challenged >= files:
+        if consumed["files"] + challenged >= files:
             break
     busy_s = time.monotonic() - started
     submitted = sum(d.stats.submitted for d in workers)
@@ -263,7 +264,7 @@ def _run_pool(scale: Scale, w3, deployment, accounts, workers: list[WorkerDaemon
     observed = max(log_ranges, default=0)
     return {
         "workers": scale.workers,
-        "files_per_s_accepted": round(accepted / busy_s, 3),
+        "files_per_s_accepted": round(consumed["files"] / busy_s, 3),
         "rpc_per_file": round(worker_busy / max(1, submitted), 2),
         "rpc_per_worker_s": round(worker_idle / (scale.workers * idle_s), 3),
         "validator_cpu_per_file_ms": round(1e3 * validator_cpu / max(1, accepted + challenged), 1),
