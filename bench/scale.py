@@ -244,6 +244,7 @@ def _run_pool(scale: Scale, w3, deployment, accounts, workers: list[WorkerDaemon
     busy_s = time.monotonic() - started
     submitted = sum(d.stats.submitted for d in workers)
     busy = {role: sum(c.values()) for role, c in counts.items()}
+    busy_methods = _methods(counts)
     fetchers = list(validator._fetchers._threads)
     validator_cpu = _cpu_s(validator_thread) + sum(_cpu_s(t) for t in fetchers if t.is_alive()) + \
         sum(sum(p.cpu_times()[:2]) for p in checkers) - checker_cpu0
@@ -253,7 +254,7 @@ def _run_pool(scale: Scale, w3, deployment, accounts, workers: list[WorkerDaemon
     stop_workers.wait(scale.idle_s)
     idle_s = time.monotonic() - idle_started
     idle = {role: sum(c.values()) for role, c in counts.items()}
-    idle_methods = sum((c for role, c in counts.items() if role.startswith("worker")), Counter())
+    idle_methods = _methods(counts)
     stop_workers.set()
     stop_roles.set()
     for thread in (*worker_threads, validator_thread, trainer_thread):
@@ -274,9 +275,17 @@ def _run_pool(scale: Scale, w3, deployment, accounts, workers: list[WorkerDaemon
                  "blocks": w3.eth.block_number - first_block, "trainer_consumed": consumed["files"],
                  "rpc_busy_by_role": _by_role(busy), "rpc_idle_per_s_by_role": {
                      role: round(n / idle_s, 3) for role, n in _by_role(idle).items()},
-                 "worker_idle_by_method": dict(idle_methods),
+                 "rpc_busy_by_method": busy_methods, "rpc_idle_by_method": idle_methods,
                  "logs_page_limit": limit, "logs_range_observed_max": observed, "logs_requests": len(log_ranges)},
     }
+
+
+def _methods(counts: dict[str, Counter]) -> dict[str, dict[str, int]]:
+    """Requests by method: the workers' summed under `workers`, the other roles' as they are."""
+    out: dict[str, Counter] = {}
+    for role, c in counts.items():
+        out.setdefault("workers" if role.startswith("worker") else role, Counter()).update(c)
+    return {role: dict(c) for role, c in out.items()}
 
 
 def _by_role(totals: dict[str, int]) -> dict[str, int]:
