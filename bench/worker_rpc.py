@@ -27,12 +27,28 @@ TOKENS = 10**18
 BLOCK_S = 2
 
 
-def counted(w3, counts: Counter) -> None:
-    """Count every request `w3` sends, by method (at the transport, under web3's middleware)."""
+def counted(w3, counts: Counter, log_ranges: list[int] | None = None) -> None:
+    """Count every request `w3` sends, by method (at the transport, under web3's middleware); with `log_ranges`, also
+    append the blocks each `eth_getLogs` spans (an open end, `latest` or none, is the head, read uncounted)."""
     send = w3.provider._make_request
 
+    def head() -> int:
+        request = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "eth_blockNumber", "params": []}).encode()
+        return int(json.loads(send("eth_blockNumber", request))["result"], 16)
+
+    def block(tag: str | None) -> int:
+        if tag is None or tag in ("latest", "pending", "safe", "finalized"):
+            return head()
+        return 0 if tag == "earliest" else int(tag, 16)
+
     def make_request(method, request_data):
-        counts[json.loads(request_data)["method"]] += 1
+        request = json.loads(request_data)
+        for one in request if isinstance(request, list) else [request]:  # a batch counts each of its requests
+            counts[one["method"]] += 1
+            if log_ranges is not None and one["method"] == "eth_getLogs":
+                query = one["params"][0]
+                log_ranges.append(1 if "blockHash" in query else
+                                  block(query.get("toBlock")) - block(query.get("fromBlock", "earliest")) + 1)
         return send(method, request_data)
 
     w3.provider._make_request = make_request

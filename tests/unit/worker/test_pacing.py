@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from bench.pacing import simulate_pool
 from protocol.demand import DemandEstimate, DemandNote
 from worker.pacing import FIRST_INTERVAL_S, STALL_INTERVALS, Pacer
 
@@ -124,63 +125,6 @@ def test_a_share_below_a_file_is_a_chance_of_one_file_drawn_each_step():
         assert pacer.quota() == quotas[-1]  # one draw a step: asking again does not reroll
         pacer.latest_step(step)
     assert set(quotas) == {0, 1} and abs(sum(quotas) / len(quotas) - 0.25) < 0.02
-
-
-def simulate_pool(workers: int, steps: int, churn: float = 0.0, seed: int = 0, files_needed: int = 32,
-                  async_level: int = 2, warmup: int = 10) -> tuple[float, float]:
-    """A pool of `workers` fast workers, each pacing with the real `Pacer` on the real `DemandEstimate`'s note, and a
-    trainer that takes every file into its buffer, drops groups older than the async level and trains a step on
-    `files_needed` files (one informative group a file) once it holds them, waiting 1.5 intervals at a time while it
-    does not. Each step `churn` of the workers leave and as many new ones join. Returns, after `warmup` steps, the
-    files made over what the notes asked (Σ made / Σ (async_level · files_per_step − buffered_files)) and over the
-    files the trainer trained on."""
-    rng = random.Random(seed)
-    clock, interval = _Clock(), 30.0
-    capacity = max(2, 4 * async_level * files_needed // workers)  # files a worker can make a step: faster than asked
-    pacers: dict[int, Pacer] = {}
-    joined = 0
-
-    def join() -> None:
-        nonlocal joined
-        pacers[joined] = Pacer(async_level, clock=clock, rng=random.Random(rng.random()))
-        joined += 1
-
-    for _ in range(workers):
-        join()
-    estimate = DemandEstimate(groups_per_batch=files_needed)
-    buffer: list[int] = []  # the policy step of each buffered group
-    step, note = 0, None
-    made = asked = trained = 0
-    for step in range(1, steps + 1):
-        for _ in range(max(1, round(churn * workers)) if churn else 0):
-            del pacers[rng.choice(list(pacers))]
-            join()
-        made_now = 0
-        for pacer in pacers.values():
-            pacer.latest_step(step)
-            pacer.observe(step, note)
-        while True:  # the workers generate; the trainer trains when it holds a batch, else waits 1.5 intervals
-            for worker, pacer in pacers.items():
-                for _ in range(capacity):
-                    if not pacer.may_generate():
-                        break
-                    pacer.submitted()
-                    made_now += 1
-                    buffer.append(step)
-                    estimate.file_taken(1, f"0x{worker:x}")
-            buffer = [s for s in buffer if s >= step + 1 - async_level]  # stale groups dropped
-            if len(buffer) >= files_needed:
-                break
-            clock.now += STALL_INTERVALS * interval
-        clock.now += interval
-        del buffer[:files_needed]
-        metrics = estimate.note(buffered_groups=len(buffer))
-        if step > warmup:
-            made += made_now
-            trained += files_needed
-            asked += max(0.0, async_level * note.files_per_step - note.buffered_files)
-        note = DemandNote.from_metrics(metrics)
-    return made / asked, made / trained
 
 
 @pytest.mark.parametrize("workers", [10, 1_000, 10_000])
