@@ -95,8 +95,11 @@ def floor_divide_exact(numerator: torch.Tensor, divisor: torch.Tensor | int) -> 
 
 
 def isqrt(n: torch.Tensor) -> torch.Tensor:
-    """floor(sqrt(n)) exactly for 0 ≤ n < 2^62 (a float guess corrected in integers)."""
+    """floor(sqrt(n)) exactly for 0 ≤ n < 2^62: the float64 root's floor, exact as it stands below 2^52 (R5.6),
+    corrected in integers above."""
     root = n.double().sqrt().floor().long()
+    if not n.numel() or int(n.max()) < 1 << 52:
+        return root
     for _ in range(2):
         root = torch.where(root * root > n, root - 1, root)
         root = torch.where((root + 1) * (root + 1) <= n, root + 1, root)
@@ -630,14 +633,15 @@ SAMPLE_CHUNK = 1 << 20
 
 
 def sample_fixed(logits: torch.Tensor, seeds: torch.Tensor, position: int | torch.Tensor,
-                 temperature: float) -> torch.Tensor:
+                 temperature: float, words: torch.Tensor | None = None) -> torch.Tensor:
     """Exact-mode sampling rule over Q16 logits [B, V]: T = 0 the argmax; T > 0 the argmax of
     z = round(l · 2^16 / round(T · 2^16)) plus g(s, i, v) in Q16; ties to the lowest token id.
 
     The integer noise is computed only where it can matter: the exact scores of the BAR_TOKENS tokens with the
     highest bound (z + the ceiling of their word's bucket) set a bar, a token whose bound is below it can neither
     win nor tie, and any other token whose bound reaches it gets its exact score too. The result is the full rule's.
-    Rows are drawn SAMPLE_CHUNK words at a time (each row's draw is its own)."""
+    Rows are drawn SAMPLE_CHUNK words at a time (each row's draw is its own); `words` are the rows' noise words
+    [B, V] at this position where the caller drew them already."""
     if temperature == 0:
         return logits.argmax(dim=-1)
     scale = round(temperature * (1 << FRAC))
@@ -646,16 +650,17 @@ def sample_fixed(logits: torch.Tensor, seeds: torch.Tensor, position: int | torc
     positions = torch.as_tensor(position, dtype=torch.int64, device=seeds.device).expand(seeds.shape[0])
     z = logits if scale == 1 << FRAC else rdiv(logits * (1 << FRAC), scale)  # rdiv(l · 2^16, 2^16) = l
     rows = max(1, SAMPLE_CHUNK // max(1, z.shape[-1]))
-    if rows >= z.shape[0]:
-        return _draw(z, seeds, positions)
-    return torch.cat([_draw(z[begin:begin + rows], seeds[begin:begin + rows], positions[begin:begin + rows])
-                      for begin in range(0, z.shape[0], rows)])
+    drawn = []
+    for begin in range(0, z.shape[0], rows):
+        end = begin + rows
+        drawn.append(_draw(z[begin:end], noise_words(seeds[begin:end], positions[begin:end], z.shape[-1])
+                           if words is None else words[begin:end]))
+    return drawn[0] if len(drawn) == 1 else torch.cat(drawn)
 
 
-def _draw(z: torch.Tensor, seeds: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """sample_fixed's rule on scaled logits z [B, V]."""
+def _draw(z: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
+    """sample_fixed's rule on scaled logits z [B, V] with their noise words."""
     vocab = z.shape[-1]
-    words = noise_words(seeds, positions, vocab)
     if vocab <= BAR_TOKENS:
         return (z + fixed_gumbel(words)).argmax(dim=-1)
     buckets = (words >> (32 - NOISE_BUCKET_BITS)).view(-1)
@@ -692,12 +697,21 @@ def generate(policy: ExactPolicy, prompts: Sequence[Sequence[int]], seeds: Seque
     """One completion per prompt, left-padded in one batch: a prefill, then one decode step a token with the
     KV cache. Each row's integers are those of the row alone (every operation is per row and exact). `draw`
     replaces the sampling rule (benchmarks' dishonest samplers)."""
-    if draw is None:
-        def draw(logits: torch.Tensor, seeds: torch.Tensor, position: int) -> torch.Tensor:
-            return sample_fixed(logits, seeds, position, temperature)
-
     device = policy.embed.device
     batch, width = len(prompts), max(len(p) for p in prompts)
+    seed_tensor = torch.tensor([int(s) for s in seeds], dtype=torch.int64, device=device)
+    if draw is None:
+        every_word = None
+        if temperature > 0 and batch * max_tokens * policy.vocab_size <= SAMPLE_CHUNK:
+            # few enough noise words to draw every step's at once (R5.1's words depend on seed, position, token only)
+            steps = torch.arange(max_tokens, dtype=torch.int64, device=device)
+            every_word = noise_words(seed_tensor.repeat(max_tokens), steps.repeat_interleave(batch),
+                                     policy.vocab_size).view(max_tokens, batch, -1)
+
+        def draw(logits: torch.Tensor, seeds: torch.Tensor, position: int) -> torch.Tensor:
+            return sample_fixed(logits, seeds, position, temperature,
+                                None if every_word is None else every_word[position])
+
     ids = torch.full((batch, width), pad_id, dtype=torch.int64)
     mask = torch.zeros((batch, width), dtype=torch.int64)
     for row, prompt in enumerate(prompts):
@@ -705,7 +719,6 @@ def generate(policy: ExactPolicy, prompts: Sequence[Sequence[int]], seeds: Seque
         mask[row, width - len(prompt):] = 1
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp_min(0)
-    seed_tensor = torch.tensor([int(s) for s in seeds], dtype=torch.int64, device=device)
     cache = KVCache()
     hidden = policy.forward(ids, positions, mask, cache)[:, -1]
     logits = policy.logits(hidden)

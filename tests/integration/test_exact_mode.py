@@ -134,6 +134,9 @@ def test_integer_sqrt_exp_and_silu_are_exact_integers_near_the_reals() -> None:
     rng = random.Random(1)
     values = [0, 1, 2, 3, 4, 2**62 - 1] + [rng.randrange(2**62) for _ in range(1000)] + [k * k - 1 for k in range(1, 200)]
     assert exact.isqrt(torch.tensor(values)).tolist() == [math.isqrt(v) for v in values]
+    below = [k * k + delta for k in [*range(1, 3000, 7), *range(2**26 - 3000, 2**26)] for delta in (-1, 0, 1)]
+    below = [v for v in below if v < 2**52] + [2**52 - 1]  # the float root alone, exact below 2^52 (R5.6)
+    assert exact.isqrt(torch.tensor(below)).tolist() == [math.isqrt(v) for v in below]
     d = torch.arange(-30 * 2**16, 1, 997)
     assert (exact.iexp(d).double() / 2**30 - torch.exp(d.double() / 2**16)).abs().max() < 1e-5
     assert np.array_equal(exact.iexp(d).numpy(), reference.exp_q30(d.numpy()))
