@@ -240,8 +240,9 @@ def _worker_rpc(doc: dict) -> str:
 
 def _exact(doc: dict) -> str:
     f = doc["figures"]
-    return (f"{f['bitwise_equal_fraction']:.0%} of {f['completions']} bitwise; {f['attacks_caught_first_file']}/"
-            f"{f['attacks']} caught in 1st file; {f['cpu_tokens_per_s_ratio']:.2f}× float32 speed "
+    return (f"{f['bitwise_equal_fraction']:.0%} of {f['completions']:,} bitwise; "
+            f"{f['attacks_caught_first_changed_file']}/{f['attacks']} caught in the 1st file they change "
+            f"({f['attacks_changing_first_file']} change their 1st); {f['cpu_tokens_per_s_ratio']:.2f}× float32 speed "
             f"(V 32k {f['large']['cpu_tokens_per_s_ratio']:.2f}×)")
 
 
@@ -326,7 +327,7 @@ ROWS: tuple[Row, ...] = (
     Row("Chain requests of an idle worker (anvil, 2 s blocks; goal ≤ 1/s)", "worker_rpc.json", _worker_rpc,
         "scaling.md"),
     Row("Exact mode: honest completions replayed bit for bit, attacks caught, CPU speed", "exact.json", _exact,
-        "protocol.md"),
+        "notes/exact.md"),
     Row("Trainer intake at 10 M consumed files (goal ≤ 1 ms an event, ≤ 10 MB a step)", "intake.json", _intake,
         "scaling.md"),
     Row("Console commands: `--help` and a bad input refused (goal ≤ 1 s, ≤ 2 s idle)", "cli_startup.json", _cli_startup,
