@@ -4,8 +4,9 @@
 multiplier and a shift each, Q16 embeddings and norm weights, integer RoPE frequencies); `ExactPolicy.forward`
 runs it on integers only (int8 GEMMs whose sums stay below 2^30, with torch._int_mm on CUDA; on the CPU the GEMMs,
 attention products and several quotients run in float64 or float32 wherever docs/protocol.md R5.6 proves them
-exact, the rest in int64 tensor ops, exp's polynomial from a table), so every machine computes the same Q16 logits bit for bit; `generate` samples
-from them with the fixed-point Gumbel-max rule. Every bound the spec states is checked where it matters and raises `ExactOverflowError`.
+exact, the rest in int64 tensor ops, exp's polynomial from a table), so every machine computes the same Q16 logits
+bit for bit; `generate` samples from them with the fixed-point Gumbel-max rule. Every bound the spec states is
+checked where it matters and raises `ExactOverflowError`.
 tests/support/exact_reference.py re-implements the spec in numpy; the two agree bit for bit.
 """
 
@@ -267,8 +268,9 @@ def _cuda_int8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def _product_rdiv(a: torch.Tensor, b: torch.Tensor, terms: int, bits: int) -> torch.Tensor:
     """rdiv(a @ b, 2^bits) of integer a [..., m, k], b [..., k, n] (int64, or float64 holding integers) whose
-    products' absolute values sum to at most `terms` in every output: on the CPU as a float64 GEMM when terms + 2^bits < 2^53 (every partial sum is then an
-    integer below 2^53, exact in any order, R5.6), else in int64."""
+    products' absolute values sum to at most `terms` in every output: on the CPU as a float64 GEMM when
+    terms + 2^bits < 2^53 (every partial sum is then an integer below 2^53, exact in any order, R5.6), else in
+    int64."""
     if a.is_cuda or terms + (1 << bits) >= FLOAT_EXACT:
         return rdiv(_int64_matmul(a.long(), b.long()), 1 << bits)
     if a.shape[-2] == 1:  # one query (decode): a broadcast product and sum beats many tiny batched GEMMs
