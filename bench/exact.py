@@ -1,6 +1,6 @@
 """Exact mode (docs/protocol.md §5.1) on the tiny in-code model: `python -m bench.exact [--completions N]`.
 
-- `bitwise_equal_fraction`: of N honest completions (T = 1, generated 64 rows at a time on one thread), the
+- `bitwise_equal_fraction` (`bitwise_s` the seconds it took): of N honest completions (T = 1, generated 64 rows at a time on one thread), the
   fraction whose every Q16 logit and token is the same when the completion is recomputed by one full prefill, by
   a generation on two threads, and by a generation in a batch of 1, 3 or 17 rows (each completion one of those);
 - `cpu_tokens_per_s_ratio`: exact-mode generation over float32 `TorchBackend` generation, the same model, prompts
@@ -254,11 +254,14 @@ def main() -> None:
     large_speed = tokens_per_s_ratio(large, exact.quantise_policy(large), args.large_tokens, args.repeats, before)
     found = attack_files(honest, args.file_rows, args.tokens, args.max_files)
     control = found.pop("honest (control)")
+    start = time.perf_counter()
+    bitwise = round(bitwise_equal_fraction(honest, args.completions, args.tokens), 6)
+    bitwise_s = round(time.perf_counter() - start, 1)
     detected = [attack["tokens_to_detect"] for attack in found.values() if attack["tokens_to_detect"] is not None]
     result = {
         "model": "tiny Llama (hidden 64, 2 layers, V 100)", "policy_digest": honest.digest(),
         "completions": args.completions, "tokens": args.tokens,
-        "bitwise_equal_fraction": round(bitwise_equal_fraction(honest, args.completions, args.tokens), 6),
+        "bitwise_equal_fraction": bitwise, "bitwise_s": bitwise_s,
         **speed, "large": {"model": "Llama hidden 256, 4 layers, V 32,000", **large_speed},
         "attacks": len(found),
         "attacks_changing_first_file": sum(attack["changed_file"] == 1 for attack in found.values()),
