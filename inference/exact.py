@@ -761,6 +761,41 @@ def prefill_logits(policy: ExactPolicy, prompt: Sequence[int], completion: Seque
     return policy.logits(hidden[0, len(prompt) - 1:]).cpu()
 
 
+PREFILL_TOKENS = 1 << 12
+"""Padded tokens a batched prefill puts through one forward pass (bounds its activations' memory)."""
+
+
+@torch.inference_mode()
+def prefill_logits_batch(policy: ExactPolicy, pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
+                         pad_id: int = 0) -> list[torch.Tensor]:
+    """`prefill_logits` of each (prompt, completion) pair, left-padded together in as few passes as PREFILL_TOKENS
+    allows: the same integers, as each row's are its own (R5.6)."""
+    sequences = [list(prompt) + list(completion)[:-1] for prompt, completion in pairs]
+    out: list[torch.Tensor] = []
+    begin = 0
+    while begin < len(pairs):
+        end, width = begin + 1, len(sequences[begin])
+        while end < len(pairs) and max(width, len(sequences[end])) * (end + 1 - begin) <= PREFILL_TOKENS:
+            width = max(width, len(sequences[end]))
+            end += 1
+        ids = torch.full((end - begin, width), pad_id, dtype=torch.int64)
+        mask = torch.zeros((end - begin, width), dtype=torch.int64)
+        for row, sequence in enumerate(sequences[begin:end]):
+            ids[row, width - len(sequence):] = torch.tensor(sequence, dtype=torch.int64)
+            mask[row, width - len(sequence):] = 1
+        ids, mask = ids.to(policy.embed.device), mask.to(policy.embed.device)
+        hidden = policy.forward(ids, (mask.cumsum(-1) - 1).clamp_min(0), mask, KVCache())
+        rows, columns = [], []
+        for row, (prompt, completion) in enumerate(pairs[begin:end]):
+            first = width - len(sequences[begin + row]) + len(prompt) - 1
+            rows += [row] * len(completion)
+            columns += range(first, first + len(completion))
+        logits = policy.logits(hidden[rows, columns]).cpu()
+        out += logits.split([len(completion) for _, completion in pairs[begin:end]])
+        begin = end
+    return out
+
+
 @dataclass(frozen=True)
 class Deviation:
     """The first token of a completion that is not the sampling rule's draw, with the integers that decide it."""

@@ -167,6 +167,16 @@ def test_decoding_with_the_kv_cache_equals_one_full_prefill(models) -> None:
         assert exact.first_deviation(policy, prompt, completion.token_ids, prompts.index(prompt) + 1, 1.0) is None
 
 
+def test_a_batched_prefill_computes_each_pair_s_own_integers(models, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, policy = models
+    prompts = _prompts(7, seed=12)
+    completions = [[(5 * row + k) % VOCAB for k in range(1 + 3 * row)] for row in range(7)]
+    pairs = list(zip(prompts, completions))
+    monkeypatch.setattr(exact, "PREFILL_TOKENS", 40)  # several passes of a few rows each
+    for logits, (prompt, completion) in zip(exact.prefill_logits_batch(policy, pairs), pairs, strict=True):
+        assert torch.equal(logits, exact.prefill_logits(policy, prompt, completion))
+
+
 def test_thread_counts_change_no_bit(tiny: exact.ExactPolicy) -> None:
     prompts = _prompts(8, seed=4)
     threads = torch.get_num_threads()
