@@ -241,9 +241,8 @@ def _worker_rpc(doc: dict) -> str:
 def _exact(doc: dict) -> str:
     f = doc["figures"]
     return (f"{f['bitwise_equal_fraction']:.0%} of {f['completions']:,} bitwise; "
-            f"{f['attacks_caught_first_changed_file']}/{f['attacks']} caught in the 1st file they change "
-            f"({f['attacks_changing_first_file']} change their 1st); {f['cpu_tokens_per_s_ratio']:.2f}× float32 speed "
-            f"(V 32k {f['large']['cpu_tokens_per_s_ratio']:.2f}×)")
+            f"{f['attacks_caught_first_changed_file']}/{f['attacks']} caught at 1st change; "
+            f"{f['cpu_tokens_per_s_ratio']:.2f}× float32 (V 32k {f['large']['cpu_tokens_per_s_ratio']:.2f}×)")
 
 
 def _cli_startup(doc: dict) -> str:
