@@ -249,9 +249,9 @@ def _scale(doc: dict) -> str:
 
 def _exact(doc: dict) -> str:
     f = doc["figures"]
-    return (f"{f['bitwise_equal_fraction']:.0%} of {f['completions']} bitwise; {f['attacks_caught_first_file']}/"
-            f"{f['attacks']} caught in 1st file; {f['cpu_tokens_per_s_ratio']:.2f}× float32 speed "
-            f"(V 32k {f['large']['cpu_tokens_per_s_ratio']:.2f}×)")
+    return (f"{f['bitwise_equal_fraction']:.0%} of {f['completions']:,} bitwise; "
+            f"{f['attacks_caught_first_changed_file']}/{f['attacks']} caught at 1st change; "
+            f"{f['cpu_tokens_per_s_ratio']:.2f}× float32 (V 32k {f['large']['cpu_tokens_per_s_ratio']:.2f}×)")
 
 
 def _cli_startup(doc: dict) -> str:
@@ -335,7 +335,7 @@ ROWS: tuple[Row, ...] = (
     Row("Issue 46's goals at scale: idle worker (≤ 1/s), logs, intake, explorer, pacing (2 s blocks)",
         "scale-quick.json", _scale, "notes/scale.md"),
     Row("Exact mode: honest completions replayed bit for bit, attacks caught, CPU speed", "exact.json", _exact,
-        "protocol.md"),
+        "notes/exact.md"),
     Row("Trainer intake at 10 M consumed files (goal ≤ 1 ms an event, ≤ 10 MB a step)", "intake.json", _intake,
         "scaling.md"),
     Row("Console commands: `--help` and a bad input refused (goal ≤ 1 s, ≤ 2 s idle)", "cli_startup.json", _cli_startup,

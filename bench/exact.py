@@ -1,17 +1,23 @@
 """Exact mode (docs/protocol.md §5.1) on the tiny in-code model: `python -m bench.exact [--completions N]`.
 
-- `bitwise_equal_fraction`: of N honest completions (T = 1, generated 64 rows at a time on one thread), the
+- `bitwise_equal_fraction` (`bitwise_s` the seconds it took): of N honest completions (T = 1, generated 64 rows at a time on one thread), the
   fraction whose every Q16 logit and token is the same when the completion is recomputed by one full prefill, by
   a generation on two threads, and by a generation in a batch of 1, 3 or 17 rows (each completion one of those);
 - `cpu_tokens_per_s_ratio`: exact-mode generation over float32 `TorchBackend` generation, the same model, prompts
   and token count (64 rows × `--tokens`, no EOS, one thread), best of `--repeats` each, in the same run;
   `large.cpu_tokens_per_s_ratio` the same for a larger in-code Llama (hidden 256, 4 layers, V 32,000; 64 rows ×
   `--large-tokens`);
-- `attacks`, `attacks_caught_first_file`, `tokens_to_detect` (per attack) and `tokens_to_detect_median`: each
-  attack makes one file (`--file-rows` completions of up to `--tokens` tokens); the validator replays every token
-  with the honest integer policy and tolerance zero (`inference.exact.first_deviation`); tokens to detect counts
-  the file's tokens up to and including the first that is not the rule's draw. ε = 0.03 (a bf16 pool's
-  tolerance) sizes the biases and the steering;
+- `attacks`, `attacks_changing_first_file`, `attacks_caught_first_file`, `attacks_caught_first_changed_file`,
+  `changed_file` and `tokens_to_detect` (per attack) and `tokens_to_detect_median`: each attack makes files
+  (`--file-rows` completions of up to `--tokens` tokens, prompts and seeds of their own) until one is caught, at
+  most `--max-files`; the validator replays every token with the honest integer policy and tolerance zero
+  (`inference.exact.first_deviation`). An attack that changes no token of a file makes exactly the honest file
+  (nothing to catch, nothing learnt from it): `changed_file` is the first file whose tokens differ from the
+  honest file's, and an attack counts as caught in the first file it changes when that file is caught. Tokens to
+  detect counts the tokens checked up to and including the first that is not the rule's draw, earlier files'
+  tokens included. ε = 0.03 (a bf16 pool's tolerance) sizes the biases and the steering;
+- `before` (with `--before REV`): the same speed figures for inference/exact.py as of git revision REV, timed in
+  the same rounds (it must compute the same integers);
 - `gpu_tokens_per_s_ratio` and `steps_ratio`: null, with `null_reasons`.
 Last line: one JSON object.
 """
@@ -21,9 +27,13 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
+from types import ModuleType
 
 import torch
 
@@ -74,22 +84,49 @@ def _in_batches(policy: exact.ExactPolicy, prompts: list[list[int]], seeds: list
     return out
 
 
-def tokens_per_s_ratio(model: torch.nn.Module, policy: exact.ExactPolicy, tokens: int, repeats: int) -> dict:
-    """Exact over float32 generation speed, one thread, best of `repeats` each, interleaved."""
+def tokens_per_s_ratio(model: torch.nn.Module, policy: exact.ExactPolicy, tokens: int, repeats: int,
+                       before: ModuleType | None = None) -> dict:
+    """Exact over float32 generation speed, one thread, best of `repeats` each, interleaved; `before` (an older
+    inference.exact) is timed in the same rounds, and must draw the same tokens and logits."""
     torch.set_num_threads(1)
     prompts = _prompts(64, 2)
     backend = TorchBackend(model, eos_token_id=NO_EOS)
     spec = SamplingSpec(temperature=1.0, max_tokens=tokens)
-    best = {"exact": float("inf"), "float32": float("inf")}
+    runs: dict[str, Callable[[], object]] = {
+        "exact": lambda: exact.generate(policy, prompts, range(64), 1.0, tokens, []),
+        "float32": lambda: backend.generate(prompts, spec, list(range(64)))}
+    if before is not None:
+        old_policy = before.quantise_policy(model)
+        runs["before"] = lambda: before.generate(old_policy, prompts, range(64), 1.0, tokens, [])
+        if any(new.token_ids != old.token_ids or not torch.equal(new.logits, old.logits)
+               for new, old in zip(runs["exact"](), runs["before"]())):
+            raise SystemExit("error: --before computes other integers than this checkout")
+    best = dict.fromkeys(runs, float("inf"))
     for _ in range(repeats):
-        for name, run in (("exact", lambda: exact.generate(policy, prompts, range(64), 1.0, tokens, [])),
-                          ("float32", lambda: backend.generate(prompts, spec, list(range(64))))):
+        for name, run in runs.items():
             start = time.perf_counter()
             run()
             best[name] = min(best[name], time.perf_counter() - start)
     rates = {name: 64 * tokens / seconds for name, seconds in best.items()}
-    return {"exact_tokens_per_s": round(rates["exact"], 1), "float32_tokens_per_s": round(rates["float32"], 1),
-            "cpu_tokens_per_s_ratio": round(rates["exact"] / rates["float32"], 3)}
+    result = {"exact_tokens_per_s": round(rates["exact"], 1), "float32_tokens_per_s": round(rates["float32"], 1),
+              "cpu_tokens_per_s_ratio": round(rates["exact"] / rates["float32"], 3)}
+    if before is not None:
+        result["before"] = {"exact_tokens_per_s": round(rates["before"], 1),
+                            "cpu_tokens_per_s_ratio": round(rates["before"] / rates["float32"], 3)}
+    return result
+
+
+def load_before(revision: str) -> ModuleType:
+    """inference/exact.py as of `revision` (git), loaded beside the current one."""
+    try:
+        source = subprocess.run(["git", "show", f"{revision}:inference/exact.py"], capture_output=True, text=True,
+                                check=True, cwd=Path(__file__).resolve().parents[1]).stdout
+    except (OSError, subprocess.CalledProcessError):
+        raise SystemExit(f"error: --before {revision}: no inference/exact.py at that git revision") from None
+    module = ModuleType("exact_before")
+    sys.modules[module.__name__] = module  # dataclasses look their module up
+    exec(compile(source, f"{revision}:inference/exact.py", "exec"), module.__dict__)
+    return module
 
 
 def _biased(bias: float) -> Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]:
@@ -134,38 +171,64 @@ def _int4(policy: exact.ExactPolicy) -> exact.ExactPolicy:
     return replace(policy, layers=layers, lm_head=coarse(policy.lm_head))
 
 
-def attack_files(honest: exact.ExactPolicy, rows: int, tokens: int) -> dict[str, int | None]:
-    """Tokens to the first detection in one file per attack (None: the file passed)."""
+Make = Callable[[list[list[int]], list[int]], list[exact.ExactCompletion]]
+
+
+def attack_files(honest: exact.ExactPolicy, rows: int, tokens: int, max_files: int) -> dict[str, dict]:
+    """Each attack's files, replayed with tolerance zero, until one is caught (at most `max_files`): file f has
+    `rows` prompts and seeds of its own, and the same file made honestly is the comparison. Per attack: the first
+    file whose tokens differ from the honest file's (`changed_file`, 1-based; None: none in `max_files`), the first
+    file caught (`caught_file`), and the tokens the validator checked up to and including the first deviation
+    (`tokens_to_detect`, earlier files' tokens included)."""
     perturbed = _model(0)
     with torch.no_grad():
         perturbed.model.layers[1].mlp.down_proj.weight.mul_(1.01)
-    prompts, seeds = _prompts(rows, 3), list(range(1000, 1000 + rows))
-    attacks: dict[str, Callable[[], list[exact.ExactCompletion]]] = {
-        "honest (control)": lambda: exact.generate(honest, prompts, seeds, 1.0, tokens, [EOS_ID]),
-        "other weights": lambda: exact.generate(exact.quantise_policy(_model(1)), prompts, seeds, 1.0, tokens, [EOS_ID]),
-        "int4 weights": lambda: exact.generate(_int4(honest), prompts, seeds, 1.0, tokens, [EOS_ID]),
-        "1 % on one layer": lambda: exact.generate(exact.quantise_policy(perturbed), prompts, seeds, 1.0, tokens,
-                                                   [EOS_ID]),
-        "T x 0.95": lambda: exact.generate(honest, prompts, seeds, 0.95, tokens, [EOS_ID]),
-        "answer bias 1.9 eps": lambda: exact.generate(honest, prompts, seeds, 1.0, tokens, [EOS_ID],
-                                                      draw=_biased(1.9 * EPSILON)),
-        "answer bias 0.5 eps": lambda: exact.generate(honest, prompts, seeds, 1.0, tokens, [EOS_ID],
-                                                      draw=_biased(0.5 * EPSILON)),
-        "steering among near-ties": lambda: exact.generate(honest, prompts, seeds, 1.0, tokens, [EOS_ID],
-                                                           draw=_steering),
-        "top-p 0.9": lambda: exact.generate(honest, prompts, seeds, 1.0, tokens, [EOS_ID], draw=_top_p),
-        "seed from another block": lambda: exact.generate(honest, prompts, [s + 7919 for s in seeds], 1.0, tokens,
-                                                          [EOS_ID]),
+    other, coarse, off = exact.quantise_policy(_model(1)), _int4(honest), exact.quantise_policy(perturbed)
+
+    def made(policy: exact.ExactPolicy, temperature: float = 1.0, draw: exact.Draw | None = None,
+             seed_offset: int = 0) -> Make:
+        return lambda prompts, seeds: exact.generate(policy, prompts, [s + seed_offset for s in seeds], temperature,
+                                                     tokens, [EOS_ID], draw=draw)
+
+    attacks: dict[str, Make] = {
+        "honest (control)": made(honest),
+        "other weights": made(other),
+        "int4 weights": made(coarse),
+        "1 % on one layer": made(off),
+        "T x 0.95": made(honest, temperature=0.95),
+        "answer bias 1.9 eps": made(honest, draw=_biased(1.9 * EPSILON)),
+        "answer bias 0.5 eps": made(honest, draw=_biased(0.5 * EPSILON)),
+        "steering among near-ties": made(honest, draw=_steering),
+        "top-p 0.9": made(honest, draw=_top_p),
+        "seed from another block": made(honest, seed_offset=7919),
     }
-    found: dict[str, int | None] = {}
-    for name, make_file in attacks.items():
-        counted, found[name] = 0, None
-        for prompt, seed, completion in zip(prompts, seeds, make_file()):
-            first = exact.first_deviation(honest, prompt, completion.token_ids, seed, 1.0)
-            if first is not None:
-                found[name] = counted + first + 1
+    files: list[tuple[list[list[int]], list[int], list[exact.ExactCompletion]]] = []
+
+    def file(index: int) -> tuple[list[list[int]], list[int], list[exact.ExactCompletion]]:
+        while len(files) <= index:
+            prompts = _prompts(rows, 3 + 1000 * len(files))
+            seeds = list(range(1000 + rows * len(files), 1000 + rows * (len(files) + 1)))
+            files.append((prompts, seeds, attacks["honest (control)"](prompts, seeds)))
+        return files[index]
+
+    found: dict[str, dict] = {}
+    for name, make in attacks.items():
+        result = found[name] = {"changed_file": None, "caught_file": None, "tokens_to_detect": None}
+        counted = 0
+        for index in range(1 if name == "honest (control)" else max_files):
+            prompts, seeds, honest_file = file(index)
+            completions = honest_file if name == "honest (control)" else make(prompts, seeds)
+            if result["changed_file"] is None and any(
+                    a.token_ids != b.token_ids for a, b in zip(completions, honest_file)):
+                result["changed_file"] = index + 1
+            for prompt, seed, completion in zip(prompts, seeds, completions):
+                first = exact.first_deviation(honest, prompt, completion.token_ids, seed, 1.0)
+                if first is not None:
+                    result["caught_file"], result["tokens_to_detect"] = index + 1, counted + first + 1
+                    break
+                counted += len(completion.token_ids)
+            if result["caught_file"] is not None:
                 break
-            counted += len(completion.token_ids)
     return found
 
 
@@ -174,25 +237,42 @@ def main() -> None:
     parser.add_argument("--completions", type=int, default=256, help="honest completions for bitwise_equal_fraction")
     parser.add_argument("--tokens", type=int, default=32, help="tokens per completion")
     parser.add_argument("--file-rows", type=int, default=16, help="completions in each attack's file")
+    parser.add_argument("--max-files", type=int, default=32,
+                        help="files made per attack until one is caught (an attack that changes no token of a file "
+                             "makes the honest file)")
     parser.add_argument("--large-tokens", type=int, default=8, help="tokens per completion on the larger model")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--before", metavar="REV",
+                        help="also time inference/exact.py as of this git revision in the same rounds (before/after)")
     add_record_option(parser)
     args = parser.parse_args()
+    before = load_before(args.before) if args.before else None
     model = _model(0)
     honest = exact.quantise_policy(model)
-    speed = tokens_per_s_ratio(model, honest, args.tokens, args.repeats)
+    speed = tokens_per_s_ratio(model, honest, args.tokens, args.repeats, before)
     large = build_tiny_llama(32000, 0, hidden=256, layers=4, lm_head_std=0.1)
-    large_speed = tokens_per_s_ratio(large, exact.quantise_policy(large), args.large_tokens, args.repeats)
-    found = attack_files(honest, args.file_rows, args.tokens)
+    large_speed = tokens_per_s_ratio(large, exact.quantise_policy(large), args.large_tokens, args.repeats, before)
+    found = attack_files(honest, args.file_rows, args.tokens, args.max_files)
     control = found.pop("honest (control)")
-    detected = [tokens for tokens in found.values() if tokens is not None]
+    start = time.perf_counter()
+    bitwise = round(bitwise_equal_fraction(honest, args.completions, args.tokens), 6)
+    bitwise_s = round(time.perf_counter() - start, 1)
+    detected = [attack["tokens_to_detect"] for attack in found.values() if attack["tokens_to_detect"] is not None]
     result = {
         "model": "tiny Llama (hidden 64, 2 layers, V 100)", "policy_digest": honest.digest(),
         "completions": args.completions, "tokens": args.tokens,
-        "bitwise_equal_fraction": round(bitwise_equal_fraction(honest, args.completions, args.tokens), 6),
+        "bitwise_equal_fraction": bitwise, "bitwise_s": bitwise_s,
         **speed, "large": {"model": "Llama hidden 256, 4 layers, V 32,000", **large_speed},
-        "attacks": len(found), "attacks_caught_first_file": len(detected), "honest_file_flagged": control is not None,
-        "tokens_to_detect": found, "tokens_to_detect_median": statistics.median(detected) if detected else None,
+        "attacks": len(found),
+        "attacks_changing_first_file": sum(attack["changed_file"] == 1 for attack in found.values()),
+        "attacks_caught_first_file": sum(attack["caught_file"] == 1 for attack in found.values()),
+        "attacks_caught_first_changed_file": sum(attack["changed_file"] is not None
+                                                 and attack["caught_file"] == attack["changed_file"]
+                                                 for attack in found.values()),
+        "honest_file_flagged": control["caught_file"] is not None,
+        "changed_file": {name: attack["changed_file"] for name, attack in found.items()},
+        "tokens_to_detect": {name: attack["tokens_to_detect"] for name, attack in found.items()},
+        "tokens_to_detect_median": statistics.median(detected) if detected else None,
         "gpu_tokens_per_s_ratio": None, "steps_ratio": None,
         "null_reasons": {"gpu_tokens_per_s_ratio": "no GPU measured: the CUDA path is written, not yet run",
                          "steps_ratio": "the trainer does not learn from exact-mode rollouts yet"},

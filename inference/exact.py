@@ -3,9 +3,10 @@
 `quantise_policy` turns a float Hugging Face model into an `ExactPolicy` (int8 weight rows with a 15-bit
 multiplier and a shift each, Q16 embeddings and norm weights, integer RoPE frequencies); `ExactPolicy.forward`
 runs it on integers only (int8 GEMMs whose sums stay below 2^30, with torch._int_mm on CUDA; on the CPU the GEMMs,
-attention products, exp and several quotients run in float64 or float32 wherever docs/protocol.md R5.6 proves them
-exact, the rest in int64 tensor ops), so every machine computes the same Q16 logits bit for bit; `generate` samples
-from them with the fixed-point Gumbel-max rule. Every bound the spec states is checked where it matters and raises `ExactOverflowError`.
+attention products and several quotients run in float64 or float32 wherever docs/protocol.md R5.6 proves them
+exact, the rest in int64 tensor ops, exp's polynomial from a table), so every machine computes the same Q16 logits
+bit for bit; `generate` samples from them with the fixed-point Gumbel-max rule. Every bound the spec states is
+checked where it matters and raises `ExactOverflowError`.
 tests/support/exact_reference.py re-implements the spec in numpy; the two agree bit for bit.
 """
 
@@ -85,7 +86,7 @@ def rdiv(numerator: torch.Tensor, divisor: torch.Tensor | int) -> torch.Tensor:
     """round(a / b), halves up: floor((a + floor(b / 2)) / b), for b > 0 (a shift when b is a power of two)."""
     if isinstance(divisor, int) and divisor & (divisor - 1) == 0:
         return (numerator + (divisor >> 1)) >> (divisor.bit_length() - 1)
-    return torch.div(numerator + divisor // 2, divisor, rounding_mode="floor")
+    return torch.div(numerator + (divisor >> 1), divisor, rounding_mode="floor")
 
 
 def floor_divide_exact(numerator: torch.Tensor, divisor: torch.Tensor | int) -> torch.Tensor:
@@ -95,31 +96,38 @@ def floor_divide_exact(numerator: torch.Tensor, divisor: torch.Tensor | int) -> 
 
 
 def isqrt(n: torch.Tensor) -> torch.Tensor:
-    """floor(sqrt(n)) exactly for 0 ≤ n < 2^62 (a float guess corrected in integers)."""
+    """floor(sqrt(n)) exactly for 0 ≤ n < 2^62: the float64 root's floor, exact as it stands below 2^52 (R5.6),
+    corrected in integers above."""
     root = n.double().sqrt().floor().long()
+    if not n.numel() or int(n.max()) < 1 << 52:
+        return root
     for _ in range(2):
         root = torch.where(root * root > n, root - 1, root)
         root = torch.where((root + 1) * (root + 1) <= n, root + 1, root)
     return root
 
 
-_NEGATIVE_POWERS_OF_TWO = torch.tensor([2.0**-w for w in range(128)], dtype=torch.float64)
-"""2^-w, w = 0..127 (exact in float64): iexp's shift (w ≤ 93 above its input floor)."""
+def _exp2_table() -> torch.Tensor:
+    """P(t) of R5.6's exp row for every t in [0, 2^16): c_7, then c_j + ((P · t) ≫ 16) for j = 6 … 0, in int64
+    (|P · t| < 2^48)."""
+    t = torch.arange(1 << FRAC, dtype=torch.int64)
+    acc = torch.full_like(t, EXP2_COEFFICIENTS[-1])
+    for coefficient in reversed(EXP2_COEFFICIENTS[:-1]):
+        acc = coefficient + ((acc * t) >> FRAC)
+    return acc
+
+
+EXP2_TABLE = _exp2_table()
+"""2^(t / 2^16) in Q30 by R5.6's polynomial, t = 0 … 2^16 − 1: iexp looks the fraction up instead of running Horner."""
 
 
 def iexp(d: torch.Tensor) -> torch.Tensor:
-    """e^(d / 2^16) in Q30 for Q16 d ≤ 0: base 2, a degree-7 polynomial for the fraction, a shift for the rest.
-
-    Computed in float64, where every step is exact (R5.6's exp row): |max(d, −2^22) · log2e_Q30| < 2^52.6, the
-    Horner products P · t < 2^47, and ⌊P · 2^-w + 1/2⌋ equals rdiv(P, 2^w) for every w ≥ 0."""
-    y = torch.clamp(d, min=EXP_INPUT_FLOOR).double().mul_(LOG2E_Q30).add_(1 << (EXP_FRAC - 1))
-    y = y.mul_(2.0**-EXP_FRAC).floor_()
-    whole = y.mul(2.0**-FRAC).floor_()
-    fraction = (y - whole * (1 << FRAC)).mul_(2.0**-FRAC)                      # t / 2^16, exact
-    acc = torch.full_like(y, EXP2_COEFFICIENTS[-1])
-    for coefficient in reversed(EXP2_COEFFICIENTS[:-1]):
-        acc = acc.mul_(fraction).floor_().add_(coefficient)
-    return acc.mul_(_NEGATIVE_POWERS_OF_TWO.to(acc.device)[whole.neg_().long()]).add_(0.5).floor_().long()
+    """e^(d / 2^16) in Q30 for Q16 d ≤ 0: base 2, a degree-7 polynomial for the fraction (EXP2_TABLE), a shift for
+    the rest, in int64 (|max(d, −2^22) · log2e_Q30| < 2^53)."""
+    y = (torch.clamp(d, min=EXP_INPUT_FLOOR) * LOG2E_Q30 + (1 << (EXP_FRAC - 1))) >> EXP_FRAC
+    power = EXP2_TABLE.to(y.device).index_select(0, (y & ((1 << FRAC) - 1)).view(-1)).view(y.shape)
+    shift = (y >> FRAC).neg_().clamp_(max=62)                                   # y ≤ 0: shift ≥ 0
+    return (power + ((1 << shift) >> 1)) >> shift
 
 
 def silu(x: torch.Tensor) -> torch.Tensor:
@@ -131,6 +139,9 @@ def silu(x: torch.Tensor) -> torch.Tensor:
     return rdiv(x * sigmoid, one)
 
 
+_FRACTION_WEIGHTS = torch.arange(LOG_FRAC - 1, -1, -1, dtype=torch.int64)
+
+
 def log2_fixed(n: torch.Tensor) -> torch.Tensor:
     """log2(n) in Q24 for 1 ≤ n < 2^63: the bit length, then 24 fraction bits by repeated squaring of a
     31-bit mantissa."""
@@ -138,13 +149,14 @@ def log2_fixed(n: torch.Tensor) -> torch.Tensor:
     exponent = torch.frexp(n.double()).exponent.long() - 1
     exponent -= ((n >> exponent) == 0).long()
     mantissa = torch.where(exponent >= 30, n >> torch.clamp(exponent - 30, min=0), n << torch.clamp(30 - exponent, min=0))
-    fraction = torch.zeros_like(n)
+    bits = []
     for _ in range(LOG_FRAC):
-        # μ ∈ [2^30, 2^31), so μ² ≫ 30 ∈ [2^30, 2^32): its bit 31 is the next fraction bit (R5.7's b)
-        mantissa = (mantissa * mantissa) >> 30
-        bit = mantissa >> 31
-        mantissa >>= bit
-        fraction = fraction + fraction + bit
+        # μ ∈ [2^30, 2^31), so μ² < 2^62 and μ² ≫ 30 ∈ [2^30, 2^32): its bit 31 (μ²'s bit 61) is the next fraction
+        # bit b (R5.7's), and μ ← (μ² ≫ 30) ≫ b = μ² ≫ (30 + b)
+        square = mantissa * mantissa
+        bits.append(square >> 61)
+        mantissa = square.bitwise_right_shift_(bits[-1] + 30)
+    fraction = (torch.stack(bits, dim=-1) << _FRACTION_WEIGHTS.to(n.device)).sum(dim=-1)
     return (exponent << LOG_FRAC) + fraction
 
 
@@ -202,9 +214,9 @@ class IntMatrix:
             if operand.dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest":
                 operand = self.weight.double()  # a float32 GEMM may then round (bf16 or TF32 inside)
             acc = (rows.to(operand.dtype) @ operand.t()).reshape(*q.shape[:-1], -1)
-            if column_scale is not None:
+            if column_scale is not None or self._rescale_fits(acc, a):
                 # v = acc · a · 2^e · M · 2^-S = acc · a · M / 2^(S − e), exact; rdiv by 127 · 2^(S − e) = ⌊⌊v + 63.5⌋ / 127⌋
-                v = acc.double().mul_((a << e).double()).mul_(column_scale).add_(63.5)
+                v = acc.double().mul_((a << e).double()).mul_(self.column_scale).add_(63.5)
                 return floor_divide_exact(v.floor_(), 127).add_(self.bias).long()  # |y| < 2^46, |b| < 2^31
         product = acc.reshape(*q.shape[:-1], -1).long() * a * self.multiplier
         shift = self.shift - e
@@ -217,13 +229,32 @@ class IntMatrix:
         """The CPU GEMM's weight operand and the rescale's column factors M_r · 2^-S_r (made once), chosen by R5.6's
         bounds on this matrix's rows: the int8 values in float32 where every 127 · Σ|W[r]| < 2^24 (it bounds |acc|
         and every partial sum), else in float64; the rescale in float64 where every
-        127 · Σ|W[r]| · 2^15 · M_r + 64 · 2^S_r ≤ 2^52 (else None: in int64)."""
+        127 · Σ|W[r]| · 2^15 · M_r + 64 · 2^S_r ≤ 2^52 (else None: per call, `_rescale_fits`)."""
         row_sums = 127 * self.weight.abs().long().sum(dim=1)
         operand = self.weight.to(torch.float32 if int(row_sums.max()) < FLOAT32_EXACT else torch.float64)
         if int((row_sums * (self.multiplier << 15) + (64 << self.shift)).max()) > FLOAT_RESCALE_LIMIT:
             return operand, None
-        return operand, torch.tensor([m * 2.0**-s for m, s in zip(self.multiplier.tolist(), self.shift.tolist())],
-                                     dtype=torch.float64)
+        return operand, self.column_scale
+
+    @cached_property
+    def column_scale(self) -> torch.Tensor:
+        """M_r · 2^-S_r per output row in float64 (exact: M_r < 2^16)."""
+        return torch.tensor([m * 2.0**-s for m, s in zip(self.multiplier.tolist(), self.shift.tolist())],
+                            dtype=torch.float64)
+
+    @cached_property
+    def _rescale_limits(self) -> tuple[int, int]:
+        """(max_r M_r, max_r 64 · 2^S_r): the parts of R5.6's rescale bound that do not depend on the input."""
+        return int(self.multiplier.max()), int((64 << self.shift).max())
+
+    def _rescale_fits(self, acc: torch.Tensor, a: torch.Tensor) -> bool:
+        """R5.6's rescale bound measured on this call: max|acc| · max a · max M_r + max 64 · 2^S_r ≤ 2^52 (it
+        implies the per-row bound with this call's |acc_r| and a in place of their worst cases)."""
+        if not acc.numel():
+            return True
+        low, high = torch.aminmax(acc)
+        multiplier, shifted = self._rescale_limits
+        return int(max(-low, high)) * int(a.max()) * multiplier + shifted <= FLOAT_RESCALE_LIMIT
 
 
 def _cuda_int8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -236,11 +267,12 @@ def _cuda_int8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def _product_rdiv(a: torch.Tensor, b: torch.Tensor, terms: int, bits: int) -> torch.Tensor:
-    """rdiv(a @ b, 2^bits) of int64 a [..., m, k], b [..., k, n] whose products' absolute values sum to at most
-    `terms` in every output: on the CPU as a float64 GEMM when terms + 2^bits < 2^53 (every partial sum is then an
-    integer below 2^53, exact in any order, R5.6), else in int64."""
+    """rdiv(a @ b, 2^bits) of integer a [..., m, k], b [..., k, n] (int64, or float64 holding integers) whose
+    products' absolute values sum to at most `terms` in every output: on the CPU as a float64 GEMM when
+    terms + 2^bits < 2^53 (every partial sum is then an integer below 2^53, exact in any order, R5.6), else in
+    int64."""
     if a.is_cuda or terms + (1 << bits) >= FLOAT_EXACT:
-        return rdiv(_int64_matmul(a, b), 1 << bits)
+        return rdiv(_int64_matmul(a.long(), b.long()), 1 << bits)
     if a.shape[-2] == 1:  # one query (decode): a broadcast product and sum beats many tiny batched GEMMs
         product = (a.double().transpose(-1, -2) * b.double()).sum(dim=-2, keepdim=True)
     else:
@@ -313,10 +345,44 @@ def _stacked(*matrices: IntMatrix) -> IntMatrix:
 
 @dataclass
 class KVCache:
-    """Per layer the rotated keys and the values of every position so far: int64 Q16 [B, T, kv_heads, hd]."""
+    """Per layer the rotated keys and the values of every position so far, [B, T, kv_heads, hd], their integers held
+    in float64 (exact: |k|, |v| < 2^24), and max|k|: views of buffers that grow by doubling, so a decode step
+    writes its own position and copies nothing else."""
 
     keys: list[torch.Tensor] = field(default_factory=list)
     values: list[torch.Tensor] = field(default_factory=list)
+    key_peaks: list[int] = field(default_factory=list)
+    buffers: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
+
+    def extend(self, index: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """Layer `index`'s keys, values and max|k| with the new positions' appended."""
+        keys, values = keys.double(), values.double()
+        peak = int(keys.abs().max()) if keys.numel() else 0
+        if index == len(self.keys):
+            self.keys.append(keys)
+            self.values.append(values)
+            self.key_peaks.append(peak)
+            self.buffers.append((keys, values))
+            return keys, values, peak
+        length = self.keys[index].shape[1]
+        total = length + keys.shape[1]
+        key_buffer, value_buffer = self.buffers[index]
+        if total > key_buffer.shape[1]:
+            key_buffer, value_buffer = (_grown(buffer[:, :length], max(total, 2 * length))
+                                        for buffer in (key_buffer, value_buffer))
+            self.buffers[index] = (key_buffer, value_buffer)
+        key_buffer[:, length:total] = keys
+        value_buffer[:, length:total] = values
+        self.keys[index], self.values[index] = key_buffer[:, :total], value_buffer[:, :total]
+        self.key_peaks[index] = max(self.key_peaks[index], peak)
+        return self.keys[index], self.values[index], self.key_peaks[index]
+
+
+def _grown(held: torch.Tensor, capacity: int) -> torch.Tensor:
+    """A buffer of `capacity` positions (dim 1) that starts with `held`."""
+    buffer = held.new_empty((held.shape[0], capacity, *held.shape[2:]))
+    buffer[:, :held.shape[1]] = held
+    return buffer
 
 
 @dataclass(frozen=True)
@@ -373,7 +439,7 @@ class ExactPolicy:
         [B, cached + T] marks real (1) and padding (0) positions; `cache` grows by T."""
         if int(positions.max()) >= POSITION_LIMIT or int(positions.min()) < 0:
             raise ExactOverflowError("positions must lie in [0, 2^32)")
-        h = self.embed[ids]
+        h = self.embed.index_select(0, ids.reshape(-1)).view(*ids.shape, -1)
         cos, sin = rope_tables(self.rope_frequency, positions)
         for index, layer in enumerate(self.layers):
             h = h + self._attention(layer, rms_norm(h, layer.input_norm, self.rms_eps), cos, sin, mask, cache, index)
@@ -399,12 +465,7 @@ class ExactPolicy:
             _check(tensor, MAX_RESIDUAL, what)
         q, k = rotate(qkv[:, :, :self.heads + self.kv_heads], cos, sin).split([self.heads, self.kv_heads], dim=2)
         q = rdiv(q * self.inv_sqrt_head_dim, 1 << FRAC)
-        if index < len(cache.keys):
-            k = cache.keys[index] = torch.cat([cache.keys[index], k], dim=1)
-            v = cache.values[index] = torch.cat([cache.values[index], v], dim=1)
-        else:
-            cache.keys.append(k)
-            cache.values.append(v)
+        k, v, key_peak = cache.extend(index, k, v)
         group = self.heads // self.kv_heads
         if group > 1:
             k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)
@@ -412,7 +473,7 @@ class ExactPolicy:
         total = keys.shape[-1]
         if total >= POSITION_LIMIT:
             raise ExactOverflowError("attention over 2^32 positions or more")
-        terms = self.head_dim * int(q.abs().max()) * int(k.abs().max())                 # ≥ Σ |q_i k_i|
+        terms = self.head_dim * int(q.abs().max()) * key_peak                            # ≥ Σ |q_i k_i|
         scores = _product_rdiv(q.permute(0, 2, 1, 3), keys, terms, FRAC)                  # [B, H, T, S]
         query_at = torch.arange(total - new, total, device=x.device)[:, None]
         allowed = (torch.arange(total, device=x.device)[None, :] <= query_at)[None, None] & mask[:, None, None, :].bool()
@@ -483,7 +544,8 @@ def rope_tables(frequency: torch.Tensor, positions: torch.Tensor) -> tuple[torch
 
     def interpolate(table: torch.Tensor) -> torch.Tensor:
         table = table.to(frequency.device)
-        low, high = table[index], table[index + 1]
+        low = table.index_select(0, index.reshape(-1)).view(index.shape)
+        high = table.index_select(0, index.reshape(-1) + 1).view(index.shape)
         return low + rdiv((high - low) * fraction, 1 << (32 - ROPE_TABLE_BITS))
 
     return interpolate(COS_TABLE), interpolate(SIN_TABLE)
@@ -568,14 +630,20 @@ NOISE_CEILINGS = torch.clamp(fixed_gumbel(torch.arange(1 << NOISE_BUCKET_BITS, d
 BAR_TOKENS = 32
 
 
+SAMPLE_CHUNK = 1 << 20
+"""Noise words drawn at once (rows × V): the sampler's int64 work tensors stay under ~10 MiB each."""
+
+
 def sample_fixed(logits: torch.Tensor, seeds: torch.Tensor, position: int | torch.Tensor,
-                 temperature: float) -> torch.Tensor:
+                 temperature: float, words: torch.Tensor | None = None) -> torch.Tensor:
     """Exact-mode sampling rule over Q16 logits [B, V]: T = 0 the argmax; T > 0 the argmax of
     z = round(l · 2^16 / round(T · 2^16)) plus g(s, i, v) in Q16; ties to the lowest token id.
 
     The integer noise is computed only where it can matter: the exact scores of the BAR_TOKENS tokens with the
     highest bound (z + the ceiling of their word's bucket) set a bar, a token whose bound is below it can neither
-    win nor tie, and any other token whose bound reaches it gets its exact score too. The result is the full rule's."""
+    win nor tie, and any other token whose bound reaches it gets its exact score too. The result is the full rule's.
+    Rows are drawn SAMPLE_CHUNK words at a time (each row's draw is its own); `words` are the rows' noise words
+    [B, V] at this position where the caller drew them already."""
     if temperature == 0:
         return logits.argmax(dim=-1)
     scale = round(temperature * (1 << FRAC))
@@ -583,16 +651,33 @@ def sample_fixed(logits: torch.Tensor, seeds: torch.Tensor, position: int | torc
         raise InferenceError("temperature below 2^-17 is not representable in exact mode")
     positions = torch.as_tensor(position, dtype=torch.int64, device=seeds.device).expand(seeds.shape[0])
     z = logits if scale == 1 << FRAC else rdiv(logits * (1 << FRAC), scale)  # rdiv(l · 2^16, 2^16) = l
-    words = noise_words(seeds, positions, z.shape[-1])
-    bound = z + NOISE_CEILINGS.to(z.device)[words >> (32 - NOISE_BUCKET_BITS)]
-    top = bound.topk(min(BAR_TOKENS, z.shape[-1]), dim=-1).indices
+    rows = max(1, SAMPLE_CHUNK // max(1, z.shape[-1]))
+    drawn = []
+    for begin in range(0, z.shape[0], rows):
+        end = begin + rows
+        drawn.append(_draw(z[begin:end], noise_words(seeds[begin:end], positions[begin:end], z.shape[-1])
+                           if words is None else words[begin:end]))
+    return drawn[0] if len(drawn) == 1 else torch.cat(drawn)
+
+
+def _draw(z: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
+    """sample_fixed's rule on scaled logits z [B, V] with their noise words."""
+    vocab = z.shape[-1]
+    if vocab <= BAR_TOKENS:
+        return (z + fixed_gumbel(words)).argmax(dim=-1)
+    buckets = (words >> (32 - NOISE_BUCKET_BITS)).view(-1)
+    bound = z + NOISE_CEILINGS.to(z.device).index_select(0, buckets).view(z.shape)
+    top = bound.topk(BAR_TOKENS, dim=-1).indices
     top_scores = z.gather(-1, top) + fixed_gumbel(words.gather(-1, top))
-    scores = torch.full_like(z, torch.iinfo(torch.int64).min).scatter_(-1, top, top_scores)
-    rest = (bound >= top_scores.amax(dim=-1, keepdim=True)).scatter_(-1, top, False)
-    if bool(rest.any()):
-        row, token = rest.nonzero(as_tuple=True)
-        scores[row, token] = z[row, token] + fixed_gumbel(words[row, token])
-    return scores.argmax(dim=-1)
+    best = top_scores.amax(dim=-1)
+    rest = (bound >= best[:, None]).scatter_(-1, top, False)
+    if not bool(rest.any()):
+        return torch.where(top_scores == best[:, None], top, vocab).amin(dim=-1)
+    row, token = rest.nonzero(as_tuple=True)
+    rest_scores = z[row, token] + fixed_gumbel(words[row, token])
+    best = best.scatter_reduce(0, row, rest_scores, "amax")
+    winner = torch.where(top_scores == best[:, None], top, vocab).amin(dim=-1)
+    return winner.scatter_reduce(0, row, torch.where(rest_scores == best[row], token, vocab), "amin")
 
 
 @dataclass(frozen=True)
@@ -614,12 +699,21 @@ def generate(policy: ExactPolicy, prompts: Sequence[Sequence[int]], seeds: Seque
     """One completion per prompt, left-padded in one batch: a prefill, then one decode step a token with the
     KV cache. Each row's integers are those of the row alone (every operation is per row and exact). `draw`
     replaces the sampling rule (benchmarks' dishonest samplers)."""
-    if draw is None:
-        def draw(logits: torch.Tensor, seeds: torch.Tensor, position: int) -> torch.Tensor:
-            return sample_fixed(logits, seeds, position, temperature)
-
     device = policy.embed.device
     batch, width = len(prompts), max(len(p) for p in prompts)
+    seed_tensor = torch.tensor([int(s) for s in seeds], dtype=torch.int64, device=device)
+    if draw is None:
+        every_word = None
+        if temperature > 0 and batch * max_tokens * policy.vocab_size <= SAMPLE_CHUNK:
+            # few enough noise words to draw every step's at once (R5.1's words depend on seed, position, token only)
+            steps = torch.arange(max_tokens, dtype=torch.int64, device=device)
+            every_word = noise_words(seed_tensor.repeat(max_tokens), steps.repeat_interleave(batch),
+                                     policy.vocab_size).view(max_tokens, batch, -1)
+
+        def draw(logits: torch.Tensor, seeds: torch.Tensor, position: int) -> torch.Tensor:
+            return sample_fixed(logits, seeds, position, temperature,
+                                None if every_word is None else every_word[position])
+
     ids = torch.full((batch, width), pad_id, dtype=torch.int64)
     mask = torch.zeros((batch, width), dtype=torch.int64)
     for row, prompt in enumerate(prompts):
@@ -627,7 +721,6 @@ def generate(policy: ExactPolicy, prompts: Sequence[Sequence[int]], seeds: Seque
         mask[row, width - len(prompt):] = 1
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp_min(0)
-    seed_tensor = torch.tensor([int(s) for s in seeds], dtype=torch.int64, device=device)
     cache = KVCache()
     hidden = policy.forward(ids, positions, mask, cache)[:, -1]
     logits = policy.logits(hidden)
@@ -648,13 +741,14 @@ def generate(policy: ExactPolicy, prompts: Sequence[Sequence[int]], seeds: Seque
         logits = policy.logits(hidden)
         next_position = next_position + 1
     token_rows = torch.stack(tokens, dim=1).tolist()
+    # each completion's logits and hidden states are views of these (one copy of the steps' tensors, not two)
     logit_rows, hidden_rows = torch.stack(all_logits, dim=1).cpu(), torch.stack(all_hidden, dim=1).cpu()
     completions = []
     eos_set = set(int(e) for e in eos_ids)
     for row in range(batch):
         length = next((k + 1 for k, t in enumerate(token_rows[row]) if t in eos_set), len(token_rows[row]))
-        completions.append(ExactCompletion(token_rows[row][:length], logit_rows[row, :length].clone(),
-                                           hidden_rows[row, :length].clone()))
+        completions.append(ExactCompletion(token_rows[row][:length], logit_rows[row, :length],
+                                           hidden_rows[row, :length]))
     return completions
 
 
@@ -665,6 +759,41 @@ def prefill_logits(policy: ExactPolicy, prompt: Sequence[int], completion: Seque
     ids = torch.tensor([sequence], device=policy.embed.device)
     hidden = policy.forward(ids, torch.arange(len(sequence), device=ids.device)[None], torch.ones_like(ids), KVCache())
     return policy.logits(hidden[0, len(prompt) - 1:]).cpu()
+
+
+PREFILL_TOKENS = 1 << 12
+"""Padded tokens a batched prefill puts through one forward pass (bounds its activations' memory)."""
+
+
+@torch.inference_mode()
+def prefill_logits_batch(policy: ExactPolicy, pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
+                         pad_id: int = 0) -> list[torch.Tensor]:
+    """`prefill_logits` of each (prompt, completion) pair, left-padded together in as few passes as PREFILL_TOKENS
+    allows: the same integers, as each row's are its own (R5.6)."""
+    sequences = [list(prompt) + list(completion)[:-1] for prompt, completion in pairs]
+    out: list[torch.Tensor] = []
+    begin = 0
+    while begin < len(pairs):
+        end, width = begin + 1, len(sequences[begin])
+        while end < len(pairs) and max(width, len(sequences[end])) * (end + 1 - begin) <= PREFILL_TOKENS:
+            width = max(width, len(sequences[end]))
+            end += 1
+        ids = torch.full((end - begin, width), pad_id, dtype=torch.int64)
+        mask = torch.zeros((end - begin, width), dtype=torch.int64)
+        for row, sequence in enumerate(sequences[begin:end]):
+            ids[row, width - len(sequence):] = torch.tensor(sequence, dtype=torch.int64)
+            mask[row, width - len(sequence):] = 1
+        ids, mask = ids.to(policy.embed.device), mask.to(policy.embed.device)
+        hidden = policy.forward(ids, (mask.cumsum(-1) - 1).clamp_min(0), mask, KVCache())
+        rows, columns = [], []
+        for row, (prompt, completion) in enumerate(pairs[begin:end]):
+            first = width - len(sequences[begin + row]) + len(prompt) - 1
+            rows += [row] * len(completion)
+            columns += range(first, first + len(completion))
+        logits = policy.logits(hidden[rows, columns]).cpu()
+        out += logits.split([len(completion) for _, completion in pairs[begin:end]])
+        begin = end
+    return out
 
 
 @dataclass(frozen=True)

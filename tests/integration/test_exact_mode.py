@@ -114,13 +114,34 @@ def test_drawing_computes_the_noise_only_where_it_can_win_and_draws_what_the_ful
         assert torch.equal(exact.sample_fixed(logits, seeds, 9, temperature), full)
 
 
+def test_ties_go_to_the_lowest_token_id_among_the_bar_tokens_and_the_rest() -> None:
+    """Scores made equal on purpose: the draw is the lowest id among the best, wherever the tied tokens are."""
+    generator = torch.Generator().manual_seed(11)
+    logits = torch.randint(-2**18, 2**18, (6, 3000), generator=generator)
+    seeds = torch.arange(6) * 7919
+    noise = exact.fixed_gumbel(noise_words(seeds, torch.full_like(seeds, 4), 3000))
+    best = (logits + noise).amax(dim=-1)
+    ties = ([5, 2999], [17, 18, 2000], [0, 1], [2500, 7], list(range(2900, 3000)) + [1000], list(range(40, 140, 2)))
+    for row, tied in enumerate(ties):  # more tied tokens than BAR_TOKENS: some of them are past the bar
+        for token in tied:
+            logits[row, token] = best[row] + 1000 - noise[row, token]  # every tied token scores best + 1000
+    expected = [min(tied) for tied in ties]
+    assert exact.sample_fixed(logits, seeds, 4, 1.0).tolist() == expected
+    assert ((logits + noise).argmax(dim=-1)).tolist() == expected
+
+
 def test_integer_sqrt_exp_and_silu_are_exact_integers_near_the_reals() -> None:
     rng = random.Random(1)
     values = [0, 1, 2, 3, 4, 2**62 - 1] + [rng.randrange(2**62) for _ in range(1000)] + [k * k - 1 for k in range(1, 200)]
     assert exact.isqrt(torch.tensor(values)).tolist() == [math.isqrt(v) for v in values]
+    below = [k * k + delta for k in [*range(1, 3000, 7), *range(2**26 - 3000, 2**26)] for delta in (-1, 0, 1)]
+    below = [v for v in below if v < 2**52] + [2**52 - 1]  # the float root alone, exact below 2^52 (R5.6)
+    assert exact.isqrt(torch.tensor(below)).tolist() == [math.isqrt(v) for v in below]
     d = torch.arange(-30 * 2**16, 1, 997)
     assert (exact.iexp(d).double() / 2**30 - torch.exp(d.double() / 2**16)).abs().max() < 1e-5
     assert np.array_equal(exact.iexp(d).numpy(), reference.exp_q30(d.numpy()))
+    every_fraction = torch.arange(-(1 << 22), 1, 61)  # y = rdiv(d · log2e, 2^30) meets every t in [0, 2^16)
+    assert np.array_equal(exact.iexp(every_fraction).numpy(), reference.exp_q30(every_fraction.numpy()))
     x = torch.arange(-30 * 2**16, 30 * 2**16, 997)
     assert (exact.silu(x).double() / 2**16 - torch.nn.functional.silu(x.double() / 2**16)).abs().max() < 1e-4
     assert np.array_equal(exact.silu(x).numpy(), reference.silu_q16(x.numpy()))
@@ -144,6 +165,16 @@ def test_decoding_with_the_kv_cache_equals_one_full_prefill(models) -> None:
     for prompt, completion in zip(prompts, exact.generate(policy, prompts, [1, 2, 3, 4], 1.0, 16, [EOS_ID])):
         assert torch.equal(exact.prefill_logits(policy, prompt, completion.token_ids), completion.logits)
         assert exact.first_deviation(policy, prompt, completion.token_ids, prompts.index(prompt) + 1, 1.0) is None
+
+
+def test_a_batched_prefill_computes_each_pair_s_own_integers(models, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, policy = models
+    prompts = _prompts(7, seed=12)
+    completions = [[(5 * row + k) % VOCAB for k in range(1 + 3 * row)] for row in range(7)]
+    pairs = list(zip(prompts, completions))
+    monkeypatch.setattr(exact, "PREFILL_TOKENS", 40)  # several passes of a few rows each
+    for logits, (prompt, completion) in zip(exact.prefill_logits_batch(policy, pairs), pairs, strict=True):
+        assert torch.equal(logits, exact.prefill_logits(policy, prompt, completion))
 
 
 def test_thread_counts_change_no_bit(tiny: exact.ExactPolicy) -> None:
@@ -262,6 +293,18 @@ def test_the_cpu_gemm_is_exact_at_the_largest_sums_the_bounds_allow() -> None:
     assert largest.cpu_operands[0].dtype == torch.float32 and largest.cpu_operands[1] is not None
     too_large = _gemm_at_its_largest(inner, 34, ((1 << 30) - 1, 5))
     assert too_large.cpu_operands[1] is None
+
+
+def test_a_matrix_past_the_static_rescale_bound_rescales_in_float64_where_the_call_s_own_values_allow() -> None:
+    """R5.6: max|acc| · max a · max M + max 64 · 2^S ≤ 2^52 measured on the call. The widest matrix (inner 2^16, its
+    static bound broken) at |acc| = 127² · 2^16 takes the float64 rescale up to a = 260 (16129 · 260 · 2^30 + 2^22
+    ≤ 2^52) and int64 from a = 261; both give R5.6's integers."""
+    for peak, fits in ((260, True), (261, False)):
+        matrix = _gemm_at_its_largest(exact.MAX_INNER, 16, (peak, peak, peak // 2))
+        assert matrix.cpu_operands[1] is None
+        q, a, _ = exact.quantise_rows(torch.full((1, exact.MAX_INNER), peak))
+        acc = torch.full((1, 4), float(127 * 127 * exact.MAX_INNER))
+        assert int(a.max()) == peak and matrix._rescale_fits(acc, a) is fits
 
 
 def test_float64_quotients_are_exact_within_the_stated_bound() -> None:
