@@ -11,6 +11,10 @@ Two modes (`wait_final`):
   verdict is undisputed. Consumed work is then followed to its final verdict; what ends rejected is
   counted in `overturned` (`consumed_overturned` in the trainer's reports): the price of not waiting.
 
+In a permissioned pool an accepted work's status is read when its acceptance comes, and again only when the pool's
+`WorkChallenged` names it or, by the head's timestamp, its challenge window has passed: not at every block while
+the window is open (issue 47).
+
 The event cursors live in memory; their state is saved inside the trainer's checkpoint (via
 `state()`), so after a restart every accepted submission is handed out exactly once. The consumed work ids are a
 `ConsumedLog` (trainer/consumed_log.py): a set in memory, appended to `consumed.log` in the run directory when one is
@@ -31,7 +35,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from ledger_client.chain.bindings import WorkSubmitted
+from ledger_client.chain.bindings import WorkChallenged, WorkSubmitted
 from ledger_client.chain.events import BLOCK_POLL_S, EventCursor, Removed, latest_block
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import court_of, get_work, pool_state, rollout_digest_of
@@ -81,7 +85,7 @@ class LedgerSource:
         self.court = court_of(ledger, pool_id)
         self.challenge_window_s = pool_state(ledger, pool_id).challenge_window_s
         start = ledger.deployment.block
-        self.cursors = {"pool": EventCursor(ledger.pool, ["WorkSubmitted", "WorkAccepted"], None,
+        self.cursors = {"pool": EventCursor(ledger.pool, ["WorkSubmitted", "WorkAccepted", "WorkChallenged"], None,
                                             confirmations=confirmations, start_block=start,
                                             batch_blocks=ledger.logs.page_blocks, pool_id=pool_id)}
         self._digests: dict[str, bytes] = {}
@@ -92,6 +96,11 @@ class LedgerSource:
                                                 start_block=start, batch_blocks=ledger.logs.page_blocks,
                                                 pool_id=pool_id)
         self.pending: list[str] = []  # accepted work ids not handed out yet
+        self._window_ends: dict[str, int] = {}
+        """Permissioned pools: the chain time at which an accepted, pending or unsettled work's challenge window
+        ends (its `submittedAt` + the window), from its first read. Its status is not read again before then unless
+        the pool's `WorkChallenged` names it (reading every such work at every block was a request per file in
+        the window a block; issue 47). Any reorg empties it."""
         self._final_by_event: set[str] = set()
         """Pending work whose acceptance event, in a court pool in final mode, is its final verdict: consumed
         without reading its status again, unless a reorg has been seen since (then it is read)."""
@@ -122,11 +131,15 @@ class LedgerSource:
                 if isinstance(event, Removed):
                     self._digests.clear()
                     self._final_by_event.clear()
+                    self._window_ends.clear()
                     continue
                 if event.pool_id != self.pool_id:
                     continue
                 if isinstance(event, WorkSubmitted):
                     self._remember_digest(WorkId(event.work_id).text, bytes(event.rollout_digest))
+                    continue
+                if isinstance(event, WorkChallenged):  # its status is read at this poll, window or not
+                    self._window_ends.pop(WorkId(event.work_id).text, None)
                     continue
                 if getattr(event, "accepted", True) is False:  # a court challenge: nothing to consume
                     continue
@@ -175,6 +188,8 @@ class LedgerSource:
         self.consumed.add(taken)  # one append a poll
         self.pending = still_pending
         self._final_by_event &= set(still_pending)
+        followed = set(still_pending) | set(self.unsettled)
+        self._window_ends = {w: end for w, end in self._window_ends.items() if w in followed}
         return items
 
     def _fetch_retry_due(self, now: float) -> bool:
@@ -207,6 +222,8 @@ class LedgerSource:
 
     def _state_of(self, work_id: bytes) -> str:
         """"final" (consume, settled), "consume" (fast mode: consume, not final yet), "wait" or "rejected"."""
+        if self.wait_final and self._window_open(work_id.hex()):
+            return "wait"
         work = get_work(self.ledger, work_id)
         status = work.status
         if status not in CONSUMABLE and status != WorkStatus.PENDING:
@@ -220,9 +237,15 @@ class LedgerSource:
             return "wait"  # no verdict, disputed, or (final mode) not final yet
         if status == WorkStatus.PENDING:
             return "wait"
+        self._window_ends["0x" + work_id.hex()] = work.submitted_at + self.challenge_window_s
         if self._window_passed(work.submitted_at):
             return "final"
         return "wait" if self.wait_final else "consume"
+
+    def _window_open(self, hex_id: str) -> bool:
+        """A permissioned pool's work whose challenge window is known to be still open at the head."""
+        end = self._window_ends.get("0x" + hex_id.removeprefix("0x"))
+        return self.court is None and end is not None and self._head_time <= end
 
     def _window_passed(self, submitted_at: int) -> bool:
         return self._head_time > submitted_at + self.challenge_window_s
@@ -231,6 +254,9 @@ class LedgerSource:
         """Follow consumed, unsettled work to its final verdict; count what ended rejected."""
         still = []
         for work_id in self.unsettled:
+            if self._window_open(work_id):  # its status is read once, when the window has passed
+                still.append(work_id)
+                continue
             wid = bytes.fromhex(work_id[2:])
             work = get_work(self.ledger, wid)
             status = work.status
@@ -238,6 +264,8 @@ class LedgerSource:
                 self.overturned.append(work_id)
                 log.warning("consumed work %s was overturned after the trainer learned from it", work_id)
             elif status == WorkStatus.PENDING or (self.court is None and not self._window_passed(work.submitted_at)):
+                if self.court is None and status != WorkStatus.PENDING:
+                    self._window_ends[work_id] = work.submitted_at + self.challenge_window_s
                 still.append(work_id)
         self.unsettled = still
 

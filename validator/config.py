@@ -33,6 +33,10 @@ class DaemonConfig:
     every file of a poll checked first, an honest validator under load missed commits and paid the penalty)."""
     confirmations: int = 0
     poll_interval_s: float = 0.5
+    """The least time between two polls for retries that are due while the head stays (a new head polls at once)."""
+    head_every_s: float = 2.0
+    """The longest an idle daemon waits between two looks at the head (`eth_blockNumber`): the chain's block time.
+    It looks 0.1 s after each poll, the wait doubling up to this while the head stays (issue 47)."""
     audit_rate: float = 0.1
     """Court pools: the fraction of other validators' verdicts re-checked (and disputed if wrong)."""
     device: str = "cpu"

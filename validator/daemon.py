@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 from ledger_client.chain import errors
 from ledger_client.chain.errors import ContractRevert
-from ledger_client.chain.events import EventCursor, Removed, latest_block, wait_for_a_block
+from ledger_client.chain.events import BLOCK_POLL_S, EventCursor, Removed, latest_block
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import chain_time, court_of, get_work, pool_state, spot_check_block
 from ledger_client.ipfs.content import ContentError, ContentUnavailable, get_object
@@ -116,8 +116,25 @@ class ValidatorDaemon:
                 self.forget_failed_poll()
                 judged = 0
                 stop.wait(max(self.config.poll_interval_s, 2.0))
-            if judged == 0:  # the next poll at the next block (new work comes with one), or after the interval
-                wait_for_a_block(self.ledger.w3, self.chain_clock.head(), stop, self.config.poll_interval_s)
+            if judged == 0:  # the next poll at the next block (new work comes with one), or when a retry is due
+                self._wait_for_work(self.chain_clock.head(), stop)
+
+    def _wait_for_work(self, seen: int, stop: threading.Event) -> None:
+        """Return once the head is past `seen`, or once a retry is due and `poll_interval_s` has passed, or on
+        `stop`. An idle daemon asks only for the head's number, after BLOCK_POLL_S and then at doubling waits up
+        to `head_every_s`; events, blocks and the pool's state are read by the poll this wait lets through. A
+        failed read returns after the error wait: the next poll reports a chain that is down."""
+        every, since = BLOCK_POLL_S, time.monotonic()
+        while not stop.wait(every):
+            if self.retries.next_at() <= time.time() and time.monotonic() - since >= self.config.poll_interval_s:
+                return
+            try:
+                if self.ledger.w3.eth.block_number != seen:
+                    return
+            except Exception:  # noqa: BLE001 - see the docstring
+                stop.wait(max(self.config.poll_interval_s, 2.0))
+                return
+            every = min(2 * every, self.config.head_every_s)
 
     def forget_failed_poll(self) -> None:
         """Put the cursors back where they were last committed: a poll that failed part-way had moved them past

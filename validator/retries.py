@@ -80,6 +80,10 @@ class RetryBook:
         now = time.time() if now is None else now
         return [e.submission for e in self.entries.values() if e.next_at <= now]
 
+    def next_at(self) -> float:
+        """When the earliest entry is due (wall clock); infinity for an empty book."""
+        return min((e.next_at for e in self.entries.values()), default=float("inf"))
+
     def save(self) -> bool:
         """Write the book atomically if it changed since it was last written; True if it was written."""
         data = json.dumps({k: v.to_record() for k, v in self.entries.items()})

@@ -28,10 +28,11 @@ from ledger_client.chain.errors import LedgerError, RpcUnreachable, TransactionF
 from protocol.phases import phase
 
 TRANSIENT = (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError)
-RECEIPT_POLL_S = 0.005
-"""The first wait before asking for a receipt again (web3's own wait sleeps 0.1 s between asks: on a devnet that
-mines at once, that sleep was most of a worker's time per submission)."""
-RECEIPT_POLL_MAX_S = 0.5
+RECEIPT_EVERY_S = 2.0
+"""How often a sender asks again for a receipt that was not there at once: the chain's block time (a sender's
+`receipt_every_s`). The receipt is asked for right after the broadcast (a devnet mines at once), then half a block
+later, then once a block: 2–3 requests a transaction at 2 s blocks, where polling several times a second took ~10
+(issue 46)."""
 FEE_QUOTE_TTL_S = 2.0
 """How long a sender reuses its fee quote (web3 asked for the priority fee and the latest block before every
 transaction). The quote offers twice the base fee, which EIP-1559 lets rise at most 12.5 % a block."""
@@ -71,6 +72,7 @@ class TxSender:
         gas_headroom: float = 1.25,
         receipt_timeout: float = 120.0,
         attempts: int = 5,
+        receipt_every_s: float = RECEIPT_EVERY_S,
     ):
         self.w3 = w3
         self.account = account
@@ -78,6 +80,7 @@ class TxSender:
         self.gas_headroom = gas_headroom
         self.receipt_timeout = receipt_timeout
         self.attempts = attempts
+        self.receipt_every_s = receipt_every_s
         self._lock = threading.Lock()
         self._next_nonce: int | None = None
         self._chain_id = w3.eth.chain_id
@@ -153,10 +156,10 @@ class TxSender:
         raise TransactionFailed(f"{function}: transaction 0x{bytes(tx_hash).hex()} reverted")
 
     def _receipt(self, tx_hash: bytes, function: str) -> Any:
-        """The transaction's receipt, asked for again after RECEIPT_POLL_S doubling up to RECEIPT_POLL_MAX_S (a
-        devnet mines at once, a real chain every few seconds); TransactionFailed after receipt_timeout."""
+        """The transaction's receipt, asked for at once, then half a block later, then once a block
+        (`receipt_every_s`); TransactionFailed after receipt_timeout."""
         deadline = time.monotonic() + self.receipt_timeout
-        delay = RECEIPT_POLL_S
+        delay = self.receipt_every_s / 2
         while True:
             try:
                 return with_retries(lambda: self.w3.eth.get_transaction_receipt(tx_hash), self.attempts,
@@ -167,7 +170,7 @@ class TxSender:
                 raise TransactionFailed(f"{function}: no receipt for {bytes(tx_hash).hex()} within "
                                         f"{self.receipt_timeout}s")
             time.sleep(delay)
-            delay = min(2 * delay, RECEIPT_POLL_MAX_S)
+            delay = self.receipt_every_s
 
 
 def _rpc_error(exc: Web3RPCError, function: str) -> LedgerError:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import trainer.ledger_source as ledger_source
-from ledger_client.chain.bindings import WorkAccepted, WorkSubmitted
+from ledger_client.chain.bindings import WorkAccepted, WorkChallenged, WorkSubmitted
 from ledger_client.chain.contract import EventMeta
 from ledger_client.chain.events import Removed
 from protocol.pool import CaseState, WorkStatus
@@ -104,8 +104,8 @@ def test_consumed_work_is_logged_and_a_resume_hands_out_only_what_the_checkpoint
 
 
 def test_a_poll_at_the_head_already_read_asks_the_chain_nothing_more(monkeypatch):
-    """Work waiting out its challenge window is read once a block, not at every poll (the trainer polls every 0.1 s),
-    and the window is judged by the head's own timestamp."""
+    """Work waiting out its challenge window is not read at every poll (the trainer polls every 0.1 s), and the
+    window is judged by the head's own timestamp."""
     source, reads = _source(monkeypatch, WorkStatus.ACCEPTED)
     monkeypatch.setattr(source, "court", None)  # a permissioned pool: final once the 60 s window has passed
     monkeypatch.setattr(ledger_source, "get_work", lambda _ledger, work_id: reads.append(work_id) or
@@ -117,3 +117,57 @@ def test_a_poll_at_the_head_already_read_asks_the_chain_nothing_more(monkeypatch
     assert source.poll() == [] and source.poll() == [] and reads == [b"\x03" * 32]
     heads.frozen, heads.timestamp = False, 1_061
     assert [item.id for item in source.poll()] == ["0x" + "03" * 32] and reads == [b"\x03" * 32] * 2
+
+
+def _permissioned(monkeypatch, wait_final: bool) -> tuple[ledger_source.LedgerSource, list[bytes], dict, Heads]:
+    source, reads = _source(monkeypatch, WorkStatus.ACCEPTED)
+    monkeypatch.setattr(source, "court", None)  # a permissioned pool: final once the 60 s window has passed
+    monkeypatch.setattr(source, "wait_final", wait_final)
+    status: dict[bytes, WorkStatus] = {}
+    monkeypatch.setattr(ledger_source, "get_work", lambda _ledger, work_id: reads.append(work_id) or
+                        SimpleNamespace(status=status.get(work_id, WorkStatus.ACCEPTED), submitted_at=1_000))
+    return source, reads, status, Heads(monkeypatch, timestamp=1_000)
+
+
+def _challenged(work_id: bytes) -> list[object]:
+    return [WorkChallenged(POOL, work_id, "0xv", 7, b"\x01" * 32, 0, META)]
+
+
+def test_work_inside_its_window_is_read_again_only_when_challenged_or_when_the_window_has_passed(monkeypatch):
+    """A permissioned pool's accepted work is not read at every new block while its window is open (issue 47): the
+    pool's `WorkChallenged` has it read at once; otherwise it is read once more when the window has passed."""
+    source, reads, status, heads = _permissioned(monkeypatch, wait_final=True)
+    first, second = b"\x04" * 32, b"\x05" * 32
+    _Cursor.batches = [_submitted_and_accepted(first), _submitted_and_accepted(second)]
+    assert source.poll() == [] and source.poll() == [] and reads == [first, second]
+    for timestamp in (1_010, 1_030):  # new blocks, the window still open
+        heads.timestamp = timestamp
+        assert source.poll() == []
+    assert reads == [first, second]
+    status[first] = WorkStatus.REJECTED
+    _Cursor.batches = [_challenged(first)]
+    assert source.poll() == [] and source.skipped == ["0x" + "04" * 32] and reads == [first, second, first]
+    heads.timestamp = 1_060
+    assert source.poll() == [] and reads == [first, second, first]  # the window ends at 1,060: still open
+    heads.timestamp = 1_061
+    assert [item.id for item in source.poll()] == ["0x" + "05" * 32] and reads == [first, second, first, second]
+    assert source._window_ends == {}
+
+
+def test_fast_mode_reads_consumed_work_again_only_when_challenged_or_when_its_window_has_passed(monkeypatch):
+    source, reads, status, heads = _permissioned(monkeypatch, wait_final=False)
+    kept, overruled = b"\x06" * 32, b"\x07" * 32
+    _Cursor.batches = [_submitted_and_accepted(kept) + _submitted_and_accepted(overruled)]
+    assert len(source.poll()) == 2 and len(source.unsettled) == 2 and reads == [kept, overruled]
+    heads.timestamp = 1_020
+    source.poll()
+    assert reads == [kept, overruled]
+    status[overruled] = WorkStatus.REJECTED
+    _Cursor.batches = [_challenged(overruled)]
+    source.poll()
+    assert source.overturned == ["0x" + "07" * 32] and source.unsettled == ["0x" + "06" * 32]
+    assert reads == [kept, overruled, overruled]
+    heads.timestamp = 1_061
+    source.poll()
+    assert source.unsettled == [] and source.overturned == ["0x" + "07" * 32]
+    assert reads == [kept, overruled, overruled, kept]
