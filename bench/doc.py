@@ -289,6 +289,7 @@ def _cheating(doc: dict) -> str:
 _ECONOMICS = "notes/economics.md#with-forced-errors-2026-12-07-phase-3"
 _PRICE = "notes/protocol-price.md#files-that-arrive-fresh-and-cheaper-requests-2026-12-06-02400430-utc-ninth-session"
 _NULL = "notes/attacks.md#the-null-of-the-noisiest-population-2026-12-06-tenth-session"
+_SPREAD = "notes/attacks.md#under-the-honest-spread-2026-12-07-eighteenth-session"
 
 ROWS: tuple[Row, ...] = (
     Row("Verified vs local RL: time to 0.8, ratio at q = 5 %", "protocol.json", _ratio_q5, _PRICE),
@@ -308,7 +309,7 @@ ROWS: tuple[Row, ...] = (
     Row("JSON-RPC requests per file, q = 5 %", "protocol-rpc.json", _rpc,
         "notes/protocol-price.md#fewer-requests-per-file-2026-12-06-00500120-utc-eighth-session"),
     Row("1.9ε answer bias caught, bf16, ~550-token files", "attacks.json", _bias, _NULL),
-    Row("1.9ε answer bias caught, bf16, large files", "file_size-bias.json", _file_size, _NULL),
+    Row("1.9ε answer bias caught, bf16, large files", "file_size-bias.json", _file_size, _SPREAD),
     Row("Forged int8 weights / 1 % layer caught, bf16", "attacks.json", _forged, _NULL),
     Row("Steering among near-ties, bf16: gain and cost", "attacks.json", _steering, _NULL),
     Row("Margin test against T × 0.95 (bf16 worker)", "margins.json", _margins,
