@@ -189,6 +189,54 @@ class ValidatorView(NamedTuple):
         )
 
 
+class Params(NamedTuple):
+    """Struct `Params`."""
+
+    forced_bps: int
+    audit_bps: int
+    epoch_length: int
+    reveal_window: int
+    jackpot: int
+    validator_bond: int
+    worker_bond: int
+    silence_penalty: int
+
+    @classmethod
+    def from_abi(cls, value: Any) -> Params:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            forced_bps=value[0],
+            audit_bps=value[1],
+            epoch_length=value[2],
+            reveal_window=value[3],
+            jackpot=value[4],
+            validator_bond=value[5],
+            worker_bond=value[6],
+            silence_penalty=value[7],
+        )
+
+
+class Chain(NamedTuple):
+    """Struct `Chain`."""
+
+    last: bytes
+    first_epoch: int
+    last_epoch: int
+    end_epoch: int
+    locked: int
+
+    @classmethod
+    def from_abi(cls, value: Any) -> Chain:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            last=value[0],
+            first_epoch=value[1],
+            last_epoch=value[2],
+            end_epoch=value[3],
+            locked=value[4],
+        )
+
+
 # ---- results (one NamedTuple per view returning several named values)
 
 
@@ -262,6 +310,21 @@ class DisputesResult(NamedTuple):
             drawn=value[5],
             round=value[6],
             concurrences=value[7],
+        )
+
+
+class RevealWindowOfResult(NamedTuple):
+    """What `ForcedErrors.revealWindowOf` returns."""
+
+    from_: int
+    until: int
+
+    @classmethod
+    def from_abi(cls, value: Any) -> RevealWindowOfResult:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            from_=value[0],
+            until=value[1],
         )
 
 
@@ -672,6 +735,131 @@ class ValidatorCourt(BoundContract):
         """Send a `withdrawBond` transaction; returns the receipt."""
         return self._transact("withdrawBond", pool_id)
 
+class ForcedErrors(BoundContract):
+    """Binding of `ForcedErrors.sol`."""
+
+    NAME = "ForcedErrors"
+
+    def max_chain_length(self) -> int:
+        """Call `MAX_CHAIN_LENGTH` (view)."""
+        return self._call("MAX_CHAIN_LENGTH")
+
+    def max_forced_bps(self) -> int:
+        """Call `MAX_FORCED_BPS` (view)."""
+        return self._call("MAX_FORCED_BPS")
+
+    def max_period(self) -> int:
+        """Call `MAX_PERIOD` (view)."""
+        return self._call("MAX_PERIOD")
+
+    def budget(self, pool_id: int) -> int:
+        """Call `budget` (view)."""
+        return self._call("budget", pool_id)
+
+    def charge_auditor(self, work_id: bytes, auditor: str) -> Any:
+        """Send a `chargeAuditor` transaction; returns the receipt."""
+        return self._transact("chargeAuditor", work_id, auditor)
+
+    def check(self, p: Params | tuple, c: CourtParams | tuple, pool: PoolParams | tuple, least: int) -> None:
+        """Call `check` (view)."""
+        return self._call("check", p, c, pool, least)
+
+    def commit_chain(self, pool_id: int, role: int, head: bytes, length: int) -> Any:
+        """Send a `commitChain` transaction; returns the receipt."""
+        return self._transact("commitChain", pool_id, role, head, length)
+
+    def configure(self, pool_id: int, p: Params | tuple) -> Any:
+        """Send a `configure` transaction; returns the receipt."""
+        return self._transact("configure", pool_id, p)
+
+    def court(self) -> str:
+        """Call `court` (view)."""
+        return self._call("court")
+
+    def credits(self, arg0: str) -> int:
+        """Call `credits` (view)."""
+        return self._call("credits", arg0)
+
+    def drawn(self, link: bytes, work_id: bytes, bps: int) -> bool:
+        """Call `drawn` (view)."""
+        return self._call("drawn", link, work_id, bps)
+
+    def epoch_of(self, pool_id: int, t: int) -> int:
+        """Call `epochOf` (view)."""
+        return self._call("epochOf", pool_id, t)
+
+    def fund_budget(self, pool_id: int, amount: int) -> Any:
+        """Send a `fundBudget` transaction; returns the receipt."""
+        return self._transact("fundBudget", pool_id, amount)
+
+    def genesis(self, pool_id: int) -> int:
+        """Call `genesis` (view)."""
+        return self._call("genesis", pool_id)
+
+    def get_chain(self, pool_id: int, role: int, account: str) -> Chain:
+        """Call `getChain` (view)."""
+        return Chain.from_abi(self._call("getChain", pool_id, role, account))
+
+    def get_params(self, pool_id: int) -> Params:
+        """Call `getParams` (view)."""
+        return Params.from_abi(self._call("getParams", pool_id))
+
+    def is_audited(self, work_id: bytes, validator: str) -> bool:
+        """Call `isAudited` (view)."""
+        return self._call("isAudited", work_id, validator)
+
+    def is_forced(self, work_id: bytes) -> bool:
+        """Call `isForced` (view)."""
+        return self._call("isForced", work_id)
+
+    def link_of(self, pool_id: int, role: int, account: str, epoch: int) -> bytes:
+        """Call `linkOf` (view)."""
+        return self._call("linkOf", pool_id, role, account, epoch)
+
+    def outcome_of(self, work_id: bytes) -> int:
+        """Call `outcomeOf` (view)."""
+        return self._call("outcomeOf", work_id)
+
+    def pools(self) -> str:
+        """Call `pools` (view)."""
+        return self._call("pools")
+
+    def report_silence(self, pool_id: int, validator: str, epoch: int) -> Any:
+        """Send a `reportSilence` transaction; returns the receipt."""
+        return self._transact("reportSilence", pool_id, validator, epoch)
+
+    def reveal_link(self, pool_id: int, role: int, epoch: int, link: bytes) -> Any:
+        """Send a `revealLink` transaction; returns the receipt."""
+        return self._transact("revealLink", pool_id, role, epoch, link)
+
+    def reveal_window_of(self, pool_id: int, epoch: int) -> RevealWindowOfResult:
+        """Call `revealWindowOf` (view)."""
+        return RevealWindowOfResult.from_abi(self._call("revealWindowOf", pool_id, epoch))
+
+    def settle(self, work_id: bytes, judge: str, disputer: str) -> Any:
+        """Send a `settle` transaction; returns the receipt."""
+        return self._transact("settle", work_id, judge, disputer)
+
+    def settled_by(self, pool_id: int, epoch: int) -> int:
+        """Call `settledBy` (view)."""
+        return self._call("settledBy", pool_id, epoch)
+
+    def stake_manager(self) -> str:
+        """Call `stakeManager` (view)."""
+        return self._call("stakeManager")
+
+    def token(self) -> str:
+        """Call `token` (view)."""
+        return self._call("token")
+
+    def withdraw(self) -> Any:
+        """Send a `withdraw` transaction; returns the receipt."""
+        return self._transact("withdraw")
+
+    def withdraw_bond(self, pool_id: int, role: int) -> Any:
+        """Send a `withdrawBond` transaction; returns the receipt."""
+        return self._transact("withdrawBond", pool_id, role)
+
 class DevStakeToken(BoundContract):
     """Binding of `DevStakeToken.sol`."""
 
@@ -767,17 +955,6 @@ class BondAdded:
 
 
 @dataclass(frozen=True)
-class BondWithdrawn:
-    """Event `BondWithdrawn`."""
-
-    EVENT: ClassVar[str] = "BondWithdrawn"
-    pool_id: int
-    validator: str
-    amount: int
-    meta: EventMeta
-
-
-@dataclass(frozen=True)
 class Bonded:
     """Event `Bonded`."""
 
@@ -789,6 +966,18 @@ class Bonded:
 
 
 @dataclass(frozen=True)
+class BudgetFunded:
+    """Event `BudgetFunded`."""
+
+    EVENT: ClassVar[str] = "BudgetFunded"
+    pool_id: int
+    from_: str
+    amount: int
+    budget: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
 class CaseVoided:
     """Event `CaseVoided`."""
 
@@ -796,6 +985,20 @@ class CaseVoided:
     pool_id: int
     work_id: bytes
     why: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class ChainCommitted:
+    """Event `ChainCommitted`."""
+
+    EVENT: ClassVar[str] = "ChainCommitted"
+    pool_id: int
+    role: int
+    account: str
+    head: bytes
+    first_epoch: int
+    end_epoch: int
     meta: EventMeta
 
 
@@ -922,6 +1125,52 @@ class FeesReclaimed:
 
 
 @dataclass(frozen=True)
+class ForcedErrorsBondWithdrawn:
+    """Event `BondWithdrawn`."""
+
+    EVENT: ClassVar[str] = "BondWithdrawn"
+    pool_id: int
+    role: int
+    account: str
+    amount: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class ForcedErrorsConfigured:
+    """Event `ForcedErrorsConfigured`."""
+
+    EVENT: ClassVar[str] = "ForcedErrorsConfigured"
+    pool_id: int
+    params: Any
+    genesis: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class ForcedErrorsWithdrawn:
+    """Event `Withdrawn`."""
+
+    EVENT: ClassVar[str] = "Withdrawn"
+    to: str
+    amount: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class LinkRevealed:
+    """Event `LinkRevealed`."""
+
+    EVENT: ClassVar[str] = "LinkRevealed"
+    pool_id: int
+    role: int
+    account: str
+    epoch: int
+    link: bytes
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
 class NonceSkipped:
     """Event `NonceSkipped`."""
 
@@ -940,6 +1189,19 @@ class OwnershipTransferred:
     EVENT: ClassVar[str] = "OwnershipTransferred"
     previous_owner: str
     new_owner: str
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class Penalized:
+    """Event `Penalized`."""
+
+    EVENT: ClassVar[str] = "Penalized"
+    pool_id: int
+    work_id: bytes
+    account: str
+    why: int
+    amount: int
     meta: EventMeta
 
 
@@ -1135,6 +1397,17 @@ class UnbondingDelayChanged:
 
 
 @dataclass(frozen=True)
+class ValidatorCourtBondWithdrawn:
+    """Event `BondWithdrawn`."""
+
+    EVENT: ClassVar[str] = "BondWithdrawn"
+    pool_id: int
+    validator: str
+    amount: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
 class ValidatorCourtWithdrawn:
     """Event `Withdrawn`."""
 
@@ -1285,6 +1558,20 @@ class WorkExpired:
 
 
 @dataclass(frozen=True)
+class WorkSettled:
+    """Event `WorkSettled`."""
+
+    EVENT: ClassVar[str] = "WorkSettled"
+    pool_id: int
+    work_id: bytes
+    outcome: int
+    catcher: str
+    jackpot: int
+    refund: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
 class WorkSubmitted:
     """Event `WorkSubmitted`."""
 
@@ -1336,9 +1623,10 @@ EVENT_TYPES: dict[str, type] = {
     "Approval": Approval,
     "AssignmentDrawn": AssignmentDrawn,
     "BondAdded": BondAdded,
-    "BondWithdrawn": BondWithdrawn,
     "Bonded": Bonded,
+    "BudgetFunded": BudgetFunded,
     "CaseVoided": CaseVoided,
+    "ChainCommitted": ChainCommitted,
     "CheckpointPublished": CheckpointPublished,
     "CommitteeDrawn": CommitteeDrawn,
     "Concurred": Concurred,
@@ -1350,8 +1638,11 @@ EVENT_TYPES: dict[str, type] = {
     "FeesFunded": FeesFunded,
     "FeesReclaimRequested": FeesReclaimRequested,
     "FeesReclaimed": FeesReclaimed,
+    "ForcedErrorsConfigured": ForcedErrorsConfigured,
+    "LinkRevealed": LinkRevealed,
     "NonceSkipped": NonceSkipped,
     "OwnershipTransferred": OwnershipTransferred,
+    "Penalized": Penalized,
     "PoolClosed": PoolClosed,
     "PoolCreated": PoolCreated,
     "PoolFunded": PoolFunded,
@@ -1380,6 +1671,7 @@ EVENT_TYPES: dict[str, type] = {
     "WorkAccepted": WorkAccepted,
     "WorkChallenged": WorkChallenged,
     "WorkExpired": WorkExpired,
+    "WorkSettled": WorkSettled,
     "WorkSubmitted": WorkSubmitted,
     "WorkerEjected": WorkerEjected,
     "WorkerJoined": WorkerJoined,
@@ -1422,7 +1714,7 @@ CONTRACT_EVENT_TYPES: dict[str, dict[str, type]] = {
     "ValidatorCourt": {
         "AssignmentDrawn": AssignmentDrawn,
         "BondAdded": BondAdded,
-        "BondWithdrawn": BondWithdrawn,
+        "BondWithdrawn": ValidatorCourtBondWithdrawn,
         "CaseVoided": CaseVoided,
         "CommitteeDrawn": CommitteeDrawn,
         "Concurred": Concurred,
@@ -1442,6 +1734,17 @@ CONTRACT_EVENT_TYPES: dict[str, dict[str, type]] = {
         "VoteCommitted": VoteCommitted,
         "VoteRevealed": VoteRevealed,
         "Withdrawn": ValidatorCourtWithdrawn,
+    },
+    "ForcedErrors": {
+        "BondWithdrawn": ForcedErrorsBondWithdrawn,
+        "BudgetFunded": BudgetFunded,
+        "ChainCommitted": ChainCommitted,
+        "Credited": Credited,
+        "ForcedErrorsConfigured": ForcedErrorsConfigured,
+        "LinkRevealed": LinkRevealed,
+        "Penalized": Penalized,
+        "Withdrawn": ForcedErrorsWithdrawn,
+        "WorkSettled": WorkSettled,
     },
     "DevStakeToken": {
         "Approval": Approval,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from eth_utils import keccak
 
-CONTRACTS = ("StakeManager", "ComputePool", "ValidatorCourt", "DevStakeToken")
+CONTRACTS = ("StakeManager", "ComputePool", "ValidatorCourt", "ForcedErrors", "DevStakeToken")
 LIBRARIES = ("CourtRules", "ValidatorSet", "DisputeSettlement")
 """Linked libraries (the ValidatorCourt's, so that it fits EIP-170): artifacts only, no bindings."""
 PACKAGE_DIR = Path(__file__).resolve().parent

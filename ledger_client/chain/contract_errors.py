@@ -18,11 +18,16 @@ __all__ = [
     "AlreadyJudged",
     "AlreadyMember",
     "AlreadyRegistered",
+    "AlreadySettled",
     "AssignmentNotDrawn",
     "AssignmentRecorded",
+    "BadChain",
     "BadCourtParams",
+    "BadForcedErrorParams",
+    "BadLink",
     "BondStillLocked",
     "BountyBpsTooHigh",
+    "CaseNotFinal",
     "CaseOpen",
     "ChallengeWindowClosed",
     "ChallengeWindowOpen",
@@ -46,19 +51,24 @@ __all__ = [
     "InvalidNonce",
     "NoValidators",
     "NotAssigned",
+    "NotChargeable",
     "NotClaimable",
     "NotCommitteeMember",
     "NotComputePool",
     "NotConfigured",
     "NotEligible",
     "NotMember",
+    "NotParticipant",
     "NotPoolOwner",
     "NotPoolTrainer",
     "NotPoolValidator",
     "NotRegistered",
+    "NotRevealed",
+    "NotSilent",
     "NotWorkOwner",
     "NothingUnbonding",
     "OutsidePeriod",
+    "OutsideRevealWindow",
     "OwnableInvalidOwner",
     "OwnableUnauthorizedAccount",
     "OwnerCannotValidate",
@@ -89,6 +99,7 @@ __all__ = [
     "UnknownWork",
     "ValidatorsAreFrozen",
     "WrongCaseState",
+    "WrongParty",
     "ZeroAddress",
     "ZeroAmount",
     "ZeroDigest",
@@ -122,7 +133,7 @@ class AlreadyConcurred(ContractRevert):
 
 
 class AlreadyConfigured(ContractRevert):
-    """`AlreadyConfigured(uint256 poolId)` of ValidatorCourt."""
+    """`AlreadyConfigured(uint256 poolId)` of ForcedErrors, ValidatorCourt."""
 
     error = "AlreadyConfigured"
 
@@ -145,6 +156,12 @@ class AlreadyRegistered(ContractRevert):
     error = "AlreadyRegistered"
 
 
+class AlreadySettled(ContractRevert):
+    """`AlreadySettled(bytes32 workId)` of ForcedErrors."""
+
+    error = "AlreadySettled"
+
+
 class AssignmentNotDrawn(ContractRevert):
     """`AssignmentNotDrawn(bytes32 workId)` of ValidatorCourt."""
 
@@ -157,14 +174,32 @@ class AssignmentRecorded(ContractRevert):
     error = "AssignmentRecorded"
 
 
+class BadChain(ContractRevert):
+    """`BadChain(uint256 poolId, address account)` of ForcedErrors."""
+
+    error = "BadChain"
+
+
 class BadCourtParams(ContractRevert):
     """`BadCourtParams(uint8 rule)` of CourtRules, ValidatorCourt."""
 
     error = "BadCourtParams"
 
 
+class BadForcedErrorParams(ContractRevert):
+    """`BadForcedErrorParams(uint8 rule)` of ForcedErrors."""
+
+    error = "BadForcedErrorParams"
+
+
+class BadLink(ContractRevert):
+    """`BadLink(uint32 epoch)` of ForcedErrors."""
+
+    error = "BadLink"
+
+
 class BondStillLocked(ContractRevert):
-    """`BondStillLocked(uint64 exitAt, uint256 reserved)` of ValidatorCourt."""
+    """`BondStillLocked(uint64 exitAt, uint256 reserved)` of ForcedErrors, ValidatorCourt."""
 
     error = "BondStillLocked"
 
@@ -173,6 +208,12 @@ class BountyBpsTooHigh(ContractRevert):
     """`BountyBpsTooHigh(uint16 bountyBps, uint16 maxBps)` of ComputePool."""
 
     error = "BountyBpsTooHigh"
+
+
+class CaseNotFinal(ContractRevert):
+    """`CaseNotFinal(bytes32 workId)` of ForcedErrors."""
+
+    error = "CaseNotFinal"
 
 
 class CaseOpen(ContractRevert):
@@ -313,6 +354,12 @@ class NotAssigned(ContractRevert):
     error = "NotAssigned"
 
 
+class NotChargeable(ContractRevert):
+    """`NotChargeable(bytes32 workId, address auditor)` of ForcedErrors."""
+
+    error = "NotChargeable"
+
+
 class NotClaimable(ContractRevert):
     """`NotClaimable(bytes32 workId, uint8 status)` of ComputePool."""
 
@@ -332,7 +379,7 @@ class NotComputePool(ContractRevert):
 
 
 class NotConfigured(ContractRevert):
-    """`NotConfigured(uint256 poolId)` of ValidatorCourt."""
+    """`NotConfigured(uint256 poolId)` of ForcedErrors, ValidatorCourt."""
 
     error = "NotConfigured"
 
@@ -349,8 +396,14 @@ class NotMember(ContractRevert):
     error = "NotMember"
 
 
+class NotParticipant(ContractRevert):
+    """`NotParticipant(uint256 poolId, uint8 role, address account)` of ForcedErrors."""
+
+    error = "NotParticipant"
+
+
 class NotPoolOwner(ContractRevert):
-    """`NotPoolOwner(uint256 poolId, address caller)` of ComputePool, ValidatorCourt."""
+    """`NotPoolOwner(uint256 poolId, address caller)` of ComputePool, ForcedErrors, ValidatorCourt."""
 
     error = "NotPoolOwner"
 
@@ -373,6 +426,18 @@ class NotRegistered(ContractRevert):
     error = "NotRegistered"
 
 
+class NotRevealed(ContractRevert):
+    """`NotRevealed(address account, uint32 epoch)` of ForcedErrors."""
+
+    error = "NotRevealed"
+
+
+class NotSilent(ContractRevert):
+    """`NotSilent(address account, uint32 epoch)` of ForcedErrors."""
+
+    error = "NotSilent"
+
+
 class NotWorkOwner(ContractRevert):
     """`NotWorkOwner(bytes32 workId, address caller)` of ComputePool."""
 
@@ -389,6 +454,12 @@ class OutsidePeriod(ContractRevert):
     """`OutsidePeriod(bytes32 workId, uint64 from, uint64 until)` of ValidatorCourt."""
 
     error = "OutsidePeriod"
+
+
+class OutsideRevealWindow(ContractRevert):
+    """`OutsideRevealWindow(uint32 epoch, uint64 from, uint64 until)` of ForcedErrors."""
+
+    error = "OutsideRevealWindow"
 
 
 class OwnableInvalidOwner(ContractRevert):
@@ -422,7 +493,7 @@ class PoolNotActive(ContractRevert):
 
 
 class ReentrancyGuardReentrantCall(ContractRevert):
-    """`ReentrancyGuardReentrantCall()` of ComputePool, StakeManager, ValidatorCourt."""
+    """`ReentrancyGuardReentrantCall()` of ComputePool, ForcedErrors, StakeManager, ValidatorCourt."""
 
     error = "ReentrancyGuardReentrantCall"
 
@@ -458,7 +529,7 @@ class SafeCastOverflowedUintDowncast(ContractRevert):
 
 
 class SafeERC20FailedOperation(ContractRevert):
-    """`SafeERC20FailedOperation(address token)` of ComputePool, StakeManager, ValidatorCourt."""
+    """`SafeERC20FailedOperation(address token)` of ComputePool, ForcedErrors, StakeManager, ValidatorCourt."""
 
     error = "SafeERC20FailedOperation"
 
@@ -542,7 +613,7 @@ class UnbondingNotReady(ContractRevert):
 
 
 class UnknownPool(ContractRevert):
-    """`UnknownPool(uint256 poolId)` of ComputePool, ValidatorCourt."""
+    """`UnknownPool(uint256 poolId)` of ComputePool, ForcedErrors, ValidatorCourt."""
 
     error = "UnknownPool"
 
@@ -571,6 +642,12 @@ class WrongCaseState(ContractRevert):
     error = "WrongCaseState"
 
 
+class WrongParty(ContractRevert):
+    """`WrongParty(bytes32 workId, address given)` of ForcedErrors."""
+
+    error = "WrongParty"
+
+
 class ZeroAddress(ContractRevert):
     """`ZeroAddress()` of ComputePool, StakeManager, ValidatorCourt."""
 
@@ -578,7 +655,7 @@ class ZeroAddress(ContractRevert):
 
 
 class ZeroAmount(ContractRevert):
-    """`ZeroAmount()` of ComputePool, StakeManager, ValidatorCourt."""
+    """`ZeroAmount()` of ComputePool, ForcedErrors, StakeManager, ValidatorCourt."""
 
     error = "ZeroAmount"
 
@@ -610,11 +687,17 @@ SELECTORS: Final[dict[bytes, tuple[type[ContractRevert], tuple[tuple[str, str], 
     bytes.fromhex("ae2e80f7"): (AlreadyJudged, (("workId", "bytes32"), ("status", "uint8"))),
     bytes.fromhex("bdc60857"): (AlreadyMember, (("poolId", "uint256"), ("worker", "address"))),
     bytes.fromhex("8015494f"): (AlreadyRegistered, (("poolId", "uint256"), ("validator", "address"))),
+    bytes.fromhex("b196a44a"): (AlreadySettled, (("workId", "bytes32"),)),
     bytes.fromhex("496c8031"): (AssignmentNotDrawn, (("workId", "bytes32"),)),
     bytes.fromhex("68b7b940"): (AssignmentRecorded, (("workId", "bytes32"),)),
+    bytes.fromhex("95b6255e"): (BadChain, (("poolId", "uint256"), ("account", "address"))),
     bytes.fromhex("a7fd805c"): (BadCourtParams, (("rule", "uint8"),)),
+    bytes.fromhex("31488084"): (BadForcedErrorParams, (("rule", "uint8"),)),
+    bytes.fromhex("384ebb08"): (BadLink, (("epoch", "uint32"),)),
+    bytes.fromhex("0c32bf06"): (BondStillLocked, (("until", "uint64"),)),
     bytes.fromhex("5abfccfe"): (BondStillLocked, (("exitAt", "uint64"), ("reserved", "uint256"))),
     bytes.fromhex("55dd302a"): (BountyBpsTooHigh, (("bountyBps", "uint16"), ("maxBps", "uint16"))),
+    bytes.fromhex("45e669e8"): (CaseNotFinal, (("workId", "bytes32"),)),
     bytes.fromhex("557b18d4"): (CaseOpen, (("workId", "bytes32"),)),
     bytes.fromhex("8da5bdf5"): (ChallengeWindowClosed, (("workId", "bytes32"),)),
     bytes.fromhex("4976d519"): (ChallengeWindowOpen, (("workId", "bytes32"),)),
@@ -640,19 +723,24 @@ SELECTORS: Final[dict[bytes, tuple[type[ContractRevert], tuple[tuple[str, str], 
     bytes.fromhex("f917ffea"): (InvalidNonce, (("nonce", "uint64"), ("expected", "uint64"))),
     bytes.fromhex("9fc51d38"): (NoValidators, ()),
     bytes.fromhex("df2c830c"): (NotAssigned, (("workId", "bytes32"), ("assigned", "address"))),
+    bytes.fromhex("d2af3ad4"): (NotChargeable, (("workId", "bytes32"), ("auditor", "address"))),
     bytes.fromhex("10002c93"): (NotClaimable, (("workId", "bytes32"), ("status", "uint8"))),
     bytes.fromhex("5ada619c"): (NotCommitteeMember, (("workId", "bytes32"), ("caller", "address"))),
     bytes.fromhex("ffee2ded"): (NotComputePool, (("caller", "address"),)),
     bytes.fromhex("9b04588d"): (NotConfigured, (("poolId", "uint256"),)),
     bytes.fromhex("21836768"): (NotEligible, (("workId", "bytes32"), ("caller", "address"))),
     bytes.fromhex("019b63f8"): (NotMember, (("poolId", "uint256"), ("worker", "address"))),
+    bytes.fromhex("02745035"): (NotParticipant, (("poolId", "uint256"), ("role", "uint8"), ("account", "address"))),
     bytes.fromhex("e484f51e"): (NotPoolOwner, (("poolId", "uint256"), ("caller", "address"))),
     bytes.fromhex("059386ef"): (NotPoolTrainer, (("poolId", "uint256"), ("caller", "address"))),
     bytes.fromhex("a63bc391"): (NotPoolValidator, (("poolId", "uint256"), ("caller", "address"))),
     bytes.fromhex("e4e1e6e2"): (NotRegistered, (("poolId", "uint256"), ("validator", "address"))),
+    bytes.fromhex("8d6abe9f"): (NotRevealed, (("account", "address"), ("epoch", "uint32"))),
+    bytes.fromhex("94adeaf3"): (NotSilent, (("account", "address"), ("epoch", "uint32"))),
     bytes.fromhex("c4a43ed6"): (NotWorkOwner, (("workId", "bytes32"), ("caller", "address"))),
     bytes.fromhex("262b9d74"): (NothingUnbonding, ()),
     bytes.fromhex("41511824"): (OutsidePeriod, (("workId", "bytes32"), ("from", "uint64"), ("until", "uint64"))),
+    bytes.fromhex("2acb9190"): (OutsideRevealWindow, (("epoch", "uint32"), ("from", "uint64"), ("until", "uint64"))),
     bytes.fromhex("1e4fbdf7"): (OwnableInvalidOwner, (("owner", "address"),)),
     bytes.fromhex("118cdaa7"): (OwnableUnauthorizedAccount, (("account", "address"),)),
     bytes.fromhex("cea82abd"): (OwnerCannotValidate, (("poolId", "uint256"),)),
@@ -683,6 +771,7 @@ SELECTORS: Final[dict[bytes, tuple[type[ContractRevert], tuple[tuple[str, str], 
     bytes.fromhex("9c81b58a"): (UnknownWork, (("workId", "bytes32"),)),
     bytes.fromhex("37140475"): (ValidatorsAreFrozen, (("poolId", "uint256"),)),
     bytes.fromhex("8410903b"): (WrongCaseState, (("workId", "bytes32"), ("state", "uint8"))),
+    bytes.fromhex("a267db42"): (WrongParty, (("workId", "bytes32"), ("given", "address"))),
     bytes.fromhex("d92e233d"): (ZeroAddress, ()),
     bytes.fromhex("1f2a2005"): (ZeroAmount, ()),
     bytes.fromhex("506f3a1b"): (ZeroDigest, ()),
