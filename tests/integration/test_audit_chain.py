@@ -10,12 +10,13 @@ from deploy.anvil import dev_accounts, start_anvil
 from deploy.contracts import deploy_contracts
 from deploy.pools import CourtConfig, ForcedErrorsConfig, create_pool
 from ledger_client.chain.ledger import Ledger, connect
-from protocol.hashchain import Role, chain_secret, drawn, epoch_of, hashes, link as link_of
+from protocol.hashchain import Role, drawn
 from protocol.pool import CaseState
 from protocol.verdicts import Reason
 from tests.support.conftest_chain import TOKENS, pool_config
 from validator.chains import AuditChain
 from validator.court import register_with_court
+from worker.forced import ForcedErrorChain
 
 EPOCH, WINDOW = 60, 30
 FORCED = ForcedErrorsConfig(forced_bps=200, audit_bps=5000, epoch_length_s=EPOCH, reveal_window_s=WINDOW,
@@ -99,8 +100,8 @@ def test_the_daemons_draw_is_the_contracts_and_a_restart_never_reveals_twice(tmp
 
 
 def test_a_validator_that_challenges_a_forced_error_settles_it_and_takes_the_jackpot(tmp_path):
-    """The worker's own chain owes a forced error in its next file; the assigned validator challenges it, the case is
-    final, both reveal their links, and the validator's `AuditChain.settle` (what its daemon runs each poll) pays it
+    """The worker's own chain (the worker daemon's `ForcedErrorChain`) owes a forced error in its next file in some
+    epoch; submitted then, the assigned validator challenges it, the case is final, both reveal their links, and the validator's `AuditChain.settle` (what its daemon runs each poll) pays it
     J; the worker is refunded its slash (R9.26)."""
     anvil = start_anvil(tmp_path / "anvil.log")
     try:
@@ -122,19 +123,17 @@ def test_a_validator_that_challenges_a_forced_error_settles_it_and_takes_the_jac
 
         chain = AuditChain.of(validator, pool_id)
         chain.tick(now())
-        first, end = chain.chain.first_epoch, chain.chain.end_epoch
-        assert epoch_of(chain.genesis, EPOCH, now()) == first - 1
-        # the worker's chain (its daemon's part, phase 4): a secret whose link owes a forced error in its next file
+        owing = ForcedErrorChain.of(worker, pool_id)  # the worker daemon's chain (worker.forced)
+        owing.tick(now())
+        first = max(chain.chain.first_epoch, owing.chain.first_epoch)
+        # the first epoch in which the worker's next file owes a forced error (ρ = 2 %: its chain decides)
         nonce = worker.pool.get_member(pool_id, worker.address).next_nonce
         work_id = bytes(worker.pool.work_id_of(pool_id, worker.address, nonce))
-        length = end - (first - 1)
-        secret = next(s for s in (chain_secret(bytes(accounts[WORKER].key), 31337, fe.address, pool_id, Role.WORKER, i)
-                                  for i in range(10_000)) if drawn(link_of(s, end, first), work_id, FORCED.forced_bps))
-        worker.ensure_stake(FORCED.worker_bond)
-        worker.forced_errors.commit_chain(pool_id, Role.WORKER, hashes(secret, length), length)
-        assert fe.get_chain(pool_id, Role.WORKER, worker.address).end_epoch == end
+        epoch = next(e for e in range(first, owing.chain.end_epoch + 1) if owing.owes(work_id, owing.epoch_end(e) - EPOCH))
+        assert epoch <= chain.chain.end_epoch
 
-        _warp_to(w3, chain.genesis + first * EPOCH + 1)
+        _warp_to(w3, chain.genesis + epoch * EPOCH + 1)
+        assert owing.wait_s(now()) == 0 and owing.owes(work_id, now())
         worker.pool.submit_work(pool_id, 0, nonce, os.urandom(32), 8)
         submitted_at = court.cases(work_id).submitted_at
         for _ in range(2):
@@ -144,10 +143,10 @@ def test_a_validator_that_challenges_a_forced_error_settles_it_and_takes_the_jac
         owed = {work_id.hex(): [submitted_at, validator.address, "0x" + "00" * 20]}  # what its daemon books
         assert court.cases(work_id).state == CaseState.FINAL  # the court's only validator: final at once
 
-        opens, closes = chain.reveal_window(first)
+        opens, closes = chain.reveal_window(epoch)
         _warp_to(w3, opens)
-        chain.tick(now())
-        worker.forced_errors.reveal_link(pool_id, Role.WORKER, first, link_of(secret, end, first))
+        assert chain.tick(now()) == [epoch] and owing.tick(now()) == [epoch]
+        assert fe.is_forced(work_id)  # the contract's draw on the revealed link: the worker's own
         assert chain.settle(owed, now()) == 0 and owed  # the reveal window is open: not yet
         _warp_to(w3, closes + 1)
         balance = admin.token.balance_of(validator.address)
