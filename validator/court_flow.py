@@ -443,10 +443,11 @@ class CourtFlow:
         while self._audits_ready:
             self.dispute_or_concur(*self._audits_ready.pop(0))
         self.run_duties()
+        self.duties.save()
         if self.chain is not None:
             self.chain.tick(self.clock.now())
             self.settle_owed()
-        self.duties.save()
+            self.duties.save()
 
     def settle_owed(self) -> None:
         """Settle the files this validator said invalid whose epoch's reveal window has closed (`AuditChain.settle`)."""

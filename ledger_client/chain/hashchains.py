@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from ledger_client.chain.errors import ContractRevert, TransactionFailed
+from ledger_client.chain.errors import ContractRevert, InsufficientTokens, TransactionFailed
 from ledger_client.chain.ledger import Ledger
 from protocol.hashchain import Role, chain_secret, epoch_of, hashes, link, recover_secret
 
@@ -89,6 +89,10 @@ class CommittedChain:
         except (ContractRevert, TransactionFailed) as exc:
             log.info("hash chain: %s; trying again later", exc)
             self._reread()
+            return []
+        except InsufficientTokens as exc:
+            log.warning("hash chain: cannot lock the pool's %s bond of %d: %s; trying again later", self.role.name.lower(),
+                        self.bond, exc)
             return []
 
     def _replaceable(self, now: int) -> bool:
