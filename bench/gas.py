@@ -196,8 +196,7 @@ def _measure_reveal(w3, deployment, acc, record) -> None:
     chain, then reveals epoch 1's link; the second reveal is recorded (each writes its epoch's new slot)."""
     owner = Ledger(w3, deployment, acc[1])
     pool_id = owner.pool.pool_count()
-    address = deploy_slasher_beside(w3, acc[0], deployment, "ForcedErrors", deployment.validator_court)
-    fe = ForcedErrors(w3, address, owner.sender)
+    fe = ForcedErrors(w3, deployment.forced_errors, owner.sender)
     fe.configure(pool_id, (100, 5_000, 60, 60, 100 * 10**18, 50 * 10**18, 80 * 10**18, 5 * 10**18))
     secrets = {i: bytes([i]) * 32 for i in (6, 7, 8, 9)}
     for i, s in secrets.items():

@@ -24,7 +24,7 @@ from cli.errors import UsageError, describe_error
 from cli.options import parse_amount
 from cli.output import tokens
 from deploy.terms import IPFS_CHECK_TIMEOUT_S, PoolHalfCreated, read_pool_toml
-from ledger_client.chain.bindings import CourtParams, PoolParams
+from ledger_client.chain.bindings import CourtParams, Params, PoolParams
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import court_of, court_validators, pool_state
 from ledger_client.ipfs.content import ContentError, fetch_run_spec
@@ -45,6 +45,9 @@ MAX_COURT_PERIOD_S = 30 * 24 * 3600
 MIN_COMMITTEE = 3
 MAX_COMMITTEE = 15
 COURT_SPOT_CHECK_MARGIN_BPS = 2_000
+# ForcedErrors' bounds (MAX_FORCED_BPS, MAX_PERIOD): docs/protocol.md R1.17–R1.22.
+MAX_FORCED_BPS = 1_000
+MAX_FORCED_ERRORS_PERIOD_S = 7 * 24 * 3600
 FROM_TRAINER_INIT = "@init"
 """`task` / `base_checkpoint` value: the digest the last `trainer init` on the devnet recorded."""
 
@@ -57,6 +60,38 @@ def samples_per_submission(spec: RunSpec) -> int:
 def vote_pay(non_voter_penalty: int) -> int:
     """What a dispute's majority voter is paid, whichever side wins: half a seat's penalty (docs/protocol.md R9.13)."""
     return non_voter_penalty // 2
+
+
+class ForcedErrorsConfig(BaseModel):
+    """The `[pool.court.forced_errors]` table: committed hash chains draw audits nobody can predict, and forced
+    errors make checking pay when nobody cheats (the ForcedErrors contract; docs/protocol.md R9.25–R9.28). A court
+    pool without it has no forced errors and no chains: its validators draw audits from their own key's HMAC.
+    Bounds: docs/protocol.md §1.3 (R1.17–R1.22), checked by `pool create` before any transaction."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    forced_bps: int = Field(description="ρ in basis points: the chance that a file owes a forced error (R1.17: at most "
+                            "1000)")
+    audit_bps: int = Field(description="each validator's chance, in basis points, of being drawn to audit a file "
+                           "(R1.18)")
+    epoch_length_s: int = Field(description="seconds an epoch lasts: one link of every chain is revealed per epoch "
+                                "(R1.19)")
+    reveal_window_s: int = Field(description="seconds to reveal an epoch's link, from the epoch's end plus the "
+                                 "challenge window (R1.19)")
+    jackpot: Amount = Field(description="paid from the verification budget to the validator that judged a forced "
+                            "error invalid (R1.22: ρ × jackpot ≤ the largest file's reward)")
+    validator_bond: Amount = Field(description="stake a validator locks with its chain, besides the court's bond "
+                                   "(R1.20: ≥ wrong_verdict_slash)")
+    worker_bond: Amount = Field(description="stake a worker locks with its chain, besides its allocation (R1.20: ≥ "
+                                "slash_amount + the largest file's reward)")
+    silence_penalty: Amount = Field(description="a validator that does not reveal an epoch's link in time loses this "
+                                    "(R1.21: 4 × it ≤ wrong_verdict_slash)")
+    budget_funding: Amount = Field(0, description="verification budget (jackpots, refunds) the owner adds at creation")
+
+    def params(self) -> Params:
+        return Params(forced_bps=self.forced_bps, audit_bps=self.audit_bps, epoch_length=self.epoch_length_s,
+                      reveal_window=self.reveal_window_s, jackpot=self.jackpot, validator_bond=self.validator_bond,
+                      worker_bond=self.worker_bond, silence_penalty=self.silence_penalty)
 
 
 class CourtConfig(BaseModel):
@@ -84,6 +119,8 @@ class CourtConfig(BaseModel):
     committee_size: int = Field(3, ge=MIN_COMMITTEE, le=MAX_COMMITTEE, description="validators drawn to judge a "
                                 "dispute; odd")
     fee_funding: Amount = Field(0, description="verdict-fee budget the owner adds at creation")
+    forced_errors: ForcedErrorsConfig | None = Field(None, description="committed hash chains and forced errors (see "
+                                                     "its table); none without it")
 
     @model_validator(mode="after")
     def _consistent(self) -> "CourtConfig":
@@ -318,6 +355,41 @@ def check_court_bounds(cfg: PoolConfig, spec: RunSpec | None, min_period_s: int)
                          f"{q} needs q*loss >= 1.2*(1-q)*file reward")
 
 
+def check_forced_error_bounds(cfg: PoolConfig, spec: RunSpec | None, min_period_s: int) -> None:
+    """ForcedErrors' `BadForcedErrorParams` rules (docs/protocol.md R1.17–R1.22) as a UsageError naming the rule,
+    before any transaction; nothing for a pool without forced errors."""
+    fe = cfg.court.forced_errors if cfg.court is not None else None
+    if fe is None:
+        return
+    court = cfg.court
+    largest = cfg.reward_per_sample * cfg.samples_per_work(spec)
+
+    def refuse(rule: str, why: str) -> None:
+        raise UsageError(f"forced_errors: {why} (docs/protocol.md {rule}); nothing was created")
+
+    if not 1 <= fe.forced_bps <= MAX_FORCED_BPS:
+        refuse("R1.17", f"forced_bps {fe.forced_bps} must be in 1..{MAX_FORCED_BPS} (a forced error is a file nobody "
+                        "trains on: at most 10 %)")
+    if not 1 <= fe.audit_bps <= MAX_BPS:
+        refuse("R1.18", f"audit_bps {fe.audit_bps} must be in 1..{MAX_BPS}")
+    for name in ("epoch_length_s", "reveal_window_s"):
+        if not min_period_s <= getattr(fe, name) <= MAX_FORCED_ERRORS_PERIOD_S:
+            refuse("R1.19", f"{name} {getattr(fe, name)} must be in {min_period_s}..{MAX_FORCED_ERRORS_PERIOD_S} s "
+                            "(this court's minimum period .. 7 days)")
+    if fe.validator_bond < court.wrong_verdict_slash:
+        refuse("R1.20", f"validator_bond {fe.validator_bond} must be at least the court's wrong_verdict_slash "
+                        f"{court.wrong_verdict_slash}")
+    if fe.worker_bond < cfg.slash_amount + largest:
+        refuse("R1.20", f"worker_bond {fe.worker_bond} must be at least slash_amount + the largest file's reward "
+                        f"({cfg.slash_amount} + {largest})")
+    if not 0 < 4 * fe.silence_penalty <= court.wrong_verdict_slash:
+        refuse("R1.21", f"silence_penalty {fe.silence_penalty} must be positive and at most a quarter of the court's "
+                        f"wrong_verdict_slash {court.wrong_verdict_slash}")
+    if fe.jackpot == 0 or fe.forced_bps * fe.jackpot > MAX_BPS * largest:
+        refuse("R1.22", f"jackpot {fe.jackpot} must be positive with forced_bps × jackpot / 10000 at most the largest "
+                        f"file's reward {largest} (verification pays at most what the work does)")
+
+
 def check_validator_windows(court: CourtConfig) -> None:
     """The court windows in which a validator fetches a file and answers (verdict window: judge; dispute window:
     audit; commit period: vote) are long enough for a validator with `validator start`'s defaults (one fetch
@@ -341,16 +413,23 @@ def create_pool(ledger: Ledger, cfg: PoolConfig, spec: RunSpec | None = None) ->
         raise UsageError(f"max_samples_per_work ({cfg.max_samples_per_work}) is below one submission of the run spec "
                          f"({one_submission} = prompts_per_submission × group_size): every submission would revert")
     fee_funding = cfg.court.fee_funding if cfg.court is not None else 0
-    if cfg.funding + fee_funding:  # refused before the first transaction: no pool is left unfunded
+    forced = cfg.court.forced_errors if cfg.court is not None else None
+    budget_funding = forced.budget_funding if forced is not None else 0
+    if needed := cfg.funding + fee_funding + budget_funding:  # refused before the first transaction: none left unfunded
         balance = ledger.token.balance_of(ledger.address)
-        if balance < cfg.funding + fee_funding:
-            raise UsageError(f"{ledger.address} holds {tokens(balance)}, the pool needs {tokens(cfg.funding + fee_funding)} "
-                             f"(funding {tokens(cfg.funding)} + court fee funding {tokens(fee_funding)}); nothing was created")
+        if balance < needed:
+            raise UsageError(f"{ledger.address} holds {tokens(balance)}, the pool needs {tokens(needed)} (funding "
+                             f"{tokens(cfg.funding)} + court fee funding {tokens(fee_funding)} + verification budget "
+                             f"{tokens(budget_funding)}); nothing was created")
     court = ledger.court if cfg.court is not None else None
     if cfg.court is not None and court is None:
         raise UsageError("the pool has a [pool.court] table but this deployment has no ValidatorCourt")
+    if forced is not None and ledger.forced_errors is None:
+        raise UsageError("the pool has a [pool.court.forced_errors] table but this deployment has no ForcedErrors "
+                         "contract (deployed by `devnet deploy` since issue 43's phase 3); nothing was created")
     if court is not None:
         check_court_bounds(cfg, spec, court.min_period())
+        check_forced_error_bounds(cfg, spec, court.min_period())
     validators = [court.address] if court is not None else cfg.validators
     params = PoolParams(trainer=cfg.trainer, validators=validators, min_stake=cfg.min_stake,
                         reward_per_sample=cfg.reward_per_sample, slash_amount=cfg.slash_amount,
@@ -370,6 +449,13 @@ def create_pool(ledger: Ledger, cfg: PoolConfig, spec: RunSpec | None = None) ->
                 step = f"adding the court's fee budget of {cfg.court.fee_funding}"
                 _approve(ledger, court.address, cfg.court.fee_funding)
                 court.fund_fees(pool_id, cfg.court.fee_funding)
+            if forced is not None:
+                step = "configuring its forced errors"
+                ledger.forced_errors.configure(pool_id, forced.params())
+                if forced.budget_funding:
+                    step = f"adding the verification budget of {forced.budget_funding}"
+                    _approve(ledger, ledger.forced_errors.address, forced.budget_funding)
+                    ledger.forced_errors.fund_budget(pool_id, forced.budget_funding)
         step = f"funding it with {cfg.funding}"
         if cfg.funding:
             fund_pool(ledger, pool_id, cfg.funding)
@@ -419,7 +505,24 @@ def court_terms(ledger: Ledger, pool_id: int) -> dict:
     rules = {f"court_{name}{'_s' if name in COURT_WINDOWS else ''}": value for name, value in params.items()}
     return {"judged_by": f"ValidatorCourt {court.address}", **rules, "court_fee_budget": court.fee_budget(pool_id),
             "court_active_validators": court.active_count(pool_id),
-            "court_validators": court_validators(ledger, court, pool_id)}
+            "court_validators": court_validators(ledger, court, pool_id)} | forced_error_terms(ledger, pool_id)
+
+
+FORCED_ERROR_PERIODS = ("epoch_length", "reveal_window")
+
+
+def forced_error_terms(ledger: Ledger, pool_id: int) -> dict:
+    """A court pool's forced-error rules (`forced_errors_…`, periods in seconds), its verification budget and when
+    its epoch 0 began; `forced_errors: "none"` for a pool whose owner did not configure them (no chains, no forced
+    errors: its validators draw audits from their own key)."""
+    fe = ledger.forced_errors
+    params = fe.get_params(pool_id) if fe is not None else None
+    if params is None or params.forced_bps == 0:
+        return {"forced_errors": "none"}
+    rules = {f"forced_errors_{name}{'_s' if name in FORCED_ERROR_PERIODS else ''}": value
+             for name, value in params._asdict().items()}
+    return {"forced_errors": f"ForcedErrors {fe.address}", **rules, "forced_errors_budget": fe.budget(pool_id),
+            "forced_errors_genesis": fe.genesis(pool_id)}
 
 
 def check_pool_content(cfg: PoolConfig, kubo_api: str | None, timeout: float = IPFS_CHECK_TIMEOUT_S) -> RunSpec:

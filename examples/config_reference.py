@@ -15,7 +15,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from cli.options import parse_amount
-from deploy.pools import CourtConfig, PoolConfig
+from deploy.pools import CourtConfig, ForcedErrorsConfig, PoolConfig
 from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
 from tasks.registry import TaskSpec
 from trainer.config import ModelSpec, OptimConfig, TrainerConfig
@@ -25,10 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "config-reference.md"
 
 FILES: tuple[tuple[str, str, str, list[tuple[str, type[BaseModel]]]], ...] = (
-    ("Pool config — `pool create --config pool.toml`", "examples/pool.toml, examples/pool-court.toml",
+    ("Pool config — `pool create --config pool.toml`",
+     "examples/pool.toml, examples/pool-court.toml, examples/pool-court-forced.toml",
      "Amounts are base units of the stake token, written as integers or strings (`\"100e18\"`, `\"1.5ether\"`). "
      "`@role` addresses name the devnet's accounts.",
-     [("[pool]", PoolConfig), ("[pool.court]", CourtConfig)]),
+     [("[pool]", PoolConfig), ("[pool.court]", CourtConfig), ("[pool.court.forced_errors]", ForcedErrorsConfig)]),
     ("Run spec — `trainer init --run-spec run.toml`", "examples/run.toml, examples/run-spot.toml, examples/run-env.toml",
      "Published on IPFS; its digest is the pool's `task`. Every worker, validator and trainer of the pool reads it.",
      [("top level", RunSpec), ("[task]", TaskSpec), ("[sampling]", SamplingSpec), ("[verification]", VerificationSpec)]),

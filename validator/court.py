@@ -116,6 +116,9 @@ class DutyBook:
     votes: dict[str, Vote] = field(default_factory=dict)
     resolve: dict[str, int] = field(default_factory=dict)
     """work id → chain time after which the dispute can be resolved."""
+    settle: dict[str, list] = field(default_factory=dict)
+    """work id → [its submission time, judge, disputer]: a file this validator said invalid in a pool with forced
+    errors, settled once its epoch's reveal window has closed (validator.court_flow.CourtFlow.settle_owed)."""
     outcomes: dict[str, int] = field(default_factory=lambda: {"verdicts": 0, "disputes": 0, "votes": 0, "concurred": 0,
                                                               "finalized": 0, "resolved": 0})
 
@@ -124,7 +127,7 @@ class CourtDuties:
     """The court follow-ups of one validator, in `<state_dir>/court.json` and its log: a save appends what changed
     (O(the change), not O(every open duty): issue 46); a court.json written whole before the log is read as it was."""
 
-    TRACKED = ("finalize", "draw", "resolve")
+    TRACKED = ("finalize", "draw", "resolve", "settle")
     """The book's dicts that grow with the pool (an entry per open case): kept as `ChangedKeys`, so a save logs
     their changes without comparing them whole. Votes (a validator's open seats) and outcomes (six counters) are
     small: compared with their last saved copy."""

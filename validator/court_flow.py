@@ -30,7 +30,8 @@ from protocol.digest import hex_text
 from protocol.pool import CaseState
 from protocol.verdicts import Reason
 from validator.config import DaemonConfig
-from validator.court import Conduct, CourtDuties, CourtRules, audit_key, audits, vote_commitment
+from validator.chains import AuditChain
+from validator.court import DISPUTES_BONDED, Conduct, CourtDuties, CourtRules, audit_key, audits, vote_commitment
 from validator.cursor_journal import CursorJournal
 from validator.cursor_journal import prepare as prepare_cursor
 from validator.metrics import Metrics
@@ -105,6 +106,10 @@ class CourtFlow:
         self.rules = CourtRules.of(court.get_params(config.pool_id))
         self.duties = CourtDuties(config.state_dir / "court.json")
         self.audit_key = audit_key(ledger)
+        self.chain = AuditChain.of(ledger, config.pool_id, spare=DISPUTES_BONDED * self.rules.dispute_bond)
+        """This validator's committed hash chain when the pool has forced errors (its audits are drawn from it)."""
+        self.judges: dict[bytes, str] = {}
+        """The judge of each verdict seen (`VerdictGiven`), for the settlement of a dispute of it (memory only)."""
         self.prechecked: dict[bytes, CheckOutcome] = {}
         """This validator's outcomes of files whose verdict it has not seen yet — prechecks, and judge checks
         another validator's verdict beat (`keep_for_audit`) — for the verdict's audit or a stand-in's verdict
@@ -128,7 +133,16 @@ class CourtFlow:
         if not (self.conduct.judges and self.conduct.checks):
             return []
         return [replace(s, purpose=Purpose.PRECHECK) for s in subs if s.purpose is Purpose.JUDGE
-                and audits(self.audit_key, s.work_id, self.config.audit_rate)]
+                and self.audits(s.work_id, s.submitted_at)]
+
+    def audits(self, work_id: bytes, submitted_at: int) -> bool:
+        """Whether this validator audits the verdict on `work_id`: drawn by its hash chain where one covers the file's
+        epoch (`ForcedErrors.isAudited`'s rule at the pool's `auditBps`), else by its key's HMAC at `audit_rate`."""
+        if self.chain is not None:  # a precheck's file is of the epoch now (its case's time is not read for it)
+            drawn = self.chain.audits(work_id, submitted_at or self.clock.now())
+            if drawn is not None:
+                return drawn
+        return audits(self.audit_key, work_id, self.config.audit_rate)
 
     def without_audited_prechecks(self, subs: list[Submission]) -> list[Submission]:
         """A verdict seen with its precheck still to run: its audit checks the file, the precheck goes."""
@@ -295,6 +309,8 @@ class CourtFlow:
                 return 0
             raise
         self.duties.book.finalize[s.work_id.hex()] = self.clock.now() + self.rules.dispute_window + 1
+        if verdict == "challenged":
+            self._owed(s.work_id, judge=self.ledger.address, disputer=ZERO_ADDRESS)
         self.duties.count("verdicts")
         self.verdict_sent(s, verdict, reason, outcome.message)
         return 1
@@ -330,6 +346,8 @@ class CourtFlow:
                 return
             raise
         key = s.work_id.hex()
+        if case.accepted and s.work_id in self.judges:  # an attestation disputed: a forced error's jackpot is ours
+            self._owed(s.work_id, judge=self.judges[s.work_id], disputer=self.ledger.address)
         self.duties.book.draw[key] = receipt["blockNumber"]
         self.duties.book.resolve[key] = self.clock.now() + self.rules.commit_period + self.rules.reveal_period + 1
         self.duties.count("disputes")
@@ -372,10 +390,13 @@ class CourtFlow:
                 continue
             key = bytes(e.work_id).hex()
             if isinstance(e, VerdictGiven):
+                self.judges[bytes(e.work_id)] = e.judge
+                while len(self.judges) > MAX_PRECHECKED:
+                    self.judges.pop(next(iter(self.judges)))
                 # the judge is paid to finalize: the others follow up only if it does not
                 grace = 0 if e.judge == me else FOLLOW_UP_GRACE_S + stagger(me, bytes(e.work_id), FOLLOW_UP_GRACE_S)
                 self.duties.book.finalize.setdefault(key, self.clock.now() + rules.dispute_window + 1 + grace)
-                if e.judge != me and self.conduct.judges and audits(self.audit_key, bytes(e.work_id), self.config.audit_rate):
+                if e.judge != me and self.conduct.judges and self.audits(bytes(e.work_id), self._submitted_at(e)):
                     prechecked = self.prechecked.pop(bytes(e.work_id), None)
                     if not self.conduct.checks:  # a rubber stamp concurs unchecked
                         prechecked = CheckOutcome(e.accepted, message="not checked")
@@ -387,6 +408,9 @@ class CourtFlow:
                         self._audits_ready += [(a, prechecked) for a in audit]
             elif isinstance(e, (Disputed, DisputeReopened)):
                 self.duties.book.finalize.pop(key, None)
+                owed = self.duties.book.settle.get(key)
+                if isinstance(e, Disputed) and owed is not None and owed[1] == me:  # our challenge, disputed
+                    self.duties.book.settle[key] = [owed[0], owed[1], e.disputer]
                 self.duties.book.votes.pop(key, None)  # a reopened dispute: the last committee's seat is gone
                 # the disputer draws and resolves first; the others only if it does not
                 first = isinstance(e, Disputed) and e.disputer == me
@@ -400,6 +424,16 @@ class CourtFlow:
                 self.duties.book.finalize.pop(key, None)
         return out
 
+    def _submitted_at(self, e: VerdictGiven) -> int:
+        """The case's submission time, asked only where a hash chain draws the audit (its epoch decides)."""
+        return self.court.cases(bytes(e.work_id)).submitted_at if self.chain is not None else 0
+
+    def _owed(self, work_id: bytes, judge: str, disputer: str) -> None:
+        """Remember a file this validator said invalid in a pool with forced errors: if it was a forced error, its
+        `settle` pays this validator the jackpot once its epoch's reveal window has closed."""
+        if self.chain is not None:
+            self.duties.book.settle[work_id.hex()] = [self.court.cases(work_id).submitted_at, judge, disputer]
+
     def _submission_of(self, work_id: bytes, purpose: Purpose) -> list[Submission]:
         event = submitted_event(self.ledger, work_id)
         return [] if event is None else [Submission.of_log(event, purpose)]
@@ -410,6 +444,16 @@ class CourtFlow:
             self.dispute_or_concur(*self._audits_ready.pop(0))
         self.run_duties()
         self.duties.save()
+        if self.chain is not None:
+            self.chain.tick(self.clock.now())
+            self.settle_owed()
+            self.duties.save()
+
+    def settle_owed(self) -> None:
+        """Settle the files this validator said invalid whose epoch's reveal window has closed (`AuditChain.settle`)."""
+        settled = self.chain.settle(self.duties.book.settle, self.clock.now())
+        for _ in range(settled):
+            self.duties.count("settled")
 
     def run_duties(self) -> None:
         """Do every court follow-up that is due; one that fails stays for the next poll."""

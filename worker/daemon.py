@@ -62,12 +62,13 @@ from protocol.rollouts import decode_rollouts
 from protocol.runspec import RunSpec, usable_task
 from protocol.submission import SubmissionBinding
 from worker.account import challenges_of, claim_all, claim_works, open_ledger, stake_for_next_submission
+from worker.forced import ForcedErrorChain, with_owed_error
 from worker.options import DEFAULT_MAX_PENDING, compute_of
 from worker.journal import Journal, journal_name
 from worker.metrics import WorkerMetrics
 from worker.pacing import PACE_POLL_S, Pacer
 from worker.policy import Policy, RolloutProducer, UnusablePolicy
-from worker.produce import Producer, engine_problem
+from worker.produce import Producer, engine_problem, torch_backend_of
 
 log = logging.getLogger("proofswarm.worker")
 
@@ -118,6 +119,8 @@ class WorkerStats:
     """Each challenge of our work seen while running: reason, slash, links to its evidence (worker.account)."""
     restaked: int = 0
     """Stake added back to the allocation after slashes."""
+    forced_errors: int = 0
+    """Files this worker's chain said owed a forced error, planted as the protocol says (docs/protocol.md R9.26)."""
 
 
 class RestakeCapReached(LedgerError):
@@ -162,6 +165,9 @@ class WorkerDaemon:
         self._court_can_judge = self._court is None
         """Whether a court pool has had an eligible validator: asked before each file until it has."""
         self._judge_wait_logged = False
+        self.chain: ForcedErrorChain | None = None
+        """The worker's committed hash chain when the pool has forced errors (`prepare`): which files owe one."""
+        self._chain_ticked = 0.0
         self._refused: tuple[int, bytes] | None = None
         """(step, manifest digest) of the policy the producer could not use (UnusablePolicy): nothing is generated
         on it, and the worker waits for its nonce's step to go stale to skip it (`step_once`)."""
@@ -185,7 +191,18 @@ class WorkerDaemon:
         self.ledger.ensure_allocation(self.opt.pool_id, pool.min_stake)
         if not self.ledger.pool.is_member(self.opt.pool_id, self.ledger.address):
             self.ledger.pool.join_pool(self.opt.pool_id)
+        self.chain = ForcedErrorChain.of(self.ledger, self.opt.pool_id)
+        self.tick_chain(force=True)
         self.recover()
+
+    def tick_chain(self, force: bool = False) -> None:
+        """In a pool with forced errors: commit the worker's chain (locking the pool's worker bond) when none is live,
+        and reveal each epoch's link inside its window (a withheld link costs S + R a file of its epoch: R9.27). At
+        most once a poll interval; the chain's state is on-chain, so a restart goes on where it was."""
+        if self.chain is None or not (force or time.monotonic() - self._chain_ticked >= self.opt.poll_interval_s):
+            return
+        self._chain_ticked = time.monotonic()
+        self.chain.tick(self.watch.chain_time())
 
     def member(self) -> MemberView:
         """Our record in this pool: next nonce and the step pinned for it."""
@@ -243,6 +260,7 @@ class WorkerDaemon:
                     break
                 did_work = self.step_once(stop, IDLE_LOOK_S if self._quiet_step is not None else self.opt.poll_interval_s)
                 self.maybe_claim()
+                self.tick_chain()
                 if did_work:
                     continue
                 if self._awaiting_demand:
@@ -355,6 +373,11 @@ class WorkerDaemon:
         found = challenges_of(self.ledger, self.ledger.address, self.opt.pool_id, self.opt.explorer, {work_id})
         c = found[-1] if found else {"work_id": WorkId(work_id).text, "reason": "?", "slashed": 0, "evidence": None,
                                      "explain": None}
+        if any(e.get("forced") and e.get("work_id") == work_id.hex() for e in self.journal.entries()):
+            log.info("work %s, a forced error this worker owed, was caught as it should be: its slash %s is refunded "
+                     "once its epoch is settled (docs/protocol.md R9.26)", c["work_id"], tokens(int(c["slashed"])))
+            self.stats.last_event = f"forced error {c['work_id']} caught (slash refunded at settlement)"
+            return  # not a fault of the worker: no count toward --max-restakes
         self.stats.challenges.append(c)
         self.metrics.challenged(c)
         where = c["explain"] or c["evidence"] or "no evidence document"
@@ -458,6 +481,12 @@ class WorkerDaemon:
             return
         if stop.is_set():  # SIGTERM during generation: abandon cleanly (nothing uploaded or submitted)
             return
+        forced = False
+        if self.chain is not None:
+            planted = self._owed_error(binding, data, stop)
+            if planted is None:
+                return
+            data, forced = planted
         files = self.opt.work_dir / "rollouts"
         files.mkdir(parents=True, exist_ok=True)
         digest = hashlib.sha256(data).digest()
@@ -466,7 +495,7 @@ class WorkerDaemon:
         tmp.write_bytes(data)
         tmp.replace(path)
         self.journal.record(nonce, step, digest=digest.hex(), work_id=binding.work_id.hex(), file=str(path),
-                            n_samples=n_samples)
+                            n_samples=n_samples, **({"forced": True} if forced else {}))
         self.upload(self.kubo, data)
         self.journal.advance(nonce, "uploaded")
         for attempt in range(3):
@@ -491,6 +520,29 @@ class WorkerDaemon:
         self.stats.last_event = f"submitted {n_samples} samples for step {step}"
         log.info("submitted %s: %d samples for step %d (nonce %d)", hex_text(digest), n_samples, step, nonce)
 
+    def _owed_error(self, binding: SubmissionBinding, data: bytes, stop: threading.Event) -> tuple[bytes, bool] | None:
+        """The file with a forced error planted if the worker's chain says it owes one (worker.forced), decided for the
+        epoch the submission will be mined in: near an epoch's end it waits for the next (None: stopped meanwhile)."""
+        now = self.watch.chain_time()
+        wait = self.chain.wait_s(now)
+        if wait:
+            log.info("waiting %d s for the next forced-error epoch before submitting nonce %d", wait, binding.nonce)
+            if stop.wait(wait):
+                return None
+            now = max(now + wait, self.watch.chain_time())
+        backend_for = getattr(self.produce, "backend_for", None)  # the producer's engine; else the torch one
+
+        def backend():
+            return backend_for(self.policy, self.spec) if backend_for else torch_backend_of(self.policy)
+
+        data, forced = with_owed_error(self.chain, binding.work_id, now, data, self.spec, backend, self.policy.tokenizer)
+        if forced:
+            self.stats.forced_errors += 1
+            self.stats.last_event = f"planted a forced error in nonce {binding.nonce}, as its chain says it owes"
+            log.info("nonce %d owes a forced error (this worker's chain): planted; its slash is refunded at settlement",
+                     binding.nonce)
+        return data, forced
+
     def _refuse(self, exc: UnusablePolicy) -> None:
         """Generate nothing more on the current policy, saying so once: a checkpoint nobody can run is the trainer's
         fault, and a file made on it anyway could only be wrong."""
@@ -507,6 +559,8 @@ class WorkerDaemon:
         if not force and time.monotonic() - self._last_claim < self.opt.claim_interval_s:
             return 0
         self._last_claim = time.monotonic()
+        if self.chain is not None:
+            self._withdraw_refunds()
         if force:
             amount = claim_all(self.ledger, self.opt.pool_id)
         else:
@@ -523,6 +577,15 @@ class WorkerDaemon:
         self.stats.claimed += amount
         self.metrics.claimed.inc(amount / 10**18)
         return amount
+
+    def _withdraw_refunds(self) -> None:
+        """Withdraw what ForcedErrors credits this worker: the slash of each forced error it owed and planted, refunded
+        once its epoch is settled (R9.26)."""
+        fe = self.ledger.forced_errors
+        credits = fe.credits(self.ledger.address)
+        if credits:
+            fe.withdraw()
+            log.info("withdrew %s of forced-error refunds", tokens(credits))
 
     def verdict_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from web3 import HTTPProvider, Web3
 from web3.types import RPCEndpoint
 
-from ledger_client.chain.bindings import ComputePool, DevStakeToken, StakeManager, ValidatorCourt
+from ledger_client.chain.bindings import ComputePool, DevStakeToken, ForcedErrors, StakeManager, ValidatorCourt
 from ledger_client.chain.errors import BadRpcUrl, InsufficientTokens, LedgerError, NotDeployed, RpcUnreachable, WrongChain
 from ledger_client.chain.logs import DEFAULT_PAGE_BLOCKS, LogReader
 from ledger_client.chain.transport import KeepAliveHTTPProvider
@@ -78,6 +78,9 @@ class Deployment(BaseModel):
     compute_pool: str
     validator_court: str | None = None
     """The ValidatorCourt (bonded validators and disputes); None in deployments made before it existed."""
+    forced_errors: str | None = None
+    """The ForcedErrors contract beside the court (committed hash chains, forced errors: docs/protocol.md R9.25–R9.28);
+    None in deployments made before it existed."""
     deployer: str
     block: int
     dev_token: bool = False
@@ -141,6 +144,7 @@ class Ledger:
         self.stake = StakeManager(w3, deployment.stake_manager, self.sender)
         self.pool = ComputePool(w3, deployment.compute_pool, self.sender)
         self.court = ValidatorCourt(w3, deployment.validator_court, self.sender) if deployment.validator_court else None
+        self.forced_errors = ForcedErrors(w3, deployment.forced_errors, self.sender) if deployment.forced_errors else None
 
     @classmethod
     def open(cls, rpc_url: str, deployments: str | Path, account: LocalAccount | None = None,

@@ -11,8 +11,8 @@ from pydantic import ValidationError
 
 from cli.errors import UsageError
 from deploy.terms import DEPLOY_COURT_MIN_PERIOD_S
-from deploy.pools import (CourtConfig, PoolConfig, check_court_bounds, check_spot_check_bound, check_validator_windows,
-                          load_pool_config, vote_pay)
+from deploy.pools import (CourtConfig, PoolConfig, check_court_bounds, check_forced_error_bounds, check_spot_check_bound,
+                          check_validator_windows, load_pool_config, vote_pay)
 from protocol.runspec import load_run_spec
 from tests.support.paths import ROOT
 
@@ -52,7 +52,7 @@ def _shipped(name: str) -> PoolConfig:
     return load_pool_config(EXAMPLES / name, {"roles": roles}, init)
 
 
-@pytest.mark.parametrize("name", ["pool.toml", "pool-court.toml"])
+@pytest.mark.parametrize("name", ["pool.toml", "pool-court.toml", "pool-court-forced.toml"])
 def test_each_shipped_pool_config_fits_the_default_deployment_and_the_validators_defaults(name: str) -> None:
     """Issue 47: examples/pool-court.toml was refused on a chain deployed with `devnet deploy`'s defaults
     (--court-min-period 36: commit_period_s 30 < 72). Every check `pool create` makes before its first transaction
@@ -63,6 +63,7 @@ def test_each_shipped_pool_config_fits_the_default_deployment_and_the_validators
     if cfg.court is not None:
         check_validator_windows(cfg.court)
         check_court_bounds(cfg, spec, DEPLOY_COURT_MIN_PERIOD_S)
+        check_forced_error_bounds(cfg, spec, DEPLOY_COURT_MIN_PERIOD_S)
 
 
 @pytest.mark.parametrize("window", ["verdict_window_s", "dispute_window_s", "commit_period_s"])

@@ -13,10 +13,12 @@ def test_every_key_of_the_shipped_configs_is_in_the_reference():
     from examples.config_reference import ROOT
 
     text = OUT.read_text()
-    for name in ("pool.toml", "pool-court.toml", "run.toml", "run-spot.toml"):
+    for name in ("pool.toml", "pool-court.toml", "pool-court-forced.toml", "run.toml", "run-spot.toml"):
         doc = tomllib.loads((ROOT / "examples" / name).read_text())
         tables = [doc.get("pool", doc)]
         tables += [t for t in tables[0].values() if isinstance(t, dict)]
+        if "pool" in doc:  # [pool.court.forced_errors]
+            tables += [t for table in tables[1:] for t in table.values() if isinstance(t, dict)]
         for table in tables:
             for key in table:
                 assert f"| `{key}` |" in text, f"{name}: {key}"

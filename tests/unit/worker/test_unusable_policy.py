@@ -85,6 +85,7 @@ def _daemon(tmp_path, chain: _Chain, produce, policies: dict[int, Policy], monke
     daemon.stats, daemon.metrics, daemon.pacer = WorkerStats(), MagicMock(), MagicMock()
     daemon.upload = lambda kubo, data: None
     daemon.kubo, daemon.policy, daemon._quiet_step, daemon._refused = None, None, None, None
+    daemon.chain = None  # a pool without forced errors
     daemon._court_can_judge, daemon._awaiting_verdicts, daemon._verdicts_read_at = True, False, float("inf")
 
     def sync_policy(step: int) -> None:

@@ -1,0 +1,77 @@
+"""A worker's forced errors (docs/protocol.md R9.26; decision 0009 §2): its own committed hash chain says which of its
+files owe one, and an owed file carries one planted exactly as the protocol says — its first completion's first
+sampled token replaced by the lowest-probability one under the policy, and that completion's claimed reward flipped —
+so that the reward check and the sampling replay flag it at every tolerance. The worker is not slashed for it in the
+end (`settle` refunds the slash); one it omits, or plants unowed, costs it S (+ R when accepted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from inference.backend import InferenceBackend
+from ledger_client.chain.hashchains import CommittedChain
+from ledger_client.chain.ledger import Ledger
+from protocol.hashchain import Role, drawn
+from protocol.rollouts import RolloutBatch, decode_rollouts, encode_rollouts
+from protocol.runspec import RunSpec
+from tasks.registry import build_task
+from tasks.rewards import rewards_equal
+from tasks.sandbox import scoring_session
+
+EPOCH_MARGIN_S = 30
+"""A file is not submitted in the last this-many seconds of an epoch (at most a quarter of the epoch): its epoch,
+which decides whether it owes a forced error, is the one its submission is mined in."""
+
+
+class ForcedErrorChain(CommittedChain):
+    """The worker's chain: which files owe a forced error."""
+
+    @classmethod
+    def of(cls, ledger: Ledger, pool_id: int, role: Role = Role.WORKER, spare: int = 0) -> ForcedErrorChain | None:
+        return super().of(ledger, pool_id, role, spare)
+
+    def margin(self) -> int:
+        return min(EPOCH_MARGIN_S, self.params.epoch_length // 4)
+
+    def wait_s(self, now: int) -> int:
+        """Seconds to wait before submitting at chain time `now` so that the submission lands in the epoch it was
+        decided for: 0 away from the epoch's end, else until the next epoch has begun."""
+        end = self.epoch_end(self.epoch(now))
+        return 0 if now + self.margin() < end else end - now + 1
+
+    def owes(self, work_id: bytes, submitted_at: int) -> bool:
+        """Whether the file `work_id` submitted at chain time `submitted_at` owes a forced error (False where no chain
+        of this key covers its epoch: then nothing is owed, R9.28)."""
+        value = self.link_at(submitted_at)
+        return value is not None and drawn(value, work_id, self.params.forced_bps)
+
+
+def flipped(task, problem, text: str, n_tokens: int) -> float:
+    """A claimed reward the reward check refuses: 1 − the task's reward (2 when that would still match)."""
+    true = task.reward(problem, text, n_tokens)
+    claim = 1.0 - true
+    return claim if not rewards_equal(true, claim) else true + 1.0
+
+
+def plant_forced_error(batch: RolloutBatch, spec: RunSpec, backend: InferenceBackend, tokenizer) -> RolloutBatch:
+    """`batch` with a forced error in its first completion: its first token replaced by the one the policy gives the
+    lowest probability after the prompt, and its claimed reward flipped (decision 0009 §2)."""
+    first = batch.samples[0]
+    logits = backend.prefill(first.prompt_ids, first.completion_ids).logits[0]
+    ids = [int(logits.argmin()), *first.completion_ids[1:]]
+    task = build_task(spec.task)
+    with scoring_session():
+        claim = flipped(task, task.problem(first.prompt_index), tokenizer.decode(ids, skip_special_tokens=True), len(ids))
+    planted = first.model_copy(update={"completion_ids": ids, "reward": claim})
+    return RolloutBatch(header=batch.header, samples=[planted, *batch.samples[1:]])
+
+
+def with_owed_error(chain: ForcedErrorChain, work_id: bytes, submitted_at: int, data: bytes, spec: RunSpec,
+                    backend: Callable[[], InferenceBackend], tokenizer) -> tuple[bytes, bool]:
+    """The file to submit as `work_id` at chain time `submitted_at`: `data` as made, or — when the worker's chain says
+    the file owes a forced error — with one planted (`plant_forced_error`, on the policy `backend()` gives); and
+    whether it was."""
+    if not chain.owes(work_id, submitted_at):
+        return data, False
+    return encode_rollouts(plant_forced_error(decode_rollouts(data), spec, backend(), tokenizer)), True
