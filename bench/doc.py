@@ -288,14 +288,13 @@ def _cheating(doc: dict) -> str:
 
 _ECONOMICS = "notes/economics.md#with-forced-errors-2026-12-07-phase-3"
 _PRICE = "notes/protocol-price.md#files-that-arrive-fresh-and-cheaper-requests-2026-12-06-02400430-utc-ninth-session"
-_NULL = "notes/attacks.md#the-null-of-the-noisiest-population-2026-12-06-tenth-session"
 _SPREAD = "notes/attacks.md#under-the-honest-spread-2026-12-07-eighteenth-session"
 
 ROWS: tuple[Row, ...] = (
     Row("Verified vs local RL: time to 0.8, ratio at q = 5 %", "protocol.json", _ratio_q5, _PRICE),
     Row("Verified vs local RL: per trainer step, q = 5 %", "protocol.json", _per_step_q5, _PRICE),
     Row("Verified vs local RL: time to 0.8, ratio at q = 1", "protocol-q1.json", _ratio_q1, _PRICE),
-    Row("Honest false-positive rate, bf16 profile", "attacks.json", _honest_bf16, _NULL),
+    Row("Honest false-positive rate, bf16 profile", "attacks.json", _honest_bf16, _SPREAD),
     Row("Spot-check slash bound at q = 5 % (R8.4)", "detection-quick.json", _slash_bound,
         "protocol.md#8-spot-checks-what-validators-check-and-on-how-much"),
     Row("Spot checks: caught as often as predicted?", "detection-quick.json", _detection,
@@ -308,10 +307,10 @@ ROWS: tuple[Row, ...] = (
         "notes/sampling.md#sampling-rule-v2-on-the-cpu-issue-25--before-and-after-same-machine-same-hour"),
     Row("JSON-RPC requests per file, q = 5 %", "protocol-rpc.json", _rpc,
         "notes/protocol-price.md#fewer-requests-per-file-2026-12-06-00500120-utc-eighth-session"),
-    Row("1.9ε answer bias caught, bf16, ~550-token files", "attacks.json", _bias, _NULL),
+    Row("1.9ε answer bias caught, bf16, ~550-token files", "attacks.json", _bias, _SPREAD),
     Row("1.9ε answer bias caught, bf16, large files", "file_size-bias.json", _file_size, _SPREAD),
-    Row("Forged int8 weights / 1 % layer caught, bf16", "attacks.json", _forged, _NULL),
-    Row("Steering among near-ties, bf16: gain and cost", "attacks.json", _steering, _NULL),
+    Row("Forged int8 weights / 1 % layer caught, bf16", "attacks.json", _forged, _SPREAD),
+    Row("Steering among near-ties, bf16: gain and cost", "attacks.json", _steering, _SPREAD),
     Row("Margin test against T × 0.95 (bf16 worker)", "margins.json", _margins,
         "notes/margins.md#under-the-honest-spread-a-multiplier-per-prompt-2026-12-07-eighteenth-session"),
     Row("Honest files challenged once the policy sharpens", "policy_drift.json", _policy_drift,
