@@ -69,7 +69,7 @@ def honest_campaign(lab: Lab, profiles: list[Profile], files: int, workdir: Path
                 o["false_positives"] += 1
                 o["reasons"][outcome.reason.name] += 1
             elif outcome.margins:
-                uses[p.name].add(outcome.margins["prompt_tokens"], outcome.margins["score"], spec.verification.margin_null())
+                uses[p.name].add(outcome.margins["tokens"], outcome.margins["score"], spec.verification.margin_null())
                 books[p.name].judge(WORKER, f"0x{f:064x}", outcome.margins["prompt_tokens"], outcome.margins["score"],
                                     spec.verification.margin_null(), spec.verification.worker_false_positive_rate)
         if (f + 1) % 100 == 0:

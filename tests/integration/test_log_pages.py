@@ -87,7 +87,7 @@ def test_a_role_restarted_after_five_pages_of_blocks_catches_up_in_pages(chain, 
     before.commit()
 
     for _ in range(GAP // MINE_AT_ONCE):  # the role is down for a day
-        chain.rpc("anvil_mine", [MINE_AT_ONCE])
+        chain.rpc("anvil_mine", [MINE_AT_ONCE, 1])  # a second apart: the chain's clock moves with its blocks
     assert w3.eth.block_number - chain.deployment.block > GAP
     new_work = chain.submit(1, b"\x02" * 32)
     head = w3.eth.block_number

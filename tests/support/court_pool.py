@@ -26,7 +26,7 @@ from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
 from trainer.publish import base_checkpoint_digest
 from validator.checks import checker_process
-from validator.court import Conduct, register_with_court
+from validator.court import OPEN_VERDICTS, Conduct, register_with_court
 from validator.config import DaemonConfig
 from validator.daemon import ValidatorDaemon
 from worker.policy import Policy
@@ -80,12 +80,14 @@ class CourtPool:
         save_deployment(self.deployments, self.deployment)
         self.open_pool((*HONEST, *ADVERSARIES))
 
-    def open_pool(self, validators: tuple[int, ...], court: CourtConfig = COURT) -> None:
-        """A new court pool (it becomes `pool_id`) judged by the `validators` accounts; the worker joins it."""
+    def open_pool(self, validators: tuple[int, ...], court: CourtConfig = COURT,
+                  open_verdicts: int = OPEN_VERDICTS) -> None:
+        """A new court pool (it becomes `pool_id`) judged by the `validators` accounts, each bonded for
+        `open_verdicts` verdicts at once; the worker joins it."""
         self.config = self.config.model_copy(update={"court": court})
         self.pool_id = create_pool(self.ledger(1), self.config, SPEC)
         for i in validators:
-            register_with_court(self.ledger(i), self.pool_id)
+            register_with_court(self.ledger(i), self.pool_id, open_verdicts)
         # a registration judges work submitted activation_delay_s after it: move the chain's clock past that
         self.w3.provider.make_request("evm_increaseTime", [court.activation_delay_s + 1])
         self.w3.provider.make_request("evm_mine", [])
