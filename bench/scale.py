@@ -65,7 +65,7 @@ from ledger_client.chain.ledger import Ledger, connect, save_deployment
 from ledger_client.ipfs.content import publish_run_spec
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import hex_text
-from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
+from inference.tiny import TINY_SORT_SPEC as SPEC
 from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
 from trainer.ledger_source import LedgerSource
@@ -86,15 +86,6 @@ TRAINER_POLL_S = 0.5
 BUSY_LIMIT_S = 300.0
 """The longest the workers' span may last; files without a verdict by then count as lost."""
 PACING_CHURN = 0.02
-SPEC = RunSpec(
-    task={"name": "sort", "seed": 0, "params": {"min_digits": 3, "max_digits": 3}, "length_targets": [4, 8]},
-    sampling=SamplingSpec(group_size=4, temperature=1.0, max_tokens=8),
-    prompts_per_submission=2,
-    pool_seed="0x" + "5e" * 32,
-    verification=VerificationSpec(toploc_min_exp_matches=125, toploc_max_mant_err_mean=0.03,
-                                  toploc_max_mant_err_median=0.0, toploc_mean_excludes_max=True),
-)
-"""The e2e tests' pool (tests/e2e/test_protocol.py): TOPLOC thresholds that hold for the tiny policy's float32 runs."""
 BOUNDS = {"rpc_per_worker_s": 1, "max_logs_range_blocks": 10_000, "trainer_ms_per_event_10m": 1,
           "explorer_p99_ms_1m": 100, "pacing_overproduction_1000": 1.5, "pacing_overproduction_10000": 1.5}
 """Issue 46's "Done when": each key at most this."""

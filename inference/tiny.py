@@ -14,6 +14,8 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
+
 PAD_TOKEN = "<pad>"
 BOS_TOKEN = "<bos>"
 EOS_TOKEN = "<eos>"
@@ -105,3 +107,16 @@ def build_tiny_llama(
     model.to(dtype)
     model.eval()
     return model
+
+
+TINY_SORT_SPEC = RunSpec(
+    # length targets make rewards continuous, so even an untrained policy's groups carry a learning signal
+    task={"name": "sort", "seed": 0, "params": {"min_digits": 3, "max_digits": 3}, "length_targets": [4, 8]},
+    sampling=SamplingSpec(group_size=4, temperature=1.0, max_tokens=8),
+    prompts_per_submission=2,
+    pool_seed="0x" + "5e" * 32,
+    verification=VerificationSpec(toploc_min_exp_matches=125, toploc_max_mant_err_mean=0.03,
+                                  toploc_max_mant_err_median=0.0, toploc_mean_excludes_max=True),
+)
+"""A tiny policy's pool (the e2e protocol tests' and bench.scale's): the sort task, 2 prompts × 4 completions × ≤ 8
+tokens a file, TOPLOC thresholds that hold for the tiny policy's float32 runs."""

@@ -12,11 +12,11 @@ import pytest
 from adversaries.workers import ATTACKS, cycling, selective_upload
 from ledger_client.chain import errors
 from ledger_client.chain.queries import get_work, next_binding, pool_state
+from inference.tiny import TINY_SORT_SPEC as SPEC
 from ledger_client.ipfs.content import publish_run_spec, put_object
 from protocol.digest import Digest, WorkId
 from protocol.pool import WorkStatus
 from protocol.rollouts import decode_rollouts, encode_rollouts
-from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
 from protocol.verdicts import Reason
 from tests.support.protocol_pool import ProtocolPool
 from trainer.bootstrap import init_policy
@@ -26,15 +26,6 @@ from trainer.publish import base_checkpoint_digest
 from worker.account import stake_for_next_submission
 from worker.daemon import WorkerDaemon
 
-SPEC = RunSpec(
-    # length targets make rewards continuous, so even an untrained policy's groups carry a learning signal
-    task={"name": "sort", "seed": 0, "params": {"min_digits": 3, "max_digits": 3}, "length_targets": [4, 8]},
-    sampling=SamplingSpec(group_size=4, temperature=1.0, max_tokens=8),
-    prompts_per_submission=2,
-    pool_seed="0x" + "5e" * 32,
-    verification=VerificationSpec(toploc_min_exp_matches=125, toploc_max_mant_err_mean=0.03,
-                                  toploc_max_mant_err_median=0.0, toploc_mean_excludes_max=True),
-)
 EXPECTED = {
     "fabricated_rewards": {Reason.REWARD},
     "cherry_picked_prompts": {Reason.ASSIGNMENT},

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from adversaries.files import HOSTILE_FILES
+from inference.tiny import TINY_SORT_SPEC as SPEC
 from ledger_client.chain.queries import get_work, pool_state
 from ledger_client.ipfs.content import get_object, put_object
 from protocol.pool import WorkStatus
@@ -22,7 +23,7 @@ from protocol.rollouts import decode_rollouts, encode_rollouts
 from protocol.verdicts import Evidence, Reason
 from tests.support.hooked_checker import HookedChecker
 from worker.account import stake_for_next_submission
-from tests.e2e.test_protocol import SPEC, Protocol
+from tests.e2e.test_protocol import Protocol
 
 ATTACKER = 5
 ROWS = SPEC.prompts_per_submission * SPEC.sampling.group_size
