@@ -5,10 +5,15 @@ the same files; a restart with nothing but the key (no state folder) recovers th
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from typing import NamedTuple
+
+import pytest
+from web3 import Web3
 
 from deploy.anvil import dev_accounts, start_anvil
 from deploy.contracts import deploy_contracts
-from deploy.pools import CourtConfig, ForcedErrorsConfig, create_pool
+from deploy.pools import CourtConfig, ForcedErrorsConfig, PoolConfig, create_pool
 from ledger_client.chain.ledger import Ledger, connect
 from protocol.hashchain import Role, drawn
 from protocol.pool import CaseState
@@ -42,7 +47,18 @@ def _reveals(ledger: Ledger, who: str) -> list[int]:
     return [e["args"]["epoch"] for e in events]
 
 
-def test_the_daemons_draw_is_the_contracts_and_a_restart_never_reveals_twice(tmp_path):
+class ForcedPool(NamedTuple):
+    w3: Web3
+    admin: Ledger
+    validator: Ledger
+    worker: Ledger
+    pool_id: int
+    cfg: PoolConfig
+
+
+@pytest.fixture
+def forced_pool(tmp_path) -> Iterator[ForcedPool]:
+    """A court pool with forced errors on a fresh anvil: its one validator registered, its one worker joined."""
     anvil = start_anvil(tmp_path / "anvil.log")
     try:
         w3 = connect(anvil.rpc_url, 31337)
@@ -57,102 +73,92 @@ def test_the_daemons_draw_is_the_contracts_and_a_restart_never_reveals_twice(tmp
         register_with_court(validator, pool_id)
         worker.ensure_allocation(pool_id, 40 * cfg.slash_amount)
         worker.pool.join_pool(pool_id)
-        fe = admin.forced_errors
-        now = lambda: w3.eth.get_block("latest")["timestamp"]  # noqa: E731
-
-        chain = AuditChain.of(validator, pool_id)
-        assert chain is not None and chain.secret is None
-        chain.tick(now())
-        on_chain = fe.get_chain(pool_id, Role.VALIDATOR, validator.address)
-        assert on_chain.locked == FORCED.validator_bond and chain.secret is not None
-        first = on_chain.first_epoch
-
-        _warp_to(w3, chain.genesis + first * EPOCH + 1)  # into the chain's first epoch
-        works = []
-        for _ in range(12):
-            nonce = worker.pool.get_member(pool_id, worker.address).next_nonce
-            worker.pool.submit_work(pool_id, 0, nonce, os.urandom(32), 8)
-            works.append(bytes(worker.pool.work_id_of(pool_id, worker.address, nonce)))
-        ours = {w: chain.audits(w, admin.court.cases(w).submitted_at) for w in works}
-        assert set(ours.values()) == {True, False}  # at auditBps 5000, 12 files: both outcomes (P(one) = 2^-11)
-
-        opens, _ = chain.reveal_window(first)
-        _warp_to(w3, opens)
-        chain.tick(now())
-        assert _reveals(admin, validator.address) == [first]
-        assert {w: fe.is_audited(w, validator.address) for w in works} == ours  # the contract's rule, same draws
-        link = fe.link_of(pool_id, Role.VALIDATOR, validator.address, first)
-        for _ in range(20):  # the pure draw is `ForcedErrors.drawn` on any input
-            w, bps = os.urandom(32), int.from_bytes(os.urandom(2), "big") % 10_001
-            assert fe.drawn(link, w, bps) == drawn(link, w, bps)
-
-        restarted = AuditChain.of(validator, pool_id)  # a kill -9: memory and state folder gone, the key kept
-        assert restarted.secret == chain.secret
-        restarted.tick(now())
-        restarted.tick(now())
-        assert _reveals(admin, validator.address) == [first]  # nothing revealed twice
-        _warp_to(w3, restarted.reveal_window(first + 1)[0])
-        AuditChain.of(validator, pool_id).tick(now())
-        restarted.tick(now())  # the older instance's view is stale: the contract refuses, it re-reads
-        assert _reveals(admin, validator.address) == [first, first + 1]
+        yield ForcedPool(w3, admin, validator, worker, pool_id, cfg)
     finally:
         anvil.stop()
 
 
-def test_a_validator_that_challenges_a_forced_error_settles_it_and_takes_the_jackpot(tmp_path):
+def test_the_daemons_draw_is_the_contracts_and_a_restart_never_reveals_twice(forced_pool):
+    w3, admin, validator, worker, pool_id, _ = forced_pool
+    fe = admin.forced_errors
+    now = lambda: w3.eth.get_block("latest")["timestamp"]  # noqa: E731
+
+    chain = AuditChain.of(validator, pool_id)
+    assert chain is not None and chain.secret is None
+    chain.tick(now())
+    on_chain = fe.get_chain(pool_id, Role.VALIDATOR, validator.address)
+    assert on_chain.locked == FORCED.validator_bond and chain.secret is not None
+    first = on_chain.first_epoch
+
+    _warp_to(w3, chain.genesis + first * EPOCH + 1)  # into the chain's first epoch
+    works = []
+    for _ in range(12):
+        nonce = worker.pool.get_member(pool_id, worker.address).next_nonce
+        worker.pool.submit_work(pool_id, 0, nonce, os.urandom(32), 8)
+        works.append(bytes(worker.pool.work_id_of(pool_id, worker.address, nonce)))
+    ours = {w: chain.audits(w, admin.court.cases(w).submitted_at) for w in works}
+    assert set(ours.values()) == {True, False}  # at auditBps 5000, 12 files: both outcomes (P(one) = 2^-11)
+
+    opens, _ = chain.reveal_window(first)
+    _warp_to(w3, opens)
+    chain.tick(now())
+    assert _reveals(admin, validator.address) == [first]
+    assert {w: fe.is_audited(w, validator.address) for w in works} == ours  # the contract's rule, same draws
+    link = fe.link_of(pool_id, Role.VALIDATOR, validator.address, first)
+    for _ in range(20):  # the pure draw is `ForcedErrors.drawn` on any input
+        w, bps = os.urandom(32), int.from_bytes(os.urandom(2), "big") % 10_001
+        assert fe.drawn(link, w, bps) == drawn(link, w, bps)
+
+    restarted = AuditChain.of(validator, pool_id)  # a kill -9: memory and state folder gone, the key kept
+    assert restarted.secret == chain.secret
+    restarted.tick(now())
+    restarted.tick(now())
+    assert _reveals(admin, validator.address) == [first]  # nothing revealed twice
+    _warp_to(w3, restarted.reveal_window(first + 1)[0])
+    AuditChain.of(validator, pool_id).tick(now())
+    restarted.tick(now())  # the older instance's view is stale: the contract refuses, it re-reads
+    assert _reveals(admin, validator.address) == [first, first + 1]
+
+
+def test_a_validator_that_challenges_a_forced_error_settles_it_and_takes_the_jackpot(forced_pool):
     """The worker's own chain (the worker daemon's `ForcedErrorChain`) owes a forced error in its next file in some
     epoch; submitted then, the assigned validator challenges it, the case is final, both reveal their links, and the validator's `AuditChain.settle` (what its daemon runs each poll) pays it
     J; the worker is refunded its slash (R9.26)."""
-    anvil = start_anvil(tmp_path / "anvil.log")
-    try:
-        w3 = connect(anvil.rpc_url, 31337)
-        accounts = dev_accounts(10)
-        deployment = deploy_contracts(w3, accounts[0])
-        admin = Ledger(w3, deployment, accounts[0])
-        for i in (1, VALIDATOR, WORKER):
-            admin.token.mint(accounts[i].address, 10**6 * TOKENS)
-        cfg = pool_config(accounts, validators=[], court=COURT, challenge_window_s=300, reward_lock_s=301)
-        pool_id = create_pool(Ledger(w3, deployment, accounts[1]), cfg)
-        validator, worker = Ledger(w3, deployment, accounts[VALIDATOR]), Ledger(w3, deployment, accounts[WORKER])
-        register_with_court(validator, pool_id)
-        worker.ensure_allocation(pool_id, 4 * cfg.slash_amount)
-        worker.pool.join_pool(pool_id)
-        fe, court = admin.forced_errors, admin.court
-        now = lambda: w3.eth.get_block("latest")["timestamp"]  # noqa: E731
-        _warp_to(w3, now() + COURT.activation_delay_s + 1)
+    w3, admin, validator, worker, pool_id, cfg = forced_pool
+    fe, court = admin.forced_errors, admin.court
+    now = lambda: w3.eth.get_block("latest")["timestamp"]  # noqa: E731
+    _warp_to(w3, now() + COURT.activation_delay_s + 1)
 
-        chain = AuditChain.of(validator, pool_id)
-        chain.tick(now())
-        owing = ForcedErrorChain.of(worker, pool_id)  # the worker daemon's chain (worker.forced)
-        owing.tick(now())
-        first = max(chain.chain.first_epoch, owing.chain.first_epoch)
-        # the first epoch in which the worker's next file owes a forced error (ρ = 2 %: its chain decides)
-        nonce = worker.pool.get_member(pool_id, worker.address).next_nonce
-        work_id = bytes(worker.pool.work_id_of(pool_id, worker.address, nonce))
-        epoch = next(e for e in range(first, owing.chain.end_epoch + 1) if owing.owes(work_id, owing.epoch_end(e) - EPOCH))
-        assert epoch <= chain.chain.end_epoch
+    chain = AuditChain.of(validator, pool_id)
+    chain.tick(now())
+    owing = ForcedErrorChain.of(worker, pool_id)  # the worker daemon's chain (worker.forced)
+    owing.tick(now())
+    first = max(chain.chain.first_epoch, owing.chain.first_epoch)
+    # the first epoch in which the worker's next file owes a forced error (ρ = 2 %: its chain decides)
+    nonce = worker.pool.get_member(pool_id, worker.address).next_nonce
+    work_id = bytes(worker.pool.work_id_of(pool_id, worker.address, nonce))
+    epoch = next(e for e in range(first, owing.chain.end_epoch + 1) if owing.owes(work_id, owing.epoch_end(e) - EPOCH))
+    assert epoch <= chain.chain.end_epoch
 
-        _warp_to(w3, chain.genesis + epoch * EPOCH + 1)
-        assert owing.wait_s(now()) == 0 and owing.owes(work_id, now())
-        worker.pool.submit_work(pool_id, 0, nonce, os.urandom(32), 8)
-        submitted_at = court.cases(work_id).submitted_at
-        for _ in range(2):
-            w3.provider.make_request("evm_mine", [])
-        assert court.assigned_validator(work_id) == validator.address
-        validator.court.challenge(work_id, int(Reason.TOPLOC), os.urandom(32))
-        owed = {work_id.hex(): [submitted_at, validator.address, "0x" + "00" * 20]}  # what its daemon books
-        assert court.cases(work_id).state == CaseState.FINAL  # the court's only validator: final at once
+    _warp_to(w3, chain.genesis + epoch * EPOCH + 1)
+    assert owing.wait_s(now()) == 0 and owing.owes(work_id, now())
+    worker.pool.submit_work(pool_id, 0, nonce, os.urandom(32), 8)
+    submitted_at = court.cases(work_id).submitted_at
+    for _ in range(2):
+        w3.provider.make_request("evm_mine", [])
+    assert court.assigned_validator(work_id) == validator.address
+    validator.court.challenge(work_id, int(Reason.TOPLOC), os.urandom(32))
+    owed = {work_id.hex(): [submitted_at, validator.address, "0x" + "00" * 20]}  # what its daemon books
+    assert court.cases(work_id).state == CaseState.FINAL  # the court's only validator: final at once
 
-        opens, closes = chain.reveal_window(epoch)
-        _warp_to(w3, opens)
-        assert chain.tick(now()) == [epoch] and owing.tick(now()) == [epoch]
-        assert fe.is_forced(work_id)  # the contract's draw on the revealed link: the worker's own
-        assert chain.settle(owed, now()) == 0 and owed  # the reveal window is open: not yet
-        _warp_to(w3, closes + 1)
-        balance = admin.token.balance_of(validator.address)
-        assert chain.settle(owed, now()) == 1 and not owed
-        assert fe.outcome_of(work_id) == 2  # Outcome.Forced
-        assert admin.token.balance_of(validator.address) == balance + FORCED.jackpot  # paid and withdrawn
-        assert fe.credits(worker.address) == cfg.slash_amount  # the worker's slash refunded: the error was forced
-    finally:
-        anvil.stop()
+    opens, closes = chain.reveal_window(epoch)
+    _warp_to(w3, opens)
+    assert chain.tick(now()) == [epoch] and owing.tick(now()) == [epoch]
+    assert fe.is_forced(work_id)  # the contract's draw on the revealed link: the worker's own
+    assert chain.settle(owed, now()) == 0 and owed  # the reveal window is open: not yet
+    _warp_to(w3, closes + 1)
+    balance = admin.token.balance_of(validator.address)
+    assert chain.settle(owed, now()) == 1 and not owed
+    assert fe.outcome_of(work_id) == 2  # Outcome.Forced
+    assert admin.token.balance_of(validator.address) == balance + FORCED.jackpot  # paid and withdrawn
+    assert fe.credits(worker.address) == cfg.slash_amount  # the worker's slash refunded: the error was forced
