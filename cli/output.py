@@ -58,11 +58,12 @@ AMOUNT_KEYS = frozenset({
 """Result keys that are amounts of the stake token in base units: in tokens for people, base units in --json."""
 
 
-def tokens(base_units: int) -> str:
-    """An amount for people, exact to the base unit: 10000000000000000000 → `10 tokens`, 1 → `0.000000000000000001 tokens`."""
+def tokens(base_units: int, unit: str = "tokens") -> str:
+    """An amount for people, exact to the base unit: 10000000000000000000 → `10 tokens`, 1 → `0.000000000000000001 tokens`
+    (`unit`: the token's symbol, where known)."""
     whole, fraction = divmod(abs(base_units), 10**TOKEN_DECIMALS)
     digits = f"{fraction:0{TOKEN_DECIMALS}d}".rstrip("0")
-    return f"{'-' if base_units < 0 else ''}{whole}{'.' + digits if digits else ''} tokens"
+    return f"{'-' if base_units < 0 else ''}{whole}{'.' + digits if digits else ''} {unit}"
 
 
 def duration(seconds: int) -> str:

@@ -15,7 +15,8 @@
    the trainer goes on; once held-out accuracy reaches `--target` (the mean of the latest three evaluations), or after
    `--steps` trainer steps, everything is stopped, the open court cases settle, time travels past the reward
    lock and the honest workers claim;
-6. a summary table, runs/demo/summary.json and runs/demo/learning_curve.png, with the demo's checks:
+6. a summary for people (examples/demo_table.py: tokens, not base units; at most 80 columns), runs/demo/summary.json
+   (base units) and runs/demo/learning_curve.png, with the demo's checks:
    every adversary submission judged by the end is challenged, no honest one is (work still
    unjudged at the end is reported as `adversary_pending`), the dishonest validator lost stake and no
    honest validator lost any, and the trainer consumed only work that ended accepted, none overturned; `validators` lists each validator's verdicts, disputes won and lost, and
@@ -41,7 +42,6 @@ from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from adversaries import VALIDATOR_CONDUCTS
 from cli.devnet import DEVNET_DIR_HELP, default_devnet_dir
@@ -51,6 +51,7 @@ from deploy import devnet
 from deploy.anvil import stop_pid
 from deploy.pools import CourtConfig, PoolConfig, create_pool
 from examples.cpu_run import CpuRecipe, TargetTracker
+from examples.demo_table import summary_lines
 from ledger_client.chain.keys import KEY_ENV, load_account
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import chain_time, eligible_judge, get_work
@@ -475,6 +476,7 @@ def _summary(ledger: Ledger, pool_id: int, start_block: int, run_dir: Path, info
         "dishonest_validator_stake_change": sum(v["stake_change"] for v in dishonest),
         "slashed": [{"worker": e["args"]["worker"], "amount": e["args"]["amount"]} for e in slashes],
         "slashed_total": sum(e["args"]["amount"] for e in slashes),
+        "token": ledger.token.symbol(),
         "claimed": [{"worker": e["args"]["worker"], "amount": e["args"]["amount"]} for e in claims],
         "accuracy_start": accuracy[0][1] if accuracy else None,
         "accuracy_end": accuracy[-1][1] if accuracy else None,
@@ -511,20 +513,8 @@ def _plot(metrics: list[dict], path: Path) -> None:
 
 
 def _print(summary: dict, console: Console) -> None:
-    table = Table(title=f"proofswarm demo — pool {summary['pool_id']}, {summary['steps']} steps, "
-                        f"{summary['wall_s']}s", show_header=False)
-    for key in ("submitted", "accepted", "challenged", "adversary_submissions", "adversary_challenged",
-                "adversary_pending", "honest_challenged", "checks", "slashed_total", "consumed", "consumed_unaccepted",
-                "consumed_overturned", "accuracy_start", "accuracy_end"):
-        table.add_row(key, str(summary[key]))
-    for v in summary["validators"]:
-        table.add_row(f"validator {v['name']} ({v['conduct']})",
-                      f"verdicts {v['verdicts']} (overturned {v['verdicts_overturned']}), disputes won "
-                      f"{v['disputes_won']} lost {v['disputes_lost']} open {v['disputes_open']}, "
-                      f"stake change {v['stake_change'] / TOKENS:+.2f}, earned {v['earned'] / TOKENS:.2f}")
-    for c in summary["claimed"]:
-        table.add_row("claimed", f"{c['worker']}: {c['amount']}")
-    console.print(table)
+    for line in summary_lines(summary):
+        console.print(line, markup=False, highlight=False)
 
 
 class DemoCheckFailed(RuntimeError):
