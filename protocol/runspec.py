@@ -296,6 +296,12 @@ class RunSpec(BaseModel):
         return bytes.fromhex(self.pool_seed[2:])
 
 
+class UnrunnablePolicy(Exception):
+    """An exact pool's checkpoint that exact mode cannot run: it does not quantise, or its integers break a bound of
+    docs/protocol.md R5.6 (inference.exact's InferenceError). The trainer's fault, not a worker's: a worker makes no
+    file on its step, a validator gives no verdict on one (R5.8)."""
+
+
 class TaskUnavailable(Exception):
     """The run spec's task cannot be built on this machine: a dataset file is missing, or its verifiers environment
     is not installed at the pinned version or was refused (tasks.environments). A role refuses to start on it."""

@@ -55,7 +55,7 @@ from protocol.digest import Digest, hex_text
 from protocol.phases import phase
 from protocol.pool import versions_to_keep
 from protocol.rollouts import RolloutBatch, RolloutFileError, RolloutLimits, decode_rollouts
-from protocol.runspec import RunSpec, usable_task
+from protocol.runspec import RunSpec, UnrunnablePolicy, usable_task
 from protocol.spotcheck import MAX_BPS, spot_check_indices, spot_check_randomness
 from protocol.verdicts import Reason, clip_text
 from tasks.base import Task, assignment_space
@@ -207,11 +207,6 @@ class RolloutChecker:
 def proof_chunk_of(spec: RunSpec) -> int:
     """Tokens per TOPLOC proof in the pool's files: 0 (no proofs) in exact pools."""
     return 0 if spec.inference == "exact" else PROOF_CHUNK
-
-
-class UnrunnablePolicy(Exception):
-    """An exact pool's checkpoint that exact mode cannot run (quantise_policy refuses it): no file of its step can be
-    judged, and its workers are not to blame."""
 
 
 def reference_backend(spec: RunSpec, model, tokenizer, device: str = "cpu") -> InferenceBackend:

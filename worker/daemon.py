@@ -7,7 +7,7 @@ bound to (chain, pool, worker, step, nonce) with the chain's next nonce and answ
 that nonce assigns (with TOPLOC proofs and seeded sampling); before each submission top the pool
 allocation up to what it requires (again after a slash); upload each file to Kubo and `submitWork`
 its digest; claim rewards once unlocked. A policy the producer cannot use (an exact pool's checkpoint that exact mode
-cannot run: worker.policy.UnusablePolicy) is refused in one log line: nothing is made on its step, and the worker
+cannot run: protocol.runspec.UnrunnablePolicy) is refused in one log line: nothing is made on its step, and the worker
 waits for a usable policy. Every submission goes through the crash-safe journal
 (worker/journal.py), so a kill -9 loses nothing, submits nothing twice and skips no nonce.
 SIGTERM finishes the current submission if its file is already uploaded, otherwise abandons it.
@@ -59,7 +59,7 @@ from protocol.digest import WorkId, cid_to_digest, hex_text
 from protocol.pool import CaseState, WorkStatus, versions_to_keep
 from protocol.phases import phase
 from protocol.rollouts import decode_rollouts
-from protocol.runspec import RunSpec, usable_task
+from protocol.runspec import RunSpec, UnrunnablePolicy, usable_task
 from protocol.submission import SubmissionBinding
 from worker.account import challenges_of, claim_all, claim_works, open_ledger, stake_for_next_submission
 from worker.forced import ForcedErrorChain, with_owed_error
@@ -67,7 +67,7 @@ from worker.options import DEFAULT_MAX_PENDING, compute_of
 from worker.journal import Journal, journal_name
 from worker.metrics import WorkerMetrics
 from worker.pacing import PACE_POLL_S, Pacer
-from worker.policy import Policy, RolloutProducer, UnusablePolicy
+from worker.policy import Policy, RolloutProducer
 from worker.produce import Producer, engine_problem, torch_backend_of
 
 log = logging.getLogger("proofswarm.worker")
@@ -169,7 +169,7 @@ class WorkerDaemon:
         """The worker's committed hash chain when the pool has forced errors (`prepare`): which files owe one."""
         self._chain_ticked = 0.0
         self._refused: tuple[int, bytes] | None = None
-        """(step, manifest digest) of the policy the producer could not use (UnusablePolicy): nothing is generated
+        """(step, manifest digest) of the policy the producer could not use (UnrunnablePolicy): nothing is generated
         on it, and the worker waits for its nonce's step to go stale to skip it (`step_once`)."""
 
     # ------------------------------------------------------------------ set-up
@@ -476,7 +476,7 @@ class WorkerDaemon:
         nonce, step = binding.nonce, binding.step
         try:
             data, n_samples = self.produce(self.policy, self.spec, binding)
-        except UnusablePolicy as exc:
+        except UnrunnablePolicy as exc:
             self._refuse(exc)
             return
         if stop.is_set():  # SIGTERM during generation: abandon cleanly (nothing uploaded or submitted)
@@ -543,7 +543,7 @@ class WorkerDaemon:
                      binding.nonce)
         return data, forced
 
-    def _refuse(self, exc: UnusablePolicy) -> None:
+    def _refuse(self, exc: UnrunnablePolicy) -> None:
         """Generate nothing more on the current policy, saying so once: a checkpoint nobody can run is the trainer's
         fault, and a file made on it anyway could only be wrong."""
         self._refused = (self.policy.step, self.policy.manifest_digest)

@@ -22,13 +22,8 @@ class Policy:
     """The checkpoint's local Hugging Face folder it was loaded from (what a vLLM engine loads), if any."""
 
 
-class UnusablePolicy(Exception):
-    """The policy of a step cannot make the pool's files (an exact pool's checkpoint that exact mode cannot quantise
-    or compute, docs/protocol.md R5.8): the trainer's doing, not the worker's, so the worker refuses that step and
-    waits for a usable policy."""
-
-
 class RolloutProducer(Protocol):
-    """Makes one rollout file (bytes) and says how many samples it holds; UnusablePolicy when the policy cannot."""
+    """Makes one rollout file (bytes) and says how many samples it holds; protocol.runspec.UnrunnablePolicy when exact mode
+    cannot run the policy."""
 
     def __call__(self, policy: Policy, spec: RunSpec, binding: SubmissionBinding) -> tuple[bytes, int]: ...

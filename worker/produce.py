@@ -19,11 +19,11 @@ from protocol.digest import Digest
 from protocol.errors import InvalidInput
 from protocol.phases import phase
 from protocol.rollouts import RolloutBatch, encode_rollouts
-from protocol.runspec import RunSpec
+from protocol.runspec import RunSpec, UnrunnablePolicy
 from protocol.submission import SubmissionBinding
 from tasks.base import assignment_space
 from tasks.registry import build_task
-from worker.policy import Policy, UnusablePolicy
+from worker.policy import Policy
 from worker.rollouts import make_rollouts
 
 
@@ -77,7 +77,7 @@ def make_batch(policy: Policy, spec: RunSpec, binding: SubmissionBinding,
     """Generate the assigned prompts' completions with proofs (adversaries start from this too) with `backend`,
     by default the torch backend computing in `compute_dtype` on `device` (the policy's model is converted to them
     in place, as the torch backend does). An exact pool's default backend is the integer policy
-    (`exact_backend_of`), its files carry no TOPLOC proofs; UnusablePolicy when exact mode cannot run the policy
+    (`exact_backend_of`), its files carry no TOPLOC proofs; UnrunnablePolicy when exact mode cannot run the policy
     (`refused_in_exact_mode`)."""
     task = build_task(spec.task)
     indices = assign_prompts(spec.pool_seed_bytes, binding.worker, binding.nonce, assignment_space(task),
@@ -92,14 +92,14 @@ def make_batch(policy: Policy, spec: RunSpec, binding: SubmissionBinding,
 
 @contextmanager
 def refused_in_exact_mode(policy: Policy, spec: RunSpec) -> Iterator[None]:
-    """In an exact pool, an InferenceError inside becomes UnusablePolicy: exact mode cannot quantise the policy, or its
+    """In an exact pool, an InferenceError inside becomes UnrunnablePolicy: exact mode cannot quantise the policy, or its
     integers break a bound while generating the binding's completions (deterministic: another try fails alike)."""
     try:
         yield
     except InferenceError as exc:
         if spec.inference != "exact":
             raise
-        raise UnusablePolicy(f"the policy of step {policy.step} cannot run in exact mode: {exc}") from None
+        raise UnrunnablePolicy(f"the policy of step {policy.step} cannot run in exact mode: {exc}") from None
 
 
 def produce_rollout_file(policy: Policy, spec: RunSpec, binding: SubmissionBinding,
@@ -133,7 +133,7 @@ class Producer:
         return self._built[1]
 
     def __call__(self, policy: Policy, spec: RunSpec, binding: SubmissionBinding) -> tuple[bytes, int]:
-        """The file of `binding`; UnusablePolicy when exact mode cannot run the policy (`refused_in_exact_mode`)."""
+        """The file of `binding`; UnrunnablePolicy when exact mode cannot run the policy (`refused_in_exact_mode`)."""
         with refused_in_exact_mode(policy, spec):
             backend = self.backend_for(policy, spec)
         batch = make_batch(policy, spec, binding, backend=backend)

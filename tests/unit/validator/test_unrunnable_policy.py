@@ -17,10 +17,10 @@ import validator.checks
 from inference.exact import MAX_WEIGHT
 from inference.tiny import build_char_tokenizer, build_tiny_llama
 from inference.torch_backend import TorchBackend
-from protocol.runspec import RunSpec
+from protocol.runspec import RunSpec, UnrunnablePolicy
 from protocol.verdicts import Reason
 from tests.support.paths import ROOT
-from validator.checks import RolloutChecker, UnrunnablePolicy, reference_backend
+from validator.checks import RolloutChecker, reference_backend
 from validator.daemon import ValidatorDaemon
 from validator.outcome import CheckOutcome, Purpose, Submission
 from validator.retries import RetryBook

@@ -1,5 +1,5 @@
 """A worker in an exact pool whose trainer published a policy exact mode cannot run (docs/protocol.md R5.8) neither
-crashes nor makes a file on it: the producer says UnusablePolicy, the daemon logs one line naming the step and the
+crashes nor makes a file on it: the producer says UnrunnablePolicy, the daemon logs one line naming the step and the
 bound, generates nothing more on that policy, and goes on once its nonce's step is stale and a usable policy comes.
 The daemon runs on stand-ins for the chain; the producer quantises a real tiny model with one weight past the bound."""
 
@@ -17,12 +17,12 @@ import torch
 import worker.daemon
 from inference.exact import MAX_WEIGHT
 from inference.tiny import build_char_tokenizer, build_tiny_llama
-from protocol.runspec import RunSpec
+from protocol.runspec import RunSpec, UnrunnablePolicy
 from protocol.submission import local_binding
 from tests.support.paths import ROOT
 from worker.daemon import WorkerDaemon, WorkerOptions, WorkerStats
 from worker.journal import Journal
-from worker.policy import Policy, UnusablePolicy
+from worker.policy import Policy
 from worker.produce import Producer
 
 WORKER = "0x" + "ab" * 20
@@ -43,7 +43,7 @@ def _policy(step: int, past_the_bound: bool) -> Policy:
 
 
 def test_the_producer_says_the_policy_is_unusable_naming_the_step_and_the_bound():
-    with pytest.raises(UnusablePolicy, match=f"^the policy of step 7 cannot run in exact mode: layers.0.down: a weight "
+    with pytest.raises(UnrunnablePolicy, match=f"^the policy of step 7 cannot run in exact mode: layers.0.down: a weight "
                                              f"of magnitude 48.0 ≥ {MAX_WEIGHT}$"):
         Producer()(_policy(7, past_the_bound=True), _spec("exact"), local_binding(WORKER, 7, 0))
 
