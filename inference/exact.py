@@ -23,6 +23,7 @@ import torch
 
 from inference.backend import InferenceError
 from proofs.sampling import noise_words
+from protocol.runspec import POSITION_LIMIT
 
 FRAC = 16
 """Fractional bits of every activation, norm weight, bias and logit (Q16)."""
@@ -46,7 +47,6 @@ MAX_WEIGHT = 32.0
 """Largest |w| of a weight matrix: its scale max|w| / 127 < 2^-1, so a row's shift is at least 16."""
 ZERO_ROW = 2.0**-32
 """A weight row whose largest |w| is below this is stored as zeros."""
-POSITION_LIMIT = 1 << 32
 ROPE_TABLE_BITS = 12
 ROPE_FRAC = 30
 EXP_FRAC = 30

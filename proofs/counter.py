@@ -1,8 +1,12 @@
-"""The sampling noise's Philox counter words (docs/protocol.md R5.1): bounds every implementation checks alike."""
+"""The sampling noise's Philox counter words (docs/protocol.md R5.1): bounds every implementation checks alike (no
+torch import: the run spec and the rollout reader hold the same bound)."""
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 MAX_POSITION = 2**32 - 1
 """The counter's position word holds 0 ≤ i < 2^32: a position outside is refused, never truncated (the Triton

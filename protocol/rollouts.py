@@ -57,6 +57,8 @@ recursive parser overflows the C stack on deep nesting), with strings of at most
 characters, integers of at most 20 digits and finite numbers; the Parquet footer must declare
 exactly prompts_per_submission × group_size rows and no more list values than those rows can
 hold (prompt ≤ max_prompt_tokens, completion ≤ max_tokens, proofs ≤ ceil(max_tokens / chunk));
+every token's position lies below 2^32 (a header's max_tokens is at most 2^32, and limits whose prompt and completion
+bounds add up past 2^32 are refused when made: docs/protocol.md R6.3);
 each row group's arrays are checked (lengths, token ids ≥ 0, proof sizes) before they become
 Python lists. A small file that would decompress to millions of tokens is refused from its footer.
 """
@@ -78,7 +80,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from protocol.digest import Digest
-from protocol.runspec import RunSpec, SamplingSpec
+from protocol.runspec import POSITION_LIMIT, RunSpec, SamplingSpec
 from protocol.submission import ADDRESS_PATTERN, SubmissionBinding
 from tasks.registry import TaskSpec
 
@@ -123,18 +125,25 @@ class RolloutLimits:
     max_rows: int = 4096
     max_prompt_tokens: int = 4096
     max_completion_tokens: int = 32768
-    """Also capped by the header's own max_tokens."""
+    """Also capped by the header's own max_tokens; with max_prompt_tokens at most 2^32 (positions below 2^32)."""
     max_total_tokens: int = 4_000_000
     proof_chunk: int | None = None
     vocab_size: int | None = None
     max_file_bytes: int = 16 * 1024 * 1024
 
+    def __post_init__(self) -> None:
+        if self.max_prompt_tokens + self.max_completion_tokens > POSITION_LIMIT:
+            raise ValueError(f"rows of {self.max_prompt_tokens} prompt and {self.max_completion_tokens} completion "
+                             "tokens would reach position 2^32: every position lies below 2^32")
+
     @classmethod
     def for_spec(cls, spec: RunSpec, proof_chunk: int, vocab_size: int | None = None) -> RolloutLimits:
-        """The limits of a pool's submissions (the validator's view: the spec, not the file, decides)."""
+        """The limits of a pool's submissions (the validator's view: the spec, not the file, decides); a row's
+        prompt and completion together stay below position 2^32."""
         rows = spec.prompts_per_submission * spec.sampling.group_size
-        return cls(rows=rows, max_rows=rows, max_completion_tokens=spec.sampling.max_tokens,
-                   proof_chunk=proof_chunk, vocab_size=vocab_size)
+        completion = min(spec.sampling.max_tokens, POSITION_LIMIT - cls.max_prompt_tokens)
+        return cls(rows=rows, max_rows=rows, max_completion_tokens=completion, proof_chunk=proof_chunk,
+                   vocab_size=vocab_size)
 
 
 class RolloutFileError(Exception):

@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from proofs.counter import MAX_POSITION
 from proofs.margins import MARGIN_LEVELS, MISCALIBRATION, SPREAD_SHAPE, MarginNull
 from proofs.margin_power import bias_power, packed_prompts, tokens_for_power
 from proofs.toploc_thresholds import COUNTED_FROM_TOKENS, ChunkLimits, Thresholds
@@ -22,6 +23,10 @@ from protocol.manifest import PolicyVerification
 from tasks.base import Task, TaskError
 from tasks.difficulty import register_subset
 from tasks.registry import TaskSpec, build_task
+
+POSITION_LIMIT = MAX_POSITION + 1
+"""Every token position is below 2^32 (docs/protocol.md R5.1, R6.3): one word of the sampling rule's Philox counter
+(its index in the completion) and of exact mode's RoPE turns (its index in prompt + completion, R5.6)."""
 
 
 class SamplingSpec(BaseModel):
@@ -33,8 +38,8 @@ class SamplingSpec(BaseModel):
     group_size: int = Field(16, ge=1, description="completions per prompt (G)")
     temperature: float = Field(1.0, ge=0, description="softmax temperature; 0 = greedy (evaluation only)")
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling mass")
-    max_tokens: int = Field(16, ge=1, le=2**32, description="completion token limit (positions below 2^32: the "
-                            "sampling rule's counter word)")
+    max_tokens: int = Field(16, ge=1, le=POSITION_LIMIT, description="completion token limit (positions below "
+                            "2^32: the sampling rule's counter word)")
 
 
 DEFAULT_MARGIN_TAIL = (1.66e-5,) * 6

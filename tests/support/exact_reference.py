@@ -155,6 +155,8 @@ def cos_sin(turns: int) -> tuple[int, int]:
 
 def rope(x: np.ndarray, frequency: np.ndarray, position: int) -> np.ndarray:
     """x [heads, hd] at one position."""
+    if not 0 <= position < 2**32:
+        raise ValueError("a RoPE position lies in [0, 2^32)")
     half = x.shape[-1] // 2
     out = np.zeros_like(x)
     for i in range(half):
