@@ -125,7 +125,8 @@ class RolloutLimits:
     max_rows: int = 4096
     max_prompt_tokens: int = 4096
     max_completion_tokens: int = 32768
-    """Also capped by the header's own max_tokens; with max_prompt_tokens at most 2^32 (positions below 2^32)."""
+    """Also capped by the header's own max_tokens; with max_prompt_tokens at most 2^32, so that every position lies
+    below 2^32."""
     max_total_tokens: int = 4_000_000
     proof_chunk: int | None = None
     vocab_size: int | None = None
