@@ -300,3 +300,64 @@ def test_a_keeper_settles_an_uncaught_forced_error_charges_its_lazy_auditors_and
         assert len(reports) == 1
     finally:
         anvil.stop()
+
+
+def test_a_chain_bond_is_refused_in_one_line_while_locked_and_returned_once_its_chain_is_settled(tmp_path, capsys):
+    """`validator withdraw --chain-bond` and `worker deallocate --chain-bond` (`withdrawBond`): refused before any
+    transaction while the chain's last epoch is not settled, with the date and the seconds left; after it, the bond
+    returns to free bonded stake (tokens for people, base units in --json)."""
+    import json
+    import re
+
+    from ledger_client.chain.ledger import save_deployment
+    from validator.cli import main as validator_main
+    from worker.cli import main as worker_main
+
+    anvil = start_anvil(tmp_path / "anvil.log")
+    try:
+        w3 = connect(anvil.rpc_url, 31337)
+        accounts = dev_accounts(10)
+        deployment = deploy_contracts(w3, accounts[0])
+        admin = Ledger(w3, deployment, accounts[0])
+        for i in (1, VALIDATOR, WORKER):
+            admin.token.mint(accounts[i].address, 10**6 * TOKENS)
+        cfg = pool_config(accounts, validators=[], court=COURT, challenge_window_s=300, reward_lock_s=301)
+        pool_id = create_pool(Ledger(w3, deployment, accounts[1]), cfg)
+        validator, worker = Ledger(w3, deployment, accounts[VALIDATOR]), Ledger(w3, deployment, accounts[WORKER])
+        register_with_court(validator, pool_id)
+        worker.ensure_allocation(pool_id, 4 * cfg.slash_amount)
+        worker.pool.join_pool(pool_id)
+        now = lambda: w3.eth.get_block("latest")["timestamp"]  # noqa: E731
+        audit, owing = AuditChain.of(validator, pool_id), ForcedErrorChain.of(worker, pool_id)
+        audit.tick(now())
+        owing.tick(now())
+        deployments = tmp_path / "deployments.json"
+        save_deployment(deployments, deployment)
+
+        def run(main, i: int, *args: str) -> tuple[int, str, str]:
+            chain_args = ["--rpc-url", anvil.rpc_url, "--deployments", str(deployments),
+                          "--key", accounts[i].key.to_0x_hex()]
+            code = main([args[0], *chain_args, "--pool", str(pool_id), "--chain-bond", *args[1:]])
+            out, err = capsys.readouterr()
+            return code, out, err
+
+        nonce = w3.eth.get_transaction_count(validator.address)
+        code, _, err = run(validator_main, VALIDATOR, "withdraw")
+        (line,) = err.strip().splitlines()
+        ready = admin.forced_errors.settled_by(pool_id, audit.chain.end_epoch) + 1
+        assert code == 1 and "Traceback" not in err and "100 tokens" in line and "UTC" in line
+        assert re.search(rf"\(in {ready - now()} s;", line), line
+        assert w3.eth.get_transaction_count(validator.address) == nonce  # refused before any transaction
+
+        _warp_to(w3, max(ready, admin.forced_errors.settled_by(pool_id, owing.chain.end_epoch) + 1))
+        bonded = admin.stake.bonded_of(validator.address)
+        code, out, _ = run(validator_main, VALIDATOR, "withdraw")
+        assert code == 0 and "chain_bond_withdrawn  100 tokens" in out
+        assert admin.stake.bonded_of(validator.address) == bonded + FORCED.validator_bond
+        code, out, _ = run(worker_main, WORKER, "deallocate", "--json")
+        assert code == 0 and json.loads(out)["chain_bond_withdrawn"] == str(FORCED.worker_bond)
+        assert admin.forced_errors.get_chain(pool_id, Role.WORKER, worker.address).locked == 0
+        code, _, err = run(worker_main, WORKER, "deallocate")  # nothing left: one line
+        assert code == 2 and err.strip().count("\n") == 0 and "no worker hash-chain bond" in err
+    finally:
+        anvil.stop()
