@@ -50,6 +50,8 @@ class Keeper:
         self.commits = commits or self._read_commits
         self._not_before: dict[str, int] = {}
         """Forced errors whose case was not final, and when to look again (memory: a restart looks at once)."""
+        self._next: float | None = None
+        """The earliest chain time anything booked is due (None: to be computed from the book)."""
 
     # ------------------------------------------------------------------ what the daemon saw
 
@@ -58,24 +60,34 @@ class Keeper:
         key = work_id.hex()
         if key not in self.book.settle:
             self.book.settle[key] = [submitted_at, judge, ZERO_ADDRESS, accepted]
+            self._earlier(self._due(key, self.book.settle[key]))
         epoch = str(self.chain.epoch(submitted_at))
         if epoch not in self.book.silence:
             due = self.chain.reveal_window(int(epoch))[1] + 1 + GRACE_S
             self.book.silence[epoch] = [due + self.stagger(self.me, int(epoch).to_bytes(32, "big"), GRACE_S), []]
+            self._earlier(self.book.silence[epoch][0])
 
     def saw_dispute(self, work_id: bytes, disputer: str) -> None:
         entry = self.book.settle.get(work_id.hex())
         if entry is not None and entry[2] != disputer:
             self.book.settle[work_id.hex()] = [entry[0], entry[1], disputer, *entry[3:]]
+            self._next = None  # a disputer that is this validator settles its catch without the grace
 
     def saw_void(self, work_id: bytes) -> None:
         self.book.settle.pop(work_id.hex(), None)
 
     def due(self, now: int) -> bool:
-        """Whether anything is due (read from memory: an idle keeper asks the chain nothing)."""
-        return any(now >= self._due(k, e) for k, e in self.book.settle.items()) or any(
-            now >= d for d, _ in self.book.silence.values()) or any(
-            now > self._closes(e[0]) for e in self.book.charge.values())
+        """Whether anything is due (from memory: an idle keeper asks the chain nothing, and a poll compares one
+        number once the book's earliest due time is known)."""
+        if self._next is None:
+            self._next = min([*(self._due(k, e) for k, e in self.book.settle.items()),
+                              *(d for d, _ in self.book.silence.values()),
+                              *([0] if self.book.charge else [])], default=float("inf"))
+        return now >= self._next
+
+    def _earlier(self, due: int) -> None:
+        if self._next is not None:
+            self._next = min(self._next, due)
 
     # ------------------------------------------------------------------ the step
 
@@ -90,6 +102,7 @@ class Keeper:
         jackpots = self._settle_files(now, sent, budget)
         self._charge_auditors(now, sent, budget, links)
         self._report_silence(now, sent, budget, links)
+        self._next = None
         if jackpots and self.fe.credits(self.me):
             self.fe.withdraw()
         return sent
