@@ -174,14 +174,14 @@ class Keeper:
         return jackpots
 
     def _owed(self, work_id: bytes, submitted_at: int) -> str | None:
-        """What settling the file would find: "forced", "withheld" (its worker's chain covers the epoch and its link
-        was not revealed), or None (nothing owed: no `settle` is worth its gas)."""
+        """What settling the file would find: "forced", "withheld" (its worker's chain covers the epoch, its link was
+        not revealed and its bond here is not spent yet), or None (no `settle` is worth its gas)."""
         try:
             return "forced" if self.fe.is_forced(work_id) else None
         except errors.NotRevealed as exc:
             worker, epoch = exc.args_dict["account"], self.chain.epoch(submitted_at)
             chain = self.fe.get_chain(self.chain.pool_id, Role.WORKER, worker)
-            return "withheld" if chain.first_epoch <= epoch <= chain.end_epoch else None
+            return "withheld" if chain.first_epoch <= epoch <= chain.end_epoch and chain.locked else None
 
     def _charge_auditors(self, now: int, sent: dict[str, int], budget: list[int],
                          links: dict[tuple[str, int], bytes]) -> None:

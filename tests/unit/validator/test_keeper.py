@@ -12,7 +12,7 @@ from protocol.pool import CaseState
 from validator.court import CourtDuties
 from validator.keeper import GRACE_S, Keeper
 
-ME, JUDGE, LAZY, SILENT, WORKER, NO_CHAIN = (f"0x{c * 40}" for c in "abcdef")
+ME, JUDGE, LAZY, SILENT, WORKER, NO_CHAIN, SPENT = (f"0x{c * 40}" for c in "abcdef1")
 EPOCH_S, WINDOW_CLOSES = 100, 500
 """Epoch e spans [100e, 100e + 100); its reveal window closes at 100e + 500."""
 FORCED_LINK = bytes.fromhex("11" * 32)
@@ -63,7 +63,8 @@ class FakeForcedErrors:
 
     def get_chain(self, pool_id, role, account):
         self.reads += 1
-        return SimpleNamespace(first_epoch=0 if account != NO_CHAIN else 5, end_epoch=255)
+        return SimpleNamespace(first_epoch=0 if account != NO_CHAIN else 5, end_epoch=255,
+                               locked=0 if account == SPENT else 10)
 
     def link_of(self, pool_id, role, account, epoch):
         assert role == Role.VALIDATOR
@@ -158,13 +159,14 @@ def _forced_file_index(forced: bool) -> int:
     return int.from_bytes(_forced_file(forced), "big")
 
 
-def test_a_withheld_link_is_settled_a_worker_without_a_chain_is_not_and_an_open_case_waits(tmp_path):
+def test_a_withheld_link_is_settled_unless_nothing_is_left_to_take_and_an_open_case_waits(tmp_path):
     court = FakeCourt()
     fe = FakeForcedErrors(court)
     keeper, duties = _keeper(tmp_path, court, fe)
     withheld, unchained, disputed = bytes([7]) * 32, bytes([8]) * 32, _forced_file(True)
     _file(court, keeper, withheld, worker="0x" + "77" * 20)  # its chain covers epoch 0, its link not revealed
     _file(court, keeper, unchained, worker=NO_CHAIN)  # no chain covers epoch 0: it owes nothing
+    _file(court, keeper, bytes([6]) * 32, worker=SPENT)  # withheld, but its bond here is spent: nothing to take
     _file(court, keeper, disputed, state=CaseState.DISPUTED)  # a forced error whose dispute is still open
     keeper.step(WINDOW_CLOSES + 100)
     assert [s for s in fe.sent if s[0] == "settle"] == [("settle", withheld)]
