@@ -51,6 +51,7 @@ AMOUNT_KEYS = frozenset({
     # a court validator's (validator status, withdraw) and a challenge's
     "validator_bond", "locked", "free", "free_bonded", "penalties", "penalties_total", "earned_total", "withdrawn_total",
     "credits", "bond_withdrawn", "fees_withdrawn", "bond_reserved", "slashed", "minted", "balance",
+    "chain_bond_withdrawn",
     # a court pool's rules (pool create, pool status)
     "court_validator_bond", "court_verdict_fee", "court_dispute_bond", "court_non_voter_penalty",
     "court_silence_penalty", "court_wrong_verdict_slash", "court_fee_budget",

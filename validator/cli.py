@@ -29,6 +29,7 @@ def _parser() -> argparse.ArgumentParser:
   validator start --pool 1 --key $KEY --metrics-port 9100   # registers with the pool's court, judges until Ctrl-C
   validator status --pool 1 --key $KEY                       # bond, locked/reserved, verdicts, disputes, earnings
   validator deregister --pool 1 --key $KEY && validator withdraw --pool 1 --key $KEY   # after the exit delay
+  validator withdraw --pool 1 --key $KEY --chain-bond        # the forced-error chain's bond, once it is settled
   validator calibrate --checkpoint runs/ckpt --run-spec examples/run.toml --dtypes bfloat16""")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("start", help="run the challenge daemon until stopped")
@@ -74,6 +75,10 @@ def _parser() -> argparse.ArgumentParser:
         c.add_argument("--pool", type=POOL_ID, required=True, help="pool id")
         c.add_argument("--devnet-validator", action="store_true", help="use the devnet's validator key")
         c.add_argument("--json", action="store_true", help="print the result as JSON")
+        if name == "withdraw":
+            c.add_argument("--chain-bond", action="store_true",
+                           help="instead: return the bond locked in ForcedErrors with this validator's hash chain to "
+                                "its free bonded stake (once the chain's last epoch is settled; stop the daemon first)")
         add_chain_args(c)
     c = sub.add_parser("calibrate", help="measure honest noise on a checkpoint; write TOPLOC thresholds and logit tolerance")
     _add_calibrate_args(c)
@@ -216,6 +221,12 @@ def _court_command(args) -> int:
     ledger = Ledger.open(rpc_url, deployments, load_account(args.key, args.keystore, args.password_file),
                          args.chain_id, args.logs_page_blocks)
     pool_state(ledger, args.pool)  # UnknownPool: one line
+    if getattr(args, "chain_bond", False):
+        from cli.chain_bond import withdraw_chain_bond
+        from protocol.hashchain import Role
+
+        print_result(withdraw_chain_bond(ledger, args.pool, Role.VALIDATOR), args.json)
+        return 0
     court = court_of(ledger, args.pool)
     if court is None:
         raise UsageError(f"pool {args.pool} is not judged by the ValidatorCourt: it has no bonds to show or withdraw")

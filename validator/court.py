@@ -117,8 +117,17 @@ class DutyBook:
     resolve: dict[str, int] = field(default_factory=dict)
     """work id → chain time after which the dispute can be resolved."""
     settle: dict[str, list] = field(default_factory=dict)
-    """work id → [its submission time, judge, disputer]: a file this validator said invalid in a pool with forced
-    errors, settled once its epoch's reveal window has closed (validator.court_flow.CourtFlow.settle_owed)."""
+    """work id → [its submission time, judge, disputer, accepted]: a file judged in a pool with forced errors, its
+    forced error (if it owes one) settled once its epoch's reveal window has closed (validator.keeper)."""
+    charge: dict[str, list] = field(default_factory=dict)
+    """work id → [its submission time, judge, validators done]: an accepted, undisputed forced error settled, whose
+    drawn auditors are charged (`chargeAuditor`)."""
+    silence: dict[str, list] = field(default_factory=dict)
+    """epoch → [chain time from which its silent validators are reported, validators done] (`reportSilence`)."""
+    chains: dict[str, list] = field(default_factory=dict)
+    """validator → [[first epoch, end epoch], …]: the validator chains committed in the pool (`ChainCommitted`)."""
+    chains_block: int = 0
+    """The block from which `ChainCommitted` events are still to be read."""
     outcomes: dict[str, int] = field(default_factory=lambda: {"verdicts": 0, "disputes": 0, "votes": 0, "concurred": 0,
                                                               "finalized": 0, "resolved": 0})
 
@@ -127,10 +136,10 @@ class CourtDuties:
     """The court follow-ups of one validator, in `<state_dir>/court.json` and its log: a save appends what changed
     (O(the change), not O(every open duty): issue 46); a court.json written whole before the log is read as it was."""
 
-    TRACKED = ("finalize", "draw", "resolve", "settle")
+    TRACKED = ("finalize", "draw", "resolve", "settle", "charge", "silence")
     """The book's dicts that grow with the pool (an entry per open case): kept as `ChangedKeys`, so a save logs
-    their changes without comparing them whole. Votes (a validator's open seats) and outcomes (six counters) are
-    small: compared with their last saved copy."""
+    their changes without comparing them whole. Votes (a validator's open seats), outcomes (a few counters) and the
+    validators' chains are small: compared with their last saved copy."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -175,7 +184,9 @@ class CourtDuties:
 
     def _small(self) -> dict:
         """The book's small parts as JSON values, copied."""
-        return {"votes": {k: asdict(v) for k, v in self.book.votes.items()}, "outcomes": dict(self.book.outcomes)}
+        return {"votes": {k: asdict(v) for k, v in self.book.votes.items()}, "outcomes": dict(self.book.outcomes),
+                "chains": {k: [list(span) for span in v] for k, v in self.book.chains.items()},
+                "chains_block": self.book.chains_block}
 
 
 DISPUTES_BONDED = 2

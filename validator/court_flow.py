@@ -34,6 +34,7 @@ from validator.chains import AuditChain
 from validator.court import DISPUTES_BONDED, Conduct, CourtDuties, CourtRules, audit_key, audits, vote_commitment
 from validator.cursor_journal import CursorJournal
 from validator.cursor_journal import prepare as prepare_cursor
+from validator.keeper import Keeper
 from validator.metrics import Metrics
 from validator.outcome import CheckOutcome, Purpose, Submission, publish_evidence
 from validator.retries import AT_THE_NEXT_POLL, RetryBook
@@ -91,6 +92,10 @@ class ChainClock:
             self._time = (now, chain_time(self.ledger))
         return max(self._time[1], int(time.time()))
 
+    def block_time(self) -> int:
+        """The latest block's timestamp as this poll read it (asked now outside a poll)."""
+        return self._time[1] if self._time is not None else chain_time(self.ledger)
+
     def head(self) -> int:
         """The latest block's number as this poll read it (asked now outside a poll)."""
         return self._head if self._head is not None else self.ledger.w3.eth.block_number
@@ -108,8 +113,9 @@ class CourtFlow:
         self.audit_key = audit_key(ledger)
         self.chain = AuditChain.of(ledger, config.pool_id, spare=DISPUTES_BONDED * self.rules.dispute_bond)
         """This validator's committed hash chain when the pool has forced errors (its audits are drawn from it)."""
-        self.judges: dict[bytes, str] = {}
-        """The judge of each verdict seen (`VerdictGiven`), for the settlement of a dispute of it (memory only)."""
+        self.keeper = None if self.chain is None else Keeper(self.chain, court, self.duties.book, self.duties.save,
+                                                             ledger.address, stagger)
+        """Settles the forced errors of the files it saw judged, charges lazy auditors, reports silent validators."""
         self.prechecked: dict[bytes, CheckOutcome] = {}
         """This validator's outcomes of files whose verdict it has not seen yet — prechecks, and judge checks
         another validator's verdict beat (`keep_for_audit`) — for the verdict's audit or a stand-in's verdict
@@ -309,8 +315,6 @@ class CourtFlow:
                 return 0
             raise
         self.duties.book.finalize[s.work_id.hex()] = self.clock.now() + self.rules.dispute_window + 1
-        if verdict == "challenged":
-            self._owed(s.work_id, judge=self.ledger.address, disputer=ZERO_ADDRESS)
         self.duties.count("verdicts")
         self.verdict_sent(s, verdict, reason, outcome.message)
         return 1
@@ -346,8 +350,6 @@ class CourtFlow:
                 return
             raise
         key = s.work_id.hex()
-        if case.accepted and s.work_id in self.judges:  # an attestation disputed: a forced error's jackpot is ours
-            self._owed(s.work_id, judge=self.judges[s.work_id], disputer=self.ledger.address)
         self.duties.book.draw[key] = receipt["blockNumber"]
         self.duties.book.resolve[key] = self.clock.now() + self.rules.commit_period + self.rules.reveal_period + 1
         self.duties.count("disputes")
@@ -390,13 +392,13 @@ class CourtFlow:
                 continue
             key = bytes(e.work_id).hex()
             if isinstance(e, VerdictGiven):
-                self.judges[bytes(e.work_id)] = e.judge
-                while len(self.judges) > MAX_PRECHECKED:
-                    self.judges.pop(next(iter(self.judges)))
                 # the judge is paid to finalize: the others follow up only if it does not
                 grace = 0 if e.judge == me else FOLLOW_UP_GRACE_S + stagger(me, bytes(e.work_id), FOLLOW_UP_GRACE_S)
                 self.duties.book.finalize.setdefault(key, self.clock.now() + rules.dispute_window + 1 + grace)
-                if e.judge != me and self.conduct.judges and self.audits(bytes(e.work_id), self._submitted_at(e)):
+                submitted_at = self._submitted_at(e)
+                if self.keeper is not None:
+                    self.keeper.saw_verdict(bytes(e.work_id), submitted_at, e.judge, e.accepted)
+                if e.judge != me and self.conduct.judges and self.audits(bytes(e.work_id), submitted_at):
                     prechecked = self.prechecked.pop(bytes(e.work_id), None)
                     if not self.conduct.checks:  # a rubber stamp concurs unchecked
                         prechecked = CheckOutcome(e.accepted, message="not checked")
@@ -408,9 +410,8 @@ class CourtFlow:
                         self._audits_ready += [(a, prechecked) for a in audit]
             elif isinstance(e, (Disputed, DisputeReopened)):
                 self.duties.book.finalize.pop(key, None)
-                owed = self.duties.book.settle.get(key)
-                if isinstance(e, Disputed) and owed is not None and owed[1] == me:  # our challenge, disputed
-                    self.duties.book.settle[key] = [owed[0], owed[1], e.disputer]
+                if isinstance(e, Disputed) and self.keeper is not None:
+                    self.keeper.saw_dispute(bytes(e.work_id), e.disputer)
                 self.duties.book.votes.pop(key, None)  # a reopened dispute: the last committee's seat is gone
                 # the disputer draws and resolves first; the others only if it does not
                 first = isinstance(e, Disputed) and e.disputer == me
@@ -422,17 +423,14 @@ class CourtFlow:
                 out += self._submission_of(bytes(e.work_id), Purpose.VOTE)
             elif isinstance(e, (VerdictFinal, CaseVoided)):
                 self.duties.book.finalize.pop(key, None)
+                if isinstance(e, CaseVoided) and self.keeper is not None:
+                    self.keeper.saw_void(bytes(e.work_id))
         return out
 
     def _submitted_at(self, e: VerdictGiven) -> int:
-        """The case's submission time, asked only where a hash chain draws the audit (its epoch decides)."""
+        """The case's submission time, asked only in a pool with forced errors (its epoch decides the audit draw
+        and when the keeper settles the file)."""
         return self.court.cases(bytes(e.work_id)).submitted_at if self.chain is not None else 0
-
-    def _owed(self, work_id: bytes, judge: str, disputer: str) -> None:
-        """Remember a file this validator said invalid in a pool with forced errors: if it was a forced error, its
-        `settle` pays this validator the jackpot once its epoch's reveal window has closed."""
-        if self.chain is not None:
-            self.duties.book.settle[work_id.hex()] = [self.court.cases(work_id).submitted_at, judge, disputer]
 
     def _submission_of(self, work_id: bytes, purpose: Purpose) -> list[Submission]:
         event = submitted_event(self.ledger, work_id)
@@ -446,14 +444,20 @@ class CourtFlow:
         self.duties.save()
         if self.chain is not None:
             self.chain.tick(self.clock.now())
-            self.settle_owed()
+            self.keep()
             self.duties.save()
 
-    def settle_owed(self) -> None:
-        """Settle the files this validator said invalid whose epoch's reveal window has closed (`AuditChain.settle`)."""
-        settled = self.chain.settle(self.duties.book.settle, self.clock.now())
-        for _ in range(settled):
-            self.duties.count("settled")
+    def keep(self) -> None:
+        """The keeper's step (validator.keeper), on the latest block's time: a call the contract checks against its
+        block's time is sent only once a block past the window exists."""
+        try:
+            sent = self.keeper.step(self.clock.block_time())
+        except Exception as exc:  # noqa: BLE001 - chain down: what is due stays booked for the next poll
+            log.error("keeper: %s: %s", exc.__class__.__name__, exc)
+            return
+        for what, n in sent.items():
+            for _ in range(n):
+                self.duties.count(what)
 
     def run_duties(self) -> None:
         """Do every court follow-up that is due; one that fails stays for the next poll."""

@@ -67,7 +67,8 @@ def _parser() -> argparse.ArgumentParser:
   worker start --pool 1 --keystore key.json --password-file pw --device cuda --dtype bfloat16
   worker status --pool 1
   worker claim --pool 1
-  worker unstake 50ether --leave 1 && worker withdraw""")
+  worker unstake 50ether --leave 1 && worker withdraw
+  worker deallocate --pool 1 --chain-bond            # the forced-error chain's bond, once it is settled""")
     sub = p.add_subparsers(dest="command", required=True)
     common = chain_options(("--devnet-worker", {"type": int, "help": "use the devnet's dev worker key number N"}))
     start = sub.add_parser("start", parents=[common], help="stake, join and generate verified rollouts until stopped")
@@ -87,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     de = sub.add_parser("deallocate", parents=[common],
                         help="return a pool allocation to free bonded stake (all its open work does not require)")
     de.add_argument("--pool", type=POOL_ID, required=True, help="pool id")
+    de.add_argument("--chain-bond", action="store_true",
+                    help="instead: return the bond locked in ForcedErrors with this worker's hash chain (once the "
+                         "chain's last epoch is settled; stop the daemon first)")
     sub.add_parser("withdraw", parents=[common], help="withdraw unbonded stake whose delay has passed")
     return p
 
@@ -128,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
         ledger.stake.unbond(amount)
         unbonding, ready_at = ledger.stake.unbonding_of(ledger.address)
         result = {"unbonding": unbonding, "withdrawable_at": ready_at}
+    elif args.command == "deallocate" and args.chain_bond:
+        from cli.chain_bond import withdraw_chain_bond
+        from protocol.hashchain import Role
+
+        result = withdraw_chain_bond(ledger, args.pool, Role.WORKER)
     elif args.command == "deallocate":
         result = {"pool_id": args.pool, "deallocated": deallocate_free(ledger, args.pool),
                   "allocation": ledger.pool.get_member(args.pool, ledger.address).allocation}

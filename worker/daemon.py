@@ -62,7 +62,7 @@ from protocol.rollouts import decode_rollouts
 from protocol.runspec import RunSpec, UnrunnablePolicy, usable_task
 from protocol.submission import SubmissionBinding
 from worker.account import challenges_of, claim_all, claim_works, open_ledger, stake_for_next_submission
-from worker.forced import ForcedErrorChain, with_owed_error
+from worker.forced import ForcedErrorChain, resubmittable, with_owed_error
 from worker.options import DEFAULT_MAX_PENDING, compute_of
 from worker.journal import Journal, journal_name
 from worker.metrics import WorkerMetrics
@@ -237,6 +237,11 @@ class WorkerDaemon:
                 log.warning("nonce %d is now pinned by another block; dropping its file to make it again", nonce)
                 self.journal.drop(nonce)
                 continue
+            if self.chain is not None and not self._owes_as_made(e):
+                log.warning("nonce %d's file was made for another forced-error epoch than the one it would land in now; "
+                            "dropping it to make it again for this one", nonce)
+                self.journal.drop(nonce)
+                continue
             self.upload(self.kubo, data)
             self.journal.advance(nonce, "uploaded", final=None)
             try:
@@ -248,6 +253,17 @@ class WorkerDaemon:
             self.journal.advance(nonce, "submitted")
             self.stats.submitted += 1
             next_nonce += 1
+
+    def _owes_as_made(self, e: dict) -> bool:
+        """Whether the journal's file `e`, made before a crash, carries what the epoch it would land in now owes: its
+        duty is re-decided for that epoch (after waiting out the epoch's last seconds, as a first submission does)."""
+        now = self.watch.chain_time()
+        wait = self.chain.wait_s(now)
+        if wait:
+            log.info("waiting %d s for the next forced-error epoch before resubmitting nonce %d", wait, e["nonce"])
+            time.sleep(wait)
+            now = max(now + wait, self.watch.chain_time())
+        return resubmittable(self.chain, bytes.fromhex(e["work_id"]), bool(e.get("forced")), now)
 
     # ------------------------------------------------------------------ main loop
 

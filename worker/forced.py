@@ -47,6 +47,14 @@ class ForcedErrorChain(CommittedChain):
         return value is not None and drawn(value, work_id, self.params.forced_bps)
 
 
+def resubmittable(chain: ForcedErrorChain, work_id: bytes, planted: bool, landing: int) -> bool:
+    """Whether a file made before a crash — with a forced error `planted` or not — may be submitted as it is to land at
+    chain time `landing`: the epoch a submission is mined in decides what its file owes (`ForcedErrors.settle`), so it
+    goes only if that epoch's duty is what it carries; otherwise it is made again for that epoch (docs/protocol.md
+    R9.26: a crash never carries a decision into another epoch)."""
+    return chain.owes(work_id, landing) == planted
+
+
 def flipped(task, problem, text: str, n_tokens: int) -> float:
     """A claimed reward the reward check refuses: 1 − the task's reward (2 when that would still match)."""
     true = task.reward(problem, text, n_tokens)

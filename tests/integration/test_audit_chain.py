@@ -20,7 +20,9 @@ from protocol.pool import CaseState
 from protocol.verdicts import Reason
 from tests.support.conftest_chain import TOKENS, pool_config
 from validator.chains import AuditChain
-from validator.court import register_with_court
+from validator.court import CourtDuties, register_with_court
+from validator.court_flow import stagger
+from validator.keeper import Keeper
 from worker.forced import ForcedErrorChain
 
 EPOCH, WINDOW = 60, 30
@@ -54,6 +56,9 @@ class ForcedPool(NamedTuple):
     worker: Ledger
     pool_id: int
     cfg: PoolConfig
+    rpc_url: str
+    accounts: list
+    deployment: object
 
 
 @pytest.fixture
@@ -73,13 +78,13 @@ def forced_pool(tmp_path) -> Iterator[ForcedPool]:
         register_with_court(validator, pool_id)
         worker.ensure_allocation(pool_id, 40 * cfg.slash_amount)
         worker.pool.join_pool(pool_id)
-        yield ForcedPool(w3, admin, validator, worker, pool_id, cfg)
+        yield ForcedPool(w3, admin, validator, worker, pool_id, cfg, anvil.rpc_url, accounts, deployment)
     finally:
         anvil.stop()
 
 
 def test_the_daemons_draw_is_the_contracts_and_a_restart_never_reveals_twice(forced_pool):
-    w3, admin, validator, worker, pool_id, _ = forced_pool
+    w3, admin, validator, worker, pool_id, *_ = forced_pool
     fe = admin.forced_errors
     now = lambda: w3.eth.get_block("latest")["timestamp"]  # noqa: E731
 
@@ -120,11 +125,11 @@ def test_the_daemons_draw_is_the_contracts_and_a_restart_never_reveals_twice(for
     assert _reveals(admin, validator.address) == [first, first + 1]
 
 
-def test_a_validator_that_challenges_a_forced_error_settles_it_and_takes_the_jackpot(forced_pool):
+def test_a_validator_that_challenges_a_forced_error_settles_it_and_takes_the_jackpot(forced_pool, tmp_path):
     """The worker's own chain (the worker daemon's `ForcedErrorChain`) owes a forced error in its next file in some
-    epoch; submitted then, the assigned validator challenges it, the case is final, both reveal their links, and the validator's `AuditChain.settle` (what its daemon runs each poll) pays it
+    epoch; submitted then, the assigned validator challenges it, the case is final, both reveal their links, and the validator's keeper (what its daemon runs each poll) pays it
     J; the worker is refunded its slash (R9.26)."""
-    w3, admin, validator, worker, pool_id, cfg = forced_pool
+    w3, admin, validator, worker, pool_id, cfg, *_ = forced_pool
     fe, court = admin.forced_errors, admin.court
     now = lambda: w3.eth.get_block("latest")["timestamp"]  # noqa: E731
     _warp_to(w3, now() + COURT.activation_delay_s + 1)
@@ -148,17 +153,205 @@ def test_a_validator_that_challenges_a_forced_error_settles_it_and_takes_the_jac
         w3.provider.make_request("evm_mine", [])
     assert court.assigned_validator(work_id) == validator.address
     validator.court.challenge(work_id, int(Reason.TOPLOC), os.urandom(32))
-    owed = {work_id.hex(): [submitted_at, validator.address, "0x" + "00" * 20]}  # what its daemon books
+    duties = CourtDuties(tmp_path / "court.json")
+    keeper = Keeper(chain, validator.court, duties.book, duties.save, validator.address, stagger)
+    keeper.saw_verdict(work_id, submitted_at, validator.address, False)  # what its daemon's VerdictGiven books
     assert court.cases(work_id).state == CaseState.FINAL  # the court's only validator: final at once
 
     opens, closes = chain.reveal_window(epoch)
     _warp_to(w3, opens)
     assert chain.tick(now()) == [epoch] and owing.tick(now()) == [epoch]
     assert fe.is_forced(work_id)  # the contract's draw on the revealed link: the worker's own
-    assert chain.settle(owed, now()) == 0 and owed  # the reveal window is open: not yet
+    assert keeper.step(now())["settled"] == 0 and duties.book.settle  # the reveal window is open: not yet
     _warp_to(w3, closes + 1)
     balance = admin.token.balance_of(validator.address)
-    assert chain.settle(owed, now()) == 1 and not owed
+    assert keeper.step(now())["settled"] == 1 and not duties.book.settle  # the catcher settles at once
     assert fe.outcome_of(work_id) == 2  # Outcome.Forced
     assert admin.token.balance_of(validator.address) == balance + FORCED.jackpot  # paid and withdrawn
     assert fe.credits(worker.address) == cfg.slash_amount  # the worker's slash refunded: the error was forced
+
+
+KEEPER_FORCED = FORCED.model_copy(update={"forced_bps": 1000, "audit_bps": 10_000, "jackpot": 50 * TOKENS})
+"""ρ = 10 % (the worker's next file owes a forced error within a few epochs), every validator drawn to audit every
+file (so each one that let the error stand is chargeable), J = 50 ≤ the largest file's reward (64)."""
+JUDGE_A, KEEPER, SILENT = 3, 5, 6
+
+
+def _flow(ledger: Ledger, state_dir, pool_id: int):
+    """The validator daemon's court flow (what `ValidatorDaemon` builds), without its checkers and IPFS: its events,
+    follow-ups, hash chain and keeper run as in the daemon's poll."""
+    from validator.config import DaemonConfig
+    from validator.court import Conduct
+    from validator.court_flow import ChainClock, CourtFlow
+    from validator.metrics import Metrics
+    from validator.retries import RetryBook
+
+    config = DaemonConfig(pool_id=pool_id, state_dir=state_dir, kubo_api="/ip4/127.0.0.1/tcp/1")
+    state_dir.mkdir(parents=True, exist_ok=True)
+    return CourtFlow(ledger, ledger.court, config, Conduct(), Metrics(), RetryBook(state_dir / "retries.json"),
+                     ChainClock(ledger), None, lambda *a: None)
+
+
+def _poll(flow) -> None:
+    """One poll of the daemon's court part: the court's events read, then `finish_poll` (duties, chain, keeper)."""
+    latest = flow.ledger.w3.eth.get_block("latest")
+    flow.clock.read(latest)
+    flow.poll_events(latest)
+    flow.finish_poll()
+    flow.cursor_journal.commit(flow.cursor.state)
+
+
+def test_a_keeper_settles_an_uncaught_forced_error_charges_its_lazy_auditors_and_reports_silence_once(tmp_path):
+    """Three validators: one judges, one is the keeper (its daemon's court flow, polled), one commits a chain and never
+    reveals. The worker omits a forced error it owes and the judge attests it: after the epoch's reveal window the
+    keeper settles it — the worker loses S + the file's reward, the judge `wrongVerdictSlash` —, charges the drawn
+    auditors that let it stand, and reports the silent validator once. A restart, and a restart from the state saved
+    before the step (a kill -9 between the transactions and the save), send nothing more (R9.28)."""
+    import shutil
+
+    anvil = start_anvil(tmp_path / "anvil.log")
+    try:
+        w3 = connect(anvil.rpc_url, 31337)
+        accounts = dev_accounts(10)
+        deployment = deploy_contracts(w3, accounts[0])
+        admin = Ledger(w3, deployment, accounts[0])
+        for i in (1, JUDGE_A, WORKER, KEEPER, SILENT):
+            admin.token.mint(accounts[i].address, 10**6 * TOKENS)
+        court_cfg = COURT.model_copy(update={"forced_errors": KEEPER_FORCED})
+        cfg = pool_config(accounts, validators=[], court=court_cfg, challenge_window_s=300, reward_lock_s=301)
+        pool_id = create_pool(Ledger(w3, deployment, accounts[1]), cfg)
+        ledgers = {i: Ledger(w3, deployment, accounts[i]) for i in (JUDGE_A, KEEPER, SILENT)}
+        for ledger in ledgers.values():
+            register_with_court(ledger, pool_id)
+        worker = Ledger(w3, deployment, accounts[WORKER])
+        worker.ensure_allocation(pool_id, 4 * cfg.slash_amount)
+        worker.pool.join_pool(pool_id)
+        fe, court = admin.forced_errors, admin.court
+        now = lambda: w3.eth.get_block("latest")["timestamp"]  # noqa: E731
+        _warp_to(w3, now() + COURT.activation_delay_s + 1)
+
+        chains = {i: AuditChain.of(ledger, pool_id) for i, ledger in ledgers.items()}
+        for chain in chains.values():
+            chain.tick(now())  # the silent validator commits (its bond locked) and will reveal nothing
+        owing = ForcedErrorChain.of(worker, pool_id)
+        owing.tick(now())
+        keeper_state = tmp_path / "keeper"
+        flow = _flow(ledgers[KEEPER], keeper_state, pool_id)
+        first = max(owing.chain.first_epoch, *(c.chain.first_epoch for c in chains.values()))
+        nonce = worker.pool.get_member(pool_id, worker.address).next_nonce
+        work_id = bytes(worker.pool.work_id_of(pool_id, worker.address, nonce))
+        epoch = next(e for e in range(first, owing.chain.end_epoch + 1) if owing.owes(work_id, owing.epoch_end(e) - EPOCH))
+
+        _warp_to(w3, owing.epoch_end(epoch) - EPOCH + 1)
+        worker.pool.submit_work(pool_id, 0, nonce, os.urandom(32), 8)  # owes a forced error and omits it
+        for _ in range(2):
+            w3.provider.make_request("evm_mine", [])
+        by_address = {ledger.address: i for i, ledger in ledgers.items()}
+        judge = by_address[court.assigned_validator(work_id)]
+        ledgers[judge].court.attest(work_id)  # lazy: the forced error stands
+        _poll(flow)  # the keeper sees the verdict: booked for its epoch
+        assert work_id.hex() in flow.duties.book.settle
+        _warp_to(w3, court.cases(work_id).verdict_at + COURT.dispute_window_s + 1)
+        ledgers[judge].court.finalize(work_id)
+        assert court.cases(work_id).state == CaseState.FINAL and court.cases(work_id).accepted
+
+        opens, closes = owing.reveal_window(epoch)
+        _warp_to(w3, opens)
+        assert owing.tick(now()) == [epoch]
+        for i in (JUDGE_A, KEEPER):
+            if chains[i].chain.last_epoch < epoch:
+                chains[i].tick(now())
+        assert fe.is_forced(work_id)
+        _poll(flow)  # inside the reveal window: nothing to settle yet
+        assert fe.outcome_of(work_id) == 0
+
+        locked = {a: admin.stake.locked_of(fe.address, a) for a in (worker.address, *by_address)}
+        budget = fe.budget(pool_id)
+        _warp_to(w3, closes + 20)  # past the window and every validator's grace
+        saved = tmp_path / "saved"
+        shutil.copytree(keeper_state, saved)  # the state as before the keeper's step
+        keeper_nonce = w3.eth.get_transaction_count(ledgers[KEEPER].address)
+        _poll(flow)
+
+        reward = 8 * cfg.reward_per_sample
+        assert fe.outcome_of(work_id) == 2  # Outcome.Forced
+        assert admin.stake.locked_of(fe.address, worker.address) == locked[worker.address] - cfg.slash_amount - reward
+        slash = COURT.wrong_verdict_slash
+        auditors = {a for a in by_address if a != ledgers[judge].address and a != ledgers[KEEPER].address}
+        silent = ledgers[SILENT].address
+        penalized = {(e["args"]["account"], e["args"]["why"]): e["args"]["amount"] for e in admin.logs.read(
+            fe.contract.events.Penalized, {"poolId": pool_id}, deployment.block, w3.eth.block_number)}
+        assert penalized[worker.address, 3] == cfg.slash_amount + reward  # an accepted forced error: S + R
+        assert penalized[ledgers[judge].address, 1] == slash  # the judge that attested it
+        for a in auditors:
+            assert penalized[a, 2] == slash  # drawn auditors that let it stand (the silent one counts as drawn)
+        assert penalized[silent, 5] == KEEPER_FORCED.silence_penalty  # reported once
+        sent = w3.eth.get_transaction_count(ledgers[KEEPER].address) - keeper_nonce
+        assert sent == 1 + len(auditors) + 1  # settle, the charges, the report
+        for a in by_address:  # each validator's bond here lost exactly what it was penalized
+            lost = sum(amount for (who, _), amount in penalized.items() if who == a)
+            assert admin.stake.locked_of(fe.address, a) == locked[a] - lost
+        assert fe.budget(pool_id) == budget + sum(penalized.values())
+        assert not flow.duties.book.settle and not flow.duties.book.charge and not flow.duties.book.silence
+
+        done = w3.eth.get_transaction_count(ledgers[KEEPER].address)
+        _poll(flow)
+        flow.cursor_journal.close()
+        _poll(_flow(ledgers[KEEPER], keeper_state, pool_id))  # a restart
+        shutil.rmtree(keeper_state)
+        shutil.copytree(saved, keeper_state)
+        again = _flow(ledgers[KEEPER], keeper_state, pool_id)  # a kill -9 after the sends, before the save
+        _poll(again)
+        assert w3.eth.get_transaction_count(ledgers[KEEPER].address) == done  # nothing sent twice
+        assert not again.duties.book.settle and not again.duties.book.charge and not again.duties.book.silence
+        reports = [e for e in admin.logs.read(fe.contract.events.Penalized, {"poolId": pool_id}, deployment.block,
+                                              w3.eth.block_number) if e["args"]["why"] == 5]
+        assert len(reports) == 1
+    finally:
+        anvil.stop()
+
+
+def test_a_chain_bond_is_refused_in_one_line_while_locked_and_returned_once_its_chain_is_settled(forced_pool, tmp_path, capsys):
+    """`validator withdraw --chain-bond` and `worker deallocate --chain-bond` (`withdrawBond`): refused before any
+    transaction while the chain's last epoch is not settled, with the date and the seconds left; after it, the bond
+    returns to free bonded stake (tokens for people, base units in --json)."""
+    import json
+    import re
+
+    from ledger_client.chain.ledger import save_deployment
+    from validator.cli import main as validator_main
+    from worker.cli import main as worker_main
+
+    w3, admin, validator, worker, pool_id, cfg, rpc_url, accounts, deployment = forced_pool
+    now = lambda: w3.eth.get_block("latest")["timestamp"]  # noqa: E731
+    audit, owing = AuditChain.of(validator, pool_id), ForcedErrorChain.of(worker, pool_id)
+    audit.tick(now())
+    owing.tick(now())
+    deployments = tmp_path / "deployments.json"
+    save_deployment(deployments, deployment)
+
+    def run(main, i: int, *args: str) -> tuple[int, str, str]:
+        chain_args = ["--rpc-url", rpc_url, "--deployments", str(deployments),
+                      "--key", accounts[i].key.to_0x_hex()]
+        code = main([args[0], *chain_args, "--pool", str(pool_id), "--chain-bond", *args[1:]])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    nonce = w3.eth.get_transaction_count(validator.address)
+    code, _, err = run(validator_main, VALIDATOR, "withdraw")
+    (line,) = err.strip().splitlines()
+    ready = admin.forced_errors.settled_by(pool_id, audit.chain.end_epoch) + 1
+    assert code == 1 and "Traceback" not in err and "100 tokens" in line and "UTC" in line
+    assert re.search(rf"\(in {ready - now()} s;", line), line
+    assert w3.eth.get_transaction_count(validator.address) == nonce  # refused before any transaction
+
+    _warp_to(w3, max(ready, admin.forced_errors.settled_by(pool_id, owing.chain.end_epoch) + 1))
+    bonded = admin.stake.bonded_of(validator.address)
+    code, out, _ = run(validator_main, VALIDATOR, "withdraw")
+    assert code == 0 and "chain_bond_withdrawn  100 tokens" in out
+    assert admin.stake.bonded_of(validator.address) == bonded + FORCED.validator_bond
+    code, out, _ = run(worker_main, WORKER, "deallocate", "--json")
+    assert code == 0 and json.loads(out)["chain_bond_withdrawn"] == str(FORCED.worker_bond)
+    assert admin.forced_errors.get_chain(pool_id, Role.WORKER, worker.address).locked == 0
+    code, _, err = run(worker_main, WORKER, "deallocate")  # nothing left: one line
+    assert code == 2 and err.strip().count("\n") == 0 and "no worker hash-chain bond" in err
