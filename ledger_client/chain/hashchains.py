@@ -94,7 +94,9 @@ class CommittedChain:
     def record_beacon(self, now: int) -> bytes | None:
         """The beacon of the epoch of chain time `now`, anchored and recorded by this key if nobody has (one cheap
         transaction a step, R9.29); None while it waits for the anchor's next block."""
-        epoch = self.epoch(now)
+        return self._record(self.epoch(now))
+
+    def _record(self, epoch: int) -> bytes | None:
         for _ in range(2):  # anchor, then record from the next block (an automining chain has it at once)
             if (value := self.beacon(epoch)) is not None:
                 return value
@@ -112,9 +114,13 @@ class CommittedChain:
 
     def tick(self, now: int) -> list[int]:
         """Commit a chain when none is live (or the last is settled), and reveal every link whose window is open;
-        returns the epochs revealed. The current epoch's beacon is recorded first if nobody has. A refusal (too early
-        for a window, not a participant yet, a race) waits for the next tick."""
-        self.record_beacon(now)
+        returns the epochs revealed. The current epoch's beacon (and the last one's, if anchored and not recorded) is
+        recorded first if nobody has. A refusal (too early for a window, not a participant yet, a race) waits for the
+        next tick."""
+        epoch = self.epoch(now)
+        if epoch:  # an anchor of the epoch before, made late and not recorded yet, is recorded before its hash is gone
+            self._record(epoch - 1)
+        self._record(epoch)
         try:
             if self.secret is None or self._replaceable(now):
                 self._commit(now)

@@ -1,7 +1,7 @@
 """A court validator's committed hash chain on real anvil (docs/protocol.md R9.25, R9.29): the daemon's `AuditChain`
-commits it with the bond, records the epoch's beacon, reveals each epoch's link inside its window, and its audit draw
-is the contract's `isAudited` for the same files; a restart with nothing but the key (no state folder) recovers the
-secret and never reveals twice."""
+commits it with the bond, records each epoch's beacon (a late anchor's too), reveals each epoch's link inside its
+window, and its audit draw is the contract's `isAudited` for the same files; a restart with nothing but the key (no
+state folder) recovers the secret and never reveals twice."""
 
 from __future__ import annotations
 
@@ -107,6 +107,16 @@ def test_the_daemons_draw_is_the_contracts_and_a_restart_never_reveals_twice(tmp
         AuditChain.of(validator, pool_id).tick(now())
         restarted.tick(now())  # the older instance's view is stale: the contract refuses, it re-reads
         assert _reveals(admin, validator.address) == [first, first + 1]
+
+        # someone anchors an epoch's beacon in its last seconds and nobody records it in that epoch: the next tick,
+        # in the epoch after, records it while the anchor's hash is readable (else the epoch would fall back to zero)
+        late = chain.epoch(now()) + 1
+        _warp_to(w3, chain.epoch_end(late) - 2)
+        fe.record_beacon(pool_id, late)
+        anchor = fe.get_beacon(pool_id, late).anchor
+        _warp_to(w3, chain.epoch_end(late) + 1)
+        chain.tick(now())
+        assert bytes(fe.get_beacon(pool_id, late).value) == bytes(w3.eth.get_block(anchor)["hash"])
     finally:
         anvil.stop()
 
