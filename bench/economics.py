@@ -40,7 +40,7 @@ The model, file by file (every assumption is here; docs/notes/economics.md argue
   verdict's owner (the judge, or the disputer if overturned) is paid `verdictFee` and, for a rejection, the bounty
   b·S (R9.16).
 
-- *Forced errors* (contracts/src/ForcedErrors.sol, R9.25–R9.28; `--forced-bps` ρ, `--jackpot` J; `--forced-bps 0`: the
+- *Forced errors* (contracts/src/ForcedErrors.sol, R9.25–R9.29; `--forced-bps` ρ, `--jackpot` J; `--forced-bps 0`: the
   court alone). Each file owes a forced error with probability ρ whoever its worker is (its own chain decides); every
   check flags it; the worker generated it (cost g). A cartel knows its allies' forced errors (they tell it) and
   challenges them unchecked; it checks no outsider's file. After the case is final, as `settle` pays: the party that

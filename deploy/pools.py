@@ -64,7 +64,7 @@ def vote_pay(non_voter_penalty: int) -> int:
 
 class ForcedErrorsConfig(BaseModel):
     """The `[pool.court.forced_errors]` table: committed hash chains draw audits nobody can predict, and forced
-    errors make checking pay when nobody cheats (the ForcedErrors contract; docs/protocol.md R9.25–R9.28). A court
+    errors make checking pay when nobody cheats (the ForcedErrors contract; docs/protocol.md R9.25–R9.29). A court
     pool without it has no forced errors and no chains: its validators draw audits from their own key's HMAC.
     Bounds: docs/protocol.md §1.3 (R1.17–R1.22), checked by `pool create` before any transaction."""
 

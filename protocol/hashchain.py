@@ -2,8 +2,9 @@
 daemon derives from its own key, so that a restart — or a new machine with the same key — reveals the same links.
 
 A chain from secret `s` ending at epoch `end` has link `keccak^(end − e)(s)` for epoch e; its head (committed) is
-`keccak^length(s)`. A validator audits file `w` of epoch e iff `keccak(σ_e ‖ w) < auditBps/10000` of 2^256, a worker
-owes a forced error in it iff the same holds for its own link at `forcedBps` (`ForcedErrors.drawn`).
+`keccak^length(s)`. A validator audits file `w` of epoch e iff `keccak(σ_e ‖ β_e ‖ w) < auditBps/10000` of 2^256 (β_e:
+the epoch's beacon, a block hash fixed after every chain covering the epoch was committed: R9.29), a worker owes a
+forced error in it iff the same holds for its own link at `forcedBps` (`ForcedErrors.drawn`).
 
 Why derived, not journaled: a secret written to a state folder is lost with it (a disk, a move to a new machine), and a
 lost secret costs every epoch's link — `silencePenalty` an epoch for a validator, S + R a file for a worker (R9.27);
@@ -56,9 +57,10 @@ def link(secret: bytes, end_epoch: int, epoch: int) -> bytes:
     return hashes(secret, end_epoch - epoch)
 
 
-def drawn(link_: bytes, work_id: bytes, bps: int) -> bool:
-    """`ForcedErrors.drawn`: keccak(abi.encode(link, workId)) < (2^256 − 1) // 10000 × bps."""
-    return int.from_bytes(keccak(bytes(link_) + bytes(work_id)), "big") < ((2**256 - 1) // BPS) * bps
+def drawn(link_: bytes, beacon: bytes, work_id: bytes, bps: int) -> bool:
+    """`ForcedErrors.drawn`: keccak(abi.encode(link, beacon, workId)) < (2^256 − 1) // 10000 × bps."""
+    value = keccak(bytes(link_) + bytes(beacon) + bytes(work_id))
+    return int.from_bytes(value, "big") < ((2**256 - 1) // BPS) * bps
 
 
 def epoch_of(genesis: int, epoch_length: int, t: int) -> int:

@@ -134,6 +134,9 @@ class Keeper:
                 continue
             budget[1] -= 1
             outcome = self._owed(bytes.fromhex(key), entry[0])
+            if outcome == "pending":  # the epoch's beacon is not recorded yet (R9.29): nothing can be drawn
+                self._not_before[key] = now + RECHECK_S
+                continue
             if outcome is None:
                 self.book.settle.pop(key)
                 continue
@@ -151,7 +154,7 @@ class Keeper:
                 self._not_before[key] = now + RECHECK_S
                 continue
             except ContractRevert as exc:
-                if isinstance(exc, (errors.OutsideRevealWindow, errors.CaseNotFinal)):  # not yet, after all
+                if isinstance(exc, (errors.OutsideRevealWindow, errors.CaseNotFinal, errors.BeaconPending)):  # not yet
                     self._not_before[key] = now + RECHECK_S
                     continue
                 if not isinstance(exc, errors.AlreadySettled):
@@ -175,9 +178,12 @@ class Keeper:
 
     def _owed(self, work_id: bytes, submitted_at: int) -> str | None:
         """What settling the file would find: "forced", "withheld" (its worker's chain covers the epoch, its link was
-        not revealed and its bond here is not spent yet), or None (no `settle` is worth its gas)."""
+        not revealed and its bond here is not spent yet), "pending" (the epoch's beacon is not known yet), or None (no
+        `settle` is worth its gas)."""
         try:
             return "forced" if self.fe.is_forced(work_id) else None
+        except errors.BeaconPending:
+            return "pending"
         except errors.NotRevealed as exc:
             worker, epoch = exc.args_dict["account"], self.chain.epoch(submitted_at)
             chain = self.fe.get_chain(self.chain.pool_id, Role.WORKER, worker)
@@ -192,12 +198,15 @@ class Keeper:
         for key, (submitted_at, judge, done) in list(self.book.charge.items()):
             epoch = self.chain.epoch(submitted_at)
             work_id = bytes.fromhex(key)
+            beacon = self.chain.beacon(epoch)
+            if beacon is None:  # pending (R9.29): the draws cannot be known yet; a settled file's never is
+                continue
             finished = True
             for validator in self._holders(epoch):
                 if validator in (judge, self.me) or validator in done:
                     continue
                 link = self._link(links, validator, epoch)
-                if link != bytes(32) and not drawn(link, work_id, bps):
+                if link != bytes(32) and not drawn(link, beacon, work_id, bps):
                     continue
                 if budget[0] <= 0:
                     finished = False

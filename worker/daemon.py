@@ -538,11 +538,12 @@ class WorkerDaemon:
 
     def _owed_error(self, binding: SubmissionBinding, data: bytes, stop: threading.Event) -> tuple[bytes, bool] | None:
         """The file with a forced error planted if the worker's chain says it owes one (worker.forced), decided for the
-        epoch the submission will be mined in: near an epoch's end it waits for the next (None: stopped meanwhile)."""
+        epoch the submission will be mined in once its beacon is recorded: near an epoch's end it waits for the next
+        (None: stopped meanwhile)."""
         now = self.watch.chain_time()
-        wait = self.chain.wait_s(now)
-        if wait:
-            log.info("waiting %d s for the next forced-error epoch before submitting nonce %d", wait, binding.nonce)
+        while wait := self.chain.wait_s(now):
+            log.info("waiting %d s for the forced-error epoch and its beacon before submitting nonce %d", wait,
+                     binding.nonce)
             if stop.wait(wait):
                 return None
             now = max(now + wait, self.watch.chain_time())

@@ -1,5 +1,5 @@
-"""A worker's forced errors (docs/protocol.md R9.26; decision 0009 §2): its own committed hash chain says which of its
-files owe one, and an owed file carries one planted exactly as the protocol says — its first completion's first
+"""A worker's forced errors (docs/protocol.md R9.26; decision 0009 §2): its own committed hash chain, mixed with the
+epoch's beacon (R9.29), says which of its files owe one, and an owed file carries one planted exactly as the protocol says — its first completion's first
 sampled token replaced by the lowest-probability one under the policy, and that completion's claimed reward flipped —
 so that the reward check and the sampling replay flag it at every tolerance. The worker is not slashed for it in the
 end (`settle` refunds the slash); one it omits, or plants unowed, costs it S (+ R when accepted).
@@ -36,15 +36,24 @@ class ForcedErrorChain(CommittedChain):
 
     def wait_s(self, now: int) -> int:
         """Seconds to wait before submitting at chain time `now` so that the submission lands in the epoch it was
-        decided for: 0 away from the epoch's end, else until the next epoch has begun."""
+        decided for, and that epoch's beacon is recorded (it records it if nobody has: R9.29): 0 once both hold,
+        until the next epoch near an epoch's end, else a second (the anchor's next block)."""
         end = self.epoch_end(self.epoch(now))
-        return 0 if now + self.margin() < end else end - now + 1
+        if now + self.margin() >= end:
+            return end - now + 1
+        return 0 if self.record_beacon(now) is not None else 1
 
     def owes(self, work_id: bytes, submitted_at: int) -> bool:
         """Whether the file `work_id` submitted at chain time `submitted_at` owes a forced error (False where no chain
-        of this key covers its epoch: then nothing is owed, R9.28)."""
+        of this key covers its epoch: then nothing is owed, R9.28). Only once the epoch's beacon is settled
+        (`wait_s`): before, nobody can know."""
         value = self.link_at(submitted_at)
-        return value is not None and drawn(value, work_id, self.params.forced_bps)
+        if value is None:
+            return False
+        beacon = self.beacon(self.epoch(submitted_at))
+        if beacon is None:
+            raise ValueError(f"epoch {self.epoch(submitted_at)}'s beacon is not recorded yet: what the file owes is unknown")
+        return drawn(value, beacon, work_id, self.params.forced_bps)
 
 
 def resubmittable(chain: ForcedErrorChain, work_id: bytes, planted: bool, landing: int) -> bool:

@@ -16,17 +16,19 @@ import {IForcedErrors} from "./IForcedErrors.sol";
 /// @notice Beside a ValidatorCourt, reading its public state; a slasher of its own (its stake is locked here).
 /// Each validator and each worker of a court pool commits the head `keccak^N(s)` of a hash chain before the
 /// epochs it covers and reveals one link a epoch, `σ_e` with `keccak(σ_e)` = the link revealed before, once every
-/// file of the epoch has passed its challenge window. A validator is drawn to audit file `w` of epoch e iff
-/// `keccak(σ_e ‖ w) < auditBps/10000`; a worker owes a forced error in `w` iff `keccak(τ_e ‖ w) < forcedBps/10000`
-/// (τ: its own chain) — a completion whose claimed reward is flipped and first sampled token replaced, which every
-/// check flags. Nobody else can compute either before the reveal; neither holder can choose it (committed first).
+/// file of the epoch has passed its challenge window. Each epoch has a beacon `β_e`, the hash of a block of the epoch
+/// (`recordBeacon`: after every chain covering it was committed). A validator is drawn to audit file `w` of epoch e iff
+/// `keccak(σ_e ‖ β_e ‖ w) < auditBps/10000`; a worker owes a forced error in `w` iff `keccak(τ_e ‖ β_e ‖ w) <
+/// forcedBps/10000` (τ: its own chain) — a completion whose claimed reward is flipped and first sampled token
+/// replaced, which every check flags. Nobody else can compute either before the reveal; neither holder can choose it
+/// (its chain committed before the beacon was known, the beacon after: no secret can be ground against it).
 /// After the reveal and the court's final verdict, `settle`: a forced error judged valid costs that validator
 /// `wrongVerdictSlash`, whoever judged it invalid takes the jackpot J from the pool's verification budget, a worker
 /// slashed for it is refunded, and a forced error that was accepted costs the worker `slashAmount` + the file's
 /// reward; `chargeAuditor`: a drawn auditor that let an accepted forced error stand undisputed loses
 /// `wrongVerdictSlash`; `reportSilence`: a validator that withheld a link loses `silencePenalty` (and counts as drawn
 /// for every file of that epoch); a worker that withheld one is settled as owing every file of that epoch.
-/// Rules and numbers: docs/protocol.md R9.25–R9.28; the bounds on its parameters R1.17–R1.22.
+/// Rules and numbers: docs/protocol.md R9.25–R9.29; the bounds on its parameters R1.17–R1.22.
 contract ForcedErrors is IForcedErrors, ReentrancyGuardTransient {
     using SafeERC20 for IERC20;
 
@@ -63,6 +65,7 @@ contract ForcedErrors is IForcedErrors, ReentrancyGuardTransient {
     mapping(uint256 poolId => mapping(address validator => mapping(uint32 epoch => bool))) private _silenceCharged;
     /// @notice Jackpots and refunds owed to each address (`withdraw`).
     mapping(address => uint256) public credits;
+    mapping(uint256 poolId => mapping(uint32 epoch => Beacon)) private _beacons;
 
     constructor(ValidatorCourt court_) {
         court = court_;
@@ -170,6 +173,30 @@ contract ForcedErrors is IForcedErrors, ReentrancyGuardTransient {
         emit LinkRevealed(poolId, role, msg.sender, epoch, link);
     }
 
+    /// @notice Anchor or record epoch `epoch`'s beacon (anyone; R9.29). The first call in the epoch anchors it to its
+    /// own block — every chain covering the epoch was committed in an earlier block (`commitChain` covers the epochs
+    /// after the current one) — and a call from the next block on records that block's hash, once (another call in
+    /// the anchor's block changes nothing, so that one sent on the anchor's state is estimated and mined after it).
+    /// An anchor whose hash is no longer readable (256 blocks) is replaced by the next call while the epoch lasts;
+    /// after it, the epoch keeps the fallback beacon, zero.
+    function recordBeacon(uint256 poolId, uint32 epoch) external {
+        _configured(poolId);
+        Beacon storage b = _beacons[poolId][epoch];
+        if (b.value != 0) revert BeaconAlreadyRecorded(epoch);
+        bytes32 h = b.anchor == 0 ? bytes32(0) : blockhash(b.anchor); // zero in the anchor's block or past 256
+        if (h != 0) {
+            b.value = h;
+            emit BeaconRecorded(poolId, epoch, h);
+            return;
+        }
+        if (b.anchor == block.number) return;
+        uint32 current = epochOf(poolId, block.timestamp);
+        if (current < epoch) revert BeaconPending(epoch);
+        if (current > epoch) revert BeaconMissed(epoch);
+        b.anchor = uint64(block.number);
+        emit BeaconAnchored(poolId, epoch, uint64(block.number));
+    }
+
     // ------------------------------------------------------------------ settlement
 
     /// @notice Settle a file's forced error once its case is final and its epoch's reveal window has closed
@@ -211,7 +238,9 @@ contract ForcedErrors is IForcedErrors, ReentrancyGuardTransient {
                 || epoch < chain.firstEpoch || epoch > chain.endEpoch
         ) revert NotChargeable(workId, auditor);
         bytes32 link = _links[poolId][Role.Validator][auditor][epoch];
-        if (link != bytes32(0) && !_below(link, workId, _params[poolId].auditBps)) revert NotChargeable(workId, auditor);
+        if (link != bytes32(0) && !_below(link, beaconOf(poolId, epoch), workId, _params[poolId].auditBps)) {
+            revert NotChargeable(workId, auditor);
+        }
         _charged[workId][auditor] = true;
         _penalize(poolId, workId, Role.Validator, auditor, WHY_LET_STAND, court.getParams(poolId).wrongVerdictSlash);
     }
@@ -262,6 +291,22 @@ contract ForcedErrors is IForcedErrors, ReentrancyGuardTransient {
         return _chains[poolId][role][account];
     }
 
+    /// @notice Epoch `epoch`'s beacon as recorded (`value` zero: not recorded) and its anchor block.
+    function getBeacon(uint256 poolId, uint32 epoch) external view returns (Beacon memory) {
+        return _beacons[poolId][epoch];
+    }
+
+    /// @notice The beacon the draws of epoch `epoch` use: the recorded one, or zero once none can be any more (the
+    /// epoch over and no anchor's hash readable: R9.29's fallback); reverts `BeaconPending` while one still can.
+    function beaconOf(uint256 poolId, uint32 epoch) public view returns (bytes32) {
+        Beacon storage b = _beacons[poolId][epoch];
+        if (b.value != 0) return b.value;
+        if (epochOf(poolId, block.timestamp) <= epoch || (b.anchor != 0 && block.number <= uint256(b.anchor) + 256)) {
+            revert BeaconPending(epoch);
+        }
+        return 0;
+    }
+
     /// @notice The revealed link of `epoch` (zero: not revealed).
     function linkOf(uint256 poolId, Role role, address account, uint32 epoch) external view returns (bytes32) {
         return _links[poolId][role][account][epoch];
@@ -289,23 +334,25 @@ contract ForcedErrors is IForcedErrors, ReentrancyGuardTransient {
     }
 
     /// @notice Whether `validator` was drawn to audit `workId` (reverts `NotRevealed` until its link of the file's
-    /// epoch is revealed: before that nobody, the validator aside, can compute it).
+    /// epoch is revealed: before that nobody, the validator aside, can compute it; `BeaconPending` until the epoch's
+    /// beacon is settled).
     function isAudited(bytes32 workId, address validator) external view returns (bool) {
         (uint256 poolId, uint32 epoch) = _epochOfWork(workId);
-        return _below(_revealed(poolId, Role.Validator, validator, epoch), workId, _params[poolId].auditBps);
+        bytes32 link = _revealed(poolId, Role.Validator, validator, epoch);
+        return _below(link, beaconOf(poolId, epoch), workId, _params[poolId].auditBps);
     }
 
     /// @notice Whether the worker of `workId` owed a forced error in it (reverts `NotRevealed` until its link of the
-    /// file's epoch is revealed).
+    /// file's epoch is revealed, `BeaconPending` until the epoch's beacon is settled).
     function isForced(bytes32 workId) external view returns (bool) {
         (uint256 poolId, uint32 epoch) = _epochOfWork(workId);
-        address worker = pools.getWork(workId).worker;
-        return _below(_revealed(poolId, Role.Worker, worker, epoch), workId, _params[poolId].forcedBps);
+        bytes32 link = _revealed(poolId, Role.Worker, pools.getWork(workId).worker, epoch);
+        return _below(link, beaconOf(poolId, epoch), workId, _params[poolId].forcedBps);
     }
 
-    /// @notice The draw both chains use: `keccak(link ‖ workId) < bps/10000` (of 2^256).
-    function drawn(bytes32 link, bytes32 workId, uint16 bps) external pure returns (bool) {
-        return _below(link, workId, bps);
+    /// @notice The draw both chains use: `keccak(link ‖ beacon ‖ workId) < bps/10000` (of 2^256).
+    function drawn(bytes32 link, bytes32 beacon, bytes32 workId, uint16 bps) external pure returns (bool) {
+        return _below(link, beacon, workId, bps);
     }
 
     // ------------------------------------------------------------------ internal
@@ -354,8 +401,8 @@ contract ForcedErrors is IForcedErrors, ReentrancyGuardTransient {
         return uint256(pools.getPool(poolId).params.slashAmount) + reward;
     }
 
-    function _below(bytes32 link, bytes32 workId, uint16 bps) private pure returns (bool) {
-        return uint256(keccak256(abi.encode(link, workId))) < (type(uint256).max / BPS) * bps;
+    function _below(bytes32 link, bytes32 beacon, bytes32 workId, uint16 bps) private pure returns (bool) {
+        return uint256(keccak256(abi.encode(link, beacon, workId))) < (type(uint256).max / BPS) * bps;
     }
 
     function _revealed(uint256 poolId, Role role, address account, uint32 epoch) private view returns (bytes32 link) {
@@ -376,7 +423,7 @@ contract ForcedErrors is IForcedErrors, ReentrancyGuardTransient {
         if (epoch < chain.firstEpoch || epoch > chain.endEpoch) return Outcome.NotForced;
         bytes32 link = _links[poolId][Role.Worker][worker][epoch];
         if (link == bytes32(0)) return Outcome.Withheld;
-        return _below(link, workId, _params[poolId].forcedBps) ? Outcome.Forced : Outcome.NotForced;
+        return _below(link, beaconOf(poolId, epoch), workId, _params[poolId].forcedBps) ? Outcome.Forced : Outcome.NotForced;
     }
 
     /// @dev A final case's pool, epoch, verdict, reason code and judge index (reverts unless final here).

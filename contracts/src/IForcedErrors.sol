@@ -2,7 +2,7 @@
 pragma solidity ^0.8.24;
 
 /// @title IForcedErrors — events, errors and types of the committed hash chains and forced errors of a court pool
-/// @notice Rules and numbers: docs/protocol.md R9.25–R9.28 (decision 0009 §1, §2).
+/// @notice Rules and numbers: docs/protocol.md R9.25–R9.29 (decision 0009 §1, §2).
 interface IForcedErrors {
     /// @notice Whose chain: a validator's draws its audits, a worker's its forced errors.
     enum Role {
@@ -50,11 +50,22 @@ interface IForcedErrors {
         uint96 locked;
     }
 
+    /// @notice An epoch's beacon (`recordBeacon`): `value` is the hash of block `anchor`, the block of the epoch's first
+    /// `recordBeacon`; zero until recorded (and for good if no anchor's hash was recorded: the epoch's fallback).
+    struct Beacon {
+        bytes32 value;
+        uint64 anchor;
+    }
+
     event ForcedErrorsConfigured(uint256 indexed poolId, Params params, uint64 genesis);
     event BudgetFunded(uint256 indexed poolId, address indexed from, uint256 amount, uint256 budget);
     event ChainCommitted(
         uint256 indexed poolId, Role role, address indexed account, bytes32 head, uint32 firstEpoch, uint32 endEpoch
     );
+    /// @notice Epoch `epoch`'s beacon will be the hash of block `anchor` (a block of the epoch, after every chain
+    /// covering it was committed).
+    event BeaconAnchored(uint256 indexed poolId, uint32 indexed epoch, uint64 anchor);
+    event BeaconRecorded(uint256 indexed poolId, uint32 indexed epoch, bytes32 beacon);
     event LinkRevealed(uint256 indexed poolId, Role role, address indexed account, uint32 indexed epoch, bytes32 link);
     /// @notice A file's forced-error settlement: `catcher` (zero: none) was paid `jackpot`, the worker `refund`.
     event WorkSettled(
@@ -89,6 +100,14 @@ interface IForcedErrors {
     error BadLink(uint32 epoch);
     /// @notice The link of `epoch` is not revealed: nothing about that epoch can be computed yet.
     error NotRevealed(address account, uint32 epoch);
+    /// @notice The beacon of `epoch` is recorded already: it is never replaced.
+    error BeaconAlreadyRecorded(uint32 epoch);
+    /// @notice The beacon of `epoch` is not settled yet: the epoch has not begun, or it is still recordable (the
+    /// epoch not over, or its anchor's hash still readable) — nothing drawn with it can be computed.
+    error BeaconPending(uint32 epoch);
+    /// @notice The beacon of `epoch` can no longer be anchored: the epoch is over and no anchor's hash is readable
+    /// (the epoch's draws use the fallback beacon, zero).
+    error BeaconMissed(uint32 epoch);
     /// @notice The court's case is not final (or voided): nothing to settle.
     error CaseNotFinal(bytes32 workId);
     error AlreadySettled(bytes32 workId);

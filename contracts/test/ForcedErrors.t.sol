@@ -24,6 +24,8 @@ abstract contract ForcedErrorsBase is CourtBase {
     uint96 internal constant FE_SILENCE = 10 ether;
     uint32 internal constant LENGTH = 4;
     uint32 internal constant N = 10; // completions a file: its reward is 10 tokens
+    /// Epoch 1's beacon in these tests (`_recordBeacon` sets its anchor block's hash).
+    bytes32 internal constant BEACON = keccak256("epoch 1's beacon");
     IForcedErrors.Role internal constant VALIDATOR = IForcedErrors.Role.Validator;
     IForcedErrors.Role internal constant WORKER = IForcedErrors.Role.Worker;
 
@@ -74,18 +76,34 @@ abstract contract ForcedErrorsBase is CourtBase {
         return _hashes(s, LENGTH - epoch);
     }
 
-    /// A worker secret whose chain owes (or not) a forced error in alice's next submission in epoch 1.
+    /// A worker secret whose chain owes (or not) a forced error in alice's next submission in epoch 1 under the
+    /// beacon BEACON (a test may pick it: it sets the beacon; a worker cannot, R9.29).
     function _workerSecret(bool forced, uint256 ahead) internal view returns (bytes32 s) {
         uint64 nonce = pools.getMember(poolId, alice).nextNonce + uint64(ahead);
         bytes32 workId = pools.workIdOf(poolId, alice, nonce);
         for (uint256 j;; ++j) {
             s = keccak256(abi.encode("worker", j));
-            if (fe.drawn(_link(s, 1), workId, FORCED_BPS) == forced) return s;
+            if (fe.drawn(_link(s, 1), BEACON, workId, FORCED_BPS) == forced) return s;
         }
     }
 
-    /// Every validator commits its chain (epoch 0), alice commits `workerSecret`'s; then epoch 1 begins.
+    /// Anchor epoch `epoch`'s beacon in this block and record it in the next, the anchor's hash set to `value`.
+    function _recordBeacon(uint32 epoch, bytes32 value) internal {
+        fe.recordBeacon(poolId, epoch);
+        uint256 anchor = block.number;
+        vm.roll(anchor + 1);
+        vm.setBlockhash(anchor, value);
+        fe.recordBeacon(poolId, epoch);
+    }
+
+    /// Every validator commits its chain (epoch 0), alice commits `workerSecret`'s; then epoch 1 begins and its
+    /// beacon (BEACON) is recorded.
     function _commitAll(bytes32 workerSecret) internal {
+        _commitChains(workerSecret);
+        _recordBeacon(1, BEACON);
+    }
+
+    function _commitChains(bytes32 workerSecret) internal {
         for (uint256 i; i < vals.length; ++i) {
             vm.prank(vals[i]);
             fe.commitChain(poolId, VALIDATOR, _hashes(_secret(vals[i]), LENGTH), LENGTH);
@@ -283,13 +301,14 @@ contract ForcedErrorsTest is ForcedErrorsBase {
 
     /// Before its reveal nobody can compute a validator's audits: the court-visible state holds only the head of its
     /// chain, `isAudited` refuses, and no storage slot the contract wrote holds the link; after the reveal the draw
-    /// is `keccak(σ_e ‖ workId) < auditBps`, checked on-chain.
+    /// is `keccak(σ_e ‖ β_e ‖ workId) < auditBps`, checked on-chain.
     function testFuzz_item1_aSelectionIsUnknownBeforeItsRevealAndVerifiableAfter(bytes32 secret, uint8 ahead) public {
-        vm.assume(secret != bytes32(0));
+        vm.assume(secret != bytes32(0) && secret != BEACON); // the beacon is stored: a secret equal to it is not new
         vm.record();
         vm.prank(vals[0]);
         fe.commitChain(poolId, VALIDATOR, _hashes(secret, LENGTH), LENGTH);
         vm.warp(fe.genesis(poolId) + EPOCH);
+        _recordBeacon(1, BEACON);
         (bytes32 workId,) = _submitWork(ahead);
         vm.expectRevert(abi.encodeWithSelector(IForcedErrors.NotRevealed.selector, vals[0], uint32(1)));
         fe.isAudited(workId, vals[0]);
@@ -299,7 +318,7 @@ contract ForcedErrorsTest is ForcedErrorsBase {
         vm.prank(vals[0]);
         fe.revealLink(poolId, VALIDATOR, 1, _link(secret, 1));
         bytes32 link = _link(secret, 1);
-        bool expected = uint256(keccak256(abi.encode(link, workId))) < (type(uint256).max / 10_000) * AUDIT_BPS;
+        bool expected = uint256(keccak256(abi.encode(link, BEACON, workId))) < (type(uint256).max / 10_000) * AUDIT_BPS;
         assertEq(fe.isAudited(workId, vals[0]), expected, "the draw is the keccak threshold");
         _assertNoStoredLink(secret, 2); // the next epoch's link is still nowhere
         assertEq(fe.linkOf(poolId, VALIDATOR, vals[0], 1), link, "the revealed one is stored: the scan sees it");
@@ -314,6 +333,144 @@ contract ForcedErrorsTest is ForcedErrorsBase {
                 assertTrue(value != _link(secret, e), "an unrevealed link is in storage");
             }
         }
+    }
+
+    // ---------------------------------------------------------------- the epoch beacon (R9.29)
+
+    /// An epoch's beacon is anchored by its first `recordBeacon` in the epoch and recorded from the next block as the
+    /// anchor block's hash — once: it is never replaced; before the epoch it is pending, in the anchor's block a call
+    /// changes nothing.
+    function test_beacon_isRecordedOnceAsItsAnchorBlocksHash() public {
+        vm.expectRevert(abi.encodeWithSelector(IForcedErrors.BeaconPending.selector, uint32(1)));
+        fe.recordBeacon(poolId, 1); // epoch 1 has not begun
+        vm.warp(fe.genesis(poolId) + EPOCH);
+        vm.expectRevert(abi.encodeWithSelector(IForcedErrors.BeaconPending.selector, uint32(1)));
+        fe.beaconOf(poolId, 1); // nothing drawn with it can be computed yet
+        vm.expectEmit(address(fe));
+        emit IForcedErrors.BeaconAnchored(poolId, 1, uint64(block.number));
+        fe.recordBeacon(poolId, 1);
+        uint256 anchor = block.number;
+        vm.recordLogs();
+        fe.recordBeacon(poolId, 1); // its own block's hash is not known in it: nothing happens
+        assertEq(vm.getRecordedLogs().length, 0);
+        assertEq(fe.getBeacon(poolId, 1).value, bytes32(0));
+        assertEq(fe.getBeacon(poolId, 1).anchor, anchor);
+        vm.roll(anchor + 1);
+        vm.setBlockhash(anchor, BEACON);
+        vm.prank(stranger); // anyone
+        fe.recordBeacon(poolId, 1);
+        IForcedErrors.Beacon memory b = fe.getBeacon(poolId, 1);
+        assertEq(b.value, BEACON, "the anchor block's hash");
+        assertEq(b.anchor, anchor);
+        assertEq(fe.beaconOf(poolId, 1), BEACON);
+        vm.roll(anchor + 300);
+        vm.setBlockhash(anchor + 299, keccak256("another"));
+        vm.expectRevert(abi.encodeWithSelector(IForcedErrors.BeaconAlreadyRecorded.selector, uint32(1)));
+        fe.recordBeacon(poolId, 1); // never twice, never replaced
+        vm.warp(fe.genesis(poolId) + 3 * EPOCH);
+        assertEq(fe.beaconOf(poolId, 1), BEACON, "kept after its epoch");
+    }
+
+    /// The beacon is unknown when any chain covering its epoch is committed: a chain committed in the anchor's block
+    /// or after covers only later epochs (at any time in the epoch the anchor falls), and one committed before it
+    /// (in the epoch before) covers it.
+    function testFuzz_beacon_aChainCommittedAtOrAfterItsAnchorDoesNotCoverItsEpoch(uint32 into, uint8 later) public {
+        vm.prank(vals[0]);
+        fe.commitChain(poolId, VALIDATOR, _hashes(_secret(vals[0]), LENGTH), LENGTH); // in epoch 0: covers 1..
+        vm.warp(fe.genesis(poolId) + EPOCH + bound(into, 0, EPOCH - 1));
+        vm.roll(block.number + 1);
+        fe.recordBeacon(poolId, 1);
+        uint64 anchor = fe.getBeacon(poolId, 1).anchor;
+        assertEq(anchor, block.number);
+        vm.prank(vals[1]); // in the anchor's block
+        fe.commitChain(poolId, VALIDATOR, _hashes(_secret(vals[1]), LENGTH), LENGTH);
+        vm.roll(block.number + 1 + later);
+        vm.warp(block.timestamp + later);
+        vm.prank(vals[2]); // after it
+        fe.commitChain(poolId, VALIDATOR, _hashes(_secret(vals[2]), LENGTH), LENGTH);
+        assertLe(fe.getChain(poolId, VALIDATOR, vals[0]).firstEpoch, 1, "committed before the anchor: covers it");
+        assertGt(fe.getChain(poolId, VALIDATOR, vals[1]).firstEpoch, 1, "committed in the anchor's block: not");
+        assertGt(fe.getChain(poolId, VALIDATOR, vals[2]).firstEpoch, 1, "committed after it: not");
+    }
+
+    /// The beacon decides the draws: the same link and file are forced under one beacon and not under another,
+    /// `isForced` and `settle` follow the recorded one; the draw is the vector the clients' tests check
+    /// (tests/unit/protocol/test_hashchain.py, the same numbers).
+    function test_beacon_decidesTheDraws() public {
+        bytes32 link = keccak256("link");
+        bytes32 work = keccak256("work");
+        assertEq(uint256(keccak256(abi.encode(link, keccak256("beacon"), work))),
+            0xbff4e88bca74ee04b97626e575c2ff9be50ae84bbbd9e3dbe379ecb0814eb9c6);
+        assertTrue(fe.drawn(link, keccak256("beacon"), work, 7_499) && !fe.drawn(link, keccak256("beacon"), work, 7_498));
+        assertTrue(fe.drawn(link, bytes32(0), work, 3_554) && !fe.drawn(link, bytes32(0), work, 3_553));
+        // a worker chain forced in its next file under BEACON; epoch 1 records another beacon under which it is not
+        bytes32 s = _workerSecret(true, 0);
+        bytes32 workId = pools.workIdOf(poolId, alice, pools.getMember(poolId, alice).nextNonce);
+        bytes32 other;
+        for (uint256 j;; ++j) {
+            other = keccak256(abi.encode("beacon", j));
+            if (!fe.drawn(_link(s, 1), other, workId, FORCED_BPS)) break;
+        }
+        _commitChains(s);
+        _recordBeacon(1, other);
+        (bytes32 submitted, address judge) = _submitWork(0);
+        assertEq(submitted, workId);
+        _judgeFinal(workId, judge, true);
+        _revealEpoch1(s, address(0));
+        assertFalse(fe.isForced(workId), "not forced under the beacon recorded");
+        for (uint256 i; i < vals.length; ++i) {
+            bool expected = fe.drawn(_link(_secret(vals[i]), 1), other, workId, AUDIT_BPS);
+            if (vals[i] != judge) assertEq(fe.isAudited(workId, vals[i]), expected, "the audit draw uses it");
+        }
+        fe.settle(workId, judge, address(0));
+        assertEq(uint8(fe.outcomeOf(workId)), uint8(IForcedErrors.Outcome.NotForced));
+    }
+
+    /// The 256-block limit: an anchor whose hash was not recorded in time is replaced by the next call while the
+    /// epoch lasts; an epoch that ends without a readable anchor keeps the fallback beacon, zero, for good — its
+    /// files still settle, drawn as `keccak(link ‖ 0 ‖ workId)`.
+    function test_beacon_anExpiredAnchorIsReplacedAndAMissedEpochSettlesOnTheFallback() public {
+        bytes32 s = _workerSecret(false, 0);
+        _commitChains(s);
+        fe.recordBeacon(poolId, 1);
+        uint256 first = block.number;
+        vm.roll(first + 257); // its hash is gone
+        vm.expectEmit(address(fe));
+        emit IForcedErrors.BeaconAnchored(poolId, 1, uint64(first + 257));
+        fe.recordBeacon(poolId, 1); // anchored again, in the epoch
+        (bytes32 workId, address judge) = _submitWork(0);
+        _judgeFinal(workId, judge, true);
+        vm.warp(fe.genesis(poolId) + 2 * EPOCH);
+        vm.expectRevert(abi.encodeWithSelector(IForcedErrors.BeaconPending.selector, uint32(1)));
+        fe.beaconOf(poolId, 1); // the second anchor's hash is still readable: it may still be recorded
+        vm.roll(block.number + 257);
+        vm.expectRevert(abi.encodeWithSelector(IForcedErrors.BeaconMissed.selector, uint32(1)));
+        fe.recordBeacon(poolId, 1); // the epoch is over: no anchor now could be unknown to its chains
+        assertEq(fe.beaconOf(poolId, 1), bytes32(0), "the fallback");
+        _revealEpoch1(s, address(0));
+        bool forced = fe.drawn(_link(s, 1), bytes32(0), workId, FORCED_BPS);
+        assertEq(fe.isForced(workId), forced);
+        fe.settle(workId, judge, address(0));
+        assertEq(uint8(fe.outcomeOf(workId)), uint8(forced ? IForcedErrors.Outcome.Forced : IForcedErrors.Outcome.NotForced));
+    }
+
+    /// Files settle only once their epoch's beacon is settled: pending, `settle` reverts (and can be retried).
+    function test_beacon_settlementWaitsForAPendingBeacon() public {
+        bytes32 s = _workerSecret(true, 0);
+        _commitChains(s);
+        fe.recordBeacon(poolId, 1); // anchored, not recorded
+        uint256 anchor = block.number;
+        (bytes32 workId, address judge) = _submitWork(0);
+        _judgeFinal(workId, judge, false);
+        _revealEpoch1(s, address(0));
+        vm.roll(anchor + 200);
+        vm.expectRevert(abi.encodeWithSelector(IForcedErrors.BeaconPending.selector, uint32(1)));
+        fe.settle(workId, judge, address(0));
+        vm.setBlockhash(anchor, BEACON);
+        fe.recordBeacon(poolId, 1); // late, but the anchor's hash: fixed before any link of the epoch was revealed
+        fe.settle(workId, judge, address(0));
+        assertEq(uint8(fe.outcomeOf(workId)), uint8(IForcedErrors.Outcome.Forced));
+        assertEq(fe.credits(judge), JACKPOT);
     }
 
     // ---------------------------------------------------------------- refusals

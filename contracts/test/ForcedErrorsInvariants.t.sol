@@ -6,8 +6,9 @@ import {IForcedErrors} from "../src/IForcedErrors.sol";
 import {ForcedErrors} from "../src/ForcedErrors.sol";
 import {ForcedErrorsBase} from "./ForcedErrors.t.sol";
 
-/// Random sequences of chain commitments, reveals (some epochs skipped) and time: the handler keeps each chain's
-/// secret, and every storage slot the ForcedErrors contract wrote.
+/// Random sequences of chain commitments, reveals (some epochs skipped), beacon anchors and records, and time (each
+/// call in a block of its own): the handler keeps each chain's secret and commit block, the first value recorded for
+/// each epoch's beacon, and every storage slot the ForcedErrors contract wrote.
 contract ChainHandler is Test {
     ForcedErrors internal immutable fe;
     uint256 internal immutable poolId;
@@ -16,6 +17,9 @@ contract ChainHandler is Test {
     bytes32[] public written;
     mapping(bytes32 slot => bool) internal _seen;
     uint256 public reveals;
+    mapping(address => uint256) public committedAt;
+    mapping(uint32 epoch => bytes32) public firstBeacon;
+    uint32 public lastBeaconEpoch;
 
     constructor(ForcedErrors fe_, uint256 poolId_, address[] memory validators_) {
         fe = fe_;
@@ -38,6 +42,7 @@ contract ChainHandler is Test {
         vm.prank(v);
         fe.commitChain(poolId, IForcedErrors.Role.Validator, _hashes(s, length), length);
         secretOf[v] = s;
+        committedAt[v] = block.number;
     }
 
     /// Reveal the next (or the one after: a skipped epoch) link in its window, waiting for it if need be.
@@ -55,11 +60,24 @@ contract ChainHandler is Test {
         ++reveals;
     }
 
-    function wait(uint32 dt) external {
+    /// Anchor or record the current epoch's beacon (or an earlier one's: refused once missed or recorded).
+    function beacon(uint8 back) external recorded {
+        uint32 current = fe.epochOf(poolId, block.timestamp);
+        uint32 epoch = current > back % 3 ? current - back % 3 : 0;
+        vm.setBlockhash(block.number - 1, keccak256(abi.encode("block", block.number - 1)));
+        try fe.recordBeacon(poolId, epoch) {} catch {}
+        bytes32 value = fe.getBeacon(poolId, epoch).value;
+        if (value != 0 && firstBeacon[epoch] == 0) firstBeacon[epoch] = value;
+        if (epoch > lastBeaconEpoch) lastBeaconEpoch = epoch;
+    }
+
+    function wait(uint32 dt, uint16 blocks) external {
         vm.warp(block.timestamp + bound(dt, 1, 6 hours));
+        vm.roll(block.number + bound(blocks, 0, 400));
     }
 
     modifier recorded() {
+        vm.roll(block.number + 1);
         vm.record();
         _;
         (, bytes32[] memory writes) = vm.accesses(address(fe));
@@ -108,6 +126,25 @@ contract ForcedErrorsInvariantTest is ForcedErrorsBase {
                     assertTrue(vm.load(address(fe), handler.written(j)) != link, "an unrevealed link is in storage");
                 }
             }
+        }
+    }
+
+    /// R9.29: no chain covers an epoch whose beacon was anchored at or before its commit (the beacon, that block's
+    /// hash, was unknown to every chain it mixes into), and a recorded beacon never changes.
+    /// forge-config: default.invariant.runs = 64
+    /// forge-config: default.invariant.depth = 40
+    function invariant_beaconIsUnknownToEveryChainItDrawsFor() public view {
+        for (uint256 i; i < 3; ++i) {
+            address v = vals[i];
+            IForcedErrors.Chain memory c = fe.getChain(poolId, VALIDATOR, v);
+            for (uint32 e = c.firstEpoch; c.endEpoch != 0 && e <= c.endEpoch; ++e) {
+                uint64 anchor = fe.getBeacon(poolId, e).anchor;
+                if (anchor != 0) assertGt(anchor, handler.committedAt(v), "a beacon anchored at or before the commit");
+            }
+        }
+        for (uint32 e; e <= handler.lastBeaconEpoch(); ++e) {
+            bytes32 first = handler.firstBeacon(e);
+            if (first != 0) assertEq(fe.getBeacon(poolId, e).value, first, "a recorded beacon changed");
         }
     }
 }

@@ -216,6 +216,21 @@ class Params(NamedTuple):
         )
 
 
+class Beacon(NamedTuple):
+    """Struct `Beacon`."""
+
+    value: bytes
+    anchor: int
+
+    @classmethod
+    def from_abi(cls, value: Any) -> Beacon:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            value=value[0],
+            anchor=value[1],
+        )
+
+
 class Chain(NamedTuple):
     """Struct `Chain`."""
 
@@ -900,6 +915,10 @@ class ForcedErrors(BoundContract):
         """Call `MAX_PERIOD` (view)."""
         return self._call("MAX_PERIOD")
 
+    def beacon_of(self, pool_id: int, epoch: int) -> bytes:
+        """Call `beaconOf` (view)."""
+        return self._call("beaconOf", pool_id, epoch)
+
     def budget(self, pool_id: int) -> int:
         """Call `budget` (view)."""
         return self._call("budget", pool_id)
@@ -928,9 +947,9 @@ class ForcedErrors(BoundContract):
         """Call `credits` (view)."""
         return self._call("credits", arg0)
 
-    def drawn(self, link: bytes, work_id: bytes, bps: int) -> bool:
+    def drawn(self, link: bytes, beacon: bytes, work_id: bytes, bps: int) -> bool:
         """Call `drawn` (view)."""
-        return self._call("drawn", link, work_id, bps)
+        return self._call("drawn", link, beacon, work_id, bps)
 
     def epoch_of(self, pool_id: int, t: int) -> int:
         """Call `epochOf` (view)."""
@@ -943,6 +962,10 @@ class ForcedErrors(BoundContract):
     def genesis(self, pool_id: int) -> int:
         """Call `genesis` (view)."""
         return self._call("genesis", pool_id)
+
+    def get_beacon(self, pool_id: int, epoch: int) -> Beacon:
+        """Call `getBeacon` (view)."""
+        return Beacon.from_abi(self._call("getBeacon", pool_id, epoch))
 
     def get_chain(self, pool_id: int, role: int, account: str) -> Chain:
         """Call `getChain` (view)."""
@@ -971,6 +994,10 @@ class ForcedErrors(BoundContract):
     def pools(self) -> str:
         """Call `pools` (view)."""
         return self._call("pools")
+
+    def record_beacon(self, pool_id: int, epoch: int) -> Any:
+        """Send a `recordBeacon` transaction; returns the receipt."""
+        return self._transact("recordBeacon", pool_id, epoch)
 
     def report_silence(self, pool_id: int, validator: str, epoch: int) -> Any:
         """Send a `reportSilence` transaction; returns the receipt."""
@@ -1212,6 +1239,28 @@ class BatchesConfigured:
     pool_id: int
     params: Any
     genesis: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class BeaconAnchored:
+    """Event `BeaconAnchored`."""
+
+    EVENT: ClassVar[str] = "BeaconAnchored"
+    pool_id: int
+    epoch: int
+    anchor: int
+    meta: EventMeta
+
+
+@dataclass(frozen=True)
+class BeaconRecorded:
+    """Event `BeaconRecorded`."""
+
+    EVENT: ClassVar[str] = "BeaconRecorded"
+    pool_id: int
+    epoch: int
+    beacon: bytes
     meta: EventMeta
 
 
@@ -1994,6 +2043,8 @@ EVENT_TYPES: dict[str, type] = {
     "BatchPosted": BatchPosted,
     "BatchVoided": BatchVoided,
     "BatchesConfigured": BatchesConfigured,
+    "BeaconAnchored": BeaconAnchored,
+    "BeaconRecorded": BeaconRecorded,
     "BondAdded": BondAdded,
     "BondLocked": BondLocked,
     "BondUnlocked": BondUnlocked,
@@ -2121,6 +2172,8 @@ CONTRACT_EVENT_TYPES: dict[str, dict[str, type]] = {
         "Transfer": Transfer,
     },
     "ForcedErrors": {
+        "BeaconAnchored": BeaconAnchored,
+        "BeaconRecorded": BeaconRecorded,
         "BondWithdrawn": ForcedErrorsBondWithdrawn,
         "BudgetFunded": BudgetFunded,
         "ChainCommitted": ChainCommitted,

@@ -33,6 +33,9 @@ __all__ = [
     "BadSignature",
     "BatchExists",
     "BatchIsVoid",
+    "BeaconAlreadyRecorded",
+    "BeaconMissed",
+    "BeaconPending",
     "BondStillLocked",
     "BountyBpsTooHigh",
     "CaseNotFinal",
@@ -264,6 +267,24 @@ class BatchIsVoid(ContractRevert):
     """`BatchIsVoid(bytes32 batchId)` of WorkBatches."""
 
     error = "BatchIsVoid"
+
+
+class BeaconAlreadyRecorded(ContractRevert):
+    """`BeaconAlreadyRecorded(uint32 epoch)` of ForcedErrors."""
+
+    error = "BeaconAlreadyRecorded"
+
+
+class BeaconMissed(ContractRevert):
+    """`BeaconMissed(uint32 epoch)` of ForcedErrors."""
+
+    error = "BeaconMissed"
+
+
+class BeaconPending(ContractRevert):
+    """`BeaconPending(uint32 epoch)` of ForcedErrors."""
+
+    error = "BeaconPending"
 
 
 class BondStillLocked(ContractRevert):
@@ -842,6 +863,9 @@ SELECTORS: Final[dict[bytes, tuple[type[ContractRevert], tuple[tuple[str, str], 
     bytes.fromhex("0e18219b"): (BadSignature, (("counter", "uint32"),)),
     bytes.fromhex("8367361d"): (BatchExists, (("batchId", "bytes32"),)),
     bytes.fromhex("7bacb184"): (BatchIsVoid, (("batchId", "bytes32"),)),
+    bytes.fromhex("0cf7a55b"): (BeaconAlreadyRecorded, (("epoch", "uint32"),)),
+    bytes.fromhex("5bca539a"): (BeaconMissed, (("epoch", "uint32"),)),
+    bytes.fromhex("b66c4e6e"): (BeaconPending, (("epoch", "uint32"),)),
     bytes.fromhex("0c32bf06"): (BondStillLocked, (("until", "uint64"),)),
     bytes.fromhex("5abfccfe"): (BondStillLocked, (("exitAt", "uint64"), ("reserved", "uint256"))),
     bytes.fromhex("55dd302a"): (BountyBpsTooHigh, (("bountyBps", "uint16"), ("maxBps", "uint16"))),

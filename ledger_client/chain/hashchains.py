@@ -1,6 +1,7 @@
-"""One participant's committed hash chain in a pool with forced errors (docs/protocol.md R9.25, R9.27), as the
+"""One participant's committed hash chain in a pool with forced errors (docs/protocol.md R9.25, R9.27, R9.29), as the
 validator and worker daemons keep it: commit it (locking the role's bond in ForcedErrors), reveal each epoch's link
-inside its reveal window, and give the link of any epoch it covers.
+inside its reveal window, record each epoch's beacon, and give the link and the beacon the draws of any epoch it
+covers use.
 
 Its secret is derived from the participant's key (protocol.hashchain: nothing to lose with a state folder), and
 everything else is the chain's own state on-chain, read at start: a restart (kill -9 included) recovers the secret,
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from ledger_client.chain.errors import ContractRevert, InsufficientTokens, TransactionFailed
+from ledger_client.chain.errors import BeaconPending, ContractRevert, InsufficientTokens, TransactionFailed
 from ledger_client.chain.ledger import Ledger
 from protocol.hashchain import Role, chain_secret, epoch_of, hashes, link, recover_secret
 
@@ -19,6 +20,8 @@ log = logging.getLogger("proofswarm.chain")
 
 CHAIN_LENGTH = 256
 """Epochs a chain covers (`MAX_CHAIN_LENGTH` is 1024): its bond stays locked until the last one is settled."""
+BEACON_GAS = 100_000
+"""The least gas limit of a `recordBeacon`: one estimated in its anchor's block (a no-op there) records in the next."""
 REVEAL_LEAD_S = 3
 """A link is not sent in the last seconds of its window: mined after it, it would revert (and when one epoch's window
 closes as the next one's opens, the next is the one to reveal)."""
@@ -37,6 +40,8 @@ class CommittedChain:
         """Stake kept bonded (free) beside the chain's bond: a validator's dispute bonds."""
         self.chain = self.fe.get_chain(pool_id, role, ledger.address)
         self.secret = self._recover()
+        self._beacons: dict[int, bytes] = {}
+        """Each epoch's beacon once settled (recorded, or the fallback): it never changes."""
 
     @classmethod
     def of(cls, ledger: Ledger, pool_id: int, role: Role, spare: int = 0):
@@ -74,14 +79,48 @@ class CommittedChain:
             return None
         return link(self.secret, self.chain.end_epoch, epoch)
 
+    def beacon(self, epoch: int) -> bytes | None:
+        """The beacon the draws of `epoch` use (`ForcedErrors.beaconOf`): the recorded one, or zero once the epoch
+        missed it (R9.29's fallback); None while it is pending — nothing drawn with it can be decided yet."""
+        if (known := self._beacons.get(epoch)) is not None:
+            return known
+        try:
+            value = bytes(self.fe.beacon_of(self.pool_id, epoch))
+        except BeaconPending:
+            return None
+        self._beacons[epoch] = value
+        return value
+
+    def record_beacon(self, now: int) -> bytes | None:
+        """The beacon of the epoch of chain time `now`, anchored and recorded by this key if nobody has (one cheap
+        transaction a step, R9.29); None while it waits for the anchor's next block."""
+        return self._record(self.epoch(now))
+
+    def _record(self, epoch: int) -> bytes | None:
+        for _ in range(2):  # anchor, then record from the next block (an automining chain has it at once)
+            if (value := self.beacon(epoch)) is not None:
+                return value
+            try:
+                self.fe.sender.send(self.fe.function("recordBeacon", self.pool_id, epoch), function="recordBeacon",
+                                    min_gas=BEACON_GAS)
+            except (ContractRevert, TransactionFailed) as exc:  # recorded meanwhile, or the epoch is not yet/over
+                log.debug("epoch %d's beacon: %s", epoch, exc)
+                break
+        return self.beacon(epoch)
+
     def settled_after(self, t: int) -> int:
         """Chain time after which a file submitted at `t` can be `settle`d (its epoch's reveal window closed)."""
         return self.reveal_window(self.epoch(t))[1]
 
     def tick(self, now: int) -> list[int]:
         """Commit a chain when none is live (or the last is settled), and reveal every link whose window is open;
-        returns the epochs revealed. A refusal (too early for a window, not a participant yet, a race) waits for the
+        returns the epochs revealed. The current epoch's beacon (and the last one's, if anchored and not recorded) is
+        recorded first if nobody has. A refusal (too early for a window, not a participant yet, a race) waits for the
         next tick."""
+        epoch = self.epoch(now)
+        if epoch:  # an anchor of the epoch before, made late and not recorded yet, is recorded before its hash is gone
+            self._record(epoch - 1)
+        self._record(epoch)
         try:
             if self.secret is None or self._replaceable(now):
                 self._commit(now)

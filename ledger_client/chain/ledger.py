@@ -79,7 +79,7 @@ class Deployment(BaseModel):
     validator_court: str | None = None
     """The ValidatorCourt (bonded validators and disputes); None in deployments made before it existed."""
     forced_errors: str | None = None
-    """The ForcedErrors contract beside the court (committed hash chains, forced errors: docs/protocol.md R9.25–R9.28);
+    """The ForcedErrors contract beside the court (committed hash chains, forced errors: docs/protocol.md R9.25–R9.29);
     None in deployments made before it existed."""
     deployer: str
     block: int

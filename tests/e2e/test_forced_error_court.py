@@ -1,5 +1,6 @@
 """A forced error end to end (docs/protocol.md R9.25–R9.26), on a real anvil (1 s blocks) + Kubo with a real (tiny)
-policy: in a court pool with forced errors, the worker daemon's chain says its next file owes one, the daemon plants it
+policy: in a court pool with forced errors, the worker daemon's chain and the epoch's beacon (R9.29) say its next file
+owes one, the daemon plants it
 and submits it (`submit_one`), an honest validator daemon challenges it with its own checks, both reveal their links,
 and the validator's daemon settles it: the jackpot is paid to its wallet, and the worker daemon withdraws its refunded
 slash, not counting the challenge toward --max-restakes."""
@@ -74,9 +75,14 @@ def test_an_honest_validator_challenges_a_planted_forced_error_and_its_daemon_ta
         audit = fe.get_chain(pid, Role.VALIDATOR, validator)
         binding = next_binding(worker, pid)
         start = max(audit.first_epoch, owing.chain.first_epoch)
-        epoch = next(e for e in range(start, min(audit.end_epoch, owing.chain.end_epoch) + 1)
-                     if owing.owes(binding.work_id, owing.epoch_end(e) - EPOCH))
-        _warp_to(w3, owing.epoch_end(epoch) - EPOCH + 1)
+        # what the file owes in an epoch is known only once that epoch's beacon is recorded: look epoch by epoch
+        for epoch in range(start, min(audit.end_epoch, owing.chain.end_epoch) + 1):
+            _warp_to(w3, owing.epoch_end(epoch) - EPOCH + 1)
+            _until("the epoch's beacon", lambda: owing.wait_s(now()) == 0)  # recorded by whichever daemon came first
+            if owing.owes(binding.work_id, now()):
+                break
+        else:
+            raise AssertionError("no epoch of the chains owed a forced error in the file")
         assert next_binding(worker, pid) == binding  # the same file, whenever it is made
 
         contributor.submit_one(binding, threading.Event())  # made, planted (its chain says it owes), uploaded, sent

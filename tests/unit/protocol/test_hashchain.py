@@ -52,7 +52,23 @@ def test_a_restart_recovers_the_secret_from_the_chain_on_chain_whenever_its_comm
 
 
 def test_the_draw_is_a_rate_of_2_256_and_epochs_count_from_the_configure():
-    assert not drawn(b"\x01" * 32, b"\x02" * 32, 0) and drawn(b"\x01" * 32, b"\x02" * 32, 10_000)
-    hits = sum(drawn(keccak(i.to_bytes(32, "big")), b"\x02" * 32, 2_500) for i in range(2_000))
+    beacon = keccak(b"beacon")
+    assert not drawn(b"\x01" * 32, beacon, b"\x02" * 32, 0) and drawn(b"\x01" * 32, beacon, b"\x02" * 32, 10_000)
+    hits = sum(drawn(keccak(i.to_bytes(32, "big")), beacon, b"\x02" * 32, 2_500) for i in range(2_000))
     assert 400 < hits < 600  # 25 %: ~500 ± 4.5 σ
     assert [epoch_of(100, 60, t) for t in (0, 100, 101, 159, 160, 221)] == [0, 0, 0, 0, 1, 2]
+
+
+def test_the_draw_mixes_the_epochs_beacon_as_the_contract_does():
+    """The vector contracts/test/ForcedErrors.t.sol (`test_beacon_decidesTheDraws`) checks on the contract's `drawn`:
+    keccak(link ‖ beacon ‖ workId) — the same link and file fall at 74.99 % of 2^256 under one beacon and at 35.54 %
+    under the fallback (zero). Random inputs against the deployed contract: tests/integration/test_audit_chain.py."""
+    link_, beacon, work = keccak(b"link"), keccak(b"beacon"), keccak(b"work")
+    assert keccak(link_ + beacon + work).hex() == "bff4e88bca74ee04b97626e575c2ff9be50ae84bbbd9e3dbe379ecb0814eb9c6"
+    assert drawn(link_, beacon, work, 7_499) and not drawn(link_, beacon, work, 7_498)
+    assert drawn(link_, bytes(32), work, 3_554) and not drawn(link_, bytes(32), work, 3_553)
+    # one beacon bit flipped moves the draw as far as any other beacon: ~half of 200 files change side at 50 %
+    other = bytes([beacon[0] ^ 1]) + beacon[1:]
+    works = [keccak(i.to_bytes(32, "big")) for i in range(200)]
+    changed = sum(drawn(link_, beacon, w, 5_000) != drawn(link_, other, w, 5_000) for w in works)
+    assert 60 < changed < 140  # 100 ± 5.7 σ

@@ -16,6 +16,8 @@ ME, JUDGE, LAZY, SILENT, WORKER, NO_CHAIN, SPENT = (f"0x{c * 40}" for c in "abcd
 EPOCH_S, WINDOW_CLOSES = 100, 500
 """Epoch e spans [100e, 100e + 100); its reveal window closes at 100e + 500."""
 FORCED_LINK = bytes.fromhex("11" * 32)
+BEACON = bytes.fromhex("33" * 32)
+"""Epoch 0's beacon (R9.29), recorded unless a test says it is pending."""
 
 
 def _forced_file(forced: bool, start: int = 0) -> bytes:
@@ -23,7 +25,7 @@ def _forced_file(forced: bool, start: int = 0) -> bytes:
     i = start
     while True:
         w = i.to_bytes(32, "big")
-        if drawn(FORCED_LINK, w, 1000) == forced:
+        if drawn(FORCED_LINK, BEACON, w, 1000) == forced:
             return w
         i += 1
 
@@ -36,6 +38,9 @@ class FakeChain:
 
     def __init__(self, fe):
         self.fe = fe
+
+    def beacon(self, epoch: int) -> bytes | None:
+        return None if self.fe.beacon_pending else BEACON
 
     def epoch(self, t: int) -> int:
         return t // EPOCH_S
@@ -53,13 +58,16 @@ class FakeForcedErrors:
         for v in (ME, JUDGE, LAZY):
             self.links[v, 0] = bytes.fromhex("22" * 32)
         self.settled, self.charged, self.reported = set(), set(), set()
+        self.beacon_pending = False
 
     def is_forced(self, w: bytes) -> bool:
         self.reads += 1
+        if self.beacon_pending:
+            raise errors.BeaconPending({"epoch": 0})
         link = self.links.get((self.court.workers[w], 0))
         if link is None:
             raise errors.NotRevealed({"account": self.court.workers[w], "epoch": 0})
-        return drawn(link, w, 1000)
+        return drawn(link, BEACON, w, 1000)
 
     def get_chain(self, pool_id, role, account):
         self.reads += 1
@@ -197,3 +205,19 @@ def test_a_restart_from_the_journal_before_the_save_sends_nothing_twice(tmp_path
     restarted, duties_after = _keeper(tmp_path, court, fe)  # and what that step saved stays done
     restarted.step(WINDOW_CLOSES + 200)
     assert len(fe.sent) == 4 and not duties_after.book.silence
+
+
+def test_a_pending_beacon_defers_the_settlement_and_then_it_is_sent(tmp_path):
+    """An epoch whose beacon nobody recorded yet (R9.29): no draw can be known, so nothing is settled and nothing is
+    dropped; once it is recorded, the next step after RECHECK_S settles as usual."""
+    court = FakeCourt()
+    fe = FakeForcedErrors(court)
+    keeper, duties = _keeper(tmp_path, court, fe)
+    uncaught = _forced_file(True)
+    _file(court, keeper, uncaught)
+    fe.beacon_pending = True
+    keeper.step(WINDOW_CLOSES + 100)
+    assert not any(s[0] in ("settle", "charge") for s in fe.sent) and uncaught.hex() in duties.book.settle
+    fe.beacon_pending = False
+    keeper.step(WINDOW_CLOSES + 200)
+    assert ("settle", uncaught) in fe.sent and not duties.book.settle

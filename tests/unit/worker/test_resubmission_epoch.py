@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from eth_utils import keccak
+
 from protocol.hashchain import Role, chain_secret, drawn, link
 from worker.forced import ForcedErrorChain, resubmittable
 
@@ -18,12 +20,13 @@ def _chain() -> ForcedErrorChain:
     chain.genesis, chain.params = GENESIS, SimpleNamespace(epoch_length=EPOCH, forced_bps=FORCED_BPS)
     chain.secret = chain_secret(b"\x01" * 32, 31337, "0x" + "22" * 20, 1, Role.WORKER, 0)
     chain.chain = SimpleNamespace(first_epoch=1, end_epoch=256)
+    chain._beacons = {e: keccak(e.to_bytes(32, "big")) for e in range(1, 257)}  # each epoch's, as recorded (R9.29)
     return chain
 
 
 def _epochs(chain: ForcedErrorChain, work_id: bytes) -> tuple[int, int]:
     """An epoch in which `work_id` owes a forced error, and one in which it does not."""
-    owed = [drawn(link(chain.secret, 256, e), work_id, FORCED_BPS) for e in range(1, 257)]
+    owed = [drawn(link(chain.secret, 256, e), chain._beacons[e], work_id, FORCED_BPS) for e in range(1, 257)]
     return owed.index(True) + 1, owed.index(False) + 1
 
 
