@@ -154,11 +154,11 @@ class WorkerDaemon:
         self._last_claim = 0.0
         self._chain_time: tuple[float, int] | None = None
         """(monotonic clock, the chain's clock) when `maybe_claim` last read the latest block's timestamp."""
-        self._verdict_look_at = 0.0
+        self._verdict_looked_at = float("-inf")
         self._verdict_gap = options.poll_interval_s
         self._last_look = (0, 0)
-        """When the chain is next asked about our open submissions, the wait before the look after, and the last look's
-        (journal's open submissions, those of them awaiting a verdict) (`_verdicts`)."""
+        """When the chain was last asked about our open submissions, the wait before the next look (at most the caller's
+        longest), and that look's (journal's open submissions, those of them awaiting a verdict) (`_verdicts`)."""
         self._awaiting_verdicts = False  # the last step_once stopped at --max-pending
         self._awaiting_demand = False  # the last step_once stopped because the trainer holds enough files
         self.pacer = Pacer(async_level=1)  # prepare() sets the pool's async level
@@ -312,7 +312,7 @@ class WorkerDaemon:
         if self._awaiting_demand:
             return PACE_POLL_S
         if self._awaiting_verdicts:
-            return max(0.0, self._verdict_look_at - time.monotonic())
+            return max(0.0, self._verdict_looked_at + min(self._verdict_gap, IDLE_LOOK_S) - time.monotonic())
         return self.opt.poll_interval_s
 
     def step_once(self, stop: threading.Event, look_every: float = 0.0) -> bool:
@@ -380,20 +380,20 @@ class WorkerDaemon:
         2 s blocks while the validator judged; once its step's files were made it read no verdict until the next step
         (issue 46)."""
         open_ = len(self.journal.open_submissions())
-        if not open_ or time.monotonic() < self._verdict_look_at:  # the last look's count, and what was sent since
-            return min(open_, self._last_look[1] + max(0, open_ - self._last_look[0]))
+        if not open_ or time.monotonic() < self._verdict_looked_at + min(self._verdict_gap, longest_wait):
+            return min(open_, self._last_look[1] + max(0, open_ - self._last_look[0]))  # that look's, and those since
         pending = self.pending_verdicts(oldest_first=True)
         still_open = len(self.journal.open_submissions())
         self._last_look = (still_open, pending)
         self._verdict_gap = self.opt.poll_interval_s if still_open < open_ else \
-            min(longest_wait, 2 * self._verdict_gap)
-        self._verdict_look_at = time.monotonic() + self._verdict_gap
+            min(QUIET_VERDICT_LOOK_S, 2 * self._verdict_gap)
+        self._verdict_looked_at = time.monotonic()
         return pending
 
     def _submitted(self) -> None:
         """A submission was mined: its verdict is looked for `poll_interval_s` later, then at the doubling waits."""
         self._verdict_gap = self.opt.poll_interval_s
-        self._verdict_look_at = time.monotonic() + self._verdict_gap
+        self._verdict_looked_at = time.monotonic()
 
     def court_has_judge(self) -> bool:
         """Whether a validator of the pool's court has been registered for the court's activation delay and has not

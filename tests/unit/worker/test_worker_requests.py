@@ -41,7 +41,7 @@ class _Chain:
     def __init__(self, clock: _Clock, verdict_s: float, reward_lock_s: int = 1_200) -> None:
         self.clock, self.verdict_s, self.reward_lock_s = clock, verdict_s, reward_lock_s
         self.requests: Counter = Counter()
-        self.nonce, self.time_jump = 0, 0
+        self.nonce, self.time_jump, self.latest = 0, 0, 0
         self.submitted_at: dict[bytes, float] = {}
         self.claimed: list[bytes] = []
         self.pool = SimpleNamespace(get_member=self.get_member, submit_work=self.submit_work)
@@ -55,7 +55,7 @@ class _Chain:
 
     def state(self, ledger=None, pool_id: int = 0) -> SimpleNamespace:
         self.requests["getPool"] += 1
-        return SimpleNamespace(active=True, latest_step=0, async_level=2, min_stake=100, slash_amount=50,
+        return SimpleNamespace(active=True, latest_step=self.latest, async_level=2, min_stake=100, slash_amount=50,
                                reward_lock_s=self.reward_lock_s)
 
     def get_member(self, pool_id: int, address: str) -> SimpleNamespace:
@@ -166,6 +166,19 @@ def test_at_max_pending_the_worker_asks_only_for_its_verdicts_at_doubling_waits(
     assert chain.requests["getWork"] <= 2 * (looks + 1)
     assert chain.requests["getMember"] == 2 and chain.requests["getPool"] <= 50.0 / IDLE_LOOK_S + 1
     assert set(chain.requests) == {"getPool", "getMember", "getBlock pin", "transactions", "getWork"}
+
+
+def test_a_new_step_looks_at_the_verdicts_within_a_block_however_long_the_quiet_waits(tmp_path, monkeypatch,
+                                                                                       clock) -> None:
+    """Files made, two awaiting their verdicts: the quiet worker's looks drift apart to QUIET_VERDICT_LOOK_S; when a new
+    step comes it is held at --max-pending, and looks again within IDLE_LOOK_S, not at the quiet look's time."""
+    chain = _Chain(clock, verdict_s=45.0)
+    daemon = _daemon(tmp_path, monkeypatch, chain, generate_s=0.0, files=2, max_pending=2)
+    _run(daemon, clock, until_s=45.0)  # quiet looks 0.5, 1.5, 3.5, 7.5, 15.5, 31.5 s after; the next would be at 61.5
+    assert daemon.stats.submitted == 2 and daemon._quiet_step == 0 and daemon._verdict_gap >= 16.0
+    chain.latest = 1  # the trainer's next checkpoint, as the verdicts come
+    _run(daemon, clock, until_s=45.0 + IDLE_LOOK_S + 1.0)
+    assert daemon.stats.submitted == 4  # both verdicts read at one look, two more files sent
 
 
 def test_a_verdict_on_a_devnet_that_mines_at_once_is_seen_within_a_poll_interval(tmp_path, monkeypatch, clock) -> None:
