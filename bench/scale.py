@@ -7,8 +7,10 @@ daemon (validator/daemon.py, its checks in a checker process) and a real trainer
 (worker/daemon.py) in this process, each on its own connection, generating honest files with a tiny real torch policy
 (the e2e tests' sort task: 2 prompts × 4 completions × ≤ 8 tokens a file) under its own nonces and pins. Each worker
 makes `--files-per-worker` files for step 0 (no trainer publishes a new one); then the pool is left idle for
-`--idle-s`. Every JSON-RPC request of every role is counted at its transport (bench.worker_rpc's `counted`), with
-the block range of each `eth_getLogs`. With `--gap-blocks` G, G empty blocks are mined between the pool's creation
+`--idle-s`. Every JSON-RPC request of every role is counted at its transport (bench.worker_rpc's `counted`), by
+method and each `eth_call` and `eth_estimateGas` by its contract function, with the block range of each `eth_getLogs`
+(`details.live`: `rpc_busy_by_function`, and the workers' requests a file by method and function,
+`rpc_per_file_by_request`, printed before the table). With `--gap-blocks` G, G empty blocks are mined between the pool's creation
 and the roles' start, so that each role's first reads walk a history longer than a log page.
 
 - `files_per_s_accepted`: files the trainer's intake took (accepted by the validator, fetched and decoded; the intake
@@ -167,11 +169,12 @@ def _live(scale: Scale, folder: Path, anvil, kubo_node) -> dict:
         w3.provider.make_request("anvil_mine", [MINE_AT_ONCE])
 
     counts: dict[str, Counter] = {}
+    calls: dict[str, Counter] = {}
     log_ranges: list[int] = []
 
     def ledger_of(role: str, account) -> Ledger:
         role_w3 = connect(anvil.rpc_url, 31337)
-        counted(role_w3, counts.setdefault(role, Counter()), log_ranges)
+        counted(role_w3, counts.setdefault(role, Counter()), log_ranges, calls.setdefault(role, Counter()))
         return Ledger(role_w3, deployment, account)
 
     ledgers = [ledger_of(f"worker{i}", account) for i, account in enumerate(accounts[4:])]
@@ -189,7 +192,8 @@ def _live(scale: Scale, folder: Path, anvil, kubo_node) -> dict:
     source = LedgerSource(ledger_of("trainer", accounts[2]), KuboClient(kubo_api), pool_id, wait_final=False,
                           consumed_log=folder / "consumed.log")  # `trainer start --no-wait-final`: at acceptance
     try:
-        return _run_pool(scale, w3, deployment, accounts, workers, validator, source, counts, log_ranges, ledgers)
+        return _run_pool(scale, w3, deployment, accounts, workers, validator, source, counts, calls, log_ranges,
+                         ledgers)
     finally:
         validator.close()
         source.close()
@@ -198,11 +202,12 @@ def _live(scale: Scale, folder: Path, anvil, kubo_node) -> dict:
 
 
 def _run_pool(scale: Scale, w3, deployment, accounts, workers: list[WorkerDaemon], validator: ValidatorDaemon,
-              source: LedgerSource, counts: dict[str, Counter], log_ranges: list[int], ledgers: list[Ledger]) -> dict:
+              source: LedgerSource, counts: dict[str, Counter], calls: dict[str, Counter], log_ranges: list[int],
+              ledgers: list[Ledger]) -> dict:
     validator.checkers.start()
     checkers = [psutil.Process(slot.process.pid) for slot in validator.checkers._slots]
     checker_cpu0 = sum(sum(p.cpu_times()[:2]) for p in checkers)
-    for c in counts.values():
+    for c in (*counts.values(), *calls.values()):
         c.clear()  # the roles' start-up reads (the gap's pages among them) stay in log_ranges
     consumed = Counter()
     stop_roles, stop_workers = threading.Event(), threading.Event()
@@ -235,17 +240,17 @@ def _run_pool(scale: Scale, w3, deployment, accounts, workers: list[WorkerDaemon
     busy_s = time.monotonic() - started
     submitted = sum(d.stats.submitted for d in workers)
     busy = {role: sum(c.values()) for role, c in counts.items()}
-    busy_methods = _methods(counts)
+    busy_methods, busy_calls = _methods(counts), _methods(calls)
     fetchers = list(validator._fetchers._threads)
     validator_cpu = _cpu_s(validator_thread) + sum(_cpu_s(t) for t in fetchers if t.is_alive()) + \
         sum(sum(p.cpu_times()[:2]) for p in checkers) - checker_cpu0
-    for c in counts.values():
+    for c in (*counts.values(), *calls.values()):
         c.clear()
     idle_started = time.monotonic()
     stop_workers.wait(scale.idle_s)
     idle_s = time.monotonic() - idle_started
     idle = {role: sum(c.values()) for role, c in counts.items()}
-    idle_methods = _methods(counts)
+    idle_methods, idle_calls = _methods(counts), _methods(calls)
     stop_workers.set()
     stop_roles.set()
     for thread in (*worker_threads, validator_thread, trainer_thread):
@@ -267,6 +272,9 @@ def _run_pool(scale: Scale, w3, deployment, accounts, workers: list[WorkerDaemon
                  "rpc_busy_by_role": _by_role(busy), "rpc_idle_per_s_by_role": {
                      role: round(n / idle_s, 3) for role, n in _by_role(idle).items()},
                  "rpc_busy_by_method": busy_methods, "rpc_idle_by_method": idle_methods,
+                 "rpc_busy_by_function": busy_calls, "rpc_idle_by_function": idle_calls,
+                 "rpc_per_file_by_request": _per_file(busy_methods.get("workers", {}), busy_calls.get("workers", {}),
+                                                      submitted),
                  "logs_page_limit": limit, "logs_range_observed_max": observed, "logs_requests": len(log_ranges)},
     }
 
@@ -277,6 +285,13 @@ def _methods(counts: dict[str, Counter]) -> dict[str, dict[str, int]]:
     for role, c in counts.items():
         out.setdefault("workers" if role.startswith("worker") else role, Counter()).update(c)
     return {role: dict(c) for role, c in out.items()}
+
+
+def _per_file(methods: dict[str, int], functions: dict[str, int], files: int) -> dict[str, float]:
+    """The workers' requests a file by method, each `eth_call` and `eth_estimateGas` by the function it calls, most
+    first."""
+    split = {m: n for m, n in methods.items() if m not in ("eth_call", "eth_estimateGas")} | functions
+    return {k: round(n / max(1, files), 2) for k, n in sorted(split.items(), key=lambda kv: (-kv[1], kv[0]))}
 
 
 def _by_role(totals: dict[str, int]) -> dict[str, int]:
@@ -357,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
             for key in ("workers", "files_per_s_accepted", "rpc_per_worker_s", "rpc_per_file", "max_logs_range_blocks",
                         "trainer_ms_per_event_10m", "trainer_state_mb_per_step_10m", "explorer_p99_ms_1m",
                         "pacing_overproduction_1000", "pacing_overproduction_10000", "validator_cpu_per_file_ms")]
+    print("the workers' requests a file, by method and function:", file=sys.stderr)
+    for request, n in result["details"]["live"]["rpc_per_file_by_request"].items():
+        print(f"  {request:<48} {n:>7}", file=sys.stderr)
     print_rows(rows, result, args, "scale")
     return 0
 

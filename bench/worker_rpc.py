@@ -9,6 +9,7 @@ JSON-RPC request its ledger sends is counted by method over `--seconds` of wall 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import tempfile
 import threading
@@ -16,10 +17,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from eth_utils import function_abi_to_4byte_selector
+
 from bench.report import add_record_option, print_rows
 from deploy.anvil import dev_accounts, start_anvil
 from deploy.contracts import deploy_contracts
 from deploy.pools import PoolConfig, create_pool
+from ledger_client.chain.contract import ABI_DIR
 from ledger_client.chain.ledger import Ledger, connect
 from worker.daemon import WorkerDaemon, WorkerOptions
 
@@ -27,9 +31,30 @@ TOKENS = 10**18
 BLOCK_S = 2
 
 
-def counted(w3, counts: Counter, log_ranges: list[int] | None = None) -> None:
+@functools.cache
+def _functions() -> dict[str, str]:
+    """Each 4-byte selector of the bindings' ABIs → `Contract.function` (a selector several contracts share: their
+    names joined by `|`)."""
+    names: dict[str, set[str]] = {}
+    for path in sorted(ABI_DIR.glob("*.json")):
+        for item in json.loads(path.read_text())["abi"]:
+            if item.get("type") == "function":
+                selector = "0x" + function_abi_to_4byte_selector(item).hex()
+                names.setdefault(selector, set()).add(f"{path.stem}.{item['name']}")
+    return {selector: "|".join(sorted(n)) for selector, n in names.items()}
+
+
+def function_of(request: dict) -> str:
+    """The contract function an `eth_call` or `eth_estimateGas` request calls (its selector if no ABI has it)."""
+    call = request["params"][0] if request.get("params") else {}
+    selector = str(call.get("data") or call.get("input") or "")[:10]
+    return _functions().get(selector, selector or "?")
+
+
+def counted(w3, counts: Counter, log_ranges: list[int] | None = None, calls: Counter | None = None) -> None:
     """Count every request `w3` sends, by method (at the transport, under web3's middleware); with `log_ranges`, also
-    append the blocks each `eth_getLogs` spans (an open end, `latest` or none, is the head, read uncounted)."""
+    append the blocks each `eth_getLogs` spans (an open end, `latest` or none, is the head, read uncounted); with
+    `calls`, count each `eth_call` and `eth_estimateGas` by the contract function it calls (`method Contract.fn`)."""
     send = w3.provider._make_request
 
     def head() -> int:
@@ -45,6 +70,8 @@ def counted(w3, counts: Counter, log_ranges: list[int] | None = None) -> None:
         request = json.loads(request_data)
         for one in request if isinstance(request, list) else [request]:  # a batch counts each of its requests
             counts[one["method"]] += 1
+            if calls is not None and one["method"] in ("eth_call", "eth_estimateGas"):
+                calls[f"{one['method']} {function_of(one)}"] += 1
             if log_ranges is not None and one["method"] == "eth_getLogs":
                 query = one["params"][0]
                 log_ranges.append(1 if "blockHash" in query else

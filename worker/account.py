@@ -108,9 +108,10 @@ def claim_all(ledger: Ledger, pool_id: int | None) -> int:
     return _claim(ledger, claimable(ledger, works_of(ledger, ledger.address, pool_id)))
 
 
-def claim_works(ledger: Ledger, work_ids: list[bytes]) -> int:
-    """Claim those of `work_ids` that are accepted with their lock passed; returns the amount."""
-    return _claim(ledger, claimable(ledger, [get_work(ledger, w) for w in work_ids]))
+def claim_works(ledger: Ledger, work_ids: list[bytes], now: int | None = None) -> int:
+    """Claim those of `work_ids` that are accepted with their lock passed (by `now`, the chain's clock just read; None:
+    read it); returns the amount."""
+    return _claim(ledger, claimable(ledger, [get_work(ledger, w) for w in work_ids], now))
 
 
 def _claim(ledger: Ledger, ready: list) -> int:

@@ -77,12 +77,16 @@ LoadPolicy = Callable[[Path], tuple[object, object]]
 PREFETCH_POLL_S = 0.25
 """How often the prefetch thread looks at the process's `ChainWatch` for a new checkpoint (the watch reads the chain at
 most once per `IDLE_LOOK_S` for it)."""
-VERDICT_WAIT_S = 10.0
-"""The longest a worker at `--max-pending` waits for a new block before it looks at its verdicts again anyway."""
 IDLE_LOOK_S = 2.0
-"""How often a worker with nothing to send reads the pool's state for a new checkpoint: one request per 2 s block
-(`getPool` every 0.25 s from the prefetch thread, and the main loop's every poll interval, made an idle worker send
-~6 requests a second: 6,000 for a pool of 1,000; issue 46)."""
+"""How often a worker reads the pool's state (for a new checkpoint, a closed pool): one request per 2 s block for the
+main loop and the prefetch thread together, busy or idle (`getPool` every 0.25 s from the prefetch thread, and the main
+loop's every poll interval, made an idle worker send ~6 requests a second: 6,000 for a pool of 1,000; issue 46)."""
+QUIET_VERDICT_LOOK_S = 30.0
+"""The longest wait between two looks at the open submissions' verdicts of a worker whose files for the step are made
+(`IDLE_LOOK_S` while it has files to send: its --max-pending gate waits on them)."""
+CHAIN_TIME_CHECK_S = 60.0
+"""While no accepted reward can be due by the chain's clock as last read plus the wall time since, the worker reads
+that clock again only this often (a devnet's clock can jump ahead: `devnet advance`); it asked every claim interval."""
 
 
 @dataclass
@@ -148,14 +152,20 @@ class WorkerDaemon:
         self.policy: Policy | None = None
         self.spec: RunSpec | None = None
         self._last_claim = 0.0
-        self._verdicts_read_at = 0.0
+        self._chain_time: tuple[float, int] | None = None
+        """(monotonic clock, the chain's clock) when `maybe_claim` last read the latest block's timestamp."""
+        self._verdict_looked_at = float("-inf")
+        self._verdict_gap = options.poll_interval_s
+        self._last_look = (0, 0)
+        """When the chain was last asked about our open submissions, the wait before the next look (at most the caller's
+        longest), and that look's (journal's open submissions, those of them awaiting a verdict) (`_verdicts`)."""
         self._awaiting_verdicts = False  # the last step_once stopped at --max-pending
         self._awaiting_demand = False  # the last step_once stopped because the trainer holds enough files
         self.pacer = Pacer(async_level=1)  # prepare() sets the pool's async level
         self._prefetched: tuple[int, bytes, FetchedCheckpoint] | None = None
         """(step, digest, local copy) of the newest checkpoint, fetched ahead by `run`'s prefetch thread."""
-        self.watch = ChainWatch(ledger.w3, lambda: pool_state(ledger, options.pool_id), options.poll_interval_s)
-        """The pool's state and the head, read once for the main loop and the prefetch thread together."""
+        self.watch = ChainWatch(ledger.w3, lambda: pool_state(ledger, options.pool_id), IDLE_LOOK_S)
+        """The pool's state, read once per `IDLE_LOOK_S` for the main loop and the prefetch thread together."""
         self._quiet_step: int | None = None
         """The latest step when this step's submissions were all made: until the pool's latest step moves on,
         `step_once` has nothing to do and reads nothing more than the pool's state."""
@@ -175,8 +185,10 @@ class WorkerDaemon:
     # ------------------------------------------------------------------ set-up
 
     def prepare(self) -> None:
-        """Read the run spec and build its task (refusing a task this machine cannot run), allocate the pool minimum,
-        join, finish what a crash left."""
+        """Read the run spec and build its task (refusing a task this machine cannot run), allocate what the next
+        submissions need (the pool minimum at least; `stake_for_next_submission`'s ALLOCATE_AHEAD files when the account
+        holds enough: a top-up's three transactions are made before the first file, not among them), join, finish what a
+        crash left."""
         pool = pool_state(self.ledger, self.opt.pool_id)
         if not pool.active:
             raise UsageError(f"pool {self.opt.pool_id} is closed")
@@ -188,7 +200,7 @@ class WorkerDaemon:
         problem = compute and engine_problem(self.spec, compute)
         if problem:  # before any stake moves too: this engine cannot generate the pool's completions
             raise UsageError(f"pool {self.opt.pool_id}: {problem}")
-        self.ledger.ensure_allocation(self.opt.pool_id, pool.min_stake)
+        stake_for_next_submission(self.ledger, self.opt.pool_id, pool.min_stake, pool.slash_amount)
         if not self.ledger.pool.is_member(self.opt.pool_id, self.ledger.address):
             self.ledger.pool.join_pool(self.opt.pool_id)
         self.chain = ForcedErrorChain.of(self.ledger, self.opt.pool_id)
@@ -207,6 +219,16 @@ class WorkerDaemon:
     def member(self) -> MemberView:
         """Our record in this pool: next nonce and the step pinned for it."""
         return self.ledger.pool.get_member(self.opt.pool_id, self.ledger.address)
+
+    def _member_now(self) -> MemberView:
+        """Our record in this pool; if its next nonce is one the journal holds as submitted, a reorg dropped that
+        submission: every open submission is read at once (pending_verdicts: recover() resubmits what vanished), not
+        left to the verdict looks, which stop at the oldest one still awaiting its verdict."""
+        member = self.member()
+        if any(e["nonce"] >= member.next_nonce for e in self.journal.open_submissions()):
+            self.pending_verdicts()
+            member = self.member()
+        return member
 
     def next_nonce(self) -> int:
         """The nonce the chain expects next from us in this pool (the journal never picks one)."""
@@ -274,17 +296,11 @@ class WorkerDaemon:
             while not stop.is_set():
                 if self.opt.max_submissions is not None and self.stats.submitted >= self.opt.max_submissions:
                     break
-                did_work = self.step_once(stop, IDLE_LOOK_S if self._quiet_step is not None else self.opt.poll_interval_s)
+                did_work = self.step_once(stop, IDLE_LOOK_S)
                 self.maybe_claim()
                 self.tick_chain()
-                if did_work:
-                    continue
-                if self._awaiting_demand:
-                    stop.wait(PACE_POLL_S)
-                elif self._awaiting_verdicts:  # verdicts come only with a block: one look at them a block
-                    self._wait_for_a_block(stop, VERDICT_WAIT_S)
-                else:
-                    stop.wait(self.opt.poll_interval_s)
+                if not did_work:
+                    stop.wait(self.pause_s())
         finally:
             self._prefetch_stop.set()
             prefetcher.join(timeout=2.0)  # a fetch in progress is abandoned (a daemon thread); the next one resumes it
@@ -306,11 +322,21 @@ class WorkerDaemon:
                 log.debug("prefetching the newest policy failed: %s: %s", exc.__class__.__name__, exc)
             self._prefetch_stop.wait(PREFETCH_POLL_S)
 
+    def pause_s(self) -> float:
+        """How long the run loop waits after a `step_once` that sent nothing: until the next look at our verdicts when
+        it stopped at --max-pending (no head polling in between: a verdict is read when the look is due)."""
+        if self._awaiting_demand:
+            return PACE_POLL_S
+        if self._awaiting_verdicts:
+            return max(0.0, self._verdict_looked_at + min(self._verdict_gap, IDLE_LOOK_S) - time.monotonic())
+        return self.opt.poll_interval_s
+
     def step_once(self, stop: threading.Event, look_every: float = 0.0) -> bool:
         """Sync to the newest checkpoint and make one submission if this step still wants one. `look_every`: the pool's
         state may be as old as that (the run loop's; 0: read now)."""
         pool = self.watch.pool(look_every)
         if pool.active and pool.latest_step == self._quiet_step:
+            self._verdicts(QUIET_VERDICT_LOOK_S)  # for the claims, the metrics and the re-stake cap
             return False  # our files for this step are all made; nothing changes until a new step
         self._quiet_step = None
         if not pool.active:
@@ -321,7 +347,18 @@ class WorkerDaemon:
         if self._awaiting_demand:
             self.stats.last_event = f"paced: the trainer holds enough files for step {pool.latest_step + 1}"
             return False
-        member = self.member()
+        member = None
+        if self.journal.submitted_count(pool.latest_step) >= self.opt.submissions_per_step:
+            member = self._member_now()  # the journal says this step is done: the chain's pin says whether it is
+            if member.pinned_step == pool.latest_step:
+                self._quiet_step = pool.latest_step
+                self._verdicts(QUIET_VERDICT_LOOK_S)
+                return False
+        # the gate first: a worker at --max-pending reads its verdicts when a look is due, and nothing else
+        self._awaiting_verdicts = self._verdicts() >= self.opt.max_pending
+        if self._awaiting_verdicts:
+            return False
+        member = member or self._member_now()
         if pool.latest_step - member.pinned_step > pool.async_level:
             # We stopped for longer than the async level: the pinned step is gone, so give up its nonce.
             log.warning("nonce %d was pinned to step %d, now stale (latest %d); skipping it", member.next_nonce,
@@ -331,14 +368,6 @@ class WorkerDaemon:
         if member.pinned_step == pool.latest_step and \
                 self.journal.submitted_count(pool.latest_step) >= self.opt.submissions_per_step:
             self._quiet_step = pool.latest_step
-            return False
-        # the chain is asked about our open submissions when they could reach the limit, else once a poll interval
-        # (for the verdicts' metrics and the re-stake cap): asking before every file took a tenth of a worker's time
-        self._awaiting_verdicts = False
-        if (len(self.journal.open_submissions()) >= self.opt.max_pending
-                or time.monotonic() - self._verdicts_read_at >= self.opt.poll_interval_s) and \
-                self.pending_verdicts() >= self.opt.max_pending:
-            self._awaiting_verdicts = True
             return False
         if self.policy is None or self.policy.step != member.pinned_step:
             self.sync_policy(member.pinned_step)
@@ -359,11 +388,28 @@ class WorkerDaemon:
         self.submit_one(next_binding(self.ledger, self.opt.pool_id, member), stop)
         return True
 
-    def _wait_for_a_block(self, stop: threading.Event, timeout: float) -> None:
-        """Wait until the chain has a new block (a verdict can only come with one), for at most `timeout`: a worker at
-        --max-pending waited a whole poll interval for a verdict that a devnet mines within milliseconds, and asking
-        for its open submissions' verdicts costs a call each, the block number one."""
-        self.watch.wait_for_a_block(None, stop, timeout)
+    def _verdicts(self, longest_wait: float = IDLE_LOOK_S) -> int:
+        """Our submissions awaiting a verdict: the journal's open ones, the chain asked about them only when a look is
+        due — `poll_interval_s` after a submission or a verdict, then at waits doubling up to `longest_wait` while none
+        comes (for --max-pending, the claims, the verdicts' metrics and the re-stake cap). The worker at --max-pending
+        polled the head every poll interval and read every open submission at each new block: ~10 requests a file at
+        2 s blocks while the validator judged; once its step's files were made it read no verdict until the next step
+        (issue 46)."""
+        open_ = len(self.journal.open_submissions())
+        if not open_ or time.monotonic() < self._verdict_looked_at + min(self._verdict_gap, longest_wait):
+            return min(open_, self._last_look[1] + max(0, open_ - self._last_look[0]))  # that look's, and those since
+        pending = self.pending_verdicts(oldest_first=True)
+        still_open = len(self.journal.open_submissions())
+        self._last_look = (still_open, pending)
+        self._verdict_gap = self.opt.poll_interval_s if still_open < open_ else \
+            min(QUIET_VERDICT_LOOK_S, 2 * self._verdict_gap)
+        self._verdict_looked_at = time.monotonic()
+        return pending
+
+    def _submitted(self) -> None:
+        """A submission was mined: its verdict is looked for `poll_interval_s` later, then at the doubling waits."""
+        self._verdict_gap = self.opt.poll_interval_s
+        self._verdict_looked_at = time.monotonic()
 
     def court_has_judge(self) -> bool:
         """Whether a validator of the pool's court has been registered for the court's activation delay and has not
@@ -406,11 +452,16 @@ class WorkerDaemon:
                                     f"{c['work_id']}, why: {where}); --max-restakes {cap}: not re-staking; see "
                                     "`worker status` and fix the worker before restarting it")
 
-    def pending_verdicts(self) -> int:
-        """How many of our submissions still await a verdict (statuses are final once judged)."""
-        self._verdicts_read_at = time.monotonic()
+    def pending_verdicts(self, oldest_first: bool = False) -> int:
+        """How many of our submissions still await a verdict (statuses are final once judged), asking the chain now.
+        `oldest_first`: stop at the first one still awaiting its verdict, counting those after it as awaiting theirs
+        (a validator judges in submission order, mostly: one read a look while it has not judged the oldest)."""
         open_ = 0
-        for e in self.journal.open_submissions():
+        submissions = self.journal.open_submissions()
+        for i, e in enumerate(submissions):
+            if oldest_first and open_:
+                open_ += len(submissions) - i
+                break
             work_id = bytes.fromhex(e["work_id"])
             # a court pool's case is one read: without a verdict it is open; with one not final yet its work is
             # pending; a final case is the work's outcome (the court records it in the pool in the same transaction)
@@ -463,6 +514,9 @@ class WorkerDaemon:
         """The pool's checkpoint of `step`: its digest and verified local copy; one fetch at a time (they share
         the pins' record)."""
         with self._fetch_lock, phase(what):
+            ahead = self._prefetched
+            if ahead is not None and ahead[0] == step:  # the other thread fetched it while this one waited
+                return ahead[1], ahead[2]
             digest = bytes(self.ledger.pool.checkpoint_at(self.opt.pool_id, step))
             retention = PinRetention(self.kubo, self.opt.work_dir / "pins.json",
                                      keep=versions_to_keep(self.pool.async_level))
@@ -529,6 +583,7 @@ class WorkerDaemon:
                 self.journal.drop(nonce)
                 return
         self.journal.advance(nonce, "submitted")
+        self._submitted()
         self.pacer.submitted()
         self.stats.submitted += 1
         self.metrics.submissions.inc()
@@ -584,16 +639,31 @@ class WorkerDaemon:
             accepted = [e for e in self.journal.entries("submitted") if e.get("final") == "accepted"]
             if not accepted:
                 return 0  # nothing to claim: the chain's clock is not asked
-            now = self.watch.chain_time()
+            first_due = min(e.get("submitted_at", 0) for e in accepted) + self.pool.reward_lock_s
+            now = self._chain_now(first_due)
             due = [e for e in accepted if e.get("submitted_at", 0) + self.pool.reward_lock_s <= now]
             if not due:
                 return 0
-            amount = claim_works(self.ledger, [bytes.fromhex(e["work_id"]) for e in due])
+            amount = claim_works(self.ledger, [bytes.fromhex(e["work_id"]) for e in due], now)
             for e in due:  # claimed now, or (a restart) before: accepted work is claimed exactly once
                 self.journal.advance(e["nonce"], "submitted", final="paid")
         self.stats.claimed += amount
         self.metrics.claimed.inc(amount / 10**18)
         return amount
+
+    def _chain_now(self, first_due: int) -> int:
+        """The chain's clock for a claim: read (the latest block's timestamp) unless the last reading plus the wall time
+        since is still before `first_due` and younger than CHAIN_TIME_CHECK_S — then that estimate, which only decides
+        that nothing is due yet (a chain's clock does not run ahead of the wall's except by a devnet's jump, which the
+        next reading sees)."""
+        if self._chain_time is not None:
+            read_at, then = self._chain_time
+            elapsed = time.monotonic() - read_at
+            if then + elapsed < first_due and elapsed < CHAIN_TIME_CHECK_S:
+                return int(then + elapsed)
+        now = self.watch.chain_time()
+        self._chain_time = (time.monotonic(), now)
+        return now
 
     def _withdraw_refunds(self) -> None:
         """Withdraw what ForcedErrors credits this worker: the slash of each forced error it owed and planted, refunded

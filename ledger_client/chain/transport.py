@@ -43,6 +43,19 @@ class KeepAliveHTTPProvider(HTTPProvider):
         self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self._timeout = timeout
         self._local = threading.local()
+        self._chain_id: Any = None
+
+    def make_request(self, method: RPCEndpoint, params: Any) -> Any:
+        """As HTTPProvider's, but the chain id is asked once for the process: web3 keeps its answer per thread, and a
+        worker's threads asked it again each (0.7 requests a file in bench.scale); one endpoint's id does not change."""
+        if method != "eth_chainId":
+            return super().make_request(method, params)
+        if self._chain_id is None:
+            response = super().make_request(method, params)
+            if "result" not in response:
+                return response
+            self._chain_id = response
+        return self._chain_id
 
     def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
         """This thread's connection, and whether it was used before (a fork gets a new one)."""

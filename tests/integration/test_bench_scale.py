@@ -35,4 +35,7 @@ def test_one_tiny_run_prints_every_key_with_its_scale(capsys):
     live = result["details"]["live"]
     assert live["submitted"] == live["accepted"] == 4 and live["lost"] == 0 and live["challenged"] == 0
     assert result["files_per_s_accepted"] > 0 and result["rpc_per_file"] > 0 and result["validator_cpu_per_file_ms"] > 0
+    per_file = live["rpc_per_file_by_request"]  # the breakdown adds up to the figure, each call named by its function
+    assert sum(per_file.values()) == pytest.approx(result["rpc_per_file"], abs=0.01 * len(per_file))
+    assert "eth_estimateGas ComputePool.submitWork" in per_file and "eth_call" not in per_file
     assert 0 < live["logs_range_observed_max"] <= live["logs_page_limit"] == result["max_logs_range_blocks"]

@@ -120,3 +120,15 @@ def test_credentials_in_the_url_are_sent_as_basic_auth_and_bad_urls_refused(node
     assert node.authorizations == ["Basic YWxpY2U6czpjcmV0"]  # base64 of "alice:s:cret"
     with pytest.raises(ValueError, match="must be http"):
         KeepAliveHTTPProvider("ws://127.0.0.1:8545")
+
+
+def test_the_chain_id_is_asked_once_for_all_threads(node: _Node) -> None:
+    """web3 keeps the chain id per thread; one endpoint's id does not change, so the process asks it once."""
+    w3 = Web3(KeepAliveHTTPProvider(node.url))
+    ids: list[int] = []
+    threads = [threading.Thread(target=lambda: ids.append(w3.eth.chain_id)) for _ in range(4)]
+    for t in threads:
+        t.start()
+        t.join()
+    assert ids == [1, 1, 1, 1] and node.requests == 1
+    assert w3.eth.block_number == 2  # every other method is asked each time

@@ -86,7 +86,8 @@ def _daemon(tmp_path, chain: _Chain, produce, policies: dict[int, Policy], monke
     daemon.upload = lambda kubo, data: None
     daemon.kubo, daemon.policy, daemon._quiet_step, daemon._refused = None, None, None, None
     daemon.chain = None  # a pool without forced errors
-    daemon._court_can_judge, daemon._awaiting_verdicts, daemon._verdicts_read_at = True, False, float("inf")
+    daemon._court_can_judge, daemon._awaiting_verdicts, daemon._verdict_looked_at = True, False, float("inf")
+    daemon._verdict_gap, daemon._last_look = daemon.opt.poll_interval_s, (0, 0)
 
     def sync_policy(step: int) -> None:
         daemon.policy = policies[step]
