@@ -1,4 +1,13 @@
+import os
+
 import pytest
+
+for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")
+"""One intra-op thread for torch in every test process and the role processes it starts (they inherit it). `make test`
+runs four xdist workers and their daemons on two cores; torch's OpenMP threads, one per core by default, spin at each
+barrier while another process holds the core: beside three busy processes, `validator calibrate` took 68 s of CPU
+with two threads and 16 s with one (docs/notes/suite-time.md). Tests of a thread count set it themselves."""
 
 pytest_plugins = ["tests.support.conftest_kubo", "tests.support.conftest_chain"]
 """The fixtures of a real Kubo and a real anvil chain, for every tier (tests/unit/ asks for none of them:
