@@ -333,7 +333,7 @@ class WorkerDaemon:
 
     def step_once(self, stop: threading.Event, look_every: float = 0.0) -> bool:
         """Sync to the newest checkpoint and make one submission if this step still wants one. `look_every`: the pool's
-        state may be as old as that (the run loop's; 0: read now)."""
+        state and our verdicts may be as old as that (the run loop's; 0: read now)."""
         pool = self.watch.pool(look_every)
         if pool.active and pool.latest_step == self._quiet_step:
             self._verdicts(QUIET_VERDICT_LOOK_S)  # for the claims, the metrics and the re-stake cap
@@ -354,8 +354,9 @@ class WorkerDaemon:
                 self._quiet_step = pool.latest_step
                 self._verdicts(QUIET_VERDICT_LOOK_S)
                 return False
-        # the gate first: a worker at --max-pending reads its verdicts when a look is due, and nothing else
-        self._awaiting_verdicts = self._verdicts() >= self.opt.max_pending
+        # the gate first: a worker at --max-pending reads its verdicts when a look is due, and nothing else (a caller
+        # that asks for the pool's state now, look_every 0, asks for the verdicts now too)
+        self._awaiting_verdicts = self._verdicts(min(look_every, IDLE_LOOK_S)) >= self.opt.max_pending
         if self._awaiting_verdicts:
             return False
         member = member or self._member_now()
