@@ -14,12 +14,12 @@ pytest_plugins = ["tests.support.conftest_kubo", "tests.support.conftest_chain"]
 tests/test_architecture.py)."""
 
 LONGEST_FIRST = (
-    "test_demo_repeatable.py", "test_geth.py", "test_geth_court.py", "test_hf_protocol.py", "test_court_validators.py", "test_guides.py", "test_court_rounds.py",
-    "test_distributed_trainer.py",
-    "test_hostile_files.py", "test_faults.py", "test_toploc_attacks.py", "test_cli.py", "test_validator_daemon.py",
-    "test_protocol.py", "test_distributed_reduce.py", "test_learning.py", "test_validator_memory.py",
-    "test_trainer_memory.py", "test_dashboard_browser.py", "test_task_subset.py", "test_spot_check_validator.py",
-    "test_reward_hacking.py", "test_environment_pool.py", "test_ledger_client.py", "test_hf_checkpoints.py",
+    "test_geth.py", "test_geth_court.py", "test_court_validators.py", "test_demo_repeatable.py", "test_court_rounds.py",
+    "test_court_finality.py", "test_hf_protocol.py", "test_distributed_trainer.py", "test_forced_error_court.py",
+    "test_guides.py", "test_hostile_files.py", "test_attacks.py", "test_faults.py", "test_validator_daemon.py",
+    "test_toploc.py", "test_bench_protocol.py", "test_hostile_answers.py", "test_reward_hacking.py",
+    "test_exit_codes.py", "test_environment_pool.py", "test_signals.py", "test_dashboard_browser.py",
+    "test_bench_policy_drift.py", "test_toploc_attacks.py", "test_exact_pool.py", "test_protocol.py",
 )
 """Modules by wall time, longest first (`--durations` of a full run). `make test` runs the modules in parallel
 (pytest-xdist `--dist loadfile --no-loadscope-reorder`: one module per worker at a time, in collection order;
