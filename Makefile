@@ -57,10 +57,10 @@ contracts: $(NODE_STAMP) $(VENV_STAMP)
 demo: install
 	$(PY) -m examples.demo
 
-# Test modules run in parallel, one per worker (most tests wait on blocks, daemons and subprocesses, not the CPU: with
-# one torch thread a process, tests/conftest.py, four workers left a quarter of two cores idle; docs/notes/suite-time.md);
-# --durations lists the slowest tests at the end of every run, so a slower suite shows where its time went.
-TEST_WORKERS ?= 6
+# Test modules run in parallel, one per worker (many tests wait on blocks, daemons and subprocesses, not the CPU; six
+# workers were slower than four on two cores: docs/notes/suite-time.md); --durations lists the slowest tests at the end
+# of every run, so a slower suite shows where its time went.
+TEST_WORKERS ?= 4
 
 # Slither fails the build on any high-severity finding in contracts/src (libraries and tests filtered out); ruff on
 # any Python bug its small rule set finds (pyproject.toml, [tool.ruff.lint]).
