@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -54,24 +52,9 @@ def latest_block(w3: Web3) -> Any:
 
 
 BLOCK_POLL_S = 0.1
-"""How often `wait_for_a_block` asks for the block number: a request each time, so 10 a second while a role
-waits (a poll interval of 0.5 s left a validator ~0.25 s behind each submission, the trainer ~0.1 s behind each
-verdict: together half a trainer step of the CPU recipe, and files arrived too stale to use)."""
-
-
-def wait_for_a_block(w3: Web3, seen: int | None, stop: threading.Event, timeout: float,
-                     every: float = BLOCK_POLL_S) -> None:
-    """Return once the chain's block number is not `seen` (None: the number now), or after `timeout`, or on `stop`.
-    A failed read waits out the timeout: the caller's next poll reports a chain that is down."""
-    deadline = time.monotonic() + timeout
-    try:
-        if seen is None:
-            seen = w3.eth.block_number
-        while not stop.wait(min(every, max(0.0, deadline - time.monotonic()))):
-            if time.monotonic() >= deadline or w3.eth.block_number != seen:
-                return
-    except Exception:  # noqa: BLE001 - see the docstring
-        stop.wait(max(0.0, deadline - time.monotonic()))
+"""The shortest wait between two looks at the head of a role waiting for a block (the validator's idle wait, the
+trainer's poll): a poll interval of 0.5 s left a validator ~0.25 s behind each submission, the trainer ~0.1 s behind
+each verdict — together half a trainer step of the CPU recipe, and files arrived too stale to use."""
 
 
 class EventCursor:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import threading
-import time
 
 import pytest
 
 from ledger_client.chain.errors import LedgerError
-from ledger_client.chain.events import EventCursor, Removed, wait_for_a_block
+from ledger_client.chain.events import EventCursor, Removed
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import pool_state
 
@@ -150,23 +148,6 @@ def test_a_state_file_is_taken_up_by_a_cursor_that_follows_added_events(chain, t
     grown.commit()
     with pytest.raises(LedgerError, match="follows"):  # the file now follows both: the old set no longer fits it
         _cursor(chain, state)
-
-
-def test_waiting_for_a_block_returns_at_the_next_block_or_at_the_timeout(chain):
-    """What a validator and an idle worker wait on between polls: the next block (new work and verdicts come with
-    one), or the poll interval. Not timed against a clock: only which of the two ended the wait."""
-    w3, stop = chain.w3, threading.Event()
-    head = w3.eth.block_number
-    started = time.monotonic()
-    wait_for_a_block(w3, head, stop, timeout=0.3)
-    assert time.monotonic() - started >= 0.3 and w3.eth.block_number == head  # no block: the whole timeout
-    miner = threading.Timer(0.2, lambda: w3.provider.make_request("evm_mine", []))
-    miner.start()
-    wait_for_a_block(w3, head, stop, timeout=120)
-    miner.join()
-    assert w3.eth.block_number == head + 1
-    stop.set()
-    wait_for_a_block(w3, head + 1, stop, timeout=120)  # a stop ends the wait at once
 
 
 def test_a_cursor_for_one_pool_reads_only_its_pools_events(chain, tmp_path):
