@@ -4,6 +4,7 @@ import pytest
 
 for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_threads, "1")
+os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # as proofs.philox_triton pins it: no Triton 3.9 notice on stderr
 """One intra-op thread for torch in every test process and the role processes it starts (they inherit it). `make test`
 runs four xdist workers and their daemons on two cores; torch's OpenMP threads, one per core by default, spin at each
 barrier while another process holds the core: beside three busy processes, `validator calibrate` took 68 s of CPU
