@@ -79,6 +79,12 @@ class TrainerConfig(BaseSettings):
         0.0, ge=0, le=0, description="deprecated, must be 0: a group is informative when its rewards are not all "
         "equal, compared exactly (rewards are exact float32 values, tasks.rewards)"
     )
+    retained_dtype: Literal["bfloat16", "float32"] = Field(
+        "bfloat16", description="the past policies kept to recompute logp_behav (the last async_level + 1), each "
+        "rank its own FSDP2 shard: bfloat16 halves them (2 B a parameter) and is the weights a bf16 worker runs; "
+        "float32 keeps what a float32 worker runs bit for bit. An exact pool keeps float32 whatever this says "
+        "(its integer policies are quantised from the published float32 weights). docs/scaling.md",
+    )
     max_steps: int = Field(100, ge=1)
     checkpoint_every: int = Field(1, ge=1)
     poll_interval_s: float = Field(0.02, gt=0)

@@ -12,13 +12,15 @@ reduce-scatter (or DDP's all-reduce) is the one-process gradient.
   model and batch on its own GPU, cuda:LOCAL_RANK, and the group is `cpu:gloo,cuda:nccl`: NCCL
   carries every collective on CUDA tensors (FSDP2's all-gathers and reduce-scatters, DDP's
   all-reduces), gloo the few on CPU tensors (loss statistics, objects, checkpoint planning).
-- Retained policies and published policies are full state dicts gathered on every rank (each
-  rank recomputes logp_behav for its own rows); only rank 0 publishes, so what goes to IPFS stays
-  an ordinary Hugging Face safetensors checkpoint.
-- Trainer checkpoints: model and optimizer as torch.distributed.checkpoint (DCP) shards in
-  `step_N/sharded/` (each rank writes its own shards), everything else (scheduler, retained
-  policies, RNG, buffer, source cursor) written by rank 0 in the same atomic commit as the
-  one-process checkpoint. The run folder must be on storage every rank can reach.
+- Retained policies are each rank's own FSDP2 shards (the whole parameters under DDP), in the trainer's
+  `retained_dtype`: logp_behav of a past policy is recomputed by every rank together with the sharded
+  model, that policy's shards written into it in place and the current ones put back after
+  (trainer/loop.py). A published policy is gathered on rank 0 only, in host memory, and only rank 0
+  publishes, so what goes to IPFS stays an ordinary Hugging Face safetensors checkpoint.
+- Trainer checkpoints: model, optimizer and retained policies as torch.distributed.checkpoint (DCP)
+  shards in `step_N/sharded/` (each rank writes its own shards), everything else (scheduler, RNG,
+  buffer, source cursor) written by rank 0 in the same atomic commit as the one-process checkpoint.
+  The run folder must be on storage every rank can reach.
 
 Launch: `trainer local --nproc N` / `trainer start --nproc N` runs torch's elastic launcher (the
 code behind `torchrun --standalone`) in-process, so one machine needs no extra command and the
@@ -52,7 +54,8 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 
 from cli.errors import UsageError, exit_code_of
@@ -62,6 +65,7 @@ from trainer.loss import LossOutput, reduction_of
 T = TypeVar("T")
 Strategy = Literal["fsdp", "ddp"]
 SHARDED = "sharded"
+POLICIES = "policies"
 
 
 class FollowerExit(SystemExit):
@@ -138,9 +142,24 @@ class Distributed:
         fully_shard(model, mesh=mesh)
         return model
 
-    def full_state_dict(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
-        full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
-        return {k: v.detach().clone() for k, v in full.items()}
+    def full_state_dict(self, model: torch.nn.Module, every_rank: bool = False) -> dict[str, torch.Tensor]:
+        """The whole policy: on rank 0 only, in host memory (the others get {}), or with `every_rank` on every
+        rank, on its device."""
+        options = StateDictOptions(full_state_dict=True, cpu_offload=not every_rank)
+        return {k: v.detach().clone() for k, v in get_model_state_dict(model, options=options).items()}
+
+    def local_shards(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        return {name: _local(p).detach() for name, p in model.named_parameters()}
+
+    @torch.no_grad()
+    def write_local_shards(self, model: torch.nn.Module, shards: dict[str, torch.Tensor]) -> None:
+        # a module FSDP2 left unsharded (the root keeps its parameters gathered after a forward pass without
+        # backward) would forward its stale gathered copy: every module reshards first
+        for module in model.modules():
+            if isinstance(module, FSDPModule):
+                module.reshard()
+        for name, p in model.named_parameters():
+            _local(p).copy_(shards[name])
 
     def rows(self, n_rows: int) -> slice:
         if n_rows < self.world_size:
@@ -214,11 +233,17 @@ class Distributed:
         box = [str(staging_folder(root, step)) if self.is_main else None]
         dist.broadcast_object_list(box, src=0)
         staging = Path(box[0])
-        dcp.save(self._sharded_state(model, optimizer, bool(optimizer.state)), checkpoint_id=staging / SHARDED)
+        tensors = dict(tensors)
+        policies = tensors.pop("policies")
+        state = self._sharded_state(model, optimizer, bool(optimizer.state))
+        state[POLICIES] = {str(s): _as_parameters(model, shards) for s, shards in policies.items()}
+        dcp.save(state, checkpoint_id=staging / SHARDED)
         dist.barrier()  # every rank's shards are written before rank 0 commits the folder
         if self.is_main:
-            commit_checkpoint(root, step, staging, tensors, {**trainer, "world_size": self.world_size,
-                                                              "optimizer_stepped": bool(optimizer.state)})
+            dtypes = {str(t.dtype).removeprefix("torch.") for shards in policies.values() for t in shards.values()}
+            commit_checkpoint(root, step, staging, tensors, {
+                **trainer, "world_size": self.world_size, "optimizer_stepped": bool(optimizer.state),
+                "policy_steps": sorted(policies), "policy_dtype": dtypes.pop() if dtypes else "float32"})
         dist.barrier()
 
     def load_checkpoint(self, root: Path, model: torch.nn.Module,
@@ -229,12 +254,21 @@ class Distributed:
         assert ckpt.path is not None
         if not (ckpt.path / SHARDED).is_dir():
             raise UsageError(f"{ckpt.path} is a one-process checkpoint; resume it without --nproc")
+        if "policy_steps" not in ckpt.trainer:
+            raise UsageError(f"{ckpt.path} keeps its retained policies whole (an older trainer's); resume it with "
+                             "the trainer that wrote it, or start the run afresh")
         with_optimizer = ckpt.trainer.get("optimizer_stepped", True)
         state = self._sharded_state(model, optimizer, with_optimizer)
+        dtype = getattr(torch, ckpt.trainer["policy_dtype"])
+        template = {name: torch.empty_like(t, dtype=dtype) for name, t in self.local_shards(model).items()}
+        state[POLICIES] = {str(s): _as_parameters(model, {n: t.clone() for n, t in template.items()})
+                           for s in ckpt.trainer["policy_steps"]}
         dcp.load(state, checkpoint_id=ckpt.path / SHARDED)
         set_model_state_dict(model, state["model"])
         if with_optimizer:
             set_optimizer_state_dict(model, optimizer, state["optimizer"])
+        ckpt.tensors["policies"] = {int(s): {n: _local(t) for n, t in shards.items()}
+                                    for s, shards in state[POLICIES].items()}
         return ckpt
 
     @staticmethod
@@ -251,6 +285,22 @@ class Distributed:
     def close(self) -> None:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    """This rank's piece of a parameter: a DTensor's local shard (a view of what FSDP2 trains), else the tensor."""
+    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
+
+
+def _as_parameters(model: torch.nn.Module, shards: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """This rank's pieces of a policy laid out as the model's parameters (DTensors of the same mesh, placement and
+    shape under FSDP2), so DCP writes and reads each rank's own shards."""
+    out = {}
+    for name, p in model.named_parameters():
+        local = shards[name]
+        out[name] = (DTensor.from_local(local, p.device_mesh, p.placements, shape=p.shape, stride=p.stride(),
+                                        run_check=False) if isinstance(p, DTensor) else local)
+    return out
 
 
 def launch(nproc: int, module_argv: list[str]) -> int:

@@ -36,12 +36,21 @@ class ExactBehaviour:
         self.temperature = temperature
         self._policies: dict[int, exact.ExactPolicy] = {}
 
-    def logprobs(self, step: int, model_of_step: Callable[[], torch.nn.Module], packed: PackedBatch) -> torch.Tensor:
-        """[B, L] like packed.targets: each completion token's log-probability under step `step`'s integer policy
-        (`model_of_step()` gives its float weights, asked only when the step is not quantised yet); NaN elsewhere."""
+    def has(self, step: int) -> bool:
+        """Whether step `step`'s integer policy is built."""
+        return step in self._policies
+
+    def prepare(self, step: int, model_of_step: Callable[[], torch.nn.Module]) -> exact.ExactPolicy:
+        """Step `step`'s integer policy, quantised from `model_of_step()`'s float weights if not built yet."""
         policy = self._policies.get(step)
         if policy is None:
             policy = self._policies[step] = exact.quantise_policy(model_of_step())
+        return policy
+
+    def logprobs(self, step: int, model_of_step: Callable[[], torch.nn.Module], packed: PackedBatch) -> torch.Tensor:
+        """[B, L] like packed.targets: each completion token's log-probability under step `step`'s integer policy
+        (`model_of_step()` gives its float weights, asked only when the step is not quantised yet); NaN elsewhere."""
+        policy = self.prepare(step, model_of_step)
         out = torch.full(packed.targets.shape, float("nan"), dtype=torch.float32)
         spans, pairs = [], []
         for row in range(packed.targets.shape[0]):

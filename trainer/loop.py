@@ -6,7 +6,8 @@ Per step s:
      drop groups whose raw rewards are all equal (zero advantage), compute advantages
      from the rewards per group;
   2. recompute logp_behav for every batch sample with the policy that sampled it (the
-     trainer keeps the last async_level + 1 policies); the current policy is π_prox;
+     trainer keeps the last async_level + 1 policies, each rank its own shard of each in `retained_dtype`,
+     and swaps a past one into the training model to run it); the current policy is π_prox;
   3. `optim.updates_per_step` AdamW updates on the decoupled GRPO loss (trainer/loss.py), one
      per mini-batch of the batch's rows, each gradient-norm clipped, all clipped against π_prox
      (the policy at the start of the step, recomputed once); each update's gradient is
@@ -22,12 +23,12 @@ at step s is s − p steps old, which includes every step it spent waiting for i
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -141,7 +142,8 @@ class Trainer:
         self.parallel = parallel or SingleProcess()
         self.device = next(model.parameters()).device
         """Where the model trains; batches move there (the intake stays on the CPU)."""
-        self._scratch = copy.deepcopy(model)  # unwrapped: logp_behav of retained policies, evaluation
+        self._model_class, self._model_config = type(model), model.config
+        self._full: PreTrainedModel | None = None  # under torch.distributed: a whole copy, built when first needed
         self.model = self.parallel.wrap(model)
         self.source = source
         self.publishers = publishers or []
@@ -164,6 +166,8 @@ class Trainer:
         self.step = 0
         self.buffer: deque[BufferedGroup] = deque()
         self.policies: dict[int, dict[str, torch.Tensor]] = {}
+        """The retained policies: step → this rank's piece of every parameter (Parallel.local_shards)."""
+        self.retained_dtype = torch.float32 if exact_behaviour is not None else getattr(torch, config.retained_dtype)
         self._counters = {"stale": 0, "zero_adv": 0, "files": 0, "rejected": 0}
         self._uninformative_streak = 0
         self._reported = dict(self._counters)  # counter values at the last metrics line
@@ -178,10 +182,43 @@ class Trainer:
     def _snapshot(self) -> dict[str, torch.Tensor]:
         return self.parallel.full_state_dict(self.model)
 
+    @torch.no_grad()
     def _retain_policy(self) -> None:
-        self.policies[self.step] = self._snapshot()
+        """Keep this rank's shard of the current policy, and forget (first) the policies older than
+        step − async_level: at most async_level + 1 are held."""
         for old in [s for s in self.policies if s < self.step - self.config.async_level]:
             del self.policies[old]
+        self.policies[self.step] = {name: t.to(self.retained_dtype, copy=True)
+                                    for name, t in self.parallel.local_shards(self.model).items()}
+
+    @contextmanager
+    def _holding(self, step: int) -> Iterator[None]:
+        """The training model holds retained policy `step` (this rank's shards, written in place) inside the
+        block; the current policy is put back bit for bit after. A collective under FSDP2: every rank enters.
+        The current step's policy is the model itself (not its retained, possibly bf16, copy)."""
+        if step == self.step:
+            yield
+            return
+        current = {name: t.clone() for name, t in self.parallel.local_shards(self.model).items()}
+        try:
+            self.parallel.write_local_shards(self.model, self.policies[step])
+            yield
+        finally:
+            self.parallel.write_local_shards(self.model, current)
+
+    def _full_model(self, every_rank: bool = False) -> PreTrainedModel | None:
+        """The training model's weights as a whole, unwrapped model: the model itself in one process; under
+        torch.distributed a copy gathered on rank 0 (on every rank with `every_rank`), None on the others. A
+        collective: every rank calls it."""
+        if self.parallel.world_size == 1:
+            return self.model
+        state = self.parallel.full_state_dict(self.model, every_rank=every_rank)
+        if not state:
+            return None
+        if self._full is None:
+            self._full = self._model_class(self._model_config).to(self.device).eval()
+        self._full.load_state_dict(state)
+        return self._full
 
     def resume(self) -> bool:
         """Load the newest checkpoint if there is one; True if the trainer resumed."""
@@ -189,7 +226,8 @@ class Trainer:
         if ckpt is None:
             return False
         self.scheduler.load_state_dict(ckpt.tensors["scheduler"])
-        self.policies = {int(k): v for k, v in ckpt.tensors["policies"].items()}
+        self.policies = {int(k): {name: t.to(self.device, self.retained_dtype) for name, t in v.items()}
+                         for k, v in ckpt.tensors["policies"].items()}
         torch.set_rng_state(ckpt.tensors["rng"])
         self.step = ckpt.step
         self.buffer = deque(BufferedGroup(**g) for g in ckpt.trainer["buffer"])
@@ -228,7 +266,9 @@ class Trainer:
         return self.step_metrics if self.step_metrics is not None and self.step_metrics["step"] == step else None
 
     def _publish(self) -> None:
-        state = self._snapshot()  # a collective: every rank gathers, rank 0 publishes
+        if not self.publishers:
+            return
+        state = self._snapshot()  # a collective: every rank takes part, rank 0 gathers and publishes
         if not self.parallel.is_main:
             return
         with phase("publish"):
@@ -241,11 +281,12 @@ class Trainer:
         on IPFS or on-chain."""
         if self.policy_check is None:
             return
+        model = self._full_model()
 
         def problem() -> str | None:
-            self._scratch.load_state_dict(self.policies[self.step])
+            assert self.policy_check is not None and model is not None
             with phase("policy check"):
-                return self.policy_check(self._scratch)
+                return self.policy_check(model)
 
         found = self.parallel.from_main(problem)
         if found:
@@ -347,26 +388,29 @@ class Trainer:
     # -- the step -------------------------------------------------------------------------
 
     @torch.no_grad()
-    def _behaviour_logprobs(self, policy_of_row: list[int], packed: PackedBatch) -> torch.Tensor:
-        """logp_behav of every row, from the retained policy that sampled it. Rows of the
-        current policy are left for the loss, which fills them from the training pass
-        itself (π_behav = π_prox = π_θ there) — except in an exact pool, where every row's, the current policy's
-        included, is its step's integer policy's (`exact_behaviour`)."""
+    def _behaviour_logprobs(self, batch_steps: list[int], policy_of_row: list[int],
+                            packed: PackedBatch) -> torch.Tensor:
+        """logp_behav of every row of this rank, from the retained policy that sampled it, swapped into the
+        training model (`batch_steps`: the policies of the whole batch, the same on every rank, so every rank
+        joins each policy's passes). Rows of the current policy are left for the loss, which fills them from the
+        training pass itself (π_behav = π_prox = π_θ there) — except in an exact pool, where every row's, the
+        current policy's included, is its step's integer policy's (`exact_behaviour`), quantised once a step
+        from the float32 weights."""
         logp_behav = torch.full_like(packed.targets, float("nan"), dtype=torch.float32)
         exact = self.exact_behaviour
-
-        def model_of(step: int) -> PreTrainedModel:
-            self._scratch.load_state_dict(self.policies[step])
-            return self._scratch
-
-        steps = set(policy_of_row) if exact is not None else set(policy_of_row) - {self.step}
-        for policy_step in sorted(steps):
-            index = torch.tensor([i for i, s in enumerate(policy_of_row) if s == policy_step], device=logp_behav.device)
+        steps = sorted(set(batch_steps)) if exact is not None else sorted(set(batch_steps) - {self.step})
+        for policy_step in steps:
+            index = torch.tensor([i for i, s in enumerate(policy_of_row) if s == policy_step], device=logp_behav.device,
+                                 dtype=torch.long)
             if exact is not None:
-                logp_behav[index] = exact.logprobs(policy_step, lambda s=policy_step: model_of(s), packed.rows(index))
+                if not exact.has(policy_step):
+                    with self._holding(policy_step):
+                        exact.prepare(policy_step, lambda: self._full_model(every_rank=True))
+                if len(index):
+                    logp_behav[index] = exact.logprobs(policy_step, _unreachable, packed.rows(index))
             else:
-                logp_behav[index] = completion_logprobs(model_of(policy_step), packed.rows(index),
-                                                        self.config.sampling.temperature, self.config.micro_batch_tokens)
+                with self._holding(policy_step):
+                    logp_behav[index] = self._logprobs(packed.rows(index), packed)
         if exact is not None:
             exact.keep(self.policies)
         return logp_behav
@@ -398,11 +442,13 @@ class Trainer:
         return own + [None] * (self.parallel.max_over_ranks(len(own)) - len(own))
 
     @torch.no_grad()
-    def _prox_logprobs(self, packed: PackedBatch, budget: int) -> torch.Tensor:
-        """logp of every row under the current policy, micro-batch by micro-batch (balanced over ranks)."""
-        parts = []
-        for rows in self._balanced(packed, budget):
-            logp = completion_logprobs(self.model, packed.rows(slice(0, 1) if rows is None else rows),
+    def _logprobs(self, packed: PackedBatch, filler: PackedBatch) -> torch.Tensor:
+        """logp of every row of `packed` (maybe none) under the training model as it is, micro-batch by
+        micro-batch, balanced over ranks: a rank with fewer passes runs the first row of `filler` (a batch of at
+        least one row) for nothing."""
+        parts = [torch.empty((0, packed.targets.shape[1]), device=packed.targets.device)]
+        for rows in self._balanced(packed, self.config.micro_batch_tokens):
+            logp = completion_logprobs(self.model, filler.rows(slice(0, 1)) if rows is None else packed.rows(rows),
                                        self.config.sampling.temperature)
             if rows is not None:
                 parts.append(logp)
@@ -416,7 +462,7 @@ class Trainer:
             metrics = self._optimize(started, idle)
         extra: dict[str, float] = {}
         if self.evaluate is not None and self.eval_every and self.step % self.eval_every == 0:
-            extra = self.parallel.from_main(self._evaluate)
+            extra = self._evaluate()
         self.step_metrics = {**asdict(metrics), **extra}
         self._refuse_unrunnable()
         if self.step % self.config.checkpoint_every == 0 or self.step == self.config.max_steps:
@@ -439,13 +485,14 @@ class Trainer:
         prompts = [groups[gi].prompt_ids for gi in group_of_row]
         completions = [c for g in groups for c in g.completions]
         advantages = torch.tensor([a for g in groups for a in g.advantages])
-        packed = pack(prompts, completions, pad_id=self._scratch.config.pad_token_id or 0)
+        packed = pack(prompts, completions, pad_id=self._model_config.pad_token_id or 0)
         # this rank's share of the rows (all of them in one process)
         mine = self.parallel.rows(len(completions))
         packed = PackedBatch(packed.inputs[mine].to(self.device), packed.targets[mine].to(self.device),
                              packed.loss_mask[mine].to(self.device))
         advantages = advantages[mine].to(self.device)
-        logp_behav = self._behaviour_logprobs([groups[gi].policy_step for gi in group_of_row][mine], packed)
+        policy_of_row = [groups[gi].policy_step for gi in group_of_row]
+        logp_behav = self._behaviour_logprobs(policy_of_row, policy_of_row[mine], packed)
         logp_ref = None
         if self.reference is not None:
             with torch.no_grad():
@@ -459,7 +506,7 @@ class Trainer:
         logp_prox = None
         if updates > 1:
             # π_prox of every row, before the first update moves π_θ away from it
-            logp_prox = self._prox_logprobs(packed, budget)
+            logp_prox = self._logprobs(packed, packed)
             logp_behav = torch.where(torch.isnan(logp_behav), logp_prox, logp_behav)
         # consecutive rows: groups stay whole (their advantages sum to zero) when the sizes allow
         n_rows = packed.inputs.shape[0]
@@ -485,6 +532,8 @@ class Trainer:
                 parts.append(part)
             grad_norms.append(self.parallel.clip_grad_norm(self.model, self.config.optim.max_grad_norm))
             self.optimizer.step()
+        # the gradients' memory is free until the next step's backward (the swaps of _holding reuse it)
+        self.optimizer.zero_grad(set_to_none=True)
         out = self.parallel.reduce(merge_loss_outputs(parts), float(packed.loss_mask.sum()))
         grad_norm = sum(grad_norms) / len(grad_norms)
         self.scheduler.step()
@@ -536,11 +585,16 @@ class Trainer:
         return metrics
 
     def _evaluate(self) -> dict[str, float]:
-        """The evaluator on the newest policy, in an unwrapped copy (a sharded model needs every rank)."""
-        assert self.evaluate is not None
-        self._scratch.load_state_dict(self.policies[self.step])
-        with phase("eval"):
-            return self.evaluate(self._scratch)
+        """The evaluator on the newest policy, on rank 0, unwrapped (a sharded model needs every rank). Every
+        rank calls it."""
+        model = self._full_model()
+
+        def run() -> dict[str, float]:
+            assert self.evaluate is not None and model is not None
+            with phase("eval"):
+                return self.evaluate(model)
+
+        return self.parallel.from_main(run)
 
     def start(self) -> None:
         """Resume from the newest checkpoint (re-publishing its policy, which a crash may have kept
@@ -553,7 +607,7 @@ class Trainer:
             self._refuse_unrunnable()
             self._publish()
             if self.evaluate is not None and self.eval_every:
-                extra = self.parallel.from_main(self._evaluate)
+                extra = self._evaluate()
                 if self.parallel.is_main:
                     self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
                     with self.metrics_path.open("a") as handle:
@@ -568,6 +622,10 @@ class Trainer:
             metrics = self.train_step()
             if on_step is not None:
                 on_step(metrics)
+
+
+def _unreachable() -> PreTrainedModel:
+    raise AssertionError("every step's integer policy is prepared before its rows are scored")
 
 
 def _worker_trainer_mismatch(worker_logprobs: list[list[float]], logp_behav: torch.Tensor, mask: torch.Tensor) -> float:

@@ -3,7 +3,10 @@
 The loop (trainer/loop.py) never talks to torch.distributed itself; it calls a `Parallel`:
 
 - `wrap(model)` before the optimizer is built (FSDP2 / DDP wrapping),
-- `full_state_dict(model)` for every retained and published policy (gathered on every rank),
+- `full_state_dict(model)` for every published policy (gathered on rank 0; on every rank with `every_rank`),
+- `local_shards(model)` / `write_local_shards(model, shards)` — this rank's piece of every parameter (its FSDP2
+  shard; the whole parameter in one process or under DDP), read as views and written in place: what the retained
+  policies are kept as, and how one is swapped into the training model to recompute logp_behav,
 - `rows(n)` — the slice of the batch's rows this rank trains on, `loss_scale` — what the local
   loss is multiplied by before backward, `reduce(out, n_tokens)` — the batch's loss statistics
   from every rank's share,
@@ -45,7 +48,11 @@ class Parallel(Protocol):
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module: ...
 
-    def full_state_dict(self, model: torch.nn.Module) -> dict[str, torch.Tensor]: ...
+    def full_state_dict(self, model: torch.nn.Module, every_rank: bool = False) -> dict[str, torch.Tensor]: ...
+
+    def local_shards(self, model: torch.nn.Module) -> dict[str, torch.Tensor]: ...
+
+    def write_local_shards(self, model: torch.nn.Module, shards: dict[str, torch.Tensor]) -> None: ...
 
     def rows(self, n_rows: int) -> slice: ...
 
@@ -77,8 +84,16 @@ class SingleProcess:
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         return model
 
-    def full_state_dict(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    def full_state_dict(self, model: torch.nn.Module, every_rank: bool = False) -> dict[str, torch.Tensor]:
         return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+    def local_shards(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        return {name: p.detach() for name, p in model.named_parameters()}
+
+    @torch.no_grad()
+    def write_local_shards(self, model: torch.nn.Module, shards: dict[str, torch.Tensor]) -> None:
+        for name, p in model.named_parameters():
+            p.copy_(shards[name])
 
     def rows(self, n_rows: int) -> slice:
         return slice(0, n_rows)

@@ -57,8 +57,8 @@ def test_the_trainer_weights_even_current_policy_rows_by_the_integer_policy_and_
     quantised = []
 
     class CountingBehaviour(ExactBehaviour):
-        def logprobs(self, step, model_of_step, packed):
-            return super().logprobs(step, lambda: quantised.append(step) or model_of_step(), packed)
+        def prepare(self, step, model_of_step):
+            return super().prepare(step, lambda: quantised.append(step) or model_of_step())
 
     def first_step(exact_behaviour):
         source = InMemorySource()
