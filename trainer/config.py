@@ -81,8 +81,8 @@ class TrainerConfig(BaseSettings):
     )
     retained_dtype: Literal["bfloat16", "float32"] = Field(
         "bfloat16", description="the past policies kept to recompute logp_behav (the last async_level + 1), each "
-        "rank its own FSDP2 shard: bfloat16 halves them (2 B a parameter) and is the weights a bf16 worker runs; "
-        "float32 keeps what a float32 worker runs bit for bit. An exact pool keeps float32 whatever this says "
+        "rank its own FSDP2 shard: bfloat16 halves them (2 B a parameter) and holds the very weights a worker running "
+        "the policy in bfloat16 computes with; float32 holds the published float32 weights bit for bit. An exact pool keeps float32 whatever this says "
         "(its integer policies are quantised from the published float32 weights). docs/scaling.md",
     )
     max_steps: int = Field(100, ge=1)

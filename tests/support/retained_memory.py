@@ -1,10 +1,13 @@
-"""One trainer process (or one rank of `--nproc` ranks) whose peak memory tests/integration/test_retained_memory.py
-bounds: `python -m tests.support.retained_memory --out DIR [--nproc N]`.
+"""One trainer process, or one rank of a torch.distributed group, whose peak memory
+tests/integration/test_retained_memory.py bounds: `python -m tests.support.retained_memory --out DIR`, alone or as the
+ranks of a group (`torchrun --standalone --nproc-per-node 2 -m tests.support.retained_memory --out DIR`: FSDP2 on
+gloo).
 
-Each rank writes `DIR/rank<r>.json`: P (the model's parameters), R (ranks), the async level, and `peak_bytes` — the
-growth of the process's peak resident set from just before the model is built (torch imported, the process group
-up) to the end of STEPS training steps, read from /proc/self (tests/support/peak_memory.py). Every step's batch has
-rows from the oldest retained policies, so each step swaps past policies into the model to recompute logp_behav."""
+Each process writes `DIR/rank<r>.json`: P (the model's parameters), the parameters of one decoder layer, R (ranks),
+the async level, the retained policies and `peak_bytes` — the growth of the process's peak resident set from just
+before the model is built (torch imported, the process group up) to the end of STEPS training steps, read from
+/proc/self (tests/support/peak_memory.py). Every step's batch has rows of the two oldest policies it may train on, so
+each step swaps past policies into the model to recompute logp_behav."""
 
 from __future__ import annotations
 
@@ -17,13 +20,16 @@ import tempfile
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from protocol.rollouts import RolloutBatch, RolloutHeader, RolloutSample
 from protocol.runspec import SamplingSpec
 from tests.support.peak_memory import peak_growth_mib
 from trainer.config import TrainerConfig
+from trainer.distributed import Distributed, launched_by_torchrun
 from trainer.loop import Trainer
+from trainer.parallel import Parallel, SingleProcess
 from trainer.work_source import InMemorySource
 
 ASYNC_LEVEL = 2
@@ -60,12 +66,13 @@ def rollouts(policy_step: int, seed: int) -> RolloutBatch:
     return RolloutBatch(header=header, samples=samples)
 
 
-def train(run_dir: Path, parallel) -> dict:
+def train(run_dir: Path, parallel: Parallel) -> dict:
     """STEPS steps; each takes a file of the oldest policy it may train on and one of the policy before the current."""
     config = TrainerConfig(run_dir=run_dir, sampling=SAMPLING, batch_samples=4 * G, async_level=ASYNC_LEVEL,
                            max_steps=STEPS, wait_timeout_s=30, poll_interval_s=0.01)
     model = build_model()
     parameters = sum(p.numel() for p in model.parameters())
+    layer_parameters = sum(p.numel() for p in model.model.layers[0].parameters())
     source = InMemorySource()
     trainer = Trainer(config, model, source, parallel=parallel)
     trainer.start()
@@ -74,45 +81,26 @@ def train(run_dir: Path, parallel) -> dict:
         source.put(f"new{step}", rollouts(max(0, step - 1), seed=2 * step + 1))
         metrics = trainer.train_step()
         assert metrics.files_consumed == 2 and metrics.grad_norm > 0, metrics
-    return {"parameters": parameters, "retained": sorted(trainer.policies),
+    return {"parameters": parameters, "layer_parameters": layer_parameters, "retained": sorted(trainer.policies),
             "dtypes": sorted({str(t.dtype) for shards in trainer.policies.values() for t in shards.values()})}
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--rank-process", action="store_true", help="(internal) run as one rank of the group")
-    parser.add_argument("--nproc", type=int, default=1)
     args = parser.parse_args(argv)
-    if args.nproc > 1 and not args.rank_process:
-        from trainer.distributed import launch
-
-        return launch(args.nproc, ["tests.support.retained_memory", "--out", str(args.out), "--rank-process",
-                                   "--nproc", str(args.nproc)])
     torch.set_num_threads(1)
     # a fixed mmap threshold: glibc otherwise raises it to the size of the largest block freed (up to 32 MiB), and
     # keeps the freed parameter-sized blocks below it in its heap, counted in the resident set though no tensor
     # holds them; with it every tensor of 128 KiB or more is mapped when made and unmapped when freed
     ctypes.CDLL("libc.so.6").mallopt(M_MMAP_THRESHOLD, 128 * 1024)
-    if args.rank_process:
-        from trainer.distributed import Distributed
-
-        parallel = Distributed("fsdp")
-    else:
-        from trainer.parallel import SingleProcess
-
-        parallel = SingleProcess()
+    parallel = Distributed("fsdp") if launched_by_torchrun() else SingleProcess()
     with tempfile.TemporaryDirectory() as tmp:
-        # the run folder every rank shares: rank 0's name
-        box = [tmp]
-        if args.rank_process:
-            import torch.distributed as dist
-
+        box = [tmp]  # the run folder every rank shares: rank 0's
+        if parallel.world_size > 1:
             dist.broadcast_object_list(box, src=0)
         result, growth_mib = peak_growth_mib(lambda: train(Path(box[0]), parallel))
-        if args.rank_process:
-            import torch.distributed as dist
-
+        if parallel.world_size > 1:
             dist.barrier()  # rank 0's folder outlives every rank's use of it
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"rank{parallel.rank}.json").write_text(json.dumps({
