@@ -17,8 +17,8 @@ The allowance above the P terms, stated and measured (2-core VM, 2026-12-07):
   its unsharded copy for the layer computing and the one prefetched, in backward the layer's unsharded gradients and
   the reduce-scatter's input, the last of them kept for reuse. It grows with a layer, not with P (a 7B's layer is
   1/32 of it). R = 2 measured 400 MB a rank against a bound of 303 MB: 97 MB above it, 7.1 layers.
-Before issue 46's change the same runs held three float32 retained policies and a whole scratch model on every rank:
-about 32P bytes at R = 1 (880 MB) and 24P at R = 2, far past bound and allowance.
+Before issue 46's change the same runs held three float32 retained policies and a whole scratch model on every rank
+(and one more whole copy for each publish): 1,016 MB at R = 1 and 911 MB a rank at R = 2, far past bound and allowance.
 """
 
 import json
