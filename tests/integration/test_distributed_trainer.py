@@ -160,6 +160,20 @@ def test_a_one_process_checkpoint_is_not_resumed_sharded(runs, tmp_path):
          "resume it without --nproc")]
 
 
+def test_fsdp2_checkpoints_keep_each_ranks_retained_policy_shards_and_an_older_checkpoint_is_refused(runs, tmp_path):
+    shutil.copytree(runs / "fsdp", tmp_path / "run")
+    checkpoint = tmp_path / "run" / "checkpoints" / f"step_{STEPS:06d}"
+    state = json.loads((checkpoint / "trainer.json").read_text())
+    assert (state["policy_steps"], state["policy_dtype"]) == (list(range(STEPS + 1)), "bfloat16")  # async level 10
+    # an older trainer kept whole float32 policies in state.pt and wrote no policy_steps
+    (checkpoint / "trainer.json").write_text(json.dumps({k: v for k, v in state.items() if not k.startswith("policy_")}))
+    result = _trainer_local(tmp_path / "run", "--nproc", "2", max_steps=STEPS + 1)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: {checkpoint} keeps its retained policies whole (an older trainer's); resume it with the trainer that "
+        "wrote it, or start the run afresh"]
+
+
 @pytest.mark.parametrize("value", ["0", "two"])
 def test_a_bad_nproc_is_refused_in_one_line(tmp_path, value, capsys):
     assert trainer_local_main(["--run_dir", str(tmp_path / "run"), "--nproc", value, *ARGS]) == EXIT_USAGE
