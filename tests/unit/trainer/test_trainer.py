@@ -13,6 +13,7 @@ from cli.options import load_settings
 from inference.tiny import build_tiny_llama
 from protocol.rollouts import RolloutBatch, RolloutHeader, RolloutSample, write_rollout_file
 from protocol.runspec import SamplingSpec
+from trainer.batching import completion_logprobs, pack
 from trainer.config import TrainerConfig
 from trainer.loop import Trainer, TrainerStarved
 from trainer.work_source import InMemorySource, LocalDirectorySource
@@ -310,3 +311,28 @@ def test_daemon_logs_can_be_json_lines(capsys):
         assert [(x["level"], x["logger"], x["msg"]) for x in lines] == [("warning", "proofswarm.worker", "slashed 2 times")]
     finally:
         root.handlers[:], root.level = saved[0], saved[1]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_a_past_policys_logp_behav_is_its_retained_copys_and_the_training_weights_come_back_bit_for_bit(tmp_path, dtype):
+    """A retained policy is the weights cast to `retained_dtype` (what a worker running that dtype computes with);
+    logp_behav of its rows is those weights' log-probabilities, recomputed with the training model itself."""
+    model = _model()
+    initial = {k: v.clone() for k, v in model.state_dict().items()}
+    source = InMemorySource()
+    trainer = Trainer(_config(tmp_path, retained_dtype=str(dtype).removeprefix("torch."),
+                              optim={"lr": 1e-2, "warmup_steps": 0}), model, source)
+    trainer.start()
+    source.put("a", _batch(0))
+    trainer.train_step()  # now at step 1: policy 0 is a past one
+    assert all(t.dtype == dtype for t in trainer.policies[0].values())
+    trained = {k: v.clone() for k, v in model.state_dict().items()}
+    batch = _batch(1)
+    packed = pack([s.prompt_ids for s in batch.samples], [s.completion_ids for s in batch.samples], pad_id=0)
+    rows = len(batch.samples)
+    logp_behav = trainer._behaviour_logprobs([0] * rows, [0] * rows, packed)
+    policy_0 = _model()
+    policy_0.load_state_dict({k: v.to(dtype).float() for k, v in initial.items()})
+    assert torch.equal(logp_behav, completion_logprobs(policy_0.eval(), packed, SAMPLING.temperature))
+    assert all(torch.equal(model.state_dict()[k], trained[k]) for k in trained)
+    assert any(not torch.equal(trained[k], initial[k]) for k in trained)  # the step did move the weights
