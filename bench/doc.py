@@ -282,11 +282,14 @@ def _cheating(doc: dict) -> str:
     cheats = [row for row in f["payoff_table"] if row["strategy"].startswith("worker cheating") and row["r"] > 0]
     top = max(row["r"] for row in cheats)
     losses = [-row["gain_vs_honest"] for row in cheats if row["r"] == top]
-    return (f"{'yes' if f['cheating_unprofitable'] else 'no'}: at r = {top:g} a cheater earns {min(losses):.1f}–"
-            f"{max(losses):.1f} less a file (f ≤ 1/3)")
+    text = f"at r = {top:g} a cheater earns {min(losses):.1f}–{max(losses):.1f} less a file (f ≤ 1/3)"
+    if f["cheating_unprofitable"]:
+        return f"yes: {text}"
+    worst = max(cheats, key=lambda row: row["gain_vs_honest"])  # the cell that made it false: name it
+    return f"no at r = {worst['r']:g}, f = {worst['f']:.2g}: ally {worst['gain_vs_honest']:+.2f}; r = {top:g}: −{min(losses):.1f}"
 
 
-_ECONOMICS = "notes/economics.md#with-forced-errors-2026-12-07-phase-3"
+_ECONOMICS = "notes/economics.md#an-owed-file-paid-as-an-honest-one-2026-12-07-second-rule"
 _PRICE = "notes/protocol-price.md#files-that-arrive-fresh-and-cheaper-requests-2026-12-06-02400430-utc-ninth-session"
 _SPREAD = "notes/attacks.md#under-the-honest-spread-2026-12-07-eighteenth-session"
 

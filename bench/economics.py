@@ -44,9 +44,10 @@ The model, file by file (every assumption is here; docs/notes/economics.md argue
   court alone). Each file owes a forced error with probability ρ whoever its worker is (its own chain decides); every
   check flags it; the worker generated it (cost g). A cartel knows its allies' forced errors (they tell it) and
   challenges them unchecked; it checks no outsider's file. After the case is final, as `settle` pays: the party that
-  said valid loses `wrongVerdictSlash`, the one that said invalid takes J; rejected, the worker is refunded S;
-  accepted, it loses S + R; accepted undisputed, every drawn auditor that did not check (lazy, cartel, skipping audits;
-  a silent one withheld its link, so it is drawn for every file) loses `wrongVerdictSlash` (`chargeAuditor`).
+  said valid loses `wrongVerdictSlash`, the one that said invalid takes J; the owed file is paid as an honest one
+  (R9.28 (7)): rejected, the worker is refunded S and paid R; accepted (the pool paid R), it loses S; accepted
+  undisputed, every drawn auditor that did not check (lazy, cartel, skipping audits; a silent one withheld its link,
+  so it is drawn for every file) loses `wrongVerdictSlash` (`chargeAuditor`).
   **skipping audits** (a deviation): checks and judges its assignments as an honest validator, never audits.
 
 Payoffs are in tokens: a validator's per file it is assigned (its total over the run × V / files: the assignments
@@ -512,8 +513,8 @@ def _settle_forced(model: Model, pay: np.ndarray, strategies: tuple[str, ...], j
                    accepted: bool, final: bool, worker: float, drawn: list[int]) -> tuple[float, float]:
     """ForcedErrors.settle and chargeAuditor on a forced error whose case ended `final` (contracts/src/ForcedErrors.sol):
     the party that said valid loses wrongVerdictSlash, the one that said invalid takes J; rejected, the worker's slash is
-    refunded; accepted, it loses S + R; accepted undisputed, each drawn auditor that is not honest (a silent one withheld
-    its link: drawn for every file) loses wrongVerdictSlash. Returns the worker's payoff and the budget's net outlay."""
+    refunded and the file's reward paid; accepted (the pool paid R), it loses S; accepted undisputed, each drawn
+    auditor that is not honest (a silent one withheld its link: drawn for every file) loses wrongVerdictSlash. Returns the worker's payoff and the budget's net outlay."""
     court = model.court
     judge_said_valid = accepted
     catcher = disputer if judge_said_valid else judge
@@ -526,8 +527,8 @@ def _settle_forced(model: Model, pay: np.ndarray, strategies: tuple[str, ...], j
         pay[catcher] += model.jackpot
         outlay += model.jackpot
     if final:
-        worker -= court.slash + court.reward
-        outlay -= court.slash + court.reward
+        worker -= court.slash
+        outlay -= court.slash
         if disputer is None:
             silent = [v for v, s in enumerate(strategies) if s == SILENT and v != judge]
             for v in set(drawn) | set(silent):
@@ -535,8 +536,8 @@ def _settle_forced(model: Model, pay: np.ndarray, strategies: tuple[str, ...], j
                     pay[v] -= court.wrong_verdict_slash
                     outlay -= court.wrong_verdict_slash
     else:
-        worker += court.slash
-        outlay += court.slash
+        worker += court.slash + court.reward
+        outlay += court.slash + court.reward
     return worker, outlay
 
 

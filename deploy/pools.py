@@ -86,7 +86,7 @@ class ForcedErrorsConfig(BaseModel):
                                 "slash_amount + the largest file's reward)")
     silence_penalty: Amount = Field(description="a validator that does not reveal an epoch's link in time loses this "
                                     "(R1.21: 4 × it ≤ wrong_verdict_slash)")
-    budget_funding: Amount = Field(0, description="verification budget (jackpots, refunds) the owner adds at creation")
+    budget_funding: Amount = Field(0, description="verification budget (jackpots; a caught forced error's refunded slash and reward) the owner adds at creation")
 
     def params(self) -> Params:
         return Params(forced_bps=self.forced_bps, audit_bps=self.audit_bps, epoch_length=self.epoch_length_s,

@@ -438,8 +438,9 @@ class WorkerDaemon:
                                      "explain": None}
         if any(e.get("forced") and e.get("work_id") == work_id.hex() for e in self.journal.entries()):
             log.info("work %s, a forced error this worker owed, was caught as it should be: its slash %s is refunded "
-                     "once its epoch is settled (docs/protocol.md R9.26)", c["work_id"], tokens(int(c["slashed"])))
-            self.stats.last_event = f"forced error {c['work_id']} caught (slash refunded at settlement)"
+                     "and its reward paid once its epoch is settled (docs/protocol.md R9.26)", c["work_id"],
+                     tokens(int(c["slashed"])))
+            self.stats.last_event = f"forced error {c['work_id']} caught (slash refunded, reward paid at settlement)"
             return  # not a fault of the worker: no count toward --max-restakes
         self.stats.challenges.append(c)
         self.metrics.challenged(c)
@@ -612,8 +613,8 @@ class WorkerDaemon:
         if forced:
             self.stats.forced_errors += 1
             self.stats.last_event = f"planted a forced error in nonce {binding.nonce}, as its chain says it owes"
-            log.info("nonce %d owes a forced error (this worker's chain): planted; its slash is refunded at settlement",
-                     binding.nonce)
+            log.info("nonce %d owes a forced error (this worker's chain): planted; once caught, its slash is refunded "
+                     "and its reward paid at settlement", binding.nonce)
         return data, forced
 
     def _refuse(self, exc: UnrunnablePolicy) -> None:
@@ -668,12 +669,12 @@ class WorkerDaemon:
 
     def _withdraw_refunds(self) -> None:
         """Withdraw what ForcedErrors credits this worker: the slash of each forced error it owed and planted, refunded
-        once its epoch is settled (R9.26)."""
+        with the file's reward once its epoch is settled (R9.26)."""
         fe = self.ledger.forced_errors
         credits = fe.credits(self.ledger.address)
         if credits:
             fe.withdraw()
-            log.info("withdrew %s of forced-error refunds", tokens(credits))
+            log.info("withdrew %s of forced-error refunds and rewards", tokens(credits))
 
     def verdict_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}

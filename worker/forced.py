@@ -2,7 +2,8 @@
 epoch's beacon (R9.29), says which of its files owe one, and an owed file carries one planted exactly as the protocol says — its first completion's first
 sampled token replaced by the lowest-probability one under the policy, and that completion's claimed reward flipped —
 so that the reward check and the sampling replay flag it at every tolerance. The worker is not slashed for it in the
-end (`settle` refunds the slash); one it omits, or plants unowed, costs it S (+ R when accepted).
+end, and is paid for it as for an honest file (`settle` refunds the slash and pays the file's reward, so holding an owed
+file for another epoch gains nothing: R9.28 (7)); one it omits costs it S, one it plants unowed S and the file's reward.
 """
 
 from __future__ import annotations

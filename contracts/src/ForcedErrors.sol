@@ -23,10 +23,10 @@ import {IForcedErrors} from "./IForcedErrors.sol";
 /// replaced, which every check flags. Nobody else can compute either before the reveal; neither holder can choose it
 /// (its chain committed before the beacon was known, the beacon after: no secret can be ground against it).
 /// After the reveal and the court's final verdict, `settle`: a forced error judged valid costs that validator
-/// `wrongVerdictSlash`, whoever judged it invalid takes the jackpot J from the pool's verification budget, a worker
-/// slashed for it is refunded, and a forced error that was accepted costs the worker `slashAmount` + the file's
-/// reward; `chargeAuditor`: a drawn auditor that let an accepted forced error stand undisputed loses
-/// `wrongVerdictSlash`; `reportSilence`: a validator that withheld a link loses `silencePenalty` (and counts as drawn
+/// `wrongVerdictSlash`, whoever judged it invalid takes the jackpot J from the pool's verification budget, and the
+/// owed file is paid as an honest one (so holding it for another epoch's draw gains nothing): caught, the worker is
+/// refunded its slash and paid the file's reward; accepted (the pool paid the reward), it loses `slashAmount`;
+/// `chargeAuditor`: a drawn auditor that let an accepted forced error stand undisputed loses `wrongVerdictSlash`; `reportSilence`: a validator that withheld a link loses `silencePenalty` (and counts as drawn
 /// for every file of that epoch); a worker that withheld one is settled as owing every file of that epoch.
 /// Rules and numbers: docs/protocol.md R9.25–R9.29; the bounds on its parameters R1.17–R1.22.
 contract ForcedErrors is IForcedErrors, ReentrancyGuardTransient {
@@ -203,8 +203,9 @@ contract ForcedErrors is IForcedErrors, ReentrancyGuardTransient {
     /// (anyone; `judge` and `disputer`, the case's parties — zero for no dispute —, checked against the court's
     /// indices). Not forced: nothing. Forced: each party that judged it valid loses `wrongVerdictSlash`, the party
     /// that judged it invalid takes the jackpot; rejected (the worker was slashed for it), the worker is refunded
-    /// `slashAmount`; accepted, the worker loses `slashAmount` + the file's reward (it omitted the error, or
-    /// nobody caught it). Withheld (the worker did not reveal the link that decides it): the worker loses that too.
+    /// `slashAmount` and paid the file's reward; accepted, the worker loses `slashAmount` (it omitted the error, or
+    /// nobody caught it). Withheld (the worker did not reveal the link that decides it): the worker loses
+    /// `slashAmount` + the file's reward.
     /// A judge challenges with a validator's reason code, never `REASON_DISPUTE`, which marks an overturn.
     function settle(bytes32 workId, address judge, address disputer) external nonReentrant {
         if (outcomeOf[workId] != Outcome.None) revert AlreadySettled(workId);
@@ -217,7 +218,9 @@ contract ForcedErrors is IForcedErrors, ReentrancyGuardTransient {
             return;
         }
         if (outcome == Outcome.Withheld) {
-            _penalize(poolId, workId, Role.Worker, w.worker, WHY_WORKER_WITHHELD, _workerLoss(poolId, w.reward));
+            // withholding must cost more than any owed file's outcome: the slash and the reward the pool paid
+            uint256 loss = uint256(pools.getPool(poolId).params.slashAmount) + w.reward;
+            _penalize(poolId, workId, Role.Worker, w.worker, WHY_WORKER_WITHHELD, loss);
         }
         emit WorkSettled(poolId, workId, outcome, address(0), 0, 0);
     }
@@ -377,7 +380,8 @@ contract ForcedErrors is IForcedErrors, ReentrancyGuardTransient {
     }
 
     /// @dev A forced error: `lazy` (it said valid) loses `wrongVerdictSlash`, `catcher` (it said invalid) takes the
-    /// jackpot; the worker is refunded its slash if the file was rejected, and loses slash and reward if accepted.
+    /// jackpot. The owed file is paid as an honest one (docs/protocol.md R9.28 (7)): rejected, the worker is refunded
+    /// its slash and paid the file's reward; accepted (the pool paid the reward), it loses the slash.
     function _settleForced(
         uint256 poolId,
         bytes32 workId,
@@ -390,15 +394,10 @@ contract ForcedErrors is IForcedErrors, ReentrancyGuardTransient {
             _penalize(poolId, workId, Role.Validator, lazy, WHY_JUDGED_VALID, court.getParams(poolId).wrongVerdictSlash);
         }
         uint256 refund;
-        if (accepted) _penalize(poolId, workId, Role.Worker, w.worker, WHY_ACCEPTED, _workerLoss(poolId, w.reward));
-        else refund = _pay(poolId, w.worker, pools.getPool(poolId).params.slashAmount);
+        if (accepted) _penalize(poolId, workId, Role.Worker, w.worker, WHY_ACCEPTED, pools.getPool(poolId).params.slashAmount);
+        else refund = _pay(poolId, w.worker, uint256(pools.getPool(poolId).params.slashAmount) + w.reward);
         uint256 jackpot = catcher != address(0) ? _pay(poolId, catcher, _params[poolId].jackpot) : 0;
         emit WorkSettled(poolId, workId, Outcome.Forced, catcher, jackpot, refund);
-    }
-
-    /// @dev What a worker loses for an accepted forced error or a withheld link: the slash and the file's reward.
-    function _workerLoss(uint256 poolId, uint256 reward) private view returns (uint256) {
-        return uint256(pools.getPool(poolId).params.slashAmount) + reward;
     }
 
     function _below(bytes32 link, bytes32 beacon, bytes32 workId, uint16 bps) private pure returns (bool) {

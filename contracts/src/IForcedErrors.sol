@@ -67,7 +67,8 @@ interface IForcedErrors {
     event BeaconAnchored(uint256 indexed poolId, uint32 indexed epoch, uint64 anchor);
     event BeaconRecorded(uint256 indexed poolId, uint32 indexed epoch, bytes32 beacon);
     event LinkRevealed(uint256 indexed poolId, Role role, address indexed account, uint32 indexed epoch, bytes32 link);
-    /// @notice A file's forced-error settlement: `catcher` (zero: none) was paid `jackpot`, the worker `refund`.
+    /// @notice A file's forced-error settlement: `catcher` (zero: none) was paid `jackpot`, the worker `refund` (its
+    /// slash and the file's reward, when a forced error was caught).
     event WorkSettled(
         uint256 indexed poolId, bytes32 indexed workId, Outcome outcome, address catcher, uint256 jackpot, uint256 refund
     );

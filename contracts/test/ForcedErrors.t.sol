@@ -153,8 +153,8 @@ contract ForcedErrorsTest is ForcedErrorsBase {
     // ---------------------------------------------------------------- item 2: checking pays when nobody cheats
 
     /// A lazy judge attests a forced error unchecked: it loses wrongVerdictSlash here and the worker (whose
-    /// error was accepted) loses its slash and the file's reward; the honest judge of another forced error
-    /// challenges it and takes the jackpot, and the worker it slashed is refunded.
+    /// error was accepted, and paid by the pool) loses its slash; the honest judge of another forced error
+    /// challenges it and takes the jackpot, and the worker it slashed is refunded and paid the file's reward.
     function test_item2_aLazyJudgeLosesOnAForcedErrorAndAnHonestOneTakesTheJackpot() public {
         bytes32 s = _workerSecret(true, 0);
         _commitAll(s);
@@ -165,8 +165,8 @@ contract ForcedErrorsTest is ForcedErrorsBase {
         uint256 budget = fe.budget(poolId);
         fe.settle(lazyWork, lazy, address(0));
         assertEq(_feLocked(VALIDATOR, lazy), V_BOND - WRONG_SLASH, "the lazy judge loses wrongVerdictSlash");
-        assertEq(_feLocked(WORKER, alice), W_BOND - SLASH - N * REWARD_PER_SAMPLE, "an accepted forced error costs S + R(n)");
-        assertEq(fe.budget(poolId), budget + WRONG_SLASH + SLASH + N * REWARD_PER_SAMPLE, "penalties feed the budget");
+        assertEq(_feLocked(WORKER, alice), W_BOND - SLASH, "an accepted forced error costs S (the pool paid its R)");
+        assertEq(fe.budget(poolId), budget + WRONG_SLASH + SLASH, "penalties feed the budget");
         assertEq(uint8(fe.outcomeOf(lazyWork)), uint8(IForcedErrors.Outcome.Forced));
     }
 
@@ -182,14 +182,48 @@ contract ForcedErrorsTest is ForcedErrorsBase {
         uint256 judgeCredit = fe.credits(judge);
         fe.settle(workId, judge, address(0));
         assertEq(fe.credits(judge), judgeCredit + JACKPOT, "the catcher takes J");
-        assertEq(fe.credits(alice), SLASH, "the forced error's slash is refunded");
-        assertEq(fe.budget(poolId), budget - JACKPOT - SLASH, "paid from the verification budget");
+        assertEq(fe.credits(alice), SLASH + N * REWARD_PER_SAMPLE, "the slash is refunded and the reward paid");
+        assertEq(fe.budget(poolId), budget - JACKPOT - SLASH - N * REWARD_PER_SAMPLE, "paid from the verification budget");
         assertEq(_feLocked(VALIDATOR, judge), V_BOND, "the honest judge loses nothing");
         assertEq(_feLocked(WORKER, alice), W_BOND, "nor does the worker");
         uint256 before = token.balanceOf(judge);
         vm.prank(judge);
         fe.withdraw();
         assertEq(token.balanceOf(judge), before + JACKPOT);
+    }
+
+    /// Re-rolling by waiting (R9.28 (7)) gains nothing: a worker whose next file owes a forced error, and that plants
+    /// it, ends with exactly what an honest file of the same size earns — slashed S by the pool, refunded S and paid
+    /// the reward R here —, so holding the file until an epoch whose draw owes nothing would only cost it the wait.
+    function test_aCaughtForcedErrorEarnsWhatAnHonestFileDoes() public {
+        bytes32 owed = pools.workIdOf(poolId, alice, pools.getMember(poolId, alice).nextNonce);
+        bytes32 clean = pools.workIdOf(poolId, alice, pools.getMember(poolId, alice).nextNonce + 1);
+        bytes32 s;
+        for (uint256 j;; ++j) {
+            s = keccak256(abi.encode("worker", j));
+            bytes32 link = _link(s, 1);
+            if (fe.drawn(link, BEACON, owed, FORCED_BPS) && !fe.drawn(link, BEACON, clean, FORCED_BPS)) break;
+        }
+        _commitAll(s);
+        uint256 locked = stake.lockedOf(address(pools), alice);
+        uint256 wallet = token.balanceOf(alice);
+        (bytes32 forcedWork, address forcedJudge) = _submitWork(0);
+        _judgeFinal(forcedWork, forcedJudge, false);
+        (bytes32 honestWork, address honestJudge) = _submitWork(1);
+        _judgeFinal(honestWork, honestJudge, true);
+        _revealEpoch1(s, address(0));
+        fe.settle(forcedWork, forcedJudge, address(0));
+        fe.settle(honestWork, honestJudge, address(0));
+        vm.startPrank(alice);
+        fe.withdraw();
+        uint256 fromForced = token.balanceOf(alice) - wallet - (locked - stake.lockedOf(address(pools), alice));
+        wallet = token.balanceOf(alice);
+        vm.warp(pools.getWork(honestWork).submittedAt + pools.getPool(poolId).params.rewardLock + 1);
+        pools.claim(_ids(honestWork));
+        vm.stopPrank();
+        uint256 fromHonest = token.balanceOf(alice) - wallet;
+        assertEq(fromHonest, N * REWARD_PER_SAMPLE, "an honest file earns R");
+        assertEq(fromForced, fromHonest, "a caught forced error nets what an honest file does");
     }
 
     /// A lazy attestation of a forced error that an auditor disputes and the committee overturns: the judge loses
@@ -209,7 +243,7 @@ contract ForcedErrorsTest is ForcedErrorsBase {
         fe.settle(workId, judge, disputer);
         assertEq(_feLocked(VALIDATOR, judge), V_BOND - WRONG_SLASH, "the lazy judge loses here as in the court");
         assertEq(fe.credits(disputer), JACKPOT, "the disputer caught it");
-        assertEq(fe.credits(alice), SLASH, "the worker is refunded");
+        assertEq(fe.credits(alice), SLASH + N * REWARD_PER_SAMPLE, "the worker is refunded and paid");
         vm.expectRevert(abi.encodeWithSelector(IForcedErrors.AlreadySettled.selector, workId));
         fe.settle(workId, judge, disputer);
     }

@@ -3,7 +3,7 @@ policy: in a court pool with forced errors, the worker daemon's chain and the ep
 owes one, the daemon plants it
 and submits it (`submit_one`), an honest validator daemon challenges it with its own checks, both reveal their links,
 and the validator's daemon settles it: the jackpot is paid to its wallet, and the worker daemon withdraws its refunded
-slash, not counting the challenge toward --max-restakes."""
+slash and the file's reward, not counting the challenge toward --max-restakes."""
 
 from __future__ import annotations
 
@@ -105,6 +105,7 @@ def test_an_honest_validator_challenges_a_planted_forced_error_and_its_daemon_ta
         _until("the settlement", lambda: admin.token.balance_of(validator) == balance + FORCED.jackpot)
     wallet = admin.token.balance_of(worker.address)
     contributor._withdraw_refunds()  # with its claims
-    assert admin.token.balance_of(worker.address) == wallet + pool.config.slash_amount
+    reward = admin.pool.get_work(binding.work_id).reward  # a caught forced error earns what an honest file does
+    assert admin.token.balance_of(worker.address) == wallet + pool.config.slash_amount + reward
     assert fe.outcome_of(binding.work_id) == 2  # Outcome.Forced
     assert daemon.court_flow.duties.book.settle == {}

@@ -153,7 +153,7 @@ def test_a_validator_that_challenges_a_forced_error_settles_it_and_takes_the_jac
     """The worker's own chain (the worker daemon's `ForcedErrorChain`) owes a forced error in its next file in some
     epoch — known only once that epoch's beacon is recorded (R9.29), so the worker looks epoch by epoch; submitted then,
     the assigned validator challenges it, the case is final, both reveal their links, and the validator's keeper (what
-    its daemon runs each poll) pays it J; the worker is refunded its slash (R9.26)."""
+    its daemon runs each poll) pays it J; the worker is refunded its slash and paid the file's reward (R9.26)."""
     w3, admin, validator, worker, pool_id, cfg, *_ = forced_pool
     fe, court = admin.forced_errors, admin.court
     now = lambda: w3.eth.get_block("latest")["timestamp"]  # noqa: E731
@@ -201,7 +201,8 @@ def test_a_validator_that_challenges_a_forced_error_settles_it_and_takes_the_jac
         fe.link_of(pool_id, Role.VALIDATOR, validator.address, epoch), fe.beacon_of(pool_id, epoch), work_id,
         FORCED_OFTEN.audit_bps)
     assert admin.token.balance_of(validator.address) == balance + FORCED_OFTEN.jackpot  # paid and withdrawn
-    assert fe.credits(worker.address) == cfg.slash_amount  # the worker's slash refunded: the error was forced
+    # the error was forced: the worker's slash refunded and the file's reward paid, as an honest file's (R9.28 (7))
+    assert fe.credits(worker.address) == cfg.slash_amount + worker.pool.get_work(work_id).reward
 
 
 KEEPER_FORCED = FORCED.model_copy(update={"forced_bps": 1000, "audit_bps": 10_000, "jackpot": 50 * TOKENS})
@@ -237,7 +238,7 @@ def _poll(flow) -> None:
 def test_a_keeper_settles_an_uncaught_forced_error_charges_its_lazy_auditors_and_reports_silence_once(tmp_path):
     """Three validators: one judges, one is the keeper (its daemon's court flow, polled), one commits a chain and never
     reveals. The worker omits a forced error it owes and the judge attests it: after the epoch's reveal window the
-    keeper settles it — the worker loses S + the file's reward, the judge `wrongVerdictSlash` —, charges the drawn
+    keeper settles it — the worker loses S (it was paid the file's reward), the judge `wrongVerdictSlash` —, charges the drawn
     auditors that let it stand, and reports the silent validator once. A restart, and a restart from the state saved
     before the step (a kill -9 between the transactions and the save), send nothing more (R9.28)."""
     import shutil
@@ -312,15 +313,14 @@ def test_a_keeper_settles_an_uncaught_forced_error_charges_its_lazy_auditors_and
         keeper_nonce = w3.eth.get_transaction_count(ledgers[KEEPER].address)
         _poll(flow)
 
-        reward = 8 * cfg.reward_per_sample
         assert fe.outcome_of(work_id) == 2  # Outcome.Forced
-        assert admin.stake.locked_of(fe.address, worker.address) == locked[worker.address] - cfg.slash_amount - reward
+        assert admin.stake.locked_of(fe.address, worker.address) == locked[worker.address] - cfg.slash_amount
         slash = COURT.wrong_verdict_slash
         auditors = {a for a in by_address if a != ledgers[judge].address and a != ledgers[KEEPER].address}
         silent = ledgers[SILENT].address
         penalized = {(e["args"]["account"], e["args"]["why"]): e["args"]["amount"] for e in admin.logs.read(
             fe.contract.events.Penalized, {"poolId": pool_id}, deployment.block, w3.eth.block_number)}
-        assert penalized[worker.address, 3] == cfg.slash_amount + reward  # an accepted forced error: S + R
+        assert penalized[worker.address, 3] == cfg.slash_amount  # an accepted forced error: S (the pool paid R)
         assert penalized[ledgers[judge].address, 1] == slash  # the judge that attested it
         for a in auditors:
             assert penalized[a, 2] == slash  # drawn auditors that let it stand (the silent one counts as drawn)

@@ -119,18 +119,19 @@ def test_a_cell_without_a_fabricated_file_does_not_show_cheating_unprofitable() 
 
 def test_forced_errors_settle_as_the_contract_at_r0(court) -> None:
     # every file forced (ρ = 1, a hand's case): an honest judge challenges each, takes J + b·S + fee and the worker is
-    # refunded S; a lazy one attests each, loses wrongVerdictSlash, and the worker loses S + R after its R
+    # refunded S and paid R, as for an honest file; a lazy one attests each, loses wrongVerdictSlash, and the worker,
+    # paid R by the pool, loses S
     model = eco.Model(court, validators=5, audit_rate=0.0, check_cost=2.0, generation_cost=50.0, cheater_share=0.5,
                       forced_rate=1.0, jackpot=300.0)
     honest = eco.simulate(model, (eco.HONEST,) * 5, 0.0, 200, "f")
     assert honest.validator_pay.sum(axis=0) == pytest.approx((300 + court.bounty + court.fee - 2) * honest.assigned)
-    assert honest.worker_pay == pytest.approx([-50.0] * 200)  # generated, refunded, never paid
+    assert honest.worker_pay == pytest.approx([court.reward - 50.0] * 200)  # generated, refunded and paid R here
     assert honest.counts["forced_caught"] == 200
-    assert honest.counts["verification_outlay"] == pytest.approx(200 * (300 + court.slash))
+    assert honest.counts["verification_outlay"] == pytest.approx(200 * (300 + court.slash + court.reward))
     lazy = eco.simulate(model, (eco.LAZY,) + (eco.HONEST,) * 4, 0.0, 200, "f")
     assert lazy.validator_pay[:, 0].sum() == pytest.approx((court.fee - court.wrong_verdict_slash) * lazy.assigned[0])
     mine = lazy.assignee == 0
-    assert lazy.worker_pay[mine] == pytest.approx([-50.0 - court.slash] * int(mine.sum()))
+    assert lazy.worker_pay[mine] == pytest.approx([court.reward - 50.0 - court.slash] * int(mine.sum()))
 
 
 def test_a_drawn_auditor_that_lets_a_forced_error_stand_loses(court) -> None:

@@ -39,7 +39,7 @@ def test_a_file_goes_as_made_only_into_an_epoch_whose_duty_it_carries():
     assert resubmittable(chain, work_id, planted=False, landing=at(clean))
     # a planted file landing in an epoch that owes nothing would be slashed unrefunded (S): made again, clean
     assert not resubmittable(chain, work_id, planted=True, landing=at(clean))
-    # a clean file landing in an epoch that owes one would be an omission (S + R): made again, planted
+    # a clean file landing in an epoch that owes one would be an omission (S): made again, planted
     assert not resubmittable(chain, work_id, planted=False, landing=at(owes))
 
 
