@@ -73,7 +73,7 @@ interface IWorkBatches {
         bytes32 listDigest,
         address poster
     );
-    /// @notice A validator voided the batch (its leaf list is unavailable): none of its leaves is paid from it.
+    /// @notice A validator voided the batch (its list is unavailable): none of its leaves is paid from it.
     event BatchVoided(uint256 indexed poolId, bytes32 indexed batchId, address indexed validator);
     event BondLocked(uint256 indexed poolId, address indexed worker, uint256 amount, uint32 firstEpoch);
     event ExitRequested(uint256 indexed poolId, address indexed worker, uint32 lastEpoch);
@@ -83,7 +83,7 @@ interface IWorkBatches {
         uint256 indexed poolId, address indexed worker, uint32 indexed epoch, uint32 first, uint32 n, uint256 amount
     );
     /// @notice The leaf (worker, epoch, counter) is excluded from claims and the worker lost `slashed`:
-    /// `duplicate` for two signed leaves with one counter (anyone), else a validator's challenge.
+    /// `duplicate` for two signed runs that give the counter different leaves (anyone), else a validator's challenge.
     event LeafVoided(
         uint256 indexed poolId,
         address indexed worker,
@@ -109,7 +109,7 @@ interface IWorkBatches {
     /// @notice The token moved another amount than `amount` (fee-on-transfer tokens are refused).
     error TransferAmountMismatch(uint256 amount);
     error NotMember(uint256 poolId, address worker);
-    /// @notice R3.8: a batch holds 1..MAX_BATCH leaves and names a root and a leaf list.
+    /// @notice R3.8: a batch holds 1..MAX_BATCH runs and names a root and a list.
     error BadBatch();
     /// @notice R3.9: a batch of epoch `epoch` is posted in that epoch or the next, after its beacon, before retirement.
     error EpochNotPostable(uint32 epoch);

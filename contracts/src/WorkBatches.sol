@@ -232,7 +232,7 @@ contract WorkBatches is IWorkBatches {
     }
 
     /// @notice Void a batch whose list is unavailable (a listed validator, within the batch's window, R3.10):
-    /// none of its leaves is paid from it; they may be posted again.
+    /// none of its leaves is paid from it; its runs may be posted again.
     function voidBatch(BatchRef calldata b) external {
         Pool storage pool = _configured(b.poolId);
         _checkValidator(b.poolId, pool, address(0));
