@@ -110,9 +110,10 @@ def _gas(submit: str, verdict: str) -> Callable[[dict], str]:
 
 
 def _gas_batched(doc: dict) -> str:
-    """Total gas and transactions per accepted file, batched (decision 0009 §3) against the legacy path."""
+    """Total gas and transactions per accepted file, batched (decision 0009 §3: signed runs, a claim per 32 files)
+    against the legacy path."""
     f = doc["figures"]
-    return (f"batched {f['gas_per_file_permissioned']:,}, {f['tx_per_file']:.3f} tx (V = 30: "
+    return (f"batched (signed runs) {f['gas_per_file_permissioned']:,}, {f['tx_per_file']:.3f} tx (V = 30: "
             f"{f['gas_per_file_v30']:,}); legacy {f['legacy_gas_per_file_permissioned']:,}, 3 tx")
 
 

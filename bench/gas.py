@@ -12,8 +12,8 @@ attest (by the assigned validator), dispute, drawCommittee, commitVote, revealVo
 only updates it. These rows are the legacy path: a transaction per file (submitWork, a verdict, a claim).
 
 The batched path (decision 0009 §3, contracts/src/WorkBatches.sol; no daemon uses it yet) is measured on the same
-anvil with real transactions: 8 workers × 32 signed leaves in a batch of B = 256, one claim per worker per 32 files,
-no dispute; `batches.challenge` is one disputed leaf. Per accepted file (totals, intrinsic included):
+anvil with real transactions: 8 workers × one signed run of 32 leaves in a batch of B = 256 leaves, one claim per
+worker per run, no dispute; `batches.challenge` is one disputed leaf. Per accepted file (totals, intrinsic included):
 batch / 256 + claim / 32 + (openEpoch + V × ForcedErrors.revealLink) / E, at E = EPOCH_FILES files an epoch.
 The court route of batches is not built (court pools are refused): the V figures are the permissioned batched path
 plus V validators' reveals, what decision 0009 §3 designs a court pool's undisputed path to cost.
@@ -237,30 +237,30 @@ def _measure_batches(w3, deployment, acc, params: PoolParams, record) -> None:
     epoch = wb.epoch_of(pool_id, w3.eth.get_block("latest")["timestamp"])
 
     def batch(first: int, tag: int):
-        leaves = [batches.sign_leaf(w.account, domain, pool_id, epoch, first + c, bytes([tag, k, c]) * 8 + b"\0" * 8,
-                                    2, 16) for k, w in enumerate(workers) for c in range(RUN)]
-        nodes = [batches.node(domain, leaf) for leaf in leaves]
-        return leaves, nodes, (pool_id, epoch, len(nodes), batches.root(nodes), bytes([tag]) * 32)
+        runs = [batches.sign_run(w.account, domain, pool_id, epoch, first,
+                                 [batches.LeafBody(bytes([tag, k, c]) * 8 + b"\0" * 8, 2, 16) for c in range(RUN)])
+                for k, w in enumerate(workers)]
+        nodes, ref = batches.batch(runs, bytes([tag]) * 32)
+        return runs, nodes, ref
 
     first, second = batch(0, 1), batch(RUN, 2)
     one = first[0][0]
-    if wb.leaf_digest(pool_id, epoch, 0, one.worker, one.rollout_digest, one.step, one.samples) != \
-            batches.leaf_digest(domain, pool_id, epoch, 0, one.worker, one.rollout_digest, one.step, one.samples):
-        raise SystemExit("bench.gas: the contract's leaf digest differs from ledger_client.chain.batches'")
+    if wb.run_digest(pool_id, epoch, 0, RUN, one.leaves_root) != one.digest:
+        raise SystemExit("bench.gas: the contract's run digest differs from ledger_client.chain.batches'")
     relay = wb.with_sender(validator.sender)  # any account posts; the validator's is at hand
     relay.post_batch(first[2])
     record("batches.postBatch (256 leaves)", relay.post_batch(second[2]))
     # a disputed file: the validator challenges the last worker's last leaf of the second batch in its window
-    leaves, nodes, ref = second
-    last = len(nodes) - 1
-    record("batches.challenge (one leaf)", relay.challenge(ref, leaves[last].worker, leaves[last].counter, last,
-                                                            leaves[last].body(), batches.range_proof(nodes, last, 1),
-                                                            1, b"\x09" * 32))
+    runs, nodes, ref = second
+    last, counter = len(nodes) - 1, 2 * RUN - 1
+    record("batches.challenge (one leaf)", relay.challenge(ref, last, batches.range_proof(nodes, last, 1),
+                                                            runs[last].worker, counter, runs[last].leaf(counter), 1,
+                                                            b"\x09" * 32))
     _advance(w3, pool.challenge_window + 1)
     claimer = wb.with_sender(workers[0].sender)
-    for leaves, nodes, ref in (first, second):
-        receipt = claimer.claim(ref, leaves[0].counter, 0, [leaf.body() for leaf in leaves[:RUN]],
-                                batches.range_proof(nodes, 0, RUN))
+    for runs, nodes, ref in (first, second):
+        receipt = claimer.claim(ref, 0, batches.range_proof(nodes, 0, 1), runs[0].signed(),
+                                *runs[0].claim_args(runs[0].first_counter, RUN))
     record(f"batches.claim ({RUN} leaves)", receipt)  # the second: its cursor slot is rewritten, not new
 
 

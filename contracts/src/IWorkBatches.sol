@@ -15,8 +15,9 @@ interface IWorkBatches {
     }
 
     /// @notice A posted batch, as a claim or a challenge names it: its id is the hash of these five fields.
-    /// @param root the Merkle root of the batch's `count` leaves (R3.8)
-    /// @param listDigest the IPFS digest of the leaf list (each leaf's fields and signature)
+    /// @param count how many signed runs the batch holds (each run holds its worker's consecutive leaves)
+    /// @param root the Merkle root of the batch's `count` run nodes (R3.8)
+    /// @param listDigest the IPFS digest of the batch's list (each run's fields, signature and leaves)
     struct BatchRef {
         uint256 poolId;
         uint32 epoch;
@@ -25,14 +26,30 @@ interface IWorkBatches {
         bytes32 listDigest;
     }
 
-    /// @notice A leaf's own fields and its worker's EIP-712 signature (compact, EIP-2098: `r`, `vs`); its pool,
-    /// epoch, worker and counter come from the call.
+    /// @notice A leaf's own fields (one file); its pool, epoch and worker come from its run, its counter from its
+    /// index in the run. Its hash in the run's tree is `keccak(abi.encode(rolloutDigest, step, samples))`.
     struct LeafBody {
         bytes32 rolloutDigest;
         uint64 step;
         uint32 samples;
+    }
+
+    /// @notice A run of consecutive leaves (counters `firstCounter`..`firstCounter + count − 1`) and its worker's
+    /// EIP-712 signature of `Run(poolId, epoch, firstCounter, count, leavesRoot)` (compact, EIP-2098: `r`, `vs`);
+    /// its pool and epoch come from the call. `leavesRoot` is the positional Merkle root of its leaves' hashes.
+    struct SignedRun {
+        uint32 firstCounter;
+        uint32 count;
+        bytes32 leavesRoot;
         bytes32 r;
         bytes32 vs;
+    }
+
+    /// @notice One leaf inside a signed run, with the proof of its hash to the run's `leavesRoot`.
+    struct RunLeaf {
+        SignedRun run;
+        LeafBody leaf;
+        bytes32[] proof;
     }
 
     /// @notice A worker's stake locked here; once `bonded`, its leaves of epochs `firstEpoch`..`lastEpoch` count
@@ -56,7 +73,7 @@ interface IWorkBatches {
         bytes32 listDigest,
         address poster
     );
-    /// @notice A validator voided the batch (its leaf list is unavailable): none of its leaves is paid from it.
+    /// @notice A validator voided the batch (its list is unavailable): none of its leaves is paid from it.
     event BatchVoided(uint256 indexed poolId, bytes32 indexed batchId, address indexed validator);
     event BondLocked(uint256 indexed poolId, address indexed worker, uint256 amount, uint32 firstEpoch);
     event ExitRequested(uint256 indexed poolId, address indexed worker, uint32 lastEpoch);
@@ -66,7 +83,7 @@ interface IWorkBatches {
         uint256 indexed poolId, address indexed worker, uint32 indexed epoch, uint32 first, uint32 n, uint256 amount
     );
     /// @notice The leaf (worker, epoch, counter) is excluded from claims and the worker lost `slashed`:
-    /// `duplicate` for two signed leaves with one counter (anyone), else a validator's challenge.
+    /// `duplicate` for two signed runs that give the counter different leaves (anyone), else a validator's challenge.
     event LeafVoided(
         uint256 indexed poolId,
         address indexed worker,
@@ -92,7 +109,7 @@ interface IWorkBatches {
     /// @notice The token moved another amount than `amount` (fee-on-transfer tokens are refused).
     error TransferAmountMismatch(uint256 amount);
     error NotMember(uint256 poolId, address worker);
-    /// @notice R3.8: a batch holds 1..MAX_BATCH leaves and names a root and a leaf list.
+    /// @notice R3.8: a batch holds 1..MAX_BATCH runs and names a root and a list.
     error BadBatch();
     /// @notice R3.9: a batch of epoch `epoch` is posted in that epoch or the next, after its beacon, before retirement.
     error EpochNotPostable(uint32 epoch);
@@ -103,10 +120,13 @@ interface IWorkBatches {
     error WindowOpen(bytes32 batchId, uint64 closesAt);
     /// @notice The batch's dispute window has closed.
     error WindowClosed(bytes32 batchId);
-    /// @notice The leaves and proof do not hash to the batch's root at the positions given.
+    /// @notice The leaves and proof do not hash to the run's root, or the run's node to the batch's root, at the
+    /// positions given.
     error BadProof();
-    /// @notice The leaf's signature is not its worker's.
-    error BadSignature(uint32 counter);
+    /// @notice The run's signature is not its worker's.
+    error BadSignature(uint32 firstCounter);
+    /// @notice R3.7: a run holds 1..MAX_LEAVES leaves; the counters named lie inside it.
+    error BadRun(uint32 firstCounter, uint32 count);
     /// @notice R3.11: claims run the counters of an epoch in order: this one must start at `expected` (counters in
     /// between voided), an earlier epoch is closed once a later one is claimed.
     error NotNextCounter(uint32 epoch, uint32 first, uint32 expected);
@@ -118,7 +138,7 @@ interface IWorkBatches {
     error NotBonded(address worker, uint32 epoch);
     error InsufficientBudget(uint256 needed, uint256 budget);
     error AlreadyVoided(uint32 counter);
-    /// @notice Two leaves that do not share pool, worker, epoch and counter, or that are the same leaf.
+    /// @notice Two signed runs that give the counter the same leaf.
     error NotDuplicate();
     error NotPoolValidator(uint256 poolId, address caller);
     /// @notice The worker and the pool owner may not challenge.

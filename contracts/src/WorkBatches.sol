@@ -4,7 +4,6 @@ pragma solidity ^0.8.24;
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
-import {Hashes} from "@openzeppelin/contracts/utils/cryptography/Hashes.sol";
 import {IComputePool} from "./IComputePool.sol";
 import {ComputePool} from "./ComputePool.sol";
 import {IStakeManager} from "./IStakeManager.sol";
@@ -12,47 +11,50 @@ import {IWorkBatches} from "./IWorkBatches.sol";
 
 /// @title WorkBatches — submissions signed off-chain and settled in batches (decision 0009 §3)
 /// @notice Beside a ComputePool, reading its public state; a slasher of its own (a worker's bond is locked here).
-/// A worker signs each file as an EIP-712 leaf (pool, epoch, counter, worker, rollout digest, step, samples); anyone
-/// posts a batch: the Merkle root of up to MAX_BATCH leaves (each leaf node commits to its signature), its leaf
-/// list's IPFS digest and its count — one transaction, one slot. A batch is accepted optimistically when the pool's
-/// challenge window after its posting closes; within it a listed validator challenges one leaf with its Merkle proof
-/// and signature (final, as in a permissioned pool: the leaf is voided, the worker slashed, the validator takes the
-/// bounty). Two signed leaves with one (worker, epoch, counter) are a fraud proof anyone submits. The worker then
-/// claims a contiguous run of its leaves by one range proof, paid `rewardPerSample × samples` each from a budget
-/// the pool funds here; counters are paid in order, once (one cursor slot per worker and pool).
+/// A worker signs a run of its consecutive files at once, EIP-712 `Run(pool, epoch, firstCounter, count,
+/// leavesRoot)` over the Merkle root of its leaves (rollout digest, step, samples); anyone posts a batch: the Merkle
+/// root of up to MAX_BATCH signed runs (each run node commits to its signature), its list's IPFS digest and its count
+/// — one transaction, one slot. A batch is accepted optimistically when the pool's challenge window after its posting
+/// closes; within it a listed validator challenges one leaf with its proofs in its run and its run in the batch
+/// (final, as in a permissioned pool: the leaf is voided, the run's signer slashed, the validator takes the bounty).
+/// Two signed runs that give one (worker, epoch, counter) different leaves are a fraud proof anyone submits. The
+/// worker then claims consecutive leaves of one of its runs by one range proof (one signature checked a claim),
+/// paid `rewardPerSample × samples` each from a budget the pool funds here; counters are paid in order, once (one
+/// cursor slot per worker and pool).
 /// Court pools are refused: their route is decision 0009 §3's next step. Every external call (the token, the stake
 /// manager) comes after the state it depends on is written, so a reentrant call finds it settled. Rules: docs/protocol.md R3.7–R3.13, R1.23–R1.25.
 contract WorkBatches is IWorkBatches {
     using SafeERC20 for IERC20;
 
-    /// @notice Most leaves a batch may hold (R3.8): bounds a proof's depth (10) and a batch's posting.
+    /// @notice Most runs a batch may hold (R3.8): bounds a proof's depth (10) and a batch's posting.
     uint16 public constant MAX_BATCH = 1_024;
-    /// @notice Most leaves a worker may be paid per epoch (R1.24).
+    /// @notice Most leaves a worker may be paid per epoch (R1.24), and a run may hold (R3.7).
     uint32 public constant MAX_LEAVES = 4_096;
     /// @notice Shortest and longest epoch (R1.23).
     uint32 public constant MIN_EPOCH = 1 minutes;
     uint32 public constant MAX_EPOCH = 7 days;
     /// @notice How long after retirement (and the last window) workers keep to claim before the owner reclaims.
     uint32 public constant CLAIM_GRACE = 30 days;
-    bytes32 public constant LEAF_TYPEHASH = keccak256(
-        "Leaf(uint256 poolId,uint32 epoch,uint32 counter,address worker,bytes32 rolloutDigest,uint64 step,uint32 samples)"
-    );
+    bytes32 public constant RUN_TYPEHASH =
+        keccak256("Run(uint256 poolId,uint32 epoch,uint32 firstCounter,uint32 count,bytes32 leavesRoot)");
     uint256 private constant VOID = 1 << 64;
     bytes32 private constant DOMAIN_TYPEHASH =
         keccak256("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)");
 
     /// @dev A pool's rules, with the ComputePool parameters a claim reads copied at `configure` (they never change).
+    /// The first slot holds all a claim reads, the second what a post reads (times as uint48 seconds, `maxLeaves` ≤
+    /// MAX_LEAVES a uint16).
     struct Pool {
-        address owner;
+        uint48 genesis;
         uint32 challengeWindow;
         uint32 maxSamples;
-        uint16 bountyBps;
+        uint16 maxLeaves;
         uint128 rewardPerSample;
-        uint128 slashAmount;
-        uint64 genesis;
-        uint64 retiredAt;
+        address owner;
+        uint16 bountyBps;
         uint32 epochLength;
-        uint32 maxLeaves;
+        uint48 retiredAt;
+        uint128 slashAmount;
         uint128 workerBond;
     }
 
@@ -100,10 +102,10 @@ contract WorkBatches is IWorkBatches {
             bountyBps: v.params.bountyBps,
             rewardPerSample: v.params.rewardPerSample,
             slashAmount: v.params.slashAmount,
-            genesis: uint64(block.timestamp),
+            genesis: uint48(block.timestamp),
             retiredAt: 0,
             epochLength: p.epochLength,
-            maxLeaves: p.maxLeaves,
+            maxLeaves: uint16(p.maxLeaves), // ≤ MAX_LEAVES (`check`)
             workerBond: p.workerBond
         });
         emit BatchesConfigured(poolId, p, uint64(block.timestamp));
@@ -137,7 +139,7 @@ contract WorkBatches is IWorkBatches {
         Pool storage pool = _configured(poolId);
         if (msg.sender != pool.owner) revert NotPoolOwner(poolId, msg.sender);
         if (pool.retiredAt != 0) revert PoolRetiredAlready(poolId);
-        pool.retiredAt = uint64(block.timestamp);
+        pool.retiredAt = uint48(block.timestamp);
         emit PoolRetired(poolId, uint64(block.timestamp));
     }
 
@@ -145,7 +147,7 @@ contract WorkBatches is IWorkBatches {
     function reclaim(uint256 poolId) external {
         Pool storage pool = _configured(poolId);
         if (msg.sender != pool.owner) revert NotPoolOwner(poolId, msg.sender);
-        uint64 at = pool.retiredAt == 0 ? 0 : pool.retiredAt + pool.challengeWindow + CLAIM_GRACE;
+        uint64 at = pool.retiredAt == 0 ? 0 : uint64(pool.retiredAt) + pool.challengeWindow + CLAIM_GRACE;
         if (at == 0 || block.timestamp <= at) revert NotRetired(poolId, at);
         uint256 amount = budget[poolId];
         if (amount == 0) revert ZeroAmount();
@@ -215,7 +217,7 @@ contract WorkBatches is IWorkBatches {
         emit EpochOpened(poolId, epoch, beacon);
     }
 
-    /// @notice Post a batch (anyone, R3.8–R3.9): the root of `b.count` leaves of epoch `b.epoch` and their list.
+    /// @notice Post a batch (anyone, R3.8–R3.9): the root of `b.count` signed runs of epoch `b.epoch` and its list.
     function postBatch(BatchRef calldata b) external returns (bytes32 batchId) {
         Pool storage pool = _configured(b.poolId);
         if (b.count == 0 || b.count > MAX_BATCH || b.root == 0 || b.listDigest == 0) revert BadBatch();
@@ -229,8 +231,8 @@ contract WorkBatches is IWorkBatches {
         emit BatchPosted(b.poolId, batchId, b.epoch, b.root, b.count, b.listDigest, msg.sender);
     }
 
-    /// @notice Void a batch whose leaf list is unavailable (a listed validator, within the batch's window, R3.10):
-    /// none of its leaves is paid from it; they may be posted again.
+    /// @notice Void a batch whose list is unavailable (a listed validator, within the batch's window, R3.10):
+    /// none of its leaves is paid from it; its runs may be posted again.
     function voidBatch(BatchRef calldata b) external {
         Pool storage pool = _configured(b.poolId);
         _checkValidator(b.poolId, pool, address(0));
@@ -240,89 +242,89 @@ contract WorkBatches is IWorkBatches {
     }
 
     /// @notice Challenge one leaf of a batch within its window (a listed validator of a permissioned pool, R3.10):
-    /// `leaf` at `position` with its proof, signed by `worker`. Final: the leaf's counter is voided (never paid)
-    /// and the worker loses `slashAmount` of its bond, `bountyBps` of it to the caller.
+    /// the run `x.run` signed by `worker` at `position` of the batch (`batchProof`), its leaf of counter `counter`
+    /// (`x.proof` in the run). Final: the counter is voided (never paid) and the worker loses `slashAmount` of its
+    /// bond, `bountyBps` of it to the caller.
     function challenge(
         BatchRef calldata b,
+        uint256 position,
+        bytes32[] calldata batchProof,
         address worker,
         uint32 counter,
-        uint256 position,
-        LeafBody calldata leaf,
-        bytes32[] calldata proof,
+        RunLeaf calldata x,
         uint16 reasonCode,
         bytes32 evidenceDigest
     ) external {
         Pool storage pool = _configured(b.poolId);
         _checkValidator(b.poolId, pool, worker);
         _openBatch(b, pool);
-        bytes32[] memory nodes = new bytes32[](1);
-        nodes[0] = _node(b.poolId, b.epoch, counter, worker, leaf);
-        if (position >= b.count || _root(nodes, position, b.count, proof) != b.root) revert BadProof();
+        _checkRunInBatch(b, position, batchProof, x.run, worker);
+        _checkLeaf(x, counter);
         _voidLeaf(b.poolId, pool, worker, b.epoch, counter, false, reasonCode, evidenceDigest);
     }
 
-    /// @notice Prove that `worker` signed two different leaves `a`, `b` with one (pool, epoch, counter) (anyone but
-    /// the worker, R3.11): the counter is voided and the worker loses `slashAmount`, the bounty share to the caller.
+    /// @notice Prove that `worker` signed two runs of one pool and epoch that give counter `counter` different
+    /// leaves (anyone but the worker, R3.11; the runs need not be posted): the counter is voided and the worker loses
+    /// `slashAmount`, the bounty share to the caller.
     function proveDuplicate(
         uint256 poolId,
         address worker,
         uint32 epoch,
         uint32 counter,
-        LeafBody calldata a,
-        LeafBody calldata b
+        RunLeaf calldata a,
+        RunLeaf calldata b
     ) external {
         Pool storage pool = _configured(poolId);
         if (msg.sender == worker) revert ChallengerNotIndependent(msg.sender);
-        bytes32 da = leafDigest(poolId, epoch, counter, worker, a.rolloutDigest, a.step, a.samples);
-        bytes32 db = leafDigest(poolId, epoch, counter, worker, b.rolloutDigest, b.step, b.samples);
-        if (da == db) revert NotDuplicate();
-        _checkSignature(da, a, worker, counter);
-        _checkSignature(db, b, worker, counter);
+        if (leafHash(a.leaf) == leafHash(b.leaf)) revert NotDuplicate();
+        _checkLeaf(a, counter);
+        _checkLeaf(b, counter);
+        _checkSignature(_runDigestOf(poolId, epoch, a.run), a.run, worker);
+        _checkSignature(_runDigestOf(poolId, epoch, b.run), b.run, worker);
         _voidLeaf(poolId, pool, worker, epoch, counter, true, 0, bytes32(0));
     }
 
-    /// @notice Claim the caller's leaves `first`..`first + n − 1` of `b.epoch`, at positions `position`.. of batch
-    /// `b`, with one range proof (R3.11–R3.12). The batch's window must be over; the counters run on from the
-    /// caller's last claim in the epoch (counters between voided), below `maxLeaves`, none voided. Pays
-    /// `rewardPerSample × Σ samples` from the budget.
+    /// @notice Claim the caller's leaves of counters `first`..`first + leaves.length − 1` of its run `run`, at
+    /// `position` of batch `b` (`batchProof`), with one range proof in the run (`runProof`; R3.11–R3.12). The
+    /// batch's window must be over; the counters run on from the caller's last claim in the epoch (counters in
+    /// between voided), below `maxLeaves`, none voided. Pays `rewardPerSample × Σ samples` from the budget.
     function claim(
         BatchRef calldata b,
-        uint32 first,
         uint256 position,
+        bytes32[] calldata batchProof,
+        SignedRun calldata run,
+        uint32 first,
         LeafBody[] calldata leaves,
-        bytes32[] calldata proof
+        bytes32[] calldata runProof
     ) external returns (uint256 amount) {
         Pool storage pool = _configured(b.poolId);
         _notCourt(b.poolId);
         if (leaves.length == 0) revert ZeroAmount();
         _acceptedBatch(b, pool);
-        bytes32 key = _checkClaimant(b, first, leaves.length, pool.maxLeaves);
-        (bytes32[] memory nodes, uint256 samples) = _nodes(b, first, key, leaves, pool.maxSamples);
-        if (position + leaves.length > b.count || _root(nodes, position, b.count, proof) != b.root) revert BadProof();
-        _cursor[b.poolId][msg.sender] = (uint64(b.epoch) + 1) << 32 | uint64(first + uint32(leaves.length));
-        amount = samples * pool.rewardPerSample;
-        uint256 left = budget[b.poolId];
-        if (amount > left) revert InsufficientBudget(amount, left);
-        budget[b.poolId] = left - amount;
-        emit LeavesClaimed(b.poolId, msg.sender, b.epoch, first, uint32(leaves.length), amount);
+        _checkRunInBatch(b, position, batchProof, run, msg.sender);
+        amount = _claimedSamples(b, run, first, leaves, runProof, pool) * pool.rewardPerSample;
+        uint32 n = uint32(leaves.length);
+        _cursor[b.poolId][msg.sender] = (uint64(b.epoch) + 1) << 32 | uint64(first + n);
+        _pay(b.poolId, amount);
+        emit LeavesClaimed(b.poolId, msg.sender, b.epoch, first, n, amount);
         token.safeTransfer(msg.sender, amount);
     }
 
     // ------------------------------------------------------------------ views
 
-    /// @notice The EIP-712 digest a worker signs for one leaf (this contract's domain: chain id and address).
-    function leafDigest(
-        uint256 poolId,
-        uint32 epoch,
-        uint32 counter,
-        address worker,
-        bytes32 rolloutDigest,
-        uint64 step,
-        uint32 samples
-    ) public view returns (bytes32) {
-        bytes32 structHash =
-            keccak256(abi.encode(LEAF_TYPEHASH, poolId, epoch, counter, worker, rolloutDigest, step, samples));
+    /// @notice The EIP-712 digest a worker signs for a run (this contract's domain: chain id and address).
+    function runDigest(uint256 poolId, uint32 epoch, uint32 firstCounter, uint32 count, bytes32 leavesRoot)
+        public
+        view
+        returns (bytes32)
+    {
+        bytes32 structHash = keccak256(abi.encode(RUN_TYPEHASH, poolId, epoch, firstCounter, count, leavesRoot));
         return keccak256(abi.encodePacked(hex"1901", domainSeparator(), structHash));
+    }
+
+    /// @notice A leaf's hash in its run's tree: 96 bytes hashed, never an inner node's 64.
+    function leafHash(LeafBody calldata leaf) public pure returns (bytes32) {
+        return keccak256(abi.encode(leaf));
     }
 
     /// @notice The EIP-712 domain separator: name "proofswarm WorkBatches", version "1", this chain, this contract
@@ -348,7 +350,7 @@ contract WorkBatches is IWorkBatches {
     }
 
     function genesisOf(uint256 poolId) external view returns (uint64) {
-        return _pools[poolId].genesis;
+        return uint64(_pools[poolId].genesis);
     }
 
     function getBond(uint256 poolId, address worker) external view returns (Bond memory) {
@@ -388,21 +390,65 @@ contract WorkBatches is IWorkBatches {
         _advance(b.poolId, b.epoch, first, key);
     }
 
-    /// @dev The claimed leaves' nodes and their samples: each counter not voided, `0 < samples ≤ maxSamples`.
-    function _nodes(BatchRef calldata b, uint32 first, bytes32 key, LeafBody[] calldata leaves, uint32 maxSamples)
+    /// @dev Take `amount` from the pool's budget (`InsufficientBudget` if it holds less).
+    function _pay(uint256 poolId, uint256 amount) private {
+        uint256 left = budget[poolId];
+        if (amount > left) revert InsufficientBudget(amount, left);
+        budget[poolId] = left - amount;
+    }
+
+    /// @dev The claimed leaves lie in the run, their counters are the caller's next (R3.11) and payable, and they
+    /// hash to the run's root; returns their samples.
+    function _claimedSamples(
+        BatchRef calldata b,
+        SignedRun calldata run,
+        uint32 first,
+        LeafBody[] calldata leaves,
+        bytes32[] calldata runProof,
+        Pool storage pool
+    ) private view returns (uint256 samples) {
+        if (first < run.firstCounter || uint256(first) + leaves.length > uint256(run.firstCounter) + run.count) {
+            revert BadRun(run.firstCounter, run.count);
+        }
+        bytes32 key = _checkClaimant(b, first, leaves.length, pool.maxLeaves);
+        bytes32[] memory hashes;
+        (hashes, samples) = _leafHashes(first, key, leaves, pool.maxSamples);
+        if (_root(hashes, first - run.firstCounter, run.count, runProof) != run.leavesRoot) revert BadProof();
+    }
+
+    /// @dev The claimed leaves' hashes and their samples: each counter not voided, `0 < samples ≤ maxSamples`.
+    function _leafHashes(uint32 first, bytes32 key, LeafBody[] calldata leaves, uint32 maxSamples)
         private
         view
-        returns (bytes32[] memory nodes, uint256 samples)
+        returns (bytes32[] memory hashes, uint256 samples)
     {
         uint256 n = leaves.length;
-        nodes = new bytes32[](n);
+        hashes = new bytes32[](n);
+        uint256 wordAt = type(uint256).max;
+        uint256 word;
         for (uint256 i; i < n; ++i) {
             uint32 counter = first + uint32(i);
-            if (_isVoid(key, counter)) revert NotPayable(counter);
-            uint32 s = leaves[i].samples;
+            if (counter >> 8 != wordAt) {
+                wordAt = counter >> 8;
+                word = _void[key][wordAt];
+            }
+            if (word & (1 << (counter & 0xff)) != 0) revert NotPayable(counter);
+            LeafBody calldata leaf = leaves[i];
+            uint32 s = leaf.samples;
             if (s == 0 || s > maxSamples) revert BadSamples(counter, s);
             samples += s;
-            nodes[i] = _node(b.poolId, b.epoch, counter, msg.sender, leaves[i]);
+            hashes[i] = _leafHashOf(leaf);
+        }
+    }
+
+    /// @dev `leafHash`, hashing the leaf's 96 calldata bytes in place once its fields are read (a dirty `step` or
+    /// `samples` word reverts there), so the bytes hashed are `abi.encode(leaf)`.
+    function _leafHashOf(LeafBody calldata leaf) private pure returns (bytes32 h) {
+        leaf.step;
+        assembly ("memory-safe") {
+            let ptr := mload(0x40)
+            calldatacopy(ptr, leaf, 0x60)
+            h := keccak256(ptr, 0x60)
         }
     }
 
@@ -416,21 +462,43 @@ contract WorkBatches is IWorkBatches {
         if (block.timestamp <= closes) revert WindowOpen(batchId, closes);
     }
 
-    /// @dev A leaf's Merkle node: its digest and signature (so a batch commits to the signature a challenge uses),
-    /// once the signature is checked to be `worker`'s. 96 bytes hashed: never an inner node's 64.
-    function _node(uint256 poolId, uint32 epoch, uint32 counter, address worker, LeafBody calldata leaf)
-        private
-        view
-        returns (bytes32)
-    {
-        bytes32 digest = leafDigest(poolId, epoch, counter, worker, leaf.rolloutDigest, leaf.step, leaf.samples);
-        _checkSignature(digest, leaf, worker, counter);
-        return keccak256(abi.encode(digest, leaf.r, leaf.vs));
+    /// @dev The run is `worker`'s and its node — its digest and signature, 96 bytes hashed (never an inner node's
+    /// 64) — is at `position` of the batch.
+    function _checkRunInBatch(
+        BatchRef calldata b,
+        uint256 position,
+        bytes32[] calldata proof,
+        SignedRun calldata run,
+        address worker
+    ) private view {
+        bytes32 digest = _runDigestOf(b.poolId, b.epoch, run);
+        _checkSignature(digest, run, worker);
+        bytes32[] memory nodes = new bytes32[](1);
+        nodes[0] = keccak256(abi.encode(digest, run.r, run.vs));
+        if (position >= b.count || _root(nodes, position, b.count, proof) != b.root) revert BadProof();
     }
 
-    function _checkSignature(bytes32 digest, LeafBody calldata leaf, address worker, uint32 counter) private pure {
-        (address signer, ECDSA.RecoverError err,) = ECDSA.tryRecover(digest, leaf.r, leaf.vs);
-        if (err != ECDSA.RecoverError.NoError || signer != worker || worker == address(0)) revert BadSignature(counter);
+    /// @dev The leaf of counter `counter` lies in its run and its proof hashes to the run's root.
+    function _checkLeaf(RunLeaf calldata x, uint32 counter) private pure {
+        if (counter < x.run.firstCounter || counter - x.run.firstCounter >= x.run.count) {
+            revert BadRun(x.run.firstCounter, x.run.count);
+        }
+        bytes32[] memory nodes = new bytes32[](1);
+        nodes[0] = leafHash(x.leaf);
+        if (_root(nodes, counter - x.run.firstCounter, x.run.count, x.proof) != x.run.leavesRoot) revert BadProof();
+    }
+
+    /// @dev The run's digest, once its size is within 1..MAX_LEAVES (R3.7).
+    function _runDigestOf(uint256 poolId, uint32 epoch, SignedRun calldata run) private view returns (bytes32) {
+        if (run.count == 0 || run.count > MAX_LEAVES) revert BadRun(run.firstCounter, run.count);
+        return runDigest(poolId, epoch, run.firstCounter, run.count, run.leavesRoot);
+    }
+
+    function _checkSignature(bytes32 digest, SignedRun calldata run, address worker) private pure {
+        (address signer, ECDSA.RecoverError err,) = ECDSA.tryRecover(digest, run.r, run.vs);
+        if (err != ECDSA.RecoverError.NoError || signer != worker || worker == address(0)) {
+            revert BadSignature(run.firstCounter);
+        }
     }
 
     /// @dev The root of a positional tree of `count` leaves (padded with zeros to a power of two) from the nodes at
@@ -443,30 +511,44 @@ contract WorkBatches is IWorkBatches {
         uint256 n = nodes.length;
         uint256 p;
         for (uint256 width = 1; width < count; width <<= 1) {
-            uint256 left = lo & 1;
-            bytes32 leftSibling = left == 1 ? proof[p++] : bytes32(0);
-            bytes32 rightSibling = (lo + n) & 1 == 1 ? proof[p++] : bytes32(0);
-            n = _level(nodes, n, left, leftSibling, rightSibling);
+            (n, p) = _level(nodes, n, lo, proof, p);
             lo >>= 1;
         }
+        // `_level` reads past the proof's end only on a proof too short: refused here
         if (n != 1 || p != proof.length) revert BadProof();
         return nodes[0];
     }
 
-    /// @dev Hash one level in place: parent i of entries 2i, 2i + 1 of [leftSibling if `left`] ++ nodes[0..n) ++
-    /// [rightSibling if the range ends on a left child]; returns the parents' count.
-    function _level(bytes32[] memory nodes, uint256 n, uint256 left, bytes32 leftSibling, bytes32 rightSibling)
+    /// @dev Hash one level in place: the range `lo`..`lo + n − 1` of nodes[0..n), with its left sibling (lo odd) and
+    /// its right sibling (the range ends on a left child) taken from `proof` at `p`, becomes its parents; returns their
+    /// count and the next proof index. Memory-safe: it writes nodes[0..m) with m ≤ n only, and hashes in scratch space.
+    function _level(bytes32[] memory nodes, uint256 n, uint256 lo, bytes32[] calldata proof, uint256 p)
         private
         pure
-        returns (uint256 m)
+        returns (uint256 m, uint256)
     {
-        m = (n + left + ((left + n) & 1)) / 2;
-        for (uint256 i; i < m; ++i) {
-            uint256 a = 2 * i;
-            bytes32 x = (left == 1 && a == 0) ? leftSibling : nodes[a - left];
-            bytes32 y = a + 1 - left < n ? nodes[a + 1 - left] : rightSibling;
-            nodes[i] = Hashes.efficientKeccak256(x, y);
+        uint256 left = lo & 1;
+        m = ((lo + n + 1) >> 1) - (lo >> 1);
+        assembly ("memory-safe") {
+            let base := add(nodes, 0x20)
+            for { let k := 0 } lt(k, m) { k := add(k, 1) } {
+                let a := sub(add(shl(1, k), 1), left) // the right child's index in nodes
+                switch a
+                case 0 {
+                    mstore(0x00, calldataload(add(proof.offset, shl(5, p))))
+                    p := add(p, 1)
+                }
+                default { mstore(0x00, mload(add(base, shl(5, sub(a, 1))))) }
+                switch lt(a, n)
+                case 1 { mstore(0x20, mload(add(base, shl(5, a)))) }
+                default {
+                    mstore(0x20, calldataload(add(proof.offset, shl(5, p))))
+                    p := add(p, 1)
+                }
+                mstore(add(base, shl(5, k)), keccak256(0x00, 0x40))
+            }
         }
+        return (m, p);
     }
 
     /// @dev Check a claim starting at `first` runs on from the worker's cursor (R3.11): same epoch, the counters
@@ -527,7 +609,7 @@ contract WorkBatches is IWorkBatches {
 
     /// @dev When a bond whose last epoch is `last` unlocks: that epoch's batches are posted by the next epoch's end.
     function _unlockAt(Pool storage pool, uint32 last) private view returns (uint64) {
-        return pool.genesis + (uint64(last) + 2) * pool.epochLength + pool.challengeWindow;
+        return uint64(pool.genesis) + (uint64(last) + 2) * pool.epochLength + pool.challengeWindow;
     }
 
     function _voidKey(uint256 poolId, address worker, uint32 epoch) private pure returns (bytes32) {

@@ -1,8 +1,11 @@
-"""Batched settlement's off-chain half (docs/protocol.md R3.7–R3.13): EIP-712 leaves, their Merkle nodes, batch
-roots and the range proofs `WorkBatches.claim` and `challenge` take — the same hashing as contracts/src/WorkBatches.sol.
+"""Batched settlement's off-chain half (docs/protocol.md R3.7–R3.13): runs of leaves signed once (EIP-712), their
+Merkle nodes, batch roots and the range proofs `WorkBatches.claim`, `challenge` and `proveDuplicate` take — the same
+hashing as contracts/src/WorkBatches.sol.
 
-A leaf's node is `keccak(abi.encode(digest, r, vs))` (its signature committed in the batch); the tree is positional,
-padded with zero nodes to a power of two, inner nodes `keccak(left ‖ right)`.
+A leaf's hash is `keccak(abi.encode(rolloutDigest, step, samples))`; a run's `leavesRoot` is the root of its leaves'
+hashes; the worker signs `Run(poolId, epoch, firstCounter, count, leavesRoot)`; a run's node in a batch is
+`keccak(abi.encode(digest, r, vs))` (its signature committed in the batch). Both trees are positional, padded with
+zero nodes to a power of two, inner nodes `keccak(left ‖ right)`.
 """
 
 from __future__ import annotations
@@ -13,27 +16,51 @@ from eth_abi import encode
 from eth_account.signers.local import LocalAccount
 from eth_utils import keccak
 
-LEAF_TYPE = "Leaf(uint256 poolId,uint32 epoch,uint32 counter,address worker,bytes32 rolloutDigest,uint64 step,uint32 samples)"
+from ledger_client.chain.bindings import LeafBody, SignedRun
+
+RUN_TYPE = "Run(uint256 poolId,uint32 epoch,uint32 firstCounter,uint32 count,bytes32 leavesRoot)"
 DOMAIN_TYPE = "EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"
 DOMAIN_NAME, DOMAIN_VERSION = "proofswarm WorkBatches", "1"
+MAX_LEAVES = 4_096
+"""Most leaves a run may hold (`WorkBatches.MAX_LEAVES`)."""
 
 
-class Leaf(NamedTuple):
-    """A signed leaf: the fields the worker signs and its compact (EIP-2098) signature."""
+class Run(NamedTuple):
+    """A run the worker signed: its leaves (`IWorkBatches.LeafBody`, counters `first_counter`..), their root and the
+    compact (EIP-2098) signature of its EIP-712 digest."""
 
     pool_id: int
     epoch: int
-    counter: int
+    first_counter: int
     worker: str
-    rollout_digest: bytes
-    step: int
-    samples: int
+    leaves: tuple[LeafBody, ...]
+    leaves_root: bytes
+    digest: bytes
     r: bytes
     vs: bytes
 
-    def body(self) -> tuple:
-        """`IWorkBatches.LeafBody` as the contract takes it."""
-        return (self.rollout_digest, self.step, self.samples, self.r, self.vs)
+    def signed(self) -> SignedRun:
+        """`IWorkBatches.SignedRun` as the contract takes it."""
+        return SignedRun(self.first_counter, len(self.leaves), self.leaves_root, self.r, self.vs)
+
+    def node(self) -> bytes:
+        """The run's node in a batch's tree."""
+        return keccak(encode(["bytes32", "bytes32", "bytes32"], [self.digest, self.r, self.vs]))
+
+    def hashes(self) -> list[bytes]:
+        return [leaf_hash(leaf) for leaf in self.leaves]
+
+    def leaf(self, counter: int) -> tuple:
+        """`IWorkBatches.RunLeaf` for the leaf of `counter`: the signed run, the leaf, its proof in the run."""
+        i = counter - self.first_counter
+        if not 0 <= i < len(self.leaves):
+            raise ValueError(f"counter {counter} is outside the run {self.first_counter}+{len(self.leaves)}")
+        return (self.signed(), tuple(self.leaves[i]), range_proof(self.hashes(), i, 1))
+
+    def claim_args(self, first: int, n: int) -> tuple[int, list[tuple], list[bytes]]:
+        """`first`, the leaves and the run proof `WorkBatches.claim` takes for counters `first`..`first + n − 1`."""
+        i = first - self.first_counter
+        return first, [tuple(leaf) for leaf in self.leaves[i:i + n]], range_proof(self.hashes(), i, n)
 
 
 def domain_separator(chain_id: int, contract: str) -> bytes:
@@ -42,27 +69,30 @@ def domain_separator(chain_id: int, contract: str) -> bytes:
                           contract]))
 
 
-def leaf_digest(domain: bytes, pool_id: int, epoch: int, counter: int, worker: str, rollout_digest: bytes, step: int,
-                samples: int) -> bytes:
-    """The EIP-712 digest the worker signs (`WorkBatches.leafDigest`)."""
-    struct = keccak(encode(["bytes32", "uint256", "uint32", "uint32", "address", "bytes32", "uint64", "uint32"],
-                           [keccak(text=LEAF_TYPE), pool_id, epoch, counter, worker, rollout_digest, step, samples]))
+def leaf_hash(leaf: LeafBody) -> bytes:
+    """`WorkBatches.leafHash`: 96 bytes hashed, never an inner node's 64."""
+    return keccak(encode(["bytes32", "uint64", "uint32"], list(leaf)))
+
+
+def run_digest(domain: bytes, pool_id: int, epoch: int, first_counter: int, count: int, leaves_root: bytes) -> bytes:
+    """The EIP-712 digest the worker signs (`WorkBatches.runDigest`)."""
+    struct = keccak(encode(["bytes32", "uint256", "uint32", "uint32", "uint32", "bytes32"],
+                           [keccak(text=RUN_TYPE), pool_id, epoch, first_counter, count, leaves_root]))
     return keccak(b"\x19\x01" + domain + struct)
 
 
-def sign_leaf(account: LocalAccount, domain: bytes, pool_id: int, epoch: int, counter: int, rollout_digest: bytes,
-              step: int, samples: int) -> Leaf:
-    digest = leaf_digest(domain, pool_id, epoch, counter, account.address, rollout_digest, step, samples)
+def sign_run(account: LocalAccount, domain: bytes, pool_id: int, epoch: int, first_counter: int,
+             leaves: list[LeafBody]) -> Run:
+    """Sign the run of `leaves` from counter `first_counter` (1..MAX_LEAVES leaves)."""
+    if not 1 <= len(leaves) <= MAX_LEAVES:
+        raise ValueError(f"a run holds 1..{MAX_LEAVES} leaves, not {len(leaves)}")
+    leaves = tuple(LeafBody(*leaf) for leaf in leaves)
+    top = root([leaf_hash(leaf) for leaf in leaves])
+    digest = run_digest(domain, pool_id, epoch, first_counter, len(leaves), top)
     sig = account.unsafe_sign_hash(digest)
     vs = sig.s | ((sig.v - 27) << 255)
-    return Leaf(pool_id, epoch, counter, account.address, rollout_digest, step, samples, sig.r.to_bytes(32, "big"),
-                vs.to_bytes(32, "big"))
-
-
-def node(domain: bytes, leaf: Leaf) -> bytes:
-    digest = leaf_digest(domain, leaf.pool_id, leaf.epoch, leaf.counter, leaf.worker, leaf.rollout_digest, leaf.step,
-                         leaf.samples)
-    return keccak(encode(["bytes32", "bytes32", "bytes32"], [digest, leaf.r, leaf.vs]))
+    return Run(pool_id, epoch, first_counter, account.address, leaves, top, digest, sig.r.to_bytes(32, "big"),
+               vs.to_bytes(32, "big"))
 
 
 def _levels(nodes: list[bytes]) -> list[list[bytes]]:
@@ -79,14 +109,15 @@ def _levels(nodes: list[bytes]) -> list[list[bytes]]:
 
 def root(nodes: list[bytes]) -> bytes:
     if not nodes:
-        raise ValueError("a batch holds at least one leaf")
+        raise ValueError("a tree holds at least one node")
     return _levels(nodes)[-1][0]
 
 
 def range_proof(nodes: list[bytes], lo: int, n: int) -> list[bytes]:
-    """The siblings the run `lo`..`lo + n − 1` lacks, level by level, left then right (`WorkBatches._root`'s order)."""
+    """The siblings the range `lo`..`lo + n − 1` lacks, level by level, left then right (`WorkBatches._root`'s
+    order): of a run's leaves in its run, or of a run's node (n = 1) in its batch."""
     if n < 1 or lo < 0 or lo + n > len(nodes):
-        raise ValueError(f"run {lo}+{n} is outside a batch of {len(nodes)} leaves")
+        raise ValueError(f"range {lo}+{n} is outside a tree of {len(nodes)} nodes")
     proof = []
     for level in _levels(nodes)[:-1]:
         hi = lo + n
@@ -118,3 +149,11 @@ def verify_range(run: list[bytes], lo: int, count: int, proof: list[bytes], expe
         nodes = [keccak(ext[i] + ext[i + 1]) for i in range(0, len(ext), 2)]
         n, lo, width = len(nodes), lo >> 1, width << 1
     return n == 1 and p == len(proof) and nodes[0] == expected_root
+
+
+def batch(runs: list[Run], list_digest: bytes) -> tuple[list[bytes], tuple]:
+    """A batch of `runs` (one pool and epoch): its run nodes and `IWorkBatches.BatchRef`."""
+    if not runs or len({(r.pool_id, r.epoch) for r in runs}) != 1:
+        raise ValueError("a batch holds at least one run, all of one pool and epoch")
+    nodes = [r.node() for r in runs]
+    return nodes, (runs[0].pool_id, runs[0].epoch, len(nodes), root(nodes), list_digest)

@@ -273,14 +273,33 @@ class BatchRef(NamedTuple):
         )
 
 
+class SignedRun(NamedTuple):
+    """Struct `SignedRun`."""
+
+    first_counter: int
+    count: int
+    leaves_root: bytes
+    r: bytes
+    vs: bytes
+
+    @classmethod
+    def from_abi(cls, value: Any) -> SignedRun:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            first_counter=value[0],
+            count=value[1],
+            leaves_root=value[2],
+            r=value[3],
+            vs=value[4],
+        )
+
+
 class LeafBody(NamedTuple):
     """Struct `LeafBody`."""
 
     rollout_digest: bytes
     step: int
     samples: int
-    r: bytes
-    vs: bytes
 
     @classmethod
     def from_abi(cls, value: Any) -> LeafBody:
@@ -289,8 +308,23 @@ class LeafBody(NamedTuple):
             rollout_digest=value[0],
             step=value[1],
             samples=value[2],
-            r=value[3],
-            vs=value[4],
+        )
+
+
+class RunLeaf(NamedTuple):
+    """Struct `RunLeaf`."""
+
+    run: SignedRun
+    leaf: LeafBody
+    proof: list[bytes]
+
+    @classmethod
+    def from_abi(cls, value: Any) -> RunLeaf:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            run=SignedRun.from_abi(value[0]),
+            leaf=LeafBody.from_abi(value[1]),
+            proof=value[2],
         )
 
 
@@ -1044,10 +1078,6 @@ class WorkBatches(BoundContract):
         """Call `CLAIM_GRACE` (view)."""
         return self._call("CLAIM_GRACE")
 
-    def leaf_typehash(self) -> bytes:
-        """Call `LEAF_TYPEHASH` (view)."""
-        return self._call("LEAF_TYPEHASH")
-
     def max_batch(self) -> int:
         """Call `MAX_BATCH` (view)."""
         return self._call("MAX_BATCH")
@@ -1063,6 +1093,10 @@ class WorkBatches(BoundContract):
     def min_epoch(self) -> int:
         """Call `MIN_EPOCH` (view)."""
         return self._call("MIN_EPOCH")
+
+    def run_typehash(self) -> bytes:
+        """Call `RUN_TYPEHASH` (view)."""
+        return self._call("RUN_TYPEHASH")
 
     def batch_id_of(self, b: BatchRef | tuple) -> bytes:
         """Call `batchIdOf` (view)."""
@@ -1080,17 +1114,17 @@ class WorkBatches(BoundContract):
         """Call `budget` (view)."""
         return self._call("budget", pool_id)
 
-    def challenge(self, b: BatchRef | tuple, worker: str, counter: int, position: int, leaf: LeafBody | tuple, proof: list[bytes], reason_code: int, evidence_digest: bytes) -> Any:
+    def challenge(self, b: BatchRef | tuple, position: int, batch_proof: list[bytes], worker: str, counter: int, x: RunLeaf | tuple, reason_code: int, evidence_digest: bytes) -> Any:
         """Send a `challenge` transaction; returns the receipt."""
-        return self._transact("challenge", b, worker, counter, position, leaf, proof, reason_code, evidence_digest)
+        return self._transact("challenge", b, position, batch_proof, worker, counter, x, reason_code, evidence_digest)
 
     def check(self, p: Params | tuple, pool: PoolParams | tuple) -> None:
         """Call `check` (view)."""
         return self._call("check", p, pool)
 
-    def claim(self, b: BatchRef | tuple, first: int, position: int, leaves: list[LeafBody] | tuple, proof: list[bytes]) -> Any:
+    def claim(self, b: BatchRef | tuple, position: int, batch_proof: list[bytes], run: SignedRun | tuple, first: int, leaves: list[LeafBody] | tuple, run_proof: list[bytes]) -> Any:
         """Send a `claim` transaction; returns the receipt."""
-        return self._transact("claim", b, first, position, leaves, proof)
+        return self._transact("claim", b, position, batch_proof, run, first, leaves, run_proof)
 
     def configure(self, pool_id: int, p: Params | tuple) -> Any:
         """Send a `configure` transaction; returns the receipt."""
@@ -1124,9 +1158,9 @@ class WorkBatches(BoundContract):
         """Call `isVoid` (view)."""
         return self._call("isVoid", pool_id, worker, epoch, counter)
 
-    def leaf_digest(self, pool_id: int, epoch: int, counter: int, worker: str, rollout_digest: bytes, step: int, samples: int) -> bytes:
-        """Call `leafDigest` (view)."""
-        return self._call("leafDigest", pool_id, epoch, counter, worker, rollout_digest, step, samples)
+    def leaf_hash(self, leaf: LeafBody | tuple) -> bytes:
+        """Call `leafHash` (view)."""
+        return self._call("leafHash", leaf)
 
     def lock_bond(self, pool_id: int) -> Any:
         """Send a `lockBond` transaction; returns the receipt."""
@@ -1148,7 +1182,7 @@ class WorkBatches(BoundContract):
         """Send a `postBatch` transaction; returns the receipt."""
         return self._transact("postBatch", b)
 
-    def prove_duplicate(self, pool_id: int, worker: str, epoch: int, counter: int, a: LeafBody | tuple, b: LeafBody | tuple) -> Any:
+    def prove_duplicate(self, pool_id: int, worker: str, epoch: int, counter: int, a: RunLeaf | tuple, b: RunLeaf | tuple) -> Any:
         """Send a `proveDuplicate` transaction; returns the receipt."""
         return self._transact("proveDuplicate", pool_id, worker, epoch, counter, a, b)
 
@@ -1163,6 +1197,10 @@ class WorkBatches(BoundContract):
     def retire(self, pool_id: int) -> Any:
         """Send a `retire` transaction; returns the receipt."""
         return self._transact("retire", pool_id)
+
+    def run_digest(self, pool_id: int, epoch: int, first_counter: int, count: int, leaves_root: bytes) -> bytes:
+        """Call `runDigest` (view)."""
+        return self._call("runDigest", pool_id, epoch, first_counter, count, leaves_root)
 
     def stake_manager(self) -> str:
         """Call `stakeManager` (view)."""

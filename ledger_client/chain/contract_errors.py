@@ -29,6 +29,7 @@ __all__ = [
     "BadForcedErrorParams",
     "BadLink",
     "BadProof",
+    "BadRun",
     "BadSamples",
     "BadSignature",
     "BatchExists",
@@ -245,6 +246,12 @@ class BadProof(ContractRevert):
     error = "BadProof"
 
 
+class BadRun(ContractRevert):
+    """`BadRun(uint32 firstCounter, uint32 count)` of WorkBatches."""
+
+    error = "BadRun"
+
+
 class BadSamples(ContractRevert):
     """`BadSamples(uint32 counter, uint32 samples)` of WorkBatches."""
 
@@ -252,7 +259,7 @@ class BadSamples(ContractRevert):
 
 
 class BadSignature(ContractRevert):
-    """`BadSignature(uint32 counter)` of WorkBatches."""
+    """`BadSignature(uint32 firstCounter)` of WorkBatches."""
 
     error = "BadSignature"
 
@@ -859,8 +866,9 @@ SELECTORS: Final[dict[bytes, tuple[type[ContractRevert], tuple[tuple[str, str], 
     bytes.fromhex("31488084"): (BadForcedErrorParams, (("rule", "uint8"),)),
     bytes.fromhex("384ebb08"): (BadLink, (("epoch", "uint32"),)),
     bytes.fromhex("7ca55c77"): (BadProof, ()),
+    bytes.fromhex("a89ab3a8"): (BadRun, (("firstCounter", "uint32"), ("count", "uint32"))),
     bytes.fromhex("d63c638e"): (BadSamples, (("counter", "uint32"), ("samples", "uint32"))),
-    bytes.fromhex("0e18219b"): (BadSignature, (("counter", "uint32"),)),
+    bytes.fromhex("0e18219b"): (BadSignature, (("firstCounter", "uint32"),)),
     bytes.fromhex("8367361d"): (BatchExists, (("batchId", "bytes32"),)),
     bytes.fromhex("7bacb184"): (BatchIsVoid, (("batchId", "bytes32"),)),
     bytes.fromhex("0cf7a55b"): (BeaconAlreadyRecorded, (("epoch", "uint32"),)),
