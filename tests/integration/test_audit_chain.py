@@ -6,7 +6,10 @@ state folder) recovers the secret and never reveals twice."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import NamedTuple
 
 import pytest
@@ -350,7 +353,7 @@ def test_a_keeper_settles_an_uncaught_forced_error_charges_its_lazy_auditors_and
         anvil.stop()
 
 
-def test_a_chain_bond_is_refused_in_one_line_while_locked_and_returned_once_its_chain_is_settled(forced_pool, tmp_path, capsys):
+def test_a_chain_bond_is_refused_in_one_line_while_locked_and_returned_once_its_chain_is_settled(forced_pool, tmp_path):
     """`validator withdraw --chain-bond` and `worker deallocate --chain-bond` (`withdrawBond`): refused before any
     transaction while the chain's last epoch is not settled, with the date and the seconds left; after it, the bond
     returns to free bonded stake (tokens for people, base units in --json)."""
@@ -358,8 +361,6 @@ def test_a_chain_bond_is_refused_in_one_line_while_locked_and_returned_once_its_
     import re
 
     from ledger_client.chain.ledger import save_deployment
-    from validator.cli import main as validator_main
-    from worker.cli import main as worker_main
 
     w3, admin, validator, worker, pool_id, cfg, rpc_url, accounts, deployment = forced_pool
     now = lambda: w3.eth.get_block("latest")["timestamp"]  # noqa: E731
@@ -369,15 +370,17 @@ def test_a_chain_bond_is_refused_in_one_line_while_locked_and_returned_once_its_
     deployments = tmp_path / "deployments.json"
     save_deployment(deployments, deployment)
 
-    def run(main, i: int, *args: str) -> tuple[int, str, str]:
+    def run(command: str, i: int, *args: str) -> tuple[int, str, str]:
+        """The installed command in a process of its own, as a person runs it: what it writes on stderr is its
+        alone (in-process, a logging handler an earlier test's CLI left behind added lines to it)."""
         chain_args = ["--rpc-url", rpc_url, "--deployments", str(deployments),
                       "--key", accounts[i].key.to_0x_hex()]
-        code = main([args[0], *chain_args, "--pool", str(pool_id), "--chain-bond", *args[1:]])
-        out, err = capsys.readouterr()
-        return code, out, err
+        done = subprocess.run([str(Path(sys.executable).parent / command), args[0], *chain_args, "--pool",
+                               str(pool_id), "--chain-bond", *args[1:]], capture_output=True, text=True, timeout=120)
+        return done.returncode, done.stdout, done.stderr
 
     nonce = w3.eth.get_transaction_count(validator.address)
-    code, _, err = run(validator_main, VALIDATOR, "withdraw")
+    code, _, err = run("validator", VALIDATOR, "withdraw")
     (line,) = err.strip().splitlines()
     ready = admin.forced_errors.settled_by(pool_id, audit.chain.end_epoch) + 1
     assert code == 1 and "Traceback" not in err and "100 tokens" in line and "UTC" in line
@@ -386,11 +389,11 @@ def test_a_chain_bond_is_refused_in_one_line_while_locked_and_returned_once_its_
 
     _warp_to(w3, max(ready, admin.forced_errors.settled_by(pool_id, owing.chain.end_epoch) + 1))
     bonded = admin.stake.bonded_of(validator.address)
-    code, out, _ = run(validator_main, VALIDATOR, "withdraw")
+    code, out, _ = run("validator", VALIDATOR, "withdraw")
     assert code == 0 and "chain_bond_withdrawn  100 tokens" in out
     assert admin.stake.bonded_of(validator.address) == bonded + FORCED.validator_bond
-    code, out, _ = run(worker_main, WORKER, "deallocate", "--json")
+    code, out, _ = run("worker", WORKER, "deallocate", "--json")
     assert code == 0 and json.loads(out)["chain_bond_withdrawn"] == str(FORCED.worker_bond)
     assert admin.forced_errors.get_chain(pool_id, Role.WORKER, worker.address).locked == 0
-    code, _, err = run(worker_main, WORKER, "deallocate")  # nothing left: one line
+    code, _, err = run("worker", WORKER, "deallocate")  # nothing left: one line
     assert code == 2 and err.strip().count("\n") == 0 and "no worker hash-chain bond" in err
