@@ -427,13 +427,23 @@ def test_ctrl_c_stops_every_long_running_command_in_its_start_up(delay_s: float,
             [sys.executable, "-c", script, *argv, *extra],
             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONPATH": str(ROOT)})
-    for proc in procs.values():
-        assert proc.stdout.read(2) == "up"
-    time.sleep(delay_s)  # any moment of the start-up: each has the same expected outcome
-    for proc in procs.values():
+    said: dict[str, str] = {}
+
+    def signal_after_its_start(name: str, proc: subprocess.Popen) -> None:
+        # delay_s after this command's own entry point: on a loaded machine the last command can start many
+        # seconds after the first, whose start-up (a 10 s RPC timeout) must not have ended by then
+        said[name] = proc.stdout.read(2)
+        time.sleep(delay_s)  # any moment of the start-up: each has the same expected outcome
         proc.send_signal(signum)
+
+    senders = [threading.Thread(target=signal_after_its_start, args=item) for item in procs.items()]
+    for sender in senders:
+        sender.start()
+    for sender in senders:
+        sender.join()
+    assert said == dict.fromkeys(procs, "up")
     for name, proc in procs.items():
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=600)  # a bound only a command that ignores the signal reaches
         assert "Traceback" not in err, (name, err)
         assert proc.returncode == -signum and not err or \
             (proc.returncode == code and err.strip() == line), (name, proc.returncode, err)
