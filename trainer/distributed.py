@@ -56,7 +56,8 @@ from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from cli.errors import UsageError, exit_code_of
-from trainer.checkpoint import Checkpoint, commit_checkpoint, load_latest_checkpoint, staging_folder
+from trainer.checkpoint import (Checkpoint, commit_checkpoint, latest_checkpoint_folder, load_latest_checkpoint,
+                                staging_folder)
 from trainer.loss import LossOutput, reduction_of
 
 T = TypeVar("T")
@@ -223,12 +224,11 @@ class Distributed:
 
     def load_checkpoint(self, root: Path, model: torch.nn.Module,
                         optimizer: torch.optim.Optimizer) -> Checkpoint | None:
+        refuse_a_one_process_checkpoint(root)
         ckpt = load_latest_checkpoint(root)
         if ckpt is None:
             return None
         assert ckpt.path is not None
-        if not (ckpt.path / SHARDED).is_dir():
-            raise UsageError(f"{ckpt.path} is a one-process checkpoint; resume it without --nproc")
         with_optimizer = ckpt.trainer.get("optimizer_stepped", True)
         state = self._sharded_state(model, optimizer, with_optimizer)
         dcp.load(state, checkpoint_id=ckpt.path / SHARDED)
@@ -251,6 +251,14 @@ class Distributed:
     def close(self) -> None:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def refuse_a_one_process_checkpoint(root: Path) -> None:
+    """Ranks resume only a sharded checkpoint: UsageError when the newest under `root` is a one-process one. The
+    launcher asks before it starts any rank (each would import torch to give the same answer); each rank again."""
+    folder = latest_checkpoint_folder(root)
+    if folder is not None and not (folder / SHARDED).is_dir():
+        raise UsageError(f"{folder} is a one-process checkpoint; resume it without --nproc")
 
 
 def launch(nproc: int, module_argv: list[str]) -> int:
