@@ -174,13 +174,12 @@ def court_pool(tmp_path_factory, kubo_node):
     p.close()
 
 
-def end_settled_periods(w3, court, works: list[bytes], rules: CourtConfig, never_votes: frozenset[str] = frozenset(),
-                        hold: str | None = None) -> None:
+def end_settled_periods(w3, court, works: list[bytes], rules: CourtConfig, hold: str | None = None) -> None:
     """Move the chain's clock to the end of a committee's commit or reveal period once nothing is left to happen in it
-    — every member has committed (commit period) or revealed or never committed (reveal period), or is one of
-    `never_votes` — and only when every other open case of `works` is as settled: a case still pending or in its
-    dispute window blocks it (a validator may still be checking), so no validator misses a phase it must act in,
-    and nobody waits out a period that has nothing left in it. A committee that seats `hold` is left to the clock."""
+    — every member has committed (commit period), or revealed or never committed (reveal period) — and only when every
+    other open case of `works` is as settled: a case still pending or in its dispute window blocks it (a validator may
+    still be checking), so no validator misses a phase it must act in, and nobody waits out a period that has nothing
+    left in it. A committee that seats `hold` is left to the clock."""
     now = w3.eth.get_block("latest")["timestamp"]
     ends = []
     for work in works:
@@ -193,7 +192,7 @@ def end_settled_periods(w3, court, works: list[bytes], rules: CourtConfig, never
         members = court.committee_of(work)
         if hold in members:
             return
-        votes = [bytes(court.votes(work, m)) for m in members if m not in never_votes]
+        votes = [bytes(court.votes(work, m)) for m in members]
         commit_end = dispute.disputed_at + rules.commit_period_s
         if now <= commit_end:
             if bytes(32) in votes:
