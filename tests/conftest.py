@@ -15,8 +15,8 @@ pytest_plugins = ["tests.support.conftest_kubo", "tests.support.conftest_chain"]
 tests/test_architecture.py)."""
 
 LONGEST_FIRST = (
-    "test_geth.py", "test_geth_court.py", "test_court_validators.py", "test_demo_repeatable.py", "test_court_rounds.py",
-    "test_court_finality.py", "test_hf_protocol.py", "test_distributed_trainer.py", "test_forced_error_court.py",
+    "test_geth.py", "test_geth_court.py", "test_court_validators.py", "test_demo_repeatable.py", "test_court_finality.py",
+    "test_hf_protocol.py", "test_distributed_trainer.py", "test_forced_error_court.py", "test_court_rounds.py",
     "test_guides.py", "test_hostile_files.py", "test_attacks.py", "test_faults.py", "test_validator_daemon.py",
     "test_toploc.py", "test_bench_protocol.py", "test_hostile_answers.py", "test_reward_hacking.py",
     "test_exit_codes.py", "test_environment_pool.py", "test_signals.py", "test_dashboard_browser.py",

@@ -75,14 +75,20 @@ def commit_checkpoint(root: str | Path, step: int, tmp: Path, tensors: dict[str,
     return final
 
 
-def load_latest_checkpoint(root: str | Path) -> Checkpoint | None:
-    """The newest complete checkpoint under `root`, or None when there is none."""
+def latest_checkpoint_folder(root: str | Path) -> Path | None:
+    """The folder of the newest complete checkpoint under `root` (nothing read from it), or None."""
     root = Path(root)
     try:
-        name = (root / LATEST).read_text().strip()
+        return root / (root / LATEST).read_text().strip()
     except FileNotFoundError:
         return None
-    folder = root / name
+
+
+def load_latest_checkpoint(root: str | Path) -> Checkpoint | None:
+    """The newest complete checkpoint under `root`, or None when there is none."""
+    folder = latest_checkpoint_folder(root)
+    if folder is None:
+        return None
     try:
         trainer = json.loads((folder / "trainer.json").read_text())
         tensors = torch.load(folder / "state.pt", weights_only=False, map_location="cpu")  # portable: CUDA runs resume anywhere

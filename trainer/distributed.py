@@ -59,7 +59,8 @@ from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 
 from cli.errors import UsageError, exit_code_of
-from trainer.checkpoint import Checkpoint, commit_checkpoint, load_latest_checkpoint, staging_folder
+from trainer.checkpoint import (Checkpoint, commit_checkpoint, latest_checkpoint_folder, load_latest_checkpoint,
+                                staging_folder)
 from trainer.loss import LossOutput, reduction_of
 
 T = TypeVar("T")
@@ -248,12 +249,11 @@ class Distributed:
 
     def load_checkpoint(self, root: Path, model: torch.nn.Module,
                         optimizer: torch.optim.Optimizer) -> Checkpoint | None:
+        refuse_a_one_process_checkpoint(root)
         ckpt = load_latest_checkpoint(root)
         if ckpt is None:
             return None
         assert ckpt.path is not None
-        if not (ckpt.path / SHARDED).is_dir():
-            raise UsageError(f"{ckpt.path} is a one-process checkpoint; resume it without --nproc")
         if "policy_steps" not in ckpt.trainer:
             raise UsageError(f"{ckpt.path} keeps its retained policies whole (an older trainer's); resume it with "
                              "the trainer that wrote it, or start the run afresh")
@@ -301,6 +301,14 @@ def _as_parameters(model: torch.nn.Module, shards: dict[str, torch.Tensor]) -> d
         out[name] = (DTensor.from_local(local, p.device_mesh, p.placements, shape=p.shape, stride=p.stride(),
                                         run_check=False) if isinstance(p, DTensor) else local)
     return out
+
+
+def refuse_a_one_process_checkpoint(root: Path) -> None:
+    """Ranks resume only a sharded checkpoint: UsageError when the newest under `root` is a one-process one. The
+    launcher asks before it starts any rank (each would import torch to give the same answer); each rank again."""
+    folder = latest_checkpoint_folder(root)
+    if folder is not None and not (folder / SHARDED).is_dir():
+        raise UsageError(f"{folder} is a one-process checkpoint; resume it without --nproc")
 
 
 def launch(nproc: int, module_argv: list[str]) -> int:

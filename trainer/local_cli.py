@@ -11,6 +11,7 @@ trainer/distributed.py); rank 0 publishes and writes the metrics.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from cli.console import signals_held
 from cli.errors import one_line_errors
@@ -30,10 +31,11 @@ def main(argv: list[str] | None = None) -> int:
     config = load_settings(TrainerConfig, toml, args)  # validated once here, before any rank starts
     with signals_held():
         from trainer.checkpoint import TrainerStateError
-        from trainer.distributed import launch
+        from trainer.distributed import launch, refuse_a_one_process_checkpoint
         from trainer.local_run import run_local
         from trainer.loop import TrainerStarved
     if nproc is not None and nproc > 1:
+        refuse_a_one_process_checkpoint(Path(config.run_dir) / "checkpoints")
         return launch(nproc, ["trainer.main", "local", *_options(toml, init), *args])
     return one_line_errors(failures=(TrainerStarved, TrainerStateError))(run_local)(config, init)
 

@@ -20,7 +20,8 @@ from ledger_client.chain.queries import get_work
 from protocol.digest import WorkId, hex_text
 from protocol.pool import CaseState, WorkStatus
 from tests.support.court_pool import (ADVERSARIES, COURT, FOURTH_HONEST, HONEST, RANDOM_VOTER, RANDOM_VOTER_SEED, REVEALED_INVALID,
-                              REVEALED_VALID, court_pool, running)  # noqa: F401 - court_pool: a fixture
+                              REVEALED_VALID, court_pool,  # noqa: F401 - court_pool: a fixture
+                              end_settled_periods, running)
 from trainer.ledger_source import LedgerSource
 from validator.cli import main as validator_main
 from validator.court import Conduct, validator_status
@@ -111,7 +112,12 @@ def test_a_random_voter_in_the_minority_loses_the_committee_penalty(court_pool):
     pool = court_pool
     honest, attest_all = (*HONEST, FOURTH_HONEST), 8
     validators = (*honest, attest_all, RANDOM_VOTER)
-    pool.open_pool(validators, COURT.model_copy(update={"commit_period_s": 20, "reveal_period_s": 60}))
+    # periods that bound a stall, not paces: the test moves the chain's clock to a period's end once every member has
+    # committed or revealed (end_settled_periods); the reveal period spans the voter's restart (a checker's start-up:
+    # minutes on a loaded machine, where a 60 s period ran out before the saved vote was revealed)
+    rules = COURT.model_copy(update={"commit_period_s": 60, "reveal_period_s": 480})
+    pool.config = pool.config.model_copy(update={"challenge_window_s": 900, "reward_lock_s": 901})
+    pool.open_pool(validators, rules)
     court = pool.ledger(0).court
     before = {i: pool.locked(i) for i in validators}
     voter = pool.accounts[RANDOM_VOTER].address
@@ -135,6 +141,7 @@ def test_a_random_voter_in_the_minority_loses_the_committee_penalty(court_pool):
                 for w in works:
                     if w not in judged_by_attest_all and court.assigned_validator(w) == pool.accounts[attest_all].address:
                         judged_by_attest_all.append(w)
+                end_settled_periods(pool.w3, court, works, rules, hold=voter)  # its commit, then its restart
                 time.sleep(0.5)
         seated = [w for w in judged_by_attest_all if voter in court.committee_of(w)]
         committed_before_restart = [w for w in seated if committed(w)]
@@ -143,6 +150,7 @@ def test_a_random_voter_in_the_minority_loses_the_committee_penalty(court_pool):
         deadline = time.monotonic() + 2 * case_s
         with running([random_voter()]):  # the same state directory: the saved vote and salt
             while time.monotonic() < deadline and any(court.cases(w).state != CaseState.FINAL for w in works):
+                end_settled_periods(pool.w3, court, works, rules)
                 time.sleep(1.0)
     ledger = pool.ledger(0)
     for w in works:

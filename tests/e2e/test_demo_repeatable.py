@@ -1,13 +1,13 @@
-"""`make demo` as a user repeats it (issue 12): again on one devnet after a full run (killed once an honest worker
-has submitted, its role processes left behind), and again after that kill and `devnet down` — each full run a short
-one (one trainer step), on real anvil + Kubo, ending with every judged adversary submission challenged and no honest
-one, and a trainer that consumed only final verdicts: nothing unaccepted, nothing overturned."""
+"""`make demo` as a user repeats it (issue 12): a run killed once an honest worker has submitted (its role processes
+left behind, its pool and files on the chain), then a full run on the same devnet — one short run (one trainer step)
+on real anvil + Kubo that stops the killed run's roles, submits the same honest files to a new pool, and ends with
+every judged adversary submission challenged and no honest one, and a trainer that consumed only final verdicts:
+nothing unaccepted, nothing overturned — then `devnet down` and `devnet up` on the same folder: a fresh chain."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from examples.demo import PIDS_FILE, stop_leftover_roles
+from ledger_client.chain.ledger import Ledger
 from tests.e2e.test_cli import ROOT, run
 
 SHORT = ["--steps", "1", "--eval-every", "1000", "--eval-problems", "10", "--timeout", "600", "--settle-timeout", "0"]
@@ -44,16 +45,16 @@ def devnet_dir(tmp_path, kubo_node):  # kubo_node: skips unless a real Kubo is i
     run("deploy.cli", "down", "--state-dir", str(state), cwd=tmp_path, ok=False)
 
 
-@pytest.mark.timeout(2400)  # a bound on a hang (2 runs bounded at 900 s each, and the killed one)
-def test_demo_runs_again_after_a_full_run_after_a_kill_and_after_devnet_down(devnet_dir, tmp_path):
-    """A full run; a second run on the same devnet, killed once an honest worker has submitted (the same run spec,
-    so byte-identical honest files, yet no DuplicateWork); `devnet down`; a full run that stops the killed run's
-    leftover roles and starts a fresh chain. Two full runs, not three: a full run after the full one proved no more
-    than the killed run's submission does, and cost a third of this test."""
+@pytest.mark.timeout(2000)  # a bound on a hang (the killed run and the full one, each bounded at 900 s)
+def test_demo_runs_again_after_a_kill_on_the_same_devnet_and_devnet_down_leaves_a_fresh_chain(devnet_dir, tmp_path):
+    """A run killed once an honest worker has submitted; a full run on the same devnet, which stops the killed run's
+    leftover roles and submits byte-identical honest files (the same run spec) to a new pool, yet meets no
+    DuplicateWork and passes every check; `devnet down`, then `devnet up` in the same folder: a fresh chain. One full
+    run, not two: a full run before the kill proved only what the full run after it does (the demo runs on a devnet
+    it finds up, with an earlier run's files on it), and a full run after `devnet down` only what `devnet up` on the
+    downed folder shows at no cost (the demo's first step is that `devnet up`; the killed run already ran on a
+    devnet the demo started itself)."""
     out = tmp_path / "demo"
-    first = _demo(devnet_dir, out)
-
-    shutil.rmtree(out)  # so that the wait below sees this run's logs
     killed = subprocess.Popen([sys.executable, "-m", "examples.demo", "--state-dir", str(devnet_dir), "--out",
                                str(out), *SHORT], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -66,10 +67,14 @@ def test_demo_runs_again_after_a_full_run_after_a_kill_and_after_devnet_down(dev
     leftover = [int(line.split()[0]) for line in (out / "roles.pids").read_text().splitlines()]
     assert any(_alive(pid) for pid in leftover)
 
-    run("deploy.cli", "down", "--state-dir", str(devnet_dir), cwd=tmp_path)
-    after_down = _demo(devnet_dir, out)  # stops the leftovers, then runs in full on a fresh chain
+    again = _demo(devnet_dir, out)  # stops the leftovers, then runs in full on the same chain
     assert not any(_alive(pid) for pid in leftover)
-    assert first["pool_id"] == after_down["pool_id"] == 1  # the second full run is on a fresh chain
+    assert again["pool_id"] == 2  # the killed run's pool is the chain's first: the same devnet, not a fresh one
+
+    run("deploy.cli", "down", "--state-dir", str(devnet_dir), cwd=tmp_path)
+    up = json.loads(run("deploy.cli", "up", "--state-dir", str(devnet_dir), "--json", cwd=tmp_path).stdout)
+    assert up["started"]
+    assert Ledger.open(up["rpc_url"], Path(up["deployments"])).pool.pool_count() == 0  # a fresh chain: no pool
 
 
 def _submitted(log: Path) -> bool:

@@ -18,6 +18,7 @@ from ledger_client.chain.ledger import Ledger, connect, save_deployment
 from ledger_client.chain.queries import next_binding
 from ledger_client.ipfs.content import publish_run_spec, put_object
 from ledger_client.ipfs.kubo import KuboClient
+from protocol.pool import CaseState
 from protocol.digest import hex_text
 from protocol.rollouts import encode_rollouts
 from protocol.runspec import RunSpec, SamplingSpec, VerificationSpec
@@ -171,3 +172,37 @@ def court_pool(tmp_path_factory, kubo_node):
     p = CourtPool(tmp_path_factory.mktemp("court"), kubo_node)
     yield p
     p.close()
+
+
+def end_settled_periods(w3, court, works: list[bytes], rules: CourtConfig, hold: str | None = None) -> None:
+    """Move the chain's clock to the end of a committee's commit or reveal period once nothing is left to happen in it
+    — every member has committed (commit period), or revealed or never committed (reveal period) — and only when every
+    other open case of `works` is as settled: a case still pending or in its dispute window blocks it (a validator may
+    still be checking), so no validator misses a phase it must act in, and nobody waits out a period that has nothing
+    left in it. A committee that seats `hold` is left to the clock."""
+    now = w3.eth.get_block("latest")["timestamp"]
+    ends = []
+    for work in works:
+        state = court.cases(work).state
+        if state in (CaseState.FINAL, CaseState.VOID):
+            continue
+        dispute = court.disputes(work) if state == CaseState.DISPUTED else None
+        if dispute is None or not dispute.drawn:
+            return
+        members = court.committee_of(work)
+        if hold in members:
+            return
+        votes = [bytes(court.votes(work, m)) for m in members]
+        commit_end = dispute.disputed_at + rules.commit_period_s
+        if now <= commit_end:
+            if bytes(32) in votes:
+                return
+            ends.append(commit_end + 1)
+        elif now <= commit_end + rules.reveal_period_s:
+            if any(v not in (bytes(32), REVEALED_VALID, REVEALED_INVALID) for v in votes):
+                return
+            ends.append(commit_end + rules.reveal_period_s + 1)
+        # past the reveal period: its resolve has no deadline
+    if ends:
+        w3.provider.make_request("evm_increaseTime", [min(ends) - now])
+        w3.provider.make_request("evm_mine", [])
