@@ -12,7 +12,8 @@ import pytest
 from ledger_client.chain.queries import get_work
 from protocol.digest import WorkId
 from protocol.pool import CaseState, WorkStatus
-from tests.support.court_pool import COURT, HONEST, WORKER, chain_clock_held, court_pool, jump, running  # noqa: F401 - court_pool is a fixture
+from tests.support.court_pool import (AHEAD_OF_THE_WALL_S, COURT, HONEST, WORKER, chain_clock_held, court_pool,  # noqa: F401 - court_pool is a fixture
+                                      jump, running)
 from trainer.ledger_source import LedgerSource
 from validator.court import Conduct, register_with_court
 from validator.court_flow import STAND_IN_SPREAD_S
@@ -147,18 +148,28 @@ def test_a_stand_in_judges_at_once_when_the_assignee_cannot_reserve_a_verdict(co
         """Submissions until one is assigned to x (each drawn two blocks after it)."""
         while True:
             work_id = pool.submit(True)
-            while pool.w3.eth.block_number <= court.cases(work_id).submitted_block + 1:
-                time.sleep(0.2)
+            while pool.w3.eth.block_number <= court.cases(work_id).submitted_block + 1:  # the draw's block
+                jump(pool.w3, 1)
             if court.assigned_validator(work_id) == x_address:
                 return work_id
 
-    pool.ledger(x).court.attest(submitted_to_x())  # x's whole bond now reserved by its open verdict
-    target = submitted_to_x()
-    locked_before = pool.locked(x)
-    deadline = time.monotonic() + 120  # inside x's window (140 s of chain time, which runs with the wall clock)
-    with running([pool.daemon(y, Conduct(), audit_rate=0.0)]):  # no audits: x's verdict stays open
-        while time.monotonic() < deadline and court.cases(target).state == CaseState.PENDING:
-            time.sleep(0.3)
+    # a block per transaction, and the chain's clock ahead of the wall's (the daemon's clock is the later of the two):
+    # x's window (140 s) passes only if the test moves the clock, so a verdict inside it was not a stand-in's after it
+    # however slow the machine (a rehearsal at load 26 ran out a 120 s wall-clock wait while y's daemon started)
+    with chain_clock_held(pool.w3):
+        jump(pool.w3, int(time.time()) + AHEAD_OF_THE_WALL_S - pool.w3.eth.get_block("latest")["timestamp"])
+        pool.ledger(x).court.attest(submitted_to_x())  # x's whole bond now reserved by its open verdict
+        target = submitted_to_x()
+        locked_before = pool.locked(x)
+        y_daemon = pool.daemon(y, Conduct(), audit_rate=0.0)  # no audits: x's verdict stays open
+        y_daemon.checkers.start()
+        try:
+            while court.cases(target).state == CaseState.PENDING:  # bounded by the timeout
+                for entry in y_daemon.retries.entries.values():  # a check a loaded machine failed: retried at once
+                    entry.next_at = 0.0
+                y_daemon.run_once()
+        finally:
+            y_daemon.close()
     case = court.cases(target)
     assert case.state == CaseState.VERDICT and case.judge == court.get_validator(pool.pool_id, pool.accounts[y].address).index
     assert case.verdict_at <= case.submitted_at + court_rules.assigned_window_s  # inside x's window

@@ -13,14 +13,9 @@ import pytest
 from ledger_client.chain.queries import get_work
 from protocol.pool import CaseState, WorkStatus
 from protocol.verdicts import Reason
-from tests.support.court_pool import (ADVERSARIES, COURT, HONEST, RANDOM_VOTER, chain_clock_held, court_pool,  # noqa: F401 - court_pool: a fixture
-                                      jump, running)
+from tests.support.court_pool import (ADVERSARIES, AHEAD_OF_THE_WALL_S, COURT, HONEST, RANDOM_VOTER,  # noqa: F401 - court_pool: a fixture
+                                      chain_clock_held, court_pool, jump, running)
 from validator.court import Conduct
-
-AHEAD_OF_THE_WALL_S = 3600
-"""The chain's clock is set this far past the wall clock's (more than the test's timeout): a daemon takes the later
-of the two for the chain's time, so the wall clock must never overtake the held chain's."""
-
 
 @pytest.mark.timeout(900)
 def test_a_committee_that_reveals_nothing_is_redrawn_until_the_case_is_void(court_pool):

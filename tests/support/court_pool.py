@@ -146,6 +146,11 @@ def running(daemons: list[ValidatorDaemon]):
             d.close()
 
 
+AHEAD_OF_THE_WALL_S = 3600
+"""Under `chain_clock_held`, the chain's clock is set this far past the wall clock's (more than a test's timeout): a
+daemon takes the later of the two for the chain's time, so the wall clock must never overtake the held chain's."""
+
+
 @contextlib.contextmanager
 def chain_clock_held(w3):
     """The chain's clock moves only when the test moves it: no blocks on a timer, a block per transaction, each one
