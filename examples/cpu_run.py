@@ -416,7 +416,7 @@ def main() -> int:
     wall = time.perf_counter()
     result = run_async(spec, args.run_dir, args.async_level, args.workers, log=True)
     plot(args.run_dir / "metrics.jsonl", args.run_dir / "curve.png")
-    summary = {**asdict(result), "inference": spec.inference, "task": spec.task.model_dump(), "workers": args.workers,
+    summary = {**asdict(result), "inference": spec.inference, "seed": spec.seed, "task": spec.task.model_dump(), "workers": args.workers,
                "total_wall_s": round(time.perf_counter() - wall, 1), "load_average": os.getloadavg()}
     (args.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary))
