@@ -45,7 +45,7 @@ from tasks.registry import TaskSpec, build_task
 from trainer.config import ModelSpec, TrainerConfig
 from trainer.evaluate import greedy_accuracy
 from trainer.exact_behaviour import ExactBehaviour
-from trainer.loop import Trainer
+from trainer.loop import Trainer, UnpublishablePolicy
 from trainer.publish import quantise_problem
 from trainer.warmstart import supervised_warm_start
 from trainer.work_source import InMemorySource, LocalDirectorySource
@@ -414,10 +414,14 @@ def main() -> int:
     if args.temperature is not None:
         spec.sampling = spec.sampling.model_copy(update={"temperature": args.temperature})
     wall = time.perf_counter()
-    result = run_async(spec, args.run_dir, args.async_level, args.workers, log=True)
+    try:
+        result = run_async(spec, args.run_dir, args.async_level, args.workers, log=True)
+    except UnpublishablePolicy as exc:  # --inference exact: a step trained past the integer policy's bounds
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     plot(args.run_dir / "metrics.jsonl", args.run_dir / "curve.png")
-    summary = {**asdict(result), "inference": spec.inference, "seed": spec.seed, "task": spec.task.model_dump(), "workers": args.workers,
-               "total_wall_s": round(time.perf_counter() - wall, 1), "load_average": os.getloadavg()}
+    summary = {**asdict(result), "inference": spec.inference, "seed": spec.seed, "task": spec.task.model_dump(),
+               "workers": args.workers, "total_wall_s": round(time.perf_counter() - wall, 1), "load_average": os.getloadavg()}
     (args.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary))
     return 0 if result.time_to_target_s is not None else 1
