@@ -18,7 +18,14 @@
   tokens included. ε = 0.03 (a bf16 pool's tolerance) sizes the biases and the steering;
 - `before` (with `--before REV`): the same speed figures for inference/exact.py as of git revision REV, timed in
   the same rounds (it must compute the same integers);
-- `gpu_tokens_per_s_ratio` and `steps_ratio`: null, with `null_reasons`.
+- `gpu_tokens_per_s_ratio`: null, with `null_reasons`; `steps_ratio`: null unless measured (below).
+
+`--learning SEEDS` (e.g. `0,1,2`) measures instead the learning figure, and only it: for each seed the CPU recipe
+(examples/cpu_run.py, `run_async`: async level 2, one worker process) once with float rollouts and once with
+exact-mode rollouts (the worker samples from each policy's integer form, the trainer takes logp_behav from it),
+float then exact seed by seed; `steps_to_target` per run (null: missed within `--learning-minutes` of RL), their
+medians and `steps_ratio` = median exact / median float (a missed run counts as more steps than any reached one; a
+median that is a miss leaves the ratio null). Record it as a profile: `--learning 0,1,2 --record learning`.
 Last line: one JSON object.
 """
 
@@ -33,11 +40,13 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from tempfile import TemporaryDirectory
 from types import ModuleType
 
 import torch
 
 from bench.report import add_record_option, emit
+from examples.cpu_run import CpuRecipe, run_async
 from inference import exact
 from inference.tiny import BOS_ID, EOS_ID, build_char_tokenizer, build_tiny_llama
 from inference.torch_backend import NO_EOS, TorchBackend
@@ -232,6 +241,54 @@ def attack_files(honest: exact.ExactPolicy, rows: int, tokens: int, max_files: i
     return found
 
 
+def median_steps(steps: list[int | None]) -> int | float | None:
+    """The median of runs' steps to target, a miss (None) ranking above every reached run; None when it is a miss."""
+    ranked = sorted(steps, key=lambda s: (s is None, s or 0))
+    middle = ranked[(len(ranked) - 1) // 2: len(ranked) // 2 + 1]
+    return None if None in middle else statistics.median(middle)
+
+
+def learning_figures(steps: dict[str, list[int | None]]) -> dict:
+    """Medians of `steps` ({"float": [...], "exact": [...]}, the same seeds in order) and their ratio."""
+    medians = {mode: median_steps(runs) for mode, runs in steps.items()}
+    ratio = None if None in medians.values() else round(medians["exact"] / medians["float"], 3)
+    figures = {"steps_to_target": steps, "median_steps": medians, "steps_ratio": ratio}
+    if ratio is None:
+        missed = [mode for mode, median in medians.items() if median is None]
+        figures["null_reasons"] = {"steps_ratio": f"the median {' and '.join(missed)} run missed the target"}
+    return figures
+
+
+def learning(seeds: list[int], minutes: float) -> dict:
+    """The learning figure (module docstring): the recipe's float and exact runs for each seed."""
+    torch.set_num_threads(1)
+    steps: dict[str, list[int | None]] = {"float": [], "exact": []}
+    rl_s: dict[str, list[float]] = {"float": [], "exact": []}
+    with TemporaryDirectory(prefix="bench-exact-") as tmp:
+        for seed in seeds:
+            for mode in steps:
+                spec = CpuRecipe(seed=seed, inference=mode, budget_s=minutes * 60)
+                result = run_async(spec, Path(tmp) / f"{mode}-{seed}", async_level=2, workers=1, log=True)
+                steps[mode].append(result.steps_to_target)
+                rl_s[mode].append(result.rl_s)
+                print(f"[{mode} seed {seed}] steps to target {result.steps_to_target}, {result.rl_s} s of RL, "
+                      f"accuracy {result.accuracy_end}", flush=True)
+    recipe = CpuRecipe()
+    return {"recipe": {"task": recipe.task.name, "target": recipe.target, "target_window": recipe.target_window,
+                       "eval_every": recipe.eval_every, "lr": recipe.lr, "async_level": 2, "workers": 1},
+            "seeds": seeds, "learning_minutes": minutes, **learning_figures(steps), "rl_s": rl_s}
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds are comma-separated integers, got {text!r}") from None
+    if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"seeds must be distinct and >= 0, got {text!r}")
+    return seeds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--completions", type=int, default=256, help="honest completions for bitwise_equal_fraction")
@@ -244,8 +301,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--before", metavar="REV",
                         help="also time inference/exact.py as of this git revision in the same rounds (before/after)")
+    parser.add_argument("--learning", type=_seeds, metavar="SEEDS",
+                        help="measure only steps_ratio: the CPU recipe, float and exact rollouts, for each seed")
+    parser.add_argument("--learning-minutes", type=float, default=60.0,
+                        help="RL budget of each learning run (the recipe's clock, evaluation excluded)")
     add_record_option(parser)
     args = parser.parse_args()
+    if args.learning is not None:
+        if args.learning_minutes <= 0:
+            parser.error(f"--learning-minutes must be > 0, got {args.learning_minutes}")
+        emit(learning(args.learning, args.learning_minutes), args, "exact")
+        return
     before = load_before(args.before) if args.before else None
     model = _model(0)
     honest = exact.quantise_policy(model)
@@ -275,7 +341,8 @@ def main() -> None:
         "tokens_to_detect_median": statistics.median(detected) if detected else None,
         "gpu_tokens_per_s_ratio": None, "steps_ratio": None,
         "null_reasons": {"gpu_tokens_per_s_ratio": "no GPU measured: the CUDA path is written, not yet run",
-                         "steps_ratio": "the trainer does not learn from exact-mode rollouts yet"},
+                         "steps_ratio": "not measured in this run: `--learning SEEDS` measures it (an hour of CPU "
+                                        "learning runs), docs/notes/exact.md has the figures"},
     }
     emit(result, args, "exact")
 

@@ -9,6 +9,10 @@
 4. greedy accuracy on held-out prompts every few steps; at the end metrics.jsonl,
    curve.png and summary.json in the run folder.
 
+`--inference exact` runs it as an exact pool does (docs/protocol.md R5.7): the workers sample from each published
+policy's integer form (inference.exact), the trainer trains the float weights, refuses to publish a policy that does
+not quantise, and takes every row's logp_behav from the integer policy that sampled it (trainer/exact_behaviour.py).
+
 `run_sync` is the synchronous reference (generate, then train, then generate, in one
 process) used by bench.async and the learning smoke test.
 """
@@ -24,6 +28,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -39,9 +44,12 @@ from tasks.base import Task
 from tasks.registry import TaskSpec, build_task
 from trainer.config import ModelSpec, TrainerConfig
 from trainer.evaluate import greedy_accuracy
-from trainer.loop import Trainer
+from trainer.exact_behaviour import ExactBehaviour
+from trainer.loop import Trainer, UnpublishablePolicy
+from trainer.publish import quantise_problem
 from trainer.warmstart import supervised_warm_start
 from trainer.work_source import InMemorySource, LocalDirectorySource
+from worker.local_cli import exact_backend
 from worker.rollouts import make_rollouts
 
 SYNC_WORKER = "0x" + "00" * 19 + "01"
@@ -71,6 +79,7 @@ class CpuRecipe:
     is_weight_cap: float = 2.0  # loss.is_weight_cap
     seed: int = 0  # the pool seed: which prompts are drawn and the sampling noise (the warm start is the same)
     warmup_steps: int = 10  # optim.warmup_steps
+    inference: Literal["float", "exact"] = "float"  # exact: rollouts from each policy's integer form (R5.7)
 
     def trainer_overrides(self) -> list[str]:
         """`trainer start --set` assignments under which a pool's trainer trains as this recipe does (its task,
@@ -82,6 +91,13 @@ class CpuRecipe:
     @property
     def pool_seed(self) -> bytes:
         return self.seed.to_bytes(32, "big")
+
+    def exact_parts(self) -> dict:
+        """The Trainer arguments of an exact run (none for a float one): the quantisation check before each publish
+        and logp_behav from the integer policies."""
+        if self.inference != "exact":
+            return {}
+        return {"policy_check": quantise_problem, "exact_behaviour": ExactBehaviour(self.sampling.temperature)}
 
     def trainer_config(self, run_dir: Path, async_level: int) -> TrainerConfig:
         return TrainerConfig(
@@ -171,13 +187,14 @@ def warm_policy(spec: CpuRecipe) -> tuple[PreTrainedModel, PreTrainedTokenizerBa
     return model, tokenizer, task
 
 
-def write_run_toml(path: Path, config: TrainerConfig, prompts_per_file: int, pool_seed: bytes = bytes(32)) -> None:
+def write_run_toml(path: Path, config: TrainerConfig, prompts_per_file: int, pool_seed: bytes = bytes(32),
+                   inference: str = "float") -> None:
     """The run's shared config: the trainer and every worker read the same file."""
     task = config.task
     params = ", ".join(f"{k} = {json.dumps(v)}" for k, v in task.params.items())
     path.write_text(
         f'run_dir = "{config.run_dir}"\n'
-        f'pool_seed = "{pool_seed.hex()}"\n'
+        f'pool_seed = "{pool_seed.hex()}"\ninference = "{inference}"\n'
         f"batch_samples = {config.batch_samples}\n"
         f"async_level = {config.async_level}\nprompts_per_file = {prompts_per_file}\n"
         f"[sampling]\ngroup_size = {config.sampling.group_size}\nmax_tokens = {config.sampling.max_tokens}\n"
@@ -256,7 +273,7 @@ def run_sync(spec: CpuRecipe, run_dir: Path, log: bool = False) -> RunResult:
     config = spec.trainer_config(run_dir, async_level=0)
     source = InMemorySource()
     evals = EvalClock(tokenizer, task, spec)
-    trainer = Trainer(config, model, source, evaluate=evals, eval_every=spec.eval_every)
+    trainer = Trainer(config, model, source, evaluate=evals, eval_every=spec.eval_every, **spec.exact_parts())
     trainer.start()
     start = _last_accuracy(trainer)
     files, gen_s = 0, 0.0
@@ -267,9 +284,10 @@ def run_sync(spec: CpuRecipe, run_dir: Path, log: bool = False) -> RunResult:
         t0 = time.perf_counter()
         while not trainer.ready():
             indices = assign_prompts(spec.pool_seed, SYNC_WORKER, files, 2**62, spec.prompts_per_file)
-            batch = make_rollouts(TorchBackend(model), tokenizer, task, spec.task, indices, spec.sampling,
+            backend = exact_backend(model, tokenizer) if spec.inference == "exact" else TorchBackend(model)
+            batch = make_rollouts(backend, tokenizer, task, spec.task, indices, spec.sampling,
                                   local_binding(SYNC_WORKER, trainer.step, files), Digest(bytes(32)),
-                                  pool_seed=spec.pool_seed)
+                                  pool_seed=spec.pool_seed, prove=spec.inference != "exact")
             source.put(f"{files:06d}", batch)
             files += 1
         gen_s += time.perf_counter() - t0
@@ -298,7 +316,7 @@ def run_async(spec: CpuRecipe, run_dir: Path, async_level: int, workers: int = 1
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)
     config = spec.trainer_config(run_dir, async_level=async_level)
-    write_run_toml(run_dir / "run.toml", config, spec.prompts_per_file, spec.pool_seed)
+    write_run_toml(run_dir / "run.toml", config, spec.prompts_per_file, spec.pool_seed, spec.inference)
     # Workers start first: they load torch during the warm start and wait for policy 0,
     # so the RL clock (started after publishing policy 0) does not count their start-up.
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
@@ -316,7 +334,7 @@ def run_async(spec: CpuRecipe, run_dir: Path, async_level: int, workers: int = 1
         trainer = Trainer(
             config, model, LocalDirectorySource(run_dir / "rollouts"),
             publishers=[LocalPolicyStore(run_dir / "policy", model.config, tokenizer)],
-            evaluate=evals, eval_every=spec.eval_every,
+            evaluate=evals, eval_every=spec.eval_every, **spec.exact_parts(),
         )
         trainer.start()
         start = _last_accuracy(trainer)
@@ -381,6 +399,8 @@ def main() -> int:
     parser.add_argument("--is-weight-cap", type=float, default=CpuRecipe.is_weight_cap, help="loss.is_weight_cap")
     parser.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the recipe's)")
     parser.add_argument("--seed", type=int, default=CpuRecipe.seed, help="pool seed: prompts drawn and sampling noise")
+    parser.add_argument("--inference", choices=["float", "exact"], default=CpuRecipe.inference,
+                        help="rollouts from the float policy, or from each policy's integer form (an exact pool's)")
     args = parser.parse_args()
     if args.temperature is not None and args.temperature <= 0:
         parser.error(f"--temperature must be > 0 (GRPO learns from sampled groups), got {args.temperature}")
@@ -389,15 +409,19 @@ def main() -> int:
 
     torch.set_num_threads(1)
     spec = CpuRecipe(warm_steps=args.warm_steps, lr=args.lr, target=args.target, seed=args.seed,
-                      is_weight_cap=args.is_weight_cap,
+                      is_weight_cap=args.is_weight_cap, inference=args.inference,
                       target_window=args.target_window, budget_s=args.minutes * 60)
     if args.temperature is not None:
         spec.sampling = spec.sampling.model_copy(update={"temperature": args.temperature})
     wall = time.perf_counter()
-    result = run_async(spec, args.run_dir, args.async_level, args.workers, log=True)
+    try:
+        result = run_async(spec, args.run_dir, args.async_level, args.workers, log=True)
+    except UnpublishablePolicy as exc:  # --inference exact: a step trained past the integer policy's bounds
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     plot(args.run_dir / "metrics.jsonl", args.run_dir / "curve.png")
-    summary = {**asdict(result), "task": spec.task.model_dump(), "workers": args.workers,
-               "total_wall_s": round(time.perf_counter() - wall, 1), "load_average": os.getloadavg()}
+    summary = {**asdict(result), "inference": spec.inference, "seed": spec.seed, "task": spec.task.model_dump(),
+               "workers": args.workers, "total_wall_s": round(time.perf_counter() - wall, 1), "load_average": os.getloadavg()}
     (args.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary))
     return 0 if result.time_to_target_s is not None else 1

@@ -142,8 +142,11 @@ def exact_policy_problem(spec: RunSpec, model: torch.nn.Module) -> str | None:
     family other than Llama/Qwen2, another RoPE or activation, a weight past exact mode's bounds: docs/protocol.md
     R5.5); None when it would quantise, or the pool is a float one. Checked before any of the pool's policies is
     published (`trainer init`, and `trainer start` before every step)."""
-    if spec.inference != "exact":
-        return None
+    return quantise_problem(model) if spec.inference == "exact" else None
+
+
+def quantise_problem(model: torch.nn.Module) -> str | None:
+    """Why exact mode cannot quantise `model` (inference.exact.quantise_policy's refusal); None when it can."""
     try:
         quantise_policy(model)
     except InferenceError as exc:

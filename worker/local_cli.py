@@ -10,6 +10,9 @@ report so that it runs at most `async_level` steps ahead:
   * async_level 0 (synchronous): generate only when nothing waits, the trainer is waiting
     for data, and the newest policy is the trainer's current one.
 
+With `inference = "exact"` it samples from each policy's integer form (inference.exact, docs/protocol.md R5.7), as
+an exact pool's workers do: files without TOPLOC proofs, logprobs those of the integer policy.
+
 It stops when `<run_dir>/trainer.done` appears (or after --max-files files).
 """
 
@@ -18,14 +21,18 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Literal
 
 import torch
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from cli.errors import one_line_errors
 from cli.options import load_settings, pop_option
+from inference.backend import InferenceBackend, InferenceError
+from inference.exact import quantise_policy
+from inference.exact_backend import ExactBackend
 from inference.local_store import (
     DONE_MARKER,
     PolicyStoreError,
@@ -34,6 +41,7 @@ from inference.local_store import (
     load_policy_weights,
     read_progress,
 )
+from inference.policy import stop_token_ids
 from inference.torch_backend import TorchBackend
 from proofs.assignment import assign_prompts
 from protocol.pool import DEFAULT_ASYNC_LEVEL
@@ -61,6 +69,7 @@ class LocalWorkerConfig(BaseSettings):
     max_files: int = Field(0, ge=0, description="stop after this many files (0 = until the trainer is done)")
     poll_interval_s: float = Field(0.01, gt=0)
     threads: int = Field(1, ge=1)
+    inference: Literal["float", "exact"] = Field("float", description="float weights, or each policy's integer form")
 
     @property
     def files_per_step(self) -> int:
@@ -77,6 +86,11 @@ def may_generate(
     return unconsumed == 0 and waiting and policy_step == trainer_step
 
 
+def exact_backend(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> ExactBackend:
+    """The integer form of `model` (quantised as every party does) behind the backend interface."""
+    return ExactBackend(quantise_policy(model), stop_token_ids(model, tokenizer), tokenizer.pad_token_id)
+
+
 def run_worker(config: LocalWorkerConfig) -> int:
     """The worker loop; returns the number of files written."""
     torch.set_num_threads(config.threads)
@@ -87,7 +101,9 @@ def run_worker(config: LocalWorkerConfig) -> int:
     dataset_size = assignment_space(task)
     tokenizer = None
     pool_seed = bytes.fromhex(config.pool_seed)
-    backend, model_step, written = None, -1, 0
+    model: PreTrainedModel | None = None
+    backend: InferenceBackend | None = None
+    model_step, written, exact = -1, 0, config.inference == "exact"
     while not (config.run_dir / DONE_MARKER).exists() and not (config.max_files and written >= config.max_files):
         pointer = latest_policy(policies)
         progress = read_progress(rollouts)
@@ -99,24 +115,28 @@ def run_worker(config: LocalWorkerConfig) -> int:
             time.sleep(config.poll_interval_s)
             continue
         if pointer.step != model_step:
-            if backend is None:
-                backend = TorchBackend(load_local_policy(policies, pointer.step))
+            if model is None:
+                model = load_local_policy(policies, pointer.step)
+                backend = None if exact else TorchBackend(model)
             else:
-                load_policy_weights(policies, pointer.step, backend.model)
+                load_policy_weights(policies, pointer.step, model)
             if tokenizer is None:
                 tokenizer = AutoTokenizer.from_pretrained(policies / f"step_{pointer.step:06d}")
+            if exact:
+                backend = exact_backend(model, tokenizer)
             model_step = pointer.step
         nonce = written
         indices = assign_prompts(pool_seed, config.address, nonce, dataset_size, config.prompts_per_file)
         batch = make_rollouts(backend, tokenizer, task, config.task, indices, config.sampling,
-                              local_binding(config.address, model_step, nonce), pointer.digest, pool_seed=pool_seed)
+                              local_binding(config.address, model_step, nonce), pointer.digest, pool_seed=pool_seed,
+                              prove=not exact)
         name = f"{model_step:06d}-{config.address[2:10].lower()}-{nonce:06d}.parquet"
         write_rollout_file(rollouts / name, batch)
         written += 1
     return written
 
 
-@one_line_errors(failures=(TaskError, PolicyStoreError))
+@one_line_errors(failures=(TaskError, PolicyStoreError, InferenceError))
 def main(argv: list[str] | None = None) -> int:
     """CLI entry: `--config run.toml` plus overrides; one line on error, non-zero exit (cli.errors.EXIT_CODES)."""
     args = list(sys.argv[1:] if argv is None else argv)
