@@ -266,7 +266,8 @@ class Trainer:
         return self.step_metrics if self.step_metrics is not None and self.step_metrics["step"] == step else None
 
     def _publish(self) -> None:
-        if not self.publishers:
+        # only rank 0 holds the publishers, and the gather below is a collective: every rank decides alike
+        if not self.parallel.max_over_ranks(len(self.publishers)):
             return
         state = self._snapshot()  # a collective: every rank takes part, rank 0 gathers and publishes
         if not self.parallel.is_main:
