@@ -237,8 +237,9 @@ def _fuzz(doc: dict) -> str:
 
 def _suite(doc: dict) -> str:
     f = doc["figures"]
-    return (f"{f['passed']} passed, {f['skipped']} skipped in {f['pytest_s']:,} s ({f['xdist_workers']} workers); "
-            f".ci/run {f['ci_run_wall']}")
+    failed = f", {f['failed']} failed" if f.get("failed") else ""
+    return (f"{f['passed']} passed{failed}, {f['skipped']} skipped in {f['pytest_s']:,} s ({f['xdist_workers']} "
+            f"workers); .ci/run {f['ci_run_wall']}")
 
 
 def _scale(doc: dict) -> str:
