@@ -49,7 +49,7 @@ from trainer.loop import Trainer, UnpublishablePolicy
 from trainer.publish import quantise_problem
 from trainer.warmstart import supervised_warm_start
 from trainer.work_source import InMemorySource, LocalDirectorySource
-from worker.local_cli import exact_backend
+from worker.produce import exact_backend
 from worker.rollouts import make_rollouts
 
 SYNC_WORKER = "0x" + "00" * 19 + "01"
@@ -282,9 +282,10 @@ def run_sync(spec: CpuRecipe, run_dir: Path, log: bool = False) -> RunResult:
     reached, end, tracker = None, start, TargetTracker(spec.target, spec.target_window)
     while trainer.step < config.max_steps and clock() < spec.budget_s:
         t0 = time.perf_counter()
+        # the policy changes only at train_step: its integer form is quantised once a step, not once a file
+        backend = exact_backend(model, tokenizer) if spec.inference == "exact" else TorchBackend(model)
         while not trainer.ready():
             indices = assign_prompts(spec.pool_seed, SYNC_WORKER, files, 2**62, spec.prompts_per_file)
-            backend = exact_backend(model, tokenizer) if spec.inference == "exact" else TorchBackend(model)
             batch = make_rollouts(backend, tokenizer, task, spec.task, indices, spec.sampling,
                                   local_binding(SYNC_WORKER, trainer.step, files), Digest(bytes(32)),
                                   pool_seed=spec.pool_seed, prove=spec.inference != "exact")

@@ -26,13 +26,11 @@ from typing import Literal
 import torch
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
-from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoTokenizer, PreTrainedModel
 
 from cli.errors import one_line_errors
 from cli.options import load_settings, pop_option
 from inference.backend import InferenceBackend, InferenceError
-from inference.exact import quantise_policy
-from inference.exact_backend import ExactBackend
 from inference.local_store import (
     DONE_MARKER,
     PolicyStoreError,
@@ -41,7 +39,6 @@ from inference.local_store import (
     load_policy_weights,
     read_progress,
 )
-from inference.policy import stop_token_ids
 from inference.torch_backend import TorchBackend
 from proofs.assignment import assign_prompts
 from protocol.pool import DEFAULT_ASYNC_LEVEL
@@ -50,6 +47,7 @@ from protocol.runspec import SamplingSpec
 from protocol.submission import local_binding
 from tasks.base import TaskError, assignment_space
 from tasks.registry import TaskSpec, build_task
+from worker.produce import exact_backend
 from worker.rollouts import make_rollouts
 
 
@@ -84,11 +82,6 @@ def may_generate(
     if config.async_level > 0:
         return unconsumed < config.async_level * max(config.files_per_step, observed_files_per_step)
     return unconsumed == 0 and waiting and policy_step == trainer_step
-
-
-def exact_backend(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> ExactBackend:
-    """The integer form of `model` (quantised as every party does) behind the backend interface."""
-    return ExactBackend(quantise_policy(model), stop_token_ids(model, tokenizer), tokenizer.pad_token_id)
 
 
 def run_worker(config: LocalWorkerConfig) -> int:

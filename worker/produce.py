@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from inference.backend import InferenceBackend, InferenceError
 from inference.device import Compute
@@ -39,8 +40,13 @@ def torch_backend_of(policy: Policy, compute_dtype: torch.dtype = torch.float32,
 def exact_backend_of(policy: Policy, device: str | torch.device = "cpu") -> ExactBackend:
     """The exact-mode backend of `policy`: its checkpoint's integer form (inference.exact.quantise_policy), on
     `device`."""
-    return ExactBackend(quantise_policy(policy.model).to(device), stop_token_ids(policy.model, policy.tokenizer),
-                        policy.tokenizer.pad_token_id)
+    return exact_backend(policy.model, policy.tokenizer, device)
+
+
+def exact_backend(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+                  device: str | torch.device = "cpu") -> ExactBackend:
+    """The integer form of `model` (quantised as every party does) behind the backend interface, on `device`."""
+    return ExactBackend(quantise_policy(model).to(device), stop_token_ids(model, tokenizer), tokenizer.pad_token_id)
 
 
 def engine_problem(spec: RunSpec, compute: Compute) -> str | None:
