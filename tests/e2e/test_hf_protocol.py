@@ -54,6 +54,11 @@ toploc_max_mant_err_mean = 0.03
 toploc_max_mant_err_median = 0.0
 toploc_mean_excludes_max = true
 """
+SECOND_CHANCE = ("wrong_temperature",)
+"""Attacks whose verdict rests on the margin statistics of one small file and so holds per file with a probability,
+not always: a sampler at half the temperature changes a few of this spec's 48 tokens, some of them near-ties inside
+the bf16 tolerance (caught in 90 of 90 files offline, accepted once in a rehearsal; R6.18). Each is submitted twice,
+and one of its files must be challenged for the expected reason (the per-worker test sees the worker's books too)."""
 WARM_START = ["--warm-steps", "4", "--warm-lr", "3e-2"]
 """Enough for the random-weight policy to end some answers with its EOS, so completion lengths vary."""
 BUILDERS = {"qwen2": qwen2_style, "llama": llama_style}
@@ -151,24 +156,28 @@ def test_calibrated_thresholds_in_a_run_spec_pass_honest_bf16_workers_and_catch_
     honest = [pool.worker(4, per_step=2),
               pool.worker(5, producer=functools.partial(produce_rollout_file, compute_dtype=torch.bfloat16),
                           per_step=2)]
-    attacks = cycling(list(ATTACKS))
-    adversary = pool.worker(6, producer=attacks, upload=selective_upload, per_step=len(ATTACKS))
+    names = [*ATTACKS, *SECOND_CHANCE]
+    attacks = cycling(names)
+    adversary = pool.worker(6, producer=attacks, upload=selective_upload, per_step=len(names))
     for worker in honest:
         assert worker.step_once(stop) and worker.step_once(stop)
-    for _ in ATTACKS:
+    for _ in names:
         assert adversary.step_once(stop)
     validator = pool.validator()
     try:
-        assert validator.run_once() == 4 + len(ATTACKS)
+        assert validator.run_once() == 4 + len(names)
     finally:
         validator.close()
 
     assert [_status(pool, e) for w in honest for e in _submitted(w)] == [WorkStatus.ACCEPTED] * 4
-    verdicts = {name: _reason(pool, entry) for entry, name in zip(_submitted(adversary), attacks.used, strict=True)}
+    verdicts = [(name, _reason(pool, entry)) for entry, name in zip(_submitted(adversary), attacks.used, strict=True)]
     print("\ncalibrated", calibrated.model_dump(), "\nattack → verdict:", verdicts)
-    assert set(attacks.used) == set(ATTACKS)  # no attack fell back to another on this model
-    unexpected = {name: reason for name, reason in verdicts.items() if reason not in EXPECTED[name]}
-    assert not unexpected, f"attacks judged for another reason than expected: {unexpected}"
+    assert attacks.used == names  # no attack fell back to another on this model
+    unexpected = [(name, reason) for name, reason in verdicts
+                  if reason not in EXPECTED[name] and not (reason is None and name in SECOND_CHANCE)]
+    assert not unexpected, f"attacks accepted or judged for another reason than expected: {unexpected}"
+    for name in SECOND_CHANCE:
+        assert any(reason in EXPECTED[name] for n, reason in verdicts if n == name), f"{name} accepted twice"
 
 
 def _assert_same_format(policy: Policy, folder: Path) -> None:
