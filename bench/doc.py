@@ -291,7 +291,7 @@ def _cheating(doc: dict) -> str:
     return f"no at r = {worst['r']:g}, f = {worst['f']:.2g}: ally {worst['gain_vs_honest']:+.2f}; r = {top:g}: −{min(losses):.1f}"
 
 
-_ECONOMICS = "notes/economics.md#an-owed-file-paid-as-an-honest-one-2026-12-07-second-rule"
+_ECONOMICS = "notes/economics.md#a-cartel-that-checks-when-checking-pays-2026-12-08"
 _PRICE = "notes/protocol-price.md#files-that-arrive-fresh-and-cheaper-requests-2026-12-06-02400430-utc-ninth-session"
 _SPREAD = "notes/attacks.md#under-the-honest-spread-2026-12-07-eighteenth-session"
 

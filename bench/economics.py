@@ -25,12 +25,15 @@ The model, file by file (every assumption is here; docs/notes/economics.md argue
   contradicts, votes by its check (checking the file if it has not yet); each validator checks a file at most once
   (decision 0008). **lazy**: attests without checking, never audits, votes a coin flip. **silent**: never answers
   (loses `silencePenalty` per assignment, `nonVoterPenalty` per seat). **cartel** (malicious, a fraction f, allied
-  with the cheating workers; it knows which files are its allies' and that the others are valid, so it never pays
-  for a check): attests its allies' files; falsely challenges an outsider's file, disputes a correct acceptance of an
-  outsider's file, and disputes a correct rejection of an ally's fabricated file, each only when the coalition's
-  expected payoff (cartel validators and allied workers together, computed from the court's amounts, the audit rate
-  and the committee's hypergeometric draw) beats not doing it — it cannot predict audits; on a committee it votes for
-  the cartel's side (for the truth when the case is none of its business).
+  with the cheating workers; it knows which files are its allies' and that the others are valid but for their
+  forced errors, so it never checks an ally's file): attests its allies' files; as the judge of an outsider's file it
+  does what pays the coalition most — checks it (and judges it as an honest validator would), attests it unchecked,
+  or falsely challenges it; it disputes a correct acceptance of an outsider's file, and a correct rejection of an
+  ally's fabricated file, only when that beats not doing it (the coalition's expected payoff: cartel validators and
+  allied workers together, computed from the court's amounts, the check cost, ρ and J, the audit rate and the
+  committee's hypergeometric draw — it cannot predict audits); on a committee it votes for the cartel's side, and
+  when the case is none of its business for the truth (checking the file if it checks outsiders' files, otherwise
+  voting it valid).
 - *Disputes.* The first auditor to contradict a verdict disputes it (at most one dispute); the committee is k
   validators drawn uniformly among those that are not parties (R9.10); a round with no revealed vote is reopened
   with a new committee, up to 3 rounds, then void (R9.12). Settlement follows contracts/src/DisputeSettlement.sol:
@@ -43,7 +46,7 @@ The model, file by file (every assumption is here; docs/notes/economics.md argue
 - *Forced errors* (contracts/src/ForcedErrors.sol, R9.25–R9.29; `--forced-bps` ρ, `--jackpot` J; `--forced-bps 0`: the
   court alone). Each file owes a forced error with probability ρ whoever its worker is (its own chain decides); every
   check flags it; the worker generated it (cost g). A cartel knows its allies' forced errors (they tell it) and
-  challenges them unchecked; it checks no outsider's file. After the case is final, as `settle` pays: the party that
+  challenges them unchecked; an outsider's it catches only by checking the file. After the case is final, as `settle` pays: the party that
   said valid loses `wrongVerdictSlash`, the one that said invalid takes J; the owed file is paid as an honest one
   (R9.28 (7)): rejected, the worker is refunded S and paid R; accepted (the pool paid R), it loses S; accepted
   undisputed, every drawn auditor that did not check (lazy, cartel, skipping audits; a silent one withheld its link,
@@ -306,7 +309,10 @@ class CartelPlan:
     """What the cartel does, decided once per scenario from its expectations (the values kept for the report)."""
 
     challenge_outsiders: bool
-    """As judge, falsely challenge an outsider's (valid) file."""
+    """As judge, falsely challenge an outsider's file unchecked."""
+    check_outsiders: bool
+    """As judge or committee member, check an outsider's file and judge it by the check (what an honest validator
+    does); else, unless it challenges them, attest it unchecked."""
     dispute_outsider_accepts: dict
     """Judge strategy → whether a cartel member disputes that judge's correct acceptance of an outsider's file."""
     dispute_ally_rejects: bool
@@ -317,7 +323,7 @@ class CartelPlan:
 def cartel_plan(model: Model, strategies: tuple[str, ...]) -> CartelPlan:
     court, counts = model.court, {s: strategies.count(s) for s in (HONEST, LAZY, SILENT, CARTEL)}
     if counts[CARTEL] == 0:
-        return CartelPlan(False, {}, False, {})
+        return CartelPlan(False, False, {}, False, {})
 
     def without(**parties: int) -> dict[str, int]:
         return {s: counts[s] - parties.get(s, 0) for s in counts if counts[s] - parties.get(s, 0) > 0}
@@ -329,10 +335,14 @@ def cartel_plan(model: Model, strategies: tuple[str, ...]) -> CartelPlan:
                              judge_cartel=True, disputer_cartel=False, ally=False) if counts[HONEST] else 0.0
     values["false_challenge"] = undisputed * final_pay(court, False) + (1 - undisputed) * disputed
     # an outsider's file owes a forced error with probability ρ: attesting it unchecked then costs wrongVerdictSlash,
-    # a challenge of it takes the jackpot (the cartel never checks an outsider's file)
-    values["attest_outsider"] = court.fee - model.forced_rate * court.wrong_verdict_slash
-    values["false_challenge"] += model.forced_rate * model.jackpot
-    challenge = values["false_challenge"] > values["attest_outsider"]
+    # a challenge of it takes the jackpot; a check (cost c) finds the forced error and attests the rest
+    rho = model.forced_rate
+    values["attest_outsider"] = court.fee - rho * court.wrong_verdict_slash
+    values["false_challenge"] += rho * model.jackpot
+    values["check_outsider"] = (-model.check_cost + rho * (model.jackpot + final_pay(court, False))
+                                + (1 - rho) * final_pay(court, True))
+    best = max(("check_outsider", "attest_outsider", "false_challenge"), key=values.__getitem__)
+    challenge, check_outsiders = best == "false_challenge", best == "check_outsider"
     # a dispute of a correct acceptance of an outsider's file, by judge strategy
     accepts = {}
     for judge in (HONEST, LAZY):
@@ -348,7 +358,7 @@ def cartel_plan(model: Model, strategies: tuple[str, ...]) -> CartelPlan:
                           judge_cartel=False, disputer_cartel=True, ally=True) + court.slash
         values["dispute_rejection_of_ally"] = v
         rejects = v > 0
-    return CartelPlan(challenge, accepts, rejects, {k: round(v, 4) for k, v in values.items()})
+    return CartelPlan(challenge, check_outsiders, accepts, rejects, {k: round(v, 4) for k, v in values.items()})
 
 
 # ---- the simulation ---------------------------------------------------------------------------------------------------
@@ -439,7 +449,10 @@ def simulate(model: Model, strategies: tuple[str, ...], r: float, files: int, se
         if strategies[judge] in (HONEST, AUDITLESS):
             check(judge)
             accepted = not detectable
-        elif strategies[judge] == CARTEL:  # it knows its allies' forced errors, and checks no outsider's file
+        elif strategies[judge] == CARTEL and not ally and plan.check_outsiders:
+            check(judge)
+            accepted = not detectable
+        elif strategies[judge] == CARTEL:  # it knows its allies' forced errors; an outsider's file unchecked
             accepted = (ally and not forced) or (not ally and not plan.challenge_outsiders)
             counts["false_challenges"] += not accepted and not ally
         else:  # lazy
@@ -474,6 +487,9 @@ def simulate(model: Model, strategies: tuple[str, ...], r: float, files: int, se
                     if s in (HONEST, AUDITLESS):
                         check(v)
                         vote: bool | None = not detectable
+                    elif s == CARTEL and not ally and plan.check_outsiders and cartel_side:  # none of its business
+                        check(v)
+                        vote = not detectable
                     elif s == CARTEL:
                         vote = cartel_side
                     elif s == LAZY:

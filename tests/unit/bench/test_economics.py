@@ -146,3 +146,21 @@ def test_a_drawn_auditor_that_lets_a_forced_error_stand_loses(court) -> None:
     others = 60 - run.assigned[2]  # the files a lazy validator judged; the silent one's go to a lazy stand-in
     assert run.validator_pay[:, 2].sum() == pytest.approx(-silent_penalty - court.wrong_verdict_slash * 60)
     assert others >= 0
+
+
+def test_a_cartel_checks_outsiders_files_when_forced_errors_make_checking_pay(court) -> None:
+    # ρ = 2 %, J = 1,000 and a check of 9.05: checking an outsider's file (−c + ρ·(J + b·S + fee) + (1 − ρ)·fee) beats
+    # attesting it unchecked (fee − ρ·wrongVerdictSlash), so a cartel judges outsiders as an honest validator does and
+    # an outsider's forced errors are caught: an honest outsider earns R − g under a cartel of 3 in 10, as with none
+    model = eco.Model(court, validators=10, audit_rate=0.1, check_cost=9.05, generation_cost=64.0, cheater_share=0.5,
+                      forced_rate=0.02, jackpot=1000.0)
+    plan = eco.cartel_plan(model, (eco.CARTEL,) * 3 + (eco.HONEST,) * 7)
+    check = -9.05 + 0.02 * (1000 + court.bounty + court.fee) + 0.98 * court.fee
+    assert plan.values["check_outsider"] == pytest.approx(check, abs=1e-4)
+    assert plan.values["attest_outsider"] == pytest.approx(court.fee - 0.02 * court.wrong_verdict_slash)
+    assert plan.check_outsiders and not plan.challenge_outsiders
+    run = eco.simulate(model, (eco.CARTEL,) * 3 + (eco.HONEST,) * 7, 0.0, 2000, "o")
+    assert run.counts["forced"] > 0
+    assert run.worker_pay[~run.ally] == pytest.approx([court.reward - 64.0] * int((~run.ally).sum()))
+    # without forced errors a check of an outsider's file pays nothing: the cartel attests it unchecked
+    assert not eco.cartel_plan(_model(court, 0.1), (eco.CARTEL,) * 3 + (eco.HONEST,) * 7).check_outsiders
