@@ -170,6 +170,8 @@ class WorkerDaemon:
         """The latest step when this step's submissions were all made: until the pool's latest step moves on,
         `step_once` has nothing to do and reads nothing more than the pool's state."""
         self._prefetch_stop = threading.Event()
+        self.stopping = threading.Event()
+        """Set when the daemon is stopped (`run` takes its caller's event); before `run`, Ctrl-C raises instead."""
         self._fetch_lock = threading.Lock()
         self._court = court_of(ledger, options.pool_id)
         self._court_can_judge = self._court is None
@@ -259,7 +261,10 @@ class WorkerDaemon:
                 log.warning("nonce %d is now pinned by another block; dropping its file to make it again", nonce)
                 self.journal.drop(nonce)
                 continue
-            if self.chain is not None and not self._owes_as_made(e):
+            owes = self._owes_as_made(e) if self.chain is not None else True
+            if owes is None:  # stopped while waiting for the epoch: the entry stays for the next start
+                return
+            if not owes:
                 log.warning("nonce %d's file was made for another forced-error epoch than the one it would land in now; "
                             "dropping it to make it again for this one", nonce)
                 self.journal.drop(nonce)
@@ -276,20 +281,22 @@ class WorkerDaemon:
             self.stats.submitted += 1
             next_nonce += 1
 
-    def _owes_as_made(self, e: dict) -> bool:
+    def _owes_as_made(self, e: dict) -> bool | None:
         """Whether the journal's file `e`, made before a crash, carries what the epoch it would land in now owes: its
-        duty is re-decided for that epoch (after waiting out the epoch's last seconds, as a first submission does)."""
+        duty is re-decided for that epoch (after waiting out the epoch's last seconds, as a first submission does;
+        None: the daemon was stopped meanwhile)."""
         now = self.watch.chain_time()
-        wait = self.chain.wait_s(now)
-        if wait:
+        while wait := self.chain.wait_s(now):
             log.info("waiting %d s for the next forced-error epoch before resubmitting nonce %d", wait, e["nonce"])
-            time.sleep(wait)
+            if self.stopping.wait(wait):
+                return None
             now = max(now + wait, self.watch.chain_time())
         return resubmittable(self.chain, bytes.fromhex(e["work_id"]), bool(e.get("forced")), now)
 
     # ------------------------------------------------------------------ main loop
 
     def run(self, stop: threading.Event) -> None:
+        self.stopping = stop
         prefetcher = threading.Thread(target=self._prefetch_policies, args=(stop,), name="prefetch", daemon=True)
         prefetcher.start()
         try:

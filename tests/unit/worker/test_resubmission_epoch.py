@@ -50,21 +50,31 @@ def test_past_the_chain_nothing_is_owed_so_a_planted_file_is_made_again():
     assert resubmittable(chain, work_id, planted=False, landing=after)
 
 
-def test_the_daemon_waits_out_an_epochs_end_and_decides_for_the_epoch_the_resubmission_lands_in(monkeypatch):
+def test_the_daemon_waits_out_an_epochs_end_and_decides_for_the_epoch_the_resubmission_lands_in():
     """`WorkerDaemon._owes_as_made` (what `recover` asks before resubmitting): near an epoch's end it waits for the next
-    epoch, as a first submission does, and decides for that one."""
+    epoch, as a first submission does, on the daemon's stop event, and decides for that one; stopped meanwhile, it
+    decides nothing (None: the entry stays for the next start)."""
     from worker import daemon as worker_daemon
 
     chain, work_id = _chain(), bytes.fromhex("ef" * 32)
     owed = [chain.owes(work_id, GENESIS + e * EPOCH + 1) for e in range(1, 257)]
     owes = next(e for e in range(1, 256) if owed[e - 1] and not owed[e])  # owed in this epoch, not in the next
-    slept: list[float] = []
-    monkeypatch.setattr(worker_daemon.time, "sleep", slept.append)
+    waited: list[float] = []
+    stopped = [False]
+
+    def wait(seconds: float) -> bool:  # threading.Event.wait: True when the event is set
+        waited.append(seconds)
+        return stopped[0]
+
     late = GENESIS + (owes + 1) * EPOCH - 5  # inside `owes`, in its last seconds
-    fake = SimpleNamespace(chain=chain, watch=SimpleNamespace(chain_time=lambda: late))
+    fake = SimpleNamespace(chain=chain, watch=SimpleNamespace(chain_time=lambda: late),
+                           stopping=SimpleNamespace(wait=wait))
     entry = {"nonce": 3, "work_id": work_id.hex(), "forced": True}
-    assert not worker_daemon.WorkerDaemon._owes_as_made(fake, entry)  # it lands in the next: made again, clean
-    assert slept == [6]  # until the next epoch has begun
+    assert worker_daemon.WorkerDaemon._owes_as_made(fake, entry) is False  # it lands in the next: made again, clean
+    assert waited == [6]  # until the next epoch has begun
+    stopped[0] = True
+    assert worker_daemon.WorkerDaemon._owes_as_made(fake, entry) is None and waited == [6, 6]  # stopped: no decision
+    stopped[0] = False
     early = GENESIS + owes * EPOCH + 1
     fake.watch = SimpleNamespace(chain_time=lambda: early)
-    assert worker_daemon.WorkerDaemon._owes_as_made(fake, entry) and slept == [6]  # its own epoch: as made, no wait
+    assert worker_daemon.WorkerDaemon._owes_as_made(fake, entry) and waited == [6, 6]  # its own epoch: as made, no wait
