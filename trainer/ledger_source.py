@@ -24,7 +24,10 @@ final mode only after a reorg: there the acceptance event itself is the final ve
 are named by work id; the file is fetched by the rollout digest of the work's `WorkSubmitted` event.
 Files that cannot be fetched yet are retried on the next poll. Fetched files are decoded (parsed and validated) by a
 `RolloutDecoder` (trainer/decode_pool.py) — in `decode_workers` processes while the next files are fetched — and
-taken in pending order: a refused file is `unreadable`, never trained on, in a pool as in process.
+taken in pending order: a refused file is `unreadable`, never trained on, in a pool as in process. A decoded file is
+then scored again (`rescore`, protocol.rescoring: `trainer start` always passes it): one whose claimed rewards the task
+does not give — an accepted forced error (R9.26), a reward a lazy or allied judge let through — is `misscored`, never
+trained on either.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import logging
 import time
 from collections import deque
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from ledger_client.chain.bindings import WorkChallenged, WorkSubmitted
@@ -43,7 +47,7 @@ from ledger_client.ipfs.content import ContentError, get_object
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import WorkId
 from protocol.pool import CaseState, WorkStatus
-from protocol.rollouts import RolloutFileError, decode_rollouts
+from protocol.rollouts import RolloutBatch, RolloutFileError, decode_rollouts
 from trainer.consumed_log import ConsumedLog
 from trainer.decode_pool import Decoding, RolloutDecoder
 from trainer.work_source import WorkItem
@@ -68,8 +72,12 @@ class LedgerSource:
 
     def __init__(self, ledger: Ledger, kubo: KuboClient, pool_id: int, fetch_timeout_s: float = 30.0,
                  confirmations: int = 0, wait_final: bool = True, min_poll_interval_s: float = 0.0,
-                 consumed_log: Path | ConsumedLog | None = None, decode_workers: int = 0):
+                 consumed_log: Path | ConsumedLog | None = None, decode_workers: int = 0,
+                 rescore: Callable[[RolloutBatch], list[int]] | None = None):
         self.ledger = ledger
+        self.rescore = rescore
+        """The samples of a decoded file whose claimed reward is not the task's (`protocol.rescoring`): a file with any
+        is never trained on (None: rewards taken as the validators accepted them)."""
         self.decoder = RolloutDecoder(decode_workers, decode=decode_rollouts)
         """Decodes the fetched files (in `decode_workers` processes; ≤ 1: in this one), collected in pending order."""
         self.min_poll_interval_s = min_poll_interval_s
@@ -109,6 +117,7 @@ class LedgerSource:
         passes a `FollowerLog`), else in memory."""
         self.skipped: list[str] = []  # accepted, then rejected before we took it
         self.unreadable: list[str] = []
+        self.misscored: list[str] = []  # accepted, but its rewards are not the task's: never trained on
         self.unsettled: list[str] = []  # fast mode: consumed before its verdict was final
         self._unfetched: dict[str, tuple[float, float]] = {}
         """Accepted work whose file could not be fetched: (when to try again, the wait after that)."""
@@ -205,10 +214,25 @@ class LedgerSource:
             log.error("accepted work %s is not a valid rollout file: %s", work_id, exc)
             self.unreadable.append(work_id)
             return
+        if self.rescore is not None and self._misscored(work_id, batch):
+            return
         taken.append(work_id)
         if state == "consume":
             self.unsettled.append(work_id)
         items.append(WorkItem(id=work_id, batch=batch))
+
+    def _misscored(self, work_id: str, batch: RolloutBatch) -> bool:
+        """Whether the accepted file `work_id` claims a reward the task does not give (then booked in `misscored`)."""
+        try:
+            bad = self.rescore(batch)
+            why = f"claims rewards the task does not give ({len(bad)} of {len(batch.samples)} samples)" if bad else None
+        except Exception as exc:  # noqa: BLE001 - a hostile file the trainer cannot score is not trained on either
+            why = f"could not be scored again ({type(exc).__name__}: {exc})"
+        if why is None:
+            return False
+        log.error("accepted work %s %s: not trained on", work_id, why)
+        self.misscored.append(work_id)
+        return True
 
     def close(self) -> None:
         """Stop the decoding processes (the consumed log stays as the last poll left it)."""

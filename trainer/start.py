@@ -14,6 +14,7 @@ accepted work (and broadcasts it), publishes and reports (trainer/distributed.py
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import signal
@@ -38,6 +39,7 @@ from ledger_client.ipfs.checkpoints import fetch_checkpoint
 from ledger_client.ipfs.content import fetch_run_spec
 from ledger_client.ipfs.kubo import KuboClient
 from protocol.manifest import PolicyVerification
+from protocol.rescoring import misscored_samples
 from protocol.runspec import RunSpec, RunSpecFileError, load_policy_verification, usable_task
 from tasks.registry import build_task
 from trainer.checkpoint import TrainerStateError
@@ -114,7 +116,8 @@ def run_start(args: argparse.Namespace) -> int:
     consumed_path = Path(config.run_dir) / "consumed.json"
     source = LedgerSource(ledger, kubo, args.pool, wait_final=args.wait_final, min_poll_interval_s=MIN_POLL_INTERVAL_S,
                           consumed_log=consumed_path.with_suffix(".log") if parallel.is_main else FollowerLog(),
-                          decode_workers=config.decode_workers)
+                          decode_workers=config.decode_workers,
+                          rescore=functools.partial(misscored_samples, task, tokenizer))
     publisher = IpfsPublisher(ledger, kubo, args.pool, model.config, tokenizer, pool.async_level,
                               Path(config.run_dir), metrics_of=lambda step: trainer.metrics_at(step),
                               policy_verification=policy_verification) \
@@ -141,6 +144,7 @@ def run_start(args: argparse.Namespace) -> int:
         # for audits: how many it learned from (their ids in consumed.log, in order) and the few it refused
         record = {"step": m.step, "consumed": len(source.consumed), "consumed_log": consumed_path.with_suffix(".log").name,
                   "pending": source.pending, "skipped": source.skipped, "unreadable": source.unreadable,
+                  "misscored": source.misscored,
                   "unsettled": source.unsettled, "overturned": source.overturned}
         tmp = consumed_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(record))

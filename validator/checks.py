@@ -55,13 +55,13 @@ from protocol.digest import Digest, hex_text
 from protocol.phases import phase
 from protocol.pool import versions_to_keep
 from protocol.rollouts import RolloutBatch, RolloutFileError, RolloutLimits, decode_rollouts
+from protocol.rescoring import misscored_samples
 from protocol.runspec import RunSpec, UnrunnablePolicy, usable_task
 from protocol.spotcheck import MAX_BPS, spot_check_indices, spot_check_randomness
 from protocol.verdicts import Reason, clip_text
 from tasks.base import Task, assignment_space
 from tasks.encoding import encode_prompt
 from tasks.registry import build_task
-from tasks.sandbox import scoring_session
 from validator.config import DaemonConfig
 from validator.outcome import CheckOutcome, Submission
 
@@ -243,14 +243,7 @@ def check_assignment_and_rewards(spec: RunSpec, task: Task, batch: RolloutBatch,
             return CheckOutcome(False, Reason.ASSIGNMENT,
                                 f"group {group} answers prompt {first.prompt_index}, assigned {index}",
                                 failing_samples=list(range(group * g, (group + 1) * g)))
-    bad = []
-    problems = {index: task.problem(index) for index in assigned}  # a group shares its prompt
-    with scoring_session():  # one fresh scorer process for this file: nothing it does reaches the next file
-        for i, s in enumerate(batch.samples):
-            problem = problems[s.prompt_index]
-            text = tokenizer.decode(s.completion_ids, skip_special_tokens=True)
-            if not task.reward_matches(problem, text, len(s.completion_ids), s.reward):
-                bad.append(i)
+    bad = misscored_samples(task, tokenizer, batch)
     if bad:
         return CheckOutcome(False, Reason.REWARD, f"{len(bad)} of {len(batch.samples)} rewards differ from the "
                                                   f"task verifier's", failing_samples=bad)
