@@ -33,7 +33,7 @@ from bench.report import add_record_option, emit
 from deploy.anvil import dev_accounts, start_anvil
 from eth_utils import keccak
 
-from deploy.contracts import deploy_contracts, deploy_slasher_beside
+from deploy.contracts import deploy_contracts
 from ledger_client.chain import batches
 from ledger_client.chain.bindings import CourtParams, ForcedErrors, PoolParams, WorkBatches
 from ledger_client.chain.ledger import Ledger, connect
@@ -215,7 +215,7 @@ def _measure_batches(w3, deployment, acc, params: PoolParams, record) -> None:
     pool = params._replace(max_samples_per_work=16)
     owner.pool.create_pool(pool)
     pool_id = owner.pool.pool_count()
-    address = deploy_slasher_beside(w3, acc[0], deployment, "WorkBatches", deployment.compute_pool)
+    address = deployment.work_batches
     wb = WorkBatches(w3, address, owner.sender)
     bond = pool.slash_amount * 64 * 3  # R1.25 at maxLeaves 64, a 60 s window in a 1 h epoch
     wb.configure(pool_id, (3600, 64, bond))
