@@ -1,7 +1,8 @@
 """What binds a rollout file to one on-chain submission: (chain id, pool contract, pool id, worker,
 step, nonce) — carried in the file's header and equal to the `submitWork` record — the hash of the block
 that pinned the nonce's step (its `WorkSubmitted.seedBlock`; it seeds the file's sampling), and the work id
-the contract derives from the binding (`ComputePool.workIdOf`)."""
+the contract derives from the binding (`ComputePool.workIdOf`). A batched leaf's file is bound alike, to WorkBatches
+with its epoch and counter (`leaf_binding`, docs/protocol.md R3.9)."""
 
 from __future__ import annotations
 

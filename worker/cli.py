@@ -23,7 +23,7 @@ from cli.options import (
     Parser,
 )
 from cli.output import print_result, tokens
-from worker.options import DEFAULT_MAX_PENDING, compute_of
+from worker.options import DEFAULT_MAX_PENDING, DEFAULT_RUN_LEAVES, compute_of
 
 EXPLORER_ENV = "PROOFSWARM_EXPLORER_URL"
 
@@ -34,6 +34,9 @@ def _add_start_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--work-dir", type=Path, help="journal, checkpoints and rollout files (default .worker/<address>)")
     p.add_argument("--submissions-per-step", type=POSITIVE, default=1000,
                    help="at most this many files per policy step (default: no practical limit)")
+    p.add_argument("--run-leaves", type=POSITIVE, default=DEFAULT_RUN_LEAVES,
+                   help=f"in a pool that settles in batches: files signed and posted as one run (default "
+                        f"{DEFAULT_RUN_LEAVES}; fewer when the worker has no more to make now)")
     p.add_argument("--max-pending", type=POSITIVE, default=DEFAULT_MAX_PENDING,
                    help=f"wait while this many submissions await a verdict (default {DEFAULT_MAX_PENDING}): a worker makes "
                         "at most this many files per verdict latency, and a broken one loses at most this many slashes "

@@ -1,0 +1,144 @@
+"""A permissioned pool that settles its files in batches (docs/protocol.md §3.1) on a real anvil + Kubo with a real
+(tiny) policy: the worker daemon makes each file a leaf of the epoch seeded by its beacon, signs runs of them, posts its
+own batches and, once the window has closed, claims them by range proof; a kill -9 between any two of those steps
+resumes without posting or claiming twice. The chain's clock moves by mined timestamps, never by waiting."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from deploy.pools import BatchesConfig
+from inference.tiny import TINY_SORT_SPEC as SPEC
+from ledger_client.chain.batches import runs_of_list
+from ledger_client.ipfs.content import get_object, publish_run_spec
+from protocol.batchlist import decode_batch_list
+from protocol.rollouts import decode_rollouts
+from protocol.submission import leaf_nonce
+from tests.support.conftest_chain import TOKENS
+from tests.support.protocol_pool import ProtocolPool
+from trainer.bootstrap import init_policy
+from trainer.config import ModelSpec
+from trainer.publish import base_checkpoint_digest
+
+EPOCH, MAX_LEAVES, WINDOW = 600, 4, 3600
+BOND = 50 * TOKENS * MAX_LEAVES * (2 + WINDOW // EPOCH)  # R1.25 at the least
+
+
+class Batched(ProtocolPool):
+    """The pool of SPEC with a `[pool.batches]` table, from a warm-started tiny policy."""
+
+    def __init__(self, tmp, kubo_node):
+        super().__init__(tmp, kubo_node)
+        model, tokenizer = init_policy(SPEC, ModelSpec(hidden=32, layers=1, heads=2), warm_steps=40, warm_lr=3e-3)
+        base = base_checkpoint_digest(self.kubo, model.state_dict(), model.config, tokenizer)
+        self.create(SPEC, publish_run_spec(self.kubo, SPEC), base,
+                    batches=BatchesConfig(epoch_length_s=EPOCH, max_leaves=MAX_LEAVES, worker_bond=BOND,
+                                          budget_funding=10_000 * TOKENS))
+        self.wb = self.ledger(1).batches
+
+    def jump(self, seconds: int) -> int:
+        """Mine a block `seconds` after the latest; returns its timestamp."""
+        t = self.w3.eth.get_block("latest")["timestamp"] + seconds
+        self.w3.provider.make_request("evm_mine", [t])
+        return t
+
+    def to_next_epoch(self) -> None:
+        now = self.w3.eth.get_block("latest")["timestamp"]
+        genesis = self.wb.genesis_of(self.pool_id)
+        self.jump(EPOCH - (now - genesis) % EPOCH + 1)
+
+    def posted(self, worker: str | None = None) -> list:
+        events = self.ledger(0).logs.read(self.wb.contract.events.BatchPosted, {"poolId": self.pool_id},
+                                          self.deployment.block)
+        return [e["args"] for e in events if worker is None or e["args"]["poster"] == worker]
+
+
+@pytest.fixture(scope="module")
+def batched(tmp_path_factory, kubo_node):
+    p = Batched(tmp_path_factory.mktemp("batched"), kubo_node)
+    yield p
+    p.close()
+
+
+def test_an_honest_workers_leaves_are_posted_by_itself_and_claimed_after_the_window(batched):
+    stop = threading.Event()
+    worker = batched.worker(4, per_step=3, run_leaves=2)
+    me = worker.ledger.address
+    assert batched.wb.get_bond(batched.pool_id, me).locked == BOND
+    assert not worker.step_once(stop)  # the bond counts from the next epoch: nothing made before it
+    batched.to_next_epoch()
+    epoch = batched.wb.epoch_of(batched.pool_id, batched.w3.eth.get_block("latest")["timestamp"])
+    assert worker.step_once(stop) and worker.step_once(stop)  # two leaves: a run of two, signed and posted
+    (first,) = batched.posted(me)
+    assert first["epoch"] == epoch and first["count"] == 1
+    assert worker.step_once(stop)  # the third leaf waits for a full run ...
+    assert len(batched.posted(me)) == 1
+    assert not worker.step_once(stop)  # ... until the step's files are made: then it is posted alone
+    second = batched.posted(me)[1]
+
+    runs = runs_of_list(decode_batch_list(get_object(batched.kubo, bytes(second["listDigest"]))), batched.wb
+                        .domain_separator())
+    (run,) = runs
+    assert run.first_counter == 2 and run.worker == me
+    header = decode_rollouts(get_object(batched.kubo, run.leaves[0].rollout_digest)).header
+    assert header.pool_contract == batched.wb.address and header.nonce == leaf_nonce(epoch, 2)
+    assert bytes(header.seed_block_hash) == bytes(batched.wb.beacon_of(batched.pool_id, epoch))  # R3.9
+
+    assert worker.maybe_claim(force=True) == 0  # the windows are open
+    batched.jump(WINDOW + 1)
+    before = batched.ledger(0).token.balance_of(me)
+    paid = worker.maybe_claim(force=True)
+    samples = SPEC.prompts_per_submission * SPEC.sampling.group_size
+    assert paid == 3 * samples * batched.config.reward_per_sample
+    assert batched.ledger(0).token.balance_of(me) - before == paid
+    assert tuple(batched.wb.next_claim(batched.pool_id, me)) == (epoch, 3)
+    assert worker.maybe_claim(force=True) == 0  # paid once
+    worker.lock.release()
+
+
+class Killed(BaseException):
+    """A kill -9 at that line: nothing after it runs, nothing in the process survives but its files."""
+
+
+def test_a_killed_worker_resumes_without_posting_twice_or_reusing_a_counter(batched):
+    stop = threading.Event()
+    w = batched.worker(5, per_step=2, run_leaves=2)
+    me = w.ledger.address
+    batched.to_next_epoch()  # the bond's first epoch
+    post = w.batched.wb.post_batch
+
+    def posted_then_killed(ref):
+        post(ref)
+        raise Killed
+    w.batched.wb.post_batch = posted_then_killed
+    assert w.step_once(stop)
+    with pytest.raises(Killed):  # leaf 1 made, the run of 0..1 signed, listed and posted: killed before it is journaled
+        w.step_once(stop)
+    w.lock.release()
+
+    again = batched.worker(5, per_step=3, run_leaves=2)
+    assert len(batched.posted(me)) == 1
+    upload = again.batched.upload
+
+    def killed_uploading(kubo, data):
+        raise Killed
+    again.batched.upload = killed_uploading
+    with pytest.raises(Killed):  # leaf 2 journaled, killed before it reached Kubo
+        again.step_once(stop)
+    again.batched.upload = upload
+    again.lock.release()
+
+    last = batched.worker(5, per_step=3, run_leaves=2)
+    assert not last.step_once(stop)  # the step's three files are made: leaf 2 uploaded, signed and posted
+    posted = batched.posted(me)
+    assert len(posted) == 2  # the first batch was found on the chain, not posted again
+    lists = [decode_batch_list(get_object(batched.kubo, bytes(p["listDigest"]))) for p in posted]
+    assert [(r.first_counter, len(r.leaves)) for bl in lists for r in bl.runs] == [(0, 2), (2, 1)]
+    leaf = lists[1].runs[0].leaves[0]
+    assert decode_rollouts(get_object(batched.kubo, leaf.rollout_digest)).header.nonce & 0xFFFFFFFF == 2
+    batched.jump(WINDOW + 1)
+    samples = SPEC.prompts_per_submission * SPEC.sampling.group_size
+    assert last.maybe_claim(force=True) == 3 * samples * batched.config.reward_per_sample
+    last.lock.release()
