@@ -5,22 +5,26 @@ resumes without posting or claiming twice. The chain's clock moves by mined time
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
 
+from adversaries.workers import attack_file
 from deploy.pools import BatchesConfig
 from inference.tiny import TINY_SORT_SPEC as SPEC
 from ledger_client.chain.batches import runs_of_list
-from ledger_client.ipfs.content import get_object, publish_run_spec
+from ledger_client.ipfs.content import get_object, publish_run_spec, put_object
 from protocol.batchlist import decode_batch_list
 from protocol.rollouts import decode_rollouts
 from protocol.submission import leaf_nonce
+from protocol.verdicts import Reason
 from tests.support.conftest_chain import TOKENS
 from tests.support.protocol_pool import ProtocolPool
 from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
 from trainer.publish import base_checkpoint_digest
+from worker.produce import produce_rollout_file
 
 EPOCH, MAX_LEAVES, WINDOW = 600, 4, 3600
 BOND = 50 * TOKENS * MAX_LEAVES * (2 + WINDOW // EPOCH)  # R1.25 at the least
@@ -142,3 +146,63 @@ def test_a_killed_worker_resumes_without_posting_twice_or_reusing_a_counter(batc
     samples = SPEC.prompts_per_submission * SPEC.sampling.group_size
     assert last.maybe_claim(force=True) == 3 * samples * batched.config.reward_per_sample
     last.lock.release()
+
+
+def _one_bad_leaf(bad_counter: int):
+    """An honest producer but for the leaf of counter `bad_counter`, whose rewards are fabricated (every completion
+    claimed solved)."""
+    def produce(policy, spec, binding):
+        if binding.nonce & 0xFFFFFFFF == bad_counter:
+            _, data, n = attack_file("fabricated_rewards", policy, spec, binding)
+            return data, n
+        return produce_rollout_file(policy, spec, binding)
+    return produce
+
+
+def test_a_bad_leaf_is_challenged_in_the_window_its_worker_slashed_and_the_rest_claimed(batched):
+    stop = threading.Event()
+    w = batched.worker(6, _one_bad_leaf(1), per_step=3, run_leaves=3)
+    me = w.ledger.address
+    batched.to_next_epoch()
+    epoch = batched.wb.epoch_of(batched.pool_id, batched.w3.eth.get_block("latest")["timestamp"])
+    while w.step_once(stop):
+        pass
+    assert len(batched.posted(me)) == 1
+    validator = batched.validator("batch-validator")
+    try:
+        assert validator.run_once() == 1  # one challenge; the good leaves need no transaction
+    finally:
+        validator.close()
+    assert batched.wb.is_void(batched.pool_id, me, epoch, 1)
+    assert not batched.wb.is_void(batched.pool_id, me, epoch, 0) and not batched.wb.is_void(batched.pool_id, me, epoch, 2)
+    assert batched.wb.get_bond(batched.pool_id, me).locked == BOND - batched.config.slash_amount
+    (voided,) = batched.ledger(0).logs.read(batched.wb.contract.events.LeafVoided, {"poolId": batched.pool_id,
+                                                                                    "worker": me}, batched.deployment.block)
+    assert voided["args"]["reasonCode"] == int(Reason.REWARD) and voided["args"]["counter"] == 1
+    verdicts = [json.loads(line) for line in (batched.tmp / "batch-validator" / "verdicts.jsonl").read_text().splitlines()]
+    assert sorted(v["verdict"] for v in verdicts) == ["accepted", "accepted", "challenged"]
+
+    batched.jump(WINDOW + 1)
+    samples = SPEC.prompts_per_submission * SPEC.sampling.group_size
+    assert w.maybe_claim(force=True) == 2 * samples * batched.config.reward_per_sample  # counters 0 and 2
+    assert tuple(batched.wb.next_claim(batched.pool_id, me)) == (epoch, 3)
+    assert batched.wb.get_bond(batched.pool_id, me).locked == BOND  # topped up after the slash
+    w.lock.release()
+
+
+def test_a_batch_whose_list_is_missing_or_foreign_is_voided(batched):
+    poster = batched.ledger(4).batches
+    batched.to_next_epoch()
+    poster.open_epoch(batched.pool_id)
+    epoch = batched.wb.epoch_of(batched.pool_id, batched.w3.eth.get_block("latest")["timestamp"])
+    missing = (batched.pool_id, epoch, 1, b"\x01" * 32, b"\x02" * 32)  # no list on IPFS under that digest
+    foreign = (batched.pool_id, epoch, 1, b"\x03" * 32, put_object(batched.kubo, b"PSBL not a list"))
+    for ref in (missing, foreign):
+        poster.post_batch(ref)
+    validator = batched.validator("void-validator", fetch_timeout_s=2.0)
+    try:
+        validator.run_once()
+    finally:
+        validator.close()
+    for ref in (missing, foreign):
+        assert batched.wb.batch_of(batched.wb.batch_id_of(ref)).voided
