@@ -11,7 +11,7 @@ attest (by the assigned validator), dispute, drawCommittee, commitVote, revealVo
 `submitWork (court pool)` includes the court's submission hook, which opens the case so that a verdict
 only updates it. These rows are the legacy path: a transaction per file (submitWork, a verdict, a claim).
 
-The batched path (decision 0009 §3, contracts/src/WorkBatches.sol; the worker and validator daemons use it in a batched pool) is measured on the same
+The batched path (decision 0009 §3, contracts/src/WorkBatches.sol; the daemons use it in a batched pool) is measured on the same
 anvil with real transactions: 8 workers × one signed run of 32 leaves in a batch of B = 256 leaves, one claim per
 worker per run, no dispute; `batches.challenge` is one disputed leaf. Per accepted file (totals, intrinsic included):
 batch / 256 + claim / 32 + (openEpoch + V × ForcedErrors.revealLink) / E, at E = EPOCH_FILES files an epoch.

@@ -1,7 +1,9 @@
 """A permissioned pool that settles its files in batches (docs/protocol.md §3.1) on a real anvil + Kubo with a real
 (tiny) policy: the worker daemon makes each file a leaf of the epoch seeded by its beacon, signs runs of them, posts its
 own batches and, once the window has closed, claims them by range proof; a kill -9 between any two of those steps
-resumes without posting or claiming twice. The chain's clock moves by mined timestamps, never by waiting."""
+resumes without posting or claiming twice; the validator daemon voids a batch whose list is missing or foreign and
+challenges a bad leaf in the window; the trainer takes each final leaf once, never a voided one. The chain's clock
+moves by mined timestamps, never by waiting."""
 
 from __future__ import annotations
 
@@ -17,12 +19,14 @@ from ledger_client.chain.batches import runs_of_list
 from ledger_client.ipfs.content import get_object, publish_run_spec, put_object
 from protocol.batchlist import decode_batch_list
 from protocol.rollouts import decode_rollouts
-from protocol.submission import leaf_nonce
+from protocol.digest import WorkId
+from protocol.submission import leaf_binding, leaf_nonce
 from protocol.verdicts import Reason
 from tests.support.conftest_chain import TOKENS
 from tests.support.protocol_pool import ProtocolPool
 from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
+from trainer.ledger_source import LedgerSource
 from trainer.publish import base_checkpoint_digest
 from worker.produce import produce_rollout_file
 
@@ -182,7 +186,18 @@ def test_a_bad_leaf_is_challenged_in_the_window_its_worker_slashed_and_the_rest_
     verdicts = [json.loads(line) for line in (batched.tmp / "batch-validator" / "verdicts.jsonl").read_text().splitlines()]
     assert sorted(v["verdict"] for v in verdicts) == ["accepted", "accepted", "challenged"]
 
+    trainer = LedgerSource(batched.ledger(2), batched.kubo, batched.pool_id)
+    assert not [i for i in trainer.poll() if i.batch.header.worker == me]  # not final while the window is open
     batched.jump(WINDOW + 1)
+    beacon = bytes(batched.wb.beacon_of(batched.pool_id, epoch))
+
+    def leaf_id(counter: int) -> str:
+        return WorkId(leaf_binding(31337, batched.wb.address, batched.pool_id, me, 0, epoch, counter, beacon).work_id).text
+    taken = {i.id: i.batch for i in trainer.poll()}
+    assert {leaf_id(0), leaf_id(2)} <= set(taken) and leaf_id(1) not in taken  # the final leaves, not the voided one
+    assert all(b.header.pool_contract == batched.wb.address for b in taken.values())
+    assert trainer.poll() == []  # each once
+    trainer.close()
     samples = SPEC.prompts_per_submission * SPEC.sampling.group_size
     assert w.maybe_claim(force=True) == 2 * samples * batched.config.reward_per_sample  # counters 0 and 2
     assert tuple(batched.wb.next_claim(batched.pool_id, me)) == (epoch, 3)
