@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from ledger_client.chain import batches, errors
-from ledger_client.chain.bindings import PoolView, WorkBatches
+from ledger_client.chain.bindings import WorkBatches
 from ledger_client.chain.errors import ContractRevert
 from ledger_client.chain.events import EventCursor, Removed
 from ledger_client.chain.ledger import Ledger
@@ -58,7 +58,8 @@ class BatchFlow:
             if self.pending_path.exists() else {}
         """Batches whose list is still to be fetched: batch id → its record (ref, posting, attempts, next try)."""
         self.domain = batches.domain_separator(ledger.deployment.chain_id, wb.address)
-        self._latest_at: dict[int, int] = {}
+        self._published: dict[int, int] = {}
+        """Step → the block its checkpoint was published in (found once, never changes short of a reorg)."""
         self.voided = 0
 
     # ------------------------------------------------------------------ lists
@@ -169,15 +170,19 @@ class BatchFlow:
 
     def precheck(self, s: Submission) -> CheckOutcome | None:
         """STALE without a fetch when the leaf's step was more than the async level behind the pool's latest step when
-        its batch was posted (nothing on-chain pins a leaf's step, as `submitWork` does: R3.6)."""
-        latest = self._latest_at.get(s.block_number)
-        if latest is None:
-            view = PoolView.from_abi(self.ledger.pool.contract.functions.getPool(s.pool_id)
-                                     .call(block_identifier=s.block_number))
-            latest = self._latest_at[s.block_number] = view.latest_step
-        if latest - s.step > self.pool.async_level:
-            return CheckOutcome(False, Reason.STALE, f"leaf of step {s.step}, posted when the pool's latest step was "
-                                                     f"{latest} (async level {self.pool.async_level})")
+        its batch was posted — step + async level + 1 was published at or before the posting's block (nothing on-chain
+        pins a leaf's step, as `submitWork` does: R3.6). Read from the event logs, which every node keeps."""
+        newer = s.step + self.pool.async_level + 1
+        block = self._published.get(newer)
+        if block is None:
+            event = self.ledger.logs.newest(self.ledger.pool.contract.events.CheckpointPublished,
+                                            {"poolId": s.pool_id, "step": newer}, self.ledger.deployment.block)
+            if event is None:
+                return None
+            block = self._published[newer] = event["blockNumber"]
+        if block <= s.block_number:
+            return CheckOutcome(False, Reason.STALE, f"leaf of step {s.step}, posted after step {newer} was published "
+                                                     f"(async level {self.pool.async_level})")
         return None
 
     def verdict(self, s: Submission, outcome: CheckOutcome) -> str | None:

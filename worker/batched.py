@@ -270,6 +270,7 @@ class BatchedWork:
         Returns the amount claimed."""
         amount = 0
         now_epoch = self.epoch_now(now)
+        self._watch_voids(now, now_epoch)
         for e in self.state.epochs():
             ep = self.state.epoch(e)
             cursor_epoch, cursor = self.wb.next_claim(self.pool_id, self.ledger.address)
@@ -296,6 +297,20 @@ class BatchedWork:
                 self.state.save()
         self.claimed += amount
         return amount
+
+    def _watch_voids(self, now: int, now_epoch: int) -> None:
+        """Mark the batches a validator voided while their epoch can still be posted, so that `post` posts their runs
+        again (a void found only at claim time, after the window, may come when the epoch is past posting)."""
+        for e in self.state.epochs():
+            if e + 1 < now_epoch:
+                continue
+            for b in self.state.epoch(e)["batches"]:
+                if b.get("posted") and not (b.get("voided") or b.get("dead")) and now <= b["posted_at"] + self.window:
+                    if self.wb.batch_of(self.wb.batch_id_of(self.ref(e, b))).voided:
+                        log.warning("batch of epoch %d (runs %s) was voided by a validator; posting its runs again",
+                                    e, b["runs"])
+                        b["voided"] = True
+                        self.state.save()
 
     def _claimed_through(self, e: int, cursor_epoch: int, cursor: int) -> int:
         """The counter epoch `e`'s next claim starts from: all of it is closed once the cursor is in a later epoch."""

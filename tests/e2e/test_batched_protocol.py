@@ -221,3 +221,28 @@ def test_a_batch_whose_list_is_missing_or_foreign_is_voided(batched):
         validator.close()
     for ref in (missing, foreign):
         assert batched.wb.batch_of(batched.wb.batch_id_of(ref)).voided
+
+
+def test_a_leaf_posted_after_its_step_went_stale_is_challenged_stale(batched):
+    """Last in the module: it moves the pool's latest step past the async level."""
+    stop = threading.Event()
+    w = batched.worker(4, per_step=5, run_leaves=8)
+    me = w.ledger.address
+    batched.to_next_epoch()
+    epoch = batched.wb.epoch_of(batched.pool_id, batched.w3.eth.get_block("latest")["timestamp"])
+    assert w.step_once(stop)  # leaf 0 on step 0, held for a run of 8
+    trainer = batched.ledger(2)
+    manifest = bytes(trainer.pool.checkpoint_at(batched.pool_id, 0))
+    for step in range(1, batched.config.async_level + 2):
+        trainer.pool.publish_checkpoint(batched.pool_id, step, manifest)
+    w.batched.post(epoch, all_leaves=True)  # posted with step 3 out: step 0 is more than the async level behind
+    validator = batched.validator("stale-validator")
+    try:
+        validator.run_once()
+    finally:
+        validator.close()
+    (voided,) = batched.ledger(0).logs.read(batched.wb.contract.events.LeafVoided,
+                                            {"poolId": batched.pool_id, "worker": me, "epoch": epoch},
+                                            batched.deployment.block)
+    assert voided["args"]["reasonCode"] == int(Reason.STALE) and voided["args"]["counter"] == 0
+    w.lock.release()
