@@ -379,3 +379,37 @@ class BatchedWork:
 def _signed_to(ep: dict) -> int:
     """The counter after the last signed run of the epoch (runs are signed in order, over consecutive leaves)."""
     return max((r["first"] + r["count"] for r in ep["runs"]), default=0)
+
+
+def release_batch_bond(ledger: Ledger, pool_id: int) -> dict:
+    """`worker deallocate --batch-bond`: stop the bond counting after the current epoch (`requestExit`) and, once its
+    last epoch's batches are past their windows (R3.13), return it to free bonded stake (`unlockBond`). Returns what
+    was done: the exit requested and when the bond unlocks, or the bond returned. A pool without batches or no bond is
+    a `UsageError`; a bond whose exit was requested before and is not unlockable yet a `LedgerError` naming when."""
+    from cli.errors import UsageError
+    from cli.output import date, tokens
+    from ledger_client.chain.errors import LedgerError
+    from ledger_client.chain.queries import chain_time
+
+    wb = batches.batches_of(ledger, pool_id)
+    if wb is None:
+        raise UsageError(f"pool {pool_id} does not settle in batches: no WorkBatches bond to release")
+    bond = wb.get_bond(pool_id, ledger.address)
+    if not bond.bonded or bond.locked == 0:
+        raise UsageError(f"{ledger.address} has no WorkBatches bond locked in pool {pool_id}")
+    requesting = bond.last_epoch == 2**32 - 1
+    if requesting:
+        wb.request_exit(pool_id)
+        bond = wb.get_bond(pool_id, ledger.address)
+    epoch_length = wb.get_params(pool_id).epoch_length
+    ready = wb.genesis_of(pool_id) + (bond.last_epoch + 2) * epoch_length + pool_state(ledger, pool_id).challenge_window_s + 1
+    now = chain_time(ledger)
+    if now < ready and requesting:
+        return {"pool_id": pool_id, "exit_requested": True, "last_epoch": bond.last_epoch, "batch_bond": bond.locked,
+                "unlockable_at": ready}
+    if now < ready:
+        raise LedgerError(f"the WorkBatches bond of {tokens(bond.locked)} in pool {pool_id} counts through epoch "
+                          f"{bond.last_epoch}: it unlocks once that epoch's batches are past their windows, from "
+                          f"{date(ready)} (in {ready - now} s)")
+    wb.unlock_bond(pool_id)
+    return {"pool_id": pool_id, "batch_bond_unlocked": bond.locked, "free_bonded": ledger.stake.bonded_of(ledger.address)}

@@ -71,7 +71,8 @@ def _parser() -> argparse.ArgumentParser:
   worker status --pool 1
   worker claim --pool 1
   worker unstake 50ether --leave 1 && worker withdraw
-  worker deallocate --pool 1 --chain-bond            # the forced-error chain's bond, once it is settled""")
+  worker deallocate --pool 1 --chain-bond            # the forced-error chain's bond, once it is settled
+  worker deallocate --pool 1 --batch-bond            # the WorkBatches bond: exit now, unlock after the last window""")
     sub = p.add_subparsers(dest="command", required=True)
     common = chain_options(("--devnet-worker", {"type": int, "help": "use the devnet's dev worker key number N"}))
     start = sub.add_parser("start", parents=[common], help="stake, join and generate verified rollouts until stopped")
@@ -94,6 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     de.add_argument("--chain-bond", action="store_true",
                     help="instead: return the bond locked in ForcedErrors with this worker's hash chain (once the "
                          "chain's last epoch is settled; stop the daemon first)")
+    de.add_argument("--batch-bond", action="store_true",
+                    help="instead: stop the WorkBatches bond counting after this epoch and, once that epoch's batches "
+                         "are past their windows, return it (run again then; stop the daemon first)")
     sub.add_parser("withdraw", parents=[common], help="withdraw unbonded stake whose delay has passed")
     return p
 
@@ -135,6 +139,12 @@ def main(argv: list[str] | None = None) -> int:
         ledger.stake.unbond(amount)
         unbonding, ready_at = ledger.stake.unbonding_of(ledger.address)
         result = {"unbonding": unbonding, "withdrawable_at": ready_at}
+    elif args.command == "deallocate" and args.chain_bond and args.batch_bond:
+        raise UsageError("--chain-bond and --batch-bond are two commands: give one")
+    elif args.command == "deallocate" and args.batch_bond:
+        from worker.batched import release_batch_bond
+
+        result = release_batch_bond(ledger, args.pool)
     elif args.command == "deallocate" and args.chain_bond:
         from cli.chain_bond import withdraw_chain_bond
         from protocol.hashchain import Role

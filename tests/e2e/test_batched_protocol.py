@@ -28,6 +28,7 @@ from trainer.bootstrap import init_policy
 from trainer.config import ModelSpec
 from trainer.ledger_source import LedgerSource
 from trainer.publish import base_checkpoint_digest
+from worker.cli import main as worker_main
 from worker.produce import produce_rollout_file
 
 EPOCH, MAX_LEAVES, WINDOW = 600, 4, 3600
@@ -246,3 +247,21 @@ def test_a_leaf_posted_after_its_step_went_stale_is_challenged_stale(batched):
                                             batched.deployment.block)
     assert voided["args"]["reasonCode"] == int(Reason.STALE) and voided["args"]["counter"] == 0
     w.lock.release()
+
+
+def test_worker_deallocate_batch_bond_exits_then_unlocks_after_the_last_window(batched, capsys):
+    me = batched.accounts[5]
+    cli = ["deallocate", "--pool", str(batched.pool_id), "--batch-bond", "--rpc-url", batched.anvil.rpc_url,
+           "--deployments", str(batched.deployments), "--key", me.key.to_0x_hex(), "--json"]
+    free = batched.ledger(5).stake.bonded_of(me.address)
+    assert worker_main(cli) == 0
+    asked = json.loads(capsys.readouterr().out)
+    assert asked["exit_requested"] is True and int(asked["batch_bond"]) == BOND
+    assert worker_main(cli) != 0  # not yet: one line naming when
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unlocks once that epoch's batches are past their windows" in err[0]
+    batched.jump(int(asked["unlockable_at"]) - batched.w3.eth.get_block("latest")["timestamp"])
+    assert worker_main(cli) == 0
+    assert int(json.loads(capsys.readouterr().out)["batch_bond_unlocked"]) == BOND
+    assert batched.ledger(5).stake.bonded_of(me.address) == free + BOND
+    assert batched.wb.get_bond(batched.pool_id, me.address).locked == 0
