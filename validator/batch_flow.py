@@ -3,12 +3,13 @@ files settle in WorkBatches: it follows `BatchPosted`, fetches each batch's list
 batch from it (ledger_client.chain.batches.check_posted) — a list that cannot be fetched in `fetch_attempts` tries (or
 before the window would close) or does not rebuild its batch is voided (`voidBatch`) —, then hands each leaf to the
 daemon as a `Submission` bound to WorkBatches, which fetches and checks its file as it does a `submitWork` file
-(validator.checks). A leaf whose step was stale when its batch was posted is challenged STALE without a fetch. A good
+(validator.checks). A counter a worker gave two different leaves in runs it signed (seen in any two lists) is proven
+(`proveDuplicate`, R3.11). A leaf whose step was stale when its batch was posted is challenged STALE without a fetch. A good
 leaf needs no transaction (acceptance is optimistic); a bad one is challenged within the window with its proofs
 (`challenge`: the run's place in the batch, the leaf's in the run), which voids it and slashes its worker's bond.
 
 Restart-safe as the daemon is: a fetched list is kept in the state folder before its leaves are handed on; the lists
-still to fetch are saved before the cursor is committed; the daemon's retry book holds the leaves left to check; the
+still to fetch and the counters seen are saved before the cursor is committed; the daemon's retry book holds the leaves left to check; the
 chain (`batchOf`, `isVoid`) says what is settled, so a redelivered batch or leaf is harmless.
 """
 
@@ -58,6 +59,12 @@ class BatchFlow:
             if self.pending_path.exists() else {}
         """Batches whose list is still to be fetched: batch id → its record (ref, posting, attempts, next try)."""
         self.domain = batches.domain_separator(ledger.deployment.chain_id, wb.address)
+        self.counters_path = self.dir / "counters.json"
+        self.counters: dict[str, dict[str, list[str]]] = json.loads(self.counters_path.read_text()) \
+            if self.counters_path.exists() else {}
+        """"worker:epoch" → counter → [leaf hash, batch id, run position] of the leaf first seen for it: a second leaf for
+        the counter in another run the worker signed is a fraud proof (R3.11)."""
+        self.duplicates = 0
         self._published: dict[int, int] = {}
         """Step → the block its checkpoint was published in (found once, never changes short of a reorg)."""
         self.voided = 0
@@ -112,6 +119,7 @@ class BatchFlow:
         tmp.write_text(json.dumps(meta))
         os.replace(tmp, self.dir / f"{batch_id.hex()}.json")
         del self.pending[batch_id.hex()]
+        self._duplicates(batch_id, ref[1], runs)
         beacon = bytes(self.wb.beacon_of(ref[0], ref[1]))
         d = self.ledger.deployment
         subs = []
@@ -128,6 +136,29 @@ class BatchFlow:
                  len(subs))
         return subs
 
+    def _duplicates(self, batch_id: bytes, epoch: int, runs: list[batches.Run]) -> None:
+        """Record each leaf's counter; prove every counter a worker gave two different leaves in runs it signed
+        (`proveDuplicate`: the counter voided, the worker slashed, the bounty to this validator, R3.11)."""
+        for position, run in enumerate(runs):
+            seen = self.counters.setdefault(f"{run.worker}:{epoch}", {})
+            for k, leaf in enumerate(run.leaves):
+                counter = run.first_counter + k
+                h = batches.leaf_hash(leaf).hex()
+                first = seen.setdefault(str(counter), [h, batch_id.hex(), position])
+                if first[0] == h:
+                    continue
+                other = batches.runs_of_list(decode_batch_list((self.dir / f"{first[1]}.list").read_bytes()),
+                                             self.domain)[first[2]]
+                try:
+                    self.wb.prove_duplicate(self.config.pool_id, run.worker, epoch, counter, other.leaf(counter),
+                                            run.leaf(counter))
+                except (errors.AlreadyVoided, errors.ChallengerNotIndependent) as exc:
+                    log.info("counter %d of %s in epoch %d: not proven (%s)", counter, run.worker, epoch, exc)
+                    continue
+                self.duplicates += 1
+                log.warning("worker %s signed two leaves for counter %d of epoch %d: proven (proveDuplicate)",
+                            run.worker, counter, epoch)
+
     def _void(self, batch_id: bytes, ref: tuple, why: str) -> None:
         self.pending.pop(batch_id.hex(), None)
         try:
@@ -138,11 +169,15 @@ class BatchFlow:
         self.voided += 1
         log.warning("voided batch %s of epoch %d: %s", hex_text(batch_id), ref[1], why)
 
-    def finish_poll(self) -> None:
-        """Save the lists still to fetch (before the cursor is committed)."""
-        tmp = self.pending_path.with_name(".pending.json.tmp")
-        tmp.write_text(json.dumps(self.pending))
-        os.replace(tmp, self.pending_path)
+    def finish_poll(self, now: int) -> None:
+        """Save the lists still to fetch and the counters seen (before the cursor is committed); forget the counters
+        of epochs no batch can be posted for any more (R3.9)."""
+        epoch = self.wb.epoch_of(self.config.pool_id, now)
+        self.counters = {k: v for k, v in self.counters.items() if int(k.rsplit(":", 1)[1]) + 1 >= epoch}
+        for path, doc in ((self.pending_path, self.pending), (self.counters_path, self.counters)):
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text(json.dumps(doc))
+            os.replace(tmp, path)
 
     def commit(self) -> None:
         self.cursor_journal.commit(self.cursor.state)

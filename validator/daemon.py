@@ -177,7 +177,7 @@ class ValidatorDaemon:
             flow.finish_poll()
         self.retries.save()
         if self.batch_flow is not None:
-            self.batch_flow.finish_poll()
+            self.batch_flow.finish_poll(self.chain_clock.now())
         self.metrics.retry_queue.set(len(self.retries.entries))
         self.cursor_journal.commit(self.cursor.state)  # what changed, appended (validator/cursor_journal.py)
         if flow is not None:

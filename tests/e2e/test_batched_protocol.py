@@ -15,9 +15,10 @@ import pytest
 from adversaries.workers import attack_file
 from deploy.pools import BatchesConfig
 from inference.tiny import TINY_SORT_SPEC as SPEC
+from ledger_client.chain import batches as batches_lib
 from ledger_client.chain.batches import runs_of_list
 from ledger_client.ipfs.content import get_object, publish_run_spec, put_object
-from protocol.batchlist import decode_batch_list
+from protocol.batchlist import BatchList, decode_batch_list, encode_batch_list
 from protocol.rollouts import decode_rollouts
 from protocol.digest import WorkId
 from protocol.submission import leaf_binding, leaf_nonce
@@ -265,3 +266,32 @@ def test_worker_deallocate_batch_bond_exits_then_unlocks_after_the_last_window(b
     assert int(json.loads(capsys.readouterr().out)["batch_bond_unlocked"]) == BOND
     assert batched.ledger(5).stake.bonded_of(me.address) == free + BOND
     assert batched.wb.get_bond(batched.pool_id, me.address).locked == 0
+
+
+def test_two_posted_runs_that_give_a_counter_two_leaves_are_proven_a_duplicate(batched):
+    me = batched.accounts[6]  # bonded in WorkBatches by an earlier test's daemon
+    if not batched.wb.get_bond(batched.pool_id, me.address).bonded:
+        batched.worker(6).lock.release()
+    batched.to_next_epoch()
+    ledger = batched.ledger(6)
+    ledger.batches.open_epoch(batched.pool_id)
+    epoch = batched.wb.epoch_of(batched.pool_id, batched.w3.eth.get_block("latest")["timestamp"])
+    domain = batched.wb.domain_separator()
+    refs = []
+    for tag in (1, 2):  # counter 0 signed twice, with two different (fabricated) files
+        run = batches_lib.sign_run(me, domain, batched.pool_id, epoch, 0, [batches_lib.LeafBody(bytes([tag]) * 32, 0, 16)])
+        data = encode_batch_list(BatchList(batched.pool_id, epoch, (batches_lib.listed(run),)))
+        _, ref = batches_lib.batch([run], put_object(batched.kubo, data))
+        ledger.batches.post_batch(ref)
+        refs.append(ref)
+    before = batched.wb.get_bond(batched.pool_id, me.address).locked
+    validator = batched.validator("duplicate-validator", fetch_timeout_s=2.0)
+    try:
+        validator.run_once()
+    finally:
+        validator.close()
+    (voided,) = batched.ledger(0).logs.read(batched.wb.contract.events.LeafVoided,
+                                            {"poolId": batched.pool_id, "worker": me.address, "epoch": epoch},
+                                            batched.deployment.block)
+    assert voided["args"]["duplicate"] is True and voided["args"]["counter"] == 0
+    assert batched.wb.get_bond(batched.pool_id, me.address).locked == before - batched.config.slash_amount  # once
