@@ -11,7 +11,7 @@ attest (by the assigned validator), dispute, drawCommittee, commitVote, revealVo
 `submitWork (court pool)` includes the court's submission hook, which opens the case so that a verdict
 only updates it. These rows are the legacy path: a transaction per file (submitWork, a verdict, a claim).
 
-The batched path (decision 0009 §3, contracts/src/WorkBatches.sol; no daemon uses it yet) is measured on the same
+The batched path (decision 0009 §3, contracts/src/WorkBatches.sol; the daemons use it in a batched pool) is measured on the same
 anvil with real transactions: 8 workers × one signed run of 32 leaves in a batch of B = 256 leaves, one claim per
 worker per run, no dispute; `batches.challenge` is one disputed leaf. Per accepted file (totals, intrinsic included):
 batch / 256 + claim / 32 + (openEpoch + V × ForcedErrors.revealLink) / E, at E = EPOCH_FILES files an epoch.
@@ -33,7 +33,7 @@ from bench.report import add_record_option, emit
 from deploy.anvil import dev_accounts, start_anvil
 from eth_utils import keccak
 
-from deploy.contracts import deploy_contracts, deploy_slasher_beside
+from deploy.contracts import deploy_contracts
 from ledger_client.chain import batches
 from ledger_client.chain.bindings import CourtParams, ForcedErrors, PoolParams, WorkBatches
 from ledger_client.chain.ledger import Ledger, connect
@@ -215,7 +215,7 @@ def _measure_batches(w3, deployment, acc, params: PoolParams, record) -> None:
     pool = params._replace(max_samples_per_work=16)
     owner.pool.create_pool(pool)
     pool_id = owner.pool.pool_count()
-    address = deploy_slasher_beside(w3, acc[0], deployment, "WorkBatches", deployment.compute_pool)
+    address = deployment.work_batches
     wb = WorkBatches(w3, address, owner.sender)
     bond = pool.slash_amount * 64 * 3  # R1.25 at maxLeaves 64, a 60 s window in a 1 h epoch
     wb.configure(pool_id, (3600, 64, bond))

@@ -47,11 +47,11 @@ def deploy_contracts(
     unbonding_delay: int = 7 * 24 * 3600,
     court_min_period: int = DEVNET_COURT_MIN_PERIOD_S,
 ) -> Deployment:
-    """Deploy StakeManager, ComputePool, ValidatorCourt and ForcedErrors (and a mintable DevStakeToken if `token` is
-    None).
+    """Deploy StakeManager, ComputePool, ValidatorCourt, ForcedErrors and WorkBatches (and a mintable DevStakeToken if
+    `token` is None).
 
-    The deployer becomes the StakeManager admin and grants SLASHER_ROLE to the ComputePool, the court and
-    ForcedErrors (a slasher of its own: validators and workers lock their chain's bond there).
+    The deployer becomes the StakeManager admin and grants SLASHER_ROLE to the ComputePool, the court, ForcedErrors
+    and WorkBatches (slashers of their own: validators and workers lock their chain's or their batches' bond there).
     `treasury` (default: the deployer) receives the non-bounty part of slashes. `court_min_period` is the
     shortest window a court pool may set, in seconds: a few of the chain's block times.
     """
@@ -70,20 +70,11 @@ def deploy_contracts(
     pool = _deploy(sender, "ComputePool", token, stake)
     court = _deploy(sender, "ValidatorCourt", pool, court_min_period)
     forced_errors = _deploy(sender, "ForcedErrors", court)
+    work_batches = _deploy(sender, "WorkBatches", pool)
     binding = StakeManager(w3, stake, sender)
-    for slasher in (pool, court, forced_errors):
+    for slasher in (pool, court, forced_errors, work_batches):
         binding.grant_role(binding.slasher_role(), slasher)
     return Deployment(chain_id=w3.eth.chain_id, token=token, stake_manager=stake, compute_pool=pool,
-                      validator_court=court, forced_errors=forced_errors, deployer=deployer.address, block=first_block,
+                      validator_court=court, forced_errors=forced_errors, work_batches=work_batches, deployer=deployer.address, block=first_block,
                       dev_token=dev_token)
 
-
-def deploy_slasher_beside(w3: Web3, deployer: LocalAccount, deployment: Deployment, name: str, *args) -> str:
-    """Deploy contract `name` (`WorkBatches`, with the ComputePool) beside a deployment and grant it SLASHER_ROLE (the
-    deployer must be the StakeManager's admin). `deploy_contracts` does not deploy WorkBatches yet: no daemon uses
-    batches (decision 0009 §5), so `bench.gas` deploys it itself."""
-    sender = TxSender(w3, deployer)
-    address = _deploy(sender, name, *args)
-    binding = StakeManager(w3, deployment.stake_manager, sender)
-    binding.grant_role(binding.slasher_role(), address)
-    return address

@@ -19,6 +19,7 @@ def _parser() -> argparse.ArgumentParser:
     p = Parser(prog="pool", description="Create, fund, inspect and close proofswarm compute pools.",
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog="""examples:
   pool create --config examples/pool-court.toml --json   # checks the config and balances before any transaction
+  pool create --config examples/pool-batches.toml        # a permissioned pool whose files settle in batches
   pool fund 1 1000ether
   pool status 1
   pool close 1                                            # the owner gets the unspent budget back""")
@@ -47,8 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     pool_toml = read_pool_toml(args.config) if args.command == "create" else None  # a bad file: refused at once
     with signals_held():  # Ctrl-C while they import: one line (cli.console)
-        from deploy.pools import (check_pool_content, check_spot_check_bound, check_validator_windows, court_terms,
-                                  create_pool, fund_pool, pool_config, pool_status)
+        from deploy.pools import (batch_terms, check_batch_bounds, check_pool_content, check_spot_check_bound,
+                                  check_validator_windows, court_terms, create_pool, fund_pool, pool_config,
+                                  pool_status)
         from ledger_client.chain.keys import load_account
         from ledger_client.chain.ledger import Ledger
         from ledger_client.chain.queries import pool_state
@@ -65,12 +67,14 @@ def main(argv: list[str] | None = None) -> int:
         cfg = pool_config(args.config, pool_toml, devnet, load_trainer_init(args.devnet_dir))  # before the chain
         if cfg.court is not None:
             check_validator_windows(cfg.court)
+        check_batch_bounds(cfg)
     ledger = Ledger.open(rpc_url, deployments, account, args.chain_id, args.logs_page_blocks)
     if args.command == "create":
         spec = check_pool_content(cfg, args.kubo_api or (devnet or {}).get("kubo_api"), args.ipfs_timeout)
         terms = check_spot_check_bound(cfg, spec)
         pool_id = create_pool(ledger, cfg, spec)
-        result = {"pool_id": pool_id, "funded": cfg.funding, **terms, **court_terms(ledger, pool_id)}
+        result = {"pool_id": pool_id, "funded": cfg.funding, **terms, **court_terms(ledger, pool_id),
+                  **batch_terms(ledger, pool_id)}
     elif args.command == "fund":
         amount = amount_option(args.amount)
         if amount <= 0:

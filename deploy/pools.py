@@ -24,7 +24,8 @@ from cli.errors import UsageError, describe_error
 from cli.options import parse_amount
 from cli.output import tokens
 from deploy.terms import IPFS_CHECK_TIMEOUT_S, PoolHalfCreated, read_pool_toml
-from ledger_client.chain.bindings import CourtParams, Params, PoolParams
+from ledger_client.chain.batches import batches_of
+from ledger_client.chain.bindings import BatchParams, CourtParams, Params, PoolParams
 from ledger_client.chain.ledger import Ledger
 from ledger_client.chain.queries import court_of, court_validators, pool_state
 from ledger_client.ipfs.content import ContentError, fetch_run_spec
@@ -48,6 +49,10 @@ COURT_SPOT_CHECK_MARGIN_BPS = 2_000
 # ForcedErrors' bounds (MAX_FORCED_BPS, MAX_PERIOD): docs/protocol.md R1.17–R1.22.
 MAX_FORCED_BPS = 1_000
 MAX_FORCED_ERRORS_PERIOD_S = 7 * 24 * 3600
+# WorkBatches' bounds (MIN_EPOCH, MAX_EPOCH, MAX_LEAVES): docs/protocol.md R1.23–R1.25.
+MIN_BATCH_EPOCH_S = 60
+MAX_BATCH_EPOCH_S = 7 * 24 * 3600
+MAX_BATCH_LEAVES = 4_096
 FROM_TRAINER_INIT = "@init"
 """`task` / `base_checkpoint` value: the digest the last `trainer init` on the devnet recorded."""
 
@@ -92,6 +97,29 @@ class ForcedErrorsConfig(BaseModel):
         return Params(forced_bps=self.forced_bps, audit_bps=self.audit_bps, epoch_length=self.epoch_length_s,
                       reveal_window=self.reveal_window_s, jackpot=self.jackpot, validator_bond=self.validator_bond,
                       worker_bond=self.worker_bond, silence_penalty=self.silence_penalty)
+
+
+class BatchesConfig(BaseModel):
+    """The `[pool.batches]` table of a permissioned pool: its files are signed off-chain and settled in batches (the
+    WorkBatches contract; docs/protocol.md §3.1, R3.7–R3.13) instead of one `submitWork` each. Bounds: §1.4
+    (R1.23–R1.25), checked by `pool create` before any transaction."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    epoch_length_s: int = Field(description="seconds an epoch lasts: its leaves are seeded by its beacon and posted by "
+                                "the next epoch's end (R1.23: 60 s .. 7 days)")
+    max_leaves: int = Field(description="files a worker is paid for per epoch (R1.24: 1..4096)")
+    worker_bond: Amount = Field(description="stake a worker locks in WorkBatches; a bad leaf costs slash_amount of it "
+                                "(R1.25: ≥ slash_amount × max_leaves × (2 + ⌈challenge_window_s / epoch_length_s⌉))")
+    budget_funding: Amount = Field(0, description="claim budget the owner adds at creation (batched claims are paid "
+                                   "from it, not from the pool's funding)")
+
+    def params(self) -> BatchParams:
+        return BatchParams(epoch_length=self.epoch_length_s, max_leaves=self.max_leaves, worker_bond=self.worker_bond)
+
+    def least_bond(self, slash_amount: int, challenge_window_s: int) -> int:
+        """R1.25's least worker bond."""
+        return slash_amount * self.max_leaves * (2 + -(-challenge_window_s // self.epoch_length_s))
 
 
 class CourtConfig(BaseModel):
@@ -166,6 +194,8 @@ class PoolConfig(BaseModel):
     validators: list[str] = Field(default_factory=list, description="the owner's validator list (permissioned "
                                   "pools); empty with a [pool.court] table")
     court: CourtConfig | None = Field(None, description="judge the pool with the ValidatorCourt (see its table)")
+    batches: BatchesConfig | None = Field(None, description="settle the pool's files in batches (WorkBatches; see "
+                                          "its table); permissioned pools only")
     min_stake: Amount = Field(description="stake a worker must have allocated to submit")
     reward_per_sample: Amount = Field(description="paid per sample of an accepted submission, after the reward lock")
     slash_amount: Amount = Field(description="what a worker loses per rejected submission")
@@ -192,6 +222,9 @@ class PoolConfig(BaseModel):
             raise ValueError("reward_lock_s must be > challenge_window_s (no claim in the second a challenge can land)")
         if bool(self.validators) == (self.court is not None):
             raise ValueError("give either validators (a permissioned pool) or a [pool.court] table, not both")
+        if self.court is not None and self.batches is not None:
+            raise ValueError("a [pool.batches] table is for a permissioned pool: WorkBatches refuses court pools "
+                             "(CourtPoolNotSupported)")
         if self.court is not None and self.court.activation_delay_s > self.challenge_window_s:
             raise ValueError(f"the court's activation_delay_s ({self.court.activation_delay_s}) must be at most "
                              f"challenge_window_s ({self.challenge_window_s}): it is also the validators' exit delay")
@@ -390,6 +423,25 @@ def check_forced_error_bounds(cfg: PoolConfig, spec: RunSpec | None, min_period_
                         f"file's reward {largest} (verification pays at most what the work does)")
 
 
+def check_batch_bounds(cfg: PoolConfig) -> None:
+    """`WorkBatches.check`'s rules (docs/protocol.md R1.23–R1.25) on the `[pool.batches]` table: a UsageError naming
+    the first broken one before any transaction; nothing for a pool without batches."""
+    b = cfg.batches
+    if b is None:
+        return
+
+    def refuse(rule: str, why: str) -> None:
+        raise UsageError(f"batches: {why} (docs/protocol.md {rule}); nothing was created")
+    if not MIN_BATCH_EPOCH_S <= b.epoch_length_s <= MAX_BATCH_EPOCH_S:
+        refuse("R1.23", f"epoch_length_s {b.epoch_length_s} must be in {MIN_BATCH_EPOCH_S}..{MAX_BATCH_EPOCH_S}")
+    if not 1 <= b.max_leaves <= MAX_BATCH_LEAVES:
+        refuse("R1.24", f"max_leaves {b.max_leaves} must be in 1..{MAX_BATCH_LEAVES}")
+    least = b.least_bond(cfg.slash_amount, cfg.challenge_window_s)
+    if b.worker_bond < least:
+        refuse("R1.25", f"worker_bond {b.worker_bond} must be at least slash_amount × max_leaves × (2 + "
+                        f"⌈challenge_window_s / epoch_length_s⌉) = {least}")
+
+
 def check_validator_windows(court: CourtConfig) -> None:
     """The court windows in which a validator fetches a file and answers (verdict window: judge; dispute window:
     audit; commit period: vote) are long enough for a validator with `validator start`'s defaults (one fetch
@@ -415,12 +467,18 @@ def create_pool(ledger: Ledger, cfg: PoolConfig, spec: RunSpec | None = None) ->
     fee_funding = cfg.court.fee_funding if cfg.court is not None else 0
     forced = cfg.court.forced_errors if cfg.court is not None else None
     budget_funding = forced.budget_funding if forced is not None else 0
-    if needed := cfg.funding + fee_funding + budget_funding:  # refused before the first transaction: none left unfunded
+    claim_funding = cfg.batches.budget_funding if cfg.batches is not None else 0
+    check_batch_bounds(cfg)
+    if cfg.batches is not None and ledger.batches is None:
+        raise UsageError("the pool has a [pool.batches] table but this deployment has no WorkBatches contract "
+                         "(deployed by `devnet deploy` since issue 43's batched settlement); nothing was created")
+    if needed := cfg.funding + fee_funding + budget_funding + claim_funding:  # refused before the first transaction
         balance = ledger.token.balance_of(ledger.address)
         if balance < needed:
             raise UsageError(f"{ledger.address} holds {tokens(balance)}, the pool needs {tokens(needed)} (funding "
                              f"{tokens(cfg.funding)} + court fee funding {tokens(fee_funding)} + verification budget "
-                             f"{tokens(budget_funding)}); nothing was created")
+                             f"{tokens(budget_funding)} + batch claim budget {tokens(claim_funding)}); nothing was "
+                             "created")
     court = ledger.court if cfg.court is not None else None
     if cfg.court is not None and court is None:
         raise UsageError("the pool has a [pool.court] table but this deployment has no ValidatorCourt")
@@ -456,6 +514,13 @@ def create_pool(ledger: Ledger, cfg: PoolConfig, spec: RunSpec | None = None) ->
                     step = f"adding the verification budget of {forced.budget_funding}"
                     _approve(ledger, ledger.forced_errors.address, forced.budget_funding)
                     ledger.forced_errors.fund_budget(pool_id, forced.budget_funding)
+        if cfg.batches is not None:
+            step = "configuring its batches"
+            ledger.batches.configure(pool_id, cfg.batches.params())
+            if cfg.batches.budget_funding:
+                step = f"adding the batch claim budget of {cfg.batches.budget_funding}"
+                _approve(ledger, ledger.batches.address, cfg.batches.budget_funding)
+                ledger.batches.fund(pool_id, cfg.batches.budget_funding)
         step = f"funding it with {cfg.funding}"
         if cfg.funding:
             fund_pool(ledger, pool_id, cfg.funding)
@@ -488,7 +553,19 @@ def pool_status(ledger: Ledger, pool_id: int) -> dict:
     status["status"] = state.status.name.lower()
     status["latest_checkpoint"] = Digest(ledger.pool.checkpoint_at(pool_id, state.latest_step))
     return {key: str(value) if isinstance(value, Digest) else value for key, value in status.items()} | \
-        court_terms(ledger, pool_id)
+        court_terms(ledger, pool_id) | batch_terms(ledger, pool_id)
+
+
+def batch_terms(ledger: Ledger, pool_id: int) -> dict:
+    """How the pool's files settle: `batches: "none"` (one `submitWork` each), or WorkBatches' rules for it (epoch in
+    seconds, leaves a worker an epoch, worker bond), its claim budget and when its epoch 0 began."""
+    wb = batches_of(ledger, pool_id)
+    if wb is None:
+        return {"batches": "none"}
+    p = wb.get_params(pool_id)
+    return {"batches": f"WorkBatches {wb.address}", "batches_epoch_length_s": p.epoch_length,
+            "batches_max_leaves": p.max_leaves, "batches_worker_bond": p.worker_bond,
+            "batches_budget": wb.budget(pool_id), "batches_genesis": wb.genesis_of(pool_id)}
 
 
 COURT_WINDOWS = ("assigned_window", "verdict_window", "dispute_window", "commit_period", "reveal_period",

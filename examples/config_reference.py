@@ -26,7 +26,7 @@ OUT = ROOT / "docs" / "config-reference.md"
 
 FILES: tuple[tuple[str, str, str, list[tuple[str, type[BaseModel]]]], ...] = (
     ("Pool config — `pool create --config pool.toml`",
-     "examples/pool.toml, examples/pool-court.toml, examples/pool-court-forced.toml",
+     "examples/pool.toml, examples/pool-court.toml, examples/pool-court-forced.toml, examples/pool-batches.toml",
      "Amounts are base units of the stake token, written as integers or strings (`\"100e18\"`, `\"1.5ether\"`). "
      "`@role` addresses name the devnet's accounts.",
      [("[pool]", PoolConfig), ("[pool.court]", CourtConfig), ("[pool.court.forced_errors]", ForcedErrorsConfig)]),

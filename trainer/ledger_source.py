@@ -22,7 +22,9 @@ given, the checkpoint keeping only their count — O(1) a new event and O(new) w
 submission is handed out its on-chain status is read again; work rejected by then is skipped (in a court pool in
 final mode only after a reorg: there the acceptance event itself is the final verdict). Items
 are named by work id; the file is fetched by the rollout digest of the work's `WorkSubmitted` event.
-Files that cannot be fetched yet are retried on the next poll. Fetched files are decoded (parsed and validated) by a
+Files that cannot be fetched yet are retried on the next poll. In a pool whose files settle in batches the final
+leaves come from `trainer.batch_intake` (a leaf is final when its batch's window closed with neither voided, in both
+modes), each handed out once by its leaf id, alongside the `submitWork` path's. Fetched files are decoded (parsed and validated) by a
 `RolloutDecoder` (trainer/decode_pool.py) — in `decode_workers` processes while the next files are fetched — and
 taken in pending order: a refused file is `unreadable`, never trained on, in a pool as in process. A decoded file is
 then scored again (`rescore`, protocol.rescoring: `trainer start` always passes it): one whose claimed rewards the task
@@ -39,6 +41,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
+from ledger_client.chain.batches import batches_of
 from ledger_client.chain.bindings import WorkChallenged, WorkSubmitted
 from ledger_client.chain.events import BLOCK_POLL_S, EventCursor, Removed, latest_block
 from ledger_client.chain.ledger import Ledger
@@ -48,6 +51,7 @@ from ledger_client.ipfs.kubo import KuboClient
 from protocol.digest import WorkId
 from protocol.pool import CaseState, WorkStatus
 from protocol.rollouts import RolloutBatch, RolloutFileError, decode_rollouts
+from trainer.batch_intake import BatchIntake
 from trainer.consumed_log import ConsumedLog
 from trainer.decode_pool import Decoding, RolloutDecoder
 from trainer.work_source import WorkItem
@@ -103,6 +107,12 @@ class LedgerSource:
             self.cursors["court"] = EventCursor(self.court, ["VerdictGiven"], None, confirmations=confirmations,
                                                 start_block=start, batch_blocks=ledger.logs.page_blocks,
                                                 pool_id=pool_id)
+        wb = batches_of(ledger, pool_id) if self.court is None else None
+        self.batches = None if wb is None else BatchIntake(ledger, wb, kubo, pool_id, self.challenge_window_s,
+                                                           confirmations, fetch_timeout_s)
+        """The pool's final batched leaves (trainer.batch_intake), when its files settle in WorkBatches."""
+        self._leaf_digests: dict[str, bytes] = {}
+        """Pending final leaves' rollout digests (a leaf has no `WorkSubmitted`; its finality is its batch's)."""
         self.pending: list[str] = []  # accepted work ids not handed out yet
         self._window_ends: dict[str, int] = {}
         """Permissioned pools: the chain time at which an accepted, pending or unsettled work's challenge window
@@ -157,6 +167,12 @@ class LedgerSource:
                     self.pending.append(work_id)
                     if self.court is not None and self.wait_final and cursor is self.cursors["pool"]:
                         self._final_by_event.add(work_id)
+        if self.batches is not None:
+            self.batches.poll(latest)
+            for leaf_id, digest in self.batches.final_leaves(self._head_time):
+                if leaf_id not in self.consumed and leaf_id not in self._leaf_digests:
+                    self._leaf_digests[leaf_id] = digest
+                    self.pending.append(leaf_id)
         self._settle()
         still_pending: list[str] = []
         decoding: deque[tuple[str, str, Decoding]] = deque()  # fetched, in pending order; decoded as they come
@@ -166,14 +182,15 @@ class LedgerSource:
                 still_pending.append(work_id)
                 continue
             wid = bytes.fromhex(work_id[2:])
-            state = "final" if work_id in self._final_by_event else self._state_of(wid)
+            leaf = work_id in self._leaf_digests
+            state = "final" if work_id in self._final_by_event or leaf else self._state_of(wid)
             if state == "rejected":
                 self.skipped.append(work_id)
                 continue
             if state == "wait":
                 still_pending.append(work_id)
                 continue
-            digest = self._digests.get(work_id) or rollout_digest_of(self.ledger, wid)
+            digest = self._leaf_digests.get(work_id) or self._digests.get(work_id) or rollout_digest_of(self.ledger, wid)
             if digest is None:  # the submission's event is not visible yet (or was reorged out)
                 still_pending.append(work_id)
                 continue
@@ -189,6 +206,7 @@ class LedgerSource:
                 continue
             self._unfetched.pop(work_id, None)
             self._digests.pop(work_id, None)
+            self._leaf_digests.pop(work_id, None)
             decoding.append((work_id, state, self.decoder.submit(data)))
             while len(decoding) > DECODING_PER_WORKER * max(1, self.decoder.workers):  # bounds the bytes in flight
                 self._take(*decoding.popleft(), items, taken)
@@ -297,7 +315,9 @@ class LedgerSource:
         """The cursors, the small lists, and the consumed log's count (its ids themselves when it is in memory)."""
         return {"cursors": {name: c.state for name, c in self.cursors.items()}, "pending": list(self.pending),
                 **self.consumed.state(), "skipped": list(self.skipped), "unreadable": list(self.unreadable),
-                "unsettled": list(self.unsettled), "overturned": list(self.overturned)}
+                "misscored": list(self.misscored), "unsettled": list(self.unsettled), "overturned": list(self.overturned)} | \
+            ({"batches": self.batches.state(), "leaf_digests": {k: v.hex() for k, v in self._leaf_digests.items()}}
+             if self.batches is not None else {})
 
     def restore(self, state: dict[str, Any]) -> None:
         cursors = state.get("cursors") or {"pool": state["cursor"]}  # checkpoints before the fast/final modes
@@ -308,8 +328,12 @@ class LedgerSource:
         self.consumed.restore(state)
         self.skipped = list(state.get("skipped", []))
         self.unreadable = list(state.get("unreadable", []))
+        self.misscored = list(state.get("misscored", []))
         self.unsettled = list(state.get("unsettled", []))
         self.overturned = list(state.get("overturned", []))
+        if self.batches is not None and "batches" in state:
+            self.batches.restore(state["batches"])
+            self._leaf_digests = {k: bytes.fromhex(v) for k, v in state["leaf_digests"].items()}
 
     def report(self, step: int, waiting: bool) -> None:
         """Workers learn the trainer's step from the chain (published checkpoints); nothing to do."""

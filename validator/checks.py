@@ -3,7 +3,8 @@
     schema      → the bytes are a valid rollout file of a known version, within the pool's bounds
                   (protocol.rollouts.RolloutLimits: rows, lengths, proof sizes) and the policy's vocabulary
     identity    → the file is bound to this submission (chain id, pool contract, pool id, worker,
-                  step, nonce), names that step's on-chain checkpoint, the pool's task and
+                  step, nonce; a batched leaf: WorkBatches, `epoch << 32 | counter` and the epoch's beacon, R3.9),
+                  names that step's on-chain checkpoint, the pool's task and
                   sampling; n_samples is the run spec's prompts × group size and the file's rows
     assignment  → every group answers the prompt the PRF assigns to (worker, nonce)
     reward      → every reported reward equals the task verifier's
@@ -166,13 +167,18 @@ class RolloutChecker:
         if h.policy_step != sub.step:
             return CheckOutcome(False, Reason.WRONG_STEP, f"file is for step {h.policy_step}, submitted for {sub.step}")
         d = self.ledger.deployment
-        bound = {"chain_id": (h.chain_id, d.chain_id), "pool_contract": (h.pool_contract.lower(), d.compute_pool.lower()),
+        contract = sub.contract or d.compute_pool  # a batched leaf is bound to WorkBatches (R3.9)
+        bound = {"chain_id": (h.chain_id, d.chain_id), "pool_contract": (h.pool_contract.lower(), contract.lower()),
                  "pool_id": (h.pool_id, sub.pool_id), "nonce": (h.nonce, sub.nonce)}
         wrong = {k: {"file": a, "chain": b} for k, (a, b) in bound.items() if a != b}
         if wrong:
             return CheckOutcome(False, Reason.WRONG_BINDING, f"file is bound to another submission: {sorted(wrong)}",
                                 statistics=wrong)
-        if h.seed_block_hash != self._block_hash(sub.seed_block):
+        if sub.seed_hash is not None:
+            if bytes(h.seed_block_hash) != sub.seed_hash:
+                return CheckOutcome(False, Reason.WRONG_BINDING, f"file is seeded by {h.seed_block_hash}, not by its "
+                                                                 f"epoch's beacon {hex_text(sub.seed_hash)}")
+        elif h.seed_block_hash != self._block_hash(sub.seed_block):
             return CheckOutcome(False, Reason.WRONG_BINDING, f"file is seeded by block hash {h.seed_block_hash}, not "
                                                              f"by its pin, block {sub.seed_block}")
         if h.manifest_digest != ckpt:

@@ -37,6 +37,7 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from ledger_client.chain import errors
+from ledger_client.chain.batches import batches_of
 from ledger_client.chain.errors import ContractRevert
 from ledger_client.chain.events import BLOCK_POLL_S, EventCursor, Removed, latest_block
 from ledger_client.chain.ledger import Ledger
@@ -48,6 +49,7 @@ from protocol.digest import hex_text
 from protocol.pool import WorkStatus
 from protocol.spotcheck import MAX_BPS
 from protocol.verdicts import Reason
+from validator.batch_flow import BatchFlow
 from validator.checker_pool import CheckerPool, CheckFailure
 from validator.config import DaemonConfig
 from validator.court import Conduct
@@ -96,11 +98,16 @@ class ValidatorDaemon:
             ledger, court, config, self.conduct, self.metrics, self.retries, self.chain_clock, self.kubo,
             self._verdict_sent)
         """None for a permissioned pool (validators listed by the pool; verdicts to the pool)."""
+        wb = batches_of(ledger, config.pool_id) if court is None else None
+        self.batch_flow = None if wb is None else BatchFlow(ledger, wb, config, self.pool, self.kubo)
+        """The pool's batched leaves when its files settle in WorkBatches (validator.batch_flow)."""
 
     def close(self) -> None:
         self.cursor_journal.close()
         if self.court_flow is not None:
             self.court_flow.cursor_journal.close()
+        if self.batch_flow is not None:
+            self.batch_flow.close()
         self.checkers.close()
         self._fetchers.shutdown(cancel_futures=True)
         self.kubo.close()
@@ -144,6 +151,8 @@ class ValidatorDaemon:
         self.cursor.state = self.cursor_journal.saved()
         if self.court_flow is not None:
             self.court_flow.cursor.state = self.court_flow.cursor_journal.saved()
+        if self.batch_flow is not None:
+            self.batch_flow.forget_failed_poll()
 
     def run_once(self) -> int:
         """One poll: judge every new submission and every retry that is due, save what is left for
@@ -157,6 +166,8 @@ class ValidatorDaemon:
         if flow is not None:
             subs += flow.poll_events(latest)
             subs += flow.prechecks(subs)
+        if self.batch_flow is not None:
+            subs += self.batch_flow.poll(latest, self.chain_clock.now())
         seen = {s.key for s in subs}
         subs += [s for s in self.retries.due() if s.key not in seen]
         if flow is not None:
@@ -165,19 +176,25 @@ class ValidatorDaemon:
         if flow is not None:
             flow.finish_poll()
         self.retries.save()
+        if self.batch_flow is not None:
+            self.batch_flow.finish_poll(self.chain_clock.now())
         self.metrics.retry_queue.set(len(self.retries.entries))
         self.cursor_journal.commit(self.cursor.state)  # what changed, appended (validator/cursor_journal.py)
         if flow is not None:
             flow.cursor_journal.commit(flow.cursor.state)
+        if self.batch_flow is not None:
+            self.batch_flow.commit()
         return judged
 
     # ------------------------------------------------------------------ judging
 
     def _judge_all(self, subs: list[Submission]) -> int:
-        todo = []
+        todo, prechecked = [], []
         for s in subs:
             try:
-                if self.court_flow is None:
+                if s.batch_id is not None:
+                    wanted, submitted_at = self.batch_flow.wants(s)
+                elif self.court_flow is None:
                     work = get_work(self.ledger, s.work_id)
                     wanted, submitted_at = work.status == WorkStatus.PENDING, work.submitted_at
                 else:  # the court's case says all: the pool's work stays pending until the court ends it
@@ -193,6 +210,15 @@ class ValidatorDaemon:
                 self.retries.drop(s.key)
                 continue
             s = replace(s, submitted_at=submitted_at)
+            if s.batch_id is not None:
+                try:
+                    early = self.batch_flow.precheck(s)
+                except Exception as exc:  # noqa: BLE001 - our chain connection: try again later
+                    self._defer(s, "errors", f"{exc.__class__.__name__}: {exc}")
+                    continue
+                if early is not None:  # settled without a fetch
+                    prechecked.append((s, early))
+                    continue
             if self.pool.spot_check_bps < MAX_BPS:
                 try:
                     seed = spot_check_block(self.ledger, s.work_id, self.config.confirmations, s.block_number,
@@ -206,10 +232,10 @@ class ValidatorDaemon:
                     continue
                 s = replace(s, spot_block=seed[0], spot_block_hash=seed[1])
             todo.append(s)
-        self.metrics.backlog.set(len(todo))
+        self.metrics.backlog.set(len(todo) + len(prechecked))
         # the tightest deadlines first (Purpose.check_order); oldest submission first within each
         queue = sorted(todo, key=lambda s: (s.purpose.check_order, s.submitted_at))
-        settled: list[tuple[Submission, CheckOutcome | CheckFailure]] = []
+        settled: list[tuple[Submission, CheckOutcome | CheckFailure]] = list(prechecked)
         judged = 0
         if self.court_flow is not None:
             queue, checked = self.court_flow.checked_once(queue)
@@ -322,9 +348,10 @@ class ValidatorDaemon:
         return retry_chain_time + self.config.verdict_margin_s < window_end
 
     def _window_end(self, s: Submission) -> int:
-        """Chain time by which what this check is for must be sent: a permissioned pool's challenge window; in a
-        court pool the verdict window (judge), the dispute window after the verdict (audit — a withheld file
-        attested by an accomplice must be disputed before it is final) or the commit period (vote)."""
+        """Chain time by which what this check is for must be sent: a permissioned pool's challenge window (after the
+        submission, or a batched leaf's posting); in a court pool the verdict window (judge), the dispute window after
+        the verdict (audit — a withheld file attested by an accomplice must be disputed before it is final) or the
+        commit period (vote)."""
         if self.court_flow is None:
             return s.submitted_at + self.pool.challenge_window_s
         return self.court_flow.window_end(s)
@@ -339,6 +366,8 @@ class ValidatorDaemon:
             return self._no_verdict(s, outcome)
         if outcome.ok and outcome.margins:
             self._watch_null(outcome.margins)
+        if s.batch_id is not None:
+            return self._leaf_verdict(s, outcome)
         if self.court_flow is not None:
             return self.court_flow.conclude(s, outcome)
         return self._verdict(s, outcome)
@@ -384,6 +413,18 @@ class ValidatorDaemon:
             raise
         self._verdict_sent(s, verdict, reason, outcome.message)
         return 1
+
+    def _leaf_verdict(self, s: Submission, outcome: CheckOutcome) -> int:
+        """A batched leaf's verdict (validator.batch_flow): nothing sent for a good one, a challenge with its proofs
+        for a bad one; 1 if a challenge was sent."""
+        outcome = self._accumulated(s, outcome)
+        verdict = self.batch_flow.verdict(s, outcome)
+        if verdict is None:
+            self.metrics.skipped.inc()
+            self.retries.drop(s.key)
+            return 0
+        self._verdict_sent(s, verdict, "ok" if outcome.ok else outcome.reason.name, outcome.message)
+        return verdict == "challenged"
 
     def _watch_null(self, margins: dict[str, Any]) -> None:
         """Track how much of the margin null the accepted files use (NullUse); say so once when it is outgrown."""

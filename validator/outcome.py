@@ -70,6 +70,12 @@ class Submission:
     seed_block: int = 0
     """The block that pinned the submission's step (`WorkSubmitted.seedBlock`): its hash seeds the file's sampling."""
     purpose: Purpose = Purpose.JUDGE
+    contract: str | None = None
+    """The contract the file is bound to (R3.4): None for the ComputePool; WorkBatches for a batched leaf."""
+    seed_hash: bytes | None = None
+    """A batched leaf's seed hash, its epoch's beacon (R3.9); None: the hash of `seed_block`."""
+    batch_id: bytes | None = None
+    """The posted batch a batched leaf is in (validator.batch_flow; None: a `submitWork` submission)."""
 
     @property
     def key(self) -> str:
@@ -96,14 +102,18 @@ class Submission:
         return {"work_id": self.work_id.hex(), "pool_id": self.pool_id, "worker": self.worker, "step": self.step,
                 "n_samples": self.n_samples, "nonce": self.nonce, "rollout_digest": self.rollout_digest.hex(),
                 "block_number": self.block_number, "purpose": self.purpose.value, "seed_block": self.seed_block,
-                "block_hash": self.block_hash.hex() if self.block_hash else None}
+                "block_hash": self.block_hash.hex() if self.block_hash else None} | \
+            ({"contract": self.contract, "seed_hash": self.seed_hash.hex(), "batch_id": self.batch_id.hex()}
+             if self.batch_id is not None else {})
 
     @classmethod
     def from_record(cls, d: dict) -> Submission:
         return cls(bytes.fromhex(d["work_id"]), d["pool_id"], d["worker"], d["step"], d["n_samples"], d["nonce"],
                    bytes.fromhex(d["rollout_digest"]), block_number=d.get("block_number", 0),
                    purpose=Purpose(d.get("purpose", "judge")), seed_block=d.get("seed_block", 0),
-                   block_hash=bytes.fromhex(d["block_hash"]) if d.get("block_hash") else None)
+                   block_hash=bytes.fromhex(d["block_hash"]) if d.get("block_hash") else None,
+                   contract=d.get("contract"), seed_hash=bytes.fromhex(d["seed_hash"]) if d.get("seed_hash") else None,
+                   batch_id=bytes.fromhex(d["batch_id"]) if d.get("batch_id") else None)
 
 
 @dataclass

@@ -23,7 +23,7 @@ from cli.options import (
     Parser,
 )
 from cli.output import print_result, tokens
-from worker.options import DEFAULT_MAX_PENDING, compute_of
+from worker.options import DEFAULT_MAX_PENDING, DEFAULT_RUN_LEAVES, compute_of
 
 EXPLORER_ENV = "PROOFSWARM_EXPLORER_URL"
 
@@ -34,6 +34,9 @@ def _add_start_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--work-dir", type=Path, help="journal, checkpoints and rollout files (default .worker/<address>)")
     p.add_argument("--submissions-per-step", type=POSITIVE, default=1000,
                    help="at most this many files per policy step (default: no practical limit)")
+    p.add_argument("--run-leaves", type=POSITIVE, default=DEFAULT_RUN_LEAVES,
+                   help=f"in a pool that settles in batches: files signed and posted as one run (default "
+                        f"{DEFAULT_RUN_LEAVES}; fewer when the worker has no more to make now)")
     p.add_argument("--max-pending", type=POSITIVE, default=DEFAULT_MAX_PENDING,
                    help=f"wait while this many submissions await a verdict (default {DEFAULT_MAX_PENDING}): a worker makes "
                         "at most this many files per verdict latency, and a broken one loses at most this many slashes "
@@ -68,7 +71,8 @@ def _parser() -> argparse.ArgumentParser:
   worker status --pool 1
   worker claim --pool 1
   worker unstake 50ether --leave 1 && worker withdraw
-  worker deallocate --pool 1 --chain-bond            # the forced-error chain's bond, once it is settled""")
+  worker deallocate --pool 1 --chain-bond            # the forced-error chain's bond, once it is settled
+  worker deallocate --pool 1 --batch-bond            # the WorkBatches bond: exit now, unlock after the last window""")
     sub = p.add_subparsers(dest="command", required=True)
     common = chain_options(("--devnet-worker", {"type": int, "help": "use the devnet's dev worker key number N"}))
     start = sub.add_parser("start", parents=[common], help="stake, join and generate verified rollouts until stopped")
@@ -91,6 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     de.add_argument("--chain-bond", action="store_true",
                     help="instead: return the bond locked in ForcedErrors with this worker's hash chain (once the "
                          "chain's last epoch is settled; stop the daemon first)")
+    de.add_argument("--batch-bond", action="store_true",
+                    help="instead: stop the WorkBatches bond counting after this epoch and, once that epoch's batches "
+                         "are past their windows, return it (run again then; stop the daemon first)")
     sub.add_parser("withdraw", parents=[common], help="withdraw unbonded stake whose delay has passed")
     return p
 
@@ -132,6 +139,12 @@ def main(argv: list[str] | None = None) -> int:
         ledger.stake.unbond(amount)
         unbonding, ready_at = ledger.stake.unbonding_of(ledger.address)
         result = {"unbonding": unbonding, "withdrawable_at": ready_at}
+    elif args.command == "deallocate" and args.chain_bond and args.batch_bond:
+        raise UsageError("--chain-bond and --batch-bond are two commands: give one")
+    elif args.command == "deallocate" and args.batch_bond:
+        from worker.batched import release_batch_bond
+
+        result = release_batch_bond(ledger, args.pool)
     elif args.command == "deallocate" and args.chain_bond:
         from cli.chain_bond import withdraw_chain_bond
         from protocol.hashchain import Role

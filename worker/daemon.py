@@ -37,6 +37,7 @@ from cli.options import configure_logging
 from cli.output import tokens
 from inference.policy import PolicyLoader
 from ledger_client.chain import errors
+from ledger_client.chain.batches import batches_of
 from ledger_client.chain.bindings import MemberView
 from ledger_client.chain.errors import ContractRevert, LedgerError
 from ledger_client.chain.ledger import Ledger
@@ -62,8 +63,9 @@ from protocol.rollouts import decode_rollouts
 from protocol.runspec import RunSpec, UnrunnablePolicy, usable_task
 from protocol.submission import SubmissionBinding
 from worker.account import challenges_of, claim_all, claim_works, open_ledger, stake_for_next_submission
+from worker.batched import BatchedWork
 from worker.forced import ForcedErrorChain, resubmittable, with_owed_error
-from worker.options import DEFAULT_MAX_PENDING, compute_of
+from worker.options import DEFAULT_MAX_PENDING, DEFAULT_RUN_LEAVES, compute_of
 from worker.journal import Journal, journal_name
 from worker.metrics import WorkerMetrics
 from worker.pacing import PACE_POLL_S, Pacer
@@ -110,6 +112,9 @@ class WorkerOptions:
     """The pool explorer's URL: each challenge links to its page there."""
     pace: bool = True
     """Pace on the trainer's demand note (worker/pacing.py); False: generate as fast as possible."""
+    run_leaves: int = DEFAULT_RUN_LEAVES
+    """In a pool that settles in batches: leaves signed and posted at once (fewer when the worker has no more to make
+    now)."""
 
 
 @dataclass
@@ -132,6 +137,9 @@ class RestakeCapReached(LedgerError):
 
 
 class WorkerDaemon:
+    batched: BatchedWork | None = None
+    """The pool's batched path when its files settle in WorkBatches (`prepare`; worker/batched.py)."""
+
     def __init__(self, ledger: Ledger, options: WorkerOptions, producer: RolloutProducer, loader: LoadPolicy,
                  upload: Callable[[KuboClient, bytes], object] = put_object, metrics: WorkerMetrics | None = None):
         self.ledger = ledger
@@ -143,6 +151,7 @@ class WorkerDaemon:
         d = ledger.deployment
         journal = options.work_dir / journal_name(d.chain_id, d.compute_pool, pool_created_in(ledger, options.pool_id),
                                                   options.pool_id)
+        self._journal_path = journal
         lock = journal.with_suffix(".lock")
         self.lock = DaemonLock.hold(lock, f"{options.work_dir} is in use by another worker daemon of pool "
                                           f"{options.pool_id} (it holds {lock}): one daemon a pool per work folder")
@@ -180,6 +189,7 @@ class WorkerDaemon:
         self.chain: ForcedErrorChain | None = None
         """The worker's committed hash chain when the pool has forced errors (`prepare`): which files owe one."""
         self._chain_ticked = 0.0
+        self._batched_looked = float("-inf")
         self._refused: tuple[int, bytes] | None = None
         """(step, manifest digest) of the policy the producer could not use (UnrunnablePolicy): nothing is generated
         on it, and the worker waits for its nonce's step to go stale to skip it (`step_once`)."""
@@ -207,6 +217,12 @@ class WorkerDaemon:
             self.ledger.pool.join_pool(self.opt.pool_id)
         self.chain = ForcedErrorChain.of(self.ledger, self.opt.pool_id)
         self.tick_chain(force=True)
+        wb = batches_of(self.ledger, self.opt.pool_id)
+        if wb is not None:
+            self.batched = BatchedWork(self.ledger, self.opt.pool_id, wb,
+                                       self._journal_path.with_name(f"batches-{self._journal_path.name}"), self.kubo,
+                                       self.upload, self.opt.work_dir / "rollouts", self.opt.run_leaves)
+            self.batched.lock_bond()
         self.recover()
 
     def tick_chain(self, force: bool = False) -> None:
@@ -354,6 +370,8 @@ class WorkerDaemon:
         if self._awaiting_demand:
             self.stats.last_event = f"paced: the trainer holds enough files for step {pool.latest_step + 1}"
             return False
+        if self.batched is not None:
+            return self._batched_step(pool.latest_step, stop, look_every)
         member = None
         if self.journal.submitted_count(pool.latest_step) >= self.opt.submissions_per_step:
             member = self._member_now()  # the journal says this step is done: the chain's pin says whether it is
@@ -394,6 +412,49 @@ class WorkerDaemon:
             log.warning("re-staked %s to the pool allocation after %d slash(es) (%s in all; --max-restakes %s)",
                         tokens(added), len(self.stats.challenges), tokens(self.stats.restaked), self.opt.max_restakes)
         self.submit_one(next_binding(self.ledger, self.opt.pool_id, member), stop)
+        return True
+
+    def _batched_step(self, latest: int, stop: threading.Event, look_every: float) -> bool:
+        """One leaf of the current epoch on the newest policy (worker/batched.py), unless this step has its files or
+        the epoch its `maxLeaves`: then what is made is signed and posted, and the chain's clock is read at most once
+        per `look_every` while idle."""
+        b = self.batched
+        done = b.made_at(latest) >= self.opt.submissions_per_step
+        if done and time.monotonic() - self._batched_looked < look_every:
+            return False
+        self._batched_looked = time.monotonic()
+        epoch = b.epoch_now(self.watch.chain_time())
+        if epoch < b.first_epoch():
+            self.stats.last_event = f"bond counts from epoch {b.first_epoch()}; now epoch {epoch}"
+            return False
+        counter = b.next_counter(epoch)
+        if done or counter is None:
+            b.post(epoch, all_leaves=True)
+            if counter is None:
+                self.stats.last_event = f"epoch {epoch}'s {b.params.max_leaves} leaves are made"
+            return False
+        b.post(epoch, all_leaves=False)  # earlier epochs' leaves first
+        if self.policy is None or self.policy.step != latest:
+            self.sync_policy(latest)
+        if self._refused == (self.policy.step, self.policy.manifest_digest):
+            return False
+        binding = b.binding(self.policy.step, epoch, counter, b.beacon(epoch))
+        try:
+            data, n_samples = self.produce(self.policy, self.spec, binding)
+        except UnrunnablePolicy as exc:
+            self._refuse(exc)
+            return False
+        if stop.is_set():  # SIGTERM during generation: nothing journaled, the counter is free
+            return True
+        digest = b.add_leaf(epoch, counter, self.policy.step, data, n_samples)
+        b.post(epoch, all_leaves=False)
+        self.pacer.submitted()
+        self.stats.submitted += 1
+        self.metrics.submissions.inc()
+        self.metrics.samples.inc(n_samples)
+        self.stats.last_event = f"leaf {counter} of epoch {epoch}: {n_samples} samples for step {self.policy.step}"
+        log.info("made leaf %d of epoch %d (0x%s): %d samples for step %d", counter, epoch, digest, n_samples,
+                 self.policy.step)
         return True
 
     def _verdicts(self, longest_wait: float = IDLE_LOOK_S) -> int:
@@ -642,6 +703,8 @@ class WorkerDaemon:
         self._last_claim = time.monotonic()
         if self.chain is not None:
             self._withdraw_refunds()
+        if self.batched is not None:
+            return self._claim_batched()
         if force:
             amount = claim_all(self.ledger, self.opt.pool_id)
         else:
@@ -656,6 +719,20 @@ class WorkerDaemon:
             amount = claim_works(self.ledger, [bytes.fromhex(e["work_id"]) for e in due], now)
             for e in due:  # claimed now, or (a restart) before: accepted work is claimed exactly once
                 self.journal.advance(e["nonce"], "submitted", final="paid")
+        self.stats.claimed += amount
+        self.metrics.claimed.inc(amount / 10**18)
+        return amount
+
+    def _claim_batched(self) -> int:
+        """Claim the runs whose batches' windows closed (worker/batched.py); top the bond up after a slash."""
+        b = self.batched
+        amount = b.claim_due(self.watch.chain_time())
+        voided = len(b.voided_leaves)
+        if voided != self.stats.verdicts.get("challenged", 0):
+            self.stats.verdicts["challenged"] = voided
+            log.warning("%d of this worker's leaves were challenged and voided by a validator (slashed from its "
+                        "WorkBatches bond)", voided)
+            b.lock_bond()
         self.stats.claimed += amount
         self.metrics.claimed.inc(amount / 10**18)
         return amount
@@ -722,7 +799,7 @@ def run_from_args(args: argparse.Namespace, ledger: Ledger | None = None) -> int
                             submissions_per_step=args.submissions_per_step, poll_interval_s=args.poll_interval,
                             max_submissions=args.max_submissions, max_pending=args.max_pending,
                             max_restakes=None if args.max_restakes < 0 else args.max_restakes, explorer=args.explorer,
-                            pace=not args.no_pace)
+                            pace=not args.no_pace, run_leaves=args.run_leaves)
     daemon = WorkerDaemon(ledger, options, Producer(compute), PolicyLoader(), metrics=WorkerMetrics())
     if args.metrics_port:
         daemon.metrics.serve(args.metrics_port)

@@ -5,19 +5,28 @@ hashing as contracts/src/WorkBatches.sol.
 A leaf's hash is `keccak(abi.encode(rolloutDigest, step, samples))`; a run's `leavesRoot` is the root of its leaves'
 hashes; the worker signs `Run(poolId, epoch, firstCounter, count, leavesRoot)`; a run's node in a batch is
 `keccak(abi.encode(digest, r, vs))` (its signature committed in the batch). Both trees are positional, padded with
-zero nodes to a power of two, inner nodes `keccak(left ‖ right)`.
+zero nodes to a power of two, inner nodes `keccak(left ‖ right)`. A batch's list (protocol.batchlist) is turned
+back into its runs and checked against the posted batch here (`runs_of_list`, `check_posted`).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from typing import TYPE_CHECKING
+
 from eth_abi import encode
+from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from eth_utils import keccak
 
-from ledger_client.chain.bindings import LeafBody, SignedRun
+from ledger_client.chain.bindings import LeafBody, SignedRun, WorkBatches
+from protocol.batchlist import BatchList, BatchListError, ListedLeaf, ListedRun
 
+if TYPE_CHECKING:
+    from ledger_client.chain.ledger import Ledger
+
+SECP256K1_HALF_N = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0
 RUN_TYPE = "Run(uint256 poolId,uint32 epoch,uint32 firstCounter,uint32 count,bytes32 leavesRoot)"
 DOMAIN_TYPE = "EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"
 DOMAIN_NAME, DOMAIN_VERSION = "proofswarm WorkBatches", "1"
@@ -157,3 +166,64 @@ def batch(runs: list[Run], list_digest: bytes) -> tuple[list[bytes], tuple]:
         raise ValueError("a batch holds at least one run, all of one pool and epoch")
     nodes = [r.node() for r in runs]
     return nodes, (runs[0].pool_id, runs[0].epoch, len(nodes), root(nodes), list_digest)
+
+
+class InconsistentList(BatchListError):
+    """A batch list that does not rebuild its posted batch (a run's signature, root or the batch's root, count, pool or
+    epoch): the batch is voided (R3.8)."""
+
+
+def batches_of(ledger: Ledger, pool_id: int) -> WorkBatches | None:
+    """The deployment's WorkBatches when the pool settles its files there (configured; R3.7–R3.13), else None."""
+    wb = ledger.batches
+    if wb is None or wb.genesis_of(pool_id) == 0:
+        return None
+    return wb
+
+
+def listed(run: Run) -> ListedRun:
+    """The run as a batch list carries it."""
+    return ListedRun(run.worker, run.first_counter, tuple(ListedLeaf(*leaf) for leaf in run.leaves), run.r, run.vs)
+
+
+def signer_of(digest: bytes, r: bytes, vs: bytes) -> str | None:
+    """Who signed `digest` with the compact signature (r, vs), as `ECDSA.tryRecover` says (None: no one; a high s
+    refused)."""
+    word = int.from_bytes(vs, "big")
+    s, v = word & ((1 << 255) - 1), 27 + (word >> 255)
+    if not 0 < s <= SECP256K1_HALF_N or int.from_bytes(r, "big") == 0:
+        return None
+    try:
+        return Account._recover_hash(digest, vrs=(v, int.from_bytes(r, "big"), s))
+    except Exception:  # noqa: BLE001 - a point off the curve: no signer
+        return None
+
+
+def runs_of_list(bl: BatchList, domain: bytes) -> list[Run]:
+    """The signed runs a decoded list holds, each rebuilt (leaves root, digest) and its signature recovered to its
+    listed worker; InconsistentList otherwise."""
+    runs = []
+    for i, x in enumerate(bl.runs):
+        leaves = tuple(LeafBody(bytes(leaf.rollout_digest), leaf.step, leaf.samples) for leaf in x.leaves)
+        top = root([leaf_hash(leaf) for leaf in leaves])
+        digest = run_digest(domain, bl.pool_id, bl.epoch, x.first_counter, len(leaves), top)
+        if signer_of(digest, x.r, x.vs) != x.worker:
+            raise InconsistentList(f"run {i} (counters {x.first_counter}+{len(leaves)}) is not signed by its listed "
+                                   f"worker {x.worker}")
+        runs.append(Run(bl.pool_id, bl.epoch, x.first_counter, x.worker, leaves, top, digest, x.r, x.vs))
+    return runs
+
+
+def check_posted(bl: BatchList, domain: bytes, ref: tuple) -> list[Run]:
+    """The runs of list `bl` once they rebuild the posted batch `ref` (`IWorkBatches.BatchRef`: pool, epoch, count,
+    root, list digest); InconsistentList naming the first field that differs."""
+    pool_id, epoch, count, top, list_digest = ref
+    if (bl.pool_id, bl.epoch) != (pool_id, epoch):
+        raise InconsistentList(f"the list is of pool {bl.pool_id} epoch {bl.epoch}, the batch of pool {pool_id} "
+                               f"epoch {epoch}")
+    if len(bl.runs) != count:
+        raise InconsistentList(f"the list holds {len(bl.runs)} runs, the batch {count}")
+    runs = runs_of_list(bl, domain)
+    if root([r.node() for r in runs]) != bytes(top):
+        raise InconsistentList("the list's runs do not hash to the batch's root")
+    return runs

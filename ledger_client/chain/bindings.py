@@ -328,6 +328,23 @@ class RunLeaf(NamedTuple):
         )
 
 
+class BatchParams(NamedTuple):
+    """Struct `BatchParams`."""
+
+    epoch_length: int
+    max_leaves: int
+    worker_bond: int
+
+    @classmethod
+    def from_abi(cls, value: Any) -> BatchParams:
+        """From the tuple web3 decodes (nested structs become their classes too)."""
+        return cls(
+            epoch_length=value[0],
+            max_leaves=value[1],
+            worker_bond=value[2],
+        )
+
+
 class Bond(NamedTuple):
     """Struct `Bond`."""
 
@@ -1118,7 +1135,7 @@ class WorkBatches(BoundContract):
         """Send a `challenge` transaction; returns the receipt."""
         return self._transact("challenge", b, position, batch_proof, worker, counter, x, reason_code, evidence_digest)
 
-    def check(self, p: Params | tuple, pool: PoolParams | tuple) -> None:
+    def check(self, p: BatchParams | tuple, pool: PoolParams | tuple) -> None:
         """Call `check` (view)."""
         return self._call("check", p, pool)
 
@@ -1126,7 +1143,7 @@ class WorkBatches(BoundContract):
         """Send a `claim` transaction; returns the receipt."""
         return self._transact("claim", b, position, batch_proof, run, first, leaves, run_proof)
 
-    def configure(self, pool_id: int, p: Params | tuple) -> Any:
+    def configure(self, pool_id: int, p: BatchParams | tuple) -> Any:
         """Send a `configure` transaction; returns the receipt."""
         return self._transact("configure", pool_id, p)
 
@@ -1150,9 +1167,9 @@ class WorkBatches(BoundContract):
         """Call `getBond` (view)."""
         return Bond.from_abi(self._call("getBond", pool_id, worker))
 
-    def get_params(self, pool_id: int) -> Params:
+    def get_params(self, pool_id: int) -> BatchParams:
         """Call `getParams` (view)."""
-        return Params.from_abi(self._call("getParams", pool_id))
+        return BatchParams.from_abi(self._call("getParams", pool_id))
 
     def is_void(self, pool_id: int, worker: str, epoch: int, counter: int) -> bool:
         """Call `isVoid` (view)."""

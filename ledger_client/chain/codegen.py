@@ -35,12 +35,17 @@ def snake(name: str) -> str:
     return s + "_" if keyword.iskeyword(s) or s in {"self", "sender"} else s
 
 
+RENAMED = {"IWorkBatches.Params": "BatchParams"}
+"""Structs whose short name another contract's struct has already (`IForcedErrors.Params`): their binding's name."""
+
+
 def struct_name(item: dict) -> str | None:
     """`PoolView` for an ABI entry of internal type `struct IComputePool.PoolView` (or an array of it)."""
     internal = item.get("internalType", "")
     if not internal.startswith("struct "):
         return None
-    return internal[len("struct "):].split(".")[-1].split("[")[0]
+    full = internal[len("struct "):].split("[")[0]
+    return RENAMED.get(full, full.split(".")[-1])
 
 
 def py_type(abi_type: str, item: dict | None = None) -> str:
@@ -92,6 +97,8 @@ def _collect_structs(items: list[dict], into: dict[str, list[dict]]) -> None:
         if item["type"].startswith("tuple"):
             _collect_structs(item["components"], into)
             name = struct_name(item)
+            if name and name in into and into[name] != item["components"]:
+                raise ValueError(f"two structs are named {name} ({item['internalType']}): add one to RENAMED")
             if name and name not in into:
                 into[name] = item["components"]
 

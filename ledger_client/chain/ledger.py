@@ -12,7 +12,14 @@ from pydantic import BaseModel, ValidationError
 from web3 import HTTPProvider, Web3
 from web3.types import RPCEndpoint
 
-from ledger_client.chain.bindings import ComputePool, DevStakeToken, ForcedErrors, StakeManager, ValidatorCourt
+from ledger_client.chain.bindings import (
+    ComputePool,
+    DevStakeToken,
+    ForcedErrors,
+    StakeManager,
+    ValidatorCourt,
+    WorkBatches,
+)
 from ledger_client.chain.errors import BadRpcUrl, InsufficientTokens, LedgerError, NotDeployed, RpcUnreachable, WrongChain
 from ledger_client.chain.logs import DEFAULT_PAGE_BLOCKS, LogReader
 from ledger_client.chain.transport import KeepAliveHTTPProvider
@@ -81,6 +88,9 @@ class Deployment(BaseModel):
     forced_errors: str | None = None
     """The ForcedErrors contract beside the court (committed hash chains, forced errors: docs/protocol.md R9.25–R9.29);
     None in deployments made before it existed."""
+    work_batches: str | None = None
+    """The WorkBatches contract beside the ComputePool (permissioned pools' batched settlement: docs/protocol.md
+    R3.7–R3.13); None in deployments made before it existed."""
     deployer: str
     block: int
     dev_token: bool = False
@@ -145,6 +155,7 @@ class Ledger:
         self.pool = ComputePool(w3, deployment.compute_pool, self.sender)
         self.court = ValidatorCourt(w3, deployment.validator_court, self.sender) if deployment.validator_court else None
         self.forced_errors = ForcedErrors(w3, deployment.forced_errors, self.sender) if deployment.forced_errors else None
+        self.batches = WorkBatches(w3, deployment.work_batches, self.sender) if deployment.work_batches else None
 
     @classmethod
     def open(cls, rpc_url: str, deployments: str | Path, account: LocalAccount | None = None,

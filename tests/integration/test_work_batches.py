@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from deploy.contracts import deploy_slasher_beside
 from ledger_client.chain import batches, contract_errors
 from ledger_client.chain.bindings import WorkBatches
 from tests.support.conftest_chain import TOKENS
@@ -16,9 +15,9 @@ EPOCH, MAX_LEAVES = 3600, 16
 
 @pytest.fixture
 def pool(chain):
-    """WorkBatches beside the chain's pool; workers 0 and 1 bonded there; epoch 1 (their bonds' first) opened."""
-    address = deploy_slasher_beside(chain.w3, chain.accounts[0], chain.deployment, "WorkBatches",
-                                    chain.deployment.compute_pool)
+    """The deployment's WorkBatches, configured for the chain's pool; workers 0 and 1 bonded there; epoch 1 (their
+    bonds' first) opened."""
+    address = chain.deployment.work_batches
     owner = WorkBatches(chain.w3, address, chain.owner.sender)
     bond = chain.config.slash_amount * MAX_LEAVES * 3  # R1.25: a 60 s window in a 1 h epoch
     owner.configure(chain.pool_id, (EPOCH, MAX_LEAVES, bond))

@@ -45,10 +45,12 @@ class ProtocolPool:
         self.deployments = tmp / "deployments.json"
         save_deployment(self.deployments, self.deployment)
 
-    def create(self, spec: RunSpec, task_ref: bytes, base_checkpoint: bytes) -> int:
-        """The pool of `spec` (added to IPFS as `task_ref`) starting from `base_checkpoint`; returns its id."""
+    def create(self, spec: RunSpec, task_ref: bytes, base_checkpoint: bytes, **overrides) -> int:
+        """The pool of `spec` (added to IPFS as `task_ref`) starting from `base_checkpoint` (PoolConfig `overrides`,
+        e.g. a `batches` table); returns its id."""
         self.config = pool_config(self.accounts, task=hex_text(task_ref), base_checkpoint=hex_text(base_checkpoint),
-                                  challenge_window_s=3600, reward_lock_s=7200, max_samples_per_work=None)
+                                  challenge_window_s=3600, reward_lock_s=7200, max_samples_per_work=None,
+                                  **overrides)
         self.pool_id = create_pool(self.ledger(1), self.config, spec)  # maxSamplesPerWork from the run spec
         return self.pool_id
 
@@ -68,9 +70,10 @@ class ProtocolPool:
     def ledger(self, i: int) -> Ledger:
         return Ledger(self.w3, self.deployment, self.accounts[i])
 
-    def worker(self, i: int, producer=produce_rollout_file, upload=None, per_step: int = 1) -> WorkerDaemon:
+    def worker(self, i: int, producer=produce_rollout_file, upload=None, per_step: int = 1, **options) -> WorkerDaemon:
+        """Worker i's daemon, prepared (WorkerOptions `options` besides)."""
         opts = WorkerOptions(pool_id=self.pool_id, kubo_api=self.kubo_api, work_dir=self.tmp / f"worker{i}",
-                             submissions_per_step=per_step, max_pending=per_step)
+                             submissions_per_step=per_step, max_pending=per_step, **options)
         kwargs = {"upload": upload} if upload else {}
         daemon = WorkerDaemon(self.ledger(i), opts, producer, PolicyLoader(), **kwargs)
         daemon.prepare()

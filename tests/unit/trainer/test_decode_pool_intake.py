@@ -32,7 +32,7 @@ def _consume(monkeypatch, files: dict[bytes, bytes], decode_workers: int, log):
     monkeypatch.setattr(ledger_source, "get_work",
                         lambda _ledger, _work_id: SimpleNamespace(status=WorkStatus.ACCEPTED, submitted_at=0))
     monkeypatch.setattr(ledger_source, "get_object", lambda _kubo, digest, timeout: files[digest])
-    ledger = SimpleNamespace(deployment=SimpleNamespace(block=0), pool=None, w3=None,
+    ledger = SimpleNamespace(deployment=SimpleNamespace(block=0), pool=None, w3=None, batches=None,
                              logs=SimpleNamespace(page_blocks=10_000))
     source = ledger_source.LedgerSource(ledger, kubo=None, pool_id=POOL, consumed_log=log,
                                         decode_workers=decode_workers)
