@@ -908,4 +908,72 @@ contract WorkBatchesTest is BatchesBase {
         }
         assertEq(wb.budget(poolId), FUNDED - 95 ether);
     }
+
+    /// The signature's other form (s → N − s, v flipped: ECDSA's malleability) does not verify: a run has one node.
+    /// EIP-2098's compact form keeps s in 255 bits, so N − s (≥ 2^255 but for a ~4e-39 sliver of low s) loses its top
+    /// bit there and recovers another address; the sliver's high s would be refused as such (OpenZeppelin's ECDSA).
+    function test_theMalleatedFormOfARunsSignatureIsRefused() public {
+        Run[] memory runs = new Run[](1);
+        runs[0] = _run(k1, 1, 0, _leaves(w1, 1, 0, 2, 5, "m"));
+        IWorkBatches.SignedRun memory s = runs[0].signed;
+        uint256 n = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141;
+        uint256 low = uint256(s.vs) & ((1 << 255) - 1);
+        uint256 flipped = (uint256(s.vs) >> 255) ^ 1;
+        s.vs = bytes32((n - low) | (flipped << 255));
+        runs[0].signed = s;
+        Batch memory b = _batchOf(1, runs, "malleated");
+        _post(b);
+        _pastWindow();
+        _claimReverts(w1, b, 0, 0, 2, abi.encodeWithSelector(IWorkBatches.BadSignature.selector, 0));
+    }
+
+    /// Fuzzed against the plain-Solidity trees above (BatchTrees): any run of 1..64 leaves (the pool's `maxLeaves`) at any position of a batch
+    /// of 1..9 runs, claimed in two ranges cut anywhere, verifies — `_level`'s assembly hashes what the reference
+    /// does — and a proof with one word changed, one word short or one word more is refused.
+    function testFuzz_anyRangeOfAnyRunAtAnyPositionVerifiesAndABentProofIsRefused(uint256 seed) public {
+        uint256 n = 1 + seed % MAX_LEAVES;
+        uint256 m = 1 + (seed >> 16) % 9;
+        uint256 at = (seed >> 24) % m;
+        Run[] memory runs = new Run[](m);
+        for (uint256 i; i < m; ++i) {
+            runs[i] = i == at ? _run(k1, 1, 0, _leaves(w1, 1, 0, n, 5, bytes32(seed))) : _runOfOne(uint32(i), seed);
+        }
+        Batch memory b = _batchOf(1, runs, bytes32(seed));
+        _post(b);
+        _pastWindow();
+        uint256 cut = (seed >> 8) % n; // the first claim takes counters 0..cut − 1, the second the rest
+        if (cut > 0) _claim(b, at, 0, cut);
+        bytes32[] memory good = _proof(b.runs[at].hashes, cut, n - cut);
+        _claimWithProofReverts(b, at, cut, _copy(good, good.length + 1));
+        if (good.length > 0) {
+            _claimWithProofReverts(b, at, cut, _copy(good, good.length - 1));
+            bytes32[] memory bent = _copy(good, good.length);
+            bent[(seed >> 32) % bent.length] ^= bytes32(uint256(1) << ((seed >> 40) % 256));
+            _claimWithProofReverts(b, at, cut, bent);
+        }
+        assertEq(_claim(b, at, uint32(cut), n - cut), (n - cut) * 5 ether);
+    }
+
+    /// w2's run of its one leaf of counter `counter`.
+    function _runOfOne(uint32 counter, uint256 seed) internal view returns (Run memory) {
+        return _run(k2, 1, counter, _leaves(w2, 1, counter, 1, 5, bytes32(seed)));
+    }
+
+    /// The batch's run at `at` claims its counters from `cut` to its end with `runProof`, refused as BadProof.
+    function _claimWithProofReverts(Batch memory b, uint256 at, uint256 cut, bytes32[] memory runProof) internal {
+        Run memory r = b.runs[at];
+        IWorkBatches.LeafBody[] memory rest = _slice(r.leaves, cut, r.leaves.length - cut);
+        bytes32[] memory batchProof = _proof(b.nodes, at, 1);
+        vm.prank(r.w);
+        vm.expectRevert(IWorkBatches.BadProof.selector);
+        wb.claim(b.ref, at, batchProof, r.signed, uint32(cut), rest, runProof);
+    }
+
+    /// The first `len` words of `a`, zero-padded past its end.
+    function _copy(bytes32[] memory a, uint256 len) internal pure returns (bytes32[] memory c) {
+        c = new bytes32[](len);
+        for (uint256 i; i < len && i < a.length; ++i) {
+            c[i] = a[i];
+        }
+    }
 }
