@@ -80,6 +80,17 @@ def _check(tensor: torch.Tensor, limit: int, what: str) -> None:
         raise ExactOverflowError(f"{what}: |value| reaches {max(-int(low), int(high))} ≥ {limit}")
 
 
+def _check_parts(tensor: torch.Tensor, limit: int, parts: Sequence[tuple[torch.Tensor, str]]) -> None:
+    """_check of each part (views that cover `tensor`) with one pass over the whole; an error names the first part
+    past the bound."""
+    try:
+        _check(tensor, limit, "")
+    except ExactOverflowError:
+        for part, what in parts:
+            _check(part, limit, what)
+        raise
+
+
 # ---- integer primitives ------------------------------------------------------------------------------
 
 def rdiv(numerator: torch.Tensor, divisor: torch.Tensor | int) -> torch.Tensor:
@@ -133,6 +144,11 @@ def iexp(d: torch.Tensor) -> torch.Tensor:
 def silu(x: torch.Tensor) -> torch.Tensor:
     """x · σ(x) in Q16, σ in Q30 from iexp(-|x|)."""
     _check(x, MAX_QUANTISED, "SiLU input")
+    return _silu(x)
+
+
+def _silu(x: torch.Tensor) -> torch.Tensor:
+    """silu of x already checked against its bound."""
     e = iexp(-x.abs())
     one = 1 << EXP_FRAC
     sigmoid = rdiv(torch.where(x >= 0, 1 << 2 * EXP_FRAC, e << EXP_FRAC), one + e)
@@ -178,15 +194,24 @@ def fixed_gumbel(words: torch.Tensor) -> torch.Tensor:
 def quantise_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-token int8 quantisation of Q16 rows: (q, a, e) with |x| ≤ a · 2^e, a ≤ 2^15, q = round(127 x / (a 2^e)),
     q's integers in [−127, 127] held as float64 (the CPU GEMM's operand)."""
-    amax = x.abs().amax(dim=-1, keepdim=True)
-    _check(amax, MAX_QUANTISED, "quantised activation")
-    bits = torch.frexp(amax.double()).exponent.long()  # bitlength(m): m = f · 2^bits, f ∈ [1/2, 1); 0 for m = 0
-    e = torch.clamp(bits - 15, min=0)
-    a = (amax + (torch.ones_like(e) << e) - 1) >> e
-    divisor = torch.clamp(a << e, min=1)
-    # |127 x + ⌊D/2⌋| + D < 2^39 + 2^32: the float64 quotient's floor is exact
-    q = floor_divide_exact(x.double().mul_(127).add_((divisor >> 1).double()), divisor.double())
+    q, a, e, _ = _quantised(x)
     return q, a, e
+
+
+def _quantised(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """quantise_rows's (q, a, e) and max(a · 2^e, 1) in float64."""
+    amax = x.abs().amax(dim=-1, keepdim=True)
+    peak = int(amax.max()) if amax.numel() else 0
+    if peak >= MAX_QUANTISED:
+        raise ExactOverflowError(f"quantised activation: |value| reaches {peak} ≥ {MAX_QUANTISED}")
+    # bitlength(m): m = f · 2^bits, f ∈ [1/2, 1); 0 for m = 0
+    e = torch.frexp(amax.double()).exponent.long().sub_(15).clamp_(min=0)
+    a = ((amax - 1) >> e).add_(1)  # ⌈m / 2^e⌉ = ⌊(m − 1) / 2^e⌋ + 1 for m ≥ 1, and 0 for m = 0 (−1 ≫ e = −1)
+    divisor = (a << e).clamp_(min=1)
+    divisor_float = divisor.double()
+    # |127 x + ⌊D/2⌋| + D < 2^39 + 2^32: the float64 quotient's floor is exact
+    q = floor_divide_exact(x.double().mul_(127).add_((divisor >> 1).double()), divisor_float)
+    return q, a, e, divisor_float
 
 
 # ---- the integer checkpoint --------------------------------------------------------------------------
@@ -205,7 +230,7 @@ class IntMatrix:
         (in float64 where R5.6's bound makes every step exact, else in int64)."""
         if x.shape[-1] > MAX_INNER:
             raise ExactOverflowError(f"GEMM inner dimension {x.shape[-1]} > {MAX_INNER}")
-        q, a, e = quantise_rows(x)
+        q, a, e, divisor = _quantised(x)
         rows = q.reshape(-1, q.shape[-1])
         if rows.is_cuda:
             acc = _cuda_int8_matmul(rows.to(torch.int8), self.weight)
@@ -216,8 +241,10 @@ class IntMatrix:
             acc = (rows.to(operand.dtype) @ operand.t()).reshape(*q.shape[:-1], -1)
             if column_scale is not None or self._rescale_fits(acc, a):
                 # v = acc · a · 2^e · M · 2^-S = acc · a · M / 2^(S − e), exact; rdiv by 127 · 2^(S − e) = ⌊⌊v + 63.5⌋ / 127⌋
-                v = acc.double().mul_((a << e).double()).mul_(self.column_scale).add_(63.5)
-                return floor_divide_exact(v.floor_(), 127).add_(self.bias).long()  # |y| < 2^46, |b| < 2^31
+                # (the divisor max(a · 2^e, 1) is a · 2^e where a > 0, and acc = 0 where a = 0)
+                v = (acc * divisor).mul_(self.column_scale).add_(63.5)
+                y = floor_divide_exact(v.floor_(), 127)
+                return (y.add_(self.bias) if self.has_bias else y).long()  # |y| < 2^46, |b| < 2^31
         product = acc.reshape(*q.shape[:-1], -1).long() * a * self.multiplier
         shift = self.shift - e
         # rdiv(product, 127 · 2^shift) as a shift then a division by 127: ⌊⌊y / 2^k⌋ / 127⌋ = ⌊y / (127 · 2^k)⌋
@@ -235,6 +262,10 @@ class IntMatrix:
         if int((row_sums * (self.multiplier << 15) + (64 << self.shift)).max()) > FLOAT_RESCALE_LIMIT:
             return operand, None
         return operand, self.column_scale
+
+    @cached_property
+    def has_bias(self) -> bool:
+        return bool(self.bias.any())
 
     @cached_property
     def column_scale(self) -> torch.Tensor:
@@ -441,14 +472,19 @@ class ExactPolicy:
             raise ExactOverflowError("positions must lie in [0, 2^32)")
         h = self.embed.index_select(0, ids.reshape(-1)).view(*ids.shape, -1)
         cos, sin = rope_tables(self.rope_frequency, positions)
+        _check(h, MAX_RESIDUAL, "RMSNorm input")
+        # every later RMSNorm input is a residual, checked against the same bound where it is made
         for index, layer in enumerate(self.layers):
-            h = h + self._attention(layer, rms_norm(h, layer.input_norm, self.rms_eps), cos, sin, mask, cache, index)
+            x = _rms_norm(h, layer.input_norm, self.rms_eps)
+            h = h + self._attention(layer, x, cos, sin, mask, cache, index)
             _check(h, MAX_RESIDUAL, "residual")
-            x = rms_norm(h, layer.post_norm, self.rms_eps)
-            gate, up = layer.gate_up(x).split(layer.gate.weight.shape[0], dim=-1)
-            h = h + layer.down(rdiv(silu(gate) * _bounded(up, "up projection"), 1 << FRAC))
+            x = _rms_norm(h, layer.post_norm, self.rms_eps)
+            gate_up = layer.gate_up(x)
+            gate, up = gate_up.split(layer.gate.weight.shape[0], dim=-1)
+            _check_parts(gate_up, MAX_QUANTISED, ((gate, "SiLU input"), (up, "up projection")))
+            h = h + layer.down(rdiv(_silu(gate) * up, 1 << FRAC))
             _check(h, MAX_RESIDUAL, "residual")
-        return rms_norm(h, self.norm, self.rms_eps)
+        return _rms_norm(h, self.norm, self.rms_eps)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Q16 logits of Q16 final hidden states."""
@@ -461,8 +497,7 @@ class ExactPolicy:
         batch, new = x.shape[:2]
         qkv = layer.qkv(x).view(batch, new, self.heads + 2 * self.kv_heads, self.head_dim)
         q, k, v = qkv.split([self.heads, self.kv_heads, self.kv_heads], dim=2)
-        for tensor, what in ((q, "q"), (k, "k"), (v, "v")):
-            _check(tensor, MAX_RESIDUAL, what)
+        _check_parts(qkv, MAX_RESIDUAL, ((q, "q"), (k, "k"), (v, "v")))
         q, k = rotate(qkv[:, :, :self.heads + self.kv_heads], cos, sin).split([self.heads, self.kv_heads], dim=2)
         q = rdiv(q * self.inv_sqrt_head_dim, 1 << FRAC)
         k, v, key_peak = cache.extend(index, k, v)
@@ -491,11 +526,6 @@ class ExactPolicy:
         return layer.o(out.permute(0, 2, 1, 3).reshape(batch, new, self.heads * self.head_dim))
 
 
-def _bounded(x: torch.Tensor, what: str) -> torch.Tensor:
-    _check(x, MAX_QUANTISED, what)
-    return x
-
-
 def _matrix_tensors(prefix: str, matrix: IntMatrix) -> dict[str, torch.Tensor]:
     return {f"{prefix}.weight": matrix.weight, f"{prefix}.multiplier": matrix.multiplier,
             f"{prefix}.shift": matrix.shift, f"{prefix}.bias": matrix.bias}
@@ -516,6 +546,11 @@ def tensors_digest(tensors: dict[str, torch.Tensor]) -> str:
 def rms_norm(h: torch.Tensor, weight: torch.Tensor, eps_q32: int) -> torch.Tensor:
     """Q16 RMSNorm: r = isqrt(floor(Σh² / d) + eps·2^32) (Q16), y = round(round(h · 2^16 / r) · γ / 2^16)."""
     _check(h, MAX_RESIDUAL, "RMSNorm input")
+    return _rms_norm(h, weight, eps_q32)
+
+
+def _rms_norm(h: torch.Tensor, weight: torch.Tensor, eps_q32: int) -> torch.Tensor:
+    """rms_norm of h already checked against its bound."""
     width = h.shape[-1]
     if width > MAX_WIDTH:
         raise ExactOverflowError(f"width {width} > {MAX_WIDTH}")
@@ -660,14 +695,46 @@ def sample_fixed(logits: torch.Tensor, seeds: torch.Tensor, position: int | torc
     return drawn[0] if len(drawn) == 1 else torch.cat(drawn)
 
 
+def gumbel_estimate(words: torch.Tensor) -> torch.Tensor:
+    """The real Gumbel noise −ln(−ln(1 − u)) of words x, u = (2x + 1) / 2^33, in float64 Q16 units: within
+    10^-9 of the real value, so within NOISE_SLACK of fixed_gumbel's integer (R5.7)."""
+    u = words.double().mul_(2.0**-32).add_(2.0**-33)                        # exact: 2x + 1 < 2^33
+    return u.neg_().log1p_().neg_().log_().mul_(-(1 << FRAC))
+
+
 def _draw(z: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
-    """sample_fixed's rule on scaled logits z [B, V] with their noise words."""
+    """sample_fixed's rule on scaled logits z [B, V] with their noise words.
+
+    The BAR_TOKENS tokens with the highest bound first get float64 scores z + gumbel_estimate, each within
+    NOISE_SLACK of its exact score: a row where one token's low end (score − slack) is above every other bar token's
+    high end and above every other token's bound has that token as its draw, with no integer noise computed. Any
+    other row is drawn by the integer rule (`_draw_exact`)."""
     vocab = z.shape[-1]
     if vocab <= BAR_TOKENS:
         return (z + fixed_gumbel(words)).argmax(dim=-1)
     buckets = (words >> (32 - NOISE_BUCKET_BITS)).view(-1)
     bound = z + NOISE_CEILINGS.to(z.device).index_select(0, buckets).view(z.shape)
-    top = bound.topk(BAR_TOKENS, dim=-1).indices
+    highest, top = bound.topk(BAR_TOKENS + 1, dim=-1)
+    top = top[:, :BAR_TOKENS]
+    estimate = z.gather(-1, top).double().add_(gumbel_estimate(words.gather(-1, top)))
+    low, leader = estimate.max(dim=-1, keepdim=True)
+    low.sub_(NOISE_SLACK)
+    # low ≤ the leader's exact score: the leader is the draw unless another bar token's high end or the highest
+    # bound past the bar reaches it
+    unsure = (estimate.add_(NOISE_SLACK) >= low).sum(dim=-1) > 1
+    unsure |= highest[:, BAR_TOKENS] >= low[:, 0]
+    winner = top.gather(-1, leader).squeeze(-1)
+    if bool(unsure.any()):
+        rows = unsure.nonzero().squeeze(-1)
+        winner.index_copy_(0, rows, _draw_exact(z.index_select(0, rows), words.index_select(0, rows),
+                                                bound.index_select(0, rows), top.index_select(0, rows)))
+    return winner
+
+
+def _draw_exact(z: torch.Tensor, words: torch.Tensor, bound: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
+    """The integer rule on rows z [B, V] with their bounds and bar tokens `top`: the bar tokens' exact scores set
+    the bar; a token whose bound is below it can neither win nor tie, any other gets its exact score too."""
+    vocab = z.shape[-1]
     top_scores = z.gather(-1, top) + fixed_gumbel(words.gather(-1, top))
     best = top_scores.amax(dim=-1)
     rest = (bound >= best[:, None]).scatter_(-1, top, False)
