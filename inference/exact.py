@@ -100,6 +100,11 @@ def rdiv(numerator: torch.Tensor, divisor: torch.Tensor | int) -> torch.Tensor:
     return torch.div(numerator + (divisor >> 1), divisor, rounding_mode="floor")
 
 
+def _shift_rdiv(numerator: torch.Tensor, bits: int) -> torch.Tensor:
+    """rdiv(numerator, 2^bits) in place on `numerator` (a temporary of the caller's)."""
+    return numerator.add_(1 << (bits - 1)).bitwise_right_shift_(bits)
+
+
 def floor_divide_exact(numerator: torch.Tensor, divisor: torch.Tensor | int) -> torch.Tensor:
     """⌊n / d⌋ of integer-valued float64 n and d > 0 with |n| + d < 2^53: one IEEE division, then floor (R5.6,
     "Integer sums and quotients in float64"). In place on `numerator`."""
@@ -135,10 +140,10 @@ EXP2_TABLE = _exp2_table()
 def iexp(d: torch.Tensor) -> torch.Tensor:
     """e^(d / 2^16) in Q30 for Q16 d ≤ 0: base 2, a degree-7 polynomial for the fraction (EXP2_TABLE), a shift for
     the rest, in int64 (|max(d, −2^22) · log2e_Q30| < 2^53)."""
-    y = (torch.clamp(d, min=EXP_INPUT_FLOOR) * LOG2E_Q30 + (1 << (EXP_FRAC - 1))) >> EXP_FRAC
+    y = _shift_rdiv(torch.clamp(d, min=EXP_INPUT_FLOOR).mul_(LOG2E_Q30), EXP_FRAC)
     power = EXP2_TABLE.to(y.device).index_select(0, (y & ((1 << FRAC) - 1)).view(-1)).view(y.shape)
-    shift = (y >> FRAC).neg_().clamp_(max=62)                                   # y ≤ 0: shift ≥ 0
-    return (power + ((1 << shift) >> 1)) >> shift
+    shift = y.bitwise_right_shift_(FRAC).neg_().clamp_(max=62)                 # y ≤ 0: shift ≥ 0
+    return power.add_((1 << shift).bitwise_right_shift_(1)).bitwise_right_shift_(shift)
 
 
 def silu(x: torch.Tensor) -> torch.Tensor:
@@ -149,10 +154,11 @@ def silu(x: torch.Tensor) -> torch.Tensor:
 
 def _silu(x: torch.Tensor) -> torch.Tensor:
     """silu of x already checked against its bound."""
-    e = iexp(-x.abs())
-    one = 1 << EXP_FRAC
-    sigmoid = rdiv(torch.where(x >= 0, 1 << 2 * EXP_FRAC, e << EXP_FRAC), one + e)
-    return rdiv(x * sigmoid, one)
+    e = iexp(x.abs().neg_())
+    divisor = e + (1 << EXP_FRAC)
+    # σ = rdiv(2^60 where x ≥ 0, else e · 2^30, 2^30 + e)
+    numerator = e.bitwise_left_shift_(EXP_FRAC).masked_fill_(x >= 0, 1 << 2 * EXP_FRAC).add_(divisor >> 1)
+    return _shift_rdiv(numerator.div_(divisor, rounding_mode="floor").mul_(x), EXP_FRAC)
 
 
 _FRACTION_WEIGHTS = torch.arange(LOG_FRAC - 1, -1, -1, dtype=torch.int64)
@@ -195,7 +201,7 @@ def quantise_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Te
     """Per-token int8 quantisation of Q16 rows: (q, a, e) with |x| ≤ a · 2^e, a ≤ 2^15, q = round(127 x / (a 2^e)),
     q's integers in [−127, 127] held as float64 (the CPU GEMM's operand)."""
     q, a, e, _ = _quantised(x)
-    return q, a, e
+    return q, a, e.long()
 
 
 def _quantised(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -205,7 +211,7 @@ def _quantised(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tenso
     if peak >= MAX_QUANTISED:
         raise ExactOverflowError(f"quantised activation: |value| reaches {peak} ≥ {MAX_QUANTISED}")
     # bitlength(m): m = f · 2^bits, f ∈ [1/2, 1); 0 for m = 0
-    e = torch.frexp(amax.double()).exponent.long().sub_(15).clamp_(min=0)
+    e = torch.frexp(amax.double()).exponent.sub_(15).clamp_(min=0)  # int32
     a = ((amax - 1) >> e).add_(1)  # ⌈m / 2^e⌉ = ⌊(m − 1) / 2^e⌋ + 1 for m ≥ 1, and 0 for m = 0 (−1 ≫ e = −1)
     divisor = (a << e).clamp_(min=1)
     divisor_float = divisor.double()
@@ -231,14 +237,13 @@ class IntMatrix:
         if x.shape[-1] > MAX_INNER:
             raise ExactOverflowError(f"GEMM inner dimension {x.shape[-1]} > {MAX_INNER}")
         q, a, e, divisor = _quantised(x)
-        rows = q.reshape(-1, q.shape[-1])
-        if rows.is_cuda:
-            acc = _cuda_int8_matmul(rows.to(torch.int8), self.weight)
+        if q.is_cuda:
+            acc = _cuda_int8_matmul(q.reshape(-1, q.shape[-1]).to(torch.int8), self.weight)
         else:
             operand, column_scale = self.cpu_operands
             if operand.dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest":
                 operand = self.weight.double()  # a float32 GEMM may then round (bf16 or TF32 inside)
-            acc = (rows.to(operand.dtype) @ operand.t()).reshape(*q.shape[:-1], -1)
+            acc = q.to(operand.dtype) @ operand.t()
             if column_scale is not None or self._rescale_fits(acc, a):
                 # v = acc · a · 2^e · M · 2^-S = acc · a · M / 2^(S − e), exact; rdiv by 127 · 2^(S − e) = ⌊⌊v + 63.5⌋ / 127⌋
                 # (the divisor max(a · 2^e, 1) is a · 2^e where a > 0, and acc = 0 where a = 0)
@@ -482,7 +487,7 @@ class ExactPolicy:
             gate_up = layer.gate_up(x)
             gate, up = gate_up.split(layer.gate.weight.shape[0], dim=-1)
             _check_parts(gate_up, MAX_QUANTISED, ((gate, "SiLU input"), (up, "up projection")))
-            h = h + layer.down(rdiv(_silu(gate) * up, 1 << FRAC))
+            h = h + layer.down(_shift_rdiv(_silu(gate).mul_(up), FRAC))
             _check(h, MAX_RESIDUAL, "residual")
         return _rms_norm(h, self.norm, self.rms_eps)
 
@@ -499,7 +504,7 @@ class ExactPolicy:
         q, k, v = qkv.split([self.heads, self.kv_heads, self.kv_heads], dim=2)
         _check_parts(qkv, MAX_RESIDUAL, ((q, "q"), (k, "k"), (v, "v")))
         q, k = rotate(qkv[:, :, :self.heads + self.kv_heads], cos, sin).split([self.heads, self.kv_heads], dim=2)
-        q = rdiv(q * self.inv_sqrt_head_dim, 1 << FRAC)
+        q = _shift_rdiv(q * self.inv_sqrt_head_dim, FRAC)
         k, v, key_peak = cache.extend(index, k, v)
         group = self.heads // self.kv_heads
         if group > 1:
@@ -510,15 +515,17 @@ class ExactPolicy:
             raise ExactOverflowError("attention over 2^32 positions or more")
         terms = self.head_dim * int(q.abs().max()) * key_peak                            # ≥ Σ |q_i k_i|
         scores = _product_rdiv(q.permute(0, 2, 1, 3), keys, terms, FRAC)                  # [B, H, T, S]
-        query_at = torch.arange(total - new, total, device=x.device)[:, None]
-        allowed = (torch.arange(total, device=x.device)[None, :] <= query_at)[None, None] & mask[:, None, None, :].bool()
+        allowed = mask[:, None, None, :].bool()
+        if new > 1:  # a decoded token sees every cached position
+            query_at = torch.arange(total - new, total, device=x.device)[:, None]
+            allowed = (torch.arange(total, device=x.device)[None, :] <= query_at)[None, None] & allowed
         peak = scores.masked_fill(~allowed, torch.iinfo(torch.int64).min).amax(dim=-1, keepdim=True)
-        weights = iexp(torch.where(allowed, scores - peak, EXP_INPUT_FLOOR)) * allowed
+        weights = iexp(torch.where(allowed, scores - peak, EXP_INPUT_FLOOR))  # iexp(EXP_INPUT_FLOOR) = 0
         total_weight = torch.clamp(weights.sum(dim=-1, keepdim=True), min=1)
         if total < SHORT_ATTENTION and not x.is_cuda:
             # E_j ≤ 2^30: |E_j · 2^15 + ⌊ΣE/2⌋| + ΣE < 2^45 + 2^53 · 3/4, so the float64 quotient's floor is exact
             probs = floor_divide_exact((weights << PROB_FRAC).add_(total_weight >> 1).double(),
-                                       total_weight.double()).long()
+                                       total_weight.double())  # integers in float64: _product_rdiv's operand
         else:
             probs = rdiv(weights << PROB_FRAC, total_weight)
         # Σ_j P_j ≤ 2^15 + S / 2 and |v| < 2^24: Σ_j P_j |v_j| < 2^15 · 2^24 + S · 2^23
@@ -554,10 +561,14 @@ def _rms_norm(h: torch.Tensor, weight: torch.Tensor, eps_q32: int) -> torch.Tens
     width = h.shape[-1]
     if width > MAX_WIDTH:
         raise ExactOverflowError(f"width {width} > {MAX_WIDTH}")
-    root = isqrt((h * h).sum(dim=-1, keepdim=True) // width + eps_q32)
+    total = (h * h).sum(dim=-1, keepdim=True) // width + eps_q32
+    if eps_q32 < (1 << 52) - (1 << 48):  # |h| < 2^24: total < 2^52, where the float64 root's floor is isqrt (R5.6)
+        root = total.double().sqrt_().floor_()
+    else:
+        root = isqrt(total).double()
     # rdiv(h · 2^16, r): |h · 2^16 + ⌊r/2⌋| + r < 2^40 + 2^32, so the float64 quotient's floor is exact
-    normed = floor_divide_exact(h.double().mul_(1 << FRAC).add_((root >> 1).double()), root.double()).long()
-    return rdiv(normed * weight, 1 << FRAC)
+    normed = floor_divide_exact(h.double().mul_(1 << FRAC).add_(root.mul(0.5).floor_()), root).long()
+    return _shift_rdiv(normed.mul_(weight), FRAC)
 
 
 def _rope_table() -> tuple[torch.Tensor, torch.Tensor]:
@@ -581,7 +592,7 @@ def rope_tables(frequency: torch.Tensor, positions: torch.Tensor) -> tuple[torch
         table = table.to(frequency.device)
         low = table.index_select(0, index.reshape(-1)).view(index.shape)
         high = table.index_select(0, index.reshape(-1) + 1).view(index.shape)
-        return low + rdiv((high - low) * fraction, 1 << (32 - ROPE_TABLE_BITS))
+        return _shift_rdiv((high - low).mul_(fraction), 32 - ROPE_TABLE_BITS).add_(low)
 
     return interpolate(COS_TABLE), interpolate(SIN_TABLE)
 
@@ -591,8 +602,8 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     half = x.shape[-1] // 2
     first, second = x[..., :half], x[..., half:]
     cos, sin = cos[:, :, None], sin[:, :, None]
-    one = 1 << ROPE_FRAC
-    return torch.cat([rdiv(first * cos - second * sin, one), rdiv(second * cos + first * sin, one)], dim=-1)
+    return torch.cat([_shift_rdiv((first * cos).sub_(second * sin), ROPE_FRAC),
+                      _shift_rdiv((second * cos).add_(first * sin), ROPE_FRAC)], dim=-1)
 
 
 # ---- from a float model ------------------------------------------------------------------------------
