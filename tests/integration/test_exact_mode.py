@@ -185,6 +185,16 @@ def test_integer_sqrt_exp_and_silu_are_exact_integers_near_the_reals() -> None:
     assert np.array_equal(exact.silu(x).numpy(), reference.silu_q16(x.numpy()))
 
 
+def test_silu_looked_up_is_silu_computed_at_every_table_entry_and_past_it() -> None:
+    """The CPU's SiLU table (±2^19) holds R5.6's integers for every entry; values past it, mixed in, are computed."""
+    rng = torch.Generator().manual_seed(14)
+    x = torch.cat([torch.arange(-(1 << exact.SILU_TABLE_BITS) - 9, (1 << exact.SILU_TABLE_BITS) + 9),
+                   torch.randint(-(1 << 31) + 1, 1 << 31, (5000,), generator=rng)])
+    x = x[torch.randperm(x.numel(), generator=rng)]
+    assert torch.equal(exact.silu(x), exact._computed_silu(x))
+    assert torch.equal(exact.silu(x[:4096].view(64, 64)[:, ::2]), exact._computed_silu(x[:4096].view(64, 64)[:, ::2]))
+
+
 def test_each_row_is_the_same_integers_in_any_batch(tiny: exact.ExactPolicy) -> None:
     prompts = _prompts(64, seed=2)
     seeds = list(range(100, 164))
