@@ -4,8 +4,9 @@
 multiplier and a shift each, Q16 embeddings and norm weights, integer RoPE frequencies); `ExactPolicy.forward`
 runs it on integers only (int8 GEMMs whose sums stay below 2^30, with torch._int_mm on CUDA; on the CPU the GEMMs,
 attention products and several quotients run in float64 or float32 wherever docs/protocol.md R5.6 proves them
-exact, the rest in int64 tensor ops, exp's polynomial from a table), so every machine computes the same Q16 logits
-bit for bit; `generate` samples from them with the fixed-point Gumbel-max rule. Every bound the spec states is
+exact, the rest in int64 tensor ops, exp's polynomial and SiLU from tables of their own integers), so every machine
+computes the same Q16 logits bit for bit; `generate` samples from them with the fixed-point Gumbel-max rule (the
+integer noise computed only for rows a float64 estimate cannot decide). Every bound the spec states is
 checked where it matters and raises `ExactOverflowError`.
 tests/support/exact_reference.py re-implements the spec in numpy; the two agree bit for bit.
 """
@@ -691,8 +692,8 @@ NOISE_MAX = 23 << FRAC
 g ≤ 33 ln 2 < 23."""
 NOISE_BUCKET_BITS = 12
 NOISE_SLACK = 64
-"""Q16 units (10^-3) added to a bucket's first noise value to bound the bucket: the real g falls as x grows and
-the integer g is within 10^-5 (0.7 units) of it."""
+"""Q16 units (10^-3) added to a bucket's first noise value to bound the bucket (the real g falls as x grows and
+the integer g is within 10^-5, 0.7 units, of it), and the margin around `gumbel_estimate`'s scores (R5.7)."""
 NOISE_CEILINGS = torch.clamp(fixed_gumbel(torch.arange(1 << NOISE_BUCKET_BITS, dtype=torch.int64)
                                           << (32 - NOISE_BUCKET_BITS)) + NOISE_SLACK, max=NOISE_MAX)
 """A bound of g over the words of each bucket (the words' top 12 bits)."""
@@ -708,9 +709,10 @@ def sample_fixed(logits: torch.Tensor, seeds: torch.Tensor, position: int | torc
     """Exact-mode sampling rule over Q16 logits [B, V]: T = 0 the argmax; T > 0 the argmax of
     z = round(l · 2^16 / round(T · 2^16)) plus g(s, i, v) in Q16; ties to the lowest token id.
 
-    The integer noise is computed only where it can matter: the exact scores of the BAR_TOKENS tokens with the
-    highest bound (z + the ceiling of their word's bucket) set a bar, a token whose bound is below it can neither
-    win nor tie, and any other token whose bound reaches it gets its exact score too. The result is the full rule's.
+    The integer noise is computed only where it can matter (R5.7, `_draw`): the BAR_TOKENS tokens with the highest
+    bound (z + the ceiling of their word's bucket) get float64 estimates that decide most rows; in any other row
+    their exact scores set a bar, a token whose bound is below it can neither win nor tie, and any other token whose
+    bound reaches it gets its exact score too. The result is the full rule's.
     Rows are drawn SAMPLE_CHUNK words at a time (each row's draw is its own); `words` are the rows' noise words
     [B, V] at this position where the caller drew them already."""
     if temperature == 0:
