@@ -4,8 +4,9 @@
 multiplier and a shift each, Q16 embeddings and norm weights, integer RoPE frequencies); `ExactPolicy.forward`
 runs it on integers only (int8 GEMMs whose sums stay below 2^30, with torch._int_mm on CUDA; on the CPU the GEMMs,
 attention products and several quotients run in float64 or float32 wherever docs/protocol.md R5.6 proves them
-exact, the rest in int64 tensor ops, exp's polynomial from a table), so every machine computes the same Q16 logits
-bit for bit; `generate` samples from them with the fixed-point Gumbel-max rule. Every bound the spec states is
+exact, the rest in int64 tensor ops, exp's polynomial and SiLU from tables of their own integers), so every machine
+computes the same Q16 logits bit for bit; `generate` samples from them with the fixed-point Gumbel-max rule (the
+integer noise computed only for rows a float64 estimate cannot decide). Every bound the spec states is
 checked where it matters and raises `ExactOverflowError`.
 tests/support/exact_reference.py re-implements the spec in numpy; the two agree bit for bit.
 """
@@ -16,7 +17,7 @@ import hashlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
-from functools import cached_property
+from functools import cache, cached_property
 from typing import TypeVar
 
 import torch
@@ -80,6 +81,17 @@ def _check(tensor: torch.Tensor, limit: int, what: str) -> None:
         raise ExactOverflowError(f"{what}: |value| reaches {max(-int(low), int(high))} ≥ {limit}")
 
 
+def _check_parts(tensor: torch.Tensor, limit: int, parts: Sequence[tuple[torch.Tensor, str]]) -> None:
+    """_check of each part (views that cover `tensor`) with one pass over the whole; an error names the first part
+    past the bound."""
+    try:
+        _check(tensor, limit, "")
+    except ExactOverflowError:
+        for part, what in parts:
+            _check(part, limit, what)
+        raise
+
+
 # ---- integer primitives ------------------------------------------------------------------------------
 
 def rdiv(numerator: torch.Tensor, divisor: torch.Tensor | int) -> torch.Tensor:
@@ -87,6 +99,11 @@ def rdiv(numerator: torch.Tensor, divisor: torch.Tensor | int) -> torch.Tensor:
     if isinstance(divisor, int) and divisor & (divisor - 1) == 0:
         return (numerator + (divisor >> 1)) >> (divisor.bit_length() - 1)
     return torch.div(numerator + (divisor >> 1), divisor, rounding_mode="floor")
+
+
+def _shift_rdiv(numerator: torch.Tensor, bits: int) -> torch.Tensor:
+    """rdiv(numerator, 2^bits) in place on `numerator` (a temporary of the caller's)."""
+    return numerator.add_(1 << (bits - 1)).bitwise_right_shift_(bits)
 
 
 def floor_divide_exact(numerator: torch.Tensor, divisor: torch.Tensor | int) -> torch.Tensor:
@@ -124,19 +141,48 @@ EXP2_TABLE = _exp2_table()
 def iexp(d: torch.Tensor) -> torch.Tensor:
     """e^(d / 2^16) in Q30 for Q16 d ≤ 0: base 2, a degree-7 polynomial for the fraction (EXP2_TABLE), a shift for
     the rest, in int64 (|max(d, −2^22) · log2e_Q30| < 2^53)."""
-    y = (torch.clamp(d, min=EXP_INPUT_FLOOR) * LOG2E_Q30 + (1 << (EXP_FRAC - 1))) >> EXP_FRAC
+    y = _shift_rdiv(torch.clamp(d, min=EXP_INPUT_FLOOR).mul_(LOG2E_Q30), EXP_FRAC)
     power = EXP2_TABLE.to(y.device).index_select(0, (y & ((1 << FRAC) - 1)).view(-1)).view(y.shape)
-    shift = (y >> FRAC).neg_().clamp_(max=62)                                   # y ≤ 0: shift ≥ 0
-    return (power + ((1 << shift) >> 1)) >> shift
+    shift = y.bitwise_right_shift_(FRAC).neg_().clamp_(max=62)                 # y ≤ 0: shift ≥ 0
+    return power.add_((1 << shift).bitwise_right_shift_(1)).bitwise_right_shift_(shift)
 
 
 def silu(x: torch.Tensor) -> torch.Tensor:
     """x · σ(x) in Q16, σ in Q30 from iexp(-|x|)."""
     _check(x, MAX_QUANTISED, "SiLU input")
-    e = iexp(-x.abs())
-    one = 1 << EXP_FRAC
-    sigmoid = rdiv(torch.where(x >= 0, 1 << 2 * EXP_FRAC, e << EXP_FRAC), one + e)
-    return rdiv(x * sigmoid, one)
+    return _silu(x)
+
+
+SILU_TABLE_BITS = 19
+"""The CPU looks SiLU up for −2^19 ≤ x < 2^19 (±8.0 in Q16), from silu's own integers for every such x."""
+
+
+@cache
+def _silu_table() -> torch.Tensor:
+    """silu(x) for x = −2^19 … 2^19 − 1 (made on first use: 8 MiB)."""
+    return _computed_silu(torch.arange(-(1 << SILU_TABLE_BITS), 1 << SILU_TABLE_BITS, dtype=torch.int64))
+
+
+def _silu(x: torch.Tensor) -> torch.Tensor:
+    """silu of x already checked against its bound: on the CPU looked up where |x| < 2^19, computed elsewhere."""
+    if x.is_cuda or not x.numel():
+        return _computed_silu(x)
+    index = x + (1 << SILU_TABLE_BITS)
+    inside = index.clamp(0, (2 << SILU_TABLE_BITS) - 1)
+    y = _silu_table().index_select(0, inside.view(-1)).view(x.shape)
+    outside = inside != index
+    if bool(outside.any()):
+        y[outside] = _computed_silu(x[outside])
+    return y
+
+
+def _computed_silu(x: torch.Tensor) -> torch.Tensor:
+    """R5.6's SiLU, computed."""
+    e = iexp(x.abs().neg_())
+    divisor = e + (1 << EXP_FRAC)
+    # σ = rdiv(2^60 where x ≥ 0, else e · 2^30, 2^30 + e)
+    numerator = e.bitwise_left_shift_(EXP_FRAC).masked_fill_(x >= 0, 1 << 2 * EXP_FRAC).add_(divisor >> 1)
+    return _shift_rdiv(numerator.div_(divisor, rounding_mode="floor").mul_(x), EXP_FRAC)
 
 
 _FRACTION_WEIGHTS = torch.arange(LOG_FRAC - 1, -1, -1, dtype=torch.int64)
@@ -178,15 +224,24 @@ def fixed_gumbel(words: torch.Tensor) -> torch.Tensor:
 def quantise_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-token int8 quantisation of Q16 rows: (q, a, e) with |x| ≤ a · 2^e, a ≤ 2^15, q = round(127 x / (a 2^e)),
     q's integers in [−127, 127] held as float64 (the CPU GEMM's operand)."""
+    q, a, e, _ = _quantised(x)
+    return q, a, e.long()
+
+
+def _quantised(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """quantise_rows's (q, a, e) and max(a · 2^e, 1) in float64."""
     amax = x.abs().amax(dim=-1, keepdim=True)
-    _check(amax, MAX_QUANTISED, "quantised activation")
-    bits = torch.frexp(amax.double()).exponent.long()  # bitlength(m): m = f · 2^bits, f ∈ [1/2, 1); 0 for m = 0
-    e = torch.clamp(bits - 15, min=0)
-    a = (amax + (torch.ones_like(e) << e) - 1) >> e
-    divisor = torch.clamp(a << e, min=1)
+    peak = int(amax.max()) if amax.numel() else 0
+    if peak >= MAX_QUANTISED:
+        raise ExactOverflowError(f"quantised activation: |value| reaches {peak} ≥ {MAX_QUANTISED}")
+    # bitlength(m): m = f · 2^bits, f ∈ [1/2, 1); 0 for m = 0
+    e = torch.frexp(amax.double()).exponent.sub_(15).clamp_(min=0)  # int32
+    a = ((amax - 1) >> e).add_(1)  # ⌈m / 2^e⌉ = ⌊(m − 1) / 2^e⌋ + 1 for m ≥ 1, and 0 for m = 0 (−1 ≫ e = −1)
+    divisor = (a << e).clamp_(min=1)
+    divisor_float = divisor.double()
     # |127 x + ⌊D/2⌋| + D < 2^39 + 2^32: the float64 quotient's floor is exact
-    q = floor_divide_exact(x.double().mul_(127).add_((divisor >> 1).double()), divisor.double())
-    return q, a, e
+    q = floor_divide_exact(x.double().mul_(127).add_((divisor >> 1).double()), divisor_float)
+    return q, a, e, divisor_float
 
 
 # ---- the integer checkpoint --------------------------------------------------------------------------
@@ -205,19 +260,20 @@ class IntMatrix:
         (in float64 where R5.6's bound makes every step exact, else in int64)."""
         if x.shape[-1] > MAX_INNER:
             raise ExactOverflowError(f"GEMM inner dimension {x.shape[-1]} > {MAX_INNER}")
-        q, a, e = quantise_rows(x)
-        rows = q.reshape(-1, q.shape[-1])
-        if rows.is_cuda:
-            acc = _cuda_int8_matmul(rows.to(torch.int8), self.weight)
+        q, a, e, divisor = _quantised(x)
+        if q.is_cuda:
+            acc = _cuda_int8_matmul(q.reshape(-1, q.shape[-1]).to(torch.int8), self.weight)
         else:
             operand, column_scale = self.cpu_operands
             if operand.dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest":
                 operand = self.weight.double()  # a float32 GEMM may then round (bf16 or TF32 inside)
-            acc = (rows.to(operand.dtype) @ operand.t()).reshape(*q.shape[:-1], -1)
+            acc = q.to(operand.dtype) @ operand.t()
             if column_scale is not None or self._rescale_fits(acc, a):
                 # v = acc · a · 2^e · M · 2^-S = acc · a · M / 2^(S − e), exact; rdiv by 127 · 2^(S − e) = ⌊⌊v + 63.5⌋ / 127⌋
-                v = acc.double().mul_((a << e).double()).mul_(self.column_scale).add_(63.5)
-                return floor_divide_exact(v.floor_(), 127).add_(self.bias).long()  # |y| < 2^46, |b| < 2^31
+                # (the divisor max(a · 2^e, 1) is a · 2^e where a > 0, and acc = 0 where a = 0)
+                v = (acc * divisor).mul_(self.column_scale).add_(63.5)
+                y = floor_divide_exact(v.floor_(), 127)
+                return (y.add_(self.bias) if self.has_bias else y).long()  # |y| < 2^46, |b| < 2^31
         product = acc.reshape(*q.shape[:-1], -1).long() * a * self.multiplier
         shift = self.shift - e
         # rdiv(product, 127 · 2^shift) as a shift then a division by 127: ⌊⌊y / 2^k⌋ / 127⌋ = ⌊y / (127 · 2^k)⌋
@@ -235,6 +291,10 @@ class IntMatrix:
         if int((row_sums * (self.multiplier << 15) + (64 << self.shift)).max()) > FLOAT_RESCALE_LIMIT:
             return operand, None
         return operand, self.column_scale
+
+    @cached_property
+    def has_bias(self) -> bool:
+        return bool(self.bias.any())
 
     @cached_property
     def column_scale(self) -> torch.Tensor:
@@ -441,14 +501,19 @@ class ExactPolicy:
             raise ExactOverflowError("positions must lie in [0, 2^32)")
         h = self.embed.index_select(0, ids.reshape(-1)).view(*ids.shape, -1)
         cos, sin = rope_tables(self.rope_frequency, positions)
+        _check(h, MAX_RESIDUAL, "RMSNorm input")
+        # every later RMSNorm input is a residual, checked against the same bound where it is made
         for index, layer in enumerate(self.layers):
-            h = h + self._attention(layer, rms_norm(h, layer.input_norm, self.rms_eps), cos, sin, mask, cache, index)
+            x = _rms_norm(h, layer.input_norm, self.rms_eps)
+            h = h + self._attention(layer, x, cos, sin, mask, cache, index)
             _check(h, MAX_RESIDUAL, "residual")
-            x = rms_norm(h, layer.post_norm, self.rms_eps)
-            gate, up = layer.gate_up(x).split(layer.gate.weight.shape[0], dim=-1)
-            h = h + layer.down(rdiv(silu(gate) * _bounded(up, "up projection"), 1 << FRAC))
+            x = _rms_norm(h, layer.post_norm, self.rms_eps)
+            gate_up = layer.gate_up(x)
+            gate, up = gate_up.split(layer.gate.weight.shape[0], dim=-1)
+            _check_parts(gate_up, MAX_QUANTISED, ((gate, "SiLU input"), (up, "up projection")))
+            h = h + layer.down(_shift_rdiv(_silu(gate).mul_(up), FRAC))
             _check(h, MAX_RESIDUAL, "residual")
-        return rms_norm(h, self.norm, self.rms_eps)
+        return _rms_norm(h, self.norm, self.rms_eps)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Q16 logits of Q16 final hidden states."""
@@ -461,10 +526,9 @@ class ExactPolicy:
         batch, new = x.shape[:2]
         qkv = layer.qkv(x).view(batch, new, self.heads + 2 * self.kv_heads, self.head_dim)
         q, k, v = qkv.split([self.heads, self.kv_heads, self.kv_heads], dim=2)
-        for tensor, what in ((q, "q"), (k, "k"), (v, "v")):
-            _check(tensor, MAX_RESIDUAL, what)
+        _check_parts(qkv, MAX_RESIDUAL, ((q, "q"), (k, "k"), (v, "v")))
         q, k = rotate(qkv[:, :, :self.heads + self.kv_heads], cos, sin).split([self.heads, self.kv_heads], dim=2)
-        q = rdiv(q * self.inv_sqrt_head_dim, 1 << FRAC)
+        q = _shift_rdiv(q * self.inv_sqrt_head_dim, FRAC)
         k, v, key_peak = cache.extend(index, k, v)
         group = self.heads // self.kv_heads
         if group > 1:
@@ -475,25 +539,22 @@ class ExactPolicy:
             raise ExactOverflowError("attention over 2^32 positions or more")
         terms = self.head_dim * int(q.abs().max()) * key_peak                            # ≥ Σ |q_i k_i|
         scores = _product_rdiv(q.permute(0, 2, 1, 3), keys, terms, FRAC)                  # [B, H, T, S]
-        query_at = torch.arange(total - new, total, device=x.device)[:, None]
-        allowed = (torch.arange(total, device=x.device)[None, :] <= query_at)[None, None] & mask[:, None, None, :].bool()
+        allowed = mask[:, None, None, :].bool()
+        if new > 1:  # a decoded token sees every cached position
+            query_at = torch.arange(total - new, total, device=x.device)[:, None]
+            allowed = (torch.arange(total, device=x.device)[None, :] <= query_at)[None, None] & allowed
         peak = scores.masked_fill(~allowed, torch.iinfo(torch.int64).min).amax(dim=-1, keepdim=True)
-        weights = iexp(torch.where(allowed, scores - peak, EXP_INPUT_FLOOR)) * allowed
+        weights = iexp(torch.where(allowed, scores - peak, EXP_INPUT_FLOOR))  # iexp(EXP_INPUT_FLOOR) = 0
         total_weight = torch.clamp(weights.sum(dim=-1, keepdim=True), min=1)
         if total < SHORT_ATTENTION and not x.is_cuda:
             # E_j ≤ 2^30: |E_j · 2^15 + ⌊ΣE/2⌋| + ΣE < 2^45 + 2^53 · 3/4, so the float64 quotient's floor is exact
             probs = floor_divide_exact((weights << PROB_FRAC).add_(total_weight >> 1).double(),
-                                       total_weight.double()).long()
+                                       total_weight.double())  # integers in float64: _product_rdiv's operand
         else:
             probs = rdiv(weights << PROB_FRAC, total_weight)
         # Σ_j P_j ≤ 2^15 + S / 2 and |v| < 2^24: Σ_j P_j |v_j| < 2^15 · 2^24 + S · 2^23
         out = _product_rdiv(probs, values, (((1 << PROB_FRAC) + total) << 24), PROB_FRAC)  # [B, H, T, hd]
         return layer.o(out.permute(0, 2, 1, 3).reshape(batch, new, self.heads * self.head_dim))
-
-
-def _bounded(x: torch.Tensor, what: str) -> torch.Tensor:
-    _check(x, MAX_QUANTISED, what)
-    return x
 
 
 def _matrix_tensors(prefix: str, matrix: IntMatrix) -> dict[str, torch.Tensor]:
@@ -516,13 +577,22 @@ def tensors_digest(tensors: dict[str, torch.Tensor]) -> str:
 def rms_norm(h: torch.Tensor, weight: torch.Tensor, eps_q32: int) -> torch.Tensor:
     """Q16 RMSNorm: r = isqrt(floor(Σh² / d) + eps·2^32) (Q16), y = round(round(h · 2^16 / r) · γ / 2^16)."""
     _check(h, MAX_RESIDUAL, "RMSNorm input")
+    return _rms_norm(h, weight, eps_q32)
+
+
+def _rms_norm(h: torch.Tensor, weight: torch.Tensor, eps_q32: int) -> torch.Tensor:
+    """rms_norm of h already checked against its bound."""
     width = h.shape[-1]
     if width > MAX_WIDTH:
         raise ExactOverflowError(f"width {width} > {MAX_WIDTH}")
-    root = isqrt((h * h).sum(dim=-1, keepdim=True) // width + eps_q32)
+    total = (h * h).sum(dim=-1, keepdim=True) // width + eps_q32
+    if eps_q32 < (1 << 52) - (1 << 48):  # |h| < 2^24: total < 2^52, where the float64 root's floor is isqrt (R5.6)
+        root = total.double().sqrt_().floor_()
+    else:
+        root = isqrt(total).double()
     # rdiv(h · 2^16, r): |h · 2^16 + ⌊r/2⌋| + r < 2^40 + 2^32, so the float64 quotient's floor is exact
-    normed = floor_divide_exact(h.double().mul_(1 << FRAC).add_((root >> 1).double()), root.double()).long()
-    return rdiv(normed * weight, 1 << FRAC)
+    normed = floor_divide_exact(h.double().mul_(1 << FRAC).add_(root.mul(0.5).floor_()), root).long()
+    return _shift_rdiv(normed.mul_(weight), FRAC)
 
 
 def _rope_table() -> tuple[torch.Tensor, torch.Tensor]:
@@ -546,7 +616,7 @@ def rope_tables(frequency: torch.Tensor, positions: torch.Tensor) -> tuple[torch
         table = table.to(frequency.device)
         low = table.index_select(0, index.reshape(-1)).view(index.shape)
         high = table.index_select(0, index.reshape(-1) + 1).view(index.shape)
-        return low + rdiv((high - low) * fraction, 1 << (32 - ROPE_TABLE_BITS))
+        return _shift_rdiv((high - low).mul_(fraction), 32 - ROPE_TABLE_BITS).add_(low)
 
     return interpolate(COS_TABLE), interpolate(SIN_TABLE)
 
@@ -556,8 +626,8 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     half = x.shape[-1] // 2
     first, second = x[..., :half], x[..., half:]
     cos, sin = cos[:, :, None], sin[:, :, None]
-    one = 1 << ROPE_FRAC
-    return torch.cat([rdiv(first * cos - second * sin, one), rdiv(second * cos + first * sin, one)], dim=-1)
+    return torch.cat([_shift_rdiv((first * cos).sub_(second * sin), ROPE_FRAC),
+                      _shift_rdiv((second * cos).add_(first * sin), ROPE_FRAC)], dim=-1)
 
 
 # ---- from a float model ------------------------------------------------------------------------------
@@ -622,8 +692,8 @@ NOISE_MAX = 23 << FRAC
 g ≤ 33 ln 2 < 23."""
 NOISE_BUCKET_BITS = 12
 NOISE_SLACK = 64
-"""Q16 units (10^-3) added to a bucket's first noise value to bound the bucket: the real g falls as x grows and
-the integer g is within 10^-5 (0.7 units) of it."""
+"""Q16 units (10^-3) added to a bucket's first noise value to bound the bucket (the real g falls as x grows and
+the integer g is within 10^-5, 0.7 units, of it), and the margin around `gumbel_estimate`'s scores (R5.7)."""
 NOISE_CEILINGS = torch.clamp(fixed_gumbel(torch.arange(1 << NOISE_BUCKET_BITS, dtype=torch.int64)
                                           << (32 - NOISE_BUCKET_BITS)) + NOISE_SLACK, max=NOISE_MAX)
 """A bound of g over the words of each bucket (the words' top 12 bits)."""
@@ -639,9 +709,10 @@ def sample_fixed(logits: torch.Tensor, seeds: torch.Tensor, position: int | torc
     """Exact-mode sampling rule over Q16 logits [B, V]: T = 0 the argmax; T > 0 the argmax of
     z = round(l · 2^16 / round(T · 2^16)) plus g(s, i, v) in Q16; ties to the lowest token id.
 
-    The integer noise is computed only where it can matter: the exact scores of the BAR_TOKENS tokens with the
-    highest bound (z + the ceiling of their word's bucket) set a bar, a token whose bound is below it can neither
-    win nor tie, and any other token whose bound reaches it gets its exact score too. The result is the full rule's.
+    The integer noise is computed only where it can matter (R5.7, `_draw`): the BAR_TOKENS tokens with the highest
+    bound (z + the ceiling of their word's bucket) get float64 estimates that decide most rows; in any other row
+    their exact scores set a bar, a token whose bound is below it can neither win nor tie, and any other token whose
+    bound reaches it gets its exact score too. The result is the full rule's.
     Rows are drawn SAMPLE_CHUNK words at a time (each row's draw is its own); `words` are the rows' noise words
     [B, V] at this position where the caller drew them already."""
     if temperature == 0:
@@ -660,14 +731,46 @@ def sample_fixed(logits: torch.Tensor, seeds: torch.Tensor, position: int | torc
     return drawn[0] if len(drawn) == 1 else torch.cat(drawn)
 
 
+def gumbel_estimate(words: torch.Tensor) -> torch.Tensor:
+    """The real Gumbel noise −ln(−ln(1 − u)) of words x, u = (2x + 1) / 2^33, in float64 Q16 units: within
+    10^-9 of the real value, so within NOISE_SLACK of fixed_gumbel's integer (R5.7)."""
+    u = words.double().mul_(2.0**-32).add_(2.0**-33)                        # exact: 2x + 1 < 2^33
+    return u.neg_().log1p_().neg_().log_().mul_(-(1 << FRAC))
+
+
 def _draw(z: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
-    """sample_fixed's rule on scaled logits z [B, V] with their noise words."""
+    """sample_fixed's rule on scaled logits z [B, V] with their noise words.
+
+    The BAR_TOKENS tokens with the highest bound first get float64 scores z + gumbel_estimate, each within
+    NOISE_SLACK of its exact score: a row where one token's low end (score − slack) is above every other bar token's
+    high end and above every other token's bound has that token as its draw, with no integer noise computed. Any
+    other row is drawn by the integer rule (`_draw_exact`)."""
     vocab = z.shape[-1]
     if vocab <= BAR_TOKENS:
         return (z + fixed_gumbel(words)).argmax(dim=-1)
     buckets = (words >> (32 - NOISE_BUCKET_BITS)).view(-1)
     bound = z + NOISE_CEILINGS.to(z.device).index_select(0, buckets).view(z.shape)
-    top = bound.topk(BAR_TOKENS, dim=-1).indices
+    highest, top = bound.topk(BAR_TOKENS + 1, dim=-1)
+    top = top[:, :BAR_TOKENS]
+    estimate = z.gather(-1, top).double().add_(gumbel_estimate(words.gather(-1, top)))
+    low, leader = estimate.max(dim=-1, keepdim=True)
+    low.sub_(NOISE_SLACK)
+    # low ≤ the leader's exact score: the leader is the draw unless another bar token's high end or the highest
+    # bound past the bar reaches it
+    unsure = (estimate.add_(NOISE_SLACK) >= low).sum(dim=-1) > 1
+    unsure |= highest[:, BAR_TOKENS] >= low[:, 0]
+    winner = top.gather(-1, leader).squeeze(-1)
+    if bool(unsure.any()):
+        rows = unsure.nonzero().squeeze(-1)
+        winner.index_copy_(0, rows, _draw_exact(z.index_select(0, rows), words.index_select(0, rows),
+                                                bound.index_select(0, rows), top.index_select(0, rows)))
+    return winner
+
+
+def _draw_exact(z: torch.Tensor, words: torch.Tensor, bound: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
+    """The integer rule on rows z [B, V] with their bounds and bar tokens `top`: the bar tokens' exact scores set
+    the bar; a token whose bound is below it can neither win nor tie, any other gets its exact score too."""
+    vocab = z.shape[-1]
     top_scores = z.gather(-1, top) + fixed_gumbel(words.gather(-1, top))
     best = top_scores.amax(dim=-1)
     rest = (bound >= best[:, None]).scatter_(-1, top, False)

@@ -130,6 +130,44 @@ def test_ties_go_to_the_lowest_token_id_among_the_bar_tokens_and_the_rest() -> N
     assert ((logits + noise).argmax(dim=-1)).tolist() == expected
 
 
+def test_the_float_noise_estimate_stays_within_a_unit_of_the_integer_noise() -> None:
+    """The sampler's shortcut rests on |fixed_gumbel − gumbel_estimate| < NOISE_SLACK (64 Q16 units) for every word:
+    at the edges of u's two branches and of the word range, and on random words, it is below one unit."""
+    edges = [*range(0, 4096), *range(2**31 - 4096, 2**31 + 4096), *range(2**32 - 4096, 2**32)]
+    words = torch.tensor(edges + random.Random(3).sample(range(2**32), 50_000), dtype=torch.int64)
+    gap = (exact.fixed_gumbel(words).double() - exact.gumbel_estimate(words)).abs().max()
+    assert gap < 1 < exact.NOISE_SLACK
+
+
+def test_near_ties_are_drawn_from_the_integer_noise_and_clear_leads_from_the_estimate(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two tokens 1 Q16 unit apart (either order) and exactly tied sit inside the estimate's slack: those rows are
+    drawn by the integer rule (the full rule's token); a row with a clear leader never computes integer noise."""
+    generator = torch.Generator().manual_seed(13)
+    logits = torch.randint(-2**18, 2**18, (8, 500), generator=generator)
+    seeds = torch.arange(8) * 104729
+    noise = exact.fixed_gumbel(noise_words(seeds, torch.full_like(seeds, 6), 500))
+    best = (logits + noise).amax(dim=-1)
+    near = {0: (10, 400, 1), 1: (400, 10, 1), 2: (77, 78, 0), 3: (3, 499, -1), 4: (250, 40, 30)}
+    for row, (first, second, gap) in near.items():  # scores best + 500 and best + 500 − gap
+        logits[row, first] = best[row] + 500 - noise[row, first]
+        logits[row, second] = best[row] + 500 - gap - noise[row, second]
+    full = (logits + noise).argmax(dim=-1)
+    drawn_exactly: list[int] = []
+    integer_rule = exact._draw_exact
+
+    def counted(z: torch.Tensor, *rest: torch.Tensor) -> torch.Tensor:
+        drawn_exactly.append(z.shape[0])
+        return integer_rule(z, *rest)
+
+    monkeypatch.setattr(exact, "_draw_exact", counted)
+    assert torch.equal(exact.sample_fixed(logits, seeds, 6, 1.0), full)
+    assert full[:5].tolist() == [10, 400, 77, 499, 250]
+    assert drawn_exactly == [5]  # rows 0–4 only: rows 5–7 lead by far more than the slack
+    drawn_exactly.clear()
+    assert torch.equal(exact.sample_fixed(logits[5:], seeds[5:], 6, 1.0), full[5:]) and drawn_exactly == []
+
+
 def test_integer_sqrt_exp_and_silu_are_exact_integers_near_the_reals() -> None:
     rng = random.Random(1)
     values = [0, 1, 2, 3, 4, 2**62 - 1] + [rng.randrange(2**62) for _ in range(1000)] + [k * k - 1 for k in range(1, 200)]
@@ -145,6 +183,16 @@ def test_integer_sqrt_exp_and_silu_are_exact_integers_near_the_reals() -> None:
     x = torch.arange(-30 * 2**16, 30 * 2**16, 997)
     assert (exact.silu(x).double() / 2**16 - torch.nn.functional.silu(x.double() / 2**16)).abs().max() < 1e-4
     assert np.array_equal(exact.silu(x).numpy(), reference.silu_q16(x.numpy()))
+
+
+def test_silu_looked_up_is_silu_computed_at_every_table_entry_and_past_it() -> None:
+    """The CPU's SiLU table (±2^19) holds R5.6's integers for every entry; values past it, mixed in, are computed."""
+    rng = torch.Generator().manual_seed(14)
+    x = torch.cat([torch.arange(-(1 << exact.SILU_TABLE_BITS) - 9, (1 << exact.SILU_TABLE_BITS) + 9),
+                   torch.randint(-(1 << 31) + 1, 1 << 31, (5000,), generator=rng)])
+    x = x[torch.randperm(x.numel(), generator=rng)]
+    assert torch.equal(exact.silu(x), exact._computed_silu(x))
+    assert torch.equal(exact.silu(x[:4096].view(64, 64)[:, ::2]), exact._computed_silu(x[:4096].view(64, 64)[:, ::2]))
 
 
 def test_each_row_is_the_same_integers_in_any_batch(tiny: exact.ExactPolicy) -> None:
