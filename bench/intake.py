@@ -111,7 +111,7 @@ def _chain_fakes() -> dict:
     }
 
 
-LEDGER = SimpleNamespace(deployment=SimpleNamespace(block=0), pool=None, w3=None, logs=SimpleNamespace(page_blocks=10_000))
+LEDGER = SimpleNamespace(deployment=SimpleNamespace(block=0), pool=None, w3=None, batches=None, logs=SimpleNamespace(page_blocks=10_000))
 
 
 def measure(consumed: int, files_per_step: int, steps: int, folder: Path) -> dict:

@@ -58,7 +58,8 @@ SECOND_CHANCE = ("wrong_temperature",)
 """Attacks whose verdict rests on the margin statistics of one small file and so holds per file with a probability,
 not always: a sampler at half the temperature changes a few of this spec's 48 tokens, some of them near-ties inside
 the bf16 tolerance (caught in 90 of 90 files offline, accepted once in a rehearsal; R6.18). Each is submitted twice,
-and one of its files must be challenged for the expected reason (the per-worker test sees the worker's books too)."""
+and one of its files must be challenged for the expected reason (the per-worker test sees the worker's books too); a
+second file whose tokens all match the honest draw is replaced by the fallback attack, judged as that one."""
 WARM_START = ["--warm-steps", "4", "--warm-lr", "3e-2"]
 """Enough for the random-weight policy to end some answers with its EOS, so completion lengths vary."""
 BUILDERS = {"qwen2": qwen2_style, "llama": llama_style}
@@ -172,7 +173,8 @@ def test_calibrated_thresholds_in_a_run_spec_pass_honest_bf16_workers_and_catch_
     assert [_status(pool, e) for w in honest for e in _submitted(w)] == [WorkStatus.ACCEPTED] * 4
     verdicts = [(name, _reason(pool, entry)) for entry, name in zip(_submitted(adversary), attacks.used, strict=True)]
     print("\ncalibrated", calibrated.model_dump(), "\nattack → verdict:", verdicts)
-    assert attacks.used == names  # no attack fell back to another on this model
+    # no attack fell back to another on this model (a second chance may: a colder sampler's file can equal the honest one)
+    assert set(attacks.used) == set(ATTACKS) and attacks.used[:len(ATTACKS)] == list(ATTACKS)
     unexpected = [(name, reason) for name, reason in verdicts
                   if reason not in EXPECTED[name] and not (reason is None and name in SECOND_CHANCE)]
     assert not unexpected, f"attacks accepted or judged for another reason than expected: {unexpected}"
