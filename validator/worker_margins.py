@@ -72,7 +72,7 @@ class WorkerMargins:
         self.workers: dict[str, dict[str, Any]] = self.journal.load()
         for book in self.workers.values():
             _current_factors(book)
-        self._totals: dict[str, _OpenTotals] = {}
+        self._totals: dict[str, OpenTotals] = {}
         """worker → its open files summed, kept as files are counted: a judgement costs O(1) however long an honest
         worker's book grows (it is spent only by a challenge); rebuilt from the book when a challenge or a recount
         changed it."""
@@ -118,10 +118,10 @@ class WorkerMargins:
         under `null`."""
         return self._open_totals(worker.lower()).log_e_value(null)
 
-    def _open_totals(self, worker: str) -> _OpenTotals:
+    def _open_totals(self, worker: str) -> OpenTotals:
         totals = self._totals.get(worker)
         if totals is None:
-            totals = self._totals[worker] = _OpenTotals()
+            totals = self._totals[worker] = OpenTotals()
             for entry in self.workers.get(worker, {"open": {}})["open"].values():
                 totals.add(entry)
         return totals
@@ -134,8 +134,9 @@ class WorkerMargins:
             self.journal.append(change)
 
 
-class _OpenTotals:
-    """A worker's open files summed: tokens, score, and the per-λ log factors of the files that carry theirs. Files
+class OpenTotals:
+    """A worker's open files summed: tokens, score, and the per-λ log factors of the files that carry theirs (what
+    `WorkerMargins.judge` tests; bench.stated_rates runs simulated honest books through it). Files
     of an older book without factors (a few, from before a version or spread change; never more) are kept apart,
     since they count under the null of the file being judged."""
 
